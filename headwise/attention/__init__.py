@@ -1,0 +1,37 @@
+"""The attention core: masks, positions, biases, kernels, multi-head attention, cache, capture.
+
+Pure tensor code on PyTorch; nothing here reads files or text.
+"""
+
+from headwise.attention import masks
+from headwise.attention.bias import ALiBi, T5RelativePositionBias, alibi_slopes
+from headwise.attention.cache import KVCache
+from headwise.attention.capture import AttentionCapture, capture_attention
+from headwise.attention.kernels import BACKENDS, attend, select_backend
+from headwise.attention.masks import AttentionPattern
+from headwise.attention.mha import MultiHeadAttention
+from headwise.attention.positions import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    apply_rotary,
+)
+
+__all__ = [
+    "ALiBi",
+    "AttentionCapture",
+    "AttentionPattern",
+    "BACKENDS",
+    "KVCache",
+    "LearnedPositionalEmbedding",
+    "MultiHeadAttention",
+    "RotaryEmbedding",
+    "SinusoidalPositionalEncoding",
+    "T5RelativePositionBias",
+    "alibi_slopes",
+    "apply_rotary",
+    "attend",
+    "capture_attention",
+    "masks",
+    "select_backend",
+]

@@ -1,0 +1,182 @@
+"""Tiled attention with an online softmax (FlashAttention, Dao et al. 2022; FA-2 backward).
+
+Queries and keys are processed in tiles of ``block_q x block_k``. The forward pass keeps,
+per query row, the running maximum ``m``, the running normaliser ``l`` and the running
+weighted sum of values, rescaling them as each key tile arrives; it stores only the
+output and the log-sum-exp per row. The backward pass recomputes each tile's
+probabilities from that log-sum-exp instead of storing the ``q_len x k_len`` matrix, so
+memory is O(n) in sequence length (plus a tile).
+
+Tiles that a mask pattern fully forbids are skipped; tiles it fully allows are computed
+without a mask.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from headwise.attention.masks import AttentionPattern
+
+DEFAULT_BLOCK_Q = 256
+DEFAULT_BLOCK_K = 512
+
+
+class MaskTiles:
+    """Mask tiles and the tile layout, from a pattern or a dense boolean tensor."""
+
+    def __init__(self, mask: Tensor | AttentionPattern | None, q_len: int, k_len: int,
+                 block_q: int, block_k: int, device: torch.device) -> None:
+        self.mask, self.q_len, self.k_len = mask, q_len, k_len
+        self.block_q, self.block_k, self.device = block_q, block_k, device
+        nq, nk = -(-q_len // block_q), -(-k_len // block_k)
+        if mask is None:
+            self.any = torch.ones(nq, nk, dtype=torch.bool)
+            self.all = self.any
+        elif isinstance(mask, AttentionPattern):
+            a, al = mask.block_layout(q_len, k_len, block_q, block_k)
+            self.any, self.all = a.any(0), al.all(0)
+        else:
+            m = mask.any(1)  # (B|1, q, k): a tile is needed if any head needs it
+            pad = (0, nk * block_k - k_len, 0, nq * block_q - q_len)
+            t = torch.nn.functional.pad(m, pad, value=False)
+            t = t.view(m.shape[0], nq, block_q, nk, block_k)
+            self.any = t.any(4).any(2).any(0).cpu()
+            full = torch.nn.functional.pad(mask.all(1), pad, value=True)
+            full = full.view(m.shape[0], nq, block_q, nk, block_k)
+            self.all = full.all(4).all(2).all(0).cpu()
+        self.any_list = self.any.tolist()
+        self.all_list = self.all.tolist()
+
+    def tile(self, i: int, j: int) -> Tensor | None:
+        """The mask of tile (i, j), or None when the tile is fully allowed."""
+        if self.all_list[i][j]:
+            return None
+        q0, k0 = i * self.block_q, j * self.block_k
+        q1, k1 = min(self.q_len, q0 + self.block_q), min(self.k_len, k0 + self.block_k)
+        if isinstance(self.mask, AttentionPattern):
+            return self.mask.tile(q0, q1, k0, k1, self.q_len, self.k_len, self.device)
+        return self.mask[..., q0:q1, k0:k1]
+
+    def density(self) -> float:
+        """Fraction of tiles that hold at least one allowed pair."""
+        return float(self.any.float().mean())
+
+
+def _scores(qi: Tensor, kj: Tensor, scale: float, bias_t: Tensor | None,
+            mask_t: Tensor | None, ct: torch.dtype) -> Tensor:
+    """Scores of one tile, (B, KVH, G, bq, bk), in the compute dtype, masked to -inf."""
+    s = torch.matmul(qi, kj.unsqueeze(2).transpose(-1, -2)) * scale
+    shape = s.shape
+    if bias_t is not None or mask_t is not None:
+        s = s.reshape(shape[0], -1, shape[-2], shape[-1])
+        if bias_t is not None:
+            s = s + bias_t.to(ct)
+        if mask_t is not None:
+            s = s.masked_fill(~mask_t, float("-inf"))
+        s = s.reshape(shape)
+    return s
+
+
+class TiledAttention(torch.autograd.Function):
+    """Autograd function of the tiled kernel (see module docstring)."""
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, tiles: MaskTiles,
+                scale: float) -> Tensor:
+        b, h, lq, d = q.shape
+        hk, lk, dv = k.shape[1], k.shape[2], v.shape[-1]
+        g = h // hk
+        ct = torch.float64 if q.dtype == torch.float64 else torch.float32
+        bq, bk = tiles.block_q, tiles.block_k
+        qg = q.reshape(b, hk, g, lq, d)
+        out = torch.empty(b, hk, g, lq, dv, dtype=q.dtype, device=q.device)
+        lse = torch.empty(b, hk, g, lq, dtype=ct, device=q.device)
+        kc, vc = k.to(ct), v.to(ct)
+        for i in range(-(-lq // bq)):
+            q0, q1 = i * bq, min(lq, (i + 1) * bq)
+            qi = qg[..., q0:q1, :].to(ct)
+            m = torch.full((b, hk, g, q1 - q0), float("-inf"), dtype=ct, device=q.device)
+            l_ = torch.zeros_like(m)
+            acc = torch.zeros(b, hk, g, q1 - q0, dv, dtype=ct, device=q.device)
+            for j in range(-(-lk // bk)):
+                if not tiles.any_list[i][j]:
+                    continue
+                k0, k1 = j * bk, min(lk, (j + 1) * bk)
+                bias_t = None if bias is None else bias[..., q0:q1, k0:k1]
+                s = _scores(qi, kc[:, :, k0:k1], scale, bias_t, tiles.tile(i, j), ct)
+                m_new = torch.maximum(m, s.amax(-1))
+                m_safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+                p = torch.exp(s - m_safe.unsqueeze(-1))
+                alpha = torch.exp(m - m_safe)
+                l_ = l_ * alpha + p.sum(-1)
+                acc = acc * alpha.unsqueeze(-1) + torch.matmul(p, vc[:, :, k0:k1].unsqueeze(2))
+                m = m_new
+            nonempty = l_ > 0
+            out[..., q0:q1, :] = (acc / torch.where(nonempty, l_, 1.0).unsqueeze(-1)).to(q.dtype)
+            lse[..., q0:q1] = torch.where(nonempty, m + torch.log(torch.where(nonempty, l_, 1.0)),
+                                          float("inf"))
+        ctx.save_for_backward(q, k, v, bias, out, lse)
+        ctx.tiles, ctx.scale = tiles, scale
+        return out.reshape(b, h, lq, dv)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        q, k, v, bias, out, lse = ctx.saved_tensors
+        tiles, scale = ctx.tiles, ctx.scale
+        b, h, lq, d = q.shape
+        hk, lk, dv = k.shape[1], k.shape[2], v.shape[-1]
+        g = h // hk
+        ct = lse.dtype
+        bq, bk = tiles.block_q, tiles.block_k
+        qg = q.reshape(b, hk, g, lq, d).to(ct)
+        do = grad_out.reshape(b, hk, g, lq, dv).to(ct)
+        delta = (do * out.to(ct)).sum(-1)  # D_i = rowsum(dO * O)
+        kc, vc = k.to(ct), v.to(ct)
+        dq = torch.zeros_like(qg)
+        dk = torch.zeros(b, hk, lk, d, dtype=ct, device=q.device)
+        dvv = torch.zeros(b, hk, lk, dv, dtype=ct, device=q.device)
+        need_db = bias is not None and ctx.needs_input_grad[3]
+        dbias = torch.zeros(b, h, lq, lk, dtype=ct, device=q.device) if need_db else None
+        for i in range(-(-lq // bq)):
+            q0, q1 = i * bq, min(lq, (i + 1) * bq)
+            qi, doi = qg[..., q0:q1, :], do[..., q0:q1, :]
+            lse_i, delta_i = lse[..., q0:q1].unsqueeze(-1), delta[..., q0:q1].unsqueeze(-1)
+            for j in range(-(-lk // bk)):
+                if not tiles.any_list[i][j]:
+                    continue
+                k0, k1 = j * bk, min(lk, (j + 1) * bk)
+                kj, vj = kc[:, :, k0:k1].unsqueeze(2), vc[:, :, k0:k1].unsqueeze(2)
+                bias_t = None if bias is None else bias[..., q0:q1, k0:k1]
+                s = _scores(qi, kc[:, :, k0:k1], scale, bias_t, tiles.tile(i, j), ct)
+                p = torch.exp(s - lse_i)
+                dvv[:, :, k0:k1] += torch.matmul(p.transpose(-1, -2), doi).sum(2)
+                dp = torch.matmul(doi, vj.transpose(-1, -2))
+                ds = p * (dp - delta_i)
+                dq[..., q0:q1, :] += torch.matmul(ds, kj) * scale
+                dk[:, :, k0:k1] += torch.matmul(ds.transpose(-1, -2), qi).sum(2) * scale
+                if dbias is not None:
+                    dbias[..., q0:q1, k0:k1] = ds.reshape(b, h, q1 - q0, k1 - k0)
+        if dbias is not None:
+            dbias = dbias.sum_to_size(bias.shape).to(bias.dtype)
+        return (dq.reshape(b, h, lq, d).to(q.dtype), dk.to(k.dtype), dvv.to(v.dtype), dbias,
+                None, None)
+
+
+def tiled_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPattern | None,
+                    bias: Tensor | None, scale: float, *, block_q: int = DEFAULT_BLOCK_Q,
+                    block_k: int = DEFAULT_BLOCK_K) -> Tensor:
+    """Tiled online-softmax attention with a recomputing backward.
+
+    Args:
+        q, k, v: as for :func:`headwise.attention.attend` (grouped heads allowed).
+        mask: a pattern (rendered one tile at a time) or a 4-D boolean tensor, or None.
+        bias: additive float scores (B|1, H|1, q_len, k_len), or None; differentiable.
+        scale: multiplier of the dot products.
+        block_q, block_k: tile sizes.
+
+    Returns:
+        (batch, heads, q_len, d_v) in q's dtype.
+    """
+    tiles = MaskTiles(mask, q.shape[2], k.shape[2], block_q, block_k, q.device)
+    return TiledAttention.apply(q, k, v, bias, tiles, scale)
