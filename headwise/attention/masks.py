@@ -58,6 +58,17 @@ class AttentionPattern(ABC):
             A boolean tensor of the broadcast shape.
         """
 
+    def bind(self, q_len: int, k_len: int, device: torch.device | str | None = None):
+        """A ``mask_mod(b, h, q_idx, kv_idx)`` for these lengths, with its tables on ``device``.
+
+        The returned function holds only tensors and arithmetic, so FlexAttention can
+        compile it. Patterns with lookup tables override this to prepare them once.
+        """
+        def mask_mod(b, h, q_idx, kv_idx):
+            return self.allowed(b, h, q_idx, kv_idx, q_len, k_len)
+
+        return mask_mod
+
     # --- combination -------------------------------------------------------------
     def __and__(self, other: AttentionPattern) -> AttentionPattern:
         return And(self, as_pattern(other))
@@ -153,9 +164,7 @@ class AttentionPattern(ABC):
         key = ("block_mask", q_len, k_len, rows, str(device), block_size)
         cache = self.__dict__.setdefault("_cache", {})
         if key not in cache:
-            def mask_mod(b, h, q_idx, kv_idx):
-                return self.allowed(b, h, q_idx, kv_idx, q_len, k_len)
-
+            mask_mod = self.bind(q_len, k_len, device)
             cache[key] = create_block_mask(mask_mod, rows, None, q_len, k_len,
                                            device=device, BLOCK_SIZE=block_size)
         return cache[key]
@@ -200,6 +209,14 @@ class KeyPadding(AttentionPattern):
     def allowed(self, b, h, q_idx, kv_idx, q_len, k_len):
         return kv_idx < self.lengths.to(kv_idx.device)[b]
 
+    def bind(self, q_len, k_len, device=None):
+        lengths = self.lengths.to(device)
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return kv_idx < lengths[b]
+
+        return mask_mod
+
 
 class SlidingWindow(AttentionPattern):
     """Local attention (Longformer): query ``i`` sees key ``j`` when ``|i - j| < window``.
@@ -236,6 +253,18 @@ class GlobalTokens(AttentionPattern):
 
     def allowed(self, b, h, q_idx, kv_idx, q_len, k_len):
         return self._is_global(q_idx) | self._is_global(kv_idx)
+
+    def bind(self, q_len, k_len, device=None):
+        n = max(q_len, k_len)
+        flag = torch.zeros(n, dtype=torch.bool)
+        pos = self.positions[self.positions < n]
+        flag[pos] = True
+        flag = flag.to(device)
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return flag[q_idx] | flag[kv_idx]
+
+        return mask_mod
 
 
 class BigBird(AttentionPattern):
@@ -291,6 +320,14 @@ class BigBird(AttentionPattern):
         table = self.block_table(q_len, k_len, q_idx.device)
         return table[q_idx // self.block_size, kv_idx // self.block_size]
 
+    def bind(self, q_len, k_len, device=None):
+        table, bs = self.block_table(q_len, k_len, device), self.block_size
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return table[q_idx // bs, kv_idx // bs]
+
+        return mask_mod
+
 
 class Documents(AttentionPattern):
     """Packed documents: a token attends only tokens of its own document.
@@ -314,18 +351,25 @@ class Documents(AttentionPattern):
         self.doc_ids = ids
         self.batch_size = len(rows) if len(rows) > 1 else None
 
+    def _ids(self, q_len: int, k_len: int, device) -> Tensor:
+        pad = max(q_len, k_len) - self.doc_ids.shape[1]
+        ids = torch.nn.functional.pad(self.doc_ids, (0, pad), value=-1) if pad > 0 \
+            else self.doc_ids
+        return ids.to(device)
+
     def allowed(self, b, h, q_idx, kv_idx, q_len, k_len):
-        total = self.doc_ids.shape[1]
-        if q_len > total or k_len > total:
-            pad = max(q_len, k_len) - total
-            ids = torch.nn.functional.pad(self.doc_ids, (0, pad), value=-1)
-        else:
-            ids = self.doc_ids
-        ids = ids.to(q_idx.device)
-        if self.batch_size is None:
-            b = torch.zeros_like(b)
-        dq = ids[b, q_idx]
-        return (dq == ids[b, kv_idx]) & (dq >= 0)
+        return self.bind(q_len, k_len, q_idx.device)(b, h, q_idx, kv_idx)
+
+    def bind(self, q_len, k_len, device=None):
+        ids = self._ids(q_len, k_len, device)
+        shared = self.batch_size is None
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            row = b * 0 if shared else b
+            dq = ids[row, q_idx]
+            return (dq == ids[row, kv_idx]) & (dq >= 0)
+
+        return mask_mod
 
 
 class DenseMask(AttentionPattern):
@@ -347,13 +391,19 @@ class DenseMask(AttentionPattern):
         self.batch_size = mask.shape[0] if mask.shape[0] > 1 else None
 
     def allowed(self, b, h, q_idx, kv_idx, q_len, k_len):
+        return self.bind(q_len, k_len, q_idx.device)(b, h, q_idx, kv_idx)
+
+    def bind(self, q_len, k_len, device=None):
         if (q_len, k_len) != tuple(self.mask.shape[-2:]):
             raise ValueError(f"mask is {tuple(self.mask.shape[-2:])} but attention is "
                              f"{(q_len, k_len)}")
-        m = self.mask.to(q_idx.device)
-        if self.batch_size is None:
-            b = torch.zeros_like(b)
-        return m[b, torch.zeros_like(h), q_idx, kv_idx]
+        m = self.mask.to(device)
+        shared = self.batch_size is None
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return m[b * 0 if shared else b, h * 0, q_idx, kv_idx]
+
+        return mask_mod
 
 
 class And(AttentionPattern):
@@ -367,6 +417,10 @@ class And(AttentionPattern):
         return (self.left.allowed(b, h, q_idx, kv_idx, q_len, k_len)
                 & self.right.allowed(b, h, q_idx, kv_idx, q_len, k_len))
 
+    def bind(self, q_len, k_len, device=None):
+        f, g = self.left.bind(q_len, k_len, device), self.right.bind(q_len, k_len, device)
+        return lambda b, h, q, k: f(b, h, q, k) & g(b, h, q, k)
+
 
 class Or(AttentionPattern):
     """Allowed where either pattern allows."""
@@ -379,6 +433,10 @@ class Or(AttentionPattern):
         return (self.left.allowed(b, h, q_idx, kv_idx, q_len, k_len)
                 | self.right.allowed(b, h, q_idx, kv_idx, q_len, k_len))
 
+    def bind(self, q_len, k_len, device=None):
+        f, g = self.left.bind(q_len, k_len, device), self.right.bind(q_len, k_len, device)
+        return lambda b, h, q, k: f(b, h, q, k) | g(b, h, q, k)
+
 
 class Not(AttentionPattern):
     """Allowed where the pattern forbids."""
@@ -389,6 +447,10 @@ class Not(AttentionPattern):
 
     def allowed(self, b, h, q_idx, kv_idx, q_len, k_len):
         return ~self.inner.allowed(b, h, q_idx, kv_idx, q_len, k_len)
+
+    def bind(self, q_len, k_len, device=None):
+        f = self.inner.bind(q_len, k_len, device)
+        return lambda b, h, q, k: ~f(b, h, q, k)
 
 
 def _joint_batch(a: AttentionPattern, b: AttentionPattern) -> int | None:

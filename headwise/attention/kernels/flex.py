@@ -15,6 +15,10 @@ from torch import Tensor
 from headwise.attention.masks import AttentionPattern
 
 _COMPILED: dict[str, Callable] = {}
+#: dtypes compiled FlexAttention accepts on CPU (torch 2.13)
+CPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+#: recompilations allowed before dynamo falls back to eager (one per pattern x shape)
+RECOMPILE_LIMIT = 64
 
 
 def flex_available(device: torch.device) -> bool:
@@ -35,6 +39,11 @@ def _compiled_flex() -> Callable:
     from torch.nn.attention.flex_attention import flex_attention
 
     if "fn" not in _COMPILED:
+        # Each new pattern (mask_mod) or shape is one recompilation; dynamo's default limit
+        # of 8 would silently drop to the unfused eager path after the 8th pattern.
+        import torch._dynamo.config as dynamo_config
+
+        dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
         _COMPILED["fn"] = torch.compile(flex_attention, dynamic=False)
     return _COMPILED["fn"]
 
@@ -56,6 +65,7 @@ def flex_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPatt
 
     Raises:
         RuntimeError: gradients requested on a device where FlexAttention has no backward.
+        TypeError: a dtype FlexAttention cannot run on this device (float64 on CPU).
     """
     from torch.nn.attention.flex_attention import create_block_mask
     from torch.nn.attention.flex_attention import flex_attention as eager_flex
@@ -65,6 +75,8 @@ def flex_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPatt
     if needs_grad and not supports_backward(q.device):
         raise RuntimeError(f"FlexAttention has no backward pass on {q.device.type} in this torch; "
                            "use backend='tiled' or 'sdpa' for training there")
+    if q.device.type == "cpu" and q.dtype not in CPU_DTYPES:
+        raise TypeError(f"FlexAttention on CPU runs {CPU_DTYPES}, not {q.dtype}")
     b, h, lq, _ = q.shape
     lk = k.shape[2]
     if isinstance(mask, AttentionPattern):

@@ -40,6 +40,11 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: T
         ``(output, weights)``: output (batch, heads, q_len, d_v) in q's dtype, weights
         (batch, heads, q_len, k_len) in float32 (float64 for float64 inputs).
     """
+    with torch.autocast(q.device.type, enabled=False):  # dtypes are chosen explicitly here
+        return _math(q, k, v, mask, bias, scale, dropout_p)
+
+
+def _math(q, k, v, mask, bias, scale, dropout_p):
     b, h, lq, d = q.shape
     hk, lk = k.shape[1], k.shape[2]
     g = h // hk

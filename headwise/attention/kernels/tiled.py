@@ -122,50 +122,55 @@ class TiledAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        q, k, v, bias, out, lse = ctx.saved_tensors
-        tiles, scale = ctx.tiles, ctx.scale
-        b, h, lq, d = q.shape
-        hk, lk, dv = k.shape[1], k.shape[2], v.shape[-1]
-        g = h // hk
-        ct = lse.dtype
-        bq, bk = tiles.block_q, tiles.block_k
-        qg = q.reshape(b, hk, g, lq, d).to(ct)
-        do = grad_out.reshape(b, hk, g, lq, dv).to(ct)
-        delta = (do * out.to(ct)).sum(-1)  # D_i = rowsum(dO * O)
-        kc, vc = k.to(ct), v.to(ct)
-        dq = torch.zeros_like(qg)
-        dk = torch.zeros(b, hk, lk, d, dtype=ct, device=q.device)
-        dvv = torch.zeros(b, hk, lk, dv, dtype=ct, device=q.device)
-        need_db = bias is not None and ctx.needs_input_grad[3]
-        dbias = torch.zeros(b, h, lq, lk, dtype=ct, device=q.device) if need_db else None
-        for i in range(-(-lq // bq)):
-            q0, q1 = i * bq, min(lq, (i + 1) * bq)
-            qi, doi = qg[..., q0:q1, :], do[..., q0:q1, :]
-            lse_i, delta_i = lse[..., q0:q1].unsqueeze(-1), delta[..., q0:q1].unsqueeze(-1)
-            for j in range(-(-lk // bk)):
-                if not tiles.any_list[i][j]:
-                    continue
-                k0, k1 = j * bk, min(lk, (j + 1) * bk)
-                kj, vj = kc[:, :, k0:k1].unsqueeze(2), vc[:, :, k0:k1].unsqueeze(2)
-                bias_t = None if bias is None else bias[..., q0:q1, k0:k1]
-                s = _scores(qi, kc[:, :, k0:k1], scale, bias_t, tiles.tile(i, j), ct)
-                p = torch.exp(s - lse_i)
-                dvv[:, :, k0:k1] += torch.matmul(p.transpose(-1, -2), doi).sum(2)
-                dp = torch.matmul(doi, vj.transpose(-1, -2))
-                ds = p * (dp - delta_i)
-                dq[..., q0:q1, :] += torch.matmul(ds, kj) * scale
-                dk[:, :, k0:k1] += torch.matmul(ds.transpose(-1, -2), qi).sum(2) * scale
-                if dbias is not None:
-                    dbias[..., q0:q1, k0:k1] = ds.reshape(b, h, q1 - q0, k1 - k0)
-        if dbias is not None:
-            dbias = dbias.sum_to_size(bias.shape).to(bias.dtype)
-        return (dq.reshape(b, h, lq, d).to(q.dtype), dk.to(k.dtype), dvv.to(v.dtype), dbias,
-                None, None)
+        with torch.autocast(grad_out.device.type, enabled=False):
+            return _backward(ctx, grad_out)
+
+
+def _backward(ctx, grad_out: Tensor):
+    q, k, v, bias, out, lse = ctx.saved_tensors
+    tiles, scale = ctx.tiles, ctx.scale
+    b, h, lq, d = q.shape
+    hk, lk, dv = k.shape[1], k.shape[2], v.shape[-1]
+    g = h // hk
+    ct = lse.dtype
+    bq, bk = tiles.block_q, tiles.block_k
+    qg = q.reshape(b, hk, g, lq, d).to(ct)
+    do = grad_out.reshape(b, hk, g, lq, dv).to(ct)
+    delta = (do * out.to(ct)).sum(-1)  # D_i = rowsum(dO * O)
+    kc, vc = k.to(ct), v.to(ct)
+    dq = torch.zeros_like(qg)
+    dk = torch.zeros(b, hk, lk, d, dtype=ct, device=q.device)
+    dvv = torch.zeros(b, hk, lk, dv, dtype=ct, device=q.device)
+    need_db = bias is not None and ctx.needs_input_grad[3]
+    dbias = torch.zeros(b, h, lq, lk, dtype=ct, device=q.device) if need_db else None
+    for i in range(-(-lq // bq)):
+        q0, q1 = i * bq, min(lq, (i + 1) * bq)
+        qi, doi = qg[..., q0:q1, :], do[..., q0:q1, :]
+        lse_i, delta_i = lse[..., q0:q1].unsqueeze(-1), delta[..., q0:q1].unsqueeze(-1)
+        for j in range(-(-lk // bk)):
+            if not tiles.any_list[i][j]:
+                continue
+            k0, k1 = j * bk, min(lk, (j + 1) * bk)
+            kj, vj = kc[:, :, k0:k1].unsqueeze(2), vc[:, :, k0:k1].unsqueeze(2)
+            bias_t = None if bias is None else bias[..., q0:q1, k0:k1]
+            s = _scores(qi, kc[:, :, k0:k1], scale, bias_t, tiles.tile(i, j), ct)
+            p = torch.exp(s - lse_i)
+            dvv[:, :, k0:k1] += torch.matmul(p.transpose(-1, -2), doi).sum(2)
+            dp = torch.matmul(doi, vj.transpose(-1, -2))
+            ds = p * (dp - delta_i)
+            dq[..., q0:q1, :] += torch.matmul(ds, kj) * scale
+            dk[:, :, k0:k1] += torch.matmul(ds.transpose(-1, -2), qi).sum(2) * scale
+            if dbias is not None:
+                dbias[..., q0:q1, k0:k1] = ds.reshape(b, h, q1 - q0, k1 - k0)
+    if dbias is not None:
+        dbias = dbias.sum_to_size(bias.shape).to(bias.dtype)
+    return (dq.reshape(b, h, lq, d).to(q.dtype), dk.to(k.dtype), dvv.to(v.dtype), dbias,
+            None, None)
 
 
 def tiled_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPattern | None,
-                    bias: Tensor | None, scale: float, *, block_q: int = DEFAULT_BLOCK_Q,
-                    block_k: int = DEFAULT_BLOCK_K) -> Tensor:
+                    bias: Tensor | None, scale: float, *, block_q: int | None = None,
+                    block_k: int | None = None) -> Tensor:
     """Tiled online-softmax attention with a recomputing backward.
 
     Args:
@@ -173,10 +178,15 @@ def tiled_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPat
         mask: a pattern (rendered one tile at a time) or a 4-D boolean tensor, or None.
         bias: additive float scores (B|1, H|1, q_len, k_len), or None; differentiable.
         scale: multiplier of the dot products.
-        block_q, block_k: tile sizes.
+        block_q, block_k: tile sizes (default: the module's ``DEFAULT_BLOCK_Q/K``).
 
     Returns:
         (batch, heads, q_len, d_v) in q's dtype.
     """
+    block_q = DEFAULT_BLOCK_Q if block_q is None else block_q
+    block_k = DEFAULT_BLOCK_K if block_k is None else block_k
+    if block_q <= 0 or block_k <= 0:
+        raise ValueError(f"tile sizes must be positive, got {block_q} x {block_k}")
     tiles = MaskTiles(mask, q.shape[2], k.shape[2], block_q, block_k, q.device)
-    return TiledAttention.apply(q, k, v, bias, tiles, scale)
+    with torch.autocast(q.device.type, enabled=False):  # float32 statistics, explicitly
+        return TiledAttention.apply(q, k, v, bias, tiles, scale)
