@@ -47,34 +47,40 @@ class MaskTiles:
             self.all = full.all(4).all(2).all(0).cpu()
         self.any_list = self.any.tolist()
         self.all_list = self.all.tolist()
+        self._forbidden: dict[tuple[int, int], Tensor] = {}
 
-    def tile(self, i: int, j: int) -> Tensor | None:
-        """The mask of tile (i, j), or None when the tile is fully allowed."""
+    def forbidden(self, i: int, j: int) -> Tensor | None:
+        """The forbidden pairs of tile (i, j) (True = masked), or None when all are allowed.
+
+        Pattern tiles are rendered once per call and reused by the backward pass.
+        """
         if self.all_list[i][j]:
             return None
+        if (i, j) in self._forbidden:
+            return self._forbidden[(i, j)]
         q0, k0 = i * self.block_q, j * self.block_k
         q1, k1 = min(self.q_len, q0 + self.block_q), min(self.k_len, k0 + self.block_k)
         if isinstance(self.mask, AttentionPattern):
-            return self.mask.tile(q0, q1, k0, k1, self.q_len, self.k_len, self.device)
-        return self.mask[..., q0:q1, k0:k1]
+            t = ~self.mask.tile(q0, q1, k0, k1, self.q_len, self.k_len, self.device)
+            self._forbidden[(i, j)] = t
+            return t
+        return ~self.mask[..., q0:q1, k0:k1]
 
     def density(self) -> float:
         """Fraction of tiles that hold at least one allowed pair."""
         return float(self.any.float().mean())
 
 
-def _scores(qi: Tensor, kj: Tensor, scale: float, bias_t: Tensor | None,
-            mask_t: Tensor | None, ct: torch.dtype) -> Tensor:
-    """Scores of one tile, (B, KVH, G, bq, bk), in the compute dtype, masked to -inf."""
-    s = torch.matmul(qi, kj.unsqueeze(2).transpose(-1, -2)) * scale
-    shape = s.shape
-    if bias_t is not None or mask_t is not None:
-        s = s.reshape(shape[0], -1, shape[-2], shape[-1])
+def _scores(qi: Tensor, kj: Tensor, bias_t: Tensor | None, forbid: Tensor | None,
+            ct: torch.dtype) -> Tensor:
+    """Scores of one tile, (B, KVH, G, bq, bk), masked to -inf (``qi`` is pre-scaled)."""
+    s = torch.matmul(qi, kj.unsqueeze(2).transpose(-1, -2))
+    if bias_t is not None or forbid is not None:
+        flat = s.view(s.shape[0], -1, s.shape[-2], s.shape[-1])  # (B, H, bq, bk) view
         if bias_t is not None:
-            s = s + bias_t.to(ct)
-        if mask_t is not None:
-            s = s.masked_fill(~mask_t, float("-inf"))
-        s = s.reshape(shape)
+            flat.add_(bias_t.to(ct))
+        if forbid is not None:
+            flat.masked_fill_(forbid, float("-inf"))
     return s
 
 
@@ -95,7 +101,7 @@ class TiledAttention(torch.autograd.Function):
         kc, vc = k.to(ct), v.to(ct)
         for i in range(-(-lq // bq)):
             q0, q1 = i * bq, min(lq, (i + 1) * bq)
-            qi = qg[..., q0:q1, :].to(ct)
+            qi = qg[..., q0:q1, :].to(ct) * scale
             m = torch.full((b, hk, g, q1 - q0), float("-inf"), dtype=ct, device=q.device)
             l_ = torch.zeros_like(m)
             acc = torch.zeros(b, hk, g, q1 - q0, dv, dtype=ct, device=q.device)
@@ -104,13 +110,13 @@ class TiledAttention(torch.autograd.Function):
                     continue
                 k0, k1 = j * bk, min(lk, (j + 1) * bk)
                 bias_t = None if bias is None else bias[..., q0:q1, k0:k1]
-                s = _scores(qi, kc[:, :, k0:k1], scale, bias_t, tiles.tile(i, j), ct)
+                s = _scores(qi, kc[:, :, k0:k1], bias_t, tiles.forbidden(i, j), ct)
                 m_new = torch.maximum(m, s.amax(-1))
                 m_safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
-                p = torch.exp(s - m_safe.unsqueeze(-1))
+                p = s.sub_(m_safe.unsqueeze(-1)).exp_()  # in place: s becomes p
                 alpha = torch.exp(m - m_safe)
-                l_ = l_ * alpha + p.sum(-1)
-                acc = acc * alpha.unsqueeze(-1) + torch.matmul(p, vc[:, :, k0:k1].unsqueeze(2))
+                l_.mul_(alpha).add_(p.sum(-1))
+                acc.mul_(alpha.unsqueeze(-1)).add_(torch.matmul(p, vc[:, :, k0:k1].unsqueeze(2)))
                 m = m_new
             nonempty = l_ > 0
             out[..., q0:q1, :] = (acc / torch.where(nonempty, l_, 1.0).unsqueeze(-1)).to(q.dtype)
@@ -145,7 +151,7 @@ def _backward(ctx, grad_out: Tensor):
     dbias = torch.zeros(b, h, lq, lk, dtype=ct, device=q.device) if need_db else None
     for i in range(-(-lq // bq)):
         q0, q1 = i * bq, min(lq, (i + 1) * bq)
-        qi, doi = qg[..., q0:q1, :], do[..., q0:q1, :]
+        qi, doi = qg[..., q0:q1, :] * scale, do[..., q0:q1, :]
         lse_i, delta_i = lse[..., q0:q1].unsqueeze(-1), delta[..., q0:q1].unsqueeze(-1)
         for j in range(-(-lk // bk)):
             if not tiles.any_list[i][j]:
@@ -153,13 +159,12 @@ def _backward(ctx, grad_out: Tensor):
             k0, k1 = j * bk, min(lk, (j + 1) * bk)
             kj, vj = kc[:, :, k0:k1].unsqueeze(2), vc[:, :, k0:k1].unsqueeze(2)
             bias_t = None if bias is None else bias[..., q0:q1, k0:k1]
-            s = _scores(qi, kc[:, :, k0:k1], scale, bias_t, tiles.tile(i, j), ct)
-            p = torch.exp(s - lse_i)
+            s = _scores(qi, kc[:, :, k0:k1], bias_t, tiles.forbidden(i, j), ct)
+            p = s.sub_(lse_i).exp_()  # in place: s becomes p
             dvv[:, :, k0:k1] += torch.matmul(p.transpose(-1, -2), doi).sum(2)
-            dp = torch.matmul(doi, vj.transpose(-1, -2))
-            ds = p * (dp - delta_i)
-            dq[..., q0:q1, :] += torch.matmul(ds, kj) * scale
-            dk[:, :, k0:k1] += torch.matmul(ds.transpose(-1, -2), qi).sum(2) * scale
+            ds = torch.matmul(doi, vj.transpose(-1, -2)).sub_(delta_i).mul_(p)
+            dq[..., q0:q1, :] += torch.matmul(ds, kj).mul_(scale)
+            dk[:, :, k0:k1] += torch.matmul(ds.transpose(-1, -2), qi).sum(2)
             if dbias is not None:
                 dbias[..., q0:q1, k0:k1] = ds.reshape(b, h, q1 - q0, k1 - k0)
     if dbias is not None:
