@@ -95,6 +95,8 @@ class MultiHeadAttention(nn.Module):
             self.rope = RotaryEmbedding(head_dim) if rope else None
         self.register_buffer("head_gate", torch.ones(num_heads))
         self.register_buffer("head_ids", torch.arange(num_heads), persistent=False)
+        self._gates_are_ones = True  # skip the gate multiply on the default path
+        self.register_load_state_dict_post_hook(lambda module, _: module._sync_gate_flag())
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -169,7 +171,8 @@ class MultiHeadAttention(nn.Module):
             if self.in_proj is None:
                 raise ValueError("this layer was built for cross-attention (context_dim "
                                  "differs from d_model): pass context")
-            qkv = self.in_proj(x).view(bsz, seq, h + 2 * hk, d).transpose(1, 2)
+            qkv = F.linear(x, self.in_proj.weight, self.in_proj.bias)
+            qkv = qkv.view(bsz, seq, h + 2 * hk, d).transpose(1, 2)
             q, k, v = qkv.split((h, hk, hk), dim=1)
             if self.rope is not None:
                 if positions is None:
@@ -198,14 +201,16 @@ class MultiHeadAttention(nn.Module):
                                   return_weights=True, bias=bias)
         else:
             out, weights = attend(q, k, v, mask, backend=self.backend, dropout_p=p, bias=bias), None
-        out = (out * self.head_gate.view(1, h, 1, 1).to(out.dtype)).transpose(1, 2)
+        if not self._gates_are_ones or self.head_gate.requires_grad:
+            out = out * self.head_gate.view(1, h, 1, 1).to(out.dtype)
+        out = out.transpose(1, 2)
         gate = None
         if self.gate_proj is not None:
             gate = torch.sigmoid(self.gate_proj(out.reshape(bsz, seq, h * d)))
             out = out * gate.unsqueeze(-1)
         if weights is not None:
             cap.record(self, weights, gate)
-        return self.out_proj(out.reshape(bsz, seq, h * d))
+        return F.linear(out.reshape(bsz, seq, h * d), self.out_proj.weight, self.out_proj.bias)
 
     @staticmethod
     def _merge_cache_mask(mask, cache_mask: Tensor | None, cache: KVCache):
@@ -222,11 +227,21 @@ class MultiHeadAttention(nn.Module):
 
     # ------------------------------------------------------------------------------
     def set_head_gates(self, gates: Tensor | Iterable[float]) -> None:
-        """Set the per-head gates (1 = keep, 0 = silence; any value scales the head)."""
+        """Set the per-head gates (1 = keep, 0 = silence; any value scales the head).
+
+        Use this (not an in-place write to ``head_gate``) so the layer knows whether it
+        can skip the gate multiply. Setting ``head_gate.requires_grad_()`` (for gradient
+        based head importance) always applies the gates.
+        """
         gates = torch.as_tensor(gates, dtype=self.head_gate.dtype, device=self.head_gate.device)
         if gates.shape != self.head_gate.shape:
             raise ValueError(f"expected {self.num_heads} gates, got shape {tuple(gates.shape)}")
-        self.head_gate.copy_(gates)
+        with torch.no_grad():
+            self.head_gate.copy_(gates)
+        self._sync_gate_flag()
+
+    def _sync_gate_flag(self) -> None:
+        self._gates_are_ones = bool((self.head_gate == 1).all())
 
     @torch.no_grad()
     def prune_heads(self, heads: Iterable[int]) -> None:
@@ -277,6 +292,7 @@ class MultiHeadAttention(nn.Module):
             self.gate_proj = gp
         self.head_gate = self.head_gate[keep].clone()
         self.head_ids = self.head_ids[keep].clone()
+        self._sync_gate_flag()
         self.num_heads, self.num_kv_heads = len(keep), len(keep_kv)
 
 

@@ -6,16 +6,21 @@ import torch
 from torch import Tensor
 
 
-def softmax_rows(scores: Tensor, dim: int = -1) -> Tensor:
-    """Softmax where a row with no finite score (fully masked) gives zeros, not NaN.
+def softmax_rows(scores: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Softmax over the last dim where a row with no allowed key gives zeros, not NaN.
 
-    The gradient of such a row is zero too.
+    Rows with no allowed key are softmaxed unmasked and then zeroed, so both the output
+    and the gradient of such a row are exactly zero (torch's fused softmax does the rest).
+
+    Args:
+        scores: (..., k_len) float scores.
+        mask: boolean, broadcastable to ``scores``, True = may attend; or None.
     """
-    m = scores.amax(dim, keepdim=True)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
-    p = torch.exp(scores - m)
-    s = p.sum(dim, keepdim=True)
-    return p / torch.where(s > 0, s, torch.ones_like(s))
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    row_ok = mask.any(-1, keepdim=True)
+    w = torch.softmax(scores.masked_fill(~(mask | ~row_ok), float("-inf")), dim=-1)
+    return w.masked_fill(~row_ok, 0.0)
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -50,13 +55,11 @@ def _math(q, k, v, mask, bias, scale, dropout_p):
     g = h // hk
     ct = compute_dtype(q.dtype)
     qg = q.reshape(b, hk, g, lq, d)
-    scores = torch.matmul(qg.to(ct), k.unsqueeze(2).transpose(-1, -2).to(ct)) * scale
+    scores = torch.matmul(qg.to(ct) * scale, k.unsqueeze(2).transpose(-1, -2).to(ct))
     scores = scores.reshape(b, h, lq, lk)
     if bias is not None:
         scores = scores + bias.to(ct)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = softmax_rows(scores)
+    weights = softmax_rows(scores, mask)
     w = torch.nn.functional.dropout(weights, dropout_p) if dropout_p > 0 else weights
     out = torch.matmul(w.reshape(b, hk, g, lq, lk).to(v.dtype), v.unsqueeze(2))
     return out.reshape(b, h, lq, v.shape[-1]), weights

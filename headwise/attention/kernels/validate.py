@@ -36,18 +36,24 @@ def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> AttentionShape:
         ValueError: wrong ranks, mismatched batch / lengths / head dims, or a number of
             query heads that is not a multiple of the key/value heads.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
-        if t.ndim != 4:
-            raise ValueError(f"{name} must be 4-D (batch, heads, seq, head_dim), got shape "
-                             f"{tuple(t.shape)}")
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be floating point, got {t.dtype}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if not (q.device == k.device == v.device):
-        raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+    try:
+        fine = (q.ndim == k.ndim == v.ndim == 4 and q.dtype == k.dtype == v.dtype
+                and q.is_floating_point() and q.device == k.device == v.device)
+    except AttributeError:
+        fine = False
+    if not fine:  # find and name the problem (kept off the hot path)
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+            if t.ndim != 4:
+                raise ValueError(f"{name} must be 4-D (batch, heads, seq, head_dim), got shape "
+                                 f"{tuple(t.shape)}")
+            if not t.is_floating_point():
+                raise TypeError(f"{name} must be floating point, got {t.dtype}")
+        if not (q.dtype == k.dtype == v.dtype):
+            raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, "
+                         f"{v.device}")
     b, h, lq, d = q.shape
     bk, hk, lk, dk = k.shape
     bv, hv, lv, dv = v.shape
