@@ -32,6 +32,14 @@ def test_key_padding():
     assert torch.equal(m, _loop(4, 5, lambda b, i, j: j < lengths[b], batch=3))
 
 
+def test_key_padding_from_a_keep_mask():
+    keep = torch.tensor([[True, False, True], [False, False, False]])
+    m = M.key_padding(keep).to_dense(2, 3)
+    assert torch.equal(m, _loop(2, 3, lambda b, i, j: bool(keep[b, j]), batch=2))
+    with pytest.raises(ValueError, match="keep-mask has 3 keys"):
+        M.key_padding(keep).to_dense(2, 4)
+
+
 def test_sliding_window_and_its_causal_form():
     w = 3
     sym = M.sliding_window(w).to_dense(9)

@@ -51,10 +51,12 @@ def causal(align: Align = "top_left") -> AttentionPattern:
 
 
 def key_padding(lengths: Tensor | Sequence[int]) -> AttentionPattern:
-    """Mask keys at or past ``lengths[b]`` in batch row ``b``.
+    """Mask keys at or past ``lengths[b]`` in batch row ``b``; or, given a boolean
+    ``(batch, k_len)`` tensor (True = real token, like an ``attention_mask``), mask the
+    keys where it is False.
 
     Raises:
-        ValueError: for negative or non 1-D lengths.
+        ValueError: negative or non 1-D lengths, or a keep-mask that is not 2-D.
     """
     return KeyPadding(lengths)
 

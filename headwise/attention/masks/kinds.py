@@ -24,25 +24,48 @@ class Causal(AttentionPattern):
 
 
 class KeyPadding(AttentionPattern):
-    """Keys past each sequence's length are padding and never attended."""
+    """Padding keys are never attended.
+
+    Given lengths, keys at or past ``lengths[b]`` are padding (any key length works, so
+    it also serves a growing KV cache). Given a boolean ``(batch, k_len)`` keep-mask
+    (True = real token), exactly those keys are visible.
+    """
 
     def __init__(self, lengths: Tensor | Sequence[int]) -> None:
         lengths = torch.as_tensor(lengths)
+        self.keep: Tensor | None = None
         if lengths.dtype == torch.bool:
-            raise TypeError("key_padding() takes lengths; for a boolean keep-mask (batch, k_len) "
-                            "use masks.from_tensor(mask[:, None, None, :])")
+            if lengths.ndim != 2:
+                raise ValueError(f"a keep-mask must be (batch, k_len), got shape "
+                                 f"{tuple(lengths.shape)}")
+            self.keep = lengths
+            self.batch_size = int(lengths.shape[0])
+            self.lengths = lengths.sum(1)
+            return
         if lengths.ndim != 1 or lengths.numel() == 0:
             raise ValueError(f"lengths must be a non-empty 1-D sequence, got shape "
                              f"{tuple(lengths.shape)}")
+        if lengths.is_floating_point():
+            raise TypeError(f"lengths must be integers, got {lengths.dtype}")
         if (lengths < 0).any():
             raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
         self.lengths = lengths.long()
         self.batch_size = int(lengths.numel())
 
     def allowed(self, b, h, q_idx, kv_idx, q_len, k_len):
-        return kv_idx < self.lengths.to(kv_idx.device)[b]
+        return self.bind(q_len, k_len, kv_idx.device)(b, h, q_idx, kv_idx)
 
     def bind(self, q_len, k_len, device=None):
+        if self.keep is not None:
+            if self.keep.shape[1] != k_len:
+                raise ValueError(f"keep-mask has {self.keep.shape[1]} keys, attention has "
+                                 f"{k_len}")
+            keep = self.keep.to(device)
+
+            def mask_mod(b, h, q_idx, kv_idx):
+                return keep[b, kv_idx]
+
+            return mask_mod
         lengths = self.lengths.to(device)
 
         def mask_mod(b, h, q_idx, kv_idx):

@@ -1,0 +1,160 @@
+"""Transformer encoder and the encoder classifier (BERT-style, or any core option)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from headwise.attention import RotaryEmbedding
+from headwise.attention import masks as M
+from headwise.models.config import ModelConfig
+from headwise.nn import EncoderLayer, TransformerEmbeddings, build_norm, maybe_checkpoint
+
+POOLINGS = ("cls", "mean")
+
+
+def pattern_from_config(spec: dict[str, Any] | None) -> M.AttentionPattern | None:
+    """Build a sparse attention pattern from a config dict; the parts are combined with
+    ``|`` (a query may attend where any part allows).
+
+    Keys: ``sliding_window`` (int), ``global_tokens`` (list of positions), ``bigbird``
+    (dict of :func:`masks.bigbird` arguments), ``causal`` (bool).
+
+    Raises:
+        ValueError: unknown keys or an empty spec.
+    """
+    if not spec:
+        return None
+    known = {"sliding_window", "global_tokens", "bigbird", "causal"}
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        raise ValueError(f"unknown attention_pattern keys {unknown}; known: {sorted(known)}")
+    parts: list[M.AttentionPattern] = []
+    if "sliding_window" in spec:
+        parts.append(M.sliding_window(int(spec["sliding_window"])))
+    if "global_tokens" in spec:
+        parts.append(M.global_tokens(spec["global_tokens"]))
+    if "bigbird" in spec:
+        parts.append(M.bigbird(**spec["bigbird"]))
+    pattern = parts[0] if parts else None
+    for p in parts[1:]:
+        pattern = pattern | p
+    if spec.get("causal"):
+        pattern = M.causal() if pattern is None else pattern & M.causal()
+    if pattern is None:
+        raise ValueError("attention_pattern names no pattern")
+    return pattern
+
+
+class TransformerEncoder(nn.Module):
+    """Embeddings, ``num_layers`` encoder layers, and a final norm for pre-norm stacks."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        c = config
+        self.config = c
+        self.embeddings = TransformerEmbeddings(
+            c.vocab_size, c.d_model, max_position=c.max_position, position=c.position,
+            type_vocab_size=c.type_vocab_size, norm=c.norm if c.embedding_norm else None,
+            norm_eps=c.norm_eps, dropout=c.dropout, pad_token_id=c.pad_token_id,
+            scale=c.scale_embeddings)
+        rope = RotaryEmbedding(c.d_model // c.num_heads, max_len=c.max_position) \
+            if c.position == "rope" else False
+        self.layers = nn.ModuleList(
+            EncoderLayer(c.d_model, c.num_heads, c.d_ff, num_kv_heads=c.num_kv_heads,
+                         dropout=c.dropout, attention_dropout=c.attention_dropout,
+                         activation=c.activation, norm=c.norm, norm_eps=c.norm_eps,
+                         norm_first=c.norm_first, fusion=c.fusion, rope=rope,
+                         backend=c.backend, bias=c.bias)
+            for _ in range(c.num_layers))
+        self.final_norm = build_norm(c.norm, c.d_model, c.norm_eps) if c.norm_first else None
+        self.pattern = pattern_from_config(c.attention_pattern)
+        self.gradient_checkpointing = False
+
+    def attention_mask_for(self, attention_mask: Tensor | None, seq: int):
+        """The mask the layers get: padding (and the configured sparse pattern)."""
+        keep = None
+        if attention_mask is not None:
+            if attention_mask.shape[-1] != seq or attention_mask.ndim != 2:
+                raise ValueError(f"attention_mask must be (batch, {seq}), got "
+                                 f"{tuple(attention_mask.shape)}")
+            keep = attention_mask.bool()
+            if bool(keep.all()):
+                keep = None
+        if self.pattern is not None:
+            return self.pattern if keep is None else self.pattern & M.key_padding(keep)
+        return None if keep is None else keep[:, None, None, :]
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> Tensor:
+        """input_ids (batch, seq) -> last hidden states (batch, seq, d_model).
+
+        Args:
+            input_ids: token ids.
+            attention_mask: (batch, seq), 1/True for real tokens, 0 for padding.
+            token_type_ids: segment ids (BERT), default zeros.
+        """
+        if input_ids.ndim != 2:
+            raise ValueError(f"input_ids must be (batch, seq), got {tuple(input_ids.shape)}")
+        mask = self.attention_mask_for(attention_mask, input_ids.shape[1])
+        x = self.embeddings(input_ids, token_type_ids)
+        for layer in self.layers:
+            x = maybe_checkpoint(self.gradient_checkpointing and self.training, layer, x, mask)
+        return self.final_norm(x) if self.final_norm is not None else x
+
+
+class EncoderClassifier(nn.Module):
+    """A Transformer encoder with a classification head over the pooled sequence.
+
+    ``forward(input_ids, attention_mask=None, token_type_ids=None, labels=None)`` returns
+    ``{"logits": (batch, num_labels)}`` plus ``"loss"`` (cross-entropy) when labels are
+    given — the contract the Trainer trains. ``encode`` returns the last hidden states.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        if config.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {config.pooling!r}")
+        self.config = config
+        self.encoder = TransformerEncoder(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.classifier = nn.Linear(config.d_model, config.num_labels)
+        nn.init.normal_(self.classifier.weight, std=0.02)
+        nn.init.zeros_(self.classifier.bias)
+
+    def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+               token_type_ids: Tensor | None = None) -> Tensor:
+        """Last hidden states (batch, seq, d_model)."""
+        return self.encoder(input_ids, attention_mask, token_type_ids)
+
+    def pool(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """(batch, seq, d) -> (batch, d): the first token (CLS) or the mean of real tokens."""
+        if self.config.pooling == "cls":
+            return hidden[:, 0]
+        return mean_pool(hidden, attention_mask)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None,
+                labels: Tensor | None = None) -> dict[str, Tensor]:
+        """Logits (and the loss when ``labels`` are given)."""
+        pooled = self.pool(self.encode(input_ids, attention_mask, token_type_ids), attention_mask)
+        logits = self.classifier(self.dropout(pooled))
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = F.cross_entropy(logits.float(), labels)
+        return out
+
+    def set_gradient_checkpointing(self, enabled: bool) -> None:
+        """Recompute each encoder layer's activations in the backward pass (less memory)."""
+        self.encoder.gradient_checkpointing = bool(enabled)
+
+
+def mean_pool(hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+    """Mean of the hidden states over real tokens (sentence-transformers' pooling)."""
+    if attention_mask is None:
+        return hidden.mean(1)
+    m = attention_mask.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * m).sum(1) / m.sum(1).clamp_min(torch.finfo(hidden.dtype).tiny)
