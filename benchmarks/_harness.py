@@ -1,0 +1,424 @@
+"""Reusable machinery of the scripts in ``benchmarks/``.
+
+* one process per configuration (:func:`run_grid`, :func:`run_worker`, :func:`in_worker`):
+  each prints one JSON line, so its peak memory is its own, and a timeout, a kill by the
+  OOM killer or a crash becomes a record instead of ending the run;
+* timing (:func:`measure`, :func:`compare`): warm-up, adaptive repeats, medians and
+  quartiles (:func:`summarize`); peak memory (:class:`PeakMemory`) on CPU and CUDA;
+* reporting: machine facts, markdown tables, verdicts, plots (:func:`plot_panels`) and
+  :func:`write_section`, which replaces or appends a marked section of ``BENCHMARKS.md``.
+
+The workers import this module too, so torch is imported only where it is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import datetime
+import gc
+import json
+import os
+import platform
+import resource
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+MIB = 2.0**20
+GIB = 2.0**30
+
+
+# --- running one configuration per process ------------------------------------------------
+def run_worker(script: Path, spec: dict[str, Any], timeout_s: float,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``python script --worker '<spec json>'``; return the last JSON line it prints,
+    or ``{"status": "timeout" | "OOM" | "error", "detail": ...}`` when it ran past
+    ``timeout_s`` (its process group is killed), was killed by SIGKILL (taken as the OOM
+    killer) or printed no JSON. ``wall_s`` is always set."""
+    cmd = [sys.executable, str(script), "--worker", json.dumps(spec)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})}, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {"status": "timeout", "detail": f"over the {timeout_s:.0f} s budget",
+                "wall_s": time.perf_counter() - start}
+    wall = time.perf_counter() - start
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if proc.returncode == 0 and lines:
+        return {**json.loads(lines[-1]), "wall_s": wall}
+    if proc.returncode == -signal.SIGKILL:
+        return {"status": "OOM", "detail": "killed by SIGKILL (out of memory)", "wall_s": wall}
+    tail = (err.strip().splitlines() or ["no output"])[-1][:200]
+    return {"status": "error", "detail": f"exit {proc.returncode}: {tail}", "wall_s": wall}
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Whether an exception is an allocation failure (CPU or CUDA)."""
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text))
+
+
+def limit_memory(gib: float) -> None:
+    """Cap this process's private writable memory (RLIMIT_DATA): an allocation beyond it
+    fails with an error recorded as OOM instead of driving a swapless machine into its OOM
+    killer."""
+    cap = int(gib * GIB)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+
+
+# --- timing --------------------------------------------------------------------------------
+def warm_up(fn: Callable[[], Any], sync: Callable[[], None], warmup_s: float = 0.3) -> Any:
+    """Call ``fn`` once (compilation, lazy initialisation, caches), then again while the
+    warm-up has taken less than ``warmup_s``, at most 5 more times; return the first result."""
+    t0 = time.perf_counter()
+    first = fn()
+    sync()
+    for _ in range(5):
+        if time.perf_counter() - t0 >= warmup_s:
+            break
+        fn()
+        sync()
+    return first
+
+
+def measure(fn: Callable[[], Any], sync: Callable[[], None], memory: PeakMemory, *,
+            min_repeats: int = 3, max_repeats: int = 20, target_s: float = 2.0,
+            warmup_s: float = 0.3) -> tuple[list[float], float]:
+    """``(seconds per repeat, peak MiB of one call)`` of ``fn``: :func:`warm_up`, then
+    ``min_repeats`` to ``max_repeats`` repeats until ``target_s`` is spent; the first one
+    also records the peak memory."""
+    warm_up(fn, sync, warmup_s)
+    times: list[float] = []
+    with memory:
+        times.append(timed(fn, sync))
+    while len(times) < max_repeats and (len(times) < min_repeats or sum(times) < target_s):
+        times.append(timed(fn, sync))
+    return times, memory.peak_mib
+
+
+def timed(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
+    """Seconds one call of ``fn`` takes, with the device synchronised on both sides."""
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start
+
+
+def compare(fns: dict[str, Callable[[], Any]], sync: Callable[[], None], **reps: Any
+            ) -> dict[str, Any]:
+    """Warm ``fns`` up, then time them in rounds, the one to go first rotating each round,
+    so that drift on a shared machine hits them alike and per-round ratios are robust.
+    Rounds: at least ``min_repeats``, at most ``max_repeats``, until each took ``target_s``.
+
+    Returns:
+        Each one's summary (ms) under its name, the per-round ratios of the first to each
+        other one under "first/other", and under "results" what each returned first.
+    """
+    names = list(fns)
+    results = [warm_up(fns[k], sync) for k in names]
+    times: dict[str, list[float]] = {k: [] for k in names}
+    while len(times[names[0]]) < reps.get("max_repeats", 20) and (
+            len(times[names[0]]) < reps.get("min_repeats", 3)
+            or sum(map(sum, times.values())) < reps.get("target_s", 2.0) * len(names)):
+        i = len(times[names[0]]) % len(names)
+        for k in names[i:] + names[:i]:
+            times[k].append(timed(fns[k], sync))
+    out: dict[str, Any] = {k: summarize(t, 1e3) for k, t in times.items()}
+    out.update({f"{names[0]}/{k}": summarize([a / b for a, b in zip(times[names[0]], times[k],
+                                                                      strict=True)])
+                for k in names[1:]})
+    return {**out, "results": results}
+
+
+def in_worker(spec: dict[str, Any], body: Callable[[str, Callable[[], None]], dict[str, Any]]
+              ) -> dict[str, Any]:
+    """Set this worker up from ``spec`` (``device``, torch ``threads``, on CPU the
+    ``mem_limit_gib`` cap, 0: none) and return ``body(device, sync)``; an exception becomes
+    ``{"status": "OOM" | "error", "detail": ...}``."""
+    import torch
+
+    dev = spec["device"]
+    if dev == "cuda" and not torch.cuda.is_available():
+        return {"status": "error", "detail": "CUDA requested but torch.cuda.is_available() "
+                "is False"}
+    if dev == "cpu" and spec.get("mem_limit_gib"):
+        limit_memory(spec["mem_limit_gib"])
+    torch.set_num_threads(spec["threads"])
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    try:
+        return body(dev, sync)
+    except Exception as e:  # noqa: BLE001 - every failure becomes a record
+        return {"status": "OOM" if is_oom(e) else "error",
+                "detail": f"{type(e).__name__}: {e}"[:300]}
+
+
+def summarize(values: Sequence[float], scale: float = 1.0) -> dict[str, float | int]:
+    """Median, quartiles, min and max of ``values`` times ``scale``, and their count."""
+    v = sorted(x * scale for x in values)
+    q1, q3 = (statistics.quantiles(v, n=4)[0::2] if len(v) > 1 else (v[0], v[0]))
+    return {"median": statistics.median(v), "q1": q1, "q3": q3, "min": v[0], "max": v[-1],
+            "n": len(v)}
+
+
+# --- peak memory ---------------------------------------------------------------------------
+def _proc_status_kib(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
+class PeakMemory:
+    """Peak memory (``peak_mib``) of the code inside ``with`` above what was held on entry.
+
+    CPU (Linux): after ``gc`` and ``malloc_trim``, VmRSS is the baseline and VmHWM is reset
+    through ``/proc/self/clear_refs``; the peak is VmHWM minus the baseline, page resolution.
+    CUDA: ``max_memory_allocated`` minus ``memory_allocated`` at entry (tensors only).
+    """
+
+    def __init__(self, device: str) -> None:
+        self.device, self.peak_mib, self._base = device, float("nan"), 0
+
+    def __enter__(self) -> PeakMemory:
+        gc.collect()
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._base = torch.cuda.memory_allocated()
+        else:
+            with contextlib.suppress(OSError):  # not glibc: the baseline may hold free heap
+                ctypes.CDLL("libc.so.6").malloc_trim(0)
+            self._base = _proc_status_kib("VmRSS") * 1024
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated()
+        else:
+            peak = _proc_status_kib("VmHWM") * 1024
+        self.peak_mib = (peak - self._base) / MIB
+
+
+def run_grid(script: Path, items: list[dict[str, Any]], timeout_s: float,
+             env: dict[str, str] | None = None, desc: str = "bench") -> list[dict[str, Any]]:
+    """Run each item's ``spec`` (popped) through :func:`run_worker` and merge the result in;
+    items without one (decided without running) pass through. Progress goes to stderr."""
+    from tqdm import tqdm
+
+    bar = tqdm(items, desc=desc, file=sys.stderr, unit="cfg")
+    for it in bar:
+        if "spec" in it:
+            spec = it.pop("spec")
+            bar.set_postfix_str(" ".join(str(v) for k, v in it.items() if k != "kind"))
+            it.update(run_worker(script, spec, timeout_s, env))
+    return items
+
+
+# --- reporting -----------------------------------------------------------------------------
+def verdict(checks: Sequence[bool], total: int) -> str:
+    """PASS / FAIL over the checks made; "PASS (incomplete)" when fewer than ``total``."""
+    if not checks:
+        return "NOT MEASURED"
+    if not all(checks):
+        return "FAIL"
+    return "PASS" if len(checks) >= total else "PASS (incomplete)"
+
+
+def worst(rows: Sequence[dict[str, Any]], key: str, limit: float, what: str
+          ) -> tuple[str, str]:
+    """(verdict, evidence) for "every row's ``key`` is at most ``limit``"; rows name their
+    configuration by ``mode``, ``mask`` and ``n``."""
+    rows = [r for r in rows if r.get(key) is not None]
+    if not rows:
+        return "NOT MEASURED", "no configuration measured"
+    w = max(rows, key=lambda r: r[key])
+    bad = sum(r[key] > limit for r in rows)
+    return verdict([not bad], 1), (f"worst {what} {w[key]:.3f} ({w['mode']}, {w['mask']}, "
+                                   f"N={w['n']}); {bad} of {len(rows)} above {limit:.2f}")
+
+
+def not_measured(records: Sequence[dict[str, Any]], name: Callable[[dict[str, Any]], str]
+                 ) -> list[str]:
+    """Markdown bullets grouping the records whose status is not "ok" by status and reason."""
+    groups: dict[str, list[str]] = {}
+    for r in records:
+        if r.get("status") != "ok":
+            groups.setdefault(f"{r.get('status')}: {r.get('detail', '')}", []).append(name(r))
+    return [f"- {why}: {', '.join(names)}" for why, names in groups.items()]
+
+
+def image_links(images: Sequence[tuple[str, Path]], md_dir: Path) -> list[str]:
+    """Markdown image lines, the paths relative to the markdown file's folder."""
+    return [f"![{label}]({os.path.relpath(p, md_dir)})" for label, p in images]
+
+
+def add_common_args(p: argparse.ArgumentParser, out: Path) -> None:
+    """The options every benchmark script shares (device, repeats, budgets, output)."""
+    add = p.add_argument
+    add("--device", choices=("cpu", "cuda"), default="cpu")
+    add("--quick", action="store_true", help="a tiny grid with 1-2 repeats (a smoke test)")
+    add("--threads", type=int, default=2, help="torch threads per worker")
+    add("--min-repeats", type=int, default=3)
+    add("--max-repeats", type=int, default=20)
+    add("--target-s", type=float, default=2.0, help="time to spend repeating one config")
+    add("--timeout", type=float, default=600.0, help="seconds per configuration")
+    add("--mem-limit-gib", type=float, default=20.0, help="RLIMIT_DATA per CPU worker (0: off)")
+    add("--out", type=Path, default=out, help="results folder")
+    add("--no-write", action="store_true", help="print the section, leave BENCHMARKS.md alone")
+    add("--render", type=Path, default=None, help="redo plots and section from a results JSON")
+    add("--worker", default=None, help=argparse.SUPPRESS)
+
+
+def results_meta(device: str, threads: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """The ``meta`` of a results file: command, date, machine, device, settings."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return {"command": command_line(), "date": f"{now:%Y-%m-%d %H:%M} UTC",
+            "machine": machine_info(device, threads), "device": device, "settings": settings}
+
+
+def provenance(meta: dict[str, Any]) -> str:
+    """The paragraph a report section opens with: command, date, duration, machine."""
+    m = meta["machine"]
+    gpu = f"; GPU {m['gpu']} ({m['gpu_mem_gib']:.0f} GiB), CUDA {m['cuda']}" if "gpu" in m else ""
+    busy = ("\n\n**Warning**: the machine was busy when the run started; timings are suspect."
+            if m["loadavg_start"] > 0.5 else "")
+    return (f"Produced by `{meta['command']}` on {meta['date']} in {meta['wall_min']:.1f} min. "
+            f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, {m['ram_gib']:.0f} GiB "
+            f"RAM{gpu}; torch {m['torch']}, {m['threads']} threads per worker; 1-minute load "
+            f"average {m['loadavg_start']:.2f} at the start.{busy}")
+
+
+def publish(path: Path | None, data: dict[str, Any], md: Path | None, key: str,
+            section: Callable[[Path], str]) -> None:
+    """Save ``data`` as JSON at ``path`` (unless None) and write ``section(md folder)`` as
+    the ``key`` section of ``md``, or print it when ``md`` is None."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1))
+        print(f"results: {path}", file=sys.stderr)
+    body = section(md.parent if md else Path.cwd())
+    if md is None:
+        print(body)
+    else:
+        write_section(md, key, body)
+        print(f"wrote the {key} section of {md}", file=sys.stderr)
+
+
+def machine_info(device: str, threads: int | None) -> dict[str, Any]:
+    """Facts about this machine and software for a results file and its report."""
+    import torch
+
+    cpu = platform.processor() or "unknown CPU"
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                       cpu)
+    info: dict[str, Any] = {
+        "torch": torch.__version__, "python": platform.python_version(), "cpu": cpu,
+        "logical_cpus": os.cpu_count(), "threads": threads, "loadavg_start": os.getloadavg()[0],
+        "ram_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB}
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        info.update(gpu=props.name, gpu_mem_gib=props.total_memory / GIB,
+                    cuda=torch.version.cuda)
+    return info
+
+
+def command_line() -> str:
+    """This process's command line as one would type it from the repository root."""
+    script = os.path.relpath(Path(sys.argv[0]).resolve(), Path.cwd())
+    return shlex.join(["python", script, *sys.argv[1:]])
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    """``x`` with ``digits`` significant digits, whole numbers from ``10**digits`` up."""
+    if x is None or x != x:
+        return "-"
+    return f"{x:.0f}" if abs(x) >= 10**digits else f"{x:.{digits}g}"
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
+                   align: str | None = None) -> str:
+    """A GitHub markdown table; ``align`` has an "l" or "r" per column (default: the first
+    column left, the others right)."""
+    align = align or "l" + "r" * (len(headers) - 1)
+    seps = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(seps) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_section(path: Path, key: str, body: str, title: str = "# Benchmarks") -> None:
+    """Put ``body`` between ``<!-- key:begin -->`` and ``<!-- key:end -->`` in ``path``,
+    replacing that section, or appending it (to a new file headed ``title``)."""
+    begin, end = f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
+    section = f"{begin}\n{body.strip()}\n{end}"
+    text = path.read_text() if path.exists() else f"{title}\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
+
+
+def plot_panels(path: Path, panels: Sequence[Sequence[dict[str, Any]]], title: str) -> None:
+    """Save rows of line plots as a PNG. Each panel: ``title``, ``ylabel``, ``series``
+    (label -> [(x, y)]; y <= 0 is dropped on a log axis), optional ``logy`` (default True)
+    and ``hline`` (a reference level). The x axis is log2, ticked at the x values present."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    labels = list(dict.fromkeys(k for row in panels for p in row for k in p["series"]))
+    color = {k: f"C{i % 10}" for i, k in enumerate(labels)}  # one colour per label throughout
+    plain = FuncFormatter(lambda y, _: f"{y:g}")
+    rows, cols = len(panels), max(len(r) for r in panels)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4.0 * rows), squeeze=False)
+    for row, ax_row in zip(panels, axes, strict=True):
+        for panel, ax in zip(row, ax_row, strict=False):
+            logy, xs = panel.get("logy", True), set()
+            for label, points in panel["series"].items():
+                pts = sorted((x, y) for x, y in points if y == y and (y > 0 or not logy))
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), marker="o", ms=3, label=label,
+                            color=color[label])
+                    xs.update(x for x, _ in pts)
+            if panel.get("hline") is not None:
+                ax.axhline(panel["hline"], color="grey", ls="--", lw=1)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log" if logy else "linear")
+            ax.yaxis.set_major_formatter(plain)
+            ax.set_xticks(sorted(xs), [f"{x:g}" for x in sorted(xs)], fontsize=7)
+            ax.set(title=panel["title"], xlabel="sequence length N", ylabel=panel["ylabel"])
+            ax.grid(True, which="both", alpha=0.3)
+            if xs:
+                ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
