@@ -2,12 +2,21 @@
 
 from headwise.models.config import PRESETS, ModelConfig, preset
 from headwise.models.encoder import EncoderClassifier, TransformerEncoder, mean_pool
+from headwise.models.io import build_model, load_model, save_model
+from headwise.models.lstm import BiLSTMClassifier
+from headwise.models.pretrained import load_bert, minilm_path
 
 __all__ = [
     "PRESETS",
+    "BiLSTMClassifier",
     "EncoderClassifier",
     "ModelConfig",
     "TransformerEncoder",
+    "build_model",
+    "load_bert",
+    "load_model",
     "mean_pool",
+    "minilm_path",
     "preset",
+    "save_model",
 ]

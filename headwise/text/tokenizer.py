@@ -1,0 +1,290 @@
+"""WordPiece tokenizer (BERT's) on the Hugging Face ``tokenizers`` library.
+
+:class:`Tokenizer` turns a list of texts into padded ``input_ids`` and ``attention_mask``
+tensors, the two inputs every headwise model takes::
+
+    tok = Tokenizer.from_vocab("vocab.txt")          # a BERT vocabulary
+    tok = Tokenizer.train_wordpiece(texts, 8000)     # or trained on your corpus
+    batch = tok(["book a table", "what's the weather"])
+    batch["input_ids"], batch["attention_mask"]      # (batch, longest) long tensors
+
+The pipeline is BERT's: clean the text, split CJK characters, lowercase and strip
+accents (when ``lowercase``), split on whitespace and punctuation, WordPiece with ``##``
+continuations, then ``[CLS] ... [SEP]``. On a BERT vocabulary it gives the same ids as
+``transformers``' ``BertTokenizerFast``. ``save`` writes ``tokenizer.json`` (the library's
+own format) and ``headwise_tokenizer.json`` (the settings below).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer as Backend
+from tokenizers.models import WordPiece
+from torch import Tensor
+
+TOKENIZER_NAME = "tokenizer.json"
+SETTINGS_NAME = "headwise_tokenizer.json"
+#: role -> token; the trained vocabulary starts with them in this order ([PAD] is id 0)
+DEFAULT_SPECIAL_TOKENS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
+                          "mask": "[MASK]"}
+
+
+class Tokenizer:
+    """A BERT-style WordPiece tokenizer producing padded tensors.
+
+    Build one with :meth:`from_vocab`, :meth:`train_wordpiece` or :meth:`from_file`.
+
+    Args:
+        backend: a ``tokenizers.Tokenizer``; its own padding and truncation settings are
+            switched off (this class pads and truncates per call).
+        lowercase: whether the pipeline lowercases (recorded in the settings; None when
+            unknown).
+        special_tokens: role (``pad``, ``unk``, ``cls``, ``sep``, ``mask``) -> token,
+            overriding :data:`DEFAULT_SPECIAL_TOKENS`.
+
+    Raises:
+        ValueError: the padding token is not in the vocabulary.
+    """
+
+    def __init__(self, backend: Backend, *, lowercase: bool | None = True,
+                 special_tokens: dict[str, str] | None = None) -> None:
+        self.backend = backend
+        self.backend.no_padding()
+        self.backend.no_truncation()
+        self.lowercase = lowercase
+        self.special_tokens = {**DEFAULT_SPECIAL_TOKENS, **(special_tokens or {})}
+        if self.token_to_id(self.special_tokens["pad"]) is None:
+            raise ValueError(f"the padding token {self.special_tokens['pad']!r} is not in the "
+                             f"vocabulary; pass special_tokens={{'pad': ...}}")
+        self._num_special = backend.num_special_tokens_to_add(False)
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def from_vocab(cls, vocab_txt: str | Path, *, lowercase: bool = True,
+                   special_tokens: dict[str, str] | None = None) -> Tokenizer:
+        """BERT's tokenizer on a ``vocab.txt`` (one WordPiece token per line, id = line).
+
+        Args:
+            vocab_txt: the vocabulary file.
+            lowercase: lowercase and strip accents (``do_lower_case`` of uncased BERT).
+            special_tokens: role -> token overrides.
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: the padding token is not in the vocabulary.
+        """
+        path = Path(vocab_txt)
+        if not path.is_file():
+            raise FileNotFoundError(f"no vocabulary file at {path}")
+        special = {**DEFAULT_SPECIAL_TOKENS, **(special_tokens or {})}
+        model = WordPiece.from_file(str(path), unk_token=special["unk"],
+                                    max_input_chars_per_word=100)
+        return cls(_bert_pipeline(Backend(model), lowercase, special), lowercase=lowercase,
+                   special_tokens=special)
+
+    @classmethod
+    def train_wordpiece(cls, texts: Iterable[str], vocab_size: int, *, lowercase: bool = True,
+                        min_frequency: int = 2,
+                        special_tokens: dict[str, str] | None = None) -> Tokenizer:
+        """Learn a WordPiece vocabulary from a corpus (BERT's pre-processing).
+
+        Args:
+            texts: the training texts.
+            vocab_size: the largest vocabulary to learn (special tokens included).
+            lowercase: lowercase and strip accents before learning.
+            min_frequency: the fewest occurrences for a merge to be learnt.
+            special_tokens: role -> token overrides; the special tokens take the first ids
+                in the order pad, unk, cls, sep, mask.
+
+        Raises:
+            ValueError: an empty corpus or a vocabulary too small for the special tokens.
+        """
+        if isinstance(texts, str):
+            raise TypeError("texts must be an iterable of strings, not one string")
+        texts = list(texts)
+        if not texts:
+            raise ValueError("cannot train a tokenizer on an empty corpus")
+        special = {**DEFAULT_SPECIAL_TOKENS, **(special_tokens or {})}
+        if vocab_size <= len(special):
+            raise ValueError(f"vocab_size must exceed the {len(special)} special tokens, "
+                             f"got {vocab_size}")
+        backend = Backend(WordPiece(unk_token=special["unk"], max_input_chars_per_word=100))
+        backend.normalizer = _bert_normalizer(lowercase)
+        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
+            special_tokens=list(special.values()), continuing_subword_prefix="##")
+        backend.train_from_iterator(texts, trainer=trainer, length=len(texts))
+        return cls(_bert_pipeline(backend, lowercase, special), lowercase=lowercase,
+                   special_tokens=special)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Tokenizer:
+        """Load a ``tokenizer.json`` (or a directory holding one, as written by :meth:`save`).
+
+        The settings file beside it, when present, gives the special tokens and
+        ``lowercase``.
+
+        Raises:
+            FileNotFoundError: no tokenizer file.
+        """
+        path = Path(path)
+        if path.is_dir():
+            path = path / TOKENIZER_NAME
+        if not path.is_file():
+            raise FileNotFoundError(f"no tokenizer file at {path}")
+        settings: dict[str, Any] = {}
+        if (path.parent / SETTINGS_NAME).is_file():
+            settings = json.loads((path.parent / SETTINGS_NAME).read_text(encoding="utf-8"))
+        return cls(Backend.from_file(str(path)), lowercase=settings.get("lowercase"),
+                   special_tokens=settings.get("special_tokens"))
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``tokenizer.json`` and ``headwise_tokenizer.json`` into ``directory``.
+
+        Returns:
+            The directory (created if needed).
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.backend.save(str(directory / TOKENIZER_NAME))
+        settings = {"format": "headwise-tokenizer", "version": 1, "lowercase": self.lowercase,
+                    "special_tokens": self.special_tokens}
+        (directory / SETTINGS_NAME).write_text(json.dumps(settings, indent=2) + "\n",
+                                               encoding="utf-8")
+        return directory
+
+    # -- use ---------------------------------------------------------------------------
+    def __call__(self, texts: Sequence[str] | str, *, max_length: int | None = 512,
+                 padding: bool = True, truncation: bool = True) -> dict[str, Tensor]:
+        """Tokenize a batch.
+
+        Args:
+            texts: a list of texts (or one text).
+            max_length: the longest sequence, special tokens included; None for no limit.
+            padding: pad every row with the padding id to the longest in the batch.
+            truncation: cut longer texts to ``max_length`` (keeping ``[SEP]``).
+
+        Returns:
+            ``{"input_ids": (batch, seq) long, "attention_mask": (batch, seq) long 0/1}``.
+
+        Raises:
+            ValueError: an empty list, a ``max_length`` too small for the special tokens,
+                or unequal lengths with ``padding=False``.
+            TypeError: an item that is not a string.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        texts = list(texts)
+        if not texts:
+            raise ValueError("cannot tokenize an empty list of texts")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
+        encodings = self.backend.encode_batch(texts, add_special_tokens=False)
+        if truncation and max_length is not None:
+            limit = max_length - self._num_special
+            if limit < 1:
+                raise ValueError(f"max_length={max_length} leaves no room beside the "
+                                 f"{self._num_special} special tokens")
+            for e in encodings:
+                if len(e.ids) > limit:
+                    e.truncate(limit)
+        ids = [self.backend.post_process(e).ids for e in encodings]
+        longest = max(len(row) for row in ids)
+        if not padding and any(len(row) != longest for row in ids):
+            raise ValueError("the texts have different lengths; pass padding=True")
+        input_ids = torch.full((len(ids), longest), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(ids), longest), dtype=torch.long)
+        for i, row in enumerate(ids):
+            input_ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+            attention_mask[i, :len(row)] = 1
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+    def tokenize(self, text: str) -> list[str]:
+        """The WordPiece tokens of one text, without special tokens."""
+        return self.backend.encode(text, add_special_tokens=False).tokens
+
+    def decode(self, ids: Sequence[int] | Tensor, *, skip_special_tokens: bool = True) -> str:
+        """Text from one sequence of ids (``##`` continuations joined).
+
+        Raises:
+            ValueError: a tensor that is not 1-D.
+        """
+        if isinstance(ids, Tensor):
+            if ids.ndim != 1:
+                raise ValueError(f"decode takes one sequence (1-D), got shape "
+                                 f"{tuple(ids.shape)}")
+            ids = ids.tolist()
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    def token_to_id(self, token: str) -> int | None:
+        """The id of a token, or None when it is not in the vocabulary."""
+        return self.backend.token_to_id(token)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids (added tokens included)."""
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    @property
+    def pad_token_id(self) -> int:
+        """Id of the padding token."""
+        return self.token_to_id(self.special_tokens["pad"])
+
+    @property
+    def cls_token_id(self) -> int | None:
+        """Id of ``[CLS]`` (None when absent)."""
+        return self.token_to_id(self.special_tokens["cls"])
+
+    @property
+    def sep_token_id(self) -> int | None:
+        """Id of ``[SEP]`` (None when absent)."""
+        return self.token_to_id(self.special_tokens["sep"])
+
+    @property
+    def unk_token_id(self) -> int | None:
+        """Id of ``[UNK]`` (None when absent)."""
+        return self.token_to_id(self.special_tokens["unk"])
+
+    @property
+    def mask_token_id(self) -> int | None:
+        """Id of ``[MASK]`` (None when absent)."""
+        return self.token_to_id(self.special_tokens["mask"])
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
+
+
+def _bert_normalizer(lowercase: bool) -> normalizers.Normalizer:
+    # strip_accents=None follows lowercase, as in BERT
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                      strip_accents=None, lowercase=lowercase)
+
+
+def _bert_pipeline(backend: Backend, lowercase: bool, special: dict[str, str]) -> Backend:
+    """Normalizer, pre-tokenizer, ``[CLS] $A [SEP]`` template and decoder of BERT."""
+    missing = [t for t in (special["cls"], special["sep"], special["unk"])
+               if backend.token_to_id(t) is None]
+    if missing:
+        raise ValueError(f"the vocabulary lacks the special tokens {missing}")
+    backend.normalizer = _bert_normalizer(lowercase)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    cls, sep = special["cls"], special["sep"]
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, backend.token_to_id(cls)), (sep, backend.token_to_id(sep))])
+    backend.decoder = decoders.WordPiece(prefix="##")
+    # special tokens written in a text stay whole (as in BertTokenizerFast)
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                                for t in special.values() if backend.token_to_id(t) is not None])
+    return backend
