@@ -72,12 +72,15 @@ class KVCache:
         self.k = self.k.index_select(0, index)
         self.v = self.v.index_select(0, index)
 
-    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    def update(self, k: Tensor, v: Tensor, *, causal: bool = True
+               ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Append new keys/values; return what the new queries attend over, and the mask.
 
         Args:
             k: (batch, kv_heads, t, head_dim) keys of ``t`` new tokens (RoPE applied).
             v: (batch, kv_heads, t, v_dim) their values.
+            causal: build the causal (and window) mask for the new queries; False for a
+                cross-attention cache, whose keys are all visible.
 
         Returns:
             ``(keys, values, mask)``: keys/values (batch, kv_heads, L, dim) to attend over
@@ -123,6 +126,8 @@ class KVCache:
                 self.v[:, :, slot] = v[:, :, i]
                 self.slot_pos[slot] = start + i
             self.length += t
+        if not causal or (t == 1 and self.window is None):
+            return keys, values, None  # one new query sees every cached key: no mask, no sync
         visible = (k_pos[None, :] >= 0) & (k_pos[None, :] <= q_pos[:, None])
         if self.window is not None:
             visible &= q_pos[:, None] - k_pos[None, :] < self.window

@@ -181,6 +181,7 @@ class MultiHeadAttention(nn.Module):
                 q, k = self.rope(q, positions), self.rope(k, positions)
             if cache is not None:
                 k, v, cache_mask = cache.update(k, v)
+                k, v = k.to(q.dtype), v.to(q.dtype)  # a float32 cache under autocast
                 mask = self._merge_cache_mask(mask, cache_mask, cache)
         else:
             if context.ndim != 3 or context.shape[0] != bsz:
@@ -188,12 +189,12 @@ class MultiHeadAttention(nn.Module):
                                  f"{tuple(context.shape)}")
             q = self._heads(self._project_q(x), h)
             if cache is not None and cache.length > 0:
-                k, v = cache.keys, cache.values
+                k, v = cache.keys.to(q.dtype), cache.values.to(q.dtype)
             else:
                 kv = self._project_kv(context).view(bsz, context.shape[1], 2 * hk, d)
                 k, v = kv.transpose(1, 2).split((hk, hk), dim=1)
                 if cache is not None:
-                    cache.update(k, v)
+                    cache.update(k, v, causal=False)
         p = self.dropout if self.training else 0.0
         cap = active_capture()
         if cap is not None and cap.wants(self):

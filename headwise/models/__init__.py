@@ -5,12 +5,16 @@ from headwise.models.encoder import EncoderClassifier, TransformerEncoder, mean_
 from headwise.models.io import build_model, load_model, save_model
 from headwise.models.lstm import BiLSTMClassifier
 from headwise.models.pretrained import load_bert, minilm_path
+from headwise.models.seq2seq import DecoderState, EncoderDecoder, TransformerDecoder
 
 __all__ = [
     "PRESETS",
     "BiLSTMClassifier",
+    "DecoderState",
+    "EncoderDecoder",
     "EncoderClassifier",
     "ModelConfig",
+    "TransformerDecoder",
     "TransformerEncoder",
     "build_model",
     "load_bert",

@@ -100,7 +100,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                  max_position=128, dropout=0.0),
     "tiny-seq2seq": dict(model_type="seq2seq", vocab_size=256, d_model=32, num_layers=2,
                          num_decoder_layers=2, num_heads=4, d_ff=64, max_position=128,
-                         dropout=0.0, position="sinusoidal"),
+                         dropout=0.0, position="sinusoidal", scale_embeddings=True),
     # "Attention Is All You Need", base model: 6+6 layers, d_model 512, 8 heads, d_ff 2048
     "transformer-base": dict(model_type="seq2seq", vocab_size=16000, d_model=512, num_layers=6,
                              num_decoder_layers=6, num_heads=8, d_ff=2048, dropout=0.1,

@@ -95,3 +95,14 @@ def test_overflow_reorder_and_errors():
     mha = MultiHeadAttention(4, 1)
     with pytest.raises(ValueError, match="ring-buffer"):
         mha(torch.randn(1, 1, 4), cache=ring, mask=M.key_padding([1]))
+
+
+def test_float32_cache_under_bfloat16_autocast():
+    torch.manual_seed(4)
+    mha = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(1, 5, 32)
+    cache = KVCache(1, 5, 4, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        steps = [mha(x[:, t: t + 1], cache=cache) for t in range(5)]
+        full = mha(x, mask=M.causal())
+    torch.testing.assert_close(torch.cat(steps, 1).float(), full.float(), atol=3e-2, rtol=0)
