@@ -72,41 +72,50 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def limit_memory(gib: float) -> None:
-    """Cap this process's private writable memory (RLIMIT_DATA): an allocation beyond it
-    fails with an error recorded as OOM instead of driving a swapless machine into its OOM
-    killer."""
+    """Cap this process's private writable memory (RLIMIT_DATA, counted when an allocation
+    is requested, before a page is touched): an allocation beyond it fails with an error
+    recorded as OOM instead of driving a swapless machine into its OOM killer. Should the
+    machine run short anyway (other processes), this process is made the OOM killer's first
+    victim (``oom_score_adj`` 1000)."""
     cap = int(gib * GIB)
     resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
 
 
 # --- timing --------------------------------------------------------------------------------
-def warm_up(fn: Callable[[], Any], sync: Callable[[], None], warmup_s: float = 0.3) -> Any:
+def warm_up(fn: Callable[[], Any], sync: Callable[[], None], warmup_s: float = 0.3
+            ) -> tuple[Any, dict[str, float]]:
     """Call ``fn`` once (compilation, lazy initialisation, caches), then again while the
-    warm-up has taken less than ``warmup_s``, at most 5 more times; return the first result."""
+    warm-up has taken less than ``warmup_s``, at most 5 more times. Returns the first result
+    and ``{"first_call_s", "warmup_s", "calls"}`` (the first call holds any compilation)."""
+    sync()
     t0 = time.perf_counter()
     first = fn()
     sync()
+    first_s, calls = time.perf_counter() - t0, 1
     for _ in range(5):
         if time.perf_counter() - t0 >= warmup_s:
             break
         fn()
         sync()
-    return first
+        calls += 1
+    return first, {"first_call_s": first_s, "warmup_s": time.perf_counter() - t0, "calls": calls}
 
 
 def measure(fn: Callable[[], Any], sync: Callable[[], None], memory: PeakMemory, *,
             min_repeats: int = 3, max_repeats: int = 20, target_s: float = 2.0,
-            warmup_s: float = 0.3) -> tuple[list[float], float]:
-    """``(seconds per repeat, peak MiB of one call)`` of ``fn``: :func:`warm_up`, then
-    ``min_repeats`` to ``max_repeats`` repeats until ``target_s`` is spent; the first one
-    also records the peak memory."""
-    warm_up(fn, sync, warmup_s)
+            warmup_s: float = 0.3) -> tuple[list[float], float, dict[str, float]]:
+    """``(seconds per repeat, peak MiB of one call, warm-up facts)`` of ``fn``:
+    :func:`warm_up`, then ``min_repeats`` to ``max_repeats`` repeats until ``target_s`` is
+    spent; the first one also records the peak memory."""
+    _, warm = warm_up(fn, sync, warmup_s)
     times: list[float] = []
     with memory:
         times.append(timed(fn, sync))
     while len(times) < max_repeats and (len(times) < min_repeats or sum(times) < target_s):
         times.append(timed(fn, sync))
-    return times, memory.peak_mib
+    return times, memory.peak_mib, warm
 
 
 def timed(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
@@ -126,10 +135,11 @@ def compare(fns: dict[str, Callable[[], Any]], sync: Callable[[], None], **reps:
 
     Returns:
         Each one's summary (ms) under its name, the per-round ratios of the first to each
-        other one under "first/other", and under "results" what each returned first.
+        other one under "first/other", each one's :func:`warm_up` facts under "warmup" and
+        under "results" what each returned first.
     """
     names = list(fns)
-    results = [warm_up(fns[k], sync) for k in names]
+    results, warm = zip(*(warm_up(fns[k], sync) for k in names), strict=True)
     times: dict[str, list[float]] = {k: [] for k in names}
     while len(times[names[0]]) < reps.get("max_repeats", 20) and (
             len(times[names[0]]) < reps.get("min_repeats", 3)
@@ -141,29 +151,34 @@ def compare(fns: dict[str, Callable[[], Any]], sync: Callable[[], None], **reps:
     out.update({f"{names[0]}/{k}": summarize([a / b for a, b in zip(times[names[0]], times[k],
                                                                       strict=True)])
                 for k in names[1:]})
-    return {**out, "results": results}
+    return {**out, "warmup": dict(zip(names, warm, strict=True)), "results": list(results)}
 
 
 def in_worker(spec: dict[str, Any], body: Callable[[str, Callable[[], None]], dict[str, Any]]
               ) -> dict[str, Any]:
     """Set this worker up from ``spec`` (``device``, torch ``threads``, on CPU the
     ``mem_limit_gib`` cap, 0: none) and return ``body(device, sync)``; an exception becomes
-    ``{"status": "OOM" | "error", "detail": ...}``."""
+    ``{"status": "OOM" | "error", "detail": ...}``; an allocation refused under the cap also
+    gives ``cap_gib`` and the process's resident high-water mark ``vmhwm_mib`` at that point
+    (measured; the inputs included)."""
     import torch
 
-    dev = spec["device"]
+    dev, cap = spec["device"], spec.get("mem_limit_gib") or 0
     if dev == "cuda" and not torch.cuda.is_available():
         return {"status": "error", "detail": "CUDA requested but torch.cuda.is_available() "
                 "is False"}
-    if dev == "cpu" and spec.get("mem_limit_gib"):
-        limit_memory(spec["mem_limit_gib"])
+    if dev == "cpu" and cap:
+        limit_memory(cap)
     torch.set_num_threads(spec["threads"])
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     try:
         return body(dev, sync)
     except Exception as e:  # noqa: BLE001 - every failure becomes a record
-        return {"status": "OOM" if is_oom(e) else "error",
-                "detail": f"{type(e).__name__}: {e}"[:300]}
+        text = f"{type(e).__name__}: {e}"
+        if not is_oom(e) or dev != "cpu" or not cap:
+            return {"status": "OOM" if is_oom(e) else "error", "detail": text[:300]}
+        return {"status": "OOM", "cap_gib": cap, "vmhwm_mib": _proc_status_kib("VmHWM") / 1024,
+                "detail": f"failed to allocate under the {cap:g} GiB cap: {text}"[:400]}
 
 
 def summarize(values: Sequence[float], scale: float = 1.0) -> dict[str, float | int]:
@@ -231,7 +246,8 @@ def run_grid(script: Path, items: list[dict[str, Any]], timeout_s: float,
     for it in bar:
         if "spec" in it:
             spec = it.pop("spec")
-            bar.set_postfix_str(" ".join(str(v) for k, v in it.items() if k != "kind"))
+            bar.set_postfix_str(" ".join(str(v) for k, v in it.items()
+                                         if k != "kind" and isinstance(v, str | int)))
             it.update(run_worker(script, spec, timeout_s, env))
     return items
 
