@@ -30,6 +30,7 @@ class ModelConfig:
     d_ff: int = 1024
     dropout: float = 0.1
     attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
     activation: str = "gelu"
     norm: str = "layernorm"
     norm_eps: float = 1e-5

@@ -49,6 +49,26 @@ def pattern_from_config(spec: dict[str, Any] | None) -> M.AttentionPattern | Non
     return pattern
 
 
+def stack_parts(c: ModelConfig, vocab_size: int | None = None, type_vocab_size: int | None = None
+                ) -> tuple[TransformerEmbeddings, dict[str, Any]]:
+    """The embeddings and the per-layer keyword arguments a config describes (shared by the
+    encoder and the decoder stacks; one RotaryEmbedding is shared by all layers)."""
+    embeddings = TransformerEmbeddings(
+        c.vocab_size if vocab_size is None else vocab_size, c.d_model,
+        max_position=c.max_position, position=c.position,
+        type_vocab_size=c.type_vocab_size if type_vocab_size is None else type_vocab_size,
+        norm=c.norm if c.embedding_norm else None, norm_eps=c.norm_eps, dropout=c.dropout,
+        pad_token_id=c.pad_token_id, scale=c.scale_embeddings)
+    rope = RotaryEmbedding(c.d_model // c.num_heads, max_len=c.max_position) \
+        if c.position == "rope" else False
+    layer = dict(num_kv_heads=c.num_kv_heads, dropout=c.dropout,
+                 attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
+                 activation=c.activation, norm=c.norm, norm_eps=c.norm_eps,
+                 norm_first=c.norm_first, fusion=c.fusion, rope=rope, backend=c.backend,
+                 bias=c.bias)
+    return embeddings, layer
+
+
 class TransformerEncoder(nn.Module):
     """Embeddings, ``num_layers`` encoder layers, and a final norm for pre-norm stacks."""
 
@@ -56,20 +76,9 @@ class TransformerEncoder(nn.Module):
         super().__init__()
         c = config
         self.config = c
-        self.embeddings = TransformerEmbeddings(
-            c.vocab_size, c.d_model, max_position=c.max_position, position=c.position,
-            type_vocab_size=c.type_vocab_size, norm=c.norm if c.embedding_norm else None,
-            norm_eps=c.norm_eps, dropout=c.dropout, pad_token_id=c.pad_token_id,
-            scale=c.scale_embeddings)
-        rope = RotaryEmbedding(c.d_model // c.num_heads, max_len=c.max_position) \
-            if c.position == "rope" else False
-        self.layers = nn.ModuleList(
-            EncoderLayer(c.d_model, c.num_heads, c.d_ff, num_kv_heads=c.num_kv_heads,
-                         dropout=c.dropout, attention_dropout=c.attention_dropout,
-                         activation=c.activation, norm=c.norm, norm_eps=c.norm_eps,
-                         norm_first=c.norm_first, fusion=c.fusion, rope=rope,
-                         backend=c.backend, bias=c.bias)
-            for _ in range(c.num_layers))
+        self.embeddings, layer = stack_parts(c)
+        self.layers = nn.ModuleList(EncoderLayer(c.d_model, c.num_heads, c.d_ff, **layer)
+                                    for _ in range(c.num_layers))
         self.final_norm = build_norm(c.norm, c.d_model, c.norm_eps) if c.norm_first else None
         self.pattern = pattern_from_config(c.attention_pattern)
         self.gradient_checkpointing = False

@@ -27,10 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from headwise.attention import KVCache, RotaryEmbedding
+from headwise.attention import KVCache
 from headwise.attention import masks as M
 from headwise.models.config import ModelConfig
-from headwise.models.encoder import TransformerEncoder
+from headwise.models.encoder import TransformerEncoder, stack_parts
 from headwise.models.generation import (
     ReorderFn,
     StepFn,
@@ -38,7 +38,7 @@ from headwise.models.generation import (
     check_generation_args,
     greedy_search,
 )
-from headwise.nn import DecoderLayer, TransformerEmbeddings, build_norm, maybe_checkpoint
+from headwise.nn import DecoderLayer, build_norm, maybe_checkpoint
 
 #: label value ignored by the loss (padding of the target batch)
 IGNORE_INDEX = -100
@@ -95,19 +95,9 @@ class TransformerDecoder(nn.Module):
     def __init__(self, config: ModelConfig, vocab_size: int) -> None:
         super().__init__()
         c = config
-        self.embeddings = TransformerEmbeddings(
-            vocab_size, c.d_model, max_position=c.max_position, position=c.position,
-            norm=c.norm if c.embedding_norm else None, norm_eps=c.norm_eps, dropout=c.dropout,
-            pad_token_id=c.pad_token_id, scale=c.scale_embeddings)
-        rope = RotaryEmbedding(c.d_model // c.num_heads, max_len=c.max_position) \
-            if c.position == "rope" else False
-        self.layers = nn.ModuleList(
-            DecoderLayer(c.d_model, c.num_heads, c.d_ff, num_kv_heads=c.num_kv_heads,
-                         dropout=c.dropout, attention_dropout=c.attention_dropout,
-                         activation=c.activation, norm=c.norm, norm_eps=c.norm_eps,
-                         norm_first=c.norm_first, fusion=c.fusion, rope=rope,
-                         backend=c.backend, bias=c.bias)
-            for _ in range(c.num_decoder_layers))
+        self.embeddings, layer = stack_parts(c, vocab_size, type_vocab_size=0)
+        self.layers = nn.ModuleList(DecoderLayer(c.d_model, c.num_heads, c.d_ff, **layer)
+                                    for _ in range(c.num_decoder_layers))
         self.final_norm = build_norm(c.norm, c.d_model, c.norm_eps) if c.norm_first else None
         self.gradient_checkpointing = False
 

@@ -35,8 +35,10 @@ class EncoderLayer(nn.Module):
     Args:
         d_model, num_heads, d_ff: widths and head count.
         num_kv_heads: K/V heads (grouped-query attention), default ``num_heads``.
-        dropout: on each sublayer's output (residual dropout) and inside the FFN.
+        dropout: on each sublayer's output (residual dropout).
         attention_dropout: on the attention weights.
+        activation_dropout: inside the FFN, after the activation (fairseq's name; BERT and
+            the original paper have none, hence 0 by default).
         activation: FFN activation (``gelu``, ``relu``, ``gelu_tanh``, ``silu``) or a GLU
             variant (``swiglu``, ``geglu``, ``reglu``).
         norm: ``"layernorm"`` or ``"rmsnorm"``; ``norm_eps`` its epsilon.
@@ -49,7 +51,8 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, *,
                  num_kv_heads: int | None = None, dropout: float = 0.1,
-                 attention_dropout: float = 0.0, activation: str = "gelu",
+                 attention_dropout: float = 0.0, activation_dropout: float = 0.0,
+                 activation: str = "gelu",
                  norm: str = "layernorm", norm_eps: float = 1e-5, norm_first: bool = True,
                  fusion: str = "concat", rope: bool | RotaryEmbedding = False,
                  backend: str = "auto", bias: bool = True) -> None:
@@ -57,7 +60,7 @@ class EncoderLayer(nn.Module):
         self.norm_first = norm_first
         self.attn = MultiHeadAttention(d_model, num_heads, num_kv_heads, fusion,
                                        attention_dropout, rope=rope, backend=backend, bias=bias)
-        self.ffn = build_feedforward(activation, d_model, d_ff, dropout, bias)
+        self.ffn = build_feedforward(activation, d_model, d_ff, activation_dropout, bias)
         self.norm1 = build_norm(norm, d_model, norm_eps)
         self.norm2 = build_norm(norm, d_model, norm_eps)
         self.dropout = nn.Dropout(dropout)
@@ -82,7 +85,8 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, *,
                  num_kv_heads: int | None = None, dropout: float = 0.1,
-                 attention_dropout: float = 0.0, activation: str = "gelu",
+                 attention_dropout: float = 0.0, activation_dropout: float = 0.0,
+                 activation: str = "gelu",
                  norm: str = "layernorm", norm_eps: float = 1e-5, norm_first: bool = True,
                  fusion: str = "concat", rope: bool | RotaryEmbedding = False,
                  backend: str = "auto", bias: bool = True) -> None:
@@ -93,7 +97,7 @@ class DecoderLayer(nn.Module):
                                             bias=bias)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, num_kv_heads, fusion,
                                              attention_dropout, backend=backend, bias=bias)
-        self.ffn = build_feedforward(activation, d_model, d_ff, dropout, bias)
+        self.ffn = build_feedforward(activation, d_model, d_ff, activation_dropout, bias)
         self.norm1 = build_norm(norm, d_model, norm_eps)
         self.norm2 = build_norm(norm, d_model, norm_eps)
         self.norm3 = build_norm(norm, d_model, norm_eps)
