@@ -172,8 +172,10 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError("this layer was built for cross-attention (context_dim "
                                  "differs from d_model): pass context")
             qkv = F.linear(x, self.in_proj.weight, self.in_proj.bias)
-            qkv = qkv.view(bsz, seq, h + 2 * hk, d).transpose(1, 2)
-            q, k, v = qkv.split((h, hk, hk), dim=1)
+            # split before transposing: the backward then concatenates the three gradients
+            # straight into the projection's layout, without an extra copy
+            q, k, v = (t.transpose(1, 2) for t in
+                       qkv.view(bsz, seq, h + 2 * hk, d).split((h, hk, hk), dim=2))
             if self.rope is not None:
                 if positions is None:
                     start = 0 if cache is None else cache.length
@@ -192,7 +194,7 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.keys.to(q.dtype), cache.values.to(q.dtype)
             else:
                 kv = self._project_kv(context).view(bsz, context.shape[1], 2 * hk, d)
-                k, v = kv.transpose(1, 2).split((hk, hk), dim=1)
+                k, v = (t.transpose(1, 2) for t in kv.split((hk, hk), dim=2))
                 if cache is not None:
                     cache.update(k, v, causal=False)
         p = self.dropout if self.training else 0.0
