@@ -8,6 +8,8 @@ from headwise.attention.bias import ALiBi, T5RelativePositionBias, alibi_slopes
 from headwise.attention.cache import KVCache
 from headwise.attention.capture import AttentionCapture, capture_attention
 from headwise.attention.kernels import BACKENDS, attend, select_backend
+from headwise.attention.linear import linear_attention
+from headwise.attention.lsh import lsh_attention
 from headwise.attention.masks import AttentionPattern
 from headwise.attention.mha import MultiHeadAttention
 from headwise.attention.positions import (
@@ -32,6 +34,8 @@ __all__ = [
     "apply_rotary",
     "attend",
     "capture_attention",
+    "linear_attention",
+    "lsh_attention",
     "masks",
     "select_backend",
 ]

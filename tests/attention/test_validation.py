@@ -92,9 +92,9 @@ def test_dispatcher_choices():
     assert select_backend(q, k) == "sdpa"
     assert select_backend(q, k, M.causal()) == "sdpa"
     long_q = torch.randn(1, 2, 8192, 8)
-    assert select_backend(long_q, long_q, M.sliding_window(128)) == "tiled"
+    assert select_backend(long_q, long_q, M.sliding_window(128)) == "blocksparse"
     assert select_backend(long_q, long_q, M.causal()) == "sdpa"  # SDPA skips causal tiles
-    assert select_backend(long_q, long_q, M.sliding_window(128), dropout_p=0.1) == "sdpa"
+    assert select_backend(long_q, long_q, M.sliding_window(128), dropout_p=0.1) == "blocksparse"
     short = torch.randn(1, 2, 512, 8)
     assert select_backend(short, short, M.sliding_window(16)) == "sdpa"
 
@@ -103,5 +103,5 @@ def test_auto_gives_the_reference_answer_on_a_long_sparse_pattern():
     g = torch.Generator().manual_seed(0)
     q = torch.randn(1, 2, 4096, 8, generator=g)
     pattern = M.sliding_window(64) | M.global_tokens([0])
-    out = attend(q, q, q, pattern)  # routed to "tiled"
+    out = attend(q, q, q, pattern)  # routed to "blocksparse"
     torch.testing.assert_close(out, attend(q, q, q, pattern, backend="sdpa"), atol=1e-5, rtol=0)

@@ -7,6 +7,9 @@ Backends:
 * ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels).
 * ``"tiled"``: online softmax over tiles, O(n) memory, recomputing backward; skips tiles
   a sparse pattern forbids.
+* ``"blocksparse"``: only the key blocks a sparse pattern needs, gathered and run through
+  SDPA as one batch of blocks; O(n * window) time and memory, with autograd on every
+  device (so sparse patterns train on CPU).
 * ``"flex"``: compiled FlexAttention with cached block masks (no backward on CPU).
 * ``"auto"``: :func:`select_backend` picks the fastest backend that is correct for the
   request.
@@ -18,15 +21,20 @@ import math
 
 from torch import Tensor
 
-from headwise.attention.kernels.flex import flex_attention, flex_available, supports_backward
+from headwise.attention.kernels.blocksparse import (
+    DEFAULT_BLOCK,
+    block_plan,
+    blocksparse_attention,
+)
+from headwise.attention.kernels.flex import (
+    CPU_DTYPES,
+    flex_attention,
+    flex_available,
+    supports_backward,
+)
 from headwise.attention.kernels.reference import math_attention
 from headwise.attention.kernels.sdpa import sdpa_attention
-from headwise.attention.kernels.tiled import (
-    DEFAULT_BLOCK_K,
-    DEFAULT_BLOCK_Q,
-    MaskTiles,
-    tiled_attention,
-)
+from headwise.attention.kernels.tiled import tiled_attention
 from headwise.attention.kernels.validate import (
     AttentionShape,
     check_bias,
@@ -35,12 +43,21 @@ from headwise.attention.kernels.validate import (
 )
 from headwise.attention.masks import AttentionPattern
 
-BACKENDS = ("auto", "math", "sdpa", "tiled", "flex")
+BACKENDS = ("auto", "math", "sdpa", "tiled", "blocksparse", "flex")
 
-#: a non-causal pattern at least this long whose tiles are mostly empty goes to "tiled"
-SPARSE_MIN_LEN = 4096
-#: ... when at most this fraction of its tiles hold any allowed pair
-SPARSE_MAX_DENSITY = 0.25
+#: a pattern (not merely causal) at least this long is considered for a sparse backend
+SPARSE_MIN_LEN = 1024
+#: ... and taken there when the block-sparse kernel would compute at most this fraction
+#: of the ``DEFAULT_BLOCK``-sized tiles (padding slots and the dense rows of global
+#: tokens included; see :meth:`~headwise.attention.kernels.blocksparse.BlockPlan.density`).
+#: Measured on CPU (2 threads, 8 heads of 64): block-sparse / SDPA time is about 0.3 at
+#: density 0.2, 0.55-0.7 at 0.4 and 0.9-1.2 at 0.62-0.67 (forward / forward+backward).
+SPARSE_MAX_DENSITY = 0.5
+#: the sparse backend per device type, where it is not "blocksparse": FlexAttention on CUDA,
+#: where it is compiled for the GPU and has a backward (not yet measured against
+#: "blocksparse" there). Requests FlexAttention cannot serve (dropout, float64) stay on
+#: "blocksparse".
+SPARSE_BACKEND = {"cuda": "flex"}
 
 
 def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None = None, *,
@@ -48,11 +65,16 @@ def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None 
                    bias: Tensor | None = None) -> str:
     """The backend ``attend(..., backend="auto")`` runs for this request.
 
-    Rules (measured in ``benchmarks/attention.py``):
+    Rules (thresholds are the module constants above; their comments say what they rest on,
+    ``benchmarks/attention.py`` measures them):
 
     1. per-head weights requested: ``"math"``, the only backend that returns them;
-    2. a sparse pattern (not merely causal) at long length whose tiles are mostly empty:
-       ``"tiled"``, which skips the empty tiles (SDPA computes every one);
+    2. a sparse pattern (not merely causal: SDPA's ``is_causal`` already skips the
+       forbidden half) of length at least :data:`SPARSE_MIN_LEN` whose block plan computes
+       at most :data:`SPARSE_MAX_DENSITY` of the tiles: the device's entry in
+       :data:`SPARSE_BACKEND` (``"flex"`` on CUDA, when FlexAttention is available, no
+       dropout is asked for and the dtype is a float32 or half type), else
+       ``"blocksparse"``, which computes only those tiles and has a backward everywhere;
     3. otherwise ``"sdpa"``: PyTorch's fused kernels are the fastest dense path on CPU and
        GPU, handle dropout, grouped heads, biases and fully masked rows, and keep memory
        O(n) when no dense mask is needed.
@@ -62,17 +84,20 @@ def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None 
         mask, dropout_p, return_weights, bias: as for :func:`attend`.
 
     Returns:
-        One of ``"math"``, ``"sdpa"``, ``"tiled"``.
+        One of ``"math"``, ``"sdpa"``, ``"blocksparse"``, ``"flex"``.
     """
     if return_weights:
         return "math"
-    n = max(q.shape[2], k.shape[2])
+    lq, lk = q.shape[2], k.shape[2]
     if (isinstance(mask, AttentionPattern) and mask.causal_alignment() is None
-            and dropout_p == 0.0 and n >= SPARSE_MIN_LEN):
-        tiles = MaskTiles(mask, q.shape[2], k.shape[2], DEFAULT_BLOCK_Q, DEFAULT_BLOCK_K,
-                          q.device)
-        if tiles.density() <= SPARSE_MAX_DENSITY:
-            return "tiled"
+            and max(lq, lk) >= SPARSE_MIN_LEN
+            and block_plan(mask, lq, lk, DEFAULT_BLOCK, q.device).density()
+            <= SPARSE_MAX_DENSITY):
+        choice = SPARSE_BACKEND.get(q.device.type, "blocksparse")
+        if choice == "flex" and (dropout_p > 0 or q.dtype not in CPU_DTYPES
+                                 or not flex_available(q.device)):
+            choice = "blocksparse"
+        return choice
     return "sdpa"
 
 
@@ -90,7 +115,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPattern | No
         v: (batch, kv_heads, k_len, v_dim).
         mask: None, a boolean tensor broadcastable to (batch, heads, q_len, k_len) with
             True = may attend, or a pattern from :mod:`headwise.attention.masks`.
-        backend: ``"auto"``, ``"math"``, ``"sdpa"``, ``"tiled"`` or ``"flex"``.
+        backend: ``"auto"``, ``"math"``, ``"sdpa"``, ``"tiled"``, ``"blocksparse"`` or
+            ``"flex"``.
         scale: dot-product multiplier; default ``1 / sqrt(head_dim)``.
         dropout_p: dropout probability on the attention weights (pass 0 in eval).
         return_weights: also return the (batch, heads, q_len, k_len) weights (math only).
@@ -132,6 +158,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPattern | No
         return sdpa_attention(q, k, v, mask, bias, scale, dropout_p)
     if backend == "tiled":
         return tiled_attention(q, k, v, mask, bias, scale)
+    if backend == "blocksparse":
+        return blocksparse_attention(q, k, v, mask, bias, scale, dropout_p)
     if not flex_available(q.device):
         raise RuntimeError(f"FlexAttention is not available on {q.device}")
     return flex_attention(q, k, v, mask, bias, scale)
@@ -140,6 +168,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPattern | No
 __all__ = [
     "BACKENDS",
     "attend",
+    "block_plan",
+    "blocksparse_attention",
     "flex_attention",
     "math_attention",
     "sdpa_attention",

@@ -1,0 +1,220 @@
+"""The block-sparse kernel against the dense masked float64 reference (forward and gradients).
+
+Agreement follows FlashAttention's rule (see test_kernels.py): the kernel's max error
+against float64 math is at most twice that of the math path in the same precision.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from headwise.attention import ALiBi, attend, select_backend
+from headwise.attention import masks as M
+from headwise.attention.kernels import blocksparse
+from headwise.attention.kernels.blocksparse import block_plan, blocksparse_attention, split_point
+
+B, H, KVH, D = 2, 4, 2, 16
+FLOOR = {torch.float64: 1e-12, torch.float32: 2e-6}
+
+
+@pytest.fixture
+def block64(monkeypatch):
+    """Blocks of 64, so lengths like 301 end in a partial block."""
+    monkeypatch.setattr(blocksparse, "DEFAULT_BLOCK", 64)
+
+
+def _case(name: str):
+    """(mask, q_len, k_len, bias) of a named case."""
+    g = torch.Generator().manual_seed(5)
+    if name == "window_lt_block":
+        return M.sliding_window(5), 301, 301, None
+    if name == "window_gt_block":
+        return M.sliding_window(100), 301, 301, None
+    if name == "window_global_both_ends":
+        return M.sliding_window(20) | M.global_tokens([0, 1, 299, 300]), 301, 301, None
+    if name == "bigbird_same_block":
+        return M.bigbird(64, 1, seed=3), 301, 301, None
+    if name == "bigbird_small_block":
+        return M.bigbird(16, 2, seed=4), 301, 301, None
+    if name == "window_global_padding":
+        pattern = (M.sliding_window(30) | M.global_tokens([0, 299])) & M.key_padding([250, 301])
+        return pattern, 301, 301, None
+    if name == "causal_window":
+        return M.causal() & M.sliding_window(50), 301, 301, None
+    if name == "fully_masked_rows":
+        return M.sliding_window(20) & M.key_padding([200, 0]), 301, 301, None
+    if name == "bottom_right_cache":
+        return M.sliding_window(30, align="bottom_right"), 77, 301, None
+    if name == "dense_tensor":
+        idx = torch.arange(301)
+        band = (idx[:, None] - idx[None, :]).abs() < 40
+        return band & (torch.rand(B, H, 301, 301, generator=g) > 0.2), 301, 301, None
+    if name == "no_mask":
+        return None, 150, 150, None
+    if name == "alibi_window":
+        return M.sliding_window(70), 301, 301, ALiBi(H)(301, 301, dtype=torch.float64)
+    raise KeyError(name)
+
+
+CASES = ["window_lt_block", "window_gt_block", "window_global_both_ends", "bigbird_same_block",
+         "bigbird_small_block", "window_global_padding", "causal_window", "fully_masked_rows",
+         "bottom_right_cache", "dense_tensor", "no_mask", "alibi_window"]
+
+
+def _inputs(q_len: int, k_len: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, q_len, D, generator=g, dtype=torch.float64)
+    k = torch.randn(B, KVH, k_len, D, generator=g, dtype=torch.float64)
+    v = torch.randn(B, KVH, k_len, D, generator=g, dtype=torch.float64)
+    do = torch.randn(B, H, q_len, D, generator=g, dtype=torch.float64)
+    return q, k, v, do
+
+
+def _run(backend, q, k, v, do, mask, bias, dtype):
+    qs, ks, vs = (t.to(dtype).requires_grad_() for t in (q, k, v))
+    out = attend(qs, ks, vs, mask, backend=backend, bias=None if bias is None else bias.to(dtype))
+    grads = torch.autograd.grad(out, (qs, ks, vs), do.to(dtype))
+    return out.double(), tuple(g.double() for g in grads)
+
+
+def _err(a, b):
+    return (a - b).abs().max().item()
+
+
+@pytest.mark.usefixtures("block64")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", CASES)
+def test_matches_float64_dense_reference(name, dtype):
+    mask, lq, lk, bias = _case(name)
+    q, k, v, do = _inputs(lq, lk)
+    ref_out, ref_grads = _run("math", q, k, v, do, mask, bias, torch.float64)
+    math_out, math_grads = _run("math", q, k, v, do, mask, bias, dtype)
+    out, grads = _run("blocksparse", q, k, v, do, mask, bias, dtype)
+    floor = FLOOR[dtype]
+    assert torch.isfinite(out).all()
+    assert _err(out, ref_out) <= 2 * _err(math_out, ref_out) + floor
+    for name_, g, mg, rg in zip("qkv", grads, math_grads, ref_grads, strict=True):
+        assert torch.isfinite(g).all(), name_
+        assert _err(g, rg) <= 2 * _err(mg, rg) + 2 * floor, name_
+
+
+def test_long_odd_length_with_default_block():
+    # 1000 = 7 full blocks of 128 and a partial one; global tokens at both ends
+    mask = M.sliding_window(150) | M.global_tokens([0, 999])
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 2, 1000, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    torch.testing.assert_close(attend(q, k, v, mask, backend="blocksparse"),
+                               attend(q, k, v, mask, backend="math"), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_fully_masked_rows_are_zero_with_zero_gradient(dtype, block64):
+    mask, lq, lk, _ = _case("fully_masked_rows")
+    q, k, v, do = _inputs(lq, lk)
+    qs, ks, vs = (t.to(dtype).requires_grad_() for t in (q, k, v))
+    out = attend(qs, ks, vs, mask, backend="blocksparse")
+    assert (out[1] == 0).all() and (out[0, :, 220:] == 0).all()
+    assert (out[0, :, :200].abs().sum(-1) > 0).all()
+    gq, gk, gv = torch.autograd.grad(out, (qs, ks, vs), do.to(dtype))
+    assert (gq[1] == 0).all() and (gq[0, :, 220:] == 0).all()
+    assert (gk[1] == 0).all() and (gv[1] == 0).all()
+    assert (gk[0, :, 200:] == 0).all()  # padding keys get no gradient
+
+
+def test_gradcheck_tiny(monkeypatch):
+    monkeypatch.setattr(blocksparse, "DEFAULT_BLOCK", 4)
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(1, 2, 10, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    k = torch.randn(1, 1, 10, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    v = torch.randn(1, 1, 10, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    bias = torch.randn(1, 1, 10, 10, dtype=torch.float64, generator=g, requires_grad=True)
+    mask = (M.sliding_window(2) | M.global_tokens([0, 9])) & M.key_padding([8])
+
+    def fn(q, k, v, bias):
+        return attend(q, k, v, mask, backend="blocksparse", bias=bias)
+
+    assert torch.autograd.gradcheck(fn, (q, k, v, bias))
+
+
+def test_bias_gradient_matches_math(block64):
+    q, k, v, do = _inputs(150, 150)
+    bias = torch.randn(1, H, 150, 150, dtype=torch.float64)
+    mask = M.sliding_window(40) | M.global_tokens([149])
+    grads = {}
+    for backend in ("math", "blocksparse"):
+        b = bias.clone().requires_grad_()
+        (grads[backend],) = torch.autograd.grad(attend(q, k, v, mask, backend=backend, bias=b),
+                                                (b,), do)
+    assert _err(grads["blocksparse"], grads["math"]) < 1e-12
+
+
+def test_plan_is_linear_in_length_and_global_rows_are_split_off():
+    window = M.sliding_window(256)
+    t1, t2 = (block_plan(window, n, n).computed_tiles() for n in (2048, 4096))
+    assert t2 == 2 * t1  # O(n * window), not O(n^2)
+    n = 4096
+    glob = M.sliding_window(256) | M.global_tokens([0, n - 1])
+    plan = block_plan(glob, n, n)
+    widths = sorted(g.k_blocks.shape for g in plan.groups)
+    assert widths == [(2, 32), (30, 7)]  # two global blocks see all 32; the rest 5 + 2
+    assert plan.density() < 0.3
+
+
+def test_split_point():
+    assert split_point([3] * 10) == 3
+    assert split_point([2] + [3] * 8 + [2]) == 3  # edges too few to be worth a second call
+    assert split_point([16] + [4] * 30 + [16]) == 4
+    assert split_point([]) == 0
+
+
+def test_plan_made_under_inference_mode_serves_training():
+    mask = M.sliding_window(10) | M.global_tokens([0])
+    q, k, v, do = _inputs(200, 200)
+    with torch.inference_mode():
+        attend(q, k, v, mask, backend="blocksparse")
+    qs = q.clone().requires_grad_()
+    (g,) = torch.autograd.grad(attend(qs, k, v, mask, backend="blocksparse"), (qs,), do)
+    assert torch.isfinite(g).all()
+
+
+def test_dropout_is_unbiased():
+    torch.manual_seed(0)
+    q, k, v, _ = _inputs(40, 40)
+    mask = M.sliding_window(8)
+    exact = attend(q, k, v, mask, backend="math")
+    runs = torch.stack([blocksparse_attention(q, k, v, mask, None, D**-0.5, 0.3, block=16)
+                        for _ in range(200)])
+    assert not torch.equal(runs[0], runs[1])
+    assert _err(runs.mean(0), exact) < 0.3
+
+
+def test_bad_block_size():
+    q, k, v, _ = _inputs(10, 10)
+    with pytest.raises(ValueError, match="block must be a positive int"):
+        blocksparse_attention(q, k, v, M.sliding_window(3), None, 1.0, block=0)
+
+
+def test_dispatcher_sends_long_sparse_patterns_here():
+    long_q = torch.randn(1, 2, 2048, 8)
+    for pattern in (M.sliding_window(128), M.sliding_window(128) | M.global_tokens([0, 2047]),
+                    M.bigbird(128, 2), M.sliding_window(256) & M.causal()):
+        assert select_backend(long_q, long_q, pattern) == "blocksparse"
+    # with dropout too: the kernel honours it (SDPA's dropout inside each block)
+    assert select_backend(long_q, long_q, M.sliding_window(128), dropout_p=0.1) == "blocksparse"
+    assert select_backend(long_q, long_q, M.causal()) == "sdpa"
+    assert select_backend(long_q, long_q, M.sliding_window(1500)) == "sdpa"  # not sparse
+    short = torch.randn(1, 2, 512, 8)
+    assert select_backend(short, short, M.sliding_window(16)) == "sdpa"
+
+
+def test_dispatcher_sparse_backend_table(monkeypatch):
+    from headwise.attention import kernels
+
+    long_q = torch.randn(1, 2, 2048, 8)
+    monkeypatch.setattr(kernels, "SPARSE_BACKEND", {"cpu": "flex"})  # as CUDA is configured
+    assert select_backend(long_q, long_q, M.sliding_window(128)) == "flex"
+    # requests FlexAttention cannot serve stay on the block-sparse kernel
+    assert select_backend(long_q, long_q, M.sliding_window(128), dropout_p=0.1) == "blocksparse"
+    long64 = long_q.double()
+    assert select_backend(long64, long64, M.sliding_window(128)) == "blocksparse"
