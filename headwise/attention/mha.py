@@ -203,7 +203,10 @@ class MultiHeadAttention(nn.Module):
             out, weights = attend(q, k, v, mask, backend="math", dropout_p=p,
                                   return_weights=True, bias=bias)
         else:
-            out, weights = attend(q, k, v, mask, backend=self.backend, dropout_p=p, bias=bias), None
+            weights = None
+            out = self._direct_sdpa(q, k, v, mask, bias, p)
+            if out is None:
+                out = attend(q, k, v, mask, backend=self.backend, dropout_p=p, bias=bias)
         if not self._gates_are_ones or self.head_gate.requires_grad:
             out = out * self.head_gate.view(1, h, 1, 1).to(out.dtype)
         out = out.transpose(1, 2)
@@ -214,6 +217,29 @@ class MultiHeadAttention(nn.Module):
         if weights is not None:
             cap.record(self, weights, gate)
         return F.linear(out.reshape(bsz, seq, h * d), self.out_proj.weight, self.out_proj.bias)
+
+    def _direct_sdpa(self, q: Tensor, k: Tensor, v: Tensor, mask, bias: Tensor | None,
+                     dropout_p: float) -> Tensor | None:
+        """The common case straight on ``F.scaled_dot_product_attention``, or None.
+
+        With no mask (or a causal pattern SDPA's ``is_causal`` expresses exactly), no bias
+        and backend "auto"/"sdpa", the dispatcher picks SDPA anyway (see
+        :func:`~headwise.attention.kernels.select_backend`); calling it here
+        skips the per-call validation and dispatch, which is measurable at short lengths.
+        The shapes were built by this layer, so there is nothing to validate.
+        """
+        if bias is not None or self.backend not in ("auto", "sdpa"):
+            return None
+        is_causal = False
+        if mask is not None:
+            if not isinstance(mask, AttentionPattern):
+                return None
+            align = mask.causal_alignment()
+            if align is None or (align != "top_left" and q.shape[2] != k.shape[2]):
+                return None
+            is_causal = True
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal,
+                                              enable_gqa=q.shape[1] != k.shape[1])
 
     @staticmethod
     def _merge_cache_mask(mask, cache_mask: Tensor | None, cache: KVCache):

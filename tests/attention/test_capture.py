@@ -47,22 +47,43 @@ def test_records_weights_per_module_and_output_is_unchanged():
 
 def test_nothing_recorded_outside_and_fused_path_untouched(monkeypatch):
     model = TwoLayers().eval()
-    backends = []
-    real = mha_module.attend
+    calls = []
+    real_attend, real_sdpa = mha_module.attend, mha_module.F.scaled_dot_product_attention
 
-    def spy(*args, **kwargs):
-        backends.append(kwargs.get("backend"))
-        return real(*args, **kwargs)
+    def spy_attend(*args, **kwargs):
+        calls.append(kwargs.get("backend"))
+        return real_attend(*args, **kwargs)
 
-    monkeypatch.setattr(mha_module, "attend", spy)
+    def spy_sdpa(*args, **kwargs):
+        calls.append("direct-sdpa")  # F.scaled_dot_product_attention itself
+        return real_sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(mha_module, "attend", spy_attend)
+    monkeypatch.setattr(mha_module.F, "scaled_dot_product_attention", spy_sdpa)
     x = torch.randn(1, 4, 16)
     with capture_attention() as cap:
         pass
-    model(x)
-    assert len(cap) == 0 and backends == ["auto", "auto"]
+    model(x)  # no mask: straight onto SDPA, no dispatcher
+    assert len(cap) == 0 and calls == ["direct-sdpa", "direct-sdpa"]
+    model(x, M.causal())
+    assert calls[2:] == ["direct-sdpa", "direct-sdpa"]
+    model(x, M.key_padding([3]))  # a padding pattern goes through the dispatcher
+    # (the sdpa backend then calls SDPA itself, which the spy also sees)
+    assert calls[4:] == ["auto", "direct-sdpa", "auto", "direct-sdpa"]
+    del calls[:]
     with capture_attention(modules=[model.layers[1]]) as cap:
         model(x)
-    assert backends[2:] == ["auto", "math"] and list(cap) == [model.layers[1]]
+    assert calls == ["direct-sdpa", "math"] and list(cap) == [model.layers[1]]
+
+
+def test_direct_sdpa_path_equals_dispatcher():
+    torch.manual_seed(0)
+    for num_kv, mask in [(4, None), (2, M.causal()), (1, M.causal("bottom_right"))]:
+        layer = MultiHeadAttention(16, 4, num_kv_heads=num_kv).eval()
+        x = torch.randn(2, 7, 16)
+        ref = MultiHeadAttention(16, 4, num_kv_heads=num_kv, backend="math").eval()
+        ref.load_state_dict(layer.state_dict())
+        torch.testing.assert_close(layer(x, mask=mask), ref(x, mask=mask))
 
 
 def test_glu_gates_are_recorded():
