@@ -1,4 +1,9 @@
-"""``headwise``: one sub-command per user task."""
+"""``headwise``: one sub-command per user task.
+
+Errors a user can fix (a bad data file, a missing model directory, a wrong option value)
+end with a one-line message on standard error and exit status 1, not a traceback;
+usage errors exit with status 2 (argparse's convention).
+"""
 
 from __future__ import annotations
 
@@ -8,32 +13,23 @@ from collections.abc import Sequence
 
 from headwise import __version__
 
-
-def _demo(args: argparse.Namespace) -> int:
-    from headwise import showcase
-
-    n = 256 if args.quick else args.length
-    showcase.run(n=n, repeats=2 if args.quick else args.repeats, show_masks=not args.no_masks)
-    return 0
+#: sub-command modules under headwise.commands, in the order ``--help`` lists them
+COMMANDS = ("demo", "train", "evaluate", "predict", "tour")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``headwise`` command."""
+    import importlib
+
     parser = argparse.ArgumentParser(
         prog="headwise",
         description="Multi-head attention, Transformer models and intent recognition.",
     )
     parser.add_argument("--version", action="version", version=f"headwise {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = sub.add_parser("demo", help="the main job: a tour of the attention core",
-                          description="Render the mask patterns, check every attention backend "
-                          "against a float64 reference, time them, and show the dispatcher's "
-                          "choice and captured per-head weights.")
-    demo.add_argument("--length", type=int, default=1024, help="sequence length (default 1024)")
-    demo.add_argument("--repeats", type=int, default=5, help="timed repeats per backend")
-    demo.add_argument("--quick", action="store_true", help="a small, fast run")
-    demo.add_argument("--no-masks", action="store_true", help="skip the mask renderings")
-    demo.set_defaults(func=_demo)
+    for name in COMMANDS:
+        importlib.import_module(f"headwise.commands.{name}").add_parser(sub)
     return parser
 
 
@@ -44,7 +40,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    return args.func(args)
+    if args.debug:
+        return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("headwise: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError) as e:
+        # user-fixable problems: bad data (DataError is a ValueError), a missing file,
+        # an unsafe checkpoint (UnsafeCheckpointError is a ValueError); --debug shows more
+        print(f"headwise {args.command}: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

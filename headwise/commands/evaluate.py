@@ -1,0 +1,45 @@
+"""``headwise eval``: accuracy, macro-F1, per-intent report and confusion matrix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from headwise.commands._common import add_data_options, read
+from headwise.intent.classifier import IntentClassifier
+from headwise.intent.evaluation import evaluate_classifier, format_report
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval", help="evaluate a trained classifier on labelled data",
+        description="Accuracy, macro-F1, a per-intent report, out-of-scope recall and the "
+        "confusion matrix (PNG) of a saved classifier on labelled data.")
+    p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
+    p.add_argument("--data", required=True, help="labelled data file")
+    p.add_argument("--out", help="where report.json and confusion.png go "
+                   "(default: MODEL/eval-<data file name>)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_data_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    clf = IntentClassifier.load(args.model)
+    data = read(args.data, args)
+    out = Path(args.out) if args.out else Path(args.model) / f"eval-{Path(args.data).stem}"
+    out.mkdir(parents=True, exist_ok=True)
+    report = evaluate_classifier(clf, data.texts, data.labels, out_dir=out)
+    report["data"] = str(args.data)
+    report["skipped_rows"] = len(data.skipped)
+    (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
+                                     encoding="utf-8")
+    if args.json:
+        print(json.dumps({k: v for k, v in report.items() if k != "confusion_matrix"},
+                         ensure_ascii=False))
+    else:
+        print(format_report(report))
+        print(f"\nreport: {out / 'report.json'}" + (f", confusion matrix: {report['confusion_png']}"
+                                                   if "confusion_png" in report else ""))
+    return 0

@@ -1,0 +1,40 @@
+"""``headwise predict``: top-k intents with calibrated confidence, or out-of-scope."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from headwise.intent.classifier import IntentClassifier
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "predict", help="predict the intents of texts",
+        description="Top-k intents with calibrated confidence for each text; below the "
+        "classifier's threshold the answer is out_of_scope. Without texts, reads one text per "
+        "line from standard input.")
+    p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
+    p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to classify")
+    p.add_argument("--top-k", type=int, default=3, help="intents listed per text (default 3)")
+    p.add_argument("--threshold", type=float,
+                   help="override the saved out-of-scope threshold (0 disables it)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    texts = list(args.texts) if args.texts else [ln.strip() for ln in sys.stdin if ln.strip()]
+    if not texts:
+        raise ValueError("no texts: pass them as arguments or on standard input")
+    clf = IntentClassifier.load(args.model)
+    for p in clf.predict(texts, top_k=args.top_k, threshold=args.threshold):
+        if args.json:
+            print(json.dumps(p.to_dict(), ensure_ascii=False))
+            continue
+        head = "OUT OF SCOPE" if p.out_of_scope else p.intent
+        print(f"{p.text}\n  -> {head}  ({p.confidence:.3f})")
+        for name, prob in p.top_k:
+            print(f"     {prob:6.3f}  {name}")
+    return 0

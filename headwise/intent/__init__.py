@@ -1,0 +1,33 @@
+"""The intent-recognition system: train, calibrate, evaluate and predict.
+
+* :class:`IntentClassifier` — a model, its tokenizer, intents, temperature and
+  out-of-scope threshold; ``predict``, ``save``, ``load``;
+* :func:`train_intent_classifier` with an :class:`IntentRecipe` — the whole training job
+  behind ``headwise train``;
+* :func:`evaluate_classifier`, :func:`measure_latency` — what ``headwise eval`` reports;
+* :func:`fit_temperature`, :func:`choose_threshold` — calibration and out-of-scope.
+"""
+
+from headwise.intent.calibration import calibrated_probs, fit_temperature
+from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier, IntentPrediction
+from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
+from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label, threshold_curve
+from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
+
+__all__ = [
+    "OUT_OF_SCOPE",
+    "IntentClassifier",
+    "IntentPrediction",
+    "IntentRecipe",
+    "ThresholdChoice",
+    "TrainedIntent",
+    "calibrated_probs",
+    "choose_threshold",
+    "evaluate_classifier",
+    "fit_temperature",
+    "format_report",
+    "is_oos_label",
+    "measure_latency",
+    "threshold_curve",
+    "train_intent_classifier",
+]

@@ -1,0 +1,155 @@
+"""Evaluating an intent classifier: accuracy, macro-F1, per-intent report, out-of-scope
+behaviour, confusion matrix and latency.
+
+:func:`evaluate_classifier` scores a labelled dataset the way ``headwise eval`` reports it:
+
+* closed-set metrics on the in-scope rows whose intent the model knows (the threshold
+  off): accuracy, macro-F1, a per-intent table and the confusion matrix;
+* with the saved threshold: in-scope accuracy (a rejected query counts as wrong) and,
+  when the data has out-of-scope rows, their recall;
+* intents seen only in this data (not known to the model) are counted and listed, never
+  crashed on; their rows are left out of the closed-set metrics.
+
+:func:`measure_latency` times single queries (p50, p99) and batched throughput.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from headwise.intent.classifier import IntentClassifier
+from headwise.intent.oos import is_oos_label
+from headwise.train.metrics import classification_metrics, confusion_matrix_png
+
+
+def evaluate_classifier(clf: IntentClassifier, texts: Sequence[str],
+                        labels: Sequence[str | None], *, out_dir: str | Path | None = None,
+                        batch_size: int = 64) -> dict[str, Any]:
+    """Score ``clf`` on labelled texts; optionally write ``confusion.png`` and
+    ``predictions.jsonl``-ready rows.
+
+    Args:
+        clf: the classifier.
+        texts: the texts.
+        labels: their gold intents (out-of-scope rows labelled ``oos`` or similar).
+        out_dir: when given, the confusion matrix PNG is written there.
+        batch_size: texts per forward pass.
+
+    Returns:
+        A JSON-serialisable dict: ``num_examples``, ``accuracy``, ``macro_f1``,
+        ``per_label``, ``confusion_matrix``, ``labels`` (closed-set, from
+        :func:`headwise.train.classification_metrics`), ``threshold``,
+        ``in_scope_accuracy_with_threshold``, ``reject_rate``, ``oos_examples``,
+        ``oos_recall`` (None without out-of-scope rows), ``unseen_labels`` (name ->
+        count), ``errors`` (the misclassified in-scope rows: text, gold, predicted,
+        confidence) and ``confusion_png`` when written.
+
+    Raises:
+        ValueError: different lengths, no texts, or unlabelled rows.
+    """
+    texts, labels = list(texts), list(labels)
+    if len(texts) != len(labels):
+        raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
+    if any(y is None for y in labels):
+        raise ValueError("evaluation needs a label on every row")
+    probs = clf.predict_proba(texts, batch_size=batch_size)
+    pred = probs.argmax(1)
+    conf = probs.max(1)
+    index = {name: i for i, name in enumerate(clf.labels)}
+    oos = np.array([is_oos_label(y) for y in labels], dtype=bool)
+    known = np.array([y in index for y in labels], dtype=bool)
+    unseen = Counter(y for y, o, k in zip(labels, oos, known, strict=True) if not o and not k)
+    rows = np.flatnonzero(known)
+    report: dict[str, Any] = {"num_rows": len(texts)}
+    if len(rows):
+        gold = np.array([index[labels[i]] for i in rows])
+        report.update(classification_metrics(gold, pred[rows], clf.labels))
+        kept = conf[rows] >= clf.threshold
+        report["in_scope_accuracy_with_threshold"] = float(((pred[rows] == gold) & kept).mean())
+        report["reject_rate"] = float((~kept).mean())
+        report["errors"] = [
+            {"text": texts[i], "gold": labels[i], "predicted": clf.labels[pred[i]],
+             "confidence": float(conf[i])}
+            for i, g in zip(rows, gold, strict=True) if pred[i] != g]
+        if out_dir is not None:
+            png = confusion_matrix_png(report["confusion_matrix"], clf.labels,
+                                       Path(out_dir) / "confusion.png")
+            report["confusion_png"] = str(png)
+    report["threshold"] = clf.threshold
+    report["oos_examples"] = int(oos.sum())
+    report["oos_recall"] = float((conf[oos] < clf.threshold).mean()) if oos.any() else None
+    report["unseen_labels"] = dict(sorted(unseen.items()))
+    return report
+
+
+def format_report(report: dict[str, Any], *, per_intent: bool = True) -> str:
+    """A plain-text summary of :func:`evaluate_classifier`'s report (what ``eval`` prints)."""
+    lines = []
+    if "accuracy" in report:
+        lines.append(f"accuracy {report['accuracy']:.4f}   macro-F1 {report['macro_f1']:.4f}   "
+                     f"({report['num_examples']} in-scope rows)")
+        lines.append(f"with the out-of-scope threshold {report['threshold']:.3f}: in-scope "
+                     f"accuracy {report['in_scope_accuracy_with_threshold']:.4f}, "
+                     f"{report['reject_rate']:.1%} rejected")
+    if report.get("oos_recall") is not None:
+        lines.append(f"out-of-scope recall {report['oos_recall']:.4f} "
+                     f"({report['oos_examples']} out-of-scope rows)")
+    if report.get("unseen_labels"):
+        seen = ", ".join(f"{k} ({v})" for k, v in report["unseen_labels"].items())
+        lines.append(f"intents the model does not know (left out of the metrics): {seen}")
+    if per_intent and "per_label" in report:
+        width = max(len(k) for k in report["per_label"]) + 2
+        lines.append("")
+        lines.append(f"{'intent':<{width}}{'precision':>10}{'recall':>10}{'f1':>10}"
+                     f"{'support':>9}")
+        for name, m in report["per_label"].items():
+            lines.append(f"{name:<{width}}{m['precision']:>10.3f}{m['recall']:>10.3f}"
+                         f"{m['f1']:>10.3f}{m['support']:>9d}")
+    return "\n".join(lines)
+
+
+@torch.inference_mode()
+def measure_latency(clf: IntentClassifier, texts: Sequence[str], *, queries: int = 200,
+                    batch_size: int = 32, batches: int = 20, warmup: int = 10
+                    ) -> dict[str, float]:
+    """Single-query latency and batched throughput of ``clf.predict``.
+
+    Single queries cycle through ``texts`` one at a time (tokenisation, forward,
+    softmax and top-k included, as a service would run them). Throughput runs
+    ``batches`` batches of ``batch_size`` texts.
+
+    Returns:
+        ``{"p50_ms", "p99_ms", "mean_ms", "throughput_per_s", "batch_size",
+        "queries"}``.
+
+    Raises:
+        ValueError: no texts.
+    """
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise ValueError("measure_latency needs texts")
+    for i in range(warmup):
+        clf.predict(texts[i % len(texts)])
+    times = []
+    for i in range(queries):
+        start = time.perf_counter()
+        clf.predict(texts[i % len(texts)])
+        times.append((time.perf_counter() - start) * 1e3)
+    per_batch = []
+    for b in range(batches):
+        chunk = [texts[(b * batch_size + j) % len(texts)] for j in range(batch_size)]
+        start = time.perf_counter()
+        clf.predict(chunk, batch_size=batch_size)
+        per_batch.append(time.perf_counter() - start)
+    return {"p50_ms": statistics.median(times), "p99_ms": float(np.percentile(times, 99)),
+            "mean_ms": statistics.fmean(times),
+            "throughput_per_s": batch_size / statistics.median(per_batch),
+            "batch_size": batch_size, "queries": queries}

@@ -1,0 +1,132 @@
+"""Out-of-scope detection by a confidence threshold chosen on validation data.
+
+A closed-set classifier always names one of its intents, even for "what's the weather".
+Below a threshold on the calibrated top probability the intent system answers
+*out-of-scope* instead of guessing. The threshold is chosen on validation data:
+
+* when the validation set holds out-of-scope examples (label :data:`OOS_LABELS`), the
+  threshold maximises the mean of in-scope accuracy (a rejected in-scope query counts as
+  wrong) and out-of-scope recall — the two numbers of the CLINC150 protocol
+  (Larson et al. 2019), weighted equally;
+* without them, it is the highest threshold that rejects at most ``max_reject`` of the
+  in-scope validation queries (default 2 %), most of which are errors anyway.
+
+:func:`threshold_curve` gives both numbers over every threshold, for the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+#: labels that mark an out-of-scope example in user data (compared case-insensitively)
+OOS_LABELS = ("oos", "out_of_scope", "out-of-scope", "none", "other")
+
+
+def is_oos_label(label: str | None) -> bool:
+    """Whether a dataset label marks an out-of-scope example."""
+    return label is not None and label.strip().lower() in OOS_LABELS
+
+
+@dataclass(frozen=True)
+class ThresholdChoice:
+    """The chosen threshold and what it does on the validation data.
+
+    Attributes:
+        threshold: reject when the calibrated top probability is below it.
+        method: ``"balanced"`` (out-of-scope examples present) or ``"max_reject"``.
+        in_scope_accuracy: in-scope accuracy with rejection (a rejected query is wrong).
+        in_scope_accuracy_no_reject: the same without any threshold.
+        oos_recall: share of out-of-scope examples rejected (None without any).
+        reject_rate: share of in-scope examples rejected.
+        n_in_scope, n_oos: validation counts.
+    """
+
+    threshold: float
+    method: str
+    in_scope_accuracy: float
+    in_scope_accuracy_no_reject: float
+    oos_recall: float | None
+    reject_rate: float
+    n_in_scope: int
+    n_oos: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict."""
+        return asdict(self)
+
+
+def threshold_curve(confidence: np.ndarray, correct: np.ndarray, oos: np.ndarray,
+                    thresholds: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """In-scope accuracy and out-of-scope recall at each threshold.
+
+    Args:
+        confidence: (n,) calibrated top probability of every example.
+        correct: (n,) whether the top intent is right (ignored for out-of-scope rows).
+        oos: (n,) whether the example is out-of-scope.
+        thresholds: the thresholds to evaluate (default: 0, the midpoints between
+            consecutive distinct confidences, and 1), ascending.
+
+    Returns:
+        ``{"threshold", "in_scope_accuracy", "oos_recall", "reject_rate"}`` arrays
+        (``oos_recall`` is NaN without out-of-scope examples).
+    """
+    conf = np.asarray(confidence, dtype=np.float64)
+    ok = np.asarray(correct, dtype=bool)
+    out = np.asarray(oos, dtype=bool)
+    if not conf.shape == ok.shape == out.shape or conf.ndim != 1:
+        raise ValueError("confidence, correct and oos must be 1-d arrays of one length")
+    if thresholds is None:
+        levels = np.unique(conf)
+        thresholds = np.unique(np.concatenate([[0.0], (levels[1:] + levels[:-1]) / 2, [1.0]]))
+    t = np.asarray(thresholds, dtype=np.float64)
+    ins = ~out
+    kept = conf[None, :] >= t[:, None]  # (thresholds, n)
+    n_in = max(int(ins.sum()), 1)
+    acc = (kept & (ok & ins)[None, :]).sum(1) / n_in
+    reject = (~kept & ins[None, :]).sum(1) / n_in
+    recall = ((~kept & out[None, :]).sum(1) / out.sum()) if out.any() \
+        else np.full(len(t), np.nan)
+    return {"threshold": t, "in_scope_accuracy": acc, "oos_recall": recall,
+            "reject_rate": reject}
+
+
+def choose_threshold(confidence: np.ndarray, correct: np.ndarray, oos: np.ndarray, *,
+                     max_reject: float = 0.02) -> ThresholdChoice:
+    """Choose the out-of-scope threshold on validation data (see the module doc).
+
+    Args:
+        confidence, correct, oos: as for :func:`threshold_curve`.
+        max_reject: without out-of-scope examples, the largest share of in-scope
+            queries the threshold may reject.
+
+    Returns:
+        The :class:`ThresholdChoice`.
+
+    Raises:
+        ValueError: no in-scope example, or ``max_reject`` outside [0, 1).
+    """
+    if not 0.0 <= max_reject < 1.0:
+        raise ValueError(f"max_reject must be in [0, 1), got {max_reject}")
+    out = np.asarray(oos, dtype=bool)
+    if (~out).sum() == 0:
+        raise ValueError("choosing a threshold needs in-scope validation examples")
+    curve = threshold_curve(confidence, correct, out)
+    t, acc, rec, rej = (curve[k] for k in ("threshold", "in_scope_accuracy", "oos_recall",
+                                           "reject_rate"))
+    if out.any():
+        score = (acc + rec) / 2
+        # ties: the lowest threshold (fewest in-scope rejections) among the best
+        i = int(np.flatnonzero(score >= score.max() - 1e-12)[0])
+        method = "balanced"
+    else:
+        allowed = np.flatnonzero(rej <= max_reject + 1e-12)
+        i = int(allowed[-1])
+        method = "max_reject"
+    return ThresholdChoice(
+        threshold=float(t[i]), method=method, in_scope_accuracy=float(acc[i]),
+        in_scope_accuracy_no_reject=float(acc[0]),
+        oos_recall=None if not out.any() else float(rec[i]), reject_rate=float(rej[i]),
+        n_in_scope=int((~out).sum()), n_oos=int(out.sum()))

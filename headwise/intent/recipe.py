@@ -1,0 +1,337 @@
+"""Training an intent classifier: one recipe, three model kinds.
+
+``train_intent_classifier(train, valid, recipe, out_dir=...)`` does the whole job behind
+``headwise train``: a tokenizer (trained on the training texts, or the pretrained
+model's), the model (a from-scratch Transformer encoder, the BiLSTM baseline, or an
+imported BERT-family encoder with a fresh head), training with the project's Trainer
+(AdamW, warmup + decay, label smoothing, early stopping on validation accuracy, atomic
+checkpoints that ``resume=True`` continues from), then temperature calibration and the
+out-of-scope threshold on the validation data, and finally the saved
+:class:`~headwise.intent.classifier.IntentClassifier`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.metrics import f1_score
+from sklearn.model_selection import train_test_split
+from torch import nn
+
+from headwise.intent.calibration import calibrated_probs, fit_temperature
+from headwise.intent.classifier import IntentClassifier
+from headwise.intent.objective import SmoothedClassification
+from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label
+from headwise.loading import from_pretrained
+from headwise.models.config import ModelConfig
+from headwise.models.io import build_model
+from headwise.text.batching import pad_collate
+from headwise.text.tokenizer import Tokenizer
+from headwise.train import TrainConfig, Trainer, load_model_weights
+
+MODEL_KINDS = ("transformer", "bilstm")  # and "pretrained:DIR"
+#: default peak learning rate per model kind (AdamW)
+DEFAULT_LR = {"transformer": 1e-3, "bilstm": 2e-3, "pretrained": 5e-5}
+
+
+@dataclass
+class IntentRecipe:
+    """How to build and train an intent classifier (``--config FILE`` is this as JSON).
+
+    Args:
+        model: ``"transformer"``, ``"bilstm"`` or ``"pretrained:DIR"`` (a BERT-family
+            checkpoint in Hugging Face layout, or a headwise model directory).
+        tokenizer: ``"auto"`` (character level for Chinese, WordPiece otherwise),
+            ``"char"`` or ``"wordpiece"``; ignored for pretrained models.
+        vocab_size: WordPiece vocabulary size (character vocabularies take what they need).
+        max_length: longest input in tokens, special tokens included.
+        d_model, num_layers, num_heads, d_ff, fusion, norm, position, pooling, dropout,
+            attention_dropout: the Transformer's shape (``d_ff`` None: ``2 * d_model``).
+        lstm_embed_dim, lstm_hidden, lstm_pooling: the BiLSTM's shape.
+        epochs, batch_size, lr (None: :data:`DEFAULT_LR` for the kind), weight_decay,
+            warmup_ratio, schedule, patience, seed: training (see TrainConfig).
+        label_smoothing: cross-entropy label smoothing.
+        valid_fraction: held out of the training data (stratified) when no validation
+            set is given.
+        max_reject: out-of-scope threshold without out-of-scope validation examples: the
+            largest share of in-scope validation queries it may reject.
+        model_overrides: any further ModelConfig fields.
+        progress: progress bars.
+    """
+
+    model: str = "transformer"
+    tokenizer: str = "auto"
+    vocab_size: int = 8000
+    max_length: int = 64
+    d_model: int = 256
+    num_layers: int = 2
+    num_heads: int = 8
+    d_ff: int | None = None
+    fusion: str = "concat"
+    norm: str = "layernorm"
+    position: str = "learned"
+    pooling: str = "mean"
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    lstm_embed_dim: int = 128
+    lstm_hidden: int = 128
+    lstm_pooling: str = "max"
+    epochs: int = 20
+    batch_size: int = 32
+    lr: float | None = None
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    schedule: str = "linear"
+    patience: int | None = 5
+    seed: int = 0
+    label_smoothing: float = 0.1
+    valid_fraction: float = 0.1
+    max_reject: float = 0.02
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in (*MODEL_KINDS, "pretrained"):
+            raise ValueError(f"model must be one of {MODEL_KINDS} or 'pretrained:DIR', got "
+                             f"{self.model!r}")
+        if self.kind == "pretrained" and not self.model.partition(":")[2]:
+            raise ValueError("pretrained models are given as 'pretrained:DIR'")
+        if self.tokenizer not in ("auto", "char", "wordpiece"):
+            raise ValueError(f"tokenizer must be auto, char or wordpiece, got {self.tokenizer!r}")
+        if not 0.0 < self.valid_fraction < 1.0:
+            raise ValueError(f"valid_fraction must be in (0, 1), got {self.valid_fraction}")
+
+    @property
+    def kind(self) -> str:
+        """``"transformer"``, ``"bilstm"`` or ``"pretrained"``."""
+        return self.model.split(":", 1)[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> IntentRecipe:
+        """Build from a dict; unknown keys are an error naming them."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown recipe keys {unknown}; known: {sorted(names)}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> IntentRecipe:
+        """Read a JSON file (``headwise train --config FILE``)."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from e
+        if not isinstance(data, dict):
+            raise ValueError(f"{path} must hold a JSON object of recipe fields")
+        return cls.from_dict(data)
+
+
+@dataclass
+class TrainedIntent:
+    """What :func:`train_intent_classifier` returns.
+
+    Attributes:
+        classifier: the trained, calibrated classifier (also saved in ``directory``).
+        directory: where it was saved.
+        threshold: the out-of-scope threshold and its effect on validation data.
+        valid_metrics: validation accuracy and macro-F1 (in-scope, no threshold).
+        history: the Trainer's evaluation history.
+        train_seconds: wall time of training (calibration excluded).
+    """
+
+    classifier: IntentClassifier
+    directory: Path
+    threshold: ThresholdChoice
+    valid_metrics: dict[str, float]
+    history: list[dict[str, Any]]
+    train_seconds: float
+
+
+def texts_and_labels(data: Any) -> tuple[list[str], list[str | None]]:
+    """``(texts, labels)`` from a reader Dataset (``.texts``/``.labels``) or (text, label)
+    pairs."""
+    if hasattr(data, "texts") and hasattr(data, "labels"):
+        return list(data.texts), list(data.labels)
+    pairs = list(data)
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def encode_texts(tokenizer: Tokenizer, texts: Sequence[str], max_length: int,
+                 chunk: int = 512) -> list[list[int]]:
+    """Token ids (special tokens included, no padding) of every text."""
+    ids: list[list[int]] = []
+    for start in range(0, len(texts), chunk):
+        batch = tokenizer(list(texts[start:start + chunk]), max_length=max_length)
+        for row, mask in zip(batch["input_ids"], batch["attention_mask"], strict=True):
+            ids.append(row[: int(mask.sum())].tolist())
+    return ids
+
+
+def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[str]
+                       ) -> nn.Module:
+    """A freshly initialised Transformer or BiLSTM classifier for ``labels``."""
+    common = dict(vocab_size=tokenizer.vocab_size, num_labels=len(labels), labels=labels,
+                  pad_token_id=tokenizer.pad_token_id, dropout=recipe.dropout)
+    if recipe.kind == "bilstm":
+        cfg = ModelConfig(model_type="bilstm", lstm_embed_dim=recipe.lstm_embed_dim,
+                          lstm_hidden=recipe.lstm_hidden, lstm_pooling=recipe.lstm_pooling,
+                          **common, **recipe.model_overrides)
+    else:
+        cfg = ModelConfig(d_model=recipe.d_model, num_layers=recipe.num_layers,
+                          num_heads=recipe.num_heads, d_ff=recipe.d_ff or 2 * recipe.d_model,
+                          fusion=recipe.fusion, norm=recipe.norm, position=recipe.position,
+                          pooling=recipe.pooling, attention_dropout=recipe.attention_dropout,
+                          max_position=recipe.max_length, **common, **recipe.model_overrides)
+    return build_model(cfg)
+
+
+def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe | None = None,
+                            *, out_dir: str | Path, resume: bool = False,
+                            keep_checkpoints: bool = False) -> TrainedIntent:
+    """Train, calibrate and save an intent classifier.
+
+    Args:
+        train: labelled training data (a reader ``Dataset`` or (text, label) pairs).
+            Out-of-scope rows (label ``oos``, ...) are not a class: they are left out.
+        valid: validation data for early stopping, calibration and the out-of-scope
+            threshold (its out-of-scope rows are used there); default: a stratified
+            ``recipe.valid_fraction`` of ``train``.
+        recipe: the :class:`IntentRecipe` (default: a small Transformer).
+        out_dir: the classifier is saved here; training checkpoints go to
+            ``out_dir/checkpoints`` (removed after success unless ``keep_checkpoints``).
+        resume: continue from the newest checkpoint in ``out_dir/checkpoints``.
+        keep_checkpoints: keep the training checkpoints.
+
+    Returns:
+        The :class:`TrainedIntent`.
+
+    Raises:
+        ValueError: fewer than two intents, or unlabelled rows.
+    """
+    recipe = recipe or IntentRecipe()
+    out_dir = Path(out_dir)
+    texts, labels = _in_scope(*texts_and_labels(train), "training")
+    intents = sorted(set(labels))
+    if len(intents) < 2:
+        raise ValueError(f"training data must have at least two intents, found {intents}")
+    if valid is None:
+        texts, v_texts, labels, v_labels = _split(texts, labels, recipe)
+    else:
+        v_texts, v_labels = texts_and_labels(valid)
+    torch.manual_seed(recipe.seed)
+    if recipe.kind == "pretrained":
+        model, tokenizer = from_pretrained(recipe.model.partition(":")[2],
+                                           num_labels=len(intents))
+        if isinstance(getattr(model, "config", None), ModelConfig):
+            model.config = model.config.replace(labels=intents)
+    else:
+        from headwise.text import train_tokenizer
+
+        tokenizer = train_tokenizer(texts, kind=recipe.tokenizer, vocab_size=recipe.vocab_size)
+        model = build_intent_model(recipe, tokenizer, intents)
+    index = {name: i for i, name in enumerate(intents)}
+    ids = encode_texts(tokenizer, texts, recipe.max_length)
+    train_rows = [{"input_ids": x, "labels": index[y]} for x, y in zip(ids, labels, strict=True)]
+    known = [i for i, y in enumerate(v_labels) if y in index]
+    v_ids = encode_texts(tokenizer, [v_texts[i] for i in known], recipe.max_length)
+    valid_rows = [{"input_ids": x, "labels": index[v_labels[i]]}
+                  for x, i in zip(v_ids, known, strict=True)]
+    wrapper = SmoothedClassification(model, recipe.label_smoothing)
+    lr = recipe.lr if recipe.lr is not None else DEFAULT_LR[recipe.kind]
+    config = TrainConfig(lr=lr, weight_decay=recipe.weight_decay, epochs=recipe.epochs,
+                         batch_size=recipe.batch_size, warmup_ratio=recipe.warmup_ratio,
+                         schedule=recipe.schedule, seed=recipe.seed, eval_every="epoch",
+                         early_stopping_metric="accuracy", early_stopping_mode="max",
+                         patience=recipe.patience, keep_checkpoints=1,
+                         progress=recipe.progress, device="cpu" if not torch.cuda.is_available()
+                         else None)
+    ckpt_dir = out_dir / "checkpoints"
+    trainer = Trainer(wrapper, config, train_rows, valid_data=valid_rows or None,
+                      collate_fn=partial(pad_collate, pad_id=tokenizer.pad_token_id),
+                      evaluate_fn=_accuracy_and_f1 if valid_rows else None, out_dir=ckpt_dir)
+    start = time.perf_counter()
+    result = trainer.train(resume=resume)
+    seconds = time.perf_counter() - start
+    if result.best_checkpoint is not None:
+        load_model_weights(result.best_checkpoint, wrapper)
+    model = wrapper.model.cpu().eval()
+    clf = IntentClassifier(model, tokenizer, intents, max_length=recipe.max_length)
+    choice, metrics = _calibrate(clf, v_texts, v_labels, recipe.max_reject)
+    clf.info = {"recipe": recipe.to_dict(), "train_examples": len(texts),
+                "valid_examples": len(v_texts), "train_seconds": round(seconds, 1),
+                "steps": result.steps, "epochs": result.epochs,
+                "stopped_early": result.stopped_early, "valid": metrics,
+                "oos_threshold": choice.to_dict()}
+    clf.save(out_dir)
+    if not keep_checkpoints:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+    return TrainedIntent(clf, out_dir, choice, metrics, result.history, seconds)
+
+
+def _in_scope(texts: list[str], labels: list[str | None], what: str
+              ) -> tuple[list[str], list[str]]:
+    keep = [(t, y) for t, y in zip(texts, labels, strict=True) if not is_oos_label(y)]
+    if any(y is None for _, y in keep):
+        raise ValueError(f"the {what} data has unlabelled rows")
+    return [t for t, _ in keep], [str(y) for _, y in keep]
+
+
+def _split(texts: list[str], labels: list[str], recipe: IntentRecipe):
+    counts = {y: labels.count(y) for y in set(labels)}
+    stratify = labels if min(counts.values()) >= 2 else None
+    return train_test_split(texts, labels, test_size=recipe.valid_fraction,
+                            random_state=recipe.seed, stratify=stratify)
+
+
+@torch.no_grad()
+def _accuracy_and_f1(model: nn.Module, loader) -> dict[str, float]:
+    preds, golds, loss, n = [], [], 0.0, 0
+    device = next(model.parameters()).device
+    for batch in loader:
+        out = model(**{k: v.to(device) for k, v in batch.items()})
+        loss += float(out["loss"]) * len(batch["labels"])
+        n += len(batch["labels"])
+        preds.append(out["logits"].argmax(-1).cpu())
+        golds.append(batch["labels"])
+    p, g = torch.cat(preds).numpy(), torch.cat(golds).numpy()
+    return {"accuracy": float((p == g).mean()), "loss": loss / max(n, 1),
+            "macro_f1": float(f1_score(g, p, average="macro", zero_division=0))}
+
+
+def _calibrate(clf: IntentClassifier, texts: list[str], labels: list[str | None],
+               max_reject: float) -> tuple[ThresholdChoice, dict[str, float]]:
+    """Fit the temperature on in-scope validation rows and choose the threshold on all."""
+    index = {name: i for i, name in enumerate(clf.labels)}
+    rows = [i for i, y in enumerate(labels) if y in index or is_oos_label(y)]
+    if not rows:
+        return choose_threshold(np.ones(1), np.ones(1, bool), np.zeros(1, bool)), {}
+    logits = clf.logits([texts[i] for i in rows])
+    oos = np.array([is_oos_label(labels[i]) for i in rows])
+    gold = np.array([index.get(labels[i], -1) for i in rows])
+    ins = ~oos
+    if ins.any():
+        clf.temperature = fit_temperature(logits[ins], gold[ins])
+    probs = calibrated_probs(logits, clf.temperature)
+    pred = probs.argmax(1)
+    choice = choose_threshold(probs.max(1), pred == gold, oos, max_reject=max_reject)
+    clf.threshold = choice.threshold
+    metrics = {"accuracy": float((pred[ins] == gold[ins]).mean()) if ins.any() else float("nan"),
+               "macro_f1": float(f1_score(gold[ins], pred[ins], average="macro",
+                                          zero_division=0)) if ins.any() else float("nan"),
+               "temperature": clf.temperature}
+    return choice, metrics

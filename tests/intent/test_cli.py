@@ -1,0 +1,113 @@
+"""The intent commands end to end with a tiny model: exit codes, output files, messages."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from headwise.cli import main
+
+INTENTS = {
+    "card_lost": ["i lost my card", "my card was stolen", "card missing since yesterday",
+                  "someone took my card", "cannot find my card anywhere"],
+    "transfer": ["send money to my friend", "transfer 50 pounds to john",
+                 "make a transfer to my savings", "how do i send money abroad",
+                 "wire money to another bank"],
+    "balance": ["what is my balance", "how much money do i have", "show my account balance",
+                "balance of my current account", "check how much is left"],
+}
+TINY = {"d_model": 32, "num_layers": 1, "num_heads": 8, "d_ff": 64, "epochs": 4,
+        "batch_size": 8, "vocab_size": 200, "lr": 3e-3, "lstm_embed_dim": 16,
+        "lstm_hidden": 16}
+
+
+def _write(path, rows, header=("text", "label")):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    rows = [(t, k) for k, ts in INTENTS.items() for t in ts] * 4
+    train = _write(d / "train.csv", rows)
+    valid = _write(d / "valid.csv", [(t, k) for k, ts in INTENTS.items() for t in ts[:2]]
+                   + [("what's the weather like", "oos"), ("tell me a joke", "oos")])
+    cfg = d / "recipe.json"
+    cfg.write_text(json.dumps(TINY))
+    out = d / "model"
+    code = main(["train", "--data", str(train), "--valid", str(valid), "--config", str(cfg),
+                 "--out", str(out), "--quiet"])
+    assert code == 0
+    return d, out
+
+
+def test_train_writes_a_loadable_classifier(trained):
+    _, out = trained
+    assert (out / "intent.json").is_file() and (out / "model.safetensors").is_file()
+    assert not (out / "checkpoints").exists()
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["oos_threshold"]["n_oos"] == 2 and summary["train_examples"] == 60
+
+
+def test_eval_prints_report_and_writes_png(trained, capsys):
+    d, out = trained
+    data = _write(d / "test.csv", [(t, k) for k, ts in INTENTS.items() for t in ts]
+                  + [("open a mortgage", "mortgage")])
+    assert main(["eval", str(out), "--data", str(data), "--out", str(d / "ev")]) == 0
+    text = capsys.readouterr().out
+    assert "macro-F1" in text and "mortgage (1)" in text  # unseen intent reported
+    report = json.loads((d / "ev" / "report.json").read_text())
+    assert report["num_examples"] == 15 and report["unseen_labels"] == {"mortgage": 1}
+    assert (d / "ev" / "confusion.png").stat().st_size > 1000
+
+
+def test_predict_json_and_stdin(trained, capsys, monkeypatch):
+    _, out = trained
+    assert main(["predict", str(out), "i lost my card", "--json", "--top-k", "2"]) == 0
+    rec = json.loads(capsys.readouterr().out.strip())
+    assert len(rec["top_k"]) == 2 and rec["text"] == "i lost my card"
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("send money\n\nmy balance\n"))
+    assert main(["predict", str(out), "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [json.loads(x)["text"] for x in lines] == ["send money", "my balance"]
+
+
+def test_predict_nonsense_is_out_of_scope_with_a_high_threshold(trained, capsys):
+    _, out = trained
+    assert main(["predict", str(out), "zzqx blorp", "--threshold", "0.99", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["intent"] == "out_of_scope"
+
+
+def test_errors_exit_1_with_a_message(trained, tmp_path, capsys):
+    _, out = trained
+    bad = tmp_path / "bad.csv"
+    bad.write_text("text,label\nhello,greet\n,empty\n", encoding="utf-8")
+    assert main(["eval", str(out), "--data", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "bad.csv:3" in err and "error" in err
+    assert main(["eval", str(out), "--data", str(bad), "--skip-bad-rows",
+                 "--out", str(tmp_path / "e")]) == 0
+    assert "skipped 1 bad rows" in capsys.readouterr().err
+    assert main(["predict", str(tmp_path / "missing"), "hi"]) == 1
+    assert main(["train", "--data", str(bad), "--out", str(tmp_path / "m"),
+                 "--model", "gpt"]) == 1
+
+
+def test_bilstm_trains_through_the_same_command(trained, tmp_path):
+    d, _ = trained
+    cfg = d / "recipe.json"
+    assert main(["train", "--data", str(d / "train.csv"), "--model", "bilstm", "--config",
+                 str(cfg), "--out", str(tmp_path / "lstm"), "--quiet", "--epochs", "2"]) == 0
+    from headwise.intent import IntentClassifier
+
+    clf = IntentClassifier.load(tmp_path / "lstm")
+    assert type(clf.model).__name__ == "BiLSTMClassifier"
+    assert clf.predict("i lost my card")[0].top_k[0][0] in INTENTS

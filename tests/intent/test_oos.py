@@ -1,0 +1,53 @@
+"""Out-of-scope threshold selection on hand-computed cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headwise.intent.oos import choose_threshold, is_oos_label, threshold_curve
+
+# five in-scope rows (three right) and two out-of-scope rows
+CONF = np.array([0.9, 0.8, 0.6, 0.5, 0.4, 0.3, 0.55])
+CORRECT = np.array([True, True, False, True, False, False, False])
+OOS = np.array([False, False, False, False, False, True, True])
+
+
+def test_curve_by_hand():
+    c = threshold_curve(CONF, CORRECT, OOS, thresholds=np.array([0.0, 0.45, 0.7]))
+    # t=0: nothing rejected: 3/5 right, no oos caught
+    # t=0.45: rejects 0.4 (in, wrong) and 0.3 (oos): in-scope 3/5, oos 1/2, reject 1/5
+    # t=0.7: keeps 0.9, 0.8 (both right): in-scope 2/5, oos 2/2, reject 3/5
+    np.testing.assert_allclose(c["in_scope_accuracy"], [0.6, 0.6, 0.4])
+    np.testing.assert_allclose(c["oos_recall"], [0.0, 0.5, 1.0])
+    np.testing.assert_allclose(c["reject_rate"], [0.0, 0.2, 0.6])
+
+
+def test_balanced_choice_by_hand():
+    ch = choose_threshold(CONF, CORRECT, OOS)
+    # score (in-scope accuracy + oos recall) / 2 over the midpoint thresholds:
+    #   (0.4, 0.5): 0.6 and 1/2 -> 0.55;  (0.5, 0.55): 0.4 and 1/2 -> 0.45
+    #   (0.55, 0.6): 0.4 and 2/2 -> 0.70; (0.6, 0.8): 0.4 and 2/2 -> 0.70 (tie: lower wins)
+    assert ch.method == "balanced"
+    assert 0.55 < ch.threshold < 0.6  # the lowest of the tied best thresholds
+    assert ch.in_scope_accuracy == pytest.approx(0.4)
+    assert ch.oos_recall == pytest.approx(1.0)
+    assert ch.in_scope_accuracy_no_reject == pytest.approx(0.6)
+    assert ch.n_in_scope == 5 and ch.n_oos == 2
+
+
+def test_max_reject_without_oos():
+    conf = np.linspace(0.01, 1.0, 100)
+    ch = choose_threshold(conf, np.ones(100, bool), np.zeros(100, bool), max_reject=0.05)
+    assert ch.method == "max_reject" and ch.oos_recall is None
+    assert ch.reject_rate == pytest.approx(0.05)
+    assert (conf < ch.threshold).sum() == 5
+
+
+def test_errors_and_labels():
+    with pytest.raises(ValueError, match="in-scope"):
+        choose_threshold(np.array([0.5]), np.array([False]), np.array([True]))
+    with pytest.raises(ValueError, match="max_reject"):
+        choose_threshold(CONF, CORRECT, OOS, max_reject=1.5)
+    assert is_oos_label("OOS") and is_oos_label(" out_of_scope ") and not is_oos_label("card")
+    assert not is_oos_label(None)
