@@ -13,11 +13,18 @@ accents (when ``lowercase``), split on whitespace and punctuation, WordPiece wit
 continuations, then ``[CLS] ... [SEP]``. On a BERT vocabulary it gives the same ids as
 ``transformers``' ``BertTokenizerFast``. ``save`` writes ``tokenizer.json`` (the library's
 own format) and ``headwise_tokenizer.json`` (the settings below).
+
+The class also carries vocabularies other than WordPiece (``headwise.text.char_level``
+builds a character-level one on it). For them, the ``number_pattern`` setting names the
+pieces that are numbers, so that a number missing from the vocabulary becomes the ``num``
+special token (``[NUM]``) instead of ``[UNK]``; and :meth:`decode` leaves no space beside
+CJK characters, for any vocabulary (Chinese and Japanese are written without them).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,16 @@ SETTINGS_NAME = "headwise_tokenizer.json"
 #: role -> token; the trained vocabulary starts with them in this order ([PAD] is id 0)
 DEFAULT_SPECIAL_TOKENS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
                           "mask": "[MASK]"}
+#: characters written without spaces between them: kana, CJK ideographs and their punctuation
+CJK_CHARS = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff" \
+            "\U00020000-\U0002fa1f"
+# spaces that decoding must drop: beside CJK, inside a number (3 . 50, 3 , 500), between a
+# currency sign and a digit (£ 3), before a percent sign after a digit (25 %)
+_DECODE_SPACES = re.compile(rf"(?<=[{CJK_CHARS}]) +| +(?=[{CJK_CHARS}])"
+                            r"|(?<=[0-9]) +(?=[.,][0-9])|(?<=[0-9][.,]) +(?=[0-9])"
+                            r"|(?<=[$£€¥₹₩]) +(?=[0-9])|(?<=[0-9]) +(?=%)")
+#: how many characters past a piece ``number_pattern`` may look at (for units such as 元)
+NUMBER_LOOKAHEAD = 8
 
 
 class Tokenizer:
@@ -45,15 +62,21 @@ class Tokenizer:
             switched off (this class pads and truncates per call).
         lowercase: whether the pipeline lowercases (recorded in the settings; None when
             unknown).
-        special_tokens: role (``pad``, ``unk``, ``cls``, ``sep``, ``mask``) -> token,
-            overriding :data:`DEFAULT_SPECIAL_TOKENS`.
+        special_tokens: role (``pad``, ``unk``, ``cls``, ``sep``, ``mask``, and ``num`` for
+            ``number_pattern``) -> token, overriding :data:`DEFAULT_SPECIAL_TOKENS`.
+        number_pattern: a regular expression (Python ``re``) for numbers: a piece that
+            encodes as ``[UNK]`` becomes the ``num`` token when the pattern, matched on the
+            normalized text from the piece's start (seeing at most
+            :data:`NUMBER_LOOKAHEAD` characters past it), matches exactly that piece.
 
     Raises:
-        ValueError: the padding token is not in the vocabulary.
+        ValueError: the padding token is not in the vocabulary, or ``number_pattern``
+            without a ``num`` token in the vocabulary.
     """
 
     def __init__(self, backend: Backend, *, lowercase: bool | None = True,
-                 special_tokens: dict[str, str] | None = None) -> None:
+                 special_tokens: dict[str, str] | None = None,
+                 number_pattern: str | None = None) -> None:
         self.backend = backend
         self.backend.no_padding()
         self.backend.no_truncation()
@@ -63,6 +86,11 @@ class Tokenizer:
             raise ValueError(f"the padding token {self.special_tokens['pad']!r} is not in the "
                              f"vocabulary; pass special_tokens={{'pad': ...}}")
         self._num_special = backend.num_special_tokens_to_add(False)
+        self.number_pattern = number_pattern
+        self._number_re = re.compile(number_pattern) if number_pattern is not None else None
+        if number_pattern is not None and self.number_token_id is None:
+            raise ValueError("number_pattern needs a number token in the vocabulary: pass "
+                             "special_tokens={'num': ...}")
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -143,7 +171,8 @@ class Tokenizer:
         if (path.parent / SETTINGS_NAME).is_file():
             settings = json.loads((path.parent / SETTINGS_NAME).read_text(encoding="utf-8"))
         return cls(Backend.from_file(str(path)), lowercase=settings.get("lowercase"),
-                   special_tokens=settings.get("special_tokens"))
+                   special_tokens=settings.get("special_tokens"),
+                   number_pattern=settings.get("number_pattern"))
 
     def save(self, directory: str | Path) -> Path:
         """Write ``tokenizer.json`` and ``headwise_tokenizer.json`` into ``directory``.
@@ -155,7 +184,8 @@ class Tokenizer:
         directory.mkdir(parents=True, exist_ok=True)
         self.backend.save(str(directory / TOKENIZER_NAME))
         settings = {"format": "headwise-tokenizer", "version": 1, "lowercase": self.lowercase,
-                    "special_tokens": self.special_tokens}
+                    "special_tokens": self.special_tokens,
+                    "number_pattern": self.number_pattern}
         (directory / SETTINGS_NAME).write_text(json.dumps(settings, indent=2) + "\n",
                                                encoding="utf-8")
         return directory
@@ -196,7 +226,10 @@ class Tokenizer:
             for e in encodings:
                 if len(e.ids) > limit:
                     e.truncate(limit)
-        ids = [self.backend.post_process(e).ids for e in encodings]
+        ids = []
+        for text, e in zip(texts, encodings, strict=True):
+            e = self.backend.post_process(e)
+            ids.append(self._numbers(text, e.ids, e.offsets))
         longest = max(len(row) for row in ids)
         if not padding and any(len(row) != longest for row in ids):
             raise ValueError("the texts have different lengths; pass padding=True")
@@ -208,11 +241,50 @@ class Tokenizer:
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 
     def tokenize(self, text: str) -> list[str]:
-        """The WordPiece tokens of one text, without special tokens."""
-        return self.backend.encode(text, add_special_tokens=False).tokens
+        """The tokens of one text, without special tokens."""
+        e = self.backend.encode(text, add_special_tokens=False)
+        if self._number_re is None:
+            return e.tokens
+        num = self.special_tokens["num"]
+        ids = self._numbers(text, e.ids, e.offsets)
+        return [num if new != old else token
+                for token, old, new in zip(e.tokens, e.ids, ids, strict=True)]
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """The character span ``(start, end)`` in ``text`` of each token of :meth:`tokenize`.
+
+        ``text[start:end]`` is the text a token came from, before normalization
+        (lowercasing, NFKC): ``##`` pieces have spans of their own, while the tokens that
+        normalization made out of one character (NFKC turns ``½`` into ``1⁄2``) share its
+        span.
+        """
+        return [tuple(span) for span in
+                self.backend.encode(text, add_special_tokens=False).offsets]
+
+    def _numbers(self, text: str, ids: list[int], offsets: list[tuple[int, int]]) -> list[int]:
+        """``ids`` with the unknown pieces that ``number_pattern`` matches made ``num``."""
+        unk = self.unk_token_id
+        if self._number_re is None or unk not in ids:
+            return list(ids)
+        num = self.number_token_id
+        normalize = self.backend.normalizer.normalize_str if self.backend.normalizer \
+            else (lambda s: s)
+        out = list(ids)
+        for i, (token_id, (start, end)) in enumerate(zip(ids, offsets, strict=True)):
+            if token_id != unk or end <= start:
+                continue
+            piece = normalize(text[start:end])
+            match = self._number_re.match(normalize(text[start:end + NUMBER_LOOKAHEAD]))
+            if match is not None and match.end() == len(piece):
+                out[i] = num
+        return out
 
     def decode(self, ids: Sequence[int] | Tensor, *, skip_special_tokens: bool = True) -> str:
-        """Text from one sequence of ids (``##`` continuations joined).
+        """Text from one sequence of ids.
+
+        Tokens are joined with spaces, except for ``##`` continuations, before punctuation
+        (BERT's clean-up), next to a CJK character, inside a number (``3.50``, ``3,500``),
+        after a currency sign before a digit (``£3``) and before ``%`` after a digit.
 
         Raises:
             ValueError: a tensor that is not 1-D.
@@ -222,7 +294,8 @@ class Tokenizer:
                 raise ValueError(f"decode takes one sequence (1-D), got shape "
                                  f"{tuple(ids.shape)}")
             ids = ids.tolist()
-        return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        text = self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        return _DECODE_SPACES.sub("", text)
 
     def token_to_id(self, token: str) -> int | None:
         """The id of a token, or None when it is not in the vocabulary."""
@@ -261,6 +334,12 @@ class Tokenizer:
         """Id of ``[MASK]`` (None when absent)."""
         return self.token_to_id(self.special_tokens["mask"])
 
+    @property
+    def number_token_id(self) -> int | None:
+        """Id of the ``num`` token (``[NUM]``; None when absent)."""
+        num = self.special_tokens.get("num")
+        return self.token_to_id(num) if num is not None else None
+
     def __repr__(self) -> str:
         return f"Tokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
 
@@ -273,12 +352,28 @@ def _bert_normalizer(lowercase: bool) -> normalizers.Normalizer:
 
 def _bert_pipeline(backend: Backend, lowercase: bool, special: dict[str, str]) -> Backend:
     """Normalizer, pre-tokenizer, ``[CLS] $A [SEP]`` template and decoder of BERT."""
+    backend.normalizer = _bert_normalizer(lowercase)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return with_special_tokens(backend, special)
+
+
+def with_special_tokens(backend: Backend, special: dict[str, str]) -> Backend:
+    """Give a backend BERT's ``[CLS] $A [SEP]`` template, decoder and whole special tokens.
+
+    Args:
+        backend: a ``tokenizers.Tokenizer`` whose vocabulary holds the special tokens.
+        special: role -> token (all of them are kept whole when written in a text).
+
+    Returns:
+        The same backend.
+
+    Raises:
+        ValueError: the vocabulary lacks ``cls``, ``sep`` or ``unk``.
+    """
     missing = [t for t in (special["cls"], special["sep"], special["unk"])
                if backend.token_to_id(t) is None]
     if missing:
         raise ValueError(f"the vocabulary lacks the special tokens {missing}")
-    backend.normalizer = _bert_normalizer(lowercase)
-    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     cls, sep = special["cls"], special["sep"]
     backend.post_processor = processors.TemplateProcessing(
         single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
