@@ -78,7 +78,7 @@ def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
     n_intents = len({y for _, y in pairs["train"]})
     echo(f"built-in corpus: {n_intents} intents, train {sizes['train']} / valid "
          f"{sizes['valid']} / test {sizes['test']} questions (out-of-scope '{OOS_LABEL}' rows "
-         f"in valid and test only), written to {files['train'].parent}")
+         f"in valid and test only), written to {files['train.csv'].parent}")
     results: dict[str, Any] = {}
     test_texts = [t for t, _ in pairs["test"]]
     test_labels = [y for _, y in pairs["test"]]

@@ -1,0 +1,238 @@
+"""Intent classification on BANKING77 and DataCLUE CIC: accuracy, macro-F1 and latency.
+
+Every (dataset, configuration, seed) trains in its own process with the same machinery as
+``headwise train`` (:func:`headwise.intent.train_intent_classifier`), is scored on the
+held-out test split, and has its single-query latency (p50/p99) and batch-32 throughput
+measured on CPU. Results are appended to a JSON-lines file as each run finishes, so an
+interrupted benchmark resumes where it stopped (runs already there are skipped) and
+``--render`` rebuilds the BENCHMARKS.md section from whatever has been measured.
+
+Splits: BANKING77 trains on train.csv minus a stratified 10 % validation split (seeded)
+and tests on test.csv; DataCLUE CIC trains on train.json + dev.json (both noisy by design)
+minus a stratified 10 % validation split, and tests on test_public.json (clean; never
+trained on).
+
+    python benchmarks/intent.py                       # everything, 3 seeds
+    python benchmarks/intent.py --configs minilm --seeds 0
+    python benchmarks/intent.py --render              # the section from the results file
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+
+RESULTS = HERE / "results" / "intent_runs.jsonl"
+DATASETS = {
+    "banking77": {"language": "en", "train": "banking77/train.csv", "valid": None,
+                  "test": "banking77/test.csv", "format": "csv"},
+    # train + dev (both noisy) as in the data README's reference point; a seeded, stratified
+    # 10 % of them validates
+    "dataclue_cic": {"language": "zh", "train": "dataclue_cic/train.json",
+                     "extra_train": "dataclue_cic/dev.json", "valid": None,
+                     "test": "dataclue_cic/test_public.json", "format": "clue"},
+}
+_TRANSFORMER = dict(model="transformer", d_model=128, num_layers=2, num_heads=8, d_ff=512,
+                    dropout=0.1, attention_dropout=0.1, epochs=20, patience=4, lr=1e-3,
+                    label_smoothing=0.1, warmup_ratio=0.1, max_length=64, vocab_size=8000)
+#: configuration name -> recipe fields (see headwise.intent.IntentRecipe); "tfidf" is the
+#: scikit-learn floor of benchmarks/_intent_floor.py
+CONFIGS: dict[str, dict[str, Any]] = {
+    "tfidf": {},
+    "bilstm": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200, lstm_pooling="max",
+                   dropout=0.3, epochs=20, patience=4, lr=2e-3, label_smoothing=0.1,
+                   max_length=64, vocab_size=8000),
+    "transformer-concat-ln": dict(_TRANSFORMER, fusion="concat", norm="layernorm"),
+    "transformer-glu-ln": dict(_TRANSFORMER, fusion="glu", norm="layernorm"),
+    "transformer-concat-rms": dict(_TRANSFORMER, fusion="concat", norm="rmsnorm"),
+    "minilm": dict(model="pretrained:{minilm}", epochs=8, patience=2, lr=8e-5,
+                   label_smoothing=0.1, warmup_ratio=0.1, max_length=64, batch_size=32),
+}
+ONLY_ON = {"minilm": ("banking77",)}  # the import is an English model
+
+
+def load_split(root: Path, spec: dict[str, Any], part: str) -> Any:
+    from headwise.text.readers import read_examples
+
+    rel = spec[part]
+    return None if rel is None else read_examples(root / rel, format=spec["format"])
+
+
+def recipe_for(config: str, seed: int, quick: bool) -> Any:
+    from headwise.intent import IntentRecipe
+    from headwise.models import minilm_path
+
+    fields = dict(CONFIGS[config], seed=seed, progress=False)
+    if "{minilm}" in fields.get("model", ""):
+        fields["model"] = fields["model"].format(minilm=minilm_path())
+    if quick:
+        fields["epochs"] = 1
+        if fields["model"] == "transformer":
+            fields.update(d_model=64, num_layers=1, d_ff=128)
+    return IntentRecipe.from_dict(fields)
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Train, test and time one (dataset, config, seed) in this process."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    root, ds = Path(spec["data_dir"]), DATASETS[spec["dataset"]]
+    train, valid, test = (load_split(root, ds, p) for p in ("train", "valid", "test"))
+    if ds.get("extra_train"):
+        train.examples.extend(load_split(root, ds, "extra_train").examples)
+    if spec["quick"]:
+        train.examples[:] = train.examples[::10]
+        test.examples[:] = test.examples[::10]
+        if valid is not None:
+            valid.examples[:] = valid.examples[::10]
+    if spec["config"] == "tfidf":
+        from _intent_floor import run_floor
+
+        return {"status": "ok", **run_floor(ds["language"], (train.texts, train.labels),
+                                            (test.texts, test.labels))}
+    from headwise.intent import evaluate_classifier, measure_latency, train_intent_classifier
+
+    if spec.get("latency_of"):  # re-measure a kept classifier (a quiet-machine pass)
+        from headwise.intent import IntentClassifier
+
+        clf = IntentClassifier.load(spec["latency_of"])
+        load = os.getloadavg()[0]
+        return {"status": "ok", "latency": {**measure_latency(clf, test.texts, queries=200,
+                                                              batches=20), "loadavg": load}}
+
+    out = Path(tempfile.mkdtemp(prefix="headwise-intent-"))
+    try:
+        trained = train_intent_classifier(train, valid, recipe_for(spec["config"], spec["seed"],
+                                                                   spec["quick"]), out_dir=out)
+        clf = trained.classifier
+        report = evaluate_classifier(clf, test.texts, test.labels)
+        load = os.getloadavg()[0]
+        latency = measure_latency(clf, test.texts, queries=200, batches=20)
+        latency["loadavg"] = load
+        keep = None
+        if spec.get("keep_dir"):
+            keep = Path(spec["keep_dir"]) / f"{spec['dataset']}-{spec['config']}-{spec['seed']}"
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(out, keep)
+        return {"status": "ok", "model_dir": None if keep is None else str(keep),
+                "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
+                "valid": trained.valid_metrics, "train_seconds": trained.train_seconds,
+                "epochs": clf.info.get("epochs"), "steps": clf.info.get("steps"),
+                "stopped_early": clf.info.get("stopped_early"),
+                "parameters": sum(p.numel() for p in clf.model.parameters()),
+                "vocab_size": clf.tokenizer.vocab_size, "latency": latency,
+                "unseen_test_labels": report["unseen_labels"]}
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Records already measured (the last one per key wins)."""
+    runs: dict[tuple[str, str, int], dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                runs[(r["dataset"], r["config"], r["seed"])] = r
+    return runs
+
+
+def relatency(args: argparse.Namespace) -> None:
+    """Re-measure the latency of every kept classifier; the new record replaces the old."""
+    for (d, c, s), rec in done_runs(args.results).items():
+        if rec.get("status") != "ok" or not rec.get("model_dir") \
+                or not Path(rec["model_dir"]).is_dir():
+            continue
+        print(f"latency of {d} {c} seed {s} ...", file=sys.stderr, flush=True)
+        spec = {"dataset": d, "config": c, "seed": s, "data_dir": str(args.data_dir),
+                "quick": rec.get("quick", False), "threads": args.threads,
+                "latency_of": rec["model_dir"]}
+        new = H.run_worker(Path(__file__), spec, args.timeout)
+        if new.get("status") == "ok":
+            rec = {**rec, "latency": new["latency"], "latency_command": H.command_line()}
+            with args.results.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data-dir", type=Path, default=HERE.parent.parent / "shared" / "data")
+    p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--results", type=Path, default=RESULTS, help="JSON-lines results file")
+    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
+    p.add_argument("--no-write", action="store_true", help="print the section instead")
+    p.add_argument("--render", action="store_true", help="only rebuild the section")
+    p.add_argument("--rerun", action="store_true", help="measure runs already in the file")
+    p.add_argument("--quick", action="store_true", help="a tenth of the data, 1 epoch")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    p.add_argument("--keep-models", type=Path, help="copy each trained classifier here")
+    p.add_argument("--latency-only", action="store_true",
+                   help="re-measure the latency of the kept classifiers (on a quiet machine)")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        spec = json.loads(args.worker)
+        print(json.dumps(worker(spec)))
+        return 0
+    from _intent_report import render
+
+    if args.quick and args.results == RESULTS:  # never mix smoke runs into the real results
+        args.results = Path(tempfile.gettempdir()) / "intent_quick.jsonl"
+        args.no_write = True
+    if args.latency_only:
+        relatency(args)
+    elif not args.render:
+        done = {} if args.rerun else done_runs(args.results)
+        plan = [(d, c, int(s)) for s in args.seeds.split(",") for c in args.configs.split(",")
+                for d in args.datasets.split(",") if d in ONLY_ON.get(c, (d,))]
+        todo = [k for k in plan if k not in done]
+        print(f"{len(plan)} runs planned, {len(plan) - len(todo)} already measured",
+              file=sys.stderr)
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        for i, (d, c, s) in enumerate(todo, 1):
+            print(f"[{i}/{len(todo)}] {d} {c} seed {s} ...", file=sys.stderr, flush=True)
+            spec = {"dataset": d, "config": c, "seed": s, "data_dir": str(args.data_dir),
+                    "quick": args.quick, "threads": args.threads,
+                    "keep_dir": str(args.keep_models) if args.keep_models else None}
+            start = time.time()
+            rec = H.run_worker(Path(__file__), spec, args.timeout)
+            rec.update(dataset=d, config=c, seed=s, quick=args.quick,
+                       recipe=CONFIGS[c], command=H.command_line(),
+                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
+            with args.results.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            acc = rec.get("accuracy")
+            print(f"    {rec['status']}: accuracy {acc if acc is None else round(acc, 4)}, "
+                  f"{rec['wall_s']:.0f} s", file=sys.stderr, flush=True)
+    runs = list(done_runs(args.results).values())
+    body = render(runs, HERE / "results", args.md.parent)
+    if args.no_write:
+        print(body)
+    else:
+        H.write_section(args.md, "intent:cpu", body)
+        print(f"wrote the intent:cpu section of {args.md}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
