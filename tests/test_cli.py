@@ -17,7 +17,8 @@ def test_version_and_help(capsys):
     assert e.value.code == 0
     assert capsys.readouterr().out.strip() == f"headwise {__version__}"
     assert main([]) == 0
-    assert "demo" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert all(c in listed for c in ("demo", "train", "eval", "predict", "tour"))
 
 
 def test_console_script_is_installed():
@@ -26,8 +27,8 @@ def test_console_script_is_installed():
     assert "usage: headwise" in out
 
 
-def test_demo_runs_and_checks_every_backend(capsys):
-    assert main(["demo", "--quick"]) == 0
+def test_tour_runs_and_checks_every_backend(capsys):
+    assert main(["tour", "--quick"]) == 0
     out = capsys.readouterr().out
     assert "█" in out and "capture_attention" in out
     rows = [line for line in out.splitlines() if line.split()[-2:-1] and "e-" in line]
