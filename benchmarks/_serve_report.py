@@ -1,0 +1,108 @@
+"""The BENCHMARKS.md section of ``benchmarks/serve.py``, computed from its results dict."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def _verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "FAIL")
+
+
+def _targets(r: dict[str, Any]) -> list[str]:
+    lat = r["single"]["latency"]
+    ours, hf = lat["ours (PyTorch)"]["p50_ms"], lat["transformers pipeline"]["p50_ms"]
+    on = {x["concurrency"]: x for x in r["load"] if x["batching"]}
+    c1, c32 = on.get(1), on.get(32)
+    speedup = c32["throughput"] / c1["throughput"] if c1 and c32 and c1["throughput"] else None
+    soak = r.get("soak")
+    rows = [
+        "| target | verdict | measured |", "| --- | --- | --- |",
+        f"| single-query p50 at most half the transformers pipeline's | "
+        f"{_verdict(ours <= 0.5 * hf)} | ours {ours:.2f} ms, pipeline {hf:.2f} ms "
+        f"(ratio {ours / hf:.2f}) |",
+        f"| batching at concurrency 32: at least 4x the concurrency-1 throughput | "
+        f"{_verdict(None if speedup is None else speedup >= 4)} | "
+        + (f"{c32['throughput']:.1f} vs {c1['throughput']:.1f} req/s = {speedup:.2f}x |"
+           if speedup is not None else "not measured |"),
+        f"| batching at concurrency 32: p99 under 50 ms | "
+        f"{_verdict(None if c32 is None else c32['p99_ms'] < 50)} | "
+        + (f"p99 {c32['p99_ms']:.1f} ms |" if c32 else "not measured |"),
+    ]
+    if soak:
+        rows.append(f"| {soak['seconds']:.0f}-second load run (concurrency 32, batching on) "
+                    f"with zero errors | {_verdict(soak['errors'] == 0)} | "
+                    f"{soak['requests']} requests, {soak['errors']} errors, "
+                    f"{soak['throughput']:.1f} req/s, p50 {soak['p50_ms']:.1f} ms, "
+                    f"p99 {soak['p99_ms']:.1f} ms |")
+    if "onnx_max_logit_diff" in r["single"]:
+        d = r["single"]["onnx_max_logit_diff"]
+        rows.append(f"| onnxruntime logits equal PyTorch's within 1e-4 | {_verdict(d <= 1e-4)} "
+                    f"| max abs difference {d:.2e} |")
+    return rows
+
+
+def section(r: dict[str, Any], command: str) -> str:
+    """Markdown for the ``serve:cpu`` section."""
+    m = r["machine"]
+    s = r["settings"]
+    lines = [
+        "## Intent service on cpu: latency, throughput, micro-batching, ONNX",
+        "",
+        f"Produced by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} in "
+        f"{r['minutes']:.1f} min. Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; "
+        f"torch {m['torch']}; 1-minute load average {m['loadavg_start']:.2f} at the start.",
+        "",
+    ]
+    if r["quick"]:
+        lines += ["**Quick mode**: few repeats and short load points; the numbers are a "
+                  "smoke test, not a measurement.", ""]
+    if m["loadavg_start"] > 0.5:
+        lines += ["**Warning**: the machine was busy when the run started; timings are "
+                  "suspect.", ""]
+    lines += [
+        "Model: all-MiniLM-L6-v2 (6 layers, 12 heads, d=384, mean pooling) with a random "
+        "10-intent head (latency does not depend on what the head learnt), maximum length "
+        "128; texts are English queries of 4 to ~25 words. The server is `headwise serve` in "
+        "its own process (1 worker, PyTorch runtime, max batch "
+        f"{s['max_batch_size']}, max wait {s['max_wait_ms']} ms); the load generator "
+        "(`benchmarks/_serve_load.py`) is another process on loopback, each client sending "
+        f"one single-text request at a time; each point runs {s['point_s']:.0f} s after "
+        f"{s.get('warmup_s', 1.0):g} s of warm-up. Both share the machine's cores.",
+        "",
+        "### Targets",
+        "",
+        *_targets(r),
+        "",
+        f"### Single-query latency (in process, {s['rounds']} interleaved rounds)",
+        "",
+        "| path | p50 ms | p99 ms | mean ms |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, v in r["single"]["latency"].items():
+        lines.append(f"| {name} | {v['p50_ms']:.2f} | {v['p99_ms']:.2f} | {v['mean_ms']:.2f} |")
+    lines += ["", "\"ours\": tokenize, forward, calibrated top-3 (`InferenceEngine.predict`); "
+              "the pipeline: `transformers.pipeline('text-classification', top_k=3)` on "
+              "`AutoModelForSequenceClassification` of the same checkpoint.", ""]
+    if "int8" in r["single"]:
+        i8 = r["single"]["int8"]
+        lines += [f"int8 (onnxruntime dynamic quantisation) vs float32 on {i8['texts']} texts: "
+                  f"top-1 agreement {i8['top1_agreement']:.3f}, largest probability change "
+                  f"{i8['max_prob_change']:.3f} (the head is random, so this is agreement, not "
+                  f"accuracy; `headwise export --data` measures accuracy on a trained model). "
+                  f"Export of both files took {r['export_s']:.0f} s.", ""]
+    lines += ["### Throughput over HTTP", "",
+              "| batching | concurrency | req/s | p50 ms | p90 ms | p99 ms | errors |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for x in r["load"]:
+        lines.append(f"| {'on' if x['batching'] else 'off'} | {x['concurrency']} | "
+                     f"{x['throughput']:.1f} | {x['p50_ms']:.1f} | {x['p90_ms']:.1f} | "
+                     f"{x['p99_ms']:.1f} | {x['errors']} |")
+    if r.get("metrics_sample"):
+        vals = {ln.split()[0]: float(ln.split()[1]) for ln in r["metrics_sample"]}
+        n, total = vals.get("headwise_batch_size_count"), vals.get("headwise_batch_size_sum")
+        if n:
+            lines += ["", f"Mean texts per forward batch over the batching-on run (from "
+                      f"`/metrics`): {total / n:.1f} ({int(n)} batches)."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,78 @@
+"""``headwise export``: a classifier as ONNX (and int8), checked against PyTorch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from headwise.commands._common import add_data_options, read
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="export a classifier to ONNX",
+        description="Write the classifier as an ONNX graph (dynamic batch and length) for "
+        "`headwise serve --runtime onnx`, check its logits against PyTorch (at most 1e-4 "
+        "apart), and optionally a dynamically quantised int8 copy. With --data, the "
+        "accuracy of PyTorch, ONNX and int8 on a labelled file is measured.")
+    p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
+    p.add_argument("--onnx", required=True, metavar="OUT", help="the .onnx file to write")
+    p.add_argument("--int8", metavar="OUT8", help="also write a dynamically quantised copy")
+    p.add_argument("--data", metavar="FILE",
+                   help="labelled data to measure the accuracy change on")
+    p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
+    add_data_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from headwise.intent.classifier import IntentClassifier
+    from headwise.models.io import WEIGHTS_NAME
+    from headwise.serve.onnx_export import (
+        accuracy,
+        export_onnx,
+        max_logit_difference,
+        probe_batches,
+        quantize_int8,
+    )
+    from headwise.serve.runtime import OnnxRuntime, TorchRuntime, file_sha256
+    from headwise.serve.startup import ONNX_TOLERANCE
+
+    clf = IntentClassifier.load(args.model)
+    out = export_onnx(clf.model, args.onnx, opset=args.opset, max_length=clf.max_length,
+                      weights_sha256=file_sha256(Path(args.model) / WEIGHTS_NAME))
+    tok = clf.tokenizer
+    probes = probe_batches(tok.vocab_size, clf.max_length, pad_id=tok.pad_token_id)
+    torch_rt, onnx_rt = TorchRuntime(clf.model), OnnxRuntime(out)
+    diff = max_logit_difference(torch_rt, onnx_rt, probes)
+    report: dict = {"onnx": str(out), "max_abs_logit_diff": diff}
+    print(f"wrote {out}: logits within {diff:.2e} of PyTorch")
+    if diff > ONNX_TOLERANCE:
+        raise ValueError(f"the exported graph differs from PyTorch by {diff:.3g} "
+                         f"(> {ONNX_TOLERANCE}); not usable")
+    runtimes = {"torch": torch_rt, "onnx": onnx_rt}
+    if args.int8:
+        q = quantize_int8(out, args.int8)
+        runtimes["int8"] = OnnxRuntime(q)
+        qdiff = max_logit_difference(torch_rt, runtimes["int8"], probes)
+        report.update(int8=str(q), int8_max_abs_logit_diff=qdiff)
+        print(f"wrote {q}: int8 logits within {qdiff:.2e} of PyTorch")
+    if args.data:
+        data = read(args.data, args, require_labels=True)
+        index = {name: i for i, name in enumerate(clf.labels)}
+        known = [(t, index[y]) for t, y in zip(data.texts, data.labels, strict=True)
+                 if y in index]
+        if not known:
+            raise ValueError(f"{args.data} has no example of the model's intents")
+        texts, labels = [t for t, _ in known], [y for _, y in known]
+        acc = {name: accuracy(rt, tok, texts, labels, max_length=clf.max_length)
+               for name, rt in runtimes.items()}
+        report["accuracy"] = {**acc, "examples": len(texts)}
+        line = ", ".join(f"{k} {v:.4f}" for k, v in acc.items())
+        print(f"accuracy on {len(texts)} examples of known intents: {line}")
+        if "int8" in acc:
+            print(f"int8 accuracy change: {acc['int8'] - acc['torch']:+.4f}")
+    report_path = out.with_suffix(".export.json")
+    report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,85 @@
+"""``headwise serve``: the intent service over HTTP (FastAPI under uvicorn)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from headwise.serve.config import CONFIG_ENV, LONG_TEXT_POLICIES, RUNTIMES, ServeConfig
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve", help="serve a classifier over HTTP",
+        description="POST /v1/predict (top-k intents, out-of-scope flag), POST /v1/explain "
+        "(per-head attention and rollout), GET /healthz, /readyz, /metrics (Prometheus); "
+        "OpenAPI schema at /docs. Concurrent requests are gathered into micro-batches. "
+        "The model directory is checked before the server starts.")
+    p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes, each with its own copy of the model (default 1)")
+    p.add_argument("--runtime", choices=RUNTIMES, default="torch",
+                   help="inference path: PyTorch or onnxruntime (default torch)")
+    p.add_argument("--onnx", metavar="PATH",
+                   help="ONNX file for --runtime onnx (default MODEL/model.onnx)")
+    p.add_argument("--max-batch-size", type=int, default=32,
+                   help="most texts gathered into one forward pass (default 32)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="longest a text waits for others to join its batch (default 5)")
+    p.add_argument("--no-batching", action="store_true",
+                   help="run every request on its own forward pass")
+    p.add_argument("--long-text", choices=LONG_TEXT_POLICIES, default="truncate",
+                   help="texts over the model's maximum length: truncate, chunk (overlapping "
+                        "windows, pooled) or reject with 422 (default truncate)")
+    p.add_argument("--chunk-stride", type=int, help="tokens between window starts for "
+                   "--long-text chunk (default half a window)")
+    p.add_argument("--max-texts", type=int, default=64, help="texts per request (default 64)")
+    p.add_argument("--max-text-chars", type=int, default=10_000,
+                   help="characters per text (default 10000)")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20,
+                   help="largest request body (default 1 MiB)")
+    p.add_argument("--top-k", type=int, default=3, help="default intents per text (default 3)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="inference threads per worker (default: the runtime's choice)")
+    p.add_argument("--graceful-timeout", type=int, default=30,
+                   help="seconds in-flight requests get to finish on shutdown (default 30)")
+    p.add_argument("--log-level", default="info",
+                   choices=("critical", "error", "warning", "info", "debug"))
+    p.set_defaults(func=run)
+
+
+def config_from_args(args: argparse.Namespace) -> ServeConfig:
+    """The :class:`ServeConfig` the options describe."""
+    if args.workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    return ServeConfig(model_dir=args.model, runtime=args.runtime, onnx_path=args.onnx,
+                       batching=not args.no_batching, max_batch_size=args.max_batch_size,
+                       max_wait_ms=args.max_wait_ms, max_texts=args.max_texts,
+                       max_text_chars=args.max_text_chars, max_body_bytes=args.max_body_bytes,
+                       long_text=args.long_text, chunk_stride=args.chunk_stride,
+                       top_k=args.top_k, threads=args.threads)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from headwise.serve.app import create_app
+    from headwise.serve.startup import load_engine
+
+    config = config_from_args(args)
+    engine = load_engine(config)  # refuses a bad model directory before anything starts
+    common = dict(host=args.host, port=args.port, log_level=args.log_level,
+                  timeout_graceful_shutdown=args.graceful_timeout)
+    print(f"headwise serve: {len(engine.labels)} intents, runtime {config.runtime}, "
+          f"http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr)
+    if args.workers == 1:
+        uvicorn.run(create_app(config, engine), **common)
+    else:
+        del engine  # each worker loads its own copy
+        os.environ[CONFIG_ENV] = config.to_json()
+        uvicorn.run("headwise.serve.app:app_from_environment", factory=True,
+                    workers=args.workers, **common)
+    return 0

@@ -1,0 +1,37 @@
+"""The intent service: FastAPI app, dynamic micro-batching, ONNX export and runtime.
+
+``headwise serve MODEL`` runs :func:`create_app` under uvicorn; ``headwise export MODEL
+--onnx OUT`` writes the graph the ``onnx`` runtime reads.
+"""
+
+from headwise.serve.app import app_from_environment, create_app
+from headwise.serve.batching import BatcherClosed, MicroBatcher
+from headwise.serve.config import LONG_TEXT_POLICIES, RUNTIMES, ServeConfig
+from headwise.serve.engine import EncodedText, InferenceEngine, LongTextError
+from headwise.serve.explain import Explanation, NoAttentionError, explain_text
+from headwise.serve.onnx_export import export_onnx, quantize_int8
+from headwise.serve.rollout import attention_rollout
+from headwise.serve.runtime import OnnxRuntime, TorchRuntime
+from headwise.serve.startup import load_engine
+
+__all__ = [
+    "LONG_TEXT_POLICIES",
+    "RUNTIMES",
+    "BatcherClosed",
+    "EncodedText",
+    "Explanation",
+    "InferenceEngine",
+    "LongTextError",
+    "MicroBatcher",
+    "NoAttentionError",
+    "OnnxRuntime",
+    "ServeConfig",
+    "TorchRuntime",
+    "app_from_environment",
+    "attention_rollout",
+    "create_app",
+    "explain_text",
+    "export_onnx",
+    "load_engine",
+    "quantize_int8",
+]

@@ -1,0 +1,274 @@
+"""The FastAPI app of the intent service.
+
+Endpoints: ``POST /v1/predict`` (top-k intents of one or many texts), ``POST /v1/explain``
+(per-head attention and rollout of one text), ``GET /healthz`` (the process answers),
+``GET /readyz`` (the model is loaded and warmed up), ``GET /metrics`` (Prometheus).
+
+Bad input is answered with a 4xx and a JSON ``{"error": {status, type, message}}``:
+400 malformed JSON or invalid UTF-8, 413 an oversized body, 415 a body that is not JSON,
+422 wrong types, unknown fields, empty texts, too many texts, a text over the character
+limit (or over the token limit under the ``reject`` policy), 409 ``/v1/explain`` on a
+model without attention heads, 503 before the model is ready or while shutting down.
+Shutting down (SIGINT/SIGTERM under uvicorn) stops accepting connections, lets requests
+in flight finish, then drains the batcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from headwise.serve.batching import BatcherClosed, MicroBatcher
+from headwise.serve.config import CONFIG_ENV, ServeConfig
+from headwise.serve.engine import EncodedText, InferenceEngine, LongTextError
+from headwise.serve.explain import NoAttentionError, attention_modules, explain_text
+from headwise.serve.metrics import ServeMetrics
+from headwise.serve.middleware import BodyGuard, RequestMetrics, error_payload
+from headwise.serve.schemas import (
+    ErrorResponse,
+    ExplainRequest,
+    ExplainResponse,
+    Health,
+    PredictRequest,
+    PredictResponse,
+)
+from headwise.serve.startup import load_engine
+
+log = logging.getLogger("headwise.serve")
+ENDPOINTS = ("/v1/predict", "/v1/explain", "/healthz", "/readyz", "/metrics")
+#: texts of several lengths run once before the service reports ready
+WARMUP_TEXTS = ("hello", "a short warm-up sentence for the model",
+                "a longer warm-up text " * 12)
+_UNION_TAG = re.compile(r"str|int|float|bool|none|list\[.*\]|dict\[.*\]")
+_ERRORS = {code: {"model": ErrorResponse} for code in (400, 409, 413, 415, 422, 503)}
+
+
+class InputError(Exception):
+    """A request the service refuses, with its status and message."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message = status, kind, message
+
+
+class ServiceState:
+    """What the endpoints share: engine, batcher, metrics, readiness."""
+
+    def __init__(self, engine: InferenceEngine, config: ServeConfig) -> None:
+        self.engine = engine
+        self.config = config
+        self.metrics = ServeMetrics()
+        self.batcher: MicroBatcher[EncodedText, np.ndarray] = MicroBatcher(
+            lambda items: list(engine.logits(items)), max_batch_size=config.max_batch_size,
+            max_wait_s=config.max_wait_ms / 1000.0, batching=config.batching,
+            on_batch=self.metrics.observe_batch)
+        self.ready = False
+        self.stopping = False
+        self.model_name = config.model_name or Path(config.model_dir or "model").name
+        try:
+            attention_modules(engine.classifier.model)
+            self.has_attention = True
+        except NoAttentionError:
+            self.has_attention = False
+
+    def check_ready(self) -> None:
+        if self.stopping:
+            raise InputError(503, "stopping", "the service is shutting down")
+        if not self.ready:
+            raise InputError(503, "not_ready", "the model is still warming up; retry shortly")
+
+    def check_text(self, text: str, where: str) -> None:
+        """Refuse empty, over-long or non-Unicode texts (422)."""
+        if not text.strip():
+            raise InputError(422, "empty_text", f"{where} is empty (or only whitespace)")
+        limit = self.config.max_text_chars
+        if len(text) > limit:
+            raise InputError(422, "text_too_long", f"{where} has {len(text)} characters, over "
+                             f"the limit of {limit}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InputError(422, "invalid_text", f"{where} holds an unpaired surrogate "
+                             f"(\\u{ord(text[e.start]):04x} at character {e.start}), which "
+                             f"is not valid Unicode") from None
+
+    async def warm_up(self) -> None:
+        try:
+            if self.config.warmup:
+                await self.batcher.run_in_thread(self.engine.warm_up, list(WARMUP_TEXTS))
+            self.ready = True
+            self.metrics.ready.set(1)
+        except Exception:  # the service stays unready; /readyz keeps saying so
+            log.exception("warm-up failed")
+
+
+def _validation_message(errors: list[dict]) -> tuple[int, str, str, list[dict]]:
+    details = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")),
+                "type": str(e.get("type", ""))} for e in errors]
+    for e in errors:
+        if e.get("type") == "json_invalid":
+            ctx = e.get("ctx") or {}
+            return 400, "malformed_json", f"request body is not valid JSON: " \
+                f"{ctx.get('error', e.get('msg'))} (at character {e.get('loc', [0, 0])[-1]})", \
+                details
+    merged: dict[str, list[str]] = {}
+    for d in details:
+        # a union's branches add the branch type to the location ("texts.list[str].0")
+        loc = [p for p in d["loc"][1:] if not _UNION_TAG.fullmatch(p)] if d["loc"][:1] == \
+            ["body"] else d["loc"]
+        msgs = merged.setdefault(".".join(loc) or "body", [])
+        if d["msg"] not in msgs:
+            msgs.append(d["msg"])
+    parts = [f"{loc}: {' or '.join(msgs)}" for loc, msgs in list(merged.items())[:5]]
+    more = f" (and {len(merged) - 5} more)" if len(merged) > 5 else ""
+    return 422, "validation_error", "; ".join(parts) + more, details
+
+
+def create_app(config: ServeConfig, engine: InferenceEngine | None = None) -> FastAPI:
+    """The service's ASGI app.
+
+    Args:
+        config: the settings.
+        engine: an inference engine already loaded (default: :func:`load_engine`).
+
+    Returns:
+        A FastAPI app wrapped in the metrics and body-guard middleware; its lifespan
+        starts the batcher and warms the model up, and on shutdown drains the batcher.
+
+    Raises:
+        FileNotFoundError, ValueError: the model cannot be served (see :func:`load_engine`).
+    """
+    state = ServiceState(engine if engine is not None else load_engine(config), config)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await state.batcher.start()
+        warm = asyncio.create_task(state.warm_up())
+        try:
+            yield
+        finally:
+            state.stopping = True
+            state.ready = False
+            state.metrics.ready.set(0)
+            await asyncio.gather(warm, return_exceptions=True)
+            await state.batcher.stop()
+
+    app = FastAPI(title="headwise intent service", version="1", lifespan=lifespan,
+                  description="Intent recognition with calibrated confidence, out-of-scope "
+                              "detection and per-head attention explanations.")
+    app.state.serve = state
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        status, kind, message, details = _validation_message(list(exc.errors()))
+        return JSONResponse(error_payload(status, kind, message, details), status_code=status)
+
+    @app.exception_handler(InputError)
+    async def on_input(request: Request, exc: InputError) -> JSONResponse:
+        headers = {"Retry-After": "1"} if exc.status == 503 else None
+        return JSONResponse(error_payload(exc.status, exc.kind, exc.message),
+                            status_code=exc.status, headers=headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(error_payload(exc.status_code, kind, str(exc.detail)),
+                            status_code=exc.status_code, headers=exc.headers)
+
+    @app.post("/v1/predict", response_model=PredictResponse, responses=_ERRORS,
+              summary="Top-k intents of one or many texts")
+    async def predict(body: PredictRequest) -> PredictResponse:
+        texts = [body.texts] if isinstance(body.texts, str) else list(body.texts)
+        if len(texts) > config.max_texts:
+            raise InputError(422, "too_many_texts", f"{len(texts)} texts in one request, over "
+                             f"the limit of {config.max_texts}")
+        for i, text in enumerate(texts):
+            state.check_text(text, f"texts[{i}]" if not isinstance(body.texts, str) else "texts")
+        state.check_ready()
+        try:
+            items = state.engine.encode(texts)
+        except LongTextError as e:
+            raise InputError(422, "text_too_long", str(e)) from None
+        try:
+            rows = await state.batcher.submit(items)
+        except BatcherClosed:
+            raise InputError(503, "stopping", "the service is shutting down") from None
+        answers = state.engine.answer(texts, items, np.stack(rows),
+                                      top_k=body.top_k or config.top_k,
+                                      threshold=body.threshold)
+        for item in items:
+            state.metrics.texts.labels(item.policy or "none").inc()
+        return PredictResponse(model=state.model_name, runtime=state.engine.runtime.name,
+                               predictions=answers)
+
+    @app.post("/v1/explain", response_model=ExplainResponse, responses=_ERRORS,
+              summary="Per-head attention and attention rollout of one text")
+    async def explain(body: ExplainRequest) -> ExplainResponse:
+        if not state.has_attention:
+            raise InputError(409, "no_attention", f"this model "
+                             f"({type(state.engine.classifier.model).__name__}) has no "
+                             f"attention heads to explain; /v1/explain needs a Transformer "
+                             f"classifier")
+        state.check_text(body.text, "text")
+        state.check_ready()
+        try:
+            ex = await state.batcher.run_in_thread(explain_text, state.engine.classifier,
+                                                   body.text)
+        except BatcherClosed:
+            raise InputError(503, "stopping", "the service is shutting down") from None
+        item = EncodedText(((0,) * min(ex.total_tokens, state.engine.max_length),),
+                           ex.total_tokens, "truncated" if ex.truncated else None)
+        prediction = state.engine.answer([body.text], [item], ex.logits[None],
+                                         top_k=config.top_k)[0]
+        real = [i for i, t in enumerate(ex.tokens) if not t[3]] or list(range(len(ex.tokens)))
+        return ExplainResponse(
+            model=state.model_name, prediction=prediction,
+            tokens=[{"token": t, "start": s, "end": e, "special": sp}
+                    for t, s, e, sp in ex.tokens],
+            num_layers=ex.attention.shape[0], num_heads=ex.attention.shape[1],
+            attention=np.round(ex.attention.numpy().astype(np.float64), 6).tolist(),
+            rollout={"cls": np.round(ex.rollout[0].numpy(), 6).tolist(),
+                     "mean": np.round(ex.rollout[real].mean(0).numpy(), 6).tolist()})
+
+    @app.get("/healthz", response_model=Health, summary="The process is up")
+    async def healthz() -> Health:
+        return Health(status="ok")
+
+    @app.get("/readyz", response_model=Health, responses={503: {"model": Health}},
+             summary="The model is loaded and warmed up")
+    async def readyz() -> Response:
+        if state.ready and not state.stopping:
+            return JSONResponse(Health(status="ready", model=state.model_name,
+                                       runtime=state.engine.runtime.name).model_dump())
+        status = "stopping" if state.stopping else "starting"
+        return JSONResponse(Health(status=status).model_dump(), status_code=503)
+
+    @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
+    async def metrics() -> Response:
+        state.metrics.queue_depth.set(state.batcher.pending)
+        return Response(state.metrics.render(), media_type=state.metrics.content_type)
+
+    # the last added is outermost: metrics see every answer, the guard's refusals too
+    app.add_middleware(BodyGuard, max_body_bytes=config.max_body_bytes)
+    app.add_middleware(RequestMetrics, metrics=state.metrics, endpoints=ENDPOINTS)
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app a uvicorn worker builds (``--workers N``): the config comes as JSON in the
+    ``HEADWISE_SERVE_CONFIG`` environment variable."""
+    text = os.environ.get(CONFIG_ENV)
+    if not text:
+        raise RuntimeError(f"{CONFIG_ENV} is not set; start the service with `headwise serve`")
+    return create_app(ServeConfig.from_json(text))

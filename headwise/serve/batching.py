@@ -1,0 +1,179 @@
+"""Dynamic micro-batching: concurrent requests share one forward pass.
+
+Each request hands its items (encoded texts) to :meth:`MicroBatcher.submit` and awaits
+its results. A collector task takes the oldest waiting request, then keeps gathering
+requests until the batch holds ``max_batch_size`` items or the oldest request has waited
+``max_wait_s``, and runs the whole batch once on a dedicated inference thread, so the event
+loop keeps accepting requests meanwhile. A request's items are never split across batches
+(a request larger than ``max_batch_size`` runs as a batch of its own).
+
+With ``batching=False`` every request runs on its own (still on the inference thread, one
+at a time), which is the baseline the benchmark compares against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class BatcherClosed(RuntimeError):
+    """The batcher is shutting down and takes no new work."""
+
+
+@dataclass
+class _Job(Generic[T]):
+    items: list[T]
+    future: asyncio.Future
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+class MicroBatcher(Generic[T, R]):
+    """Gather items from concurrent callers and run them through ``run`` together.
+
+    Args:
+        run: maps a list of items to a sequence of as many results (in order); runs on
+            the inference thread.
+        max_batch_size: most items in one call of ``run``.
+        max_wait_s: longest the oldest waiting request waits for others to join.
+        batching: False runs each request's items as a call of their own.
+        on_batch: called after each ``run`` with (items, seconds), e.g. for metrics.
+
+    Raises:
+        ValueError: a non-positive batch size or a negative wait.
+    """
+
+    def __init__(self, run: Callable[[list[T]], Sequence[R]], *, max_batch_size: int = 32,
+                 max_wait_s: float = 0.005, batching: bool = True,
+                 on_batch: Callable[[int, float], Any] | None = None) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if max_wait_s < 0:
+            raise ValueError(f"max_wait_s must be >= 0, got {max_wait_s}")
+        self._run = run
+        self.max_batch_size = max_batch_size
+        self.max_wait_s = max_wait_s
+        self.batching = batching
+        self._on_batch = on_batch
+        self._queue: deque[_Job[T]] = deque()
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._closing = False
+        self._in_flight = 0
+
+    @property
+    def pending(self) -> int:
+        """Items waiting or running."""
+        return sum(len(j.items) for j in self._queue) + self._in_flight
+
+    async def start(self) -> None:
+        """Start the inference thread (and the collector task when batching)."""
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="headwise-infer")
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        if self.batching:
+            self._task = asyncio.get_running_loop().create_task(self._collect())
+
+    async def stop(self) -> None:
+        """Refuse new work, finish everything already submitted, then stop the thread."""
+        self._closing = True
+        if self._wakeup is not None:
+            self._wakeup.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        while self._in_flight:  # unbatched requests still on the inference thread
+            await asyncio.sleep(0.001)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    async def run_in_thread(self, fn: Callable[..., R], *args: Any) -> R:
+        """Run ``fn(*args)`` on the inference thread (e.g. a warm-up or an explanation),
+        in turn with the batches."""
+        if self._executor is None:
+            raise BatcherClosed("the batcher is not running")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def submit(self, items: Sequence[T]) -> list[R]:
+        """Queue items and wait for their results.
+
+        Raises:
+            BatcherClosed: the batcher is stopping or not started.
+            Exception: whatever ``run`` raised for the batch holding these items.
+        """
+        if self._closing or self._executor is None:
+            raise BatcherClosed("the service is shutting down")
+        items = list(items)
+        if not self.batching:
+            return list(await self._timed(items))
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.append(_Job(items, fut))
+        self._wakeup.set()
+        return await fut
+
+    async def _timed(self, items: list[T]) -> Sequence[R]:
+        self._in_flight += len(items)
+        start = time.perf_counter()
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._run, items)
+        finally:
+            self._in_flight -= len(items)
+        if len(results) != len(items):
+            raise RuntimeError(f"run returned {len(results)} results for {len(items)} items")
+        if self._on_batch is not None:
+            self._on_batch(len(items), time.perf_counter() - start)
+        return results
+
+    def _take(self) -> list[_Job[T]]:
+        jobs = [self._queue.popleft()]
+        size = len(jobs[0].items)
+        while self._queue and size + len(self._queue[0].items) <= self.max_batch_size:
+            size += len(self._queue[0].items)
+            jobs.append(self._queue.popleft())
+        return jobs
+
+    async def _collect(self) -> None:
+        while True:
+            if not self._queue:
+                if self._closing:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            deadline = self._queue[0].enqueued + self.max_wait_s
+            while (sum(len(j.items) for j in self._queue) < self.max_batch_size
+                   and not self._closing):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), remaining)
+                except asyncio.TimeoutError:
+                    break
+            jobs = self._take()
+            batch = [item for job in jobs for item in job.items]
+            try:
+                results = await self._timed(batch)
+            except Exception as e:  # hand the failure to every caller of this batch
+                for job in jobs:
+                    if not job.future.done():
+                        job.future.set_exception(e)
+                continue
+            start = 0
+            for job in jobs:
+                n = len(job.items)
+                if not job.future.done():  # a caller that went away cancelled its future
+                    job.future.set_result(list(results[start:start + n]))
+                start += n

@@ -1,0 +1,102 @@
+"""``ServeConfig``: every knob of the intent service in one JSON-serialisable dataclass.
+
+``headwise serve`` builds one from its options; with ``--workers N`` it travels to each
+uvicorn worker process as JSON in the :data:`CONFIG_ENV` environment variable.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+#: how a text longer than the model's maximum length is handled
+LONG_TEXT_POLICIES = ("truncate", "chunk", "reject")
+#: the inference paths ``serve`` can run
+RUNTIMES = ("torch", "onnx")
+#: environment variable carrying the JSON config to uvicorn worker processes
+CONFIG_ENV = "HEADWISE_SERVE_CONFIG"
+
+
+@dataclass
+class ServeConfig:
+    """Settings of the intent service.
+
+    Attributes:
+        model_dir: the classifier directory (written by ``headwise train``).
+        runtime: ``"torch"`` (PyTorch, inference mode) or ``"onnx"`` (onnxruntime).
+        onnx_path: the ONNX file for ``runtime="onnx"`` (default ``MODEL/model.onnx``).
+        batching: gather concurrent requests into one forward pass; False runs each
+            request on its own.
+        max_batch_size: most texts in one gathered batch.
+        max_wait_ms: longest a text waits for others to join its batch.
+        max_texts: most texts in one ``/v1/predict`` request.
+        max_text_chars: longest text in characters (longer is refused with 422).
+        max_body_bytes: largest request body (larger is refused with 413).
+        long_text: a text over the model's maximum length in tokens is ``"truncate"``d,
+            split into overlapping windows whose pooled vectors are averaged
+            (``"chunk"``), or refused with 422 (``"reject"``).
+        chunk_stride: tokens between window starts for ``"chunk"`` (default: half the
+            window body).
+        top_k: intents listed per text when the request does not say.
+        threads: intra-op threads of the inference runtime (0: the library's default).
+        warmup: run a few forward passes before reporting ready.
+        model_name: the name reported in responses (default: the directory's name).
+
+    Raises:
+        ValueError: an unknown runtime or policy, or a size that is not positive.
+    """
+
+    model_dir: str = ""
+    runtime: str = "torch"
+    onnx_path: str | None = None
+    batching: bool = True
+    max_batch_size: int = 32
+    max_wait_ms: float = 5.0
+    max_texts: int = 64
+    max_text_chars: int = 10_000
+    max_body_bytes: int = 1 << 20
+    long_text: str = "truncate"
+    chunk_stride: int | None = None
+    top_k: int = 3
+    threads: int = 0
+    warmup: bool = True
+    model_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {RUNTIMES}, got {self.runtime!r}")
+        if self.long_text not in LONG_TEXT_POLICIES:
+            raise ValueError(f"long_text must be one of {LONG_TEXT_POLICIES}, got "
+                             f"{self.long_text!r}")
+        for name in ("max_batch_size", "max_texts", "max_text_chars", "max_body_bytes",
+                     "top_k"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not self.max_wait_ms >= 0:
+            raise ValueError(f"max_wait_ms must be >= 0, got {self.max_wait_ms!r}")
+        if self.chunk_stride is not None and self.chunk_stride < 1:
+            raise ValueError(f"chunk_stride must be positive, got {self.chunk_stride!r}")
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0, got {self.threads!r}")
+
+    def to_json(self) -> str:
+        """The config as a JSON object."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeConfig:
+        """Parse :meth:`to_json`'s output.
+
+        Raises:
+            ValueError: not a JSON object, unknown keys, or invalid values.
+        """
+        data: Any = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("the serve config must be a JSON object")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown serve config keys {unknown}")
+        return cls(**data)

@@ -1,0 +1,69 @@
+"""Prometheus metrics of the intent service, on a registry of its own.
+
+``GET /metrics`` serves :meth:`ServeMetrics.render` in Prometheus' text format. Each
+uvicorn worker process keeps its own counters (scrape the workers one by one, or run one
+worker per container).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+#: request latency buckets (seconds): fine below 100 ms, where the service should answer
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1,
+                   0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: texts per forward batch
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class ServeMetrics:
+    """Request counts, latency, batch sizes and queue depth.
+
+    Metrics (prefix ``headwise_``): ``requests_total{endpoint,method,status}``,
+    ``request_latency_seconds{endpoint}``, ``texts_total{long_text}``,
+    ``batch_size`` (texts per forward batch), ``batch_latency_seconds``,
+    ``queue_depth`` (texts waiting or running), ``ready`` (1 once warmed up).
+    """
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("headwise_requests", "HTTP requests answered",
+                                ["endpoint", "method", "status"], registry=r)
+        self.latency = Histogram("headwise_request_latency_seconds",
+                                 "time from request to response", ["endpoint"],
+                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.texts = Counter("headwise_texts", "texts classified, by long-text handling",
+                             ["long_text"], registry=r)
+        self.batch_size = Histogram("headwise_batch_size", "texts per forward batch",
+                                    buckets=BATCH_BUCKETS, registry=r)
+        self.batch_latency = Histogram("headwise_batch_latency_seconds",
+                                       "inference time of one batch", buckets=LATENCY_BUCKETS,
+                                       registry=r)
+        self.queue_depth = Gauge("headwise_queue_depth", "texts waiting or running",
+                                 registry=r)
+        self.ready = Gauge("headwise_ready", "1 once the model is loaded and warmed up",
+                           registry=r)
+
+    def observe_request(self, endpoint: str, method: str, status: int, seconds: float) -> None:
+        """Count one answered request and its latency."""
+        self.requests.labels(endpoint, method, str(status)).inc()
+        self.latency.labels(endpoint).observe(seconds)
+
+    def observe_batch(self, size: int, seconds: float) -> None:
+        """Record one forward batch."""
+        self.batch_size.observe(size)
+        self.batch_latency.observe(seconds)
+
+    def render(self) -> bytes:
+        """All metrics in Prometheus' text exposition format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,233 @@
+"""Export an intent classifier to ONNX, check it against PyTorch, quantise it to int8.
+
+The exported graph takes ``input_ids`` and ``attention_mask`` (int64, dynamic batch and
+length) and returns ``logits`` and ``pooled`` (the vector the classification head reads,
+which the service averages over windows for chunk-and-pool). It is written with PyTorch's
+``torch.export``-based exporter. The file's metadata records the SHA-256 of the weights it
+was made from, so ``headwise serve`` can refuse an ONNX file that belongs to another model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from headwise.serve.runtime import (
+    META_QUANTIZED,
+    META_WEIGHTS_SHA256,
+    OnnxRuntime,
+    TorchRuntime,
+)
+
+#: the opset the exporter targets
+DEFAULT_OPSET = 18
+
+
+@contextlib.contextmanager
+def _quiet(*names: str):
+    """Silence the exporter's and quantiser's advice logged at WARNING (torchvision not
+    installed, "consider pre-processing") for the duration of a call."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+class ExportableClassifier(nn.Module):
+    """An ``EncoderClassifier``'s forward pass in a form ``torch.export`` can trace.
+
+    It runs the classifier's own modules in the same order as
+    ``TransformerEncoder.forward``, but always applies the padding mask (the encoder skips
+    an all-ones mask with a data-dependent branch, which an exported graph cannot hold;
+    an all-ones mask gives the same result). Returns ``(logits, pooled)``.
+
+    Args:
+        model: an ``EncoderClassifier`` without a sparse attention pattern.
+
+    Raises:
+        ValueError: a model that is not an encoder classifier, or one with a sparse
+            attention pattern (not exportable here).
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        encoder = getattr(model, "encoder", None)
+        if encoder is None or not hasattr(encoder, "layers") or not hasattr(model, "pool"):
+            raise ValueError(f"ONNX export supports Transformer encoder classifiers only, not "
+                             f"{type(model).__name__} (a BiLSTM model is served with the "
+                             f"torch runtime)")
+        if getattr(encoder, "pattern", None) is not None:
+            raise ValueError("ONNX export does not support sparse attention patterns; serve "
+                             "this model with the torch runtime")
+        self.model = model
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+        keep = attention_mask.bool()
+        encoder = self.model.encoder
+        x = encoder.embeddings(input_ids, None)
+        mask = keep[:, None, None, :]
+        for layer in encoder.layers:
+            x = layer(x, mask)
+        if encoder.final_norm is not None:
+            x = encoder.final_norm(x)
+        pooled = self.model.pool(x, keep)
+        return self.model.classifier(pooled), pooled
+
+
+def _set_metadata(path: Path, metadata: dict[str, str]) -> None:
+    import onnx
+
+    proto = onnx.load(str(path))
+    existing = {p.key: p for p in proto.metadata_props}
+    for key, value in metadata.items():
+        if key in existing:
+            existing[key].value = value
+        else:
+            proto.metadata_props.add(key=key, value=value)
+    onnx.save(proto, str(path))
+
+
+def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None = None,
+                opset: int = DEFAULT_OPSET, max_length: int = 512) -> Path:
+    """Write ``model`` as an ONNX graph with dynamic batch size and length.
+
+    Args:
+        model: an ``EncoderClassifier`` (in eval mode for the export).
+        out: the ``.onnx`` file to write (its folder is created).
+        weights_sha256: recorded in the metadata (the SHA-256 of ``model.safetensors``).
+        opset: ONNX opset version.
+        max_length: the longest sequence the graph must accept.
+
+    Returns:
+        The written path.
+
+    Raises:
+        ValueError: a model the exporter does not support (see
+            :class:`ExportableClassifier`).
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    wrapper = ExportableClassifier(model).eval()
+    was_training = model.training
+    model.eval()
+    vocab = model.encoder.embeddings.word_embeddings.num_embeddings
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, max(vocab, 2), (2, 8), generator=gen)
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 5:] = 0
+    batch = torch.export.Dim("batch", max=1 << 16)
+    seq = torch.export.Dim("seq", max=max(max_length, 9))
+    try:
+        with warnings.catch_warnings(), _quiet("torch.onnx", "torch.export"):
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(
+                wrapper, (ids, mask), input_names=["input_ids", "attention_mask"],
+                output_names=["logits", "pooled"],
+                dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}),
+                opset_version=opset, dynamo=True, verbose=False)
+        program.save(str(out))
+    finally:
+        model.train(was_training)
+    meta = {META_QUANTIZED: "none"}
+    if weights_sha256:
+        meta[META_WEIGHTS_SHA256] = weights_sha256
+    _set_metadata(out, meta)
+    return out
+
+
+def quantize_int8(src: str | Path, dst: str | Path) -> Path:
+    """Dynamic int8 quantisation (weights int8, activations quantised per batch at run
+    time) of an exported classifier, with onnxruntime's quantiser.
+
+    Args:
+        src: the float32 ``.onnx`` written by :func:`export_onnx`.
+        dst: the quantised file to write.
+
+    Returns:
+        ``dst``; its metadata keeps the weights' hash and says ``int8``.
+    """
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    src, dst = Path(src), Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    meta = {p.key: p.value for p in onnx.load(str(src), load_external_data=False)
+            .metadata_props}
+    with tempfile.TemporaryDirectory() as tmp:
+        # the quantiser writes shape-inferred intermediates; keep them out of dst's folder
+        staged = Path(tmp) / dst.name
+        with _quiet("", "onnxruntime"):
+            quantize_dynamic(str(src), str(staged), weight_type=QuantType.QInt8)
+        _set_metadata(staged, {**meta, META_QUANTIZED: "int8"})
+        staged.replace(dst)
+    return dst
+
+
+def probe_batches(vocab_size: int, max_length: int, *, pad_id: int = 0, seed: int = 0,
+                  ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Random padded batches of several shapes for comparing two runtimes.
+
+    Returns:
+        ``[(input_ids, attention_mask), ...]`` int64 arrays; rows have random lengths
+        (at least 1) and are padded with ``pad_id``.
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for batch, length in ((1, 1), (1, min(7, max_length)), (4, min(16, max_length)),
+                          (8, min(max_length, 64)), (2, max_length)):
+        lengths = rng.integers(1, length + 1, size=batch)
+        lengths[0] = length
+        ids = rng.integers(0, vocab_size, size=(batch, length), dtype=np.int64)
+        mask = (np.arange(length)[None] < lengths[:, None]).astype(np.int64)
+        out.append((np.where(mask == 1, ids, pad_id), mask))
+    return out
+
+
+def max_logit_difference(a: TorchRuntime | OnnxRuntime, b: TorchRuntime | OnnxRuntime,
+                         batches: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Largest absolute difference of the logits of two runtimes over ``batches``."""
+    worst = 0.0
+    for ids, mask in batches:
+        la, _ = a.forward(ids, mask)
+        lb, _ = b.forward(ids, mask)
+        worst = max(worst, float(np.abs(la.astype(np.float64) - lb).max()))
+    return worst
+
+
+def accuracy(runtime: TorchRuntime | OnnxRuntime, tokenizer, texts: Sequence[str],
+             labels: Sequence[int], *, max_length: int, batch_size: int = 64) -> float:
+    """Top-1 accuracy of a runtime on tokenized texts with known class ids.
+
+    Args:
+        runtime: what to evaluate.
+        tokenizer: the classifier's tokenizer.
+        texts: the texts.
+        labels: their class ids.
+        max_length: truncation length in tokens.
+        batch_size: texts per forward pass.
+
+    Raises:
+        ValueError: no texts, or texts and labels of different lengths.
+    """
+    if not texts or len(texts) != len(labels):
+        raise ValueError(f"need equally many texts and labels (>0), got {len(texts)} and "
+                         f"{len(labels)}")
+    right = 0
+    for start in range(0, len(texts), batch_size):
+        enc = tokenizer(list(texts[start:start + batch_size]), max_length=max_length)
+        logits, _ = runtime.forward(enc["input_ids"].numpy(), enc["attention_mask"].numpy())
+        right += int((logits.argmax(1) == np.asarray(labels[start:start + batch_size])).sum())
+    return right / len(texts)

@@ -1,0 +1,143 @@
+"""Inference runtimes: the same forward pass on PyTorch or on onnxruntime.
+
+A runtime maps a padded batch of token ids to the classifier's logits and to the pooled
+vectors the classification head reads (chunk-and-pool averages those)::
+
+    rt = TorchRuntime(clf.model)                     # or OnnxRuntime("model.onnx")
+    logits, pooled = rt.forward(input_ids, attention_mask)   # numpy, (b, n) and (b, d)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+#: ONNX metadata keys written by :func:`headwise.serve.onnx_export.export_onnx`
+META_WEIGHTS_SHA256 = "headwise.weights_sha256"
+META_QUANTIZED = "headwise.quantized"
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file (the weights an ONNX file was exported from)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def pooled_vectors(model: nn.Module, input_ids: torch.Tensor,
+                   attention_mask: torch.Tensor) -> torch.Tensor:
+    """The vectors a classifier's head reads: (batch, d) before dropout and the head.
+
+    Args:
+        model: an ``EncoderClassifier`` (``encode`` + ``pool``) or a ``BiLSTMClassifier``
+            (``pooled``).
+        input_ids: (batch, seq) token ids.
+        attention_mask: (batch, seq) boolean, True on real tokens.
+
+    Raises:
+        TypeError: a model with neither interface.
+    """
+    if hasattr(model, "encode") and hasattr(model, "pool"):
+        return model.pool(model.encode(input_ids, attention_mask), attention_mask)
+    if hasattr(model, "pooled"):
+        return model.pooled(input_ids, attention_mask)
+    raise TypeError(f"{type(model).__name__} has neither encode/pool nor pooled")
+
+
+class TorchRuntime:
+    """The PyTorch forward pass in inference mode.
+
+    Args:
+        model: the classifier (put in eval mode).
+        threads: intra-op threads (0 keeps PyTorch's default; the setting is per process).
+    """
+
+    name = "torch"
+
+    def __init__(self, model: nn.Module, *, threads: int = 0) -> None:
+        self.model = model.eval()
+        if threads > 0:
+            torch.set_num_threads(threads)
+        self.device = next(model.parameters()).device
+
+    @torch.inference_mode()
+    def forward(self, input_ids: np.ndarray, attention_mask: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Logits (batch, labels) and pooled vectors (batch, d) of a padded batch.
+
+        Args:
+            input_ids: (batch, seq) int64.
+            attention_mask: (batch, seq) 0/1 (or boolean).
+
+        Returns:
+            ``(logits, pooled)`` as float32 numpy arrays.
+        """
+        ids = torch.from_numpy(np.ascontiguousarray(input_ids, dtype=np.int64)).to(self.device)
+        mask = torch.from_numpy(np.asarray(attention_mask) != 0).to(self.device)
+        pooled = pooled_vectors(self.model, ids, mask)
+        logits = self.model.classifier(pooled)
+        return logits.float().cpu().numpy(), pooled.float().cpu().numpy()
+
+
+class OnnxRuntime:
+    """An exported classifier on onnxruntime's CPU execution provider.
+
+    Args:
+        path: the ``.onnx`` file written by ``headwise export``.
+        threads: intra-op threads (0: onnxruntime's default). Idle threads do not spin.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a file that is not a headwise classifier export (wrong inputs or
+            outputs).
+    """
+
+    name = "onnx"
+
+    def __init__(self, path: str | Path, *, threads: int = 0) -> None:
+        import onnxruntime as ort
+
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no ONNX file at {path}; write one with `headwise "
+                                    f"export MODEL --onnx {path}`")
+        options = ort.SessionOptions()
+        if threads > 0:
+            options.intra_op_num_threads = threads
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # no busy-waiting between runs: the idle pool would otherwise keep the cores hot
+        # and starve the event loop, the tokenizer and any other process on the machine
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        try:
+            self.session = ort.InferenceSession(str(path), options,
+                                                providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own exception types
+            raise ValueError(f"{path} is not a loadable ONNX model: {e}") from e
+        inputs = [i.name for i in self.session.get_inputs()]
+        outputs = [o.name for o in self.session.get_outputs()]
+        if inputs != ["input_ids", "attention_mask"] or outputs[:2] != ["logits", "pooled"]:
+            raise ValueError(f"{path} is not a headwise classifier export: inputs {inputs}, "
+                             f"outputs {outputs} (expected input_ids, attention_mask -> "
+                             f"logits, pooled)")
+        self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
+        self.path = path
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the file holds dynamically quantised (int8) weights."""
+        return self.metadata.get(META_QUANTIZED) == "int8"
+
+    def forward(self, input_ids: np.ndarray, attention_mask: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Logits (batch, labels) and pooled vectors (batch, d) of a padded batch."""
+        logits, pooled = self.session.run(["logits", "pooled"], {
+            "input_ids": np.ascontiguousarray(input_ids, dtype=np.int64),
+            "attention_mask": np.ascontiguousarray(attention_mask, dtype=np.int64)})
+        return logits, pooled

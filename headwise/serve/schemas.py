@@ -1,0 +1,131 @@
+"""Request and response bodies of the intent service (the OpenAPI schema comes from these).
+
+Requests are validated strictly: unknown fields are refused, and no value is coerced
+(``"3"`` is not an integer, ``1`` is not a text). Limits that depend on the service's
+configuration (texts per request, characters per text) are checked by the service and
+answered with the same 422 error shape.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+class PredictRequest(BaseModel):
+    """``POST /v1/predict``: one text or a list of texts."""
+
+    model_config = ConfigDict(**_STRICT, json_schema_extra={
+        "examples": [{"texts": ["i lost my card", "what is my balance"], "top_k": 3}]})
+
+    texts: str | Annotated[list[str], Field(min_length=1)] = Field(
+        description="one text, or a non-empty list of texts (at most the service's "
+                    "max_texts); each must hold a non-space character")
+    top_k: int | None = Field(default=None, ge=1, le=1000,
+                              description="intents listed per text (capped at the number "
+                                          "of intents); default: the service's setting")
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0,
+                                    description="override the model's out-of-scope "
+                                                "threshold (0 never answers out-of-scope)")
+
+
+class ExplainRequest(BaseModel):
+    """``POST /v1/explain``: one text."""
+
+    model_config = ConfigDict(**_STRICT, json_schema_extra={
+        "examples": [{"text": "i lost my card"}]})
+
+    text: str = Field(description="the text to explain; must hold a non-space character")
+
+
+class Intent(BaseModel):
+    """One intent with its calibrated probability."""
+
+    intent: str
+    confidence: float
+
+
+class LongText(BaseModel):
+    """How a text over the model's maximum length was handled."""
+
+    policy: Literal["truncated", "chunked"] = Field(
+        description="'truncated': only the first max_length tokens were read; 'chunked': "
+                    "overlapping windows were read and their pooled vectors averaged")
+    tokens: int = Field(description="tokens of the whole text, special tokens included")
+    max_length: int = Field(description="the model's maximum length in tokens")
+    chunks: int = Field(description="windows read (1 when truncated)")
+
+
+class Prediction(BaseModel):
+    """The answer for one text."""
+
+    text: str
+    intent: str = Field(description="the top intent, or 'out_of_scope' below the threshold")
+    confidence: float = Field(description="calibrated probability of the top intent")
+    out_of_scope: bool
+    top_k: list[Intent]
+    long_text: LongText | None = Field(
+        default=None, description="set when the text was over the maximum length")
+
+
+class PredictResponse(BaseModel):
+    """``POST /v1/predict``'s answer: one prediction per text, in request order."""
+
+    model: str
+    runtime: str
+    predictions: list[Prediction]
+
+
+class Token(BaseModel):
+    """A token of the explained text; special tokens have no character span."""
+
+    token: str
+    start: int | None = Field(description="character offset of the token's first character")
+    end: int | None = Field(description="character offset just past the token")
+    special: bool
+
+
+class Rollout(BaseModel):
+    """Attention rollout (Abnar & Zuidema 2020) over the input tokens."""
+
+    cls: list[float] = Field(description="rollout row of the first ([CLS]) token")
+    mean: list[float] = Field(description="rollout rows averaged over all tokens")
+
+
+class ExplainResponse(BaseModel):
+    """``POST /v1/explain``'s answer: per-head attention and rollout for one text."""
+
+    model: str
+    prediction: Prediction
+    tokens: list[Token]
+    num_layers: int
+    num_heads: int
+    attention: list[list[list[list[float]]]] = Field(
+        description="weights [layer][head][query][key]; each query row sums to 1")
+    rollout: Rollout
+
+
+class ErrorBody(BaseModel):
+    """What went wrong."""
+
+    status: int
+    type: str = Field(description="a short machine-readable kind, e.g. 'validation_error'")
+    message: str = Field(description="a sentence for a person")
+    details: list[dict] | None = None
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx/5xx answer of the service."""
+
+    error: ErrorBody
+
+
+class Health(BaseModel):
+    """``/healthz`` and ``/readyz``."""
+
+    status: Literal["ok", "ready", "starting", "stopping"]
+    model: str | None = None
+    runtime: str | None = None

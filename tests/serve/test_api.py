@@ -1,0 +1,117 @@
+"""Every endpoint through FastAPI's test client, against the classifier's own answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from serve_helpers import INTENTS, MAX_LENGTH, TEXTS
+
+from headwise.intent.classifier import IntentClassifier
+
+
+@pytest.fixture(scope="module")
+def clf(encoder_dir):
+    return IntentClassifier.load(encoder_dir)
+
+
+def test_predict_many_equals_classifier_predict(client, clf):
+    texts = TEXTS[:6]
+    r = client.post("/v1/predict", json={"texts": texts, "top_k": 2})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["runtime"] == "torch" and body["model"] == "encoder"
+    assert [p["text"] for p in body["predictions"]] == texts
+    for got, want in zip(body["predictions"], clf.predict(texts, top_k=2), strict=True):
+        assert got["intent"] == want.intent and got["out_of_scope"] == want.out_of_scope
+        assert got["confidence"] == pytest.approx(want.confidence, abs=1e-6)
+        assert [k["intent"] for k in got["top_k"]] == [k for k, _ in want.top_k]
+        n = int(clf.tokenizer([got["text"]], max_length=None)["attention_mask"].sum())
+        want_long = None if n <= MAX_LENGTH else {"policy": "truncated", "tokens": n,
+                                                  "max_length": MAX_LENGTH, "chunks": 1}
+        assert got["long_text"] == want_long
+
+
+def test_predict_one_text_and_threshold_override(client, clf):
+    r = client.post("/v1/predict", json={"texts": "i lost my card"})
+    (p,) = r.json()["predictions"]
+    assert len(p["top_k"]) == 3  # the service's default top_k, capped at 3 intents
+    assert sorted(k["intent"] for k in p["top_k"]) == sorted(INTENTS)
+    assert sum(k["confidence"] for k in p["top_k"]) == pytest.approx(1.0)
+    # threshold 1.0: every answer is out of scope, the confidence is still reported
+    r = client.post("/v1/predict", json={"texts": ["i lost my card"], "threshold": 1.0})
+    (q,) = r.json()["predictions"]
+    assert q["out_of_scope"] and q["intent"] == "out_of_scope"
+    assert q["confidence"] == pytest.approx(p["confidence"])
+    r = client.post("/v1/predict", json={"texts": ["i lost my card"], "threshold": 0})
+    assert not r.json()["predictions"][0]["out_of_scope"]
+    want = clf.predict(["i lost my card"])[0]
+    assert p["out_of_scope"] == want.out_of_scope  # the saved threshold (0.4) by default
+
+
+def test_explain_gives_per_head_attention_and_rollout(client, clf):
+    text = "transfer 50 pounds to john"
+    r = client.post("/v1/explain", json={"text": text})
+    assert r.status_code == 200
+    body = r.json()
+    tokens = body["tokens"]
+    ids = clf.tokenizer([text])["input_ids"][0].tolist()
+    assert len(tokens) == len(ids)
+    assert tokens[0]["special"] and tokens[-1]["special"] and tokens[0]["start"] is None
+    for t in tokens[1:-1]:  # each token's span is where it came from in the text
+        piece = text[t["start"]:t["end"]].lower()
+        assert piece == t["token"].removeprefix("##") or t["token"] == "[UNK]"
+    att = np.array(body["attention"])
+    assert att.shape == (2, 4, len(ids), len(ids)) == (body["num_layers"], body["num_heads"],
+                                                        len(ids), len(ids))
+    np.testing.assert_allclose(att.sum(-1), 1.0, atol=1e-5)
+    # rollout recomputed here in float64 from the returned weights
+    roll = np.eye(len(ids))
+    for layer in att:
+        a = layer.mean(0) + np.eye(len(ids))
+        roll = (a / a.sum(-1, keepdims=True)) @ roll
+    np.testing.assert_allclose(body["rollout"]["cls"], roll[0], atol=1e-5)
+    np.testing.assert_allclose(body["rollout"]["mean"], roll[1:-1].mean(0), atol=1e-5)
+    want = clf.predict([text])[0]
+    assert body["prediction"]["intent"] == want.intent
+    assert body["prediction"]["confidence"] == pytest.approx(want.confidence, abs=1e-5)
+
+
+def test_health_ready_and_metrics(client):
+    assert client.get("/healthz").json() == {"status": "ok", "model": None, "runtime": None}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    client.post("/v1/predict", json={"texts": ["what is my balance", "i lost my card"]})
+    client.post("/v1/predict", json={"texts": []})
+    m = client.get("/metrics")
+    assert m.status_code == 200 and m.headers["content-type"].startswith("text/plain")
+    text = m.text
+    assert 'headwise_requests_total{endpoint="/v1/predict",method="POST",status="200"}' in text
+    assert 'headwise_requests_total{endpoint="/v1/predict",method="POST",status="422"}' in text
+    assert 'headwise_request_latency_seconds_bucket{endpoint="/v1/predict",le="0.05"}' in text
+    assert "headwise_batch_size_bucket" in text and "headwise_ready 1.0" in text
+    count = [ln for ln in text.splitlines() if ln.startswith("headwise_batch_size_sum")]
+    assert float(count[0].split()[-1]) >= 2  # the two texts went through a batch
+
+
+def test_not_ready_answers_503(client):
+    state = client.app.state.serve
+    state.ready = False
+    try:
+        assert client.get("/readyz").status_code == 503
+        r = client.post("/v1/predict", json={"texts": "hello"})
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        assert r.json()["error"]["type"] == "not_ready"
+    finally:
+        state.ready = True
+
+
+def test_openapi_schema_comes_from_the_pydantic_models(client):
+    schema = client.get("/openapi.json").json()
+    assert {"/v1/predict", "/v1/explain", "/healthz", "/readyz", "/metrics"} <= set(
+        schema["paths"])
+    comps = schema["components"]["schemas"]
+    assert {"PredictRequest", "PredictResponse", "ExplainResponse", "ErrorResponse"} <= set(
+        comps)
+    assert comps["PredictRequest"]["additionalProperties"] is False
+    post = schema["paths"]["/v1/predict"]["post"]
+    assert {"200", "400", "413", "422", "503"} <= set(post["responses"])

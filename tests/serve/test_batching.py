@@ -1,0 +1,200 @@
+"""Micro-batching: gathering, limits, draining; batched answers equal unbatched ones."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import numpy as np
+import pytest
+from serve_helpers import TEXTS
+
+from headwise.intent.calibration import calibrated_probs
+from headwise.intent.classifier import IntentClassifier
+from headwise.serve import (
+    BatcherClosed,
+    InferenceEngine,
+    MicroBatcher,
+    ServeConfig,
+    TorchRuntime,
+    create_app,
+)
+from headwise.serve.engine import length_bucket
+
+LONG = "send money to my friend and then transfer fifty pounds to my savings account now " \
+       "and check my balance"
+
+
+def _recording(calls: list[list]):
+    def run(items):
+        calls.append(list(items))
+        return [x * 10 for x in items]
+    return run
+
+
+def test_concurrent_requests_are_gathered_up_to_the_batch_size():
+    calls: list[list] = []
+
+    async def main():
+        b = MicroBatcher(_recording(calls), max_batch_size=4, max_wait_s=0.2)
+        await b.start()
+        results = await asyncio.gather(*(b.submit([i]) for i in range(10)))
+        await b.stop()
+        return results
+
+    results = asyncio.run(main())
+    assert results == [[i * 10] for i in range(10)]
+    assert [len(c) for c in calls] == [4, 4, 2]
+    assert [x for c in calls for x in c] == list(range(10))  # first come, first served
+
+
+def test_a_lone_request_waits_at_most_max_wait():
+    calls: list[list] = []
+
+    async def main():
+        b = MicroBatcher(_recording(calls), max_batch_size=64, max_wait_s=0.05)
+        await b.start()
+        start = time.perf_counter()
+        out = await b.submit([1, 2])
+        took = time.perf_counter() - start
+        await b.stop()
+        return out, took
+
+    out, took = asyncio.run(main())
+    assert out == [10, 20] and calls == [[1, 2]]
+    assert 0.04 <= took < 1.0
+
+
+def test_requests_are_never_split_and_big_ones_run_alone():
+    calls: list[list] = []
+
+    async def main():
+        b = MicroBatcher(_recording(calls), max_batch_size=3, max_wait_s=0.1)
+        await b.start()
+        out = await asyncio.gather(b.submit([1, 2]), b.submit([3, 4, 5, 6]), b.submit([7]))
+        await b.stop()
+        return out
+
+    assert asyncio.run(main()) == [[10, 20], [30, 40, 50, 60], [70]]
+    assert calls == [[1, 2], [3, 4, 5, 6], [7]]
+
+
+def test_batching_off_runs_each_request_alone():
+    calls: list[list] = []
+
+    async def main():
+        b = MicroBatcher(_recording(calls), max_batch_size=64, batching=False)
+        await b.start()
+        out = await asyncio.gather(*(b.submit([i, i]) for i in range(5)))
+        await b.stop()
+        return out
+
+    assert asyncio.run(main()) == [[i * 10, i * 10] for i in range(5)]
+    assert sorted(map(tuple, calls)) == [(i, i) for i in range(5)]
+
+
+def test_stop_finishes_submitted_work_then_refuses_new_work():
+    calls: list[list] = []
+
+    def slow(items):
+        time.sleep(0.05)
+        return _recording(calls)(items)
+
+    async def main():
+        b = MicroBatcher(slow, max_batch_size=2, max_wait_s=0.5)
+        await b.start()
+        pending = [asyncio.ensure_future(b.submit([i])) for i in range(5)]
+        await asyncio.sleep(0)  # let them queue
+        await b.stop()  # must not wait out max_wait, and must not drop anything
+        with pytest.raises(BatcherClosed):
+            await b.submit([9])
+        return [p.result() for p in pending]
+
+    start = time.perf_counter()
+    assert asyncio.run(main()) == [[i * 10] for i in range(5)]
+    assert time.perf_counter() - start < 0.45
+
+
+def test_a_failing_batch_fails_each_of_its_callers():
+    def boom(items):
+        raise RuntimeError("model exploded")
+
+    async def main():
+        b = MicroBatcher(boom, max_batch_size=8, max_wait_s=0.05)
+        await b.start()
+        out = await asyncio.gather(b.submit([1]), b.submit([2]), return_exceptions=True)
+        await b.stop()
+        return out
+
+    out = asyncio.run(main())
+    assert all(isinstance(e, RuntimeError) and "exploded" in str(e) for e in out)
+
+
+def test_length_buckets():
+    assert [length_bucket(n) for n in (1, 8, 9, 16, 17, 100)] == [8, 8, 16, 16, 32, 128]
+
+
+@pytest.mark.parametrize("policy", ["truncate", "chunk"])
+def test_batched_logits_equal_unbatched(encoder_dir, policy):
+    clf = IntentClassifier.load(encoder_dir)
+    engine = InferenceEngine(clf, TorchRuntime(clf.model), long_text=policy, chunk_stride=4,
+                             max_rows=64)
+    texts = [*TEXTS, LONG, "hi", LONG[:40]]
+    items = engine.encode(texts)
+    assert any(len(i.chunks) > 1 for i in items) == (policy == "chunk")
+    together = calibrated_probs(engine.logits(items), clf.temperature)
+    alone = np.concatenate([calibrated_probs(engine.logits([i]), clf.temperature)
+                            for i in items])
+    np.testing.assert_allclose(together, alone, atol=1e-6, rtol=0)
+    np.testing.assert_array_equal(np.argsort(-together, 1, kind="stable"),
+                                  np.argsort(-alone, 1, kind="stable"))
+    if policy == "truncate":  # and both equal the classifier's own unbatched answers
+        ref = np.concatenate([clf.predict_proba([t]) for t in texts])
+        np.testing.assert_allclose(together, ref, atol=1e-6, rtol=0)
+    else:  # chunk-and-pool = HierarchicalEncoder with mean pooling over the same windows
+        from headwise.models.chunked import HierarchicalEncoder
+
+        tok = clf.tokenizer
+        hier = HierarchicalEncoder(clf.model, chunk_len=clf.max_length, stride=4,
+                                   cls_id=tok.cls_token_id, sep_id=tok.sep_token_id).eval()
+        ids = tok([LONG], max_length=None)["input_ids"][0][1:-1]
+        import torch
+
+        with torch.no_grad():
+            want = calibrated_probs(hier(ids)["logits"].double(), clf.temperature)
+        np.testing.assert_allclose(together[len(TEXTS)], want[0], atol=1e-6, rtol=0)
+
+
+def test_concurrent_http_requests_get_their_unbatched_answers(encoder_dir):
+    config = ServeConfig(model_dir=str(encoder_dir), max_batch_size=16, max_wait_ms=20,
+                         long_text="chunk")
+    app = create_app(config)
+    engine = app.state.serve.engine
+    rng = np.random.default_rng(0)
+    pool = [*TEXTS, LONG]
+    requests = [[pool[j] for j in rng.choice(len(pool), size=int(rng.integers(1, 4)))]
+                for _ in range(24)]
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            while not app.state.serve.ready:
+                await asyncio.sleep(0.01)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+                rs = await asyncio.gather(*(c.post("/v1/predict", json={"texts": t})
+                                            for t in requests))
+                metrics = (await c.get("/metrics")).text
+        return rs, metrics
+
+    responses, metrics = asyncio.run(main())
+    for texts, r in zip(requests, responses, strict=True):
+        assert r.status_code == 200
+        want = engine.predict(texts, top_k=3)  # one request alone, no other rows around
+        for got, ref in zip(r.json()["predictions"], want, strict=True):
+            assert [k["intent"] for k in got["top_k"]] == [k["intent"] for k in ref["top_k"]]
+            np.testing.assert_allclose([k["confidence"] for k in got["top_k"]],
+                                       [k["confidence"] for k in ref["top_k"]], atol=1e-6)
+            assert got["long_text"] == ref["long_text"]
+    batches = [ln for ln in metrics.splitlines() if ln.startswith("headwise_batch_size_count")]
+    assert float(batches[0].split()[-1]) <= 1 + 12  # warm-up + shared forward passes

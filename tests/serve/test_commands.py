@@ -1,0 +1,48 @@
+"""``headwise serve`` options -> ServeConfig, and the worker factory's config hand-over."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from serve_helpers import wait_ready
+
+from headwise.cli import build_parser
+from headwise.commands.serve import config_from_args
+from headwise.serve import ServeConfig, app_from_environment
+from headwise.serve.config import CONFIG_ENV
+
+
+def test_serve_options_make_the_config():
+    args = build_parser().parse_args(
+        ["serve", "m", "--runtime", "onnx", "--onnx", "m.onnx", "--max-batch-size", "8",
+         "--max-wait-ms", "1.5", "--no-batching", "--long-text", "chunk", "--chunk-stride",
+         "16", "--max-texts", "4", "--workers", "2"])
+    cfg = config_from_args(args)
+    assert cfg == ServeConfig(model_dir="m", runtime="onnx", onnx_path="m.onnx",
+                              batching=False, max_batch_size=8, max_wait_ms=1.5,
+                              long_text="chunk", chunk_stride=16, max_texts=4)
+    assert ServeConfig.from_json(cfg.to_json()) == cfg
+    with pytest.raises(ValueError, match="--workers"):
+        config_from_args(build_parser().parse_args(["serve", "m", "--workers", "0"]))
+
+
+@pytest.mark.parametrize("bad, match", [({"runtime": "tensorrt"}, "runtime"),
+                                        ({"long_text": "drop"}, "long_text"),
+                                        ({"max_batch_size": 0}, "max_batch_size"),
+                                        ({"max_wait_ms": -1}, "max_wait_ms")])
+def test_bad_config_values_are_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        ServeConfig(**bad)
+    with pytest.raises(ValueError, match="unknown serve config keys"):
+        ServeConfig.from_json('{"colour": 1}')
+
+
+def test_worker_factory_reads_the_config_from_the_environment(encoder_dir, monkeypatch):
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    with pytest.raises(RuntimeError, match="headwise serve"):
+        app_from_environment()
+    monkeypatch.setenv(CONFIG_ENV, ServeConfig(model_dir=str(encoder_dir), top_k=1).to_json())
+    with TestClient(app_from_environment()) as c:
+        wait_ready(c)
+        (p,) = c.post("/v1/predict", json={"texts": "my balance"}).json()["predictions"]
+    assert len(p["top_k"]) == 1

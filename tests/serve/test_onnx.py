@@ -1,0 +1,99 @@
+"""ONNX export: onnxruntime equals PyTorch within 1e-4, int8 measured, wrong files refused."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from serve_helpers import INTENTS, TEXTS, wait_ready
+
+from headwise.cli import main
+from headwise.intent.classifier import IntentClassifier
+from headwise.serve import OnnxRuntime, ServeConfig, TorchRuntime, create_app, load_engine
+from headwise.serve.onnx_export import max_logit_difference, probe_batches
+
+
+@pytest.fixture(scope="module")
+def exported(encoder_dir, tmp_path_factory):
+    d = tmp_path_factory.mktemp("onnx")
+    data = d / "data.csv"
+    with open(data, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "label"])
+        w.writerows([(t, k) for k, ts in INTENTS.items() for t in ts] + [("hello", "oos")])
+    code = main(["export", str(encoder_dir), "--onnx", str(d / "model.onnx"),
+                 "--int8", str(d / "model.int8.onnx"), "--data", str(data)])
+    assert code == 0
+    return d
+
+
+def test_export_writes_both_files_and_a_report(exported, capsys):
+    report = json.loads((exported / "model.export.json").read_text())
+    assert report["max_abs_logit_diff"] <= 1e-4
+    assert set(report["accuracy"]) == {"torch", "onnx", "int8", "examples"}
+    assert report["accuracy"]["examples"] == len(TEXTS)  # the oos row is not an intent
+    assert report["accuracy"]["onnx"] == report["accuracy"]["torch"]
+    assert OnnxRuntime(exported / "model.int8.onnx").quantized
+    assert not OnnxRuntime(exported / "model.onnx").quantized
+
+
+def test_onnxruntime_equals_pytorch(encoder_dir, exported):
+    clf = IntentClassifier.load(encoder_dir)
+    tok = clf.tokenizer
+    batches = probe_batches(tok.vocab_size, clf.max_length, pad_id=tok.pad_token_id, seed=3)
+    torch_rt, onnx_rt = TorchRuntime(clf.model), OnnxRuntime(exported / "model.onnx")
+    assert max_logit_difference(torch_rt, onnx_rt, batches) <= 1e-4
+    enc = tok(TEXTS, max_length=clf.max_length)
+    logits, pooled = onnx_rt.forward(enc["input_ids"].numpy(), enc["attention_mask"].numpy())
+    np.testing.assert_allclose(logits, clf.logits(TEXTS), atol=1e-4)
+    with torch.no_grad():
+        want = clf.model.pool(clf.model.encode(enc["input_ids"], enc["attention_mask"].bool()),
+                              enc["attention_mask"].bool())
+    np.testing.assert_allclose(pooled, want.numpy(), atol=1e-4)
+    # int8 is an approximation: same shapes, finite, and mostly the same top intent
+    q, _ = OnnxRuntime(exported / "model.int8.onnx").forward(enc["input_ids"].numpy(),
+                                                            enc["attention_mask"].numpy())
+    assert q.shape == logits.shape and np.isfinite(q).all()
+
+
+def test_serving_on_onnxruntime_gives_the_same_answers(encoder_dir, exported):
+    cfg = ServeConfig(model_dir=str(encoder_dir), runtime="onnx",
+                      onnx_path=str(exported / "model.onnx"), long_text="chunk")
+    with TestClient(create_app(cfg)) as c:
+        wait_ready(c)
+        body = c.post("/v1/predict", json={"texts": TEXTS}).json()
+    assert body["runtime"] == "onnx"
+    clf = IntentClassifier.load(encoder_dir)
+    torch_engine = load_engine(ServeConfig(model_dir=str(encoder_dir), long_text="chunk"), clf)
+    for got, want in zip(body["predictions"], torch_engine.predict(TEXTS), strict=True):
+        assert [k["intent"] for k in got["top_k"]] == [k["intent"] for k in want["top_k"]]
+        assert got["confidence"] == pytest.approx(want["confidence"], abs=1e-4)
+        assert got["long_text"] == want["long_text"]
+
+
+def test_onnx_from_other_weights_is_refused(encoder_dir, exported, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(encoder_dir, other)
+    clf = IntentClassifier.load(other)
+    with torch.no_grad():
+        clf.model.classifier.bias.add_(1.0)
+    clf.save(other)
+    cfg = ServeConfig(model_dir=str(other), runtime="onnx",
+                      onnx_path=str(exported / "model.onnx"))
+    with pytest.raises(ValueError, match="exported from other weights"):
+        load_engine(cfg)
+    with pytest.raises(FileNotFoundError, match="headwise export"):
+        load_engine(ServeConfig(model_dir=str(other), runtime="onnx"))
+    (other / "junk.onnx").write_bytes(b"not onnx")
+    with pytest.raises(ValueError, match="not a loadable ONNX model"):
+        OnnxRuntime(other / "junk.onnx")
+
+
+def test_bilstm_export_is_refused(bilstm_dir, tmp_path, capsys):
+    assert main(["export", str(bilstm_dir), "--onnx", str(tmp_path / "m.onnx")]) == 1
+    assert "Transformer encoder classifiers only" in capsys.readouterr().err
