@@ -9,6 +9,8 @@ stores the projected context once and reuses it on every later step.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import Tensor
 
@@ -19,7 +21,8 @@ class KVCache:
     Args:
         batch_size: rows decoded together.
         max_len: capacity in tokens (ignored in size when ``window`` is set: the ring
-            buffer holds ``window`` tokens and never fills up).
+            buffer holds ``window`` tokens and never fills up; the window may not exceed
+            it).
         num_kv_heads: key/value heads of the layer.
         head_dim: size of each key (and value, unless ``v_dim`` is given).
         window: keep only the last ``window`` tokens (a ring buffer), or None.
@@ -27,18 +30,26 @@ class KVCache:
         v_dim: size of each value when it differs from ``head_dim``.
 
     Raises:
-        ValueError: non-positive sizes or window.
+        ValueError: sizes or a window that are not positive integers, or a window larger
+            than ``max_len`` (a ring of ``window`` slots for at most ``max_len`` tokens).
     """
 
     def __init__(self, batch_size: int, max_len: int, num_kv_heads: int, head_dim: int, *,
                  window: int | None = None, dtype: torch.dtype = torch.float32,
                  device: torch.device | str | None = None, v_dim: int | None = None) -> None:
         for name, val in (("batch_size", batch_size), ("max_len", max_len),
-                          ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
+                          ("num_kv_heads", num_kv_heads), ("head_dim", head_dim),
+                          ("window", window), ("v_dim", v_dim)):
+            if val is None and name in ("window", "v_dim"):
+                continue
+            if not isinstance(val, numbers.Integral) or isinstance(val, bool):
+                raise ValueError(f"{name} must be an int, got {val!r}")
             if val <= 0:
                 raise ValueError(f"{name} must be positive, got {val}")
-        if window is not None and window <= 0:
-            raise ValueError(f"window must be positive, got {window}")
+        if window is not None and window > max_len:
+            raise ValueError(f"window={window} exceeds the cache's capacity max_len={max_len}: "
+                             f"a ring buffer holds at most max_len tokens (use window <= "
+                             f"max_len, or window=None for a full cache)")
         self.window = window
         self.max_len = max_len
         slots = window if window is not None else max_len
@@ -88,7 +99,9 @@ class KVCache:
             when every key is visible to every new query.
 
         Raises:
-            ValueError: shape mismatch, or a preallocated cache that would overflow.
+            ValueError: shape mismatch, a preallocated cache that would overflow, or
+                ``causal=False`` on a ring buffer whose window cannot hold every key
+                (each key must stay visible, but the ring keeps only the last ``window``).
         """
         if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] \
                 or v.shape[:3] != k.shape[:3] or v.shape[-1] != self.v.shape[-1]:
@@ -96,6 +109,10 @@ class KVCache:
                              f"got k {tuple(k.shape)}, v {tuple(v.shape)}")
         t = k.shape[2]
         start = self.length
+        if not causal and self.window is not None and start + t > self.window:
+            raise ValueError(f"a non-causal (cross-attention) update keeps every key visible, "
+                             f"but this ring buffer holds only window={self.window} tokens: "
+                             f"got {start} + {t}; use a cache without a window")
         q_pos = torch.arange(start, start + t, device=self.slot_pos.device)
         if self.window is None:
             if start + t > self.max_len:
@@ -126,9 +143,12 @@ class KVCache:
                 self.v[:, :, slot] = v[:, :, i]
                 self.slot_pos[slot] = start + i
             self.length += t
-        if not causal or (t == 1 and self.window is None):
+        if self.window is None and (t == 1 or not causal):
             return keys, values, None  # one new query sees every cached key: no mask, no sync
-        visible = (k_pos[None, :] >= 0) & (k_pos[None, :] <= q_pos[:, None])
+        visible = k_pos[None, :] >= 0  # a ring's empty slots are never visible
+        if not causal:
+            return keys, values, None if bool(visible.all()) else visible.expand(t, -1)[None, None]
+        visible = visible & (k_pos[None, :] <= q_pos[:, None])
         if self.window is not None:
             visible &= q_pos[:, None] - k_pos[None, :] < self.window
         if bool(visible.all()):

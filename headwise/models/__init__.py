@@ -1,5 +1,6 @@
 """Models on the attention core: encoder classifier, encoder-decoder, BiLSTM baseline."""
 
+from headwise.models.chunked import ChunkPooling, HierarchicalEncoder, split_into_chunks
 from headwise.models.config import PRESETS, ModelConfig, preset
 from headwise.models.encoder import EncoderClassifier, TransformerEncoder, mean_pool
 from headwise.models.io import build_model, load_model, save_model
@@ -10,9 +11,11 @@ from headwise.models.seq2seq import DecoderState, EncoderDecoder, TransformerDec
 __all__ = [
     "PRESETS",
     "BiLSTMClassifier",
+    "ChunkPooling",
     "DecoderState",
     "EncoderDecoder",
     "EncoderClassifier",
+    "HierarchicalEncoder",
     "ModelConfig",
     "TransformerDecoder",
     "TransformerEncoder",
@@ -23,4 +26,5 @@ __all__ = [
     "minilm_path",
     "preset",
     "save_model",
+    "split_into_chunks",
 ]

@@ -106,3 +106,35 @@ def test_float32_cache_under_bfloat16_autocast():
         steps = [mha(x[:, t: t + 1], cache=cache) for t in range(5)]
         full = mha(x, mask=M.causal())
     torch.testing.assert_close(torch.cat(steps, 1).float(), full.float(), atol=3e-2, rtol=0)
+
+
+def test_impossible_cache_shapes_are_refused_at_construction():
+    with pytest.raises(ValueError, match="window=9 exceeds the cache's capacity max_len=8"):
+        KVCache(1, 8, 1, 4, window=9)
+    KVCache(1, 8, 1, 4, window=8)  # a window of the whole capacity is fine
+    with pytest.raises(ValueError, match="v_dim must be positive, got 0"):
+        KVCache(1, 8, 1, 4, v_dim=0)
+    with pytest.raises(ValueError, match="max_len must be an int, got 8.0"):
+        KVCache(1, 8.0, 1, 4)
+    with pytest.raises(ValueError, match="window must be an int, got True"):
+        KVCache(1, 8, 1, 4, window=True)
+
+
+def test_ring_buffer_without_causality_masks_empty_slots_and_refuses_overflow():
+    torch.manual_seed(5)
+    ring = KVCache(1, 8, 1, 4, window=6, dtype=torch.float64)
+    k, v = torch.randn(2, 1, 1, 5, 4, dtype=torch.float64)
+    keys, values, mask = ring.update(k, v, causal=False)
+    # attending over the returned keys with the returned mask sees exactly the 5 new keys
+    visible = keys[0, 0][mask[0, 0, 0]] if mask is not None else keys[0, 0]
+    torch.testing.assert_close(visible, k[0, 0])
+    k1, v1 = torch.randn(2, 1, 1, 1, 4, dtype=torch.float64)
+    keys, values, mask = ring.update(k1, v1, causal=False)  # fills the ring: all visible
+    assert mask is None and keys.shape[2] == 6
+    torch.testing.assert_close(keys[0, 0], torch.cat([k, k1], 2)[0, 0])
+    with pytest.raises(ValueError, match="holds only window=6 tokens: got 6 \\+ 1"):
+        ring.update(k1, v1, causal=False)
+    mha = MultiHeadAttention(16, 2)
+    with pytest.raises(ValueError, match="holds only window=3"):  # a context longer than it
+        mha(torch.randn(1, 1, 16), context=torch.randn(1, 5, 16),
+            cache=KVCache(1, 5, 2, 8, window=3))
