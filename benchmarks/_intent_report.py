@@ -176,12 +176,18 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
                                     "p50 ms", "p99 ms", "texts/s (batch 32)", "parameters",
                                     "train s"], rows), ""]
     lines += ["Configurations (recipe fields; the rest are `IntentRecipe` defaults):", ""]
-    seen = {}
-    for r in runs:
-        seen.setdefault(r["config"], r.get("recipe", {}))
-    for c, recipe in seen.items():
-        lines.append(f"- `{c}`: " + (", ".join(f"{k}={v}" for k, v in recipe.items())
-                                     or "scikit-learn TF-IDF floor (benchmarks/_intent_floor.py)"))
+    variants: dict[str, dict[str, list[str]]] = {}  # config -> recipe text -> runs
+    for r in sorted(runs, key=lambda r: (r["config"], r["dataset"], r["seed"])):
+        text = (", ".join(f"{k}={v}" for k, v in r.get("recipe", {}).items())
+                or "scikit-learn TF-IDF floor (benchmarks/_intent_floor.py)")
+        variants.setdefault(r["config"], {}).setdefault(text, []).append(
+            f"{r['dataset']} seed {r['seed']}")
+    for c, texts in variants.items():
+        if len(texts) == 1:
+            lines.append(f"- `{c}`: {next(iter(texts))}")
+        else:
+            for text, where in texts.items():
+                lines.append(f"- `{c}` ({'; '.join(where)}): {text}")
     if failed:
         lines += ["", "Runs that did not finish:"] + [
             f"- {r['dataset']} {r['config']} seed {r['seed']}: {r['status']} "

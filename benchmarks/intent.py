@@ -45,19 +45,19 @@ DATASETS = {
                      "test": "dataclue_cic/test_public.json", "format": "clue"},
 }
 _TRANSFORMER = dict(model="transformer", d_model=128, num_layers=2, num_heads=8, d_ff=512,
-                    dropout=0.1, attention_dropout=0.1, epochs=20, patience=4, lr=1e-3,
+                    dropout=0.1, attention_dropout=0.1, epochs=10, patience=3, lr=1e-3,
                     label_smoothing=0.1, warmup_ratio=0.1, max_length=64, vocab_size=8000)
 #: configuration name -> recipe fields (see headwise.intent.IntentRecipe); "tfidf" is the
 #: scikit-learn floor of benchmarks/_intent_floor.py
 CONFIGS: dict[str, dict[str, Any]] = {
     "tfidf": {},
     "bilstm": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200, lstm_pooling="max",
-                   dropout=0.3, epochs=20, patience=4, lr=2e-3, label_smoothing=0.1,
+                   dropout=0.3, epochs=10, patience=3, lr=2e-3, label_smoothing=0.1,
                    max_length=64, vocab_size=8000),
     "transformer-concat-ln": dict(_TRANSFORMER, fusion="concat", norm="layernorm"),
     "transformer-glu-ln": dict(_TRANSFORMER, fusion="glu", norm="layernorm"),
     "transformer-concat-rms": dict(_TRANSFORMER, fusion="concat", norm="rmsnorm"),
-    "minilm": dict(model="pretrained:{minilm}", epochs=8, patience=2, lr=8e-5,
+    "minilm": dict(model="pretrained:{minilm}", epochs=4, patience=2, lr=8e-5,
                    label_smoothing=0.1, warmup_ratio=0.1, max_length=64, batch_size=32),
 }
 ONLY_ON = {"minilm": ("banking77",)}  # the import is an English model

@@ -30,7 +30,7 @@ from torch import nn
 
 from headwise.intent.calibration import calibrated_probs, fit_temperature
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.objective import SmoothedClassification
+from headwise.intent.objective import SmoothedClassification, balanced_class_weights
 from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label
 from headwise.loading import from_pretrained
 from headwise.models.config import ModelConfig
@@ -61,6 +61,8 @@ class IntentRecipe:
         epochs, batch_size, lr (None: :data:`DEFAULT_LR` for the kind), weight_decay,
             warmup_ratio, schedule, patience, seed: training (see TrainConfig).
         label_smoothing: cross-entropy label smoothing.
+        class_weighting: ``"none"`` or ``"balanced"`` (each intent's loss weighted by
+            ``n / (intents * count)``, for imbalanced data scored by macro-F1).
         valid_fraction: held out of the training data (stratified) when no validation
             set is given.
         max_reject: out-of-scope threshold without out-of-scope validation examples: the
@@ -95,6 +97,7 @@ class IntentRecipe:
     patience: int | None = 5
     seed: int = 0
     label_smoothing: float = 0.1
+    class_weighting: str = "none"
     valid_fraction: float = 0.1
     max_reject: float = 0.02
     model_overrides: dict[str, Any] = field(default_factory=dict)
@@ -108,6 +111,9 @@ class IntentRecipe:
             raise ValueError("pretrained models are given as 'pretrained:DIR'")
         if self.tokenizer not in ("auto", "char", "wordpiece"):
             raise ValueError(f"tokenizer must be auto, char or wordpiece, got {self.tokenizer!r}")
+        if self.class_weighting not in ("none", "balanced"):
+            raise ValueError(f"class_weighting must be none or balanced, got "
+                             f"{self.class_weighting!r}")
         if not 0.0 < self.valid_fraction < 1.0:
             raise ValueError(f"valid_fraction must be in (0, 1), got {self.valid_fraction}")
 
@@ -251,7 +257,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     v_ids = encode_texts(tokenizer, [v_texts[i] for i in known], recipe.max_length)
     valid_rows = [{"input_ids": x, "labels": index[v_labels[i]]}
                   for x, i in zip(v_ids, known, strict=True)]
-    wrapper = SmoothedClassification(model, recipe.label_smoothing)
+    weights = (balanced_class_weights([r["labels"] for r in train_rows], len(intents))
+               if recipe.class_weighting == "balanced" else None)
+    wrapper = SmoothedClassification(model, recipe.label_smoothing, weights)
     lr = recipe.lr if recipe.lr is not None else DEFAULT_LR[recipe.kind]
     config = TrainConfig(lr=lr, weight_decay=recipe.weight_decay, epochs=recipe.epochs,
                          batch_size=recipe.batch_size, warmup_ratio=recipe.warmup_ratio,

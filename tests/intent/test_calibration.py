@@ -44,3 +44,30 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="label ids"):
         fit_temperature(np.zeros((2, 2)), np.array([0, 2]))
     assert fit_temperature(np.zeros((0, 2)), np.zeros(0, dtype=int)) == 1.0
+
+
+def test_balanced_weights_and_weighted_smoothed_loss():
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from headwise.intent.objective import SmoothedClassification, balanced_class_weights
+
+    w = balanced_class_weights([0, 0, 0, 1], 3)
+    torch.testing.assert_close(w, torch.tensor([4 / 9, 4 / 3, 1.0]))  # n/(k*count); absent: 1
+
+    class Fixed(nn.Module):
+        def __init__(self, logits):
+            super().__init__()
+            self.logits = logits
+
+        def forward(self, input_ids, attention_mask=None):
+            return {"logits": self.logits}
+
+    logits = torch.randn(4, 3, dtype=torch.float64)
+    y = torch.tensor([0, 0, 0, 1])
+    out = SmoothedClassification(Fixed(logits), 0.1, w)(torch.zeros(4, 2), labels=y)
+    want = F.cross_entropy(logits.float(), y, weight=w, label_smoothing=0.1)
+    torch.testing.assert_close(out["loss"], want)
+    with pytest.raises(ValueError, match="positive"):
+        SmoothedClassification(Fixed(logits), 0.0, torch.tensor([1.0, 0.0, 1.0]))
