@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from headwise.inspect import InspectOptions, inspect_classifier, write_report
+from headwise.intent.classifier import IntentClassifier
 from headwise.intent.demo import DemoSettings, run_demo
+from headwise.text.demo_corpus import generate_demo_corpus
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,6 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="corpus and training seed")
     p.add_argument("--epochs", type=int, help="training epochs (default 20)")
     p.add_argument("--quick", action="store_true", help="a small, fast run (about 30 s)")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip the head-analysis report of the Transformer (OUT/report)")
     p.set_defaults(func=run)
 
 
@@ -26,4 +32,23 @@ def run(args: argparse.Namespace) -> int:
     if args.epochs is not None:
         s = DemoSettings(**{**s.__dict__, "epochs": args.epochs})
     run_demo(args.out, s)
+    if not args.no_report:
+        write_demo_report(Path(args.out), s, quick=args.quick)
     return 0
+
+
+def write_demo_report(out: Path, s: DemoSettings, *, quick: bool = False) -> Path:
+    """The head analysis of the demo's Transformer on the held-out split, with the
+    generator's negation/number/domain spans, as ``out/report/index.html``."""
+    clf = IntentClassifier.load(out / "transformer")
+    test = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)["test"]
+    options = InspectOptions(importance_examples=50, faithfulness_examples=10,
+                             random_repeats=1) if quick else InspectOptions()
+    print("\n== head analysis of the Transformer ==")
+    analysis = inspect_classifier(
+        clf, [e.text for e in test], [e.label for e in test],
+        spans=[[(x.start, x.end, x.category) for x in e.spans] for e in test],
+        options=options, echo=print)
+    paths = write_report(analysis, out / "report", title="Head analysis: demo Transformer")
+    print(f"head-analysis report: {paths['html']}")
+    return paths["html"]

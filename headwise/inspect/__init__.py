@@ -1,0 +1,60 @@
+"""Head analysis: statistics per layer and head, importance and pruning, rollout,
+faithfulness, head roles, bad cases, and the offline report.
+
+    analysis = inspect_classifier(clf, texts, labels)     # one JSON-serialisable dict
+    write_report(analysis, "report/")                     # index.html, stats.json, figures/
+
+``headwise inspect MODEL --data PATH --out DIR`` does both.
+"""
+
+from headwise.inspect.analysis import InspectOptions, example_views, inspect_classifier
+from headwise.inspect.badcases import bad_cases
+from headwise.inspect.categories import (
+    CategoryLexicon,
+    categories_from_spans,
+    chinese_lexicon,
+    default_lexicon,
+    english_lexicon,
+)
+from headwise.inspect.faithfulness import faithfulness, word_scores
+from headwise.inspect.forward import attention_layers, iter_attention, label_ids
+from headwise.inspect.importance import ablation, gradient_importance, pruning_curve
+from headwise.inspect.report import write_report
+from headwise.inspect.report_html import build_html
+from headwise.inspect.roles import RoleThresholds, head_roles, heads_with_role
+from headwise.inspect.rollout import attention_rollout, head_rollout
+from headwise.inspect.stats import HeadStatistics, row_statistics
+from headwise.inspect.words import Segmented, segment, to_units, words_only
+
+__all__ = [
+    "CategoryLexicon",
+    "HeadStatistics",
+    "InspectOptions",
+    "RoleThresholds",
+    "Segmented",
+    "ablation",
+    "attention_layers",
+    "attention_rollout",
+    "bad_cases",
+    "build_html",
+    "categories_from_spans",
+    "chinese_lexicon",
+    "default_lexicon",
+    "english_lexicon",
+    "example_views",
+    "faithfulness",
+    "gradient_importance",
+    "head_roles",
+    "head_rollout",
+    "heads_with_role",
+    "inspect_classifier",
+    "iter_attention",
+    "label_ids",
+    "pruning_curve",
+    "row_statistics",
+    "segment",
+    "to_units",
+    "word_scores",
+    "words_only",
+    "write_report",
+]

@@ -1,0 +1,84 @@
+"""Attention rollout (Abnar & Zuidema 2020) for the classification token.
+
+Each layer's head-averaged attention is mixed with the identity for the residual path,
+``Â = 0.5 A + 0.5 I`` (rows renormalised), and the layers are composed,
+``R = Â_L ... Â_1``: row ``i`` of ``R`` says how much of the input token ``j`` reaches
+position ``i`` at the top. The classification token is the classifier's pooled vector:
+position 0 for ``[CLS]`` pooling, the mean of all real positions for mean pooling, so its
+rollout is ``pool @ R`` — computed here as a chain of vector-matrix products from the
+left, which never forms ``R`` (O(L n²), not O(L n³)).
+
+:func:`head_rollout` gives the same for each head: the pooled row of ``Â_{l,h}`` (that
+head alone at layer ``l``) carried down through the head-averaged layers below it — which
+input tokens that head's output at the classification position is drawn from.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def residual_attention(weights: np.ndarray, residual: float = 0.5) -> np.ndarray:
+    """``(1 - residual) A + residual I`` with rows renormalised, for (..., n, n) weights."""
+    n = weights.shape[-1]
+    mixed = (1.0 - residual) * np.asarray(weights, dtype=np.float64) + residual * np.eye(n)
+    return mixed / mixed.sum(-1, keepdims=True)
+
+
+def pool_vector(n: int, pooling: str) -> np.ndarray:
+    """(n,) the classification token as a mix of positions: ``e_0`` or uniform.
+
+    Raises:
+        ValueError: an unknown pooling.
+    """
+    if pooling == "cls":
+        v = np.zeros(n)
+        v[0] = 1.0
+        return v
+    if pooling == "mean":
+        return np.full(n, 1.0 / n)
+    raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+
+
+def attention_rollout(weights: np.ndarray, pooling: str = "cls",
+                      residual: float = 0.5) -> np.ndarray:
+    """Rollout of the classification token onto the input tokens.
+
+    Args:
+        weights: (layers, heads, n, n) attention of one example (real tokens only).
+        pooling: ``"cls"`` or ``"mean"``.
+        residual: weight of the identity (the residual connection).
+
+    Returns:
+        (n,) non-negative, summing to 1.
+    """
+    layers = residual_attention(np.asarray(weights, dtype=np.float64).mean(1), residual)
+    v = pool_vector(layers.shape[-1], pooling)
+    for a in layers[::-1]:
+        v = v @ a
+    return v
+
+
+def head_rollout(weights: np.ndarray, pooling: str = "cls", residual: float = 0.5) -> np.ndarray:
+    """Per-head rollout of the classification token.
+
+    Args:
+        weights: (layers, heads, n, n) attention of one example.
+        pooling: ``"cls"`` or ``"mean"``.
+        residual: weight of the identity.
+
+    Returns:
+        (layers, heads, n): row (l, h) is ``pool @ Â_{l,h} @ Â_{l-1} ... Â_1`` with the
+        layers below ``l`` head-averaged; each row sums to 1.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    mean = residual_attention(w.mean(1), residual)
+    per_head = residual_attention(w, residual)
+    v = pool_vector(w.shape[-1], pooling)
+    out = np.empty(w.shape[:3])
+    for layer in range(w.shape[0]):
+        rows = v @ per_head[layer]  # (heads, n)
+        for below in range(layer - 1, -1, -1):
+            rows = rows @ mean[below]
+        out[layer] = rows
+    return out
