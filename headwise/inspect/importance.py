@@ -55,7 +55,8 @@ def gradient_importance(clf: IntentClassifier, texts: Sequence[str], gold: np.nd
         texts: the examples.
         gold: (n,) class ids; rows with -1 are left out.
         gates: (layers, heads) gates to evaluate at (default: all ones).
-        normalize: divide each layer's scores by their L2 norm.
+        normalize: divide each layer's scores by their L2 norm (removed heads, gate 0,
+            score 0 and do not count in it).
 
     Returns:
         (layers, heads) float64.
@@ -82,6 +83,11 @@ def gradient_importance(clf: IntentClassifier, texts: Sequence[str], gold: np.nd
             grads = torch.autograd.grad(loss, params)
             total += np.stack([g.abs().double().cpu().numpy() for g in grads])
     scores = total / len(keep)
+    if gates is not None:
+        # a removed head (gate 0) has no importance left; its gradient (the loss change if
+        # it were switched back on) must not inflate its layer's norm and so deflate the
+        # layer's remaining heads, which would make pruning drain one layer first
+        scores = np.where(np.asarray(gates) == 0, 0.0, scores)
     if normalize:
         norms = np.linalg.norm(scores, axis=1, keepdims=True)
         scores = np.divide(scores, norms, out=np.zeros_like(scores), where=norms > 0)

@@ -97,3 +97,15 @@ def test_pruning_curve_removes_the_least_important_first(tiny_clf, demo_examples
 def test_max_fraction_within_by_hand():
     assert max_fraction_within([0, 0.1, 0.2, 0.3], [0.9, 0.895, 0.85, 0.9], 0.9, 0.01) == 0.3
     assert max_fraction_within([0, 0.5], [0.5, 0.2], 0.9, 0.01) == 0.0
+
+
+def test_removed_heads_score_zero_and_leave_the_layer_norm(tiny_clf, demo_examples):
+    clf = tiny_clf
+    texts, gold = _known(clf, demo_examples, 4)
+    gates = np.ones((2, 4))
+    gates[0, :2] = 0.0
+    raw = gradient_importance(clf, texts, gold, gates=gates, normalize=False)
+    assert (raw[0, :2] == 0).all() and (raw[0, 2:] > 0).all()
+    normed = gradient_importance(clf, texts, gold, gates=gates)
+    np.testing.assert_allclose(np.linalg.norm(normed[0, 2:]), 1.0)
+    np.testing.assert_allclose(normed[0, 2:], raw[0, 2:] / np.linalg.norm(raw[0, 2:]))
