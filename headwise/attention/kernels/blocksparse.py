@@ -19,6 +19,17 @@ blocks are split into two groups at the key-list length that minimises the numbe
 computed tiles (a light, banded group and a heavy group of the few blocks that see
 nearly everything). The split is chosen from the layout alone; nothing is tuned.
 
+When a group's key blocks are consecutive for every query block (a band), its slots are
+instead each block's contiguous key range (``BlockGroup.k_start``; keys of the range the
+block does not need are masked), so keys can be read as views.
+
+On CPU without dropout (and with a bias that needs no gradient), the work goes to
+:mod:`~headwise.attention.kernels.blocksparse_cpu`: a custom autograd function that runs
+PyTorch's fused CPU attention a bounded chunk of blocks at a time in the forward and the
+backward (keys of banded groups as strided views, never copied), so memory is the inputs,
+output and gradients plus one chunk. Elsewhere autograd runs through gathers and SDPA as
+described above.
+
 A query row with no allowed key returns zeros and passes zero gradient (it is given its
 whole gathered row inside SDPA and zeroed afterwards, so no backend can produce NaN).
 """
@@ -32,6 +43,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from headwise.attention.kernels import blocksparse_cpu
+from headwise.attention.kernels.blocksparse_cpu import (
+    ChunkSpec,
+    fused_available,
+    fused_blocksparse,
+    make_chunks,
+)
 from headwise.attention.kernels.tiled import MaskTiles
 from headwise.attention.masks import AttentionPattern
 
@@ -56,13 +74,19 @@ class BlockGroup:
             (n, rows | 1, heads | 1, block, K * block); fully masked rows are all True.
         row_ok: None, or (n, rows | 1, heads | 1, block, 1): False on query rows with no
             allowed key, whose output is zeroed.
+        k_start: None, or (n,) when every query block's key blocks are consecutive: its
+            slots are then the contiguous key range ``[k_start, k_start + K * block)``
+            (clamped into the sequence; keys of that range it does not need are masked),
+            so keys can be taken as views instead of gathered.
     """
 
     q_blocks: Tensor
     k_blocks: Tensor
+    k_start: Tensor | None = None
     mask: Tensor | None = None
     row_ok: Tensor | None = None
     _rendered: bool = field(default=False, repr=False)
+    _chunks: dict = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -120,7 +144,7 @@ def split_point(counts: list[int]) -> int:
     return best if best_cost <= SPLIT_MAX_RATIO * single else top
 
 
-def _make_groups(layout: Tensor) -> list[BlockGroup]:
+def _make_groups(layout: Tensor, block: int, k_len: int) -> list[BlockGroup]:
     n_k_blocks = layout.shape[1]
     counts = layout.sum(1).tolist()
     cut = split_point(counts)
@@ -134,7 +158,13 @@ def _make_groups(layout: Tensor) -> list[BlockGroup]:
         # stable sort puts the needed blocks first, in order; the rest become padding
         order = torch.sort((~rows).to(torch.int8), dim=1, stable=True).indices[:, :width]
         k_blocks = torch.where(rows.gather(1, order), order, n_k_blocks)
-        groups.append(BlockGroup(q_blocks, k_blocks))
+        need = rows.sum(1)
+        first = order[:, 0]
+        last = k_blocks.gather(1, (need - 1).clamp(min=0)[:, None])[:, 0]
+        k_start = None
+        if width * block <= k_len and bool((last - first + 1 == need).all()):
+            k_start = (first * block).clamp(max=k_len - width * block)
+        groups.append(BlockGroup(q_blocks, k_blocks, k_start))
     return groups
 
 
@@ -154,6 +184,10 @@ def _positions(group: BlockGroup, block: int, device: torch.device) -> tuple[Ten
     """Absolute query (n, block) and key (n, K * block) positions of a group's slots."""
     offs = torch.arange(block, device=device)
     qpos = group.q_blocks[:, None] * block + offs
+    if group.k_start is not None:
+        return qpos, group.k_start[:, None] + torch.arange(group.k_blocks.numel()
+                                                           // len(group.k_blocks) * block,
+                                                           device=device)
     kpos = (group.k_blocks[:, :, None] * block + offs).flatten(1)
     return qpos, kpos
 
@@ -217,9 +251,10 @@ def block_plan(mask: Tensor | AttentionPattern | None, q_len: int, k_len: int,
     # a plan made under inference mode must still serve later calls that need gradients
     with torch.inference_mode(False):
         layout = MaskTiles(mask, q_len, k_len, block, block, device).any.clone()
-        groups = _make_groups(layout)
+        groups = _make_groups(layout, block, k_len)
         for g in groups:
             g.q_blocks, g.k_blocks = g.q_blocks.to(device), g.k_blocks.to(device)
+            g.k_start = None if g.k_start is None else g.k_start.to(device)
     plan = BlockPlan(q_len, k_len, block, groups)
     if cache is not None:
         cache[key] = plan
@@ -234,6 +269,30 @@ def _gather_bias(bias: Tensor, group: BlockGroup, block: int, q_len: int, k_len:
     h = torch.arange(bias.shape[1], device=bias.device).view(1, 1, -1, 1, 1)
     return bias[b, h, qpos.clamp(max=q_len - 1)[:, None, None, :, None],
                 kpos.clamp(max=k_len - 1)[:, None, None, None, :]]
+
+
+def _chunks(group: BlockGroup, slots: int, block: int, q_len: int, k_len: int,
+            bias: Tensor | None) -> list[ChunkSpec]:
+    """The group's chunks for the fused CPU path, about ``slots`` key slots each (cached
+    per chunk size)."""
+    n, width = group.k_blocks.shape
+    step = max(1, slots // (width * block))
+    if step not in group._chunks:
+        qpos, kpos = _positions(group, block, group.q_blocks.device)
+        group._chunks[step] = make_chunks(group.q_blocks, group.k_start, qpos,
+                                          kpos.clamp(max=k_len - 1), group.mask, group.row_ok,
+                                          block, q_len, step)
+    chunks = group._chunks[step]
+    if bias is None:
+        return chunks
+    out = []
+    for c in chunks:  # the bias at the chunk's pairs (queries clamped like its positions)
+        b = torch.arange(bias.shape[0], device=bias.device).view(1, -1, 1, 1, 1)
+        h = torch.arange(bias.shape[1], device=bias.device).view(1, 1, -1, 1, 1)
+        gb = bias[b, h, c.q_pos.clamp(max=q_len - 1)[:, None, None, :, None],
+                  c.k_pos[:, None, None, None, :]]
+        out.append(ChunkSpec(c.q_pos, c.k_pos, c.view, c.mask, c.row_ok, gb))
+    return out
 
 
 def _flat_heads(x: Tensor, b: int, h: int) -> Tensor:
@@ -278,21 +337,29 @@ def blocksparse_attention(q: Tensor, k: Tensor, v: Tensor,
     b, h, q_len, _ = q.shape
     k_len = k.shape[2]
     plan = block_plan(mask, q_len, k_len, block, q.device)
-    nq, nk = plan.n_q_blocks, plan.n_k_blocks
+    nq = plan.n_q_blocks
+    if fused_available(q, v, bias, dropout_p):
+        fwd, bwd = [], []
+        for group in plan.groups:
+            _render(group, mask, q_len, k_len, block, q.device)
+            elems = blocksparse_cpu.CHUNK_ELEMENTS // (b * k.shape[1] * q.shape[-1])
+            fwd += _chunks(group, elems * blocksparse_cpu.FORWARD_CHUNK_FACTOR, block, q_len,
+                           k_len, bias)
+            bwd += _chunks(group, elems, block, q_len, k_len, bias)
+        return fused_blocksparse(q, k, v, fwd, bwd, block, nq * block, scale)
     hk, dv = k.shape[1], v.shape[-1]
     # One 4-D SDPA call per group, laid out (query blocks, batch * heads, rows, dim) (a 5-D
     # call falls back to the unfused math path on CPU): query head b * H + h maps to kv
     # head b * Hk + h // (H / Hk) under enable_gqa, and every reshape below is a view.
     qb = _blocks(q, nq, block).permute(2, 0, 1, 3, 4)  # (nq, B, H, block, d)
-    kb, vb = _blocks(k, nk + 1, block), _blocks(v, nk + 1, block)  # last block: dummy
     outs = []
     for group in plan.groups:
         _render(group, mask, q_len, k_len, block, q.device)
         n, width = group.k_blocks.shape
-        ki = group.k_blocks.flatten()
+        ki = _positions(group, block, q.device)[1].clamp(max=k_len - 1).flatten()
         qg = (qb if n == nq else qb[group.q_blocks]).reshape(n, b * h, block, -1)
-        kg = kb[:, :, ki].view(b, hk, n, width * block, -1).permute(2, 0, 1, 3, 4)
-        vg = vb[:, :, ki].view(b, hk, n, width * block, dv).permute(2, 0, 1, 3, 4)
+        kg = k[:, :, ki].view(b, hk, n, width * block, -1).permute(2, 0, 1, 3, 4)
+        vg = v[:, :, ki].view(b, hk, n, width * block, dv).permute(2, 0, 1, 3, 4)
         kg, vg = kg.reshape(n, b * hk, width * block, -1), vg.reshape(n, b * hk, width * block, dv)
         attn_mask = None if group.mask is None else _flat_heads(group.mask, b, h)
         if bias is not None:

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from headwise.attention.masks.pattern import Align, AttentionPattern, _check_align, _offset
+from headwise.attention.masks.pattern import (
+    Align,
+    AttentionPattern,
+    _check_align,
+    _offset,
+    tile_bounds,
+)
 
 
 class Causal(AttentionPattern):
@@ -21,6 +27,10 @@ class Causal(AttentionPattern):
 
     def causal_alignment(self) -> str | None:
         return self.align
+
+    def candidate_tiles(self, q_len, k_len, block_q, block_k):
+        q0, q1, k0, _ = tile_bounds(q_len, k_len, block_q, block_k)
+        return k0 <= q1 + _offset(self.align, q_len, k_len)
 
 
 class KeyPadding(AttentionPattern):
@@ -91,6 +101,12 @@ class SlidingWindow(AttentionPattern):
         d = q_idx + _offset(self.align, q_len, k_len) - kv_idx
         return (d < self.window) & (d > -self.window)
 
+    def candidate_tiles(self, q_len, k_len, block_q, block_k):
+        q0, q1, k0, k1 = tile_bounds(q_len, k_len, block_q, block_k)
+        off = _offset(self.align, q_len, k_len)
+        # the tile's offsets q - k span [q0 - k1, q1 - k0]: exact, as it is an interval
+        return (q0 + off - k1 < self.window) & (q1 + off - k0 > -self.window)
+
 
 class GlobalTokens(AttentionPattern):
     """Global tokens (Longformer): they attend everywhere and everyone attends them."""
@@ -109,6 +125,14 @@ class GlobalTokens(AttentionPattern):
 
     def allowed(self, b, h, q_idx, kv_idx, q_len, k_len):
         return self._is_global(q_idx) | self._is_global(kv_idx)
+
+    def candidate_tiles(self, q_len, k_len, block_q, block_k):
+        nq, nk = -(-q_len // block_q), -(-k_len // block_k)
+        rows = torch.zeros(nq, dtype=torch.bool)
+        cols = torch.zeros(nk, dtype=torch.bool)
+        rows[self.positions[self.positions < q_len] // block_q] = True
+        cols[self.positions[self.positions < k_len] // block_k] = True
+        return rows[:, None] | cols[None, :]
 
     def bind(self, q_len, k_len, device=None):
         n = max(q_len, k_len)
@@ -175,6 +199,16 @@ class BigBird(AttentionPattern):
     def allowed(self, b, h, q_idx, kv_idx, q_len, k_len):
         table = self.block_table(q_len, k_len, q_idx.device)
         return table[q_idx // self.block_size, kv_idx // self.block_size]
+
+    def candidate_tiles(self, q_len, k_len, block_q, block_k):
+        table = self.block_table(q_len, k_len).float()
+        q0, q1, k0, k1 = tile_bounds(q_len, k_len, block_q, block_k)
+        bq = torch.arange(table.shape[0]).view(1, -1)  # tile i covers BigBird rows a..b
+        bk = torch.arange(table.shape[1]).view(1, -1)
+        cover_q = ((bq >= q0 // self.block_size) & (bq <= q1 // self.block_size)).float()
+        cover_k = ((bk >= k0.view(-1, 1) // self.block_size)
+                   & (bk <= k1.view(-1, 1) // self.block_size)).float()
+        return (cover_q @ table @ cover_k.T) > 0
 
     def bind(self, q_len, k_len, device=None):
         table, bs = self.block_table(q_len, k_len, device), self.block_size

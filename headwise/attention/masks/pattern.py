@@ -102,12 +102,27 @@ class AttentionPattern(ABC):
         k = torch.arange(k0, k1, device=device).view(1, 1, 1, -1)
         return self.allowed(b, h, q, k, q_len, k_len)
 
+    def candidate_tiles(self, q_len: int, k_len: int, block_q: int, block_k: int
+                        ) -> Tensor | None:
+        """A cheap superset of the tiles holding any allowed pair, or None (every tile).
+
+        Patterns with a closed form (window, causal, global tokens, BigBird, their ``&``
+        and ``|``) answer from tile bounds in ``O(tiles)``, so :meth:`block_layout`
+        evaluates the rule only on these tiles instead of all ``q_len x k_len`` pairs.
+
+        Returns:
+            Boolean ``(n_q_blocks, n_k_blocks)`` on the CPU, or None when unknown.
+        """
+        return None
+
     def block_layout(self, q_len: int, k_len: int, block_q: int, block_k: int,
                      device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
         """Which tiles of size ``block_q x block_k`` hold any / only allowed pairs.
 
-        Evaluated one query block at a time, so memory stays ``O(block_q * k_len)``;
-        results are cached per arguments.
+        The rule is evaluated only on the tiles :meth:`candidate_tiles` leaves (every tile
+        for a pattern without a closed form), a bounded batch of tiles at a time, so a
+        banded pattern costs ``O(n * window)`` rather than ``O(n^2)``; results are cached
+        per arguments.
 
         Returns:
             ``(any_allowed, all_allowed)``, boolean tensors ``(batch | 1, n_q_blocks,
@@ -117,17 +132,28 @@ class AttentionPattern(ABC):
         cache = self.__dict__.setdefault("_cache", {})
         if key not in cache:
             nq, nk = -(-q_len // block_q), -(-k_len // block_k)
-            pad_k = nk * block_k - k_len
-            anys, alls = [], []
-            for i in range(nq):
-                q0, q1 = i * block_q, min(q_len, (i + 1) * block_q)
-                t = self.tile(q0, q1, 0, k_len, q_len, k_len, device)
-                t = t.expand(t.shape[0], 1, q1 - q0, k_len)[:, 0]
-                ta = torch.nn.functional.pad(t, (0, pad_k), value=False)
-                tl = torch.nn.functional.pad(t, (0, pad_k), value=True)
-                anys.append(ta.view(t.shape[0], q1 - q0, nk, block_k).any(-1).any(1))
-                alls.append(tl.view(t.shape[0], q1 - q0, nk, block_k).all(-1).all(1))
-            cache[key] = (torch.stack(anys, 1), torch.stack(alls, 1))
+            cand = self.candidate_tiles(q_len, k_len, block_q, block_k)
+            if cand is None:
+                cand = torch.ones(nq, nk, dtype=torch.bool)
+            rows = self.batch_size or 1
+            any_ = torch.zeros(rows, nq, nk, dtype=torch.bool)
+            all_ = torch.zeros(rows, nq, nk, dtype=torch.bool)
+            ti, tj = cand.nonzero(as_tuple=True)
+            step = max(1, (1 << 22) // (block_q * block_k))  # tiles per evaluation
+            b = torch.arange(rows, device=device).view(rows, 1, 1, 1)
+            h = torch.zeros(1, 1, 1, 1, dtype=torch.long, device=device)
+            for s in range(0, ti.numel(), step):
+                i, j = ti[s: s + step], tj[s: s + step]
+                qpos = i[:, None] * block_q + torch.arange(block_q)  # (T, block_q)
+                kpos = j[:, None] * block_k + torch.arange(block_k)
+                real = (qpos < q_len)[:, :, None] & (kpos < k_len)[:, None, :]
+                t = self.allowed(b, h, qpos.clamp(max=q_len - 1).to(device)[None, :, :, None],
+                                 kpos.clamp(max=k_len - 1).to(device)[None, :, None, :],
+                                 q_len, k_len).cpu()
+                t = t.expand(rows, *real.shape)
+                any_[:, i, j] = (t & real).flatten(2).any(-1)
+                all_[:, i, j] = (t | ~real).flatten(2).all(-1)
+            cache[key] = (any_.to(device), all_.to(device))
         return cache[key]
 
     def to_block_mask(self, q_len: int, k_len: int | None = None, *, batch_size: int | None = None,
@@ -206,6 +232,11 @@ class And(AttentionPattern):
         f, g = self.left.bind(q_len, k_len, device), self.right.bind(q_len, k_len, device)
         return lambda b, h, q, k: f(b, h, q, k) & g(b, h, q, k)
 
+    def candidate_tiles(self, q_len, k_len, block_q, block_k):
+        a = self.left.candidate_tiles(q_len, k_len, block_q, block_k)
+        b = self.right.candidate_tiles(q_len, k_len, block_q, block_k)
+        return b if a is None else a if b is None else a & b
+
 
 class Or(AttentionPattern):
     """Allowed where either pattern allows."""
@@ -222,6 +253,11 @@ class Or(AttentionPattern):
         f, g = self.left.bind(q_len, k_len, device), self.right.bind(q_len, k_len, device)
         return lambda b, h, q, k: f(b, h, q, k) | g(b, h, q, k)
 
+    def candidate_tiles(self, q_len, k_len, block_q, block_k):
+        a = self.left.candidate_tiles(q_len, k_len, block_q, block_k)
+        b = self.right.candidate_tiles(q_len, k_len, block_q, block_k)
+        return None if a is None or b is None else a | b
+
 
 class Not(AttentionPattern):
     """Allowed where the pattern forbids."""
@@ -236,6 +272,14 @@ class Not(AttentionPattern):
     def bind(self, q_len, k_len, device=None):
         f = self.inner.bind(q_len, k_len, device)
         return lambda b, h, q, k: ~f(b, h, q, k)
+
+
+def tile_bounds(q_len: int, k_len: int, block_q: int, block_k: int
+                ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """First and last query ``(nq, 1)`` and key ``(1, nk)`` position of every tile."""
+    q0 = torch.arange(0, q_len, block_q).view(-1, 1)
+    k0 = torch.arange(0, k_len, block_k).view(1, -1)
+    return q0, (q0 + block_q - 1).clamp(max=q_len - 1), k0, (k0 + block_k - 1).clamp(max=k_len - 1)
 
 
 def _joint_batch(a: AttentionPattern, b: AttentionPattern) -> int | None:
