@@ -153,7 +153,9 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
         "Latency: `IntentClassifier.predict` on one test text at a time (tokenisation and "
         "softmax included), 200 queries after 10 warm-up ones, 2 torch threads; throughput: 20 "
         "batches of 32. Quality: mean ± standard deviation over seeds (min-max); latency: "
-        "the median over seeds of each run's p50/p99.",
+        "the median over seeds of each run's p50/p99. `train s` is the wall time of training "
+        "on a machine that may be shared with other work: it says what was spent, not how "
+        "fast the model trains.",
         "",
     ]
     if busy > 1.0:
