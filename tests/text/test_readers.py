@@ -73,12 +73,12 @@ def test_csv_bom_crlf_tsv_and_header_names(tmp_path):
 
 
 def test_banking77_layout(tmp_path):
-    text = 'text,category\nI am still waiting on my card?,card_arrival\n' \
-           '"How do I know if I will get my card, or if it is lost?",card_arrival\n'
+    text = 'text,category\nmy new card has not come yet,card_arrival\n' \
+           '"Is the card posted, or is it lost?",card_arrival\n'
     for name, fmt in (("train.csv", "auto"), ("train.txt", "banking77")):
         ds = read_examples(write(tmp_path, name, text), format=fmt)
-        assert rows(ds) == [("I am still waiting on my card?", "card_arrival", 2),
-                            ("How do I know if I will get my card, or if it is lost?",
+        assert rows(ds) == [("my new card has not come yet", "card_arrival", 2),
+                            ("Is the card posted, or is it lost?",
                              "card_arrival", 3)]
 
 
@@ -89,14 +89,14 @@ def test_json_lines_and_clue_layout(tmp_path):
                   '   \n'
                   '{"utterance": "weather?", "label": 3}\n')
     assert rows(read_examples(plain)) == [("book a table", "book", 1), ("weather?", "3", 4)]
-    clue = ('{"id": 0, "label": "57", "sentence": "那我收到货之后您再给我退200元？", '
-            '"label_des": "买家咨询返现金额"}\n'
-            '{"id": 1, "label": "16", "sentence": "那你帮我改地址行吗", '
-            '"label_des": "买家表示收件信息不需要修改了"}\n'
-            '{"id": 2, "label": 60, "sentence": "第二个和第四个选项有啥区别"}\n')
-    expected = [("那我收到货之后您再给我退200元？", "买家咨询返现金额", 1),
-                ("那你帮我改地址行吗", "买家表示收件信息不需要修改了", 2),
-                ("第二个和第四个选项有啥区别", "60", 3)]   # no label_des: str(label)
+    clue = ('{"id": 0, "label": "57", "sentence": "收货以后再返我30元可以吗", '
+            '"label_des": "询问返现"}\n'
+            '{"id": 1, "label": "16", "sentence": "地址就这样不用改", '
+            '"label_des": "收件信息不修改"}\n'
+            '{"id": 2, "label": 60, "sentence": "这两个颜色有什么不同"}\n')
+    expected = [("收货以后再返我30元可以吗", "询问返现", 1),
+                ("地址就这样不用改", "收件信息不修改", 2),
+                ("这两个颜色有什么不同", "60", 3)]   # no label_des: str(label)
     # DataCLUE names its JSON-lines files .json; auto recognises the layout by its keys
     assert rows(read_examples(write(tmp_path, "train.json", clue))) == expected
     assert rows(read_examples(write(tmp_path, "train.jsonl", clue), format="clue")) == expected
