@@ -252,6 +252,24 @@ def run_grid(script: Path, items: list[dict[str, Any]], timeout_s: float,
     return items
 
 
+def worker_or_render(args: argparse.Namespace, worker: Callable[[dict[str, Any]], Any],
+                     render: Callable[[dict[str, Any]], None], publishes: bool) -> bool:
+    """The two short paths of every script's ``main``: ``--worker SPEC`` runs one
+    configuration and prints its JSON line; ``--render RESULTS`` redoes the report from a
+    results file, refusing to publish ``--quick`` numbers (``publishes``: the report would
+    go into the project's BENCHMARKS.md). True when one of them ran."""
+    if args.worker is not None:
+        print(json.dumps(worker(json.loads(args.worker))), flush=True)
+        return True
+    if args.render is None:
+        return False
+    data = json.loads(args.render.read_text())
+    if data["meta"]["settings"].get("quick") and publishes:
+        sys.exit("--render: these are --quick numbers, not published; add --no-write")
+    render(data)
+    return True
+
+
 # --- reporting -----------------------------------------------------------------------------
 def verdict(checks: Sequence[bool], total: int) -> str:
     """PASS / FAIL over the checks made; "PASS (incomplete)" when fewer than ``total``."""

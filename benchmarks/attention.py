@@ -323,12 +323,9 @@ def merge(base: dict[str, Any], records: list[dict[str, Any]], meta: dict[str, A
 def main(argv: list[str] | None = None) -> int:
     """Run the grid (or one worker), save the JSON, draw the plots, write the section."""
     args = parse_args(argv)
-    if args.worker is not None:
-        print(json.dumps(worker(json.loads(args.worker))), flush=True)
-        return 0
     md = None if args.no_write else ROOT / "BENCHMARKS.md"
-    if args.render is not None:
-        report.render(json.loads(args.render.read_text()), args.render.parent, md, None)
+    if hx.worker_or_render(args, worker, lambda d: report.render(d, args.render.parent, md, None),
+                           md is not None):
         return 0
     import torch
 

@@ -28,7 +28,6 @@ Writes ``<out>/decode_cpu.json``, ``<out>/decode_cpu.png`` and the section betwe
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -301,15 +300,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run the series (or one worker), save the JSON, draw the plot, write the section."""
     args = parse_args(argv)
-    if args.worker is not None:
-        print(json.dumps(worker(json.loads(args.worker))), flush=True)
-        return 0
     md = None if args.no_write else ROOT / "BENCHMARKS.md"
-    if args.render is not None:
-        data = json.loads(args.render.read_text())
-        if data["meta"]["settings"].get("quick") and md is not None:
-            sys.exit("--render: these are --quick numbers, not published; add --no-write")
-        render(data, args.render.parent, md, None)
+    if hx.worker_or_render(args, worker, lambda d: render(d, args.render.parent, md, None),
+                           md is not None):
         return 0
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "render", "worker")}
     meta = hx.results_meta(args.device, args.threads, settings)

@@ -43,7 +43,6 @@ Writes ``<out>/long_attention_<device>.json``, PNG plots beside it and the secti
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -353,16 +352,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run the parts (or one worker), save the JSON, draw the plots, write the section."""
     args = parse_args(argv)
-    if args.worker is not None:
-        print(json.dumps(worker(json.loads(args.worker))), flush=True)
-        return 0
     md = None if args.no_write else args.md
-    if args.render is not None:
-        data = json.loads(args.render.read_text())
-        if data["meta"]["settings"].get("quick") and md is not None and \
-                md.resolve() == (ROOT / "BENCHMARKS.md").resolve():
-            sys.exit("--render: these are --quick numbers, not published; use --no-write or --md")
-        report.render(data, args.render.parent, md, None)
+    publishes = md is not None and md.resolve() == (ROOT / "BENCHMARKS.md").resolve()
+    if hx.worker_or_render(args, worker,
+                           lambda d: report.render(d, args.render.parent, md, None), publishes):
         return 0
     if args.device == "cuda":
         import torch

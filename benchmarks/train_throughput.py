@@ -28,7 +28,6 @@ Writes ``<out>/train_throughput_cpu.json`` and the section between
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -274,15 +273,9 @@ def quick_guard(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the plan (or one worker), save the JSON, write the section."""
     args = parse_args(argv)
-    if args.worker is not None:
-        print(json.dumps(worker(json.loads(args.worker))), flush=True)
-        return 0
     md = None if args.no_write else ROOT / "BENCHMARKS.md"
-    if args.render is not None:
-        data = json.loads(args.render.read_text())
-        if data["meta"]["settings"].get("quick") and md is not None:
-            sys.exit("--render: these are --quick numbers, not published; add --no-write")
-        hx.publish(None, data, md, report.KEY, lambda d: report.section(data))
+    if hx.worker_or_render(args, worker, lambda data: hx.publish(
+            None, data, md, report.KEY, lambda d: report.section(data)), md is not None):
         return 0
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "render", "worker")}
     meta = hx.results_meta(args.device, args.threads, settings)
