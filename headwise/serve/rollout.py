@@ -6,8 +6,9 @@ models that: per layer, average the heads, add the identity (the residual path),
 renormalise each row; then multiply the layers' matrices from the bottom up. Row ``i`` of
 the result says how much of each input token reaches position ``i`` at the top.
 
-Kept self-contained in the serve package for the ``/v1/explain`` endpoint (a head-analysis
-module may grow its own; the two are to be merged).
+The per-layer mixing is :func:`headwise.inspect.rollout.residual_attention` (``(A + I)``
+renormalised is ``0.5 A + 0.5 I``); this module composes the full matrix for
+``/v1/explain``, where the head analysis only needs the pooled row.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
+
+from headwise.inspect.rollout import residual_attention
 
 
 def attention_rollout(weights: Tensor | Sequence[Tensor], *, add_residual: bool = True
@@ -45,7 +48,8 @@ def attention_rollout(weights: Tensor | Sequence[Tensor], *, add_residual: bool 
                              f"{tuple(w.shape)}")
         a = w.detach().to(device="cpu", dtype=torch.float64).mean(0)
         if add_residual:
-            a = a + torch.eye(n, dtype=torch.float64)
-        a = a / a.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+            a = torch.from_numpy(residual_attention(a.numpy(), 0.5))
+        else:
+            a = a / a.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
         out = a @ out
     return out
