@@ -80,10 +80,21 @@ def test_predict_json_and_stdin(trained, capsys, monkeypatch):
     assert [json.loads(x)["text"] for x in lines] == ["send money", "my balance"]
 
 
-def test_predict_nonsense_is_out_of_scope_with_a_high_threshold(trained, capsys):
+def test_predict_threshold_splits_at_the_reported_confidence(trained, capsys):
+    """Out-of-scope exactly when the calibrated top probability is below ``--threshold``."""
     _, out = trained
-    assert main(["predict", str(out), "zzqx blorp", "--threshold", "0.99", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["intent"] == "out_of_scope"
+    assert main(["predict", str(out), "zzqx blorp", "--threshold", "0", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    conf = rec["confidence"]
+    assert rec["intent"] in INTENTS and 0.0 < conf <= 1.0
+    above = min(1.0, conf + 2e-6)  # the JSON rounds the confidence to 6 decimals
+    assert main(["predict", str(out), "zzqx blorp", "--threshold", str(above), "--json"]) == 0
+    rec_above = json.loads(capsys.readouterr().out)
+    if above < 1.0:
+        assert rec_above["intent"] == "out_of_scope" and rec_above["out_of_scope"]
+    below = max(0.0, conf - 2e-6)
+    assert main(["predict", str(out), "zzqx blorp", "--threshold", str(below), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["intent"] == rec["intent"]
 
 
 def test_errors_exit_1_with_a_message(trained, tmp_path, capsys):
