@@ -5,12 +5,21 @@
 * :func:`train_intent_classifier` with an :class:`IntentRecipe` — the whole training job
   behind ``headwise train``;
 * :func:`evaluate_classifier`, :func:`measure_latency` — what ``headwise eval`` reports;
-* :func:`fit_temperature`, :func:`choose_threshold` — calibration and out-of-scope.
+* :func:`fit_temperature`, :func:`choose_threshold` — calibration and out-of-scope;
+* :func:`tune_thresholds`, :func:`decide`, :func:`multilabel_metrics`, :func:`span_f1` —
+  multi-label (compound) intents and slot filling.
 """
 
 from headwise.intent.calibration import calibrated_probs, fit_temperature
 from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier, IntentPrediction
 from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
+from headwise.intent.multilabel import (
+    Thresholds,
+    decide,
+    multilabel_metrics,
+    span_f1,
+    tune_thresholds,
+)
 from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label, threshold_curve
 from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
 
@@ -20,14 +29,19 @@ __all__ = [
     "IntentPrediction",
     "IntentRecipe",
     "ThresholdChoice",
+    "Thresholds",
     "TrainedIntent",
     "calibrated_probs",
     "choose_threshold",
+    "decide",
     "evaluate_classifier",
     "fit_temperature",
     "format_report",
     "is_oos_label",
     "measure_latency",
+    "multilabel_metrics",
+    "span_f1",
     "threshold_curve",
     "train_intent_classifier",
+    "tune_thresholds",
 ]

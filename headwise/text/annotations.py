@@ -1,0 +1,355 @@
+"""Annotated examples (several intents, slot spans) and their readers, with line-numbered errors.
+
+An :class:`AnnotatedExample` is one utterance with every intent it expresses and the
+character spans of its slots::
+
+    ds = read_annotated("nlupp_banking/fold0.json")      # NLU++ JSON array
+    ds = read_annotated("demo/train.jsonl")               # the demo corpus's JSON lines
+    ds = read_nlupp("nlupp_banking", folds=range(8))      # several NLU++ folds at once
+    ex = ds[1]
+    ex.intents        # ('make_open_apply_setup_get_activate', 'acknowledge')
+    ex.slots          # (SlotSpan('time_from', 26, 45, '9 05 in the morning', {...}), ...)
+
+Layouts (each row a JSON object; the file one JSON array of them, or JSON lines):
+
+- NLU++: ``{"text", "intents": [...], "slots": {name: {"text", "span": [start, end],
+  "value" | "values"}}}``; ``intents`` and ``slots`` may be absent (no intent, no slot).
+- the demo corpus (:mod:`headwise.text.demo_corpus`): ``{"text", "label", "intents": [...],
+  "slots": [{"name", "start", "end", "text", "value"}]}``; its out-of-scope rows have
+  ``"label": "oos"`` and ``"intents": []``.
+- a plain ``"label"`` string without ``intents`` is read as one intent (``"oos"`` as none).
+
+Rules, each broken one a :class:`~headwise.text.readers.DataError` ``PATH:LINE: problem``
+(``LINE`` is the line where the row's object starts, in a JSON array too):
+
+- ``text`` is a non-empty string, kept exactly as written (not stripped: the spans index
+  into it);
+- ``intents`` is a list of non-empty strings (repeats are dropped, order kept); when both
+  ``label`` and a non-empty ``intents`` are given, the label must be one of them;
+- a slot span satisfies ``0 <= start < end <= len(text)``, and its ``text``, when given,
+  equals ``text[start:end]``; two slots may not overlap (a character belongs to at most one
+  slot, which BIO tagging needs);
+- ``slots`` is an NLU++ object or a demo list; anything else is an unknown layout.
+
+Slots are kept in order of their start. With ``skip_bad_rows=True`` bad rows are left out and
+listed in :attr:`AnnotatedDataset.skipped`; problems with the file as a whole (no such file,
+not JSON, no rows) still raise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from numbers import Integral
+from pathlib import Path
+from typing import Any
+
+from headwise.text.demo_corpus import OOS_LABEL
+from headwise.text.readers import DataError, _json_objects, _json_type
+
+#: how many rows :func:`looks_multi_label` looks at
+SNIFF_ROWS = 50
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class SlotSpan:
+    """One slot value: the characters ``text[start:end]`` (end exclusive) of slot ``name``.
+
+    Attributes:
+        name: the slot (``amount_of_money``, ``date`` ...).
+        start: the first character.
+        end: one past the last character.
+        text: ``example.text[start:end]``.
+        value: the normalised value (a number, a dict ...), None when unknown; it takes part
+            in equality but not in the hash.
+    """
+
+    name: str
+    start: int
+    end: int
+    text: str
+    value: Any = field(default=None, hash=False)
+
+
+@dataclass(frozen=True)
+class AnnotatedExample:
+    """One utterance with all its intents and slots.
+
+    Attributes:
+        text: the text, exactly as in the file.
+        intents: every intent it expresses, in file order (empty: no intent, out of scope).
+        slots: its slot spans, in order of start.
+        line: the 1-based line of the source file where the row starts.
+    """
+
+    text: str
+    intents: tuple[str, ...]
+    slots: tuple[SlotSpan, ...]
+    line: int
+
+
+@dataclass
+class AnnotatedDataset:
+    """The annotated examples read from one file (or one NLU++ directory).
+
+    Attributes:
+        examples: the rows, in file order.
+        path: the file (or directory) they came from.
+        skipped: ``(line, problem)`` of each row left out by ``skip_bad_rows``.
+    """
+
+    examples: list[AnnotatedExample]
+    path: Path
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def texts(self) -> list[str]:
+        """The texts, in order."""
+        return [e.text for e in self.examples]
+
+    def intent_names(self) -> list[str]:
+        """The distinct intents of all examples, sorted."""
+        return sorted({i for e in self.examples for i in e.intents})
+
+    def slot_names(self) -> list[str]:
+        """The distinct slot names of all examples, sorted."""
+        return sorted({s.name for e in self.examples for s in e.slots})
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __iter__(self) -> Iterator[AnnotatedExample]:
+        return iter(self.examples)
+
+    def __getitem__(self, index: int) -> AnnotatedExample:
+        return self.examples[index]
+
+
+def read_annotated(path: str | Path, *, skip_bad_rows: bool = False) -> AnnotatedDataset:
+    """Read a file of multi-intent examples with slot spans (NLU++ or demo layout).
+
+    Args:
+        path: a JSON array or JSON lines file (UTF-8, a byte-order mark allowed).
+        skip_bad_rows: leave bad rows out (recorded in :attr:`AnnotatedDataset.skipped`)
+            instead of raising.
+
+    Returns:
+        The :class:`AnnotatedDataset`.
+
+    Raises:
+        DataError: a bad row (unless ``skip_bad_rows``; see the module docstring), or a
+            problem with the whole file: no such file, not a JSON array or JSON lines,
+            invalid JSON in an array, no rows.
+    """
+    path = Path(path)
+    examples, skipped = _read(path, skip_bad_rows)
+    return AnnotatedDataset(examples, path, skipped)
+
+
+def read_nlupp(directory: str | Path, folds: Iterable[int], *,
+               skip_bad_rows: bool = False) -> AnnotatedDataset:
+    """Read folds of an NLU++ directory (``fold0.json`` ... ``fold9.json``) as one dataset.
+
+    Args:
+        directory: the NLU++ domain directory (``nlupp_banking/``).
+        folds: the fold numbers, read in this order.
+        skip_bad_rows: as in :func:`read_annotated`; a skipped problem starts with the fold's
+            file name (``"fold3.json: ..."``), the line being in that file.
+
+    Returns:
+        An :class:`AnnotatedDataset` whose ``path`` is ``directory``; each example's ``line``
+        is in its own fold's file.
+
+    Raises:
+        DataError: missing fold files (the message names them and lists the folds there
+            are) or a bad row (its message names the fold's file and line).
+        ValueError: no folds, a repeated fold, or a fold that is not a non-negative integer.
+    """
+    directory = Path(directory)
+    folds = list(folds)
+    if not folds:
+        raise ValueError("folds is empty: name at least one fold")
+    for i, fold in enumerate(folds):
+        if isinstance(fold, bool) or not isinstance(fold, Integral) or fold < 0:
+            raise ValueError(f"a fold is a non-negative integer, got {fold!r}")
+        folds[i] = int(fold)
+    if len(set(folds)) != len(folds):
+        raise ValueError(f"folds repeat: {folds}")
+    examples: list[AnnotatedExample] = []
+    skipped: list[tuple[int, str]] = []
+    missing = [f for f in folds if not (directory / f"fold{f}.json").is_file()]
+    if missing:
+        there = sorted(int(p.stem[4:]) for p in directory.glob("fold*.json")
+                       if p.stem[4:].isdigit()) if directory.is_dir() else []
+        have = ", ".join(map(str, there)) if there else "none"
+        name = f"fold{missing[0]}.json" if len(missing) == 1 else "fold{" + \
+            ",".join(map(str, missing)) + "}.json"
+        raise DataError(directory / name, None, f"no such NLU++ fold file (folds in "
+                                                f"{directory}: {have})")
+    for fold in folds:
+        path = directory / f"fold{fold}.json"
+        rows, bad = _read(path, skip_bad_rows)
+        examples += rows
+        skipped += [(line, f"{path.name}: {problem}") for line, problem in bad]
+    return AnnotatedDataset(examples, directory, skipped)
+
+
+def looks_multi_label(path: str | Path) -> bool:
+    """Whether a data file holds multi-intent rows: a JSON array or JSON lines file one of
+    whose first :data:`SNIFF_ROWS` objects has an ``intents`` list.
+
+    A CSV/TSV file, a file that is not valid JSON and a JSON file without ``intents`` give
+    False (the single-label readers then report any problem). The demo corpus's ``*.jsonl``
+    files carry ``intents``, so they count as multi-label.
+
+    Args:
+        path: the data file.
+
+    Returns:
+        True for multi-intent data.
+
+    Raises:
+        DataError: no such file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, None, "no such file")
+    data = path.read_bytes()
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
+    first = data.lstrip()[:1]
+    rows: list[Any] = []
+    if first == b"[":
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return False
+        rows = value[:SNIFF_ROWS] if isinstance(value, list) else []
+    elif first == b"{":
+        for raw in data.splitlines():
+            if len(rows) >= SNIFF_ROWS:
+                break
+            if raw.strip():
+                try:
+                    rows.append(json.loads(raw.decode("utf-8")))
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    continue
+    return any(isinstance(r, dict) and isinstance(r.get("intents"), list) for r in rows)
+
+
+# -- internals -------------------------------------------------------------------------------
+class _BadRow(Exception):
+    """A problem with one row (becomes a DataError or a skipped entry)."""
+
+
+def _read(path: Path, skip_bad_rows: bool
+          ) -> tuple[list[AnnotatedExample], list[tuple[int, str]]]:
+    if not path.is_file():
+        raise DataError(path, None, "no such file")
+    data = path.read_bytes()
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
+    if data.lstrip()[:1] not in (b"[", b"{"):
+        raise DataError(path, None, "unknown layout: expected a JSON array or JSON lines of "
+                                    "objects with text, intents and slots")
+    examples: list[AnnotatedExample] = []
+    skipped: list[tuple[int, str]] = []
+    for line, obj, problem in _json_objects(data, path):
+        try:
+            if problem is not None:
+                raise _BadRow(problem)
+            examples.append(_example(obj, line))
+        except _BadRow as e:
+            if not skip_bad_rows:
+                raise DataError(path, line, str(e)) from None
+            skipped.append((line, str(e)))
+    if not examples:
+        raise DataError(path, None, "no rows" if not skipped else
+                        f"no usable rows (all {len(skipped)} were bad)")
+    return examples, skipped
+
+
+def _example(obj: Any, line: int) -> AnnotatedExample:
+    if not isinstance(obj, dict):
+        raise _BadRow(f"expected a JSON object, got {_json_type(obj)}")
+    if "text" not in obj:
+        raise _BadRow(f"missing text (fields: {', '.join(obj) or 'none'})")
+    text = obj["text"]
+    if not isinstance(text, str):
+        raise _BadRow(f"text must be a string, got {_json_type(text)}")
+    if not text.strip():
+        raise _BadRow("empty text")
+    slots = _slots(obj.get("slots"), text)
+    return AnnotatedExample(text, _intents(obj), slots, line)
+
+
+def _intents(obj: dict[str, Any]) -> tuple[str, ...]:
+    label = obj.get("label")
+    if label is not None and not isinstance(label, str):
+        raise _BadRow(f"label must be a string, got {_json_type(label)}")
+    if "intents" not in obj or obj["intents"] is None:
+        return () if label is None or label.strip() in ("", OOS_LABEL) else (label.strip(),)
+    intents = obj["intents"]
+    if not isinstance(intents, list):
+        raise _BadRow(f"intents must be a list of strings, got {_json_type(intents)}")
+    for i, intent in enumerate(intents):
+        if not isinstance(intent, str) or not intent.strip():
+            got = "an empty string" if isinstance(intent, str) else _json_type(intent)
+            raise _BadRow(f"intents must be a list of strings, got {got} at position {i}")
+    kept = tuple(dict.fromkeys(i.strip() for i in intents))
+    if label is not None and kept and label.strip() not in kept:
+        raise _BadRow(f"label {label!r} is not one of the intents {list(kept)}")
+    if label is not None and not kept and label.strip() not in ("", OOS_LABEL):
+        raise _BadRow(f"label {label!r} but intents is empty (only {OOS_LABEL!r} has none)")
+    return kept
+
+
+def _slots(slots: Any, text: str) -> tuple[SlotSpan, ...]:
+    if slots is None:
+        return ()
+    if isinstance(slots, dict):  # NLU++: {name: {"text", "span": [s, e], "value(s)"}}
+        spans = []
+        for name, slot in slots.items():
+            if not isinstance(slot, dict):
+                raise _BadRow(f"slot {name!r} must be an object with text and span, got "
+                              f"{_json_type(slot)}")
+            span = slot.get("span")
+            if not isinstance(span, list) or len(span) != 2:
+                raise _BadRow(f"slot {name!r}: span must be [start, end], got "
+                              f"{json.dumps(span, ensure_ascii=False)}")
+            value = slot["value"] if "value" in slot else slot.get("values")
+            spans.append(_span(name, span[0], span[1], slot.get("text"), value, text))
+    elif isinstance(slots, list):  # demo: [{"name", "start", "end", "text", "value"}]
+        spans = []
+        for i, slot in enumerate(slots):
+            if not isinstance(slot, dict) or not isinstance(slot.get("name"), str):
+                raise _BadRow(f"slots[{i}] must be an object with a name, start and end")
+            spans.append(_span(slot["name"], slot.get("start"), slot.get("end"),
+                               slot.get("text"), slot.get("value"), text))
+    else:
+        raise _BadRow(f"unknown layout: slots must be an object {{name: {{text, span}}}} "
+                      f"(NLU++) or a list of {{name, start, end}} (demo), got "
+                      f"{_json_type(slots)}")
+    spans.sort(key=lambda s: (s.start, s.end, s.name))
+    for a, b in zip(spans, spans[1:], strict=False):
+        if b.start < a.end:
+            raise _BadRow(f"slots {a.name!r} [{a.start}, {a.end}) {a.text!r} and {b.name!r} "
+                          f"[{b.start}, {b.end}) {b.text!r} overlap")
+    return tuple(spans)
+
+
+def _span(name: str, start: Any, end: Any, said: Any, value: Any, text: str) -> SlotSpan:
+    if not name.strip():
+        raise _BadRow("a slot has an empty name")
+    for what, v in (("start", start), ("end", end)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise _BadRow(f"slot {name!r}: {what} must be an integer, got {_json_type(v)}")
+    if not 0 <= start < end <= len(text):
+        raise _BadRow(f"slot {name!r}: span [{start}, {end}) is out of range for a text of "
+                      f"{len(text)} characters (0 <= start < end <= {len(text)})")
+    if said is not None and said != text[start:end]:
+        raise _BadRow(f"slot {name!r}: its text {said!r} is not text[{start}:{end}] "
+                      f"{text[start:end]!r}")
+    return SlotSpan(name, start, end, text[start:end], value)
