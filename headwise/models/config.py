@@ -8,12 +8,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MODEL_TYPES = ("encoder_classifier", "seq2seq", "bilstm")
+MODEL_TYPES = ("encoder_classifier", "seq2seq", "bilstm", "joint_intent_slot")
 
 
 @dataclass
 class ModelConfig:
     """Everything needed to rebuild a model; stored as ``config.json`` beside the weights.
+
+    ``number_heads`` (encoder models) names the heads of every encoder layer that get a
+    learned score bias towards number-token keys (:class:`~headwise.attention.number_bias.
+    NumberKeyBias`); which vocabulary ids are numbers is a buffer of the encoder, set from
+    the tokenizer with ``set_number_tokens``. ``multi_label``, ``slot_tags`` (BIO tag names)
+    and ``slot_loss_weight`` describe the joint intent + slot model (``joint_intent_slot``).
 
     Transformer fields follow the papers' names (d_model, d_ff, num_heads). The BiLSTM
     baseline uses ``vocab_size``, ``num_labels``, ``dropout``, ``pad_token_id`` and the
@@ -45,6 +51,10 @@ class ModelConfig:
     backend: str = "auto"
     attention_pattern: dict[str, Any] | None = None
     pooling: str = "cls"
+    number_heads: list[int] | None = None
+    multi_label: bool = False
+    slot_tags: list[str] | None = None
+    slot_loss_weight: float = 1.0
     num_labels: int = 2
     labels: list[str] | None = None
     pad_token_id: int = 0

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from headwise.attention import RotaryEmbedding
 from headwise.attention import masks as M
+from headwise.attention.number_bias import NumberKeyBias
 from headwise.models.config import ModelConfig
 from headwise.nn import EncoderLayer, TransformerEmbeddings, build_norm, maybe_checkpoint
 
@@ -82,6 +83,27 @@ class TransformerEncoder(nn.Module):
         self.final_norm = build_norm(c.norm, c.d_model, c.norm_eps) if c.norm_first else None
         self.pattern = pattern_from_config(c.attention_pattern)
         self.gradient_checkpointing = False
+        self.number_bias: nn.ModuleList | None = None
+        if c.number_heads:
+            self.number_bias = nn.ModuleList(NumberKeyBias(c.num_heads, c.number_heads)
+                                             for _ in range(c.num_layers))
+            self.register_buffer("is_number_token", torch.zeros(c.vocab_size, dtype=torch.bool))
+
+    def set_number_tokens(self, token_ids: list[int] | Tensor) -> None:
+        """Mark which vocabulary ids are number tokens (for the ``number_heads`` bias).
+
+        Raises:
+            ValueError: the config names no ``number_heads``, or an id is out of range.
+        """
+        if self.number_bias is None:
+            raise ValueError("this encoder has no number_heads; set them in the config")
+        ids = torch.as_tensor(token_ids, dtype=torch.long).flatten()
+        vocab = self.is_number_token.numel()
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+            raise ValueError(f"number token ids must lie in [0, {vocab})")
+        flags = torch.zeros_like(self.is_number_token)
+        flags[ids] = True
+        self.is_number_token.copy_(flags)
 
     def attention_mask_for(self, attention_mask: Tensor | None, seq: int):
         """The mask the layers get: padding (and the configured sparse pattern)."""
@@ -110,8 +132,11 @@ class TransformerEncoder(nn.Module):
             raise ValueError(f"input_ids must be (batch, seq), got {tuple(input_ids.shape)}")
         mask = self.attention_mask_for(attention_mask, input_ids.shape[1])
         x = self.embeddings(input_ids, token_type_ids)
-        for layer in self.layers:
-            x = maybe_checkpoint(self.gradient_checkpointing and self.training, layer, x, mask)
+        is_number = self.is_number_token[input_ids] if self.number_bias is not None else None
+        for i, layer in enumerate(self.layers):
+            bias = None if is_number is None else self.number_bias[i](is_number).to(x.dtype)
+            x = maybe_checkpoint(self.gradient_checkpointing and self.training, layer, x, mask,
+                                 bias=bias)
         return self.final_norm(x) if self.final_norm is not None else x
 
 

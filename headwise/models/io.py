@@ -34,7 +34,8 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 #: the prefix of the classification head's parameters, per model type
-HEAD_PREFIXES = {"encoder_classifier": "classifier.", "bilstm": "classifier."}
+HEAD_PREFIXES = {"encoder_classifier": "classifier.", "bilstm": "classifier.",
+                 "joint_intent_slot": "classifier."}
 
 _META_TIED = "headwise.tied"
 _META_PRUNED = "headwise.pruned_heads"
@@ -69,6 +70,12 @@ def _build_encoder_classifier(config: ModelConfig) -> nn.Module:
     return EncoderClassifier(config)
 
 
+def _build_joint(config: ModelConfig) -> nn.Module:
+    from headwise.models.joint import JointIntentSlotModel
+
+    return JointIntentSlotModel(config)
+
+
 def _build_seq2seq(config: ModelConfig) -> nn.Module:
     from headwise.models.seq2seq import EncoderDecoder
 
@@ -89,6 +96,7 @@ MODEL_BUILDERS: dict[str, Callable[[ModelConfig], nn.Module]] = {
     "encoder_classifier": _build_encoder_classifier,
     "seq2seq": _build_seq2seq,
     "bilstm": _build_bilstm,
+    "joint_intent_slot": _build_joint,
 }
 
 
@@ -99,8 +107,9 @@ def build_model(config: ModelConfig) -> nn.Module:
         config: the architecture.
 
     Returns:
-        ``EncoderClassifier`` (``encoder_classifier``), ``EncoderDecoder`` (``seq2seq``)
-        or ``BiLSTMClassifier`` (``bilstm``).
+        ``EncoderClassifier`` (``encoder_classifier``), ``EncoderDecoder`` (``seq2seq``),
+        ``BiLSTMClassifier`` (``bilstm``) or ``JointIntentSlotModel``
+        (``joint_intent_slot``).
 
     Raises:
         ValueError: a model type without a builder.
