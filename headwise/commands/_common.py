@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from headwise.intent.compound import COMPOUND_FILE
+from headwise.text.annotations import AnnotatedDataset, read_annotated
 from headwise.text.readers import FORMATS, Dataset, read_examples
 
 
@@ -23,8 +26,25 @@ def read(path: str, args: argparse.Namespace, *, require_labels: bool = True) ->
     data = read_examples(path, format=args.format, text_column=args.text_column,
                          label_column=args.label_column, skip_bad_rows=args.skip_bad_rows,
                          require_labels=require_labels)
-    if data.skipped:
-        first = "; ".join(f"line {line}: {why}" for line, why in data.skipped[:3])
-        more = f" (and {len(data.skipped) - 3} more)" if len(data.skipped) > 3 else ""
-        print(f"{path}: skipped {len(data.skipped)} bad rows: {first}{more}", file=sys.stderr)
+    _report_skipped(path, data.skipped)
     return data
+
+
+def read_compound(path: str, args: argparse.Namespace) -> AnnotatedDataset:
+    """Read a file of annotated examples (several intents, slot spans) with the command's
+    ``--skip-bad-rows``; report skipped rows on stderr."""
+    data = read_annotated(path, skip_bad_rows=args.skip_bad_rows)
+    _report_skipped(path, data.skipped)
+    return data
+
+
+def is_compound_model(directory: str) -> bool:
+    """Whether a saved model directory holds a compound (multi-label) classifier."""
+    return (Path(directory) / COMPOUND_FILE).is_file()
+
+
+def _report_skipped(path: str, skipped: list[tuple[int, str]]) -> None:
+    if skipped:
+        first = "; ".join(f"line {line}: {why}" for line, why in skipped[:3])
+        more = f" (and {len(skipped) - 3} more)" if len(skipped) > 3 else ""
+        print(f"{path}: skipped {len(skipped)} bad rows: {first}{more}", file=sys.stderr)

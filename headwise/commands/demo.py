@@ -8,6 +8,7 @@ from pathlib import Path
 from headwise.inspect import InspectOptions, inspect_classifier, write_report
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.demo import DemoSettings, run_demo
+from headwise.intent.demo_compound import run_compound_demo
 from headwise.text.demo_corpus import generate_demo_corpus
 
 
@@ -16,7 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "demo", help="the main job: train and compare intent models on the built-in corpus",
         description="Generate the built-in Chinese banking customer-service corpus, train the "
         "BiLSTM baseline and an 8-head Transformer on it, compare them (accuracy, macro-F1, "
-        "out-of-scope recall, latency) and save both models.")
+        "out-of-scope recall, latency) and save both models; then a compound classifier "
+        "(several intents per question, slots with normalised values) and the head-analysis "
+        "report.")
     p.add_argument("--out", default="headwise-demo", help="output directory "
                    "(default ./headwise-demo)")
     p.add_argument("--seed", type=int, default=0, help="corpus and training seed")
@@ -24,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="a small, fast run (about 30 s)")
     p.add_argument("--no-report", action="store_true",
                    help="skip the head-analysis report of the Transformer (OUT/report)")
+    p.add_argument("--no-compound", action="store_true",
+                   help="skip the compound classifier (several intents + slots, OUT/compound)")
     p.set_defaults(func=run)
 
 
@@ -32,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
     if args.epochs is not None:
         s = DemoSettings(**{**s.__dict__, "epochs": args.epochs})
     run_demo(args.out, s)
+    if not args.no_compound:
+        run_compound_demo(args.out, seed=s.seed, per_intent=s.per_intent, epochs=s.epochs,
+                          d_model=s.d_model, num_layers=s.num_layers)
     if not args.no_report:
         write_demo_report(Path(args.out), s, quick=args.quick)
     return 0

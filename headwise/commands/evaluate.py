@@ -6,8 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, read
+from headwise.commands._common import add_data_options, is_compound_model, read, read_compound
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.compound import CompoundClassifier
+from headwise.intent.compound_eval import evaluate_compound, format_compound_report
 from headwise.intent.evaluation import evaluate_classifier, format_report
 
 
@@ -15,7 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval", help="evaluate a trained classifier on labelled data",
         description="Accuracy, macro-F1, a per-intent report, out-of-scope recall and the "
-        "confusion matrix (PNG) of a saved classifier on labelled data.")
+        "confusion matrix (PNG) of a saved classifier on labelled data. For a compound "
+        "(multi-label) classifier: intent micro/macro-F1 and exact match, slot span F1 and "
+        "normalised-value accuracy per slot.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
     p.add_argument("--data", required=True, help="labelled data file")
     p.add_argument("--out", help="where report.json and confusion.png go "
@@ -26,9 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = Path(args.out) if args.out else Path(args.model) / f"eval-{Path(args.data).stem}"
+    if is_compound_model(args.model):
+        return _run_compound(args, out)
     clf = IntentClassifier.load(args.model)
     data = read(args.data, args)
-    out = Path(args.out) if args.out else Path(args.model) / f"eval-{Path(args.data).stem}"
     out.mkdir(parents=True, exist_ok=True)
     report = evaluate_classifier(clf, data.texts, data.labels, out_dir=out)
     report["data"] = str(args.data)
@@ -42,4 +48,16 @@ def run(args: argparse.Namespace) -> int:
         print(format_report(report))
         print(f"\nreport: {out / 'report.json'}" + (f", confusion matrix: {report['confusion_png']}"
                                                    if "confusion_png" in report else ""))
+    return 0
+
+
+def _run_compound(args: argparse.Namespace, out: Path) -> int:
+    clf = CompoundClassifier.load(args.model)
+    data = read_compound(args.data, args)
+    report = evaluate_compound(clf, data.examples, out_dir=out)
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, default=str))
+    else:
+        print(format_compound_report(report))
+        print(f"\nreport: {out / 'report.json'}")
     return 0

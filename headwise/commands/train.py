@@ -6,8 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, read
+from headwise.commands._common import add_data_options, read, read_compound
+from headwise.intent.compound_recipe import train_compound_classifier
 from headwise.intent.recipe import IntentRecipe, train_intent_classifier
+from headwise.text.annotations import looks_multi_label
 from headwise.text.readers import unseen_labels
 
 
@@ -30,6 +32,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-checkpoints", action="store_true",
                    help="keep the training checkpoints (OUT/checkpoints)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--multi-label", action="store_true",
+                   help="train a compound classifier: several intents per text (one sigmoid "
+                   "each) and slot spans; detected on its own when the data rows carry an "
+                   "'intents' list")
+    p.add_argument("--per-intent-thresholds", action="store_true",
+                   help="multi-label: tune one threshold per intent instead of one for all")
+    p.add_argument("--no-slots", action="store_true",
+                   help="multi-label: no slot tagger even when the data has slots")
+    p.add_argument("--number-heads", type=lambda s: [int(x) for x in s.split(",") if x],
+                   help="heads (comma-separated, e.g. 0,1) of every layer that get a learned "
+                   "bias towards number tokens")
     add_data_options(p)
     p.set_defaults(func=run)
 
@@ -43,7 +56,11 @@ def run(args: argparse.Namespace) -> int:
         changes["seed"] = args.seed
     if args.quiet:
         changes["progress"] = False
+    if args.number_heads:
+        changes["model_overrides"] = {**recipe.model_overrides, "number_heads": args.number_heads}
     recipe = IntentRecipe.from_dict({**recipe.to_dict(), **changes})
+    if args.multi_label or looks_multi_label(args.data):
+        return _run_compound(args, recipe)
     train = read(args.data, args)
     valid = read(args.valid, args) if args.valid else None
     print(f"training data: {len(train)} rows, {len(train.label_set())} intents ({args.data})")
@@ -65,6 +82,28 @@ def run(args: argparse.Namespace) -> int:
     print(f"out-of-scope threshold {th.threshold:.3f} ({th.method}): in-scope accuracy "
           f"{th.in_scope_accuracy_no_reject:.4f} -> {th.in_scope_accuracy:.4f}, "
           f"{th.reject_rate:.1%} of in-scope rejected{oos}")
+    print(f"saved to {Path(args.out)}")
+    (Path(args.out) / "train_summary.json").write_text(
+        json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0
+
+
+def _run_compound(args: argparse.Namespace, recipe: IntentRecipe) -> int:
+    train = read_compound(args.data, args)
+    valid = read_compound(args.valid, args) if args.valid else None
+    print(f"training data (multi-label): {len(train)} texts, {len(train.intent_names())} "
+          f"intents, {len(train.slot_names())} slot names ({args.data})")
+    result = train_compound_classifier(train, valid, recipe, out_dir=args.out,
+                                       per_intent_thresholds=args.per_intent_thresholds,
+                                       slots=not args.no_slots, resume=args.resume,
+                                       keep_checkpoints=args.keep_checkpoints)
+    m = result.valid_metrics
+    print(f"trained {recipe.model} (intents + slots) in {result.train_seconds:.1f} s")
+    if m:
+        print(f"validation: intent micro-F1 {m['micro_f1']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
+              f"exact match {m['exact_match']:.4f}; threshold "
+              f"{result.thresholds.threshold:.3f}"
+              + (" (per intent)" if result.thresholds.per_intent else ""))
     print(f"saved to {Path(args.out)}")
     (Path(args.out) / "train_summary.json").write_text(
         json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

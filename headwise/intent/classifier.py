@@ -110,7 +110,7 @@ class IntentClassifier:
         Raises:
             ValueError: an empty list; TypeError: a non-string item.
         """
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), len(self.labels)), dtype=np.float64)
         device = next(self.model.parameters()).device
@@ -223,7 +223,12 @@ def _output_size(model: nn.Module) -> int | None:
     return head.out_features if isinstance(head, nn.Linear) else None
 
 
-def _check_texts(texts: Sequence[str]) -> list[str]:
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """The texts as a list, checked: not empty, every item a non-blank string.
+
+    Raises:
+        ValueError: no texts, or a blank text; TypeError: a non-string item.
+    """
     texts = list(texts)
     if not texts:
         raise ValueError("no texts given")

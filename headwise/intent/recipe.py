@@ -188,12 +188,18 @@ def encode_texts(tokenizer: Tokenizer, texts: Sequence[str], max_length: int,
     return ids
 
 
-def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[str]
-                       ) -> nn.Module:
-    """A freshly initialised Transformer or BiLSTM classifier for ``labels``."""
+def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[str],
+                       **fields: Any) -> nn.Module:
+    """A freshly initialised Transformer or BiLSTM classifier for ``labels``.
+
+    ``fields`` are further ModelConfig fields of the Transformer (the joint model passes
+    ``model_type``, ``multi_label`` and ``slot_tags``).
+    """
     common = dict(vocab_size=tokenizer.vocab_size, num_labels=len(labels), labels=labels,
                   pad_token_id=tokenizer.pad_token_id, dropout=recipe.dropout)
     if recipe.kind == "bilstm":
+        if fields:
+            raise ValueError(f"the BiLSTM takes no {sorted(fields)}")
         cfg = ModelConfig(model_type="bilstm", lstm_embed_dim=recipe.lstm_embed_dim,
                           lstm_hidden=recipe.lstm_hidden, lstm_pooling=recipe.lstm_pooling,
                           **common, **recipe.model_overrides)
@@ -202,8 +208,21 @@ def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[
                           num_heads=recipe.num_heads, d_ff=recipe.d_ff or 2 * recipe.d_model,
                           fusion=recipe.fusion, norm=recipe.norm, position=recipe.position,
                           pooling=recipe.pooling, attention_dropout=recipe.attention_dropout,
-                          max_position=recipe.max_length, **common, **recipe.model_overrides)
+                          max_position=recipe.max_length, **common,
+                          **{**recipe.model_overrides, **fields})
     return build_model(cfg)
+
+
+def train_config(recipe: IntentRecipe, metric: str) -> TrainConfig:
+    """The Trainer settings of a recipe: validated every epoch, early stopping on the
+    validation ``metric`` (larger is better), one checkpoint kept."""
+    lr = recipe.lr if recipe.lr is not None else DEFAULT_LR[recipe.kind]
+    return TrainConfig(lr=lr, weight_decay=recipe.weight_decay, epochs=recipe.epochs,
+                       batch_size=recipe.batch_size, warmup_ratio=recipe.warmup_ratio,
+                       schedule=recipe.schedule, seed=recipe.seed, eval_every="epoch",
+                       early_stopping_metric=metric, early_stopping_mode="max",
+                       patience=recipe.patience, keep_checkpoints=1, progress=recipe.progress,
+                       device="cpu" if not torch.cuda.is_available() else None)
 
 
 def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe | None = None,
@@ -260,14 +279,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     weights = (balanced_class_weights([r["labels"] for r in train_rows], len(intents))
                if recipe.class_weighting == "balanced" else None)
     wrapper = SmoothedClassification(model, recipe.label_smoothing, weights)
-    lr = recipe.lr if recipe.lr is not None else DEFAULT_LR[recipe.kind]
-    config = TrainConfig(lr=lr, weight_decay=recipe.weight_decay, epochs=recipe.epochs,
-                         batch_size=recipe.batch_size, warmup_ratio=recipe.warmup_ratio,
-                         schedule=recipe.schedule, seed=recipe.seed, eval_every="epoch",
-                         early_stopping_metric="accuracy", early_stopping_mode="max",
-                         patience=recipe.patience, keep_checkpoints=1,
-                         progress=recipe.progress, device="cpu" if not torch.cuda.is_available()
-                         else None)
+    config = train_config(recipe, "accuracy")
     ckpt_dir = out_dir / "checkpoints"
     trainer = Trainer(wrapper, config, train_rows, valid_data=valid_rows or None,
                       collate_fn=partial(pad_collate, pad_id=tokenizer.pad_token_id),

@@ -29,3 +29,22 @@ def test_demo_trains_compares_and_saves_both_models(tmp_path):
     table = comparison_table(summary["models"])
     assert table in "\n".join(lines) and "| bilstm |" in table and "| transformer |" in table
     assert len(summary["examples"]) == 8
+
+
+def test_compound_demo_trains_scores_and_shows_slots(tmp_path):
+    from headwise.intent.compound import CompoundClassifier
+    from headwise.intent.demo_compound import DEMO_NUMBER_HEADS, run_compound_demo
+    from headwise.text.demo_values import REFERENCE_DATE
+
+    lines = []
+    summary = run_compound_demo(tmp_path, per_intent=6, epochs=1, d_model=32, num_layers=1,
+                                echo=lines.append)
+    report = summary["report"]
+    assert 0.0 <= report["intents"]["micro_f1"] <= 1.0 and "span F1" in "\n".join(lines)
+    # the normaliser alone gets every generated value right from the gold span text
+    assert report["values"] and all(v["normaliser"] == 1.0 for v in report["values"].values())
+    clf = CompoundClassifier.load(tmp_path / "compound")
+    assert clf.model.config.number_heads == DEMO_NUMBER_HEADS
+    assert clf.reference_date == REFERENCE_DATE and clf.model.multi_label
+    assert summary["examples"] and all("slots" in a for a in summary["examples"])
+    assert (tmp_path / "compound" / "summary.json").is_file()

@@ -1,0 +1,250 @@
+"""Compound intents and slots: a joint model, its tokenizer, thresholds and value normaliser.
+
+:class:`CompoundClassifier` answers a customer question with every intent it expresses
+(one sigmoid per intent, each passing its tuned threshold) and its slots as character
+spans with normalised values::
+
+    clf = CompoundClassifier.load("runs/compound")
+    clf.predict(["I was charged twice for a £50 transfer, refund it"])[0].to_dict()
+    # {"intents": [{"intent": "refund", "confidence": 0.97}, ...],
+    #  "slots": [{"name": "amount_of_money", "start": 31, "end": 34, "text": "£50",
+    #             "value": {"amount": 50.0, "currency": "GBP"}}], ...}
+
+It is saved as a headwise model directory plus ``compound.json`` (intents, thresholds,
+reference date, training summary), written last and atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from headwise.intent.classifier import check_texts
+from headwise.intent.multilabel import Thresholds, decide
+from headwise.loading import from_pretrained, save_pretrained
+from headwise.models.joint import JointIntentSlotModel
+from headwise.text.annotations import SlotSpan
+from headwise.text.bio import tags_to_spans, token_offsets
+from headwise.text.tokenizer import Tokenizer
+from headwise.text.values import normalize_slot
+
+COMPOUND_FILE = "compound.json"
+
+
+@dataclass
+class CompoundPrediction:
+    """The answer for one text.
+
+    Attributes:
+        text: the input text.
+        intents: ``(intent, probability)`` of every predicted intent, most probable first.
+        scores: ``(intent, probability)`` of the ``top_k`` most probable intents.
+        slots: the slot spans found, with normalised values (None where the text does not
+            parse as the slot's kind).
+        out_of_scope: no intent passed its threshold.
+    """
+
+    text: str
+    intents: list[tuple[str, float]]
+    scores: list[tuple[str, float]]
+    slots: list[SlotSpan] = field(default_factory=list)
+    out_of_scope: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict."""
+        return {"text": self.text, "out_of_scope": self.out_of_scope,
+                "intents": [{"intent": k, "confidence": round(p, 6)} for k, p in self.intents],
+                "top_k": [{"intent": k, "confidence": round(p, 6)} for k, p in self.scores],
+                "slots": [{"name": s.name, "start": s.start, "end": s.end, "text": s.text,
+                           "value": s.value} for s in self.slots]}
+
+
+class CompoundClassifier:
+    """A joint intent + slot model with its tokenizer, intents and thresholds.
+
+    Args:
+        model: a :class:`JointIntentSlotModel`.
+        tokenizer: the tokenizer whose ids the model reads.
+        intents: intent names, index = output of the intent head.
+        thresholds: the multi-label decision thresholds (default 0.5 for every intent).
+        max_length: longest input in tokens, special tokens included.
+        reference_date: "today" for relative dates (明天, next Friday); None: the date of
+            each call.
+        info: free-form training summary stored in ``compound.json``.
+
+    Raises:
+        TypeError: the model is not a JointIntentSlotModel.
+        ValueError: intents that do not match the intent head, or per-intent thresholds
+            of the wrong length.
+    """
+
+    def __init__(self, model: JointIntentSlotModel, tokenizer: Tokenizer, intents: Sequence[str],
+                 *, thresholds: Thresholds | None = None, max_length: int = 128,
+                 reference_date: date | None = None, info: dict[str, Any] | None = None) -> None:
+        if not isinstance(model, JointIntentSlotModel):
+            raise TypeError(f"a CompoundClassifier needs a JointIntentSlotModel, got "
+                            f"{type(model).__name__}")
+        intents = [str(x) for x in intents]
+        if model.classifier.out_features != len(intents):
+            raise ValueError(f"the model has {model.classifier.out_features} intent outputs but "
+                             f"{len(intents)} intents were given")
+        self.thresholds = thresholds or Thresholds(0.5)
+        if self.thresholds.per_intent is not None and \
+                len(self.thresholds.per_intent) != len(intents):
+            raise ValueError(f"{len(self.thresholds.per_intent)} per-intent thresholds for "
+                             f"{len(intents)} intents")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.intents = intents
+        self.max_length = int(max_length)
+        self.reference_date = reference_date
+        self.info = dict(info or {})
+
+    @property
+    def slot_tags(self) -> list[str]:
+        """The BIO tag names of the slot tagger (empty without one)."""
+        return list(self.model.config.slot_tags or [])
+
+    # -- inference ---------------------------------------------------------------------
+    @torch.inference_mode()
+    def analyse(self, texts: Sequence[str], *, batch_size: int = 64
+                ) -> tuple[np.ndarray, list[list[SlotSpan]]]:
+        """Intent probabilities (n, intents) and the decoded slot spans (without values).
+
+        Raises:
+            ValueError: an empty list or text; TypeError: a non-string item.
+        """
+        texts = check_texts(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        probs = np.empty((len(texts), len(self.intents)), dtype=np.float64)
+        spans: list[list[SlotSpan]] = [[] for _ in texts]
+        device = next(self.model.parameters()).device
+        tags = self.slot_tags
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            chunk = [texts[i] for i in idx]
+            batch = self.tokenizer(chunk, max_length=self.max_length)
+            out = self.model(input_ids=batch["input_ids"].to(device),
+                             attention_mask=batch["attention_mask"].bool().to(device))
+            logits = out["logits"].double()
+            p = torch.sigmoid(logits) if self.model.multi_label else torch.softmax(logits, -1)
+            probs[idx] = p.cpu().numpy()
+            if "tag_logits" not in out:
+                continue
+            best = out["tag_logits"].argmax(-1).cpu()
+            offsets = token_offsets(self.tokenizer, chunk, max_length=self.max_length)
+            for row, i in enumerate(idx):
+                n = len(offsets[row])
+                spans[i] = tags_to_spans(best[row, :n].tolist(), offsets[row], texts[i], tags)
+        return probs, spans
+
+    def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
+                thresholds: Thresholds | None = None, at_least_one: bool = False,
+                batch_size: int = 64) -> list[CompoundPrediction]:
+        """Intents, slots and normalised values of each text.
+
+        Args:
+            texts: one text or a list.
+            top_k: how many of the most probable intents to list in ``scores``.
+            thresholds: override the saved thresholds.
+            at_least_one: answer the most probable intent when none passes (never
+                out-of-scope).
+            batch_size: texts per forward pass.
+
+        Raises:
+            ValueError: an empty list or text, ``top_k < 1``.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
+        probs, spans = self.analyse(texts, batch_size=batch_size)
+        chosen = self._decide(probs, thresholds or self.thresholds, at_least_one)
+        reference = self.reference_date or date.today()
+        answers = []
+        for text, p, keep, found in zip(texts, probs, chosen, spans, strict=True):
+            order = np.argsort(-p, kind="stable")
+            intents = [(self.intents[j], float(p[j])) for j in order if keep[j]]
+            answers.append(CompoundPrediction(
+                text=text, intents=intents,
+                scores=[(self.intents[j], float(p[j])) for j in order[:top_k]],
+                slots=[self._with_value(s, reference) for s in found],
+                out_of_scope=not intents))
+        return answers
+
+    def _decide(self, probs: np.ndarray, thresholds: Thresholds, at_least_one: bool
+                ) -> np.ndarray:
+        if self.model.multi_label:
+            return decide(probs, thresholds, at_least_one=at_least_one)
+        top = probs.argmax(1)  # single-label head: the argmax, if it is confident enough
+        keep = np.zeros_like(probs, dtype=bool)
+        rows = np.arange(len(probs))
+        keep[rows, top] = at_least_one | (probs[rows, top] >= thresholds.threshold)
+        return keep
+
+    @staticmethod
+    def _with_value(span: SlotSpan, reference: date) -> SlotSpan:
+        try:
+            value = normalize_slot(span.name, span.text, reference=reference)
+        except ValueError:
+            value = None
+        return SlotSpan(span.name, span.start, span.end, span.text, value)
+
+    # -- persistence -------------------------------------------------------------------
+    def save(self, directory: str | Path) -> Path:
+        """Write model, tokenizer and ``compound.json`` (last, atomically) into ``directory``."""
+        directory = Path(directory)
+        save_pretrained(self.model, self.tokenizer, directory)
+        meta = {"format": "headwise-compound", "version": 1, "intents": self.intents,
+                "thresholds": self.thresholds.to_dict(), "max_length": self.max_length,
+                "reference_date": None if self.reference_date is None
+                else self.reference_date.isoformat(), "info": self.info}
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".compound-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, directory / COMPOUND_FILE)
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> CompoundClassifier:
+        """Load a directory written by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: no such directory, or no ``compound.json`` in it.
+            ValueError: a ``compound.json`` that is not valid or does not match the model.
+        """
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise FileNotFoundError(f"no model directory at {directory}")
+        meta_path = directory / COMPOUND_FILE
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{directory} has no {COMPOUND_FILE}: it is not a compound "
+                                    f"(multi-label) classifier saved by `headwise train`")
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            intents = meta["intents"]
+            thresholds = Thresholds.from_dict(meta["thresholds"])
+            ref = meta.get("reference_date")
+            reference = date.fromisoformat(ref) if ref else None
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{meta_path} is not a valid compound-classifier file: {e}") from e
+        model, tokenizer = from_pretrained(directory)
+        return cls(model, tokenizer, intents, thresholds=thresholds,
+                   max_length=meta.get("max_length", 128), reference_date=reference,
+                   info=meta.get("info"))
+
+    def __repr__(self) -> str:
+        return (f"CompoundClassifier({len(self.intents)} intents, {len(self.slot_tags)} tags, "
+                f"threshold={self.thresholds.threshold:.3g})")

@@ -1,0 +1,121 @@
+"""Compound (multi-label) intents with slots: training, prediction, evaluation, persistence."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import numpy as np
+import pytest
+from sklearn.metrics import f1_score
+
+from headwise.intent.compound import CompoundClassifier
+from headwise.intent.compound_eval import _same, evaluate_compound, value_accuracy
+from headwise.intent.compound_recipe import encode_rows, train_compound_classifier
+from headwise.intent.recipe import IntentRecipe
+from headwise.text.annotations import AnnotatedExample, SlotSpan
+
+TINY = IntentRecipe(model="transformer", tokenizer="wordpiece", vocab_size=120, max_length=24,
+                    d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=25, batch_size=8,
+                    lr=3e-3, patience=None, dropout=0.0, attention_dropout=0.0, progress=False,
+                    model_overrides={"number_heads": [0]})
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, compound_corpus):
+    out = tmp_path_factory.mktemp("compound") / "model"
+    data = compound_corpus
+    result = train_compound_classifier(data, data, TINY, out_dir=out)
+    return result, data
+
+
+def test_rows_are_multi_hot_with_aligned_tags(trained):
+    result, data = trained
+    clf = result.classifier
+    tag_index = {t: i for i, t in enumerate(clf.slot_tags)}
+    rows = encode_rows(clf.tokenizer, data[:2], clf.intents, tag_index, 24)
+    assert rows[0]["labels"] == [1.0 if i in ("charge", "refund") else 0.0 for i in clf.intents]
+    assert len(rows[0]["tag_labels"]) == len(rows[0]["input_ids"])
+    assert rows[0]["tag_labels"][0] == -100 and rows[0]["tag_labels"][-1] == -100
+    assert tag_index["B-amount_of_money"] in rows[0]["tag_labels"]
+
+
+def test_learns_compound_intents_and_slots(trained):
+    result, data = trained
+    clf = result.classifier
+    assert clf.model.config.number_heads == [0]
+    assert clf.model.encoder.is_number_token.any()
+    preds = clf.predict([e.text for e in data])
+    got = {frozenset(n for n, _ in p.intents) for p, e in zip(preds, data, strict=True)
+           if frozenset(n for n, _ in p.intents) == frozenset(e.intents)}
+    exact = np.mean([frozenset(n for n, _ in p.intents) == frozenset(e.intents)
+                     for p, e in zip(preds, data, strict=True)])
+    assert exact >= 0.9, exact
+    assert frozenset({"charge", "refund"}) in got
+    spans_ok = np.mean([[(s.name, s.start, s.end) for s in p.slots]
+                        == [(s.name, s.start, s.end) for s in e.slots]
+                        for p, e in zip(preds, data, strict=True)])
+    assert spans_ok >= 0.9, spans_ok
+    assert preds[-1].out_of_scope and preds[-1].intents == []
+
+
+def test_values_are_normalised_in_predictions(trained):
+    result, _ = trained
+    p = result.classifier.predict("refund the 300 pounds please")[0]
+    assert [(s.text, s.value) for s in p.slots] == [("300 pounds",
+                                                    {"amount": 300.0, "currency": "GBP"})]
+    d = p.to_dict()
+    assert d["slots"][0]["value"] == {"amount": 300.0, "currency": "GBP"}
+    json.dumps(d)
+
+
+def test_save_load_round_trip(trained, tmp_path):
+    result, data = trained
+    clf = result.classifier
+    back = CompoundClassifier.load(result.directory)
+    texts = [e.text for e in data[:8]]
+    a, sa = clf.analyse(texts)
+    b, sb = back.analyse(texts)
+    assert np.array_equal(a, b) and sa == sb
+    assert back.thresholds == clf.thresholds and back.intents == clf.intents
+    with pytest.raises(FileNotFoundError, match="compound.json"):
+        CompoundClassifier.load(tmp_path)
+
+
+def test_evaluation_matches_sklearn(trained):
+    result, data = trained
+    clf = result.classifier
+    report = evaluate_compound(clf, data, reference_date=date(2026, 1, 15))
+    preds = clf.predict([e.text for e in data])
+    index = {n: i for i, n in enumerate(clf.intents)}
+    gold = np.zeros((len(data), len(index)), bool)
+    pred = np.zeros_like(gold)
+    for r, (e, p) in enumerate(zip(data, preds, strict=True)):
+        gold[r, [index[n] for n in e.intents]] = True
+        pred[r, [index[n] for n, _ in p.intents]] = True
+    assert report["intents"]["micro_f1"] == pytest.approx(f1_score(gold, pred, average="micro"))
+    assert report["values"]["amount_of_money"]["normaliser"] == 1.0
+    assert 0.0 <= report["slots"]["f1"] <= 1.0
+
+
+def test_value_accuracy_by_hand():
+    gbp = {"currency": "GBP"}
+    ex = [AnnotatedExample("pay 20 pounds", ("pay",), (SlotSpan(
+              "amount_of_money", 4, 13, "20 pounds", {"amount": 20.0, **gbp}),), 1),
+          AnnotatedExample("pay 30 pounds", ("pay",), (SlotSpan(
+              "amount_of_money", 4, 13, "30 pounds", {"amount": 31.0, **gbp}),), 2)]
+    predicted = [[SlotSpan("amount_of_money", 4, 13, "20 pounds", {"amount": 20.0, **gbp})],
+                 [SlotSpan("amount_of_money", 4, 13, "30 pounds", {"amount": 30.0, **gbp})]]
+    acc = value_accuracy(ex, predicted, date(2026, 1, 15))["amount_of_money"]
+    # example 1 right end to end; example 2's gold value (31) disagrees with both
+    assert acc == {"n": 2, "end_to_end": 0.5, "normaliser": 0.5}
+    assert _same({"a": [1.0, 2]}, {"a": [1.0 + 1e-12, 2]}) and not _same(1.0, 1.1)
+
+
+def test_bilstm_and_single_intent_data_are_refused(tmp_path, compound_corpus):
+    with pytest.raises(ValueError, match="BiLSTM"):
+        train_compound_classifier(compound_corpus, None, IntentRecipe(model="bilstm"),
+                                  out_dir=tmp_path)
+    with pytest.raises(ValueError, match="two intents"):
+        one = AnnotatedExample("hi", ("greet",), (), 1)
+        train_compound_classifier([one] * 3, None, TINY, out_dir=tmp_path)

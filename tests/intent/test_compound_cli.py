@@ -1,0 +1,78 @@
+"""The compound path of train / eval / predict: detection, output, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from headwise.cli import main
+
+TINY = {"model": "transformer", "tokenizer": "wordpiece", "vocab_size": 120, "max_length": 24,
+        "d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64, "epochs": 20,
+        "batch_size": 8, "lr": 3e-3, "patience": None, "dropout": 0.0,
+        "attention_dropout": 0.0}
+
+
+def _jsonl(path, examples):
+    with open(path, "w", encoding="utf-8") as f:
+        for e in examples:
+            f.write(json.dumps({"text": e.text, "intents": list(e.intents), "slots": [
+                {"name": s.name, "start": s.start, "end": s.end, "text": s.text,
+                 "value": s.value} for s in e.slots]}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, compound_corpus):
+    d = tmp_path_factory.mktemp("compound-cli")
+    data = _jsonl(d / "train.jsonl", compound_corpus)
+    (d / "recipe.json").write_text(json.dumps(TINY))
+    out = d / "model"
+    assert main(["train", "--data", str(data), "--valid", str(data), "--config",
+                 str(d / "recipe.json"), "--out", str(out), "--number-heads", "0",
+                 "--quiet"]) == 0
+    return d, out
+
+
+def test_train_detects_multi_label_and_saves_a_compound_model(trained, capsys):
+    d, out = trained
+    assert (out / "compound.json").is_file() and not (out / "intent.json").exists()
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["slot_names"] == ["amount_of_money"]
+    assert summary["recipe"]["model_overrides"] == {"number_heads": [0]}
+
+
+def test_eval_reports_intents_spans_and_values(trained, capsys):
+    d, out = trained
+    assert main(["eval", str(out), "--data", str(d / "train.jsonl"), "--out",
+                 str(d / "ev")]) == 0
+    text = capsys.readouterr().out
+    assert "micro-F1" in text and "span F1" in text and "amount_of_money" in text
+    report = json.loads((d / "ev" / "report.json").read_text())
+    assert report["num_examples"] == 27 and report["values"]["amount_of_money"]["n"] == 24
+
+
+def test_predict_json_has_intents_and_valued_slots(trained, capsys):
+    _, out = trained
+    assert main(["predict", str(out), "send 50 pounds to my sister", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert [x["intent"] for x in rec["intents"]] == ["transfer"]
+    assert rec["slots"] == [{"name": "amount_of_money", "start": 5, "end": 14,
+                             "text": "50 pounds", "value": {"amount": 50.0, "currency": "GBP"}}]
+    assert main(["predict", str(out), "send 50 pounds to my sister", "--threshold",
+                 "1.0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["out_of_scope"] is True
+
+
+def test_bad_annotations_exit_1_with_the_line(trained, tmp_path, capsys):
+    _, out = trained
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "pay 5 pounds", "intents": ["pay"]}\n'
+                   '{"text": "pay 5 pounds", "intents": ["pay"], "slots": [{"name": "amount", '
+                   '"start": 4, "end": 40, "text": "5 pounds"}]}\n', encoding="utf-8")
+    assert main(["eval", str(out), "--data", str(bad)]) == 1
+    assert "bad.jsonl:2" in capsys.readouterr().err
+    assert main(["train", "--data", str(bad), "--out", str(tmp_path / "m"),
+                 "--multi-label", "--skip-bad-rows", "--quiet"]) == 1
+    assert "two intents" in capsys.readouterr().err
