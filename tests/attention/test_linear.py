@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from headwise.attention import attend, linear_attention
+from headwise.attention import attend, linear, linear_attention
 from headwise.attention.linear import (
     approximation_error,
     favor_features,
@@ -165,3 +165,133 @@ def test_errors():
         linear_attention(q, k, v, "elu", num_features=16)
     with pytest.raises(ValueError, match="must be 4-D"):
         linear_attention(q[0], k, v)
+
+
+# --- streaming in blocks ---------------------------------------------------------------------
+def _direct(fq, fk, v, causal):
+    """phi(q) (phi(k)^T v) / phi(q) . sum phi(k); causal: prefix sums of phi(k_j) v_j^T."""
+    rep = fq.shape[1] // fk.shape[1]
+    fk, v = fk.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    if causal:
+        state = (fk[..., :, None] * v[..., None, :]).cumsum(-3)  # (B, H, L, m, dv)
+        num = torch.einsum("bhlm,bhlmd->bhld", fq, state)
+        den = (fq * fk.cumsum(-2)).sum(-1, keepdim=True)
+    else:
+        num = fq @ (fk.transpose(-1, -2) @ v)
+        den = fq @ fk.sum(-2)[..., None]
+    return num / den
+
+
+def _reference(q, k, v, fm, causal, num_features=None, seed=0):
+    if fm == "elu":
+        return _direct(F.elu(q) + 1, F.elu(k) + 1, v, causal)
+    w = orthogonal_features(num_features, q.shape[-1], seed=seed, dtype=torch.float64)
+    return _direct(favor_features(q, w, is_query=True), favor_features(k, w, is_query=False),
+                   v, causal)
+
+
+@pytest.fixture
+def block8(monkeypatch):
+    monkeypatch.setattr(linear, "BLOCK_SIZE", 8)
+    monkeypatch.setattr(linear, "CAUSAL_BLOCK_SIZE", 8)
+
+
+@pytest.mark.parametrize("fm", ["elu", "favor"])
+@pytest.mark.parametrize("lq, lk", [(5, 5), (8, 8), (16, 16), (17, 17), (40, 40), (3, 29),
+                                    (21, 8), (9, 1)])
+def test_noncausal_blocks_equal_direct_formula(block8, fm, lq, lk):
+    q, k, v = _qkv(lq=lq, lk=lk)  # grouped queries: 4 heads over 2 kv heads
+    nf = 12 if fm == "favor" else None
+    out = linear_attention(q, k, v, fm, num_features=nf)
+    assert (out - _reference(q, k, v, fm, False, nf)).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("fm", ["elu", "favor"])
+@pytest.mark.parametrize("n", [5, 8, 16, 17, 40])
+@pytest.mark.parametrize("chunk", [1, 3, 8, 16, 64])  # blocks of 8, 6, 8, 16, 64 rows
+def test_causal_blocks_equal_direct_formula(block8, fm, n, chunk):
+    q, k, v = _qkv(lq=n, lk=n)
+    nf = 12 if fm == "favor" else None
+    out = linear_attention(q, k, v, fm, True, num_features=nf, chunk_size=chunk)
+    assert (out - _reference(q, k, v, fm, True, nf)).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("fm", ["elu", "favor"])
+@pytest.mark.parametrize("n", [11, 12, 13, 40])
+def test_causal_blocks_of_several_chunks(monkeypatch, fm, n):
+    monkeypatch.setattr(linear, "CAUSAL_BLOCK_SIZE", 13)  # 4 chunks of 3 per block
+    q, k, v = _qkv(lq=n, lk=n)
+    nf = 12 if fm == "favor" else None
+    out = linear_attention(q, k, v, fm, True, num_features=nf, chunk_size=3)
+    assert (out - _reference(q, k, v, fm, True, nf)).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_default_block_size_on_a_sequence_of_several_blocks(causal):
+    n = 2 * max(linear.BLOCK_SIZE, linear.CAUSAL_BLOCK_SIZE) + 37
+    q, k, v = _qkv(b=1, h=2, hk=1, lq=n, lk=n, d=4, dv=3)
+    for fm, nf in (("elu", None), ("favor", 8)):
+        out = linear_attention(q, k, v, fm, causal, num_features=nf)
+        assert (out - _reference(q, k, v, fm, causal, nf)).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_favor_key_stabiliser_grows_across_blocks(block8, causal):
+    # keys grow along the sequence, so each block raises the running maximum and the
+    # state summed so far is rescaled; the result is that of one stabiliser for all keys
+    q, k, v = _qkv(lq=40, lk=40, d=8)
+    k = k * torch.linspace(0.2, 4.0, 40, dtype=torch.float64)[:, None]
+    out = linear_attention(q, k, v, "favor", causal, num_features=16, chunk_size=3)
+    assert (out - _reference(q, k, v, "favor", causal, 16)).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_inference_writes_the_same_result_as_autograd(block8, causal):
+    q, k, v = _qkv(lq=19, lk=19)
+    with torch.no_grad():
+        ref = linear_attention(q, k, v, "favor", causal, num_features=12, chunk_size=3)
+    q.requires_grad_()
+    out = linear_attention(q, k, v, "favor", causal, num_features=12, chunk_size=3)
+    assert out.requires_grad
+    torch.testing.assert_close(out.detach(), ref, atol=1e-14, rtol=0)
+
+
+@pytest.mark.parametrize("fm", ["elu", "favor"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradcheck_with_tiny_blocks(monkeypatch, fm, causal):
+    monkeypatch.setattr(linear, "BLOCK_SIZE", 3)
+    monkeypatch.setattr(linear, "CAUSAL_BLOCK_SIZE", 4)  # blocks of 2 chunks of 2
+    q, k, v = _qkv(b=1, h=2, hk=1, lq=8, lk=8, d=3, dv=2)
+    args = tuple(t.requires_grad_() for t in (q, k, v))
+
+    def fn(q, k, v):
+        return linear_attention(q, k, v, fm, causal, num_features=5 if fm == "favor" else None,
+                                chunk_size=2)
+
+    assert torch.autograd.gradcheck(fn, args)
+
+
+@pytest.mark.parametrize("fm", ["elu", "favor"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("block", [8, 64])  # several blocks, one block
+def test_sequence_major_layout(monkeypatch, fm, causal, block):
+    # q, k, v as (batch, seq, heads, d) transposed: no block is contiguous in heads
+    monkeypatch.setattr(linear, "BLOCK_SIZE", block)
+    monkeypatch.setattr(linear, "CAUSAL_BLOCK_SIZE", block)
+    q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in _qkv(lq=30, lk=30))
+    assert not q.is_contiguous()
+    nf = 12 if fm == "favor" else None
+    for chunk in (5, 7):  # chunks that divide the length and that do not
+        out = linear_attention(q, k, v, fm, causal, num_features=nf, chunk_size=chunk)
+        assert (out - _reference(q, k, v, fm, causal, nf)).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("fm", ["elu", "favor"])
+def test_no_keys_give_zeros(fm):
+    q, k, v = _qkv(lq=4, lk=0)
+    out = linear_attention(q, k, v, fm, num_features=8 if fm == "favor" else None)
+    assert out.shape == (2, 4, 4, 6) and not out.any()
+    for causal in (False, True):
+        empty = linear_attention(*_qkv(lq=0, lk=0), fm, causal,
+                                 num_features=8 if fm == "favor" else None)
+        assert empty.shape == (2, 4, 0, 6)
