@@ -312,8 +312,12 @@ def _setup(meta: dict[str, Any]) -> str:
 def section(data: dict[str, Any], images: list[tuple[str, Path]], md_dir: Path) -> str:
     """The markdown section (without its markers)."""
     meta = data["meta"]
+    merges = [f"Re-measured by `{m['command']}` on {m['date']} in {m['wall_min']:.1f} min "
+              f"(1-minute load average {m['loadavg_start']:.2f} at the start): "
+              f"{', '.join(m['what'])}; those rows replace the first run's."
+              for m in meta.get("merges", [])]
     parts = [f"## Attention for long inputs on {meta['device']}", hx.provenance(meta),
-             _setup(meta), "### Targets",
+             *merges, _setup(meta), "### Targets",
              hx.markdown_table(["target", "verdict", "measured"], targets(data), "lll")]
     parts += scaling_tables(data) + error_tables(data) + chunked_table(data)
     parts += hx.image_links(images, md_dir)

@@ -43,6 +43,7 @@ Writes ``<out>/long_attention_<device>.json``, PNG plots beside it and the secti
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -301,6 +302,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add = p.add_argument
     add("--md", type=Path, default=ROOT / "BENCHMARKS.md", help="markdown file to write")
     add("--parts", type=names, default=PARTS, help=f"default {','.join(PARTS)}")
+    add("--merge", type=Path, default=None,
+        help="a results JSON of an earlier run: its records not re-measured now are kept, "
+             "and the report notes this run as a merge")
     add("--methods", type=names, default=METHODS, help=f"default {','.join(METHODS)}")
     add("--modes", type=names, default=None, help="default fwd,fwdbwd (--quick: fwdbwd)")
     add("--sizes", type=ints, default=None, help=f"default {','.join(map(str, SIZES))}")
@@ -349,6 +353,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _key(rec: dict[str, Any]) -> tuple:
+    return tuple(rec.get(k) for k in ("part", "method", "mode", "n", "dist", "alloc", "tokens"))
+
+
+def merge(old: dict[str, Any], meta: dict[str, Any], records: list[dict[str, Any]]
+          ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The earlier run's meta and records with this run's records in place of the ones it
+    re-measured; ``meta["merges"]`` lists each merged run (command, date, what, load)."""
+    new = {_key(r) for r in records}
+    kept = [r for r in old["records"] if _key(r) not in new]
+    what = sorted({" ".join(str(x) for x in _key(r)[:3] if x) for r in records})
+    merged = {**old["meta"], "merges": [*old["meta"].get("merges", []), {
+        "command": meta["command"], "date": meta["date"], "what": what,
+        "wall_min": meta["wall_min"], "loadavg_start": meta["machine"]["loadavg_start"]}]}
+    return merged, kept + records
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the parts (or one worker), save the JSON, draw the plots, write the section."""
     args = parse_args(argv)
@@ -373,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     records = run(args)
     meta["wall_min"] = (time.perf_counter() - start) / 60
+    if args.merge is not None:
+        meta, records = merge(json.loads(args.merge.read_text()), meta, records)
     args.out.mkdir(parents=True, exist_ok=True)
     report.render({"meta": meta, "records": records}, args.out, md,
                   args.out / f"long_attention_{args.device}.json")

@@ -17,8 +17,10 @@ class ModelConfig:
 
     ``number_heads`` (encoder models) names the heads of every encoder layer that get a
     learned score bias towards number-token keys (:class:`~headwise.attention.number_bias.
-    NumberKeyBias`); which vocabulary ids are numbers is a buffer of the encoder, set from
-    the tokenizer with ``set_number_tokens``. ``multi_label``, ``slot_tags`` (BIO tag names)
+    NumberKeyBias`), starting at ``number_bias_init`` (1.0: the chosen heads start with
+    ``e`` times the attention on numbers, and training may undo it); which vocabulary ids
+    are numbers is a buffer of the encoder, set from the tokenizer with
+    ``set_number_tokens``. ``multi_label``, ``slot_tags`` (BIO tag names)
     and ``slot_loss_weight`` describe the joint intent + slot model (``joint_intent_slot``).
 
     Transformer fields follow the papers' names (d_model, d_ff, num_heads). The BiLSTM
@@ -52,6 +54,7 @@ class ModelConfig:
     attention_pattern: dict[str, Any] | None = None
     pooling: str = "cls"
     number_heads: list[int] | None = None
+    number_bias_init: float = 1.0
     multi_label: bool = False
     slot_tags: list[str] | None = None
     slot_loss_weight: float = 1.0

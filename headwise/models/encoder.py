@@ -85,8 +85,9 @@ class TransformerEncoder(nn.Module):
         self.gradient_checkpointing = False
         self.number_bias: nn.ModuleList | None = None
         if c.number_heads:
-            self.number_bias = nn.ModuleList(NumberKeyBias(c.num_heads, c.number_heads)
-                                             for _ in range(c.num_layers))
+            self.number_bias = nn.ModuleList(
+                NumberKeyBias(c.num_heads, c.number_heads, init=c.number_bias_init)
+                for _ in range(c.num_layers))
             self.register_buffer("is_number_token", torch.zeros(c.vocab_size, dtype=torch.bool))
 
     def set_number_tokens(self, token_ids: list[int] | Tensor) -> None:

@@ -35,11 +35,18 @@ def _encoders(seed=0):
                       dropout=0.0, max_position=16)
     torch.manual_seed(seed)
     plain = TransformerEncoder(cfg).eval()
-    numbered = TransformerEncoder(cfg.replace(number_heads=[0, 2])).eval()
+    numbered = TransformerEncoder(cfg.replace(number_heads=[0, 2], number_bias_init=0.0)).eval()
     missing, unexpected = numbered.load_state_dict(plain.state_dict(), strict=False)
     assert unexpected == [] and sorted(missing) == ["is_number_token", "number_bias.0.weight"]
     numbered.set_number_tokens([5, 6])
     return plain, numbered
+
+
+def test_the_bias_starts_at_number_bias_init():
+    cfg = ModelConfig(vocab_size=20, d_model=16, num_layers=2, num_heads=4, d_ff=32,
+                      number_heads=[1, 3])
+    enc = TransformerEncoder(cfg)
+    assert [nb.per_head().tolist() for nb in enc.number_bias] == [[0.0, 1.0, 0.0, 1.0]] * 2
 
 
 def test_zero_bias_is_the_plain_encoder():
