@@ -29,13 +29,17 @@ from torch import nn
 
 from headwise.intent.compound import CompoundClassifier
 from headwise.intent.multilabel import Thresholds, decide, multilabel_metrics, tune_thresholds
-from headwise.intent.recipe import IntentRecipe, build_intent_model, train_config
+from headwise.intent.recipe import (
+    IntentRecipe,
+    build_intent_model,
+    mark_number_tokens,
+    train_config,
+)
 from headwise.loading import from_pretrained
 from headwise.models.joint import JointIntentSlotModel
 from headwise.text.annotations import AnnotatedExample
 from headwise.text.batching import pad_collate
 from headwise.text.bio import bio_tag_names, encode_with_tags
-from headwise.text.number_tokens import number_token_ids
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 
@@ -205,8 +209,7 @@ def _build(recipe: IntentRecipe, texts: list[str], intents: list[str], tags: lis
 
         tokenizer = train_tokenizer(texts, kind=recipe.tokenizer, vocab_size=recipe.vocab_size)
         model = build_intent_model(recipe, tokenizer, intents, **joint)
-    if model.config.number_heads:
-        model.encoder.set_number_tokens(number_token_ids(tokenizer))
+    mark_number_tokens(model, tokenizer)
     return model, tokenizer
 
 

@@ -52,8 +52,11 @@ def demo_recipes(s: DemoSettings) -> dict[str, IntentRecipe]:
                   patience=None, label_smoothing=0.1)
     return {
         "bilstm": IntentRecipe(model="bilstm", lstm_embed_dim=128, lstm_hidden=128, **common),
+        # heads 0 and 1 of each layer start biased towards number tokens (number-aware
+        # heads, learned): amounts and instalment numbers decide several intents
         "transformer": IntentRecipe(model="transformer", d_model=s.d_model,
-                                    num_layers=s.num_layers, num_heads=8, **common),
+                                    num_layers=s.num_layers, num_heads=8,
+                                    model_overrides={"number_heads": [0, 1]}, **common),
     }
 
 

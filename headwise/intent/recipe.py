@@ -36,6 +36,7 @@ from headwise.loading import from_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.io import build_model
 from headwise.text.batching import pad_collate
+from headwise.text.number_tokens import number_token_ids
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import TrainConfig, Trainer, load_model_weights
 
@@ -213,6 +214,14 @@ def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[
     return build_model(cfg)
 
 
+def mark_number_tokens(model: nn.Module, tokenizer: Tokenizer) -> None:
+    """Tell a model with number-aware heads which of the tokenizer's ids are numbers (a
+    no-op for models without them)."""
+    config = getattr(model, "config", None)
+    if isinstance(config, ModelConfig) and config.number_heads:
+        model.encoder.set_number_tokens(number_token_ids(tokenizer))
+
+
 def train_config(recipe: IntentRecipe, metric: str) -> TrainConfig:
     """The Trainer settings of a recipe: validated every epoch, early stopping on the
     validation ``metric`` (larger is better), one checkpoint kept."""
@@ -269,6 +278,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
 
         tokenizer = train_tokenizer(texts, kind=recipe.tokenizer, vocab_size=recipe.vocab_size)
         model = build_intent_model(recipe, tokenizer, intents)
+        mark_number_tokens(model, tokenizer)
     index = {name: i for i, name in enumerate(intents)}
     ids = encode_texts(tokenizer, texts, recipe.max_length)
     train_rows = [{"input_ids": x, "labels": index[y]} for x, y in zip(ids, labels, strict=True)]

@@ -21,7 +21,10 @@ def test_demo_trains_compares_and_saves_both_models(tmp_path):
         clf = IntentClassifier.load(tmp_path / name)
         assert len(clf.labels) == summary["corpus"]["intents"] >= 20
         assert (tmp_path / name / "eval" / "confusion.png").is_file()
-    assert IntentClassifier.load(tmp_path / "transformer").model.config.num_heads == 8
+    model = IntentClassifier.load(tmp_path / "transformer").model
+    assert model.config.num_heads == 8 and model.config.number_heads == [0, 1]
+    # the number-aware heads know the char tokenizer's number ids ([NUM], 3500, 三千 ...)
+    assert model.encoder.is_number_token.any()
     for split in ("train", "valid", "test"):
         assert (tmp_path / "data" / f"{split}.csv").is_file()
     saved = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
