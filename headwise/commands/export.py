@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, read
+from headwise.commands._common import add_data_options, is_compound_model, read
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,7 +15,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Write the classifier as an ONNX graph (dynamic batch and length) for "
         "`headwise serve --runtime onnx`, check its logits against PyTorch (at most 1e-4 "
         "apart), and optionally a dynamically quantised int8 copy. With --data, the "
-        "accuracy of PyTorch, ONNX and int8 on a labelled file is measured.")
+        "accuracy of PyTorch, ONNX and int8 on a labelled file is measured. Compound "
+        "(multi-label + slots) classifiers are not exported; serve them with PyTorch.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
     p.add_argument("--onnx", required=True, metavar="OUT", help="the .onnx file to write")
     p.add_argument("--int8", metavar="OUT8", help="also write a dynamically quantised copy")
@@ -39,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from headwise.serve.runtime import OnnxRuntime, TorchRuntime, file_sha256
     from headwise.serve.startup import ONNX_TOLERANCE
 
+    if is_compound_model(args.model):
+        raise ValueError(f"{args.model} is a compound (multi-label + slots) classifier; ONNX "
+                         f"export supports single-label intent classifiers only (serve it "
+                         f"with `headwise serve {args.model}`, which uses PyTorch)")
     clf = IntentClassifier.load(args.model)
     out = export_onnx(clf.model, args.onnx, opset=args.opset, max_length=clf.max_length,
                       weights_sha256=file_sha256(Path(args.model) / WEIGHTS_NAME))

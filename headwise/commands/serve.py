@@ -1,4 +1,5 @@
-"""``headwise serve``: the intent service over HTTP (FastAPI under uvicorn)."""
+"""``headwise serve``: the intent service over HTTP (FastAPI under uvicorn), for an intent
+classifier or a compound (multi-label + slots) one."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="POST /v1/predict (top-k intents, out-of-scope flag), POST /v1/explain "
         "(per-head attention and rollout), GET /healthz, /readyz, /metrics (Prometheus); "
         "OpenAPI schema at /docs. Concurrent requests are gathered into micro-batches. "
+        "A compound (multi-label + slots) classifier answers every intent and its slots, "
+        "with the torch runtime only and no --long-text chunk; /v1/explain refuses it. "
         "The model directory is checked before the server starts.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -73,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
     engine = load_engine(config)  # refuses a bad model directory before anything starts
     common = dict(host=args.host, port=args.port, log_level=args.log_level,
                   timeout_graceful_shutdown=args.graceful_timeout)
-    print(f"headwise serve: {len(engine.labels)} intents, runtime {config.runtime}, "
-          f"http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr)
+    print(f"headwise serve: {engine.kind} classifier, {len(engine.labels)} intents, runtime "
+          f"{config.runtime}, http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr)
     if args.workers == 1:
         uvicorn.run(create_app(config, engine), **common)
     else:

@@ -132,6 +132,12 @@ class TransformerEncoder(nn.Module):
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be (batch, seq), got {tuple(input_ids.shape)}")
         mask = self.attention_mask_for(attention_mask, input_ids.shape[1])
+        return self.run(input_ids, mask, token_type_ids)
+
+    def run(self, input_ids: Tensor, mask: Any, token_type_ids: Tensor | None = None) -> Tensor:
+        """Embeddings, the layers (with the number-key bias, if any) and the final norm,
+        under a mask already built (:meth:`attention_mask_for`, or any mask the layers
+        take: the ONNX export passes the padding mask as a tensor, always)."""
         x = self.embeddings(input_ids, token_type_ids)
         is_number = self.is_number_token[input_ids] if self.number_bias is not None else None
         for i, layer in enumerate(self.layers):

@@ -1,26 +1,33 @@
 """The intent service: FastAPI app, dynamic micro-batching, ONNX export and runtime.
 
-``headwise serve MODEL`` runs :func:`create_app` under uvicorn; ``headwise export MODEL
---onnx OUT`` writes the graph the ``onnx`` runtime reads.
+``headwise serve MODEL`` runs :func:`create_app` under uvicorn, for an intent classifier
+(:class:`InferenceEngine`) or a compound multi-label + slots one (:class:`CompoundEngine`,
+torch runtime only); ``headwise export MODEL --onnx OUT`` writes the graph the ``onnx``
+runtime reads (intent classifiers only).
 """
 
 from headwise.serve.app import app_from_environment, create_app
 from headwise.serve.batching import BatcherClosed, MicroBatcher
+from headwise.serve.bucketing import BucketedEngine
+from headwise.serve.compound_engine import CompoundEngine, JointRow
 from headwise.serve.config import LONG_TEXT_POLICIES, RUNTIMES, ServeConfig
 from headwise.serve.engine import EncodedText, InferenceEngine, LongTextError
 from headwise.serve.explain import Explanation, NoAttentionError, explain_text
 from headwise.serve.onnx_export import export_onnx, quantize_int8
 from headwise.serve.rollout import attention_rollout
 from headwise.serve.runtime import OnnxRuntime, TorchRuntime
-from headwise.serve.startup import load_engine
+from headwise.serve.startup import load_classifier, load_engine
 
 __all__ = [
     "LONG_TEXT_POLICIES",
     "RUNTIMES",
     "BatcherClosed",
+    "BucketedEngine",
+    "CompoundEngine",
     "EncodedText",
     "Explanation",
     "InferenceEngine",
+    "JointRow",
     "LongTextError",
     "MicroBatcher",
     "NoAttentionError",
@@ -32,6 +39,7 @@ __all__ = [
     "create_app",
     "explain_text",
     "export_onnx",
+    "load_classifier",
     "load_engine",
     "quantize_int8",
 ]

@@ -4,11 +4,18 @@ Endpoints: ``POST /v1/predict`` (top-k intents of one or many texts), ``POST /v1
 (per-head attention and rollout of one text), ``GET /healthz`` (the process answers),
 ``GET /readyz`` (the model is loaded and warmed up), ``GET /metrics`` (Prometheus).
 
+For a compound (multi-label + slots) classifier, ``/v1/predict`` takes
+:class:`~headwise.serve.schemas.CompoundPredictRequest` (``threshold`` and
+``at_least_one`` overrides) and answers every predicted intent and the slot spans with
+their values (:class:`~headwise.serve.schemas.CompoundPredictResponse`); the OpenAPI
+schema shows the kind being served. ``/v1/explain`` refuses a compound classifier (409).
+
 Bad input is answered with a 4xx and a JSON ``{"error": {status, type, message}}``:
 400 malformed JSON or invalid UTF-8, 413 an oversized body, 415 a body that is not JSON,
 422 wrong types, unknown fields, empty texts, too many texts, a text over the character
 limit (or over the token limit under the ``reject`` policy), 409 ``/v1/explain`` on a
-model without attention heads, 503 before the model is ready or while shutting down.
+model without attention heads or on a compound classifier, 503 before the model is ready
+or while shutting down.
 Shutting down (SIGINT/SIGTERM under uvicorn) stops accepting connections, lets requests
 in flight finish, then drains the batcher.
 """
@@ -22,6 +29,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, Request
@@ -30,12 +38,15 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from headwise.serve.batching import BatcherClosed, MicroBatcher
+from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import CONFIG_ENV, ServeConfig
 from headwise.serve.engine import EncodedText, InferenceEngine, LongTextError
 from headwise.serve.explain import NoAttentionError, attention_modules, explain_text
 from headwise.serve.metrics import ServeMetrics
 from headwise.serve.middleware import BodyGuard, RequestMetrics, error_payload
 from headwise.serve.schemas import (
+    CompoundPredictRequest,
+    CompoundPredictResponse,
     ErrorResponse,
     ExplainRequest,
     ExplainResponse,
@@ -65,12 +76,13 @@ class InputError(Exception):
 class ServiceState:
     """What the endpoints share: engine, batcher, metrics, readiness."""
 
-    def __init__(self, engine: InferenceEngine, config: ServeConfig) -> None:
+    def __init__(self, engine: InferenceEngine | CompoundEngine, config: ServeConfig) -> None:
         self.engine = engine
         self.config = config
+        self.compound = isinstance(engine, CompoundEngine)
         self.metrics = ServeMetrics()
-        self.batcher: MicroBatcher[EncodedText, np.ndarray] = MicroBatcher(
-            lambda items: list(engine.logits(items)), max_batch_size=config.max_batch_size,
+        self.batcher: MicroBatcher[EncodedText, Any] = MicroBatcher(
+            engine.run, max_batch_size=config.max_batch_size,
             max_wait_s=config.max_wait_ms / 1000.0, batching=config.batching,
             on_batch=self.metrics.observe_batch)
         self.ready = False
@@ -102,6 +114,38 @@ class ServiceState:
             raise InputError(422, "invalid_text", f"{where} holds an unpaired surrogate "
                              f"(\\u{ord(text[e.start]):04x} at character {e.start}), which "
                              f"is not valid Unicode") from None
+
+    async def infer(self, field: str | list[str]) -> tuple[list[str], list[EncodedText], list]:
+        """Check a request's texts, encode them and run them through the batcher.
+
+        Args:
+            field: the request's ``texts`` (one text or a list).
+
+        Returns:
+            ``(texts, encodings, results)``: the engine's :meth:`run` result per text.
+
+        Raises:
+            InputError: too many texts, a bad text (422), a text over the token limit
+                under ``reject`` (422), not ready or shutting down (503).
+        """
+        texts = [field] if isinstance(field, str) else list(field)
+        if len(texts) > self.config.max_texts:
+            raise InputError(422, "too_many_texts", f"{len(texts)} texts in one request, over "
+                             f"the limit of {self.config.max_texts}")
+        for i, text in enumerate(texts):
+            self.check_text(text, "texts" if isinstance(field, str) else f"texts[{i}]")
+        self.check_ready()
+        try:
+            items = self.engine.encode(texts)
+        except LongTextError as e:
+            raise InputError(422, "text_too_long", str(e)) from None
+        try:
+            rows = await self.batcher.submit(items)
+        except BatcherClosed:
+            raise InputError(503, "stopping", "the service is shutting down") from None
+        for item in items:
+            self.metrics.texts.labels(item.policy or "none").inc()
+        return texts, items, rows
 
     async def warm_up(self) -> None:
         try:
@@ -135,12 +179,15 @@ def _validation_message(errors: list[dict]) -> tuple[int, str, str, list[dict]]:
     return 422, "validation_error", "; ".join(parts) + more, details
 
 
-def create_app(config: ServeConfig, engine: InferenceEngine | None = None) -> FastAPI:
+def create_app(config: ServeConfig, engine: InferenceEngine | CompoundEngine | None = None
+               ) -> FastAPI:
     """The service's ASGI app.
 
     Args:
         config: the settings.
-        engine: an inference engine already loaded (default: :func:`load_engine`).
+        engine: an inference engine already loaded (default: :func:`load_engine`); a
+            :class:`CompoundEngine` makes ``/v1/predict`` take and answer the compound
+            schemas.
 
     Returns:
         A FastAPI app wrapped in the metrics and body-guard middleware; its lifespan
@@ -164,9 +211,12 @@ def create_app(config: ServeConfig, engine: InferenceEngine | None = None) -> Fa
             await asyncio.gather(warm, return_exceptions=True)
             await state.batcher.stop()
 
+    about = ("Compound intent recognition: every intent a text expresses, with slot spans "
+             "and normalised values." if state.compound else
+             "Intent recognition with calibrated confidence, out-of-scope detection and "
+             "per-head attention explanations.")
     app = FastAPI(title="headwise intent service", version="1", lifespan=lifespan,
-                  description="Intent recognition with calibrated confidence, out-of-scope "
-                              "detection and per-head attention explanations.")
+                  description=about)
     app.state.serve = state
 
     @app.exception_handler(RequestValidationError)
@@ -186,35 +236,37 @@ def create_app(config: ServeConfig, engine: InferenceEngine | None = None) -> Fa
         return JSONResponse(error_payload(exc.status_code, kind, str(exc.detail)),
                             status_code=exc.status_code, headers=exc.headers)
 
-    @app.post("/v1/predict", response_model=PredictResponse, responses=_ERRORS,
-              summary="Top-k intents of one or many texts")
-    async def predict(body: PredictRequest) -> PredictResponse:
-        texts = [body.texts] if isinstance(body.texts, str) else list(body.texts)
-        if len(texts) > config.max_texts:
-            raise InputError(422, "too_many_texts", f"{len(texts)} texts in one request, over "
-                             f"the limit of {config.max_texts}")
-        for i, text in enumerate(texts):
-            state.check_text(text, f"texts[{i}]" if not isinstance(body.texts, str) else "texts")
-        state.check_ready()
-        try:
-            items = state.engine.encode(texts)
-        except LongTextError as e:
-            raise InputError(422, "text_too_long", str(e)) from None
-        try:
-            rows = await state.batcher.submit(items)
-        except BatcherClosed:
-            raise InputError(503, "stopping", "the service is shutting down") from None
-        answers = state.engine.answer(texts, items, np.stack(rows),
-                                      top_k=body.top_k or config.top_k,
-                                      threshold=body.threshold)
-        for item in items:
-            state.metrics.texts.labels(item.policy or "none").inc()
-        return PredictResponse(model=state.model_name, runtime=state.engine.runtime.name,
-                               predictions=answers)
+    if state.compound:
+        @app.post("/v1/predict", response_model=CompoundPredictResponse, responses=_ERRORS,
+                  summary="Every intent and the slots of one or many texts")
+        async def predict_compound(body: CompoundPredictRequest) -> CompoundPredictResponse:
+            texts, items, rows = await state.infer(body.texts)
+            answers = state.engine.answer(texts, items, rows, top_k=body.top_k or config.top_k,
+                                          threshold=body.threshold,
+                                          at_least_one=body.at_least_one)
+            return CompoundPredictResponse(model=state.model_name,
+                                           runtime=state.engine.runtime.name,
+                                           predictions=answers)
+    else:
+        @app.post("/v1/predict", response_model=PredictResponse, responses=_ERRORS,
+                  summary="Top-k intents of one or many texts")
+        async def predict(body: PredictRequest) -> PredictResponse:
+            texts, items, rows = await state.infer(body.texts)
+            answers = state.engine.answer(texts, items, np.stack(rows),
+                                          top_k=body.top_k or config.top_k,
+                                          threshold=body.threshold)
+            return PredictResponse(model=state.model_name, runtime=state.engine.runtime.name,
+                                   predictions=answers)
 
     @app.post("/v1/explain", response_model=ExplainResponse, responses=_ERRORS,
-              summary="Per-head attention and attention rollout of one text")
+              summary="Per-head attention and attention rollout of one text",
+              description="Not offered for a compound (multi-label + slots) classifier: "
+                          "answered with 409 'unsupported_model'.")
     async def explain(body: ExplainRequest) -> ExplainResponse:
+        if state.compound:
+            raise InputError(409, "unsupported_model", "/v1/explain does not support a "
+                             "compound (multi-label + slots) classifier; use /v1/predict for "
+                             "its intents and slots")
         if not state.has_attention:
             raise InputError(409, "no_attention", f"this model "
                              f"({type(state.engine.classifier.model).__name__}) has no "

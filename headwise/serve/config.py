@@ -23,7 +23,9 @@ class ServeConfig:
     """Settings of the intent service.
 
     Attributes:
-        model_dir: the classifier directory (written by ``headwise train``).
+        model_dir: the classifier directory (written by ``headwise train``): an intent
+            classifier, or a compound (multi-label + slots) one, which is served with the
+            torch runtime and without ``"chunk"``.
         runtime: ``"torch"`` (PyTorch, inference mode) or ``"onnx"`` (onnxruntime).
         onnx_path: the ONNX file for ``runtime="onnx"`` (default ``MODEL/model.onnx``).
         batching: gather concurrent requests into one forward pass; False runs each

@@ -5,6 +5,8 @@ length) and returns ``logits`` and ``pooled`` (the vector the classification hea
 which the service averages over windows for chunk-and-pool). It is written with PyTorch's
 ``torch.export``-based exporter. The file's metadata records the SHA-256 of the weights it
 was made from, so ``headwise serve`` can refuse an ONNX file that belongs to another model.
+A joint intent + slot model (compound classifier) is not exported: its tag logits would be
+a second output the service's ONNX path does not read; it is served with PyTorch.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from headwise.attention.mha import MultiHeadAttention
+from headwise.models.joint import JointIntentSlotModel
 from headwise.serve.runtime import (
     META_QUANTIZED,
     META_WEIGHTS_SHA256,
@@ -58,12 +62,15 @@ class ExportableClassifier(nn.Module):
         model: an ``EncoderClassifier`` without a sparse attention pattern.
 
     Raises:
-        ValueError: a model that is not an encoder classifier, or one with a sparse
-            attention pattern (not exportable here).
+        ValueError: a model that is not an encoder classifier, a joint intent + slot
+            model, or one with a sparse attention pattern (not exportable here).
     """
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
+        if isinstance(model, JointIntentSlotModel):
+            raise ValueError("ONNX export does not support joint intent + slot models "
+                             "(compound classifiers); serve them with the torch runtime")
         encoder = getattr(model, "encoder", None)
         if encoder is None or not hasattr(encoder, "layers") or not hasattr(model, "pool"):
             raise ValueError(f"ONNX export supports Transformer encoder classifiers only, not "
@@ -76,13 +83,7 @@ class ExportableClassifier(nn.Module):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
         keep = attention_mask.bool()
-        encoder = self.model.encoder
-        x = encoder.embeddings(input_ids, None)
-        mask = keep[:, None, None, :]
-        for layer in encoder.layers:
-            x = layer(x, mask)
-        if encoder.final_norm is not None:
-            x = encoder.final_norm(x)
+        x = self.model.encoder.run(input_ids, keep[:, None, None, :])
         pooled = self.model.pool(x, keep)
         return self.model.classifier(pooled), pooled
 
@@ -130,6 +131,14 @@ def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None
     mask[1, 5:] = 0
     batch = torch.export.Dim("batch", max=1 << 16)
     seq = torch.export.Dim("seq", max=max(max_length, 9))
+    # with a score bias (number-aware heads) the layers would call SDPA with a float mask,
+    # whose decomposition under torch.export claims an output layout it does not produce;
+    # the reference "math" backend traces to the same operations without that step
+    biased = [m for m in model.modules() if isinstance(m, MultiHeadAttention)] \
+        if getattr(model.encoder, "number_bias", None) is not None else []
+    backends = [m.backend for m in biased]
+    for m in biased:
+        m.backend = "math"
     try:
         with warnings.catch_warnings(), _quiet("torch.onnx", "torch.export"):
             warnings.simplefilter("ignore")
@@ -141,6 +150,8 @@ def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None
         program.save(str(out))
     finally:
         model.train(was_training)
+        for m, b in zip(biased, backends, strict=True):
+            m.backend = b
     meta = {META_QUANTIZED: "none"}
     if weights_sha256:
         meta[META_WEIGHTS_SHA256] = weights_sha256

@@ -5,6 +5,10 @@ vectors the classification head reads (chunk-and-pool averages those)::
 
     rt = TorchRuntime(clf.model)                     # or OnnxRuntime("model.onnx")
     logits, pooled = rt.forward(input_ids, attention_mask)   # numpy, (b, n) and (b, d)
+
+A joint intent + slot model (:class:`~headwise.models.joint.JointIntentSlotModel`) also
+has per-token tag logits; :meth:`TorchRuntime.forward_joint` returns both. The ONNX path
+serves single-label classifiers only.
 """
 
 from __future__ import annotations
@@ -83,6 +87,32 @@ class TorchRuntime:
         pooled = pooled_vectors(self.model, ids, mask)
         logits = self.model.classifier(pooled)
         return logits.float().cpu().numpy(), pooled.float().cpu().numpy()
+
+    @torch.inference_mode()
+    def forward_joint(self, input_ids: np.ndarray, attention_mask: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Intent logits and slot-tag logits of a joint model on a padded batch: the
+        model's own forward pass (dropout is off in eval mode).
+
+        Args:
+            input_ids: (batch, seq) int64.
+            attention_mask: (batch, seq) 0/1 (or boolean).
+
+        Returns:
+            ``(logits, tag_logits)`` as float32 numpy arrays, (batch, intents) and
+            (batch, seq, tags); ``tag_logits`` is None for a model without a slot tagger.
+
+        Raises:
+            TypeError: a model whose forward pass does not return a dict with ``logits``.
+        """
+        ids = torch.from_numpy(np.ascontiguousarray(input_ids, dtype=np.int64)).to(self.device)
+        mask = torch.from_numpy(np.asarray(attention_mask) != 0).to(self.device)
+        out = self.model(input_ids=ids, attention_mask=mask)
+        if not isinstance(out, dict) or "logits" not in out:
+            raise TypeError(f"{type(self.model).__name__} is not a joint intent + slot model")
+        tags = out.get("tag_logits")
+        return (out["logits"].float().cpu().numpy(),
+                None if tags is None else tags.float().cpu().numpy())
 
 
 class OnnxRuntime:

@@ -4,11 +4,16 @@ Requests are validated strictly: unknown fields are refused, and no value is coe
 (``"3"`` is not an integer, ``1`` is not a text). Limits that depend on the service's
 configuration (texts per request, characters per text) are checked by the service and
 answered with the same 422 error shape.
+
+A service runs one model kind, and its ``/v1/predict`` (and OpenAPI schema) follows it:
+:class:`PredictRequest` -> :class:`PredictResponse` for a single-label intent classifier,
+:class:`CompoundPredictRequest` -> :class:`CompoundPredictResponse` for a compound
+(multi-label + slots) classifier.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +35,26 @@ class PredictRequest(BaseModel):
     threshold: float | None = Field(default=None, ge=0.0, le=1.0,
                                     description="override the model's out-of-scope "
                                                 "threshold (0 never answers out-of-scope)")
+
+
+class CompoundPredictRequest(PredictRequest):
+    """``POST /v1/predict`` of a compound classifier: texts, and how intents are chosen."""
+
+    model_config = ConfigDict(**_STRICT, json_schema_extra={
+        "examples": [{"texts": ["i was charged twice for 50 pounds, refund it"],
+                      "threshold": 0.4, "at_least_one": False}]})
+
+    top_k: int | None = Field(default=None, ge=1, le=1000,
+                              description="most probable intents listed in top_k per text "
+                                          "(default: the service's setting)")
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0,
+                                    description="one threshold for every intent, replacing "
+                                                "the model's saved (possibly per-intent) "
+                                                "thresholds; an intent is predicted when its "
+                                                "probability reaches it")
+    at_least_one: bool = Field(default=False,
+                               description="answer the most probable intent when none "
+                                           "reaches its threshold (never out-of-scope)")
 
 
 class ExplainRequest(BaseModel):
@@ -77,6 +102,44 @@ class PredictResponse(BaseModel):
     model: str
     runtime: str
     predictions: list[Prediction]
+
+
+#: a slot's normalised value: a number, a string, or a JSON object of them
+SlotValue = int | float | str | bool | dict[str, Any] | list[Any]
+
+
+class Slot(BaseModel):
+    """A slot span of the text with its normalised value."""
+
+    name: str = Field(description="the slot, e.g. 'amount_of_money'")
+    start: int = Field(description="character offset of the span's first character")
+    end: int = Field(description="character offset just past the span")
+    text: str = Field(description="the span's text, text[start:end]")
+    value: SlotValue | None = Field(
+        description="the normalised value, e.g. {'amount': 50.0, 'currency': 'GBP'}; null "
+                    "when the span does not parse as its slot's kind")
+
+
+class CompoundPrediction(BaseModel):
+    """The compound answer for one text: every predicted intent, and the slots."""
+
+    text: str
+    out_of_scope: bool = Field(description="no intent reached its threshold")
+    intents: list[Intent] = Field(description="every predicted intent with its probability "
+                                              "(a sigmoid each), most probable first")
+    top_k: list[Intent] = Field(description="the most probable intents, predicted or not")
+    slots: list[Slot] = Field(description="slot spans in text order")
+    long_text: LongText | None = Field(
+        default=None, description="set when the text was over the maximum length")
+
+
+class CompoundPredictResponse(BaseModel):
+    """``POST /v1/predict``'s answer for a compound classifier: one prediction per text,
+    in request order."""
+
+    model: str
+    runtime: str
+    predictions: list[CompoundPrediction]
 
 
 class Token(BaseModel):

@@ -1,17 +1,21 @@
 """Load what the service runs, refusing at start-up anything that would fail later.
 
-:func:`load_engine` loads the classifier directory (pickle files and a config that does
-not match the weights are refused by the loader with a message naming the problem) and,
-for the onnxruntime path, checks that the ONNX file was exported from these very weights
-and that its float32 outputs equal PyTorch's within :data:`ONNX_TOLERANCE`.
+:func:`load_engine` loads the model directory (an intent classifier, ``intent.json``, or a
+compound classifier, ``compound.json``; pickle files and a config that does not match the
+weights are refused by the loader with a message naming the problem) and, for the
+onnxruntime path, checks that the ONNX file was exported from these very weights and that
+its float32 outputs equal PyTorch's within :data:`ONNX_TOLERANCE`. A compound classifier
+is served with the torch runtime only, and without chunk-and-pool.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from headwise.intent.classifier import IntentClassifier
+from headwise.intent.classifier import INTENT_FILE, IntentClassifier
+from headwise.intent.compound import COMPOUND_FILE, CompoundClassifier
 from headwise.models.io import WEIGHTS_NAME
+from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import ServeConfig
 from headwise.serve.engine import InferenceEngine
 from headwise.serve.onnx_export import max_logit_difference, probe_batches
@@ -56,8 +60,37 @@ def check_onnx(classifier: IntentClassifier, runtime: OnnxRuntime, model_dir: st
     return diff
 
 
-def load_engine(config: ServeConfig, classifier: IntentClassifier | None = None
-                ) -> InferenceEngine:
+def load_classifier(model_dir: str | Path) -> IntentClassifier | CompoundClassifier:
+    """The classifier saved in a directory, of whichever kind it is.
+
+    Args:
+        model_dir: a directory written by ``headwise train``.
+
+    Returns:
+        A :class:`CompoundClassifier` when the directory holds ``compound.json``, else an
+        :class:`IntentClassifier`.
+
+    Raises:
+        FileNotFoundError: no such directory, or one holding neither ``intent.json`` nor
+            ``compound.json``.
+        ValueError: as the classifiers' loaders (pickle files, a config that does not
+            match the weights, an invalid metadata file).
+    """
+    directory = Path(model_dir)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"no model directory at {directory}")
+    if (directory / COMPOUND_FILE).is_file():
+        return CompoundClassifier.load(directory)
+    if (directory / INTENT_FILE).is_file():
+        return IntentClassifier.load(directory)
+    raise FileNotFoundError(f"{directory} holds neither {INTENT_FILE} (an intent classifier) "
+                            f"nor {COMPOUND_FILE} (a compound classifier): it is not a model "
+                            f"saved by `headwise train` (or the save was interrupted)")
+
+
+def load_engine(config: ServeConfig,
+                classifier: IntentClassifier | CompoundClassifier | None = None
+                ) -> InferenceEngine | CompoundEngine:
     """The inference engine a config describes.
 
     Args:
@@ -65,15 +98,34 @@ def load_engine(config: ServeConfig, classifier: IntentClassifier | None = None
             given).
         classifier: an already loaded classifier.
 
+    Returns:
+        An :class:`InferenceEngine` for an intent classifier, a :class:`CompoundEngine`
+        for a compound one.
+
     Raises:
-        FileNotFoundError: no model directory, no ``intent.json``, or no ONNX file.
+        FileNotFoundError: no model directory, one that is neither kind, or no ONNX file.
         ValueError: pickle files in the directory (``UnsafeCheckpointError``), a config
-            that does not match the weights, or an ONNX file that does not match.
+            that does not match the weights, an ONNX file that does not match, or a
+            compound classifier with ``runtime="onnx"`` or ``long_text="chunk"``.
     """
     if classifier is None:
         if not config.model_dir:
             raise ValueError("no model directory given")
-        classifier = IntentClassifier.load(config.model_dir)
+        classifier = load_classifier(config.model_dir)
+    if isinstance(classifier, CompoundClassifier):
+        where = config.model_dir or "the model"
+        if config.runtime == "onnx":
+            raise ValueError(f"{where} is a compound (multi-label + slots) classifier, which "
+                             f"the onnx runtime does not serve (its slot tags are a second "
+                             f"output the export does not carry); serve it with --runtime "
+                             f"torch")
+        if config.long_text == "chunk":
+            raise ValueError(f"{where} is a compound (multi-label + slots) classifier: "
+                             f"--long-text chunk is not supported (slot spans cannot be "
+                             f"pooled over windows); use truncate or reject")
+        return CompoundEngine(classifier, TorchRuntime(classifier.model, threads=config.threads),
+                              long_text=config.long_text,
+                              max_rows=max(config.max_batch_size, 1))
     if config.runtime == "onnx":
         runtime: TorchRuntime | OnnxRuntime = OnnxRuntime(onnx_path_for(config),
                                                            threads=config.threads)

@@ -97,3 +97,32 @@ def test_onnx_from_other_weights_is_refused(encoder_dir, exported, tmp_path):
 def test_bilstm_export_is_refused(bilstm_dir, tmp_path, capsys):
     assert main(["export", str(bilstm_dir), "--onnx", str(tmp_path / "m.onnx")]) == 1
     assert "Transformer encoder classifiers only" in capsys.readouterr().err
+
+
+def test_number_aware_heads_survive_the_export(tmp_path):
+    """The exported graph keeps the learned number-key bias (set far from 0 here)."""
+    from serve_helpers import MAX_LENGTH, tiny_tokenizer
+
+    from headwise.models import EncoderClassifier, ModelConfig
+    from headwise.serve.onnx_export import export_onnx
+    from headwise.text.number_tokens import number_token_ids
+
+    tok = tiny_tokenizer()
+    torch.manual_seed(0)
+    model = EncoderClassifier(ModelConfig(vocab_size=tok.vocab_size, d_model=32, num_layers=2,
+                                          num_heads=4, d_ff=64, num_labels=len(INTENTS),
+                                          max_position=MAX_LENGTH, dropout=0.0,
+                                          pad_token_id=tok.pad_token_id,
+                                          number_heads=[0, 2])).eval()
+    ids = number_token_ids(tok)
+    model.encoder.set_number_tokens(ids if ids else [tok.unk_token_id])
+    with torch.no_grad():
+        for nb in model.encoder.number_bias:
+            nb.weight.copy_(torch.tensor([3.0, -2.0]))
+    path = export_onnx(model, tmp_path / "num.onnx")
+    batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=5)
+    assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
+    plain = EncoderClassifier(model.config.replace(number_heads=None)).eval()
+    plain.load_state_dict({k: v for k, v in model.state_dict().items()
+                           if "number" not in k}, strict=True)
+    assert max_logit_difference(TorchRuntime(plain), OnnxRuntime(path), batches) > 1e-3

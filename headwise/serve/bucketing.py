@@ -1,0 +1,198 @@
+"""What every served model kind shares: texts -> token windows -> length-bucketed batches.
+
+:class:`BucketedEngine` tokenizes texts, applies the long-text policy (truncate, split
+into overlapping windows, or refuse), groups rows into forward passes by length bucket
+and pads each group. The engines of the two model kinds build on it:
+:class:`~headwise.serve.engine.InferenceEngine` (single-label intents) and
+:class:`~headwise.serve.compound_engine.CompoundEngine` (several intents plus slots).
+Each defines :meth:`BucketedEngine.run`, the call the micro-batcher makes on a gathered
+batch, so both are batched by the same :class:`~headwise.serve.batching.MicroBatcher`.
+
+Padding never changes an answer: rows of one batch are independent under the padding
+mask. Batches are bucketed by length (the longest row at most doubles the shortest one's
+bucket), so a short text never pays for a long neighbour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from headwise.models.chunked import split_into_chunks
+from headwise.serve.runtime import OnnxRuntime, TorchRuntime
+from headwise.text.tokenizer import Tokenizer
+
+#: smallest length bucket (tokens); buckets are powers of two from here
+MIN_BUCKET = 8
+
+
+class LongTextError(ValueError):
+    """A text over the maximum length under the ``"reject"`` policy."""
+
+
+@dataclass(frozen=True)
+class EncodedText:
+    """One text as the windows the model reads.
+
+    Attributes:
+        chunks: token ids of each window, special tokens included (one window unless
+            chunked).
+        tokens: tokens of the whole text, special tokens included.
+        policy: None (within the limit), ``"truncated"`` or ``"chunked"``.
+    """
+
+    chunks: tuple[tuple[int, ...], ...]
+    tokens: int
+    policy: str | None = None
+
+
+def length_bucket(n: int) -> int:
+    """The bucket of a row of ``n`` tokens: the smallest power of two >= n (>= 8)."""
+    return max(MIN_BUCKET, 1 << max(0, n - 1).bit_length())
+
+
+class BucketedEngine:
+    """Tokenize, apply the long-text policy, bucket and pad: the part of inference that
+    does not depend on what the model answers.
+
+    Args:
+        tokenizer: the model's tokenizer.
+        runtime: a :class:`TorchRuntime` or :class:`OnnxRuntime` of the model.
+        max_length: the model's longest input in tokens, special tokens included.
+        long_text: ``"truncate"``, ``"chunk"`` or ``"reject"``.
+        chunk_stride: tokens between window starts (default half a window's body).
+        max_rows: most rows in one forward pass (a gathered batch is split beyond it).
+
+    Raises:
+        ValueError: an unknown policy, or a stride too large for the window.
+    """
+
+    #: the model kind an engine serves: ``"intent"`` or ``"compound"``
+    kind = ""
+
+    def __init__(self, tokenizer: Tokenizer, runtime: TorchRuntime | OnnxRuntime, *,
+                 max_length: int, long_text: str = "truncate",
+                 chunk_stride: int | None = None, max_rows: int = 64) -> None:
+        if long_text not in ("truncate", "chunk", "reject"):
+            raise ValueError(f"long_text must be truncate, chunk or reject, got {long_text!r}")
+        self.tokenizer = tokenizer
+        self.runtime = runtime
+        self.long_text = long_text
+        self.max_length = int(max_length)
+        self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, \
+            tokenizer.sep_token_id, tokenizer.pad_token_id
+        body = self.max_length - (self.cls_id is not None) - (self.sep_id is not None)
+        self.chunk_stride = chunk_stride if chunk_stride is not None else max(1, body // 2)
+        if not 1 <= self.chunk_stride <= body:
+            raise ValueError(f"chunk_stride must be in [1, {body}], got {self.chunk_stride}")
+        self.max_rows = max_rows
+
+    # -- texts -> windows ----------------------------------------------------------------
+    def encode(self, texts: Sequence[str]) -> list[EncodedText]:
+        """Tokenize texts and apply the long-text policy.
+
+        Args:
+            texts: the texts.
+
+        Returns:
+            One :class:`EncodedText` per text.
+
+        Raises:
+            LongTextError: a text over the maximum length under ``"reject"`` (the message
+                names its index and length).
+        """
+        tok = self.tokenizer
+        full = tok(list(texts), max_length=None)
+        lengths = full["attention_mask"].sum(1).tolist()
+        rows = full["input_ids"].tolist()
+        out = []
+        for i, (text, row, n) in enumerate(zip(texts, rows, lengths, strict=True)):
+            row = row[:n]
+            if n <= self.max_length:
+                out.append(EncodedText((tuple(row),), n))
+            elif self.long_text == "reject":
+                raise LongTextError(f"texts[{i}] has {n} tokens, over the model's maximum "
+                                    f"length of {self.max_length}")
+            elif self.long_text == "truncate":
+                ids = tok([text], max_length=self.max_length)["input_ids"][0].tolist()
+                out.append(EncodedText((tuple(ids),), n, "truncated"))
+            else:
+                out.append(EncodedText(self._windows(row), n, "chunked"))
+        return out
+
+    def encode_truncated(self, texts: Sequence[str]) -> list[EncodedText]:
+        """Texts cut to the maximum length whatever the policy (for a warm-up)."""
+        batch = self.tokenizer(list(texts), max_length=self.max_length)
+        lengths = batch["attention_mask"].sum(1).tolist()
+        rows = batch["input_ids"].tolist()
+        return [EncodedText((tuple(r[:n]),), n) for r, n in zip(rows, lengths, strict=True)]
+
+    def _windows(self, row: list[int]) -> tuple[tuple[int, ...], ...]:
+        body = row
+        if self.cls_id is not None and body and body[0] == self.cls_id:
+            body = body[1:]
+        if self.sep_id is not None and body and body[-1] == self.sep_id:
+            body = body[:-1]
+        chunks, mask, _ = split_into_chunks(body, chunk_len=self.max_length,
+                                            stride=self.chunk_stride, cls_id=self.cls_id,
+                                            sep_id=self.sep_id, pad_id=self.pad_id)
+        return tuple(tuple(c[m].tolist()) for c, m in zip(chunks, mask, strict=True))
+
+    def long_text_note(self, item: EncodedText) -> dict[str, Any] | None:
+        """The response's ``long_text`` record of an encoded text (None within the limit)."""
+        if item.policy is None:
+            return None
+        return {"policy": item.policy, "tokens": item.tokens, "max_length": self.max_length,
+                "chunks": len(item.chunks)}
+
+    # -- windows -> padded batches -------------------------------------------------------
+    def buckets(self, rows: Sequence[Sequence[int]]) -> list[list[int]]:
+        """Row indices grouped into forward passes: by length bucket, at most
+        ``max_rows`` each, shortest first."""
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        groups: list[list[int]] = []
+        for i in order:
+            if (groups and len(groups[-1]) < self.max_rows
+                    and length_bucket(len(rows[groups[-1][0]])) == length_bucket(len(rows[i]))):
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        return groups
+
+    def padded_batches(self, rows: Sequence[Sequence[int]]
+                       ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+        """The forward passes of ``rows``, padded to their longest row.
+
+        Args:
+            rows: token ids of each row.
+
+        Returns:
+            An iterator of ``(group, input_ids, attention_mask)``: the row indices of one
+            pass (see :meth:`buckets`) and their (len(group), width) int64 arrays.
+        """
+        for group in self.buckets(rows):
+            width = max(len(rows[i]) for i in group)
+            ids = np.full((len(group), width), self.pad_id, dtype=np.int64)
+            mask = np.zeros((len(group), width), dtype=np.int64)
+            for r, i in enumerate(group):
+                ids[r, :len(rows[i])] = rows[i]
+                mask[r, :len(rows[i])] = 1
+            yield group, ids, mask
+
+    # -- the batcher's call --------------------------------------------------------------
+    def run(self, items: Sequence[EncodedText]) -> list[Any]:
+        """One result per encoded text, in order: what the micro-batcher runs on a
+        gathered batch (on the inference thread). Defined by each engine kind.
+
+        Raises:
+            NotImplementedError: always, here.
+        """
+        raise NotImplementedError
+
+    def warm_up(self, texts: Sequence[str]) -> None:
+        """Run texts (truncated, whatever the policy) through the runtime once, so the
+        first real request does not pay for lazy initialisation."""
+        self.run(self.encode_truncated(texts))

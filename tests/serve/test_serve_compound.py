@@ -1,0 +1,288 @@
+"""Serving a compound (multi-label + slots) classifier: answers equal
+``CompoundClassifier.predict``, batched or not; overrides; refusals of what is unsupported."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from serve_helpers import wait_ready
+
+from headwise.cli import main
+from headwise.intent.compound import CompoundClassifier
+from headwise.intent.compound_recipe import train_compound_classifier
+from headwise.intent.multilabel import Thresholds
+from headwise.intent.recipe import IntentRecipe
+from headwise.models import ModelConfig
+from headwise.models.joint import JointIntentSlotModel
+from headwise.serve import CompoundEngine, ServeConfig, TorchRuntime, create_app, load_engine
+from headwise.serve.compound_engine import prediction_record
+from headwise.serve.onnx_export import export_onnx
+from headwise.text.annotations import AnnotatedExample, SlotSpan
+
+AMOUNTS = ["20", "50", "300", "1,200", "75", "90"]
+RECIPE = IntentRecipe(model="transformer", tokenizer="wordpiece", vocab_size=120, max_length=24,
+                      d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=20, batch_size=8,
+                      lr=3e-3, patience=None, dropout=0.0, attention_dropout=0.0,
+                      progress=False, model_overrides={"number_heads": [0]})
+#: over the model's 24 tokens: truncated (or refused under "reject")
+LONG = "i was charged twice for 50 pounds and then again for 75 pounds so please refund " \
+       "both of them to my account today"
+TEXTS = ["send 50 pounds to my sister", "i was charged twice for 300 pounds refund it",
+         "what is the weather today", "refund the 20 pounds please",
+         "why was i charged 1,200 pounds", "send 75 pounds now", "hi", LONG]
+
+
+def _ex(text: str, intents: list[str], amount: str | None = None) -> AnnotatedExample:
+    slots = ()
+    if amount is not None:
+        piece = f"{amount} pounds"
+        start = text.index(piece)
+        value = {"amount": float(amount.replace(",", "")), "currency": "GBP"}
+        slots = (SlotSpan("amount_of_money", start, start + len(piece), piece, value),)
+    return AnnotatedExample(text, tuple(intents), slots, 1)
+
+
+def _corpus() -> list[AnnotatedExample]:
+    rows = []
+    for a in AMOUNTS:
+        rows += [_ex(f"i was charged twice for {a} pounds refund it", ["charge", "refund"], a),
+                 _ex(f"send {a} pounds to my sister", ["transfer"], a),
+                 _ex(f"refund the {a} pounds please", ["refund"], a),
+                 _ex(f"why was i charged {a} pounds", ["charge"], a)]
+    return rows + [_ex("what is the weather today", [])] * 3
+
+
+@pytest.fixture(scope="module")
+def compound_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("serve_compound") / "model"
+    data = _corpus()
+    train_compound_classifier(data, data, RECIPE, out_dir=out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def clf(compound_dir):
+    return CompoundClassifier.load(compound_dir)
+
+
+@pytest.fixture(scope="module")
+def cclient(compound_dir):
+    app = create_app(ServeConfig(model_dir=str(compound_dir), max_texts=8, max_text_chars=400,
+                                 max_wait_ms=2.0))
+    with TestClient(app) as c:
+        wait_ready(c)
+        yield c
+
+
+def _same(got: list[dict], want: list[dict]) -> None:
+    """Served answers equal reference ones: same intents and spans, probabilities 1e-6."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g["text"] == w["text"] and g["out_of_scope"] == w["out_of_scope"]
+        for key in ("intents", "top_k"):
+            assert [k["intent"] for k in g[key]] == [k["intent"] for k in w[key]]
+            np.testing.assert_allclose([k["confidence"] for k in g[key]],
+                                       [k["confidence"] for k in w[key]], atol=1e-6, rtol=0)
+        assert g["slots"] == w["slots"]
+
+
+def test_predict_end_to_end_equals_the_classifier(cclient, clf):
+    r = cclient.post("/v1/predict", json={"texts": TEXTS})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["runtime"] == "torch" and body["model"] == "model"
+    got = body["predictions"]
+    want = clf.predict(TEXTS, top_k=3)
+    _same(got, [prediction_record(p) for p in want])
+    # the content of CompoundPrediction.to_dict() (unrounded), plus the long-text note
+    assert set(got[0]) == set(want[0].to_dict()) | {"long_text"}
+    assert [g["slots"] for g in got] == [w.to_dict()["slots"] for w in want]
+    # the tiny model has learned the corpus: intents and a valued slot
+    assert [i["intent"] for i in got[0]["intents"]] == ["transfer"]
+    assert {i["intent"] for i in got[1]["intents"]} == {"charge", "refund"}
+    assert got[0]["slots"] == [{"name": "amount_of_money", "start": 5, "end": 14,
+                                "text": "50 pounds",
+                                "value": {"amount": 50.0, "currency": "GBP"}}]
+    assert got[2]["out_of_scope"] and got[2]["intents"] == [] and got[2]["slots"] == []
+    assert got[-1]["long_text"] == {"policy": "truncated", "max_length": 24, "chunks": 1,
+                                    "tokens": got[-1]["long_text"]["tokens"]}
+    assert got[-1]["long_text"]["tokens"] > 24 and got[0]["long_text"] is None
+    one = cclient.post("/v1/predict", json={"texts": TEXTS[0], "top_k": 1}).json()
+    assert len(one["predictions"]) == 1 and len(one["predictions"][0]["top_k"]) == 1
+
+
+def test_openapi_shows_the_compound_schemas(cclient):
+    spec = cclient.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    assert {"CompoundPredictRequest", "CompoundPredictResponse", "CompoundPrediction",
+            "Slot"} <= set(schemas)
+    assert "at_least_one" in schemas["CompoundPredictRequest"]["properties"]
+    assert set(schemas["Slot"]["properties"]) == {"name", "start", "end", "text", "value"}
+    ok = spec["paths"]["/v1/predict"]["post"]["responses"]["200"]["content"]
+    assert ok["application/json"]["schema"]["$ref"].endswith("/CompoundPredictResponse")
+    assert "compound" in spec["paths"]["/v1/explain"]["post"]["description"]
+
+
+@pytest.mark.parametrize("max_rows", [64, 2])
+def test_batched_outputs_equal_unbatched(clf, max_rows):
+    engine = CompoundEngine(clf, TorchRuntime(clf.model), max_rows=max_rows)
+    texts = [*TEXTS, *[e.text for e in _corpus()[:12]]]
+    items = engine.encode(texts)
+    together = engine.run(items)
+    alone = [engine.run([item])[0] for item in items]
+    np.testing.assert_allclose(engine.probabilities(together), engine.probabilities(alone),
+                               atol=1e-6, rtol=0)
+    for a, b, item in zip(together, alone, items, strict=True):
+        np.testing.assert_array_equal(a.tags, b.tags)
+        assert len(a.tags) == len(item.chunks[0])
+    answers = engine.answer(texts, items, together, top_k=3)
+    _same(answers, [prediction_record(p) for p in clf.predict(texts, top_k=3)])
+    _same(answers, engine.predict(texts[:1]) + engine.predict(texts[1:]))
+
+
+def test_concurrent_http_requests_get_their_unbatched_answers(compound_dir):
+    app = create_app(ServeConfig(model_dir=str(compound_dir), max_batch_size=16,
+                                 max_wait_ms=20))
+    engine = app.state.serve.engine
+    rng = np.random.default_rng(0)
+    requests = [[TEXTS[j] for j in rng.choice(len(TEXTS), size=int(rng.integers(1, 4)))]
+                for _ in range(16)]
+
+    async def run():
+        async with app.router.lifespan_context(app):
+            while not app.state.serve.ready:
+                await asyncio.sleep(0.01)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+                rs = await asyncio.gather(*(c.post("/v1/predict", json={"texts": t})
+                                            for t in requests))
+                metrics = (await c.get("/metrics")).text
+        return rs, metrics
+
+    responses, metrics = asyncio.run(run())
+    for texts, r in zip(requests, responses, strict=True):
+        assert r.status_code == 200, r.text
+        _same(r.json()["predictions"], engine.predict(texts, top_k=3))
+    batches = [ln for ln in metrics.splitlines() if ln.startswith("headwise_batch_size_count")]
+    assert float(batches[0].split()[-1]) < 1 + len(requests)  # some requests shared a pass
+
+
+def test_threshold_and_at_least_one_overrides(cclient, clf):
+    texts = TEXTS[:4]
+
+    def ask(**extra):
+        r = cclient.post("/v1/predict", json={"texts": texts, **extra})
+        assert r.status_code == 200, r.text
+        return r.json()["predictions"]
+
+    everything = ask(threshold=0.0)
+    assert all(len(p["intents"]) == len(clf.intents) and not p["out_of_scope"]
+               for p in everything)
+    nothing = ask(threshold=1.0)
+    assert all(p["intents"] == [] and p["out_of_scope"] for p in nothing)
+    forced = ask(threshold=1.0, at_least_one=True)
+    assert all(len(p["intents"]) == 1 and not p["out_of_scope"] for p in forced)
+    assert [p["intents"][0]["intent"] for p in forced] == \
+        [p["top_k"][0]["intent"] for p in nothing]
+    for t in (0.3, 0.7):
+        want = clf.predict(texts, thresholds=Thresholds(t))
+        _same(ask(threshold=t), [prediction_record(p) for p in want])
+    assert ask(at_least_one=False) == ask()  # the default keeps the saved thresholds
+
+
+@pytest.mark.parametrize("body, kind", [
+    ({"texts": []}, "validation_error"),
+    ({"texts": ["  "]}, "empty_text"),
+    ({"texts": ["hi"] * 9}, "too_many_texts"),
+    ({"texts": ["x" * 401]}, "text_too_long"),
+    ({"texts": "hi", "threshold": 1.5}, "validation_error"),
+    ({"texts": "hi", "at_least_one": "yes"}, "validation_error"),
+    ({"texts": "hi", "at_least_one": 1}, "validation_error"),
+    ({"texts": "hi", "top_k": 0}, "validation_error"),
+    ({"texts": "hi", "thresholds": [0.5]}, "validation_error"),
+    ({"text": "hi"}, "validation_error"),
+])
+def test_bad_input_is_a_4xx_json_error(cclient, body, kind):
+    r = cclient.post("/v1/predict", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["type"] == kind
+
+
+def test_intent_models_keep_their_request_schema(client):
+    r = client.post("/v1/predict", json={"texts": "my balance", "at_least_one": True})
+    assert r.status_code == 422 and "at_least_one" in r.json()["error"]["message"]
+
+
+def test_long_texts_can_be_rejected(compound_dir):
+    app = create_app(ServeConfig(model_dir=str(compound_dir), long_text="reject"))
+    with TestClient(app) as c:
+        wait_ready(c)
+        r = c.post("/v1/predict", json={"texts": [TEXTS[0], LONG]})
+    assert r.status_code == 422 and r.json()["error"]["type"] == "text_too_long"
+    assert "texts[1]" in r.json()["error"]["message"]
+
+
+def test_explain_refuses_and_health_ready_metrics_work(cclient):
+    r = cclient.post("/v1/explain", json={"text": "send 50 pounds"})
+    assert r.status_code == 409
+    assert r.json()["error"]["type"] == "unsupported_model"
+    assert "compound" in r.json()["error"]["message"]
+    assert cclient.get("/healthz").json() == {"status": "ok", "model": None, "runtime": None}
+    assert cclient.get("/readyz").json() == {"status": "ready", "model": "model",
+                                             "runtime": "torch"}
+    metrics = cclient.get("/metrics").text
+    assert 'headwise_requests_total{endpoint="/v1/predict"' in metrics
+    assert "headwise_batch_size_count" in metrics
+
+
+def test_a_joint_model_without_tagger_and_a_single_label_head(clf):
+    torch.manual_seed(0)
+    tok = clf.tokenizer
+    cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=32, num_layers=1, num_heads=4,
+                      d_ff=64, num_labels=3, labels=["a", "b", "c"], max_position=64,
+                      pad_token_id=tok.pad_token_id, dropout=0.0,
+                      model_type="joint_intent_slot", multi_label=False, slot_tags=None)
+    model = JointIntentSlotModel(cfg).eval()
+    with torch.no_grad():
+        model.classifier.weight.normal_(0, 1.0)
+    plain = CompoundClassifier(model, tok, ["a", "b", "c"], thresholds=Thresholds(0.4),
+                               max_length=24)
+    engine = CompoundEngine(plain, TorchRuntime(model), max_rows=3)
+    got = engine.predict(TEXTS, top_k=2)
+    _same(got, [prediction_record(p) for p in plain.predict(TEXTS, top_k=2)])
+    assert all(p["slots"] == [] for p in got)
+
+
+def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
+    with pytest.raises(ValueError, match="onnx runtime"):
+        load_engine(ServeConfig(model_dir=str(compound_dir), runtime="onnx"))
+    assert main(["serve", str(compound_dir), "--runtime", "onnx", "--port", "0"]) == 1
+    assert "--runtime torch" in capsys.readouterr().err
+    assert main(["serve", str(compound_dir), "--long-text", "chunk", "--port", "0"]) == 1
+    assert "--long-text chunk" in capsys.readouterr().err
+    out = tmp_path / "m.onnx"
+    assert main(["export", str(compound_dir), "--onnx", str(out)]) == 1
+    assert "compound" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(ValueError, match="joint intent"):
+        export_onnx(clf.model, out)
+    neither = tmp_path / "neither"
+    neither.mkdir()
+    (neither / "config.json").write_text("{}")
+    assert main(["serve", str(neither), "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "neither intent.json" in err and "compound.json" in err
+    with pytest.raises(ValueError, match="chunk"):
+        CompoundEngine(clf, TorchRuntime(clf.model), long_text="chunk")
+
+
+def test_the_engine_follows_the_directory_kind(compound_dir, encoder_dir):
+    config = ServeConfig(model_dir=str(compound_dir), long_text="reject")
+    engine = load_engine(ServeConfig.from_json(config.to_json()))  # as a worker gets it
+    assert isinstance(engine, CompoundEngine) and engine.kind == "compound"
+    assert engine.long_text == "reject" and engine.labels == engine.classifier.intents
+    assert load_engine(ServeConfig(model_dir=str(encoder_dir))).kind == "intent"
