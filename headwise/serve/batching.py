@@ -7,6 +7,11 @@ requests until the batch holds ``max_batch_size`` items or the oldest request ha
 loop keeps accepting requests meanwhile. A request's items are never split across batches
 (a request larger than ``max_batch_size`` runs as a batch of its own).
 
+A request that arrives alone (no other request arrived within ``max_wait_s`` before it)
+runs at once, without waiting: under light load nobody is coming to share its batch, and
+waiting would only add ``max_wait_s`` to its latency. While a batch runs, new requests queue
+up and form the next batch, so under load batches still fill.
+
 With ``batching=False`` every request runs on its own (still on the inference thread, one
 at a time), which is the baseline the benchmark compares against.
 """
@@ -34,6 +39,7 @@ class _Job(Generic[T]):
     items: list[T]
     future: asyncio.Future
     enqueued: float = field(default_factory=time.monotonic)
+    alone: bool = False  # no other request arrived within max_wait_s before this one
 
 
 class MicroBatcher(Generic[T, R]):
@@ -69,6 +75,7 @@ class MicroBatcher(Generic[T, R]):
         self._executor: ThreadPoolExecutor | None = None
         self._closing = False
         self._in_flight = 0
+        self._last_arrival = float("-inf")
 
     @property
     def pending(self) -> int:
@@ -117,7 +124,10 @@ class MicroBatcher(Generic[T, R]):
         if not self.batching:
             return list(await self._timed(items))
         fut = asyncio.get_running_loop().create_future()
-        self._queue.append(_Job(items, fut))
+        job = _Job(items, fut)
+        job.alone = job.enqueued - self._last_arrival > self.max_wait_s
+        self._last_arrival = job.enqueued
+        self._queue.append(job)
         self._wakeup.set()
         return await fut
 
@@ -151,7 +161,10 @@ class MicroBatcher(Generic[T, R]):
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            deadline = self._queue[0].enqueued + self.max_wait_s
+            first = self._queue[0]
+            # a request that came alone does not wait for company (see the module docstring)
+            deadline = first.enqueued + (0.0 if first.alone and len(self._queue) == 1
+                                         else self.max_wait_s)
             while (sum(len(j.items) for j in self._queue) < self.max_batch_size
                    and not self._closing):
                 remaining = deadline - time.monotonic()

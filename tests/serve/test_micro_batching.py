@@ -49,21 +49,48 @@ def test_concurrent_requests_are_gathered_up_to_the_batch_size():
     assert [x for c in calls for x in c] == list(range(10))  # first come, first served
 
 
-def test_a_lone_request_waits_at_most_max_wait():
+def test_a_lone_request_runs_at_once():
     calls: list[list] = []
 
     async def main():
-        b = MicroBatcher(_recording(calls), max_batch_size=64, max_wait_s=0.05)
+        b = MicroBatcher(_recording(calls), max_batch_size=64, max_wait_s=0.5)
         await b.start()
         start = time.perf_counter()
         out = await b.submit([1, 2])
         took = time.perf_counter() - start
+        await asyncio.sleep(0.6)  # longer than max_wait: the next one is alone again
+        start = time.perf_counter()
+        await b.submit([3])
+        took_again = time.perf_counter() - start
         await b.stop()
-        return out, took
+        return out, took, took_again
 
-    out, took = asyncio.run(main())
-    assert out == [10, 20] and calls == [[1, 2]]
-    assert 0.04 <= took < 1.0
+    out, took, took_again = asyncio.run(main())
+    assert out == [10, 20] and calls == [[1, 2], [3]]
+    assert took < 0.25 and took_again < 0.25  # far below the 0.5 s max_wait
+
+
+def test_a_request_soon_after_another_waits_at_most_max_wait_for_company():
+    calls: list[list] = []
+
+    async def main():
+        b = MicroBatcher(_recording(calls), max_batch_size=64, max_wait_s=0.2)
+        await b.start()
+        first = asyncio.ensure_future(b.submit([1]))  # alone: runs at once
+        await asyncio.sleep(0.01)
+        start = time.perf_counter()
+        second = asyncio.ensure_future(b.submit([2]))  # 10 ms later: waits for company
+        await asyncio.sleep(0.02)
+        third = asyncio.ensure_future(b.submit([3]))  # joins the second's batch
+        results = await asyncio.gather(first, second, third)
+        took = time.perf_counter() - start
+        await b.stop()
+        return results, took
+
+    results, took = asyncio.run(main())
+    assert results == [[10], [20], [30]]
+    assert calls == [[1], [2, 3]]
+    assert 0.15 <= took < 1.0  # the second waited (about max_wait) for others to join
 
 
 def test_requests_are_never_split_and_big_ones_run_alone():
