@@ -7,8 +7,9 @@ reads them with one Transformer encoder and two heads, as in joint BERT (Chen et
 al., 2020):
 
 * an **intent head** over the pooled sequence: one sigmoid per intent when
-  ``config.multi_label`` (binary cross-entropy; every intent whose probability passes a
-  threshold is predicted), else a softmax over intents (cross-entropy);
+  ``config.multi_label`` (binary cross-entropy summed over intents, averaged over the
+  batch; every intent whose probability passes a threshold is predicted), else a softmax
+  over intents (cross-entropy);
 * a **slot tagger** over every token: BIO tags (``config.slot_tags``, e.g. ``O``,
   ``B-amount``, ``I-amount``), cross-entropy that ignores ``-100`` and padding.
 
@@ -110,7 +111,11 @@ class JointIntentSlotModel(EncoderClassifier):
             if labels.shape != logits.shape:
                 raise ValueError(f"multi-label targets must be {tuple(logits.shape)}, got "
                                  f"{tuple(labels.shape)}")
-            return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+            # summed over intents, averaged over the batch: a mean over intents too would
+            # shrink the intent loss by the number of intents (48 on NLU++) next to the
+            # tag loss, and the shared encoder would learn almost only from the tags
+            return F.binary_cross_entropy_with_logits(
+                logits.float(), labels.float(), reduction="sum") / logits.shape[0]
         if labels.ndim != 1:
             raise ValueError(f"single-label targets must be (batch,), got {tuple(labels.shape)}")
         return F.cross_entropy(logits.float(), labels)
