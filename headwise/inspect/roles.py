@@ -6,7 +6,9 @@ A head may have several roles (listed strongest first):
   removed) goes to the previous / next word;
 * one role per token category (``negation``, ``number``, ``domain`` ...): the head puts
   at least ``lift`` times the category's share of the keys on it, and at least
-  ``min_mass`` of its attention in all;
+  ``min_mass`` of its attention on it in the texts that contain the category (averaging
+  over texts without it, where no head can attend to it, would make a rare category's
+  best head look idle);
 * ``sink``: at least ``sink`` of a word's raw attention goes to special tokens;
 * ``broad``: normalised entropy (entropy / log n, specials removed) of at least ``broad``
   — attention spread over the whole text.
@@ -66,15 +68,16 @@ def head_roles(stats: dict[str, Any], thresholds: RoleThresholds | None = None
                                   "evidence": f"{v:.0%} of each word's attention goes to the "
                                               f"{label} word"})
             for cat, c in words["categories"].items():
-                lift, mass, share = c["lift"][layer][head], c["mass"][layer][head], \
-                    c["share"][layer][head]
+                lift, share = c["lift"][layer][head], c["share"][layer][head]
+                mass = c.get("mass_present", c["mass"])[layer][head]
                 if lift is None or mass is None or share is None:
                     continue
                 if lift >= t.lift and mass >= t.min_mass:
                     top = c["top_share"][layer][head]
                     roles.append({"role": cat, "score": lift / t.lift, "lift": lift,
-                                  "evidence": f"{mass:.0%} of the attention on {cat} words, "
-                                              f"which are {share:.0%} of the keys (lift "
+                                  "evidence": f"{mass:.0%} of the attention on {cat} words "
+                                              f"in texts that have them, which are {share:.0%} "
+                                              f"of all keys (lift "
                                               f"{lift:.2f}); the strongest key is a {cat} "
                                               f"word for {top:.0%} of queries"})
             sink = get(raw, "special")

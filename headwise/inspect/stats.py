@@ -88,6 +88,8 @@ class HeadStatistics:
         self.sums = {v: {q: np.zeros(self.shape) for q in QUANTITIES} for v in VIEWS}
         self.cat_sums = {v: {q: np.zeros((c, *self.shape)) for q in ("mass", "share", "top")}
                          for v in VIEWS}
+        # rows whose keys include the category (its attention mass can only be there)
+        self.cat_rows = {v: np.zeros((c, *self.shape)) for v in VIEWS}
         self.rows = {v: np.zeros(self.shape) for v in VIEWS}
         self.multi_rows = {v: np.zeros(self.shape) for v in VIEWS}
         self.examples = 0
@@ -131,6 +133,7 @@ class HeadStatistics:
                 self.sums[v][q] += (rs[q] * w).sum(-1)
             for q in ("mass", "share", "top"):
                 self.cat_sums[v][q] += (rs[q] * valid).sum(-1)
+            self.cat_rows[v] += ((rs["share"] > 0) * valid).sum(-1)
         rs, valid = views["words"], views["words"]["valid"]
         n = np.maximum(valid.sum(-1), 1)
         per_example["mass"] = (rs["mass"] * valid).sum(-1) / n
@@ -140,7 +143,9 @@ class HeadStatistics:
     def result(self) -> dict[str, Any]:
         """The dataset statistics: ``{"examples", "categories", "views": {view:
         {quantity: [[layer][head]], "rows", "categories": {name: {"mass", "share",
-        "lift", "top_share", "top_lift"}}}}}`` (None where undefined)."""
+        "lift", "top_share", "top_lift", "mass_present", "rows_present"}}}}}`` (None where
+        undefined). ``mass`` is averaged over all query rows, ``mass_present`` over the rows
+        of texts that contain the category (where a head can attend to it at all)."""
         out: dict[str, Any] = {"examples": self.examples, "categories": self.categories,
                                "views": {}}
         for v in VIEWS:
@@ -156,7 +161,9 @@ class HeadStatistics:
                 mass, share, top = (self.cat_sums[v][q][i] for q in ("mass", "share", "top"))
                 cats[name] = {"mass": _ratio(mass, rows), "share": _ratio(share, rows),
                               "lift": _ratio(mass, share), "top_share": _ratio(top, rows),
-                              "top_lift": _ratio(top, share)}
+                              "top_lift": _ratio(top, share),
+                              "mass_present": _ratio(mass, self.cat_rows[v][i]),
+                              "rows_present": self.cat_rows[v][i].tolist()}
             view["categories"] = cats
             out["views"][v] = view
         return out

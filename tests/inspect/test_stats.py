@@ -124,3 +124,11 @@ def test_hand_computed_positional_example():
     assert neg["lift"][0][0] == pytest.approx((0.5 + 8 / 9) / 2 / 0.5)
     assert neg["top_share"][0][0] == pytest.approx(1.0)  # both rows: strongest key is a
     assert per["mass"][0, 0, 0] == pytest.approx((0.5 + 8 / 9) / 2)
+    assert neg["mass_present"][0][0] == pytest.approx((0.5 + 8 / 9) / 2)
+    # a second text without the category: mass halves, mass where present does not
+    stats.add(w, np.array([True, False, False, True]), np.array([[False, False, False, False]]))
+    neg = stats.result()["views"]["words"]["categories"]["negation"]
+    assert neg["mass"][0][0] == pytest.approx((0.5 + 8 / 9) / 4)
+    assert neg["mass_present"][0][0] == pytest.approx((0.5 + 8 / 9) / 2)
+    assert neg["rows_present"][0][0] == 2
+    assert neg["lift"][0][0] == pytest.approx((0.5 + 8 / 9) / 2 / 0.5)  # unchanged
