@@ -270,6 +270,18 @@ def worker_or_render(args: argparse.Namespace, worker: Callable[[dict[str, Any]]
     return True
 
 
+def done_runs(path: Path, key: Sequence[str]) -> dict[tuple, dict[str, Any]]:
+    """The records of a JSON-lines results file by their ``key`` fields (the last record of
+    a key wins: a re-run replaces the earlier one)."""
+    runs: dict[tuple, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                runs[tuple(r[k] for k in key)] = r
+    return runs
+
+
 # --- reporting -----------------------------------------------------------------------------
 def verdict(checks: Sequence[bool], total: int) -> str:
     """PASS / FAIL over the checks made; "PASS (incomplete)" when fewer than ``total``."""

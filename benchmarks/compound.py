@@ -189,13 +189,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
 def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     """Records already measured (the last one per key wins)."""
-    runs: dict[tuple[str, str, int], dict[str, Any]] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                r = json.loads(line)
-                runs[(r["setting"], r["config"], r["seed"])] = r
-    return runs
+    return H.done_runs(path, ("setting", "config", "seed"))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -153,13 +153,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
 def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     """Records already measured (the last one per key wins)."""
-    runs: dict[tuple[str, str, int], dict[str, Any]] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                r = json.loads(line)
-                runs[(r["dataset"], r["config"], r["seed"])] = r
-    return runs
+    return H.done_runs(path, ("dataset", "config", "seed"))
 
 
 def relatency(args: argparse.Namespace) -> None:

@@ -15,8 +15,6 @@ unpickles anything.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ from torch import nn
 
 from headwise.intent.calibration import calibrated_probs
 from headwise.loading import from_pretrained, save_pretrained
+from headwise.models.io import write_json_atomically
 from headwise.text.tokenizer import Tokenizer
 
 INTENT_FILE = "intent.json"
@@ -176,13 +175,7 @@ class IntentClassifier:
         meta = {"format": "headwise-intent", "version": 1, "labels": self.labels,
                 "temperature": self.temperature, "threshold": self.threshold,
                 "max_length": self.max_length, "info": self.info}
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".intent-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / INTENT_FILE)
+        write_json_atomically(directory / INTENT_FILE, meta)
         return directory
 
     @classmethod

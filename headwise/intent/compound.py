@@ -17,8 +17,6 @@ reference date, training summary), written last and atomically.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -31,6 +29,7 @@ import torch
 from headwise.intent.classifier import check_texts
 from headwise.intent.multilabel import Thresholds, decide
 from headwise.loading import from_pretrained, save_pretrained
+from headwise.models.io import write_json_atomically
 from headwise.models.joint import JointIntentSlotModel
 from headwise.text.annotations import SlotSpan
 from headwise.text.bio import tags_to_spans, token_offsets
@@ -208,13 +207,7 @@ class CompoundClassifier:
                 "thresholds": self.thresholds.to_dict(), "max_length": self.max_length,
                 "reference_date": None if self.reference_date is None
                 else self.reference_date.isoformat(), "info": self.info}
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".compound-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / COMPOUND_FILE)
+        write_json_atomically(directory / COMPOUND_FILE, meta)
         return directory
 
     @classmethod

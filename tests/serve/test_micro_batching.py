@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-import httpx
 import numpy as np
 import pytest
-from serve_helpers import TEXTS
+from serve_helpers import TEXTS, post_concurrently
 
 from headwise.intent.calibration import calibrated_probs
 from headwise.intent.classifier import IntentClassifier
@@ -203,18 +202,7 @@ def test_concurrent_http_requests_get_their_unbatched_answers(encoder_dir):
     requests = [[pool[j] for j in rng.choice(len(pool), size=int(rng.integers(1, 4)))]
                 for _ in range(24)]
 
-    async def main():
-        async with app.router.lifespan_context(app):
-            while not app.state.serve.ready:
-                await asyncio.sleep(0.01)
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
-                rs = await asyncio.gather(*(c.post("/v1/predict", json={"texts": t})
-                                            for t in requests))
-                metrics = (await c.get("/metrics")).text
-        return rs, metrics
-
-    responses, metrics = asyncio.run(main())
+    responses, metrics = post_concurrently(app, requests)
     for texts, r in zip(requests, responses, strict=True):
         assert r.status_code == 200
         want = engine.predict(texts, top_k=3)  # one request alone, no other rows around

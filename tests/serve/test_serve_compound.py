@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
-import httpx
 import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
-from serve_helpers import wait_ready
+from serve_helpers import post_concurrently, wait_ready
 
 from headwise.cli import main
 from headwise.intent.compound import CompoundClassifier
@@ -22,9 +19,7 @@ from headwise.models.joint import JointIntentSlotModel
 from headwise.serve import CompoundEngine, ServeConfig, TorchRuntime, create_app, load_engine
 from headwise.serve.compound_engine import prediction_record
 from headwise.serve.onnx_export import export_onnx
-from headwise.text.annotations import AnnotatedExample, SlotSpan
 
-AMOUNTS = ["20", "50", "300", "1,200", "75", "90"]
 RECIPE = IntentRecipe(model="transformer", tokenizer="wordpiece", vocab_size=120, max_length=24,
                       d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=20, batch_size=8,
                       lr=3e-3, patience=None, dropout=0.0, attention_dropout=0.0,
@@ -37,30 +32,10 @@ TEXTS = ["send 50 pounds to my sister", "i was charged twice for 300 pounds refu
          "why was i charged 1,200 pounds", "send 75 pounds now", "hi", LONG]
 
 
-def _ex(text: str, intents: list[str], amount: str | None = None) -> AnnotatedExample:
-    slots = ()
-    if amount is not None:
-        piece = f"{amount} pounds"
-        start = text.index(piece)
-        value = {"amount": float(amount.replace(",", "")), "currency": "GBP"}
-        slots = (SlotSpan("amount_of_money", start, start + len(piece), piece, value),)
-    return AnnotatedExample(text, tuple(intents), slots, 1)
-
-
-def _corpus() -> list[AnnotatedExample]:
-    rows = []
-    for a in AMOUNTS:
-        rows += [_ex(f"i was charged twice for {a} pounds refund it", ["charge", "refund"], a),
-                 _ex(f"send {a} pounds to my sister", ["transfer"], a),
-                 _ex(f"refund the {a} pounds please", ["refund"], a),
-                 _ex(f"why was i charged {a} pounds", ["charge"], a)]
-    return rows + [_ex("what is the weather today", [])] * 3
-
-
 @pytest.fixture(scope="module")
-def compound_dir(tmp_path_factory):
+def compound_dir(tmp_path_factory, compound_corpus):
     out = tmp_path_factory.mktemp("serve_compound") / "model"
-    data = _corpus()
+    data = compound_corpus
     train_compound_classifier(data, data, RECIPE, out_dir=out)
     return out
 
@@ -129,9 +104,9 @@ def test_openapi_shows_the_compound_schemas(cclient):
 
 
 @pytest.mark.parametrize("max_rows", [64, 2])
-def test_batched_outputs_equal_unbatched(clf, max_rows):
+def test_batched_outputs_equal_unbatched(clf, max_rows, compound_corpus):
     engine = CompoundEngine(clf, TorchRuntime(clf.model), max_rows=max_rows)
-    texts = [*TEXTS, *[e.text for e in _corpus()[:12]]]
+    texts = [*TEXTS, *[e.text for e in compound_corpus[:12]]]
     items = engine.encode(texts)
     together = engine.run(items)
     alone = [engine.run([item])[0] for item in items]
@@ -153,18 +128,7 @@ def test_concurrent_http_requests_get_their_unbatched_answers(compound_dir):
     requests = [[TEXTS[j] for j in rng.choice(len(TEXTS), size=int(rng.integers(1, 4)))]
                 for _ in range(16)]
 
-    async def run():
-        async with app.router.lifespan_context(app):
-            while not app.state.serve.ready:
-                await asyncio.sleep(0.01)
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
-                rs = await asyncio.gather(*(c.post("/v1/predict", json={"texts": t})
-                                            for t in requests))
-                metrics = (await c.get("/metrics")).text
-        return rs, metrics
-
-    responses, metrics = asyncio.run(run())
+    responses, metrics = post_concurrently(app, requests)
     for texts, r in zip(requests, responses, strict=True):
         assert r.status_code == 200, r.text
         _same(r.json()["predictions"], engine.predict(texts, top_k=3))

@@ -1,4 +1,4 @@
-"""Shared fixtures of the intent tests: a small hand-written compound corpus."""
+"""Fixtures shared by several test folders: a small hand-written compound corpus."""
 
 from __future__ import annotations
 
