@@ -11,7 +11,10 @@ al., 2020):
   batch; every intent whose probability passes a threshold is predicted), else a softmax
   over intents (cross-entropy);
 * a **slot tagger** over every token: BIO tags (``config.slot_tags``, e.g. ``O``,
-  ``B-amount``, ``I-amount``), cross-entropy that ignores ``-100`` and padding.
+  ``B-amount``, ``I-amount``), cross-entropy that ignores ``-100`` and padding, summed
+  over an example's tokens and averaged over the batch (each loss is then the negative
+  log-likelihood of one example's labels; a per-token mean next to a per-example sum of
+  48 intents let the intents drown the tags).
 
 The loss is ``intent loss + slot_loss_weight * tag loss``. With ``config.number_heads``
 the encoder's chosen heads also get the learned number-key bias
@@ -97,8 +100,11 @@ class JointIntentSlotModel(EncoderClassifier):
                 tag_labels = tag_labels.masked_fill(~attention_mask.bool(), IGNORE_INDEX)
             tag_logits = out["tag_logits"]
             if bool((tag_labels != IGNORE_INDEX).any()):
-                out["tag_loss"] = F.cross_entropy(tag_logits.flatten(0, 1).float(),
-                                                  tag_labels.flatten(), ignore_index=IGNORE_INDEX)
+                # summed over the tokens of an example, averaged over the batch: the same
+                # per-example log-likelihood scale as the multi-label intent loss
+                out["tag_loss"] = F.cross_entropy(
+                    tag_logits.flatten(0, 1).float(), tag_labels.flatten(),
+                    ignore_index=IGNORE_INDEX, reduction="sum") / tag_logits.shape[0]
             else:  # nothing to score: a zero that still reaches the tagger's parameters
                 out["tag_loss"] = tag_logits.float().sum() * 0.0
             losses.append(self.config.slot_loss_weight * out["tag_loss"])

@@ -34,7 +34,7 @@ def test_losses_equal_torch_reference():
     out = model(ids, mask, labels=labels, tag_labels=tags)
     ref_intent = torch.nn.BCEWithLogitsLoss(reduction="sum")(out["logits"], labels) / 2
     scored = mask & (tags != -100)  # padding is never scored, whatever its tag says
-    ref_tag = F.cross_entropy(out["tag_logits"][scored], tags[scored])
+    ref_tag = F.cross_entropy(out["tag_logits"][scored], tags[scored], reduction="sum") / 2
     torch.testing.assert_close(out["intent_loss"], ref_intent)
     torch.testing.assert_close(out["tag_loss"], ref_tag)
     torch.testing.assert_close(out["loss"], ref_intent + 0.5 * ref_tag)
