@@ -107,13 +107,14 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
             for s in settings:
                 v = [r[metric] for r in _ok(runs, s, c) if r.get(metric) is not None]
                 means.append(100 * statistics.fmean(v) if v else 0.0)
-            ax.bar([i + j * width for i in range(len(settings))], means, width, label=c)
+            ax.bar([i + j * width for i in range(len(settings))], means, width,
+                   label=c, color=f"C{ORDER.index(c)}")
         ax.set_xticks([i + width * (len(configs) - 1) / 2 for i in range(len(settings))],
                       ["folds 0-8 -> 9", "fold 0 -> 1-9"])
         ax.set_title(title)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("%")
-    axes[1].legend(fontsize=8, loc="lower right")
+    axes[0].legend(fontsize=8, loc="upper right")  # the left panel has every configuration
     fig.suptitle("NLU++ banking: compound intents and slots (mean over seeds)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
