@@ -15,6 +15,7 @@ bucket), so a short text never pays for a long neighbour.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +55,7 @@ def length_bucket(n: int) -> int:
     return max(MIN_BUCKET, 1 << max(0, n - 1).bit_length())
 
 
-class BucketedEngine:
+class BucketedEngine(ABC):
     """Tokenize, apply the long-text policy, bucket and pad: the part of inference that
     does not depend on what the model answers.
 
@@ -183,14 +184,10 @@ class BucketedEngine:
             yield group, ids, mask
 
     # -- the batcher's call --------------------------------------------------------------
+    @abstractmethod
     def run(self, items: Sequence[EncodedText]) -> list[Any]:
         """One result per encoded text, in order: what the micro-batcher runs on a
-        gathered batch (on the inference thread). Defined by each engine kind.
-
-        Raises:
-            NotImplementedError: always, here.
-        """
-        raise NotImplementedError
+        gathered batch (on the inference thread). Each engine kind defines it."""
 
     def warm_up(self, texts: Sequence[str]) -> None:
         """Run texts (truncated, whatever the policy) through the runtime once, so the
