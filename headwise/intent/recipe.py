@@ -32,6 +32,7 @@ from headwise.intent.calibration import calibrated_probs, fit_temperature
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.objective import SmoothedClassification, balanced_class_weights
 from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label
+from headwise.intent.pretrain import pretrain_encoder
 from headwise.loading import from_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.io import build_model
@@ -62,6 +63,10 @@ class IntentRecipe:
         epochs, batch_size, lr (None: :data:`DEFAULT_LR` for the kind), weight_decay,
             warmup_ratio, schedule, patience, seed: training (see TrainConfig).
         label_smoothing: cross-entropy label smoothing.
+        pretrain_epochs: epochs of masked-LM self-pretraining on the training texts before
+            fine-tuning (:mod:`headwise.intent.pretrain`; Transformer only; 0: none).
+        pretrain_lr: its peak learning rate (None: ``lr``'s value).
+        pretrain_mask_prob: the share of tokens it masks.
         class_weighting: ``"none"`` or ``"balanced"`` (each intent's loss weighted by
             ``n / (intents * count)``, for imbalanced data scored by macro-F1).
         valid_fraction: held out of the training data (stratified) when no validation
@@ -98,6 +103,9 @@ class IntentRecipe:
     patience: int | None = 5
     seed: int = 0
     label_smoothing: float = 0.1
+    pretrain_epochs: int = 0
+    pretrain_lr: float | None = None
+    pretrain_mask_prob: float = 0.15
     class_weighting: str = "none"
     valid_fraction: float = 0.1
     max_reject: float = 0.02
@@ -115,6 +123,14 @@ class IntentRecipe:
         if self.class_weighting not in ("none", "balanced"):
             raise ValueError(f"class_weighting must be none or balanced, got "
                              f"{self.class_weighting!r}")
+        if self.pretrain_epochs < 0:
+            raise ValueError(f"pretrain_epochs must be >= 0, got {self.pretrain_epochs}")
+        if self.pretrain_epochs and self.kind != "transformer":
+            raise ValueError(f"masked-LM pre-training (pretrain_epochs) is for the "
+                             f"from-scratch Transformer, not {self.kind!r}")
+        if not 0.0 < self.pretrain_mask_prob < 1.0:
+            raise ValueError(f"pretrain_mask_prob must be in (0, 1), got "
+                             f"{self.pretrain_mask_prob}")
         if not 0.0 < self.valid_fraction < 1.0:
             raise ValueError(f"valid_fraction must be in (0, 1), got {self.valid_fraction}")
 
@@ -281,6 +297,13 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         mark_number_tokens(model, tokenizer)
     index = {name: i for i, name in enumerate(intents)}
     ids = encode_texts(tokenizer, texts, recipe.max_length)
+    pretrained = None
+    if recipe.pretrain_epochs:
+        base = train_config(recipe, "accuracy")
+        pretrained = pretrain_encoder(
+            model, tokenizer, ids, dataclasses.replace(
+                base, epochs=recipe.pretrain_epochs, lr=recipe.pretrain_lr or base.lr),
+            out_dir=out_dir / "pretrain", probability=recipe.pretrain_mask_prob)
     train_rows = [{"input_ids": x, "labels": index[y]} for x, y in zip(ids, labels, strict=True)]
     known = [i for i, y in enumerate(v_labels) if y in index]
     v_ids = encode_texts(tokenizer, [v_texts[i] for i in known], recipe.max_length)
@@ -306,6 +329,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "valid_examples": len(v_texts), "train_seconds": round(seconds, 1),
                 "steps": result.steps, "epochs": result.epochs,
                 "stopped_early": result.stopped_early, "valid": metrics,
+                "pretrain": None if pretrained is None else dataclasses.asdict(pretrained),
                 "oos_threshold": choice.to_dict()}
     clf.save(out_dir)
     if not keep_checkpoints:
