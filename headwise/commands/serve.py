@@ -4,10 +4,15 @@ classifier or a compound (multi-label + slots) one."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from headwise.serve.config import CONFIG_ENV, LONG_TEXT_POLICIES, RUNTIMES, ServeConfig
+
+if TYPE_CHECKING:
+    from headwise.serve.runtime import OnnxRuntime, TorchRuntime
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,10 +29,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--workers", type=int, default=1,
                    help="worker processes, each with its own copy of the model (default 1)")
-    p.add_argument("--runtime", choices=RUNTIMES, default="torch",
-                   help="inference path: PyTorch or onnxruntime (default torch)")
+    p.add_argument("--runtime", choices=RUNTIMES, default="auto",
+                   help="inference path: onnxruntime or PyTorch; auto (the default) uses "
+                        "onnxruntime when the ONNX file exists and reproduces the model's "
+                        "weights, else PyTorch, saying why")
     p.add_argument("--onnx", metavar="PATH",
-                   help="ONNX file for --runtime onnx (default MODEL/model.onnx)")
+                   help="ONNX file for --runtime onnx or auto (default MODEL/model.onnx, "
+                        "written by `headwise export MODEL --onnx MODEL/model.onnx`)")
     p.add_argument("--max-batch-size", type=int, default=32,
                    help="most texts gathered into one forward pass (default 32)")
     p.add_argument("--max-wait-ms", type=float, default=5.0,
@@ -66,6 +74,21 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
                        top_k=args.top_k, threads=args.threads)
 
 
+def runtime_summary(runtime: TorchRuntime | OnnxRuntime, *, auto: bool = False) -> str:
+    """The start-up line's words for the runtime in use, e.g. ``runtime onnx (auto,
+    m/model.onnx)``.
+
+    Args:
+        runtime: the engine's runtime.
+        auto: it was chosen by ``--runtime auto``.
+    """
+    notes = ["auto"] if auto else []
+    path = getattr(runtime, "path", None)
+    if path is not None:
+        notes.append(f"{path}{', int8' if getattr(runtime, 'quantized', False) else ''}")
+    return f"runtime {runtime.name}" + (f" ({', '.join(notes)})" if notes else "")
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -74,10 +97,14 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     engine = load_engine(config)  # refuses a bad model directory before anything starts
+    chosen = engine.runtime.name
+    # the workers serve what was chosen here (and do not decide, or report, again)
+    config = dataclasses.replace(config, runtime=chosen)
     common = dict(host=args.host, port=args.port, log_level=args.log_level,
                   timeout_graceful_shutdown=args.graceful_timeout)
-    print(f"headwise serve: {engine.kind} classifier, {len(engine.labels)} intents, runtime "
-          f"{config.runtime}, http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr)
+    print(f"headwise serve: {engine.kind} classifier, {len(engine.labels)} intents, "
+          f"{runtime_summary(engine.runtime, auto=args.runtime == 'auto')}, "
+          f"http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr)
     if args.workers == 1:
         uvicorn.run(create_app(config, engine), **common)
     else:

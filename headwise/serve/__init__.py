@@ -3,7 +3,9 @@
 ``headwise serve MODEL`` runs :func:`create_app` under uvicorn, for an intent classifier
 (:class:`InferenceEngine`) or a compound multi-label + slots one (:class:`CompoundEngine`,
 torch runtime only); ``headwise export MODEL --onnx OUT`` writes the graph the ``onnx``
-runtime reads (intent classifiers only).
+runtime reads (intent classifiers only, with onnxruntime's fused operators). The default
+runtime, ``auto``, serves on onnxruntime when ``MODEL/model.onnx`` is an export of the
+model's weights and on PyTorch otherwise.
 """
 
 from headwise.serve.app import app_from_environment, create_app

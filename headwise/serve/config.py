@@ -12,8 +12,9 @@ from typing import Any
 
 #: how a text longer than the model's maximum length is handled
 LONG_TEXT_POLICIES = ("truncate", "chunk", "reject")
-#: the inference paths ``serve`` can run
-RUNTIMES = ("torch", "onnx")
+#: the inference paths ``serve`` can run: ``"auto"`` resolves to ``"onnx"`` or ``"torch"``
+#: at start-up (:func:`headwise.serve.startup.choose_runtime`)
+RUNTIMES = ("auto", "torch", "onnx")
 #: environment variable carrying the JSON config to uvicorn worker processes
 CONFIG_ENV = "HEADWISE_SERVE_CONFIG"
 
@@ -26,8 +27,12 @@ class ServeConfig:
         model_dir: the classifier directory (written by ``headwise train``): an intent
             classifier, or a compound (multi-label + slots) one, which is served with the
             torch runtime and without ``"chunk"``.
-        runtime: ``"torch"`` (PyTorch, inference mode) or ``"onnx"`` (onnxruntime).
-        onnx_path: the ONNX file for ``runtime="onnx"`` (default ``MODEL/model.onnx``).
+        runtime: ``"auto"`` (the default: onnxruntime when the ONNX file exists and
+            reproduces these weights, else PyTorch, saying why on stderr), ``"torch"``
+            (PyTorch, inference mode) or ``"onnx"`` (onnxruntime; a missing or stale file
+            is an error).
+        onnx_path: the ONNX file for ``runtime="onnx"`` or ``"auto"`` (default
+            ``MODEL/model.onnx``).
         batching: gather concurrent requests into one forward pass; False runs each
             request on its own.
         max_batch_size: most texts in one gathered batch.
@@ -50,7 +55,7 @@ class ServeConfig:
     """
 
     model_dir: str = ""
-    runtime: str = "torch"
+    runtime: str = "auto"
     onnx_path: str | None = None
     batching: bool = True
     max_batch_size: int = 32

@@ -3,8 +3,12 @@
 The exported graph takes ``input_ids`` and ``attention_mask`` (int64, dynamic batch and
 length) and returns ``logits`` and ``pooled`` (the vector the classification head reads,
 which the service averages over windows for chunk-and-pool). It is written with PyTorch's
-``torch.export``-based exporter. The file's metadata records the SHA-256 of the weights it
-was made from, so ``headwise serve`` can refuse an ONNX file that belongs to another model.
+``torch.export``-based exporter, by default with onnxruntime's fused operators
+(:mod:`headwise.serve.onnx_fusion`: one ``Attention`` node per layer, skip-layer-norms,
+bias-GELUs), the same float32 function in about a quarter of the nodes; ``fuse=False``
+writes standard ONNX operators only. The file's metadata records the SHA-256 of the
+weights it was made from, so ``headwise serve`` can refuse an ONNX file that belongs to
+another model.
 A joint intent + slot model (compound classifier) is not exported: its tag logits would be
 a second output the service's ONNX path does not read; it is served with PyTorch.
 """
@@ -24,6 +28,12 @@ from torch import Tensor, nn
 
 from headwise.attention.mha import MultiHeadAttention
 from headwise.models.joint import JointIntentSlotModel
+from headwise.serve.onnx_fusion import (
+    fused_attention,
+    optimize_graph,
+    translations,
+    unfusable_reason,
+)
 from headwise.serve.runtime import (
     META_QUANTIZED,
     META_WEIGHTS_SHA256,
@@ -60,13 +70,16 @@ class ExportableClassifier(nn.Module):
 
     Args:
         model: an ``EncoderClassifier`` without a sparse attention pattern.
+        fused: the layers' attention is swapped for the fused stand-ins
+            (:func:`~headwise.serve.onnx_fusion.fused_attention`), which take the padding
+            mask as (batch, seq) int32.
 
     Raises:
         ValueError: a model that is not an encoder classifier, a joint intent + slot
             model, or one with a sparse attention pattern (not exportable here).
     """
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, *, fused: bool = False) -> None:
         super().__init__()
         if isinstance(model, JointIntentSlotModel):
             raise ValueError("ONNX export does not support joint intent + slot models "
@@ -80,10 +93,12 @@ class ExportableClassifier(nn.Module):
             raise ValueError("ONNX export does not support sparse attention patterns; serve "
                              "this model with the torch runtime")
         self.model = model
+        self.fused = fused
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
         keep = attention_mask.bool()
-        x = self.model.encoder.run(input_ids, keep[:, None, None, :])
+        mask = attention_mask.to(torch.int32) if self.fused else keep[:, None, None, :]
+        x = self.model.encoder.run(input_ids, mask)
         pooled = self.model.pool(x, keep)
         return self.model.classifier(pooled), pooled
 
@@ -101,8 +116,37 @@ def _set_metadata(path: Path, metadata: dict[str, str]) -> None:
     onnx.save(proto, str(path))
 
 
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def _write_graph(model: nn.Module, out: Path, *, opset: int, max_length: int, fused: bool
+                 ) -> None:
+    """``torch.onnx.export`` of an eval-mode classifier to ``out``, with the attention
+    fused (:func:`~headwise.serve.onnx_fusion.fused_attention`) or as the layers run it."""
+    wrapper = ExportableClassifier(model, fused=fused).eval()
+    vocab = model.encoder.embeddings.word_embeddings.num_embeddings
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, max(vocab, 2), (2, 8), generator=gen)
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 5:] = 0
+    batch = torch.export.Dim("batch", max=1 << 16)
+    seq = torch.export.Dim("seq", max=max(max_length, 9))
+    swap = fused_attention(model) if fused else contextlib.nullcontext()
+    with warnings.catch_warnings(), _quiet("torch.onnx", "torch.export"), swap:
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(
+            wrapper, (ids, mask), input_names=["input_ids", "attention_mask"],
+            output_names=["logits", "pooled"],
+            dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}),
+            opset_version=opset, dynamo=True, verbose=False,
+            custom_translation_table=translations() if fused else None)
+    program.save(str(out))
+
+
 def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None = None,
-                opset: int = DEFAULT_OPSET, max_length: int = 512) -> Path:
+                opset: int = DEFAULT_OPSET, max_length: int = 512, fuse: bool = True) -> Path:
     """Write ``model`` as an ONNX graph with dynamic batch size and length.
 
     Args:
@@ -111,6 +155,9 @@ def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None
         weights_sha256: recorded in the metadata (the SHA-256 of ``model.safetensors``).
         opset: ONNX opset version.
         max_length: the longest sequence the graph must accept.
+        fuse: write onnxruntime's fused operators (:mod:`headwise.serve.onnx_fusion`;
+            the attention stays unfused where the layers do not allow it, e.g. with
+            number-aware heads). False: standard ONNX operators only, for any runtime.
 
     Returns:
         The written path.
@@ -121,16 +168,9 @@ def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    wrapper = ExportableClassifier(model).eval()
+    ExportableClassifier(model)  # refuses what cannot be exported, before any work
     was_training = model.training
     model.eval()
-    vocab = model.encoder.embeddings.word_embeddings.num_embeddings
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, max(vocab, 2), (2, 8), generator=gen)
-    mask = torch.ones(2, 8, dtype=torch.long)
-    mask[1, 5:] = 0
-    batch = torch.export.Dim("batch", max=1 << 16)
-    seq = torch.export.Dim("seq", max=max(max_length, 9))
     # with a score bias (number-aware heads) the layers would call SDPA with a float mask,
     # whose decomposition under torch.export claims an output layout it does not produce;
     # the reference "math" backend traces to the same operations without that step
@@ -140,18 +180,29 @@ def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None
     for m in biased:
         m.backend = "math"
     try:
-        with warnings.catch_warnings(), _quiet("torch.onnx", "torch.export"):
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(
-                wrapper, (ids, mask), input_names=["input_ids", "attention_mask"],
-                output_names=["logits", "pooled"],
-                dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}),
-                opset_version=opset, dynamo=True, verbose=False)
-        program.save(str(out))
+        fused = fuse and unfusable_reason(model) is None
+        if fused:
+            try:
+                _write_graph(model, out, opset=opset, max_length=max_length, fused=True)
+            except Exception as e:  # an exporter without custom translations, say
+                warnings.warn(f"exporting the attention as fused Attention nodes failed "
+                              f"({_first_line(e)}); writing it unfused", stacklevel=2)
+                fused = False
+        if not fused:
+            _write_graph(model, out, opset=opset, max_length=max_length, fused=False)
     finally:
         model.train(was_training)
         for m, b in zip(biased, backends, strict=True):
             m.backend = b
+    if fuse:
+        try:
+            with warnings.catch_warnings(), _quiet("onnxruntime"):
+                warnings.simplefilter("ignore")
+                optimize_graph(out, num_heads=model.config.num_heads,
+                               hidden_size=model.config.d_model)
+        except Exception as e:  # the graph already written stays valid, only less fused
+            warnings.warn(f"onnxruntime's transformer optimizer failed ({_first_line(e)}); "
+                          f"the graph keeps its unfused layer norms and GELUs", stacklevel=2)
     meta = {META_QUANTIZED: "none"}
     if weights_sha256:
         meta[META_WEIGHTS_SHA256] = weights_sha256

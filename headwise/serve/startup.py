@@ -6,10 +6,16 @@ weights are refused by the loader with a message naming the problem) and, for th
 onnxruntime path, checks that the ONNX file was exported from these very weights and that
 its float32 outputs equal PyTorch's within :data:`ONNX_TOLERANCE`. A compound classifier
 is served with the torch runtime only, and without chunk-and-pool.
+
+``runtime="auto"`` (the default) serves on onnxruntime when the ONNX file
+(``MODEL/model.onnx`` or ``onnx_path``) exists and passes those checks, and on PyTorch
+otherwise, saying why in one line (:func:`choose_runtime`).
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from headwise.intent.classifier import INTENT_FILE, IntentClassifier
@@ -60,6 +66,61 @@ def check_onnx(classifier: IntentClassifier, runtime: OnnxRuntime, model_dir: st
     return diff
 
 
+def _stderr_line(message: str) -> None:
+    print(f"headwise serve: {message}", file=sys.stderr, flush=True)
+
+
+def choose_runtime(config: ServeConfig, classifier: IntentClassifier | CompoundClassifier
+                   ) -> tuple[TorchRuntime | OnnxRuntime, str | None]:
+    """The runtime a config asks for, resolving ``"auto"``.
+
+    ``"auto"`` takes onnxruntime with :func:`onnx_path_for`'s file when the classifier is
+    a single-label intent classifier, onnxruntime is importable, the file exists, loads
+    as a headwise export and passes :func:`check_onnx` (these very weights, float32
+    logits within :data:`ONNX_TOLERANCE` of PyTorch); otherwise PyTorch.
+
+    Args:
+        config: the service settings.
+        classifier: the loaded classifier.
+
+    Returns:
+        ``(runtime, reason)``: ``reason`` says why ``"auto"`` fell back to PyTorch (one
+        line), else None.
+
+    Raises:
+        FileNotFoundError, ValueError: ``runtime="onnx"`` with a missing or mismatching
+            file, or a compound classifier (as :func:`load_engine`).
+    """
+    if config.runtime == "torch":
+        return TorchRuntime(classifier.model, threads=config.threads), None
+    path = onnx_path_for(config)
+    if config.runtime == "onnx":
+        if isinstance(classifier, CompoundClassifier):
+            raise ValueError(f"{config.model_dir or 'the model'} is a compound (multi-label "
+                             f"+ slots) classifier, which the onnx runtime does not serve "
+                             f"(its slot tags are a second output the export does not "
+                             f"carry); serve it with --runtime torch")
+        runtime = OnnxRuntime(path, threads=config.threads)
+        check_onnx(classifier, runtime, config.model_dir)
+        return runtime, None
+    if isinstance(classifier, CompoundClassifier):
+        reason = "a compound (multi-label + slots) classifier has no ONNX path"
+    elif not path.is_file():
+        reason = (f"no ONNX export at {path} (`headwise export {config.model_dir or 'MODEL'} "
+                  f"--onnx {path}` writes one)")
+    else:
+        try:
+            runtime = OnnxRuntime(path, threads=config.threads)
+            check_onnx(classifier, runtime, config.model_dir)
+            return runtime, None
+        except ImportError as e:
+            reason = f"onnxruntime cannot be imported ({e})"
+        except Exception as e:  # whatever keeps "auto" from running the file: fall back
+            reason = " ".join(str(e).split())
+    return (TorchRuntime(classifier.model, threads=config.threads),
+            f"runtime auto: using torch: {reason}")
+
+
 def load_classifier(model_dir: str | Path) -> IntentClassifier | CompoundClassifier:
     """The classifier saved in a directory, of whichever kind it is.
 
@@ -89,7 +150,8 @@ def load_classifier(model_dir: str | Path) -> IntentClassifier | CompoundClassif
 
 
 def load_engine(config: ServeConfig,
-                classifier: IntentClassifier | CompoundClassifier | None = None
+                classifier: IntentClassifier | CompoundClassifier | None = None, *,
+                report: Callable[[str], None] | None = _stderr_line,
                 ) -> InferenceEngine | CompoundEngine:
     """The inference engine a config describes.
 
@@ -97,6 +159,8 @@ def load_engine(config: ServeConfig,
         config: the service settings (``model_dir`` is loaded unless ``classifier`` is
             given).
         classifier: an already loaded classifier.
+        report: receives the one-line reason when ``runtime="auto"`` falls back to
+            PyTorch (default: printed on stderr; None: silent).
 
     Returns:
         An :class:`InferenceEngine` for an intent classifier, a :class:`CompoundEngine`
@@ -105,33 +169,24 @@ def load_engine(config: ServeConfig,
     Raises:
         FileNotFoundError: no model directory, one that is neither kind, or no ONNX file.
         ValueError: pickle files in the directory (``UnsafeCheckpointError``), a config
-            that does not match the weights, an ONNX file that does not match, or a
-            compound classifier with ``runtime="onnx"`` or ``long_text="chunk"``.
+            that does not match the weights, an ONNX file that does not match (with
+            ``runtime="onnx"``; ``"auto"`` falls back to PyTorch), or a compound
+            classifier with ``runtime="onnx"`` or ``long_text="chunk"``.
     """
     if classifier is None:
         if not config.model_dir:
             raise ValueError("no model directory given")
         classifier = load_classifier(config.model_dir)
+    runtime, fallback = choose_runtime(config, classifier)
+    if isinstance(classifier, CompoundClassifier) and config.long_text == "chunk":
+        raise ValueError(f"{config.model_dir or 'the model'} is a compound (multi-label + "
+                         f"slots) classifier: --long-text chunk is not supported (slot spans "
+                         f"cannot be pooled over windows); use truncate or reject")
+    if fallback is not None and report is not None:
+        report(fallback)
     if isinstance(classifier, CompoundClassifier):
-        where = config.model_dir or "the model"
-        if config.runtime == "onnx":
-            raise ValueError(f"{where} is a compound (multi-label + slots) classifier, which "
-                             f"the onnx runtime does not serve (its slot tags are a second "
-                             f"output the export does not carry); serve it with --runtime "
-                             f"torch")
-        if config.long_text == "chunk":
-            raise ValueError(f"{where} is a compound (multi-label + slots) classifier: "
-                             f"--long-text chunk is not supported (slot spans cannot be "
-                             f"pooled over windows); use truncate or reject")
-        return CompoundEngine(classifier, TorchRuntime(classifier.model, threads=config.threads),
-                              long_text=config.long_text,
+        return CompoundEngine(classifier, runtime, long_text=config.long_text,
                               max_rows=max(config.max_batch_size, 1))
-    if config.runtime == "onnx":
-        runtime: TorchRuntime | OnnxRuntime = OnnxRuntime(onnx_path_for(config),
-                                                           threads=config.threads)
-        check_onnx(classifier, runtime, config.model_dir)
-    else:
-        runtime = TorchRuntime(classifier.model, threads=config.threads)
     return InferenceEngine(classifier, runtime, long_text=config.long_text,
                            chunk_stride=config.chunk_stride,
                            max_rows=max(config.max_batch_size, 1))

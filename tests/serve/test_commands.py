@@ -24,6 +24,12 @@ def test_serve_options_make_the_config():
     assert ServeConfig.from_json(cfg.to_json()) == cfg
     with pytest.raises(ValueError, match="--workers"):
         config_from_args(build_parser().parse_args(["serve", "m", "--workers", "0"]))
+    # onnxruntime when a matching export exists, else PyTorch: the default everywhere
+    assert config_from_args(build_parser().parse_args(["serve", "m"])).runtime == "auto"
+    assert ServeConfig().runtime == "auto"
+    for runtime in ("torch", "onnx", "auto"):
+        args = build_parser().parse_args(["serve", "m", "--runtime", runtime])
+        assert config_from_args(args).runtime == runtime
 
 
 @pytest.mark.parametrize("bad, match", [({"runtime": "tensorrt"}, "runtime"),

@@ -35,6 +35,8 @@ def exported(encoder_dir, tmp_path_factory):
 def test_export_writes_both_files_and_a_report(exported, capsys):
     report = json.loads((exported / "model.export.json").read_text())
     assert report["max_abs_logit_diff"] <= 1e-4
+    # the default graph carries onnxruntime's fused operators: one Attention per layer
+    assert report["fused_ops"]["Attention"] == 2 and report["fused_ops"]["BiasGelu"] == 2
     assert set(report["accuracy"]) == {"torch", "onnx", "int8", "examples"}
     assert report["accuracy"]["examples"] == len(TEXTS)  # the oos row is not an intent
     assert report["accuracy"]["onnx"] == report["accuracy"]["torch"]
@@ -92,6 +94,14 @@ def test_onnx_from_other_weights_is_refused(encoder_dir, exported, tmp_path):
     (other / "junk.onnx").write_bytes(b"not onnx")
     with pytest.raises(ValueError, match="not a loadable ONNX model"):
         OnnxRuntime(other / "junk.onnx")
+
+
+def test_portable_export_writes_standard_operators(encoder_dir, tmp_path, capsys):
+    out = tmp_path / "plain.onnx"
+    assert main(["export", str(encoder_dir), "--onnx", str(out), "--portable"]) == 0
+    assert "fused operators: none" in capsys.readouterr().out
+    report = json.loads(out.with_suffix(".export.json").read_text())
+    assert report["fused_ops"] == {} and report["max_abs_logit_diff"] <= 1e-4
 
 
 def test_bilstm_export_is_refused(bilstm_dir, tmp_path, capsys):

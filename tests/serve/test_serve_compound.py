@@ -222,6 +222,14 @@ def test_a_joint_model_without_tagger_and_a_single_label_head(clf):
     assert all(p["slots"] == [] for p in got)
 
 
+def test_auto_serves_a_compound_classifier_on_torch_and_says_why(compound_dir):
+    reasons: list[str] = []
+    engine = load_engine(ServeConfig(model_dir=str(compound_dir)), report=reasons.append)
+    assert engine.kind == "compound" and engine.runtime.name == "torch"
+    (reason,) = reasons
+    assert reason.startswith("runtime auto: using torch:") and "compound" in reason
+
+
 def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
     with pytest.raises(ValueError, match="onnx runtime"):
         load_engine(ServeConfig(model_dir=str(compound_dir), runtime="onnx"))
