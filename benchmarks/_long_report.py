@@ -301,12 +301,16 @@ def _setup(meta: dict[str, Any]) -> str:
         f"(chunk_len {s['chunk_len']}, stride {s['chunk_stride']}, {s['chunk_batch']} chunks "
         f"per mini-batch, [CLS]/[SEP] per chunk, mean pooling) over "
         f"`EncoderClassifier(preset(\"{st['preset']}\"))` with random weights, eval mode; one "
-        f"call per process after a warm-up on 2 chunks; peak resident memory above what the "
-        f"process held after loading the model and the text (and its whole peak RSS). With "
-        f"`MALLOC_MMAP_THRESHOLD_` fixed, glibc returns every large freed buffer at once, so "
-        f"the peak is what the code holds; with glibc's defaults the threshold rises as "
-        f"buffers are freed, later buffers stay in its heap, and the peak of one "
-        f"configuration can vary between runs by tens of MiB.")
+        f"call per process after a warm-up call (a separate random text); peak resident "
+        f"memory above what the process held after loading the model and the text (and its "
+        f"whole peak RSS). With `MALLOC_MMAP_THRESHOLD_` fixed, glibc returns every large "
+        f"freed buffer at once, so the peak is what the code holds (warm-up: 2 chunks). With "
+        f"glibc's defaults the threshold rises as buffers are freed and later buffers come "
+        f"from its heap, where freed chunks stay resident between live ones: the peak then "
+        f"depends on the heap's history and varies between runs by tens of MiB. \"cold\": "
+        f"warm-up on 2 chunks; \"warmed up\": warm-up on a 48-chunk text (6 mini-batches), "
+        f"to see whether the growth is a one-off of a fresh process (the baseline is taken "
+        f"after `malloc_trim`, which hands the warm-up's free pages back).")
 
 
 def section(data: dict[str, Any], images: list[tuple[str, Path]], md_dir: Path) -> str:

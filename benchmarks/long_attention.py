@@ -66,12 +66,16 @@ ERR_N, FEATURES, BUCKETS, HASHES, LSH_CHUNK, SEEDS = 1024, (16, 64, 266, 1024), 
 CLUSTERS, CLUSTER_NOISE = 16, 0.5
 CHUNK_LEN, CHUNK_STRIDE, CHUNK_BATCH, CLS_ID, SEP_ID = 512, 384, 8, 101, 102
 TOKENS = (4000, 16000, 50000, 100000)
-#: allocator settings of the chunked part: name -> environment. A fixed mmap threshold makes
-#: glibc return every large freed buffer at once, so the peak is what the code needs; by
-#: default glibc raises the threshold as buffers are freed and keeps later ones in its heap,
-#: and the peak then varies by tens of MiB between runs of one configuration. The second
-#: entry runs only the shortest and the longest text.
-ALLOCATORS = {"mmap threshold 1 MiB": {"MALLOC_MMAP_THRESHOLD_": "1048576"}, "glibc default": {}}
+#: allocator settings of the chunked part: name -> (environment, chunks of the warm-up call).
+#: A fixed mmap threshold makes glibc return every large freed buffer at once, so the peak
+#: is what the code needs. By default glibc raises the threshold as buffers are freed and
+#: serves later ones from its heap, where freed chunks stay resident between the live ones:
+#: the peak then depends on the heap's history and varies between runs by tens of MiB.
+#: "cold": a 2-chunk warm-up; "warmed up": a 48-chunk text (6 mini-batches) first, to see
+#: whether the growth is a one-off of a fresh process. The glibc entries run only the
+#: shortest and the longest text.
+ALLOCATORS = {"mmap threshold 1 MiB": ({"MALLOC_MMAP_THRESHOLD_": "1048576"}, 2),
+              "glibc default, cold": ({}, 2), "glibc default, warmed up": ({}, 48)}
 PARTS = ("scaling", "errors", "chunked")
 REPS = ("min_repeats", "max_repeats", "target_s")
 
@@ -206,7 +210,10 @@ def _chunked(spec: dict[str, Any], dev: str, sync: Any) -> dict[str, Any]:
                                chunk_batch=CHUNK_BATCH, cls_id=CLS_ID, sep_id=SEP_ID).eval()
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(3, config.vocab_size, (spec["tokens"],), generator=gen)
-    hier.encode_long(ids[: 2 * chunk_len])  # warm-up: lazy initialisation, kernels
+    # warm-up: lazy initialisation, kernels (and, with more chunks, the C heap's plateau)
+    warm = torch.randint(3, config.vocab_size, (chunk_len + (spec["warm_chunks"] - 1) * stride,),
+                         generator=torch.Generator().manual_seed(2))
+    hier.encode_long(warm)
     with hx.PeakMemory(dev) as mem:
         seconds = hx.timed(lambda: hier.encode_long(ids), sync)
     chunks = split_into_chunks(ids, chunk_len=chunk_len, stride=stride, cls_id=CLS_ID,
@@ -278,12 +285,13 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             records.append({"part": "errors", "dist": dist, "n": args.err_n,
                             **hx.run_worker(me, spec, args.timeout, env)})
     if "chunked" in args.parts:
-        for i, (alloc, extra) in enumerate(ALLOCATORS.items()):
+        for i, (alloc, (extra, warm_chunks)) in enumerate(ALLOCATORS.items()):
             for tokens in args.tokens if i == 0 else sorted({min(args.tokens),
                                                              max(args.tokens)}):
                 print(f"long_attention: chunked {tokens} tokens, {alloc}", file=sys.stderr)
                 spec = {**common, "part": "chunked", "preset": args.preset, "tokens": tokens,
-                        "chunk_len": args.chunk_len, "chunk_stride": args.chunk_stride}
+                        "chunk_len": args.chunk_len, "chunk_stride": args.chunk_stride,
+                        "warm_chunks": warm_chunks}
                 records.append({"part": "chunked", "alloc": alloc, "tokens": tokens,
                                 **hx.run_worker(me, spec, args.timeout, {**env, **extra})})
     return records
