@@ -12,27 +12,33 @@ def _verdict(ok: bool | None) -> str:
 
 def _targets(r: dict[str, Any]) -> list[str]:
     lat = r["single"]["latency"]
-    ours, hf = lat["ours (PyTorch)"]["p50_ms"], lat["transformers pipeline"]["p50_ms"]
-    on = {x["concurrency"]: x for x in r["load"] if x["batching"]}
-    c1, c32 = on.get(1), on.get(32)
-    speedup = c32["throughput"] / c1["throughput"] if c1 and c32 and c1["throughput"] else None
+    hf = lat["transformers pipeline"]["p50_ms"]
+    rows = ["| target | verdict | measured |", "| --- | --- | --- |"]
+    for name in ("ours (ONNX)", "ours (PyTorch)"):
+        if name in lat:
+            ours = lat[name]["p50_ms"]
+            rows.append(f"| single-query p50 at most half the transformers pipeline's: {name} "
+                        f"| {_verdict(ours <= 0.5 * hf)} | ours {ours:.2f} ms, pipeline "
+                        f"{hf:.2f} ms (ratio {ours / hf:.2f}) |")
+    for runtime in dict.fromkeys(x.get("runtime", "torch") for x in r["load"]):
+        on = {x["concurrency"]: x for x in r["load"]
+              if x["batching"] and x.get("runtime", "torch") == runtime}
+        c1, c32 = on.get(1), on.get(32)
+        if c32 is None:
+            continue
+        speedup = c32["throughput"] / c1["throughput"] if c1 and c1["throughput"] else None
+        rows += [
+            f"| {runtime}, batching at concurrency 32: at least 4x the concurrency-1 "
+            f"throughput | {_verdict(None if speedup is None else speedup >= 4)} | "
+            + (f"{c32['throughput']:.1f} vs {c1['throughput']:.1f} req/s = {speedup:.2f}x |"
+               if speedup is not None else "not measured |"),
+            f"| {runtime}, batching at concurrency 32: p99 under 50 ms | "
+            f"{_verdict(c32['p99_ms'] < 50)} | p99 {c32['p99_ms']:.1f} ms |"]
     soak = r.get("soak")
-    rows = [
-        "| target | verdict | measured |", "| --- | --- | --- |",
-        f"| single-query p50 at most half the transformers pipeline's | "
-        f"{_verdict(ours <= 0.5 * hf)} | ours {ours:.2f} ms, pipeline {hf:.2f} ms "
-        f"(ratio {ours / hf:.2f}) |",
-        f"| batching at concurrency 32: at least 4x the concurrency-1 throughput | "
-        f"{_verdict(None if speedup is None else speedup >= 4)} | "
-        + (f"{c32['throughput']:.1f} vs {c1['throughput']:.1f} req/s = {speedup:.2f}x |"
-           if speedup is not None else "not measured |"),
-        f"| batching at concurrency 32: p99 under 50 ms | "
-        f"{_verdict(None if c32 is None else c32['p99_ms'] < 50)} | "
-        + (f"p99 {c32['p99_ms']:.1f} ms |" if c32 else "not measured |"),
-    ]
     if soak:
-        rows.append(f"| {soak['seconds']:.0f}-second load run (concurrency 32, batching on) "
-                    f"with zero errors | {_verdict(soak['errors'] == 0)} | "
+        rows.append(f"| {soak['seconds']:.0f}-second load run (concurrency 32, batching on, "
+                    f"{soak.get('runtime', 'torch')}) with zero errors | "
+                    f"{_verdict(soak['errors'] == 0)} | "
                     f"{soak['requests']} requests, {soak['errors']} errors, "
                     f"{soak['throughput']:.1f} req/s, p50 {soak['p50_ms']:.1f} ms, "
                     f"p99 {soak['p99_ms']:.1f} ms |")
@@ -65,7 +71,7 @@ def section(r: dict[str, Any], command: str) -> str:
         "Model: all-MiniLM-L6-v2 (6 layers, 12 heads, d=384, mean pooling) with a random "
         "10-intent head (latency does not depend on what the head learnt), maximum length "
         "128; texts are English queries of 4 to ~25 words. The server is `headwise serve` in "
-        "its own process (1 worker, PyTorch runtime, max batch "
+        "its own process (1 worker, onnxruntime with the fused export, or PyTorch; max batch "
         f"{s['max_batch_size']}, max wait {s['max_wait_ms']} ms); the load generator "
         "(`benchmarks/_serve_load.py`) is another process on loopback, each client sending "
         f"one single-text request at a time; each point runs {s['point_s']:.0f} s after "
@@ -93,10 +99,11 @@ def section(r: dict[str, Any], command: str) -> str:
                   f"accuracy; `headwise export --data` measures accuracy on a trained model). "
                   f"Export of both files took {r['export_s']:.0f} s.", ""]
     lines += ["### Throughput over HTTP", "",
-              "| batching | concurrency | req/s | p50 ms | p90 ms | p99 ms | errors |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+              "| runtime | batching | concurrency | req/s | p50 ms | p90 ms | p99 ms | errors |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for x in r["load"]:
-        lines.append(f"| {'on' if x['batching'] else 'off'} | {x['concurrency']} | "
+        lines.append(f"| {x.get('runtime', 'torch')} | {'on' if x['batching'] else 'off'} | "
+                     f"{x['concurrency']} | "
                      f"{x['throughput']:.1f} | {x['p50_ms']:.1f} | {x['p90_ms']:.1f} | "
                      f"{x['p99_ms']:.1f} | {x['errors']} |")
     if r.get("metrics_sample"):
@@ -104,5 +111,6 @@ def section(r: dict[str, Any], command: str) -> str:
         n, total = vals.get("headwise_batch_size_count"), vals.get("headwise_batch_size_sum")
         if n:
             lines += ["", f"Mean texts per forward batch over the batching-on run (from "
-                      f"`/metrics`): {total / n:.1f} ({int(n)} batches)."]
+                      f"`/metrics`) of the server that ran the soak: {total / n:.1f} "
+                      f"({int(n)} batches)."]
     return "\n".join(lines) + "\n"

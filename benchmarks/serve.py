@@ -131,11 +131,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model_dir: Path, batching: bool, args) -> tuple[subprocess.Popen, str]:
+def start_server(model_dir: Path, batching: bool, args, runtime: str = "torch",
+                 onnx: Path | None = None) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     cmd = [sys.executable, "-m", "headwise.cli", "serve", str(model_dir), "--port", str(port),
            "--max-batch-size", str(args.max_batch_size), "--max-wait-ms", str(args.max_wait_ms),
-           "--log-level", "warning"]
+           "--log-level", "warning", "--runtime", runtime]
+    if onnx is not None:
+        cmd += ["--onnx", str(onnx)]
     if not batching:
         cmd.append("--no-batching")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -212,18 +215,23 @@ def main() -> int:
         results["single"] = single_query(model_dir, src, texts, rounds,
                                          {"ONNX": tmp / "m.onnx", "int8": tmp / "m.int8.onnx"})
         results["load"] = []
-        for batching in (True, False):
-            proc, url = start_server(model_dir, batching, args)
+        # (runtime, batching): the fused ONNX graph is what `headwise serve` runs by default
+        # once MODEL/model.onnx exists (--runtime auto); PyTorch with and without batching
+        for runtime, batching in (("onnx", True), ("torch", True), ("torch", False)):
+            proc, url = start_server(model_dir, batching, args, runtime,
+                                     tmp / "m.onnx" if runtime == "onnx" else None)
             try:
                 for c in concurrencies:
-                    print(f"load: batching={batching} concurrency={c} ...", file=sys.stderr)
+                    print(f"load: {runtime} batching={batching} concurrency={c} ...",
+                          file=sys.stderr)
                     r = load(url, texts_file, c, point_s, max_requests=int(2000 * point_s),
                              warmup=warmup_s)
-                    results["load"].append({"batching": batching, **r})
-                if batching:
+                    results["load"].append({"runtime": runtime, "batching": batching, **r})
+                if batching and runtime == "onnx":
                     print(f"soak: {soak_s:.0f} s at concurrency 32 ...", file=sys.stderr)
                     results["soak"] = load(url, texts_file, 32, soak_s,
                                            max_requests=int(2000 * soak_s), warmup=warmup_s)
+                    results["soak"]["runtime"] = runtime
                     import httpx
 
                     results["metrics_sample"] = [
