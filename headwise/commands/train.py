@@ -43,6 +43,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--number-heads", type=lambda s: [int(x) for x in s.split(",") if x],
                    help="heads (comma-separated, e.g. 0,1) of every layer that get a learned "
                    "bias towards number tokens")
+    p.add_argument("--negation-heads", type=lambda s: [int(x) for x in s.split(",") if x],
+                   help="heads (comma-separated, e.g. 2,3) of every layer that get a learned "
+                   "bias towards negation cues (不, 没, not, never, ...)")
+    p.add_argument("--pretrain-epochs", type=int,
+                   help="epochs of masked-LM pre-training on the training texts before "
+                   "fine-tuning (from-scratch Transformer)")
     add_data_options(p)
     p.set_defaults(func=run)
 
@@ -56,8 +62,12 @@ def run(args: argparse.Namespace) -> int:
         changes["seed"] = args.seed
     if args.quiet:
         changes["progress"] = False
-    if args.number_heads:
-        changes["model_overrides"] = {**recipe.model_overrides, "number_heads": args.number_heads}
+    overrides = {name: getattr(args, name) for name in ("number_heads", "negation_heads")
+                 if getattr(args, name)}
+    if overrides:
+        changes["model_overrides"] = {**recipe.model_overrides, **overrides}
+    if args.pretrain_epochs is not None:
+        changes["pretrain_epochs"] = args.pretrain_epochs
     recipe = IntentRecipe.from_dict({**recipe.to_dict(), **changes})
     if args.multi_label or looks_multi_label(args.data):
         return _run_compound(args, recipe)

@@ -32,7 +32,7 @@ from headwise.intent.multilabel import Thresholds, decide, multilabel_metrics, t
 from headwise.intent.recipe import (
     IntentRecipe,
     build_intent_model,
-    mark_number_tokens,
+    mark_cue_tokens,
     train_config,
 )
 from headwise.loading import from_pretrained
@@ -44,7 +44,8 @@ from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 
 #: joint-model parameters a BERT-family checkpoint does not have (fresh at import)
-_FRESH = ("tagger.", "classifier.", "encoder.number_bias.", "encoder.is_number_token")
+_FRESH = ("tagger.", "classifier.", "encoder.number_bias.", "encoder.is_number_token",
+          "encoder.negation_bias.", "encoder.is_negation_token")
 
 
 @dataclass
@@ -209,7 +210,7 @@ def _build(recipe: IntentRecipe, texts: list[str], intents: list[str], tags: lis
 
         tokenizer = train_tokenizer(texts, kind=recipe.tokenizer, vocab_size=recipe.vocab_size)
         model = build_intent_model(recipe, tokenizer, intents, **joint)
-    mark_number_tokens(model, tokenizer)
+    mark_cue_tokens(model, tokenizer)
     return model, tokenizer
 
 

@@ -37,6 +37,7 @@ from headwise.loading import from_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.io import build_model
 from headwise.text.batching import pad_collate
+from headwise.text.negation_tokens import negation_token_ids
 from headwise.text.number_tokens import number_token_ids
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import TrainConfig, Trainer, load_model_weights
@@ -230,12 +231,14 @@ def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[
     return build_model(cfg)
 
 
-def mark_number_tokens(model: nn.Module, tokenizer: Tokenizer) -> None:
-    """Tell a model with number-aware heads which of the tokenizer's ids are numbers (a
-    no-op for models without them)."""
+def mark_cue_tokens(model: nn.Module, tokenizer: Tokenizer) -> None:
+    """Tell a model with number- or negation-aware heads which of the tokenizer's ids are
+    numbers and negation cues (a no-op for models without such heads)."""
     config = getattr(model, "config", None)
     if isinstance(config, ModelConfig) and config.number_heads:
         model.encoder.set_number_tokens(number_token_ids(tokenizer))
+    if isinstance(config, ModelConfig) and config.negation_heads:
+        model.encoder.set_negation_tokens(negation_token_ids(tokenizer))
 
 
 def train_config(recipe: IntentRecipe, metric: str) -> TrainConfig:
@@ -294,7 +297,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
 
         tokenizer = train_tokenizer(texts, kind=recipe.tokenizer, vocab_size=recipe.vocab_size)
         model = build_intent_model(recipe, tokenizer, intents)
-        mark_number_tokens(model, tokenizer)
+        mark_cue_tokens(model, tokenizer)
     index = {name: i for i, name in enumerate(intents)}
     ids = encode_texts(tokenizer, texts, recipe.max_length)
     pretrained = None

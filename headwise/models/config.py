@@ -20,7 +20,9 @@ class ModelConfig:
     NumberKeyBias`), starting at ``number_bias_init`` (1.0: the chosen heads start with
     ``e`` times the attention on numbers, and training may undo it); which vocabulary ids
     are numbers is a buffer of the encoder, set from the tokenizer with
-    ``set_number_tokens``. ``multi_label``, ``slot_tags`` (BIO tag names)
+    ``set_number_tokens``. ``negation_heads`` / ``negation_bias_init`` do the same for
+    negation-cue keys (ids from :func:`~headwise.text.negation_tokens.negation_token_ids`,
+    set with ``set_negation_tokens``). ``multi_label``, ``slot_tags`` (BIO tag names)
     and ``slot_loss_weight`` describe the joint intent + slot model (``joint_intent_slot``).
 
     Transformer fields follow the papers' names (d_model, d_ff, num_heads). The BiLSTM
@@ -55,6 +57,8 @@ class ModelConfig:
     pooling: str = "cls"
     number_heads: list[int] | None = None
     number_bias_init: float = 1.0
+    negation_heads: list[int] | None = None
+    negation_bias_init: float = 1.0
     multi_label: bool = False
     slot_tags: list[str] | None = None
     slot_loss_weight: float = 1.0

@@ -89,6 +89,18 @@ class TransformerEncoder(nn.Module):
                 NumberKeyBias(c.num_heads, c.number_heads, init=c.number_bias_init)
                 for _ in range(c.num_layers))
             self.register_buffer("is_number_token", torch.zeros(c.vocab_size, dtype=torch.bool))
+        self.negation_bias: nn.ModuleList | None = None
+        if c.negation_heads:
+            self.negation_bias = nn.ModuleList(
+                NumberKeyBias(c.num_heads, c.negation_heads, init=c.negation_bias_init)
+                for _ in range(c.num_layers))
+            self.register_buffer("is_negation_token",
+                                 torch.zeros(c.vocab_size, dtype=torch.bool))
+
+    @property
+    def has_key_bias(self) -> bool:
+        """Whether some heads add a learned score bias on number or negation keys."""
+        return self.number_bias is not None or self.negation_bias is not None
 
     def set_number_tokens(self, token_ids: list[int] | Tensor) -> None:
         """Mark which vocabulary ids are number tokens (for the ``number_heads`` bias).
@@ -98,13 +110,27 @@ class TransformerEncoder(nn.Module):
         """
         if self.number_bias is None:
             raise ValueError("this encoder has no number_heads; set them in the config")
+        self._set_flags(self.is_number_token, token_ids, "number")
+
+    def set_negation_tokens(self, token_ids: list[int] | Tensor) -> None:
+        """Mark which vocabulary ids are negation cues (for the ``negation_heads`` bias).
+
+        Raises:
+            ValueError: the config names no ``negation_heads``, or an id is out of range.
+        """
+        if self.negation_bias is None:
+            raise ValueError("this encoder has no negation_heads; set them in the config")
+        self._set_flags(self.is_negation_token, token_ids, "negation")
+
+    @staticmethod
+    def _set_flags(buffer: Tensor, token_ids: list[int] | Tensor, what: str) -> None:
         ids = torch.as_tensor(token_ids, dtype=torch.long).flatten()
-        vocab = self.is_number_token.numel()
+        vocab = buffer.numel()
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
-            raise ValueError(f"number token ids must lie in [0, {vocab})")
-        flags = torch.zeros_like(self.is_number_token)
+            raise ValueError(f"{what} token ids must lie in [0, {vocab})")
+        flags = torch.zeros_like(buffer)
         flags[ids] = True
-        self.is_number_token.copy_(flags)
+        buffer.copy_(flags)
 
     def attention_mask_for(self, attention_mask: Tensor | None, seq: int):
         """The mask the layers get: padding (and the configured sparse pattern)."""
@@ -140,8 +166,17 @@ class TransformerEncoder(nn.Module):
         take: the ONNX export passes the padding mask as a tensor, always)."""
         x = self.embeddings(input_ids, token_type_ids)
         is_number = self.is_number_token[input_ids] if self.number_bias is not None else None
+        is_negation = self.is_negation_token[input_ids] if self.negation_bias is not None \
+            else None
         for i, layer in enumerate(self.layers):
-            bias = None if is_number is None else self.number_bias[i](is_number).to(x.dtype)
+            bias = None
+            if is_number is not None:
+                bias = self.number_bias[i](is_number)
+            if is_negation is not None:
+                extra = self.negation_bias[i](is_negation)
+                bias = extra if bias is None else bias + extra
+            if bias is not None:
+                bias = bias.to(x.dtype)
             x = maybe_checkpoint(self.gradient_checkpointing and self.training, layer, x, mask,
                                  bias=bias)
         return self.final_norm(x) if self.final_norm is not None else x

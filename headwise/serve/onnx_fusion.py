@@ -49,8 +49,8 @@ def unfusable_reason(model: nn.Module) -> str | None:
     layers = getattr(encoder, "layers", None)
     if not layers:
         return "not a Transformer encoder"
-    if getattr(encoder, "number_bias", None) is not None:
-        return "number-aware heads add a score bias"
+    if getattr(encoder, "has_key_bias", False):
+        return "number- or negation-aware heads add a score bias"
     for i, layer in enumerate(layers):
         attn = getattr(layer, "attn", None)
         if not isinstance(attn, MultiHeadAttention):

@@ -122,3 +122,21 @@ def test_bilstm_trains_through_the_same_command(trained, tmp_path):
     clf = IntentClassifier.load(tmp_path / "lstm")
     assert type(clf.model).__name__ == "BiLSTMClassifier"
     assert clf.predict("i lost my card")[0].top_k[0][0] in INTENTS
+
+
+def test_negation_heads_and_pretraining_options(trained, tmp_path):
+    d, _ = trained
+    out = tmp_path / "neg"
+    assert main(["train", "--data", str(d / "train.csv"), "--config", str(d / "recipe.json"),
+                 "--out", str(out), "--quiet", "--epochs", "1", "--negation-heads", "1,2",
+                 "--number-heads", "0", "--pretrain-epochs", "1"]) == 0
+    from headwise.intent import IntentClassifier
+
+    clf = IntentClassifier.load(out)
+    cfg = clf.model.config
+    assert cfg.negation_heads == [1, 2] and cfg.number_heads == [0]
+    flagged = clf.model.encoder.is_negation_token.nonzero().flatten().tolist()
+    words = {clf.tokenizer.backend.id_to_token(i) for i in flagged}
+    assert words and words <= {"cannot", "not"}  # "cannot find my card anywhere"
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["recipe"]["pretrain_epochs"] == 1 and summary["pretrain"]["steps"] > 0

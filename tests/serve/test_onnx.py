@@ -109,8 +109,8 @@ def test_bilstm_export_is_refused(bilstm_dir, tmp_path, capsys):
     assert "Transformer encoder classifiers only" in capsys.readouterr().err
 
 
-def test_number_aware_heads_survive_the_export(tmp_path):
-    """The exported graph keeps the learned number-key bias (set far from 0 here)."""
+def test_number_and_negation_aware_heads_survive_the_export(tmp_path):
+    """The exported graph keeps the learned number- and negation-key biases (set far from 0)."""
     from serve_helpers import MAX_LENGTH, tiny_tokenizer
 
     from headwise.models import EncoderClassifier, ModelConfig
@@ -123,16 +123,20 @@ def test_number_aware_heads_survive_the_export(tmp_path):
                                           num_heads=4, d_ff=64, num_labels=len(INTENTS),
                                           max_position=MAX_LENGTH, dropout=0.0,
                                           pad_token_id=tok.pad_token_id,
-                                          number_heads=[0, 2])).eval()
+                                          number_heads=[0, 2], negation_heads=[1, 2])).eval()
     ids = number_token_ids(tok)
     model.encoder.set_number_tokens(ids if ids else [tok.unk_token_id])
+    model.encoder.set_negation_tokens([tok.unk_token_id, 7])
     with torch.no_grad():
         for nb in model.encoder.number_bias:
             nb.weight.copy_(torch.tensor([3.0, -2.0]))
+        for nb in model.encoder.negation_bias:
+            nb.weight.copy_(torch.tensor([2.5, 1.0]))
     path = export_onnx(model, tmp_path / "num.onnx")
     batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=5)
     assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
-    plain = EncoderClassifier(model.config.replace(number_heads=None)).eval()
+    plain = EncoderClassifier(model.config.replace(number_heads=None,
+                                                   negation_heads=None)).eval()
     plain.load_state_dict({k: v for k, v in model.state_dict().items()
-                           if "number" not in k}, strict=True)
+                           if "number" not in k and "negation" not in k}, strict=True)
     assert max_logit_difference(TorchRuntime(plain), OnnxRuntime(path), batches) > 1e-3

@@ -1,0 +1,54 @@
+"""Which vocabulary entries are negation cues: the keys that negation-aware heads look at.
+
+"我不是要提额，是想查额度" and "I did not get my card" turn on one small word. A
+negation-aware head (``ModelConfig.negation_heads``) gets a learned score bias towards
+keys that are negation cues, as number-aware heads do for numbers
+(:mod:`headwise.text.number_tokens`). A vocabulary entry is a cue when it is
+
+* a Chinese negator character (:data:`NEGATION_CHARACTERS`: 不, 没, 别, 无, 未, 非, 莫,
+  勿, 否), alone, which is what a character vocabulary holds; compounds such as 不是 or
+  没有 then flag their first character; or
+* an English negator word (:data:`ENGLISH_NEGATORS`: "not", "never", "without", the
+  first pieces of contractions such as "didn" / "don"), matched case-insensitively as a
+  whole token (WordPiece continuations ``##...`` are never cues).
+
+Words that merely contain a negator (别人, 无聊, "nothingness") stay unflagged in a word
+vocabulary; in a character vocabulary the character is flagged wherever it occurs, a
+cue the model learns to weigh, not a parser.
+"""
+
+from __future__ import annotations
+
+from headwise.text.tokenizer import Tokenizer
+
+__all__ = ["ENGLISH_NEGATORS", "NEGATION_CHARACTERS", "is_negation_piece",
+           "negation_token_ids"]
+
+#: Chinese characters that negate on their own
+NEGATION_CHARACTERS = "不没别无未非莫勿否"
+#: English negator words and the first WordPiece pieces of negated contractions
+ENGLISH_NEGATORS = frozenset((
+    "not", "no", "never", "none", "nothing", "nobody", "nowhere", "neither", "nor",
+    "without", "cannot", "unable", "dont", "didnt", "doesnt", "isnt", "arent", "wasnt",
+    "werent", "wont", "cant", "couldnt", "shouldnt", "wouldnt", "havent", "hasnt", "hadnt",
+    "don", "didn", "doesn", "isn", "aren", "wasn", "weren", "couldn", "shouldn", "wouldn",
+    "haven", "hasn", "hadn", "n't"))
+
+
+def is_negation_piece(token: str) -> bool:
+    """Whether one vocabulary entry is a negation cue.
+
+    >>> [is_negation_piece(t) for t in ["不", "没", "是", "Not", "didn", "##not", "note"]]
+    [True, True, False, True, True, False, False]
+    """
+    if not token or token.startswith("##"):
+        return False
+    if len(token) == 1 and token in NEGATION_CHARACTERS:
+        return True
+    return token.lower() in ENGLISH_NEGATORS
+
+
+def negation_token_ids(tokenizer: Tokenizer) -> list[int]:
+    """Sorted ids of the vocabulary entries that are negation cues."""
+    vocab = tokenizer.backend.get_vocab()
+    return sorted(i for token, i in vocab.items() if is_negation_piece(token))
