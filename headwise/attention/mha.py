@@ -177,9 +177,10 @@ class MultiHeadAttention(nn.Module):
             q, k, v = (t.transpose(1, 2) for t in
                        qkv.view(bsz, seq, h + 2 * hk, d).split((h, hk, hk), dim=2))
             if self.rope is not None:
-                if positions is None:
-                    start = 0 if cache is None else cache.length
-                    positions = torch.arange(start, start + seq, device=x.device)
+                if positions is None and cache is not None:
+                    positions = torch.arange(cache.length, cache.length + seq, device=x.device)
+                # positions None: 0..seq-1, read from the table without a data-dependent
+                # range check (so the layer also traces for torch.export / ONNX)
                 q, k = self.rope(q, positions), self.rope(k, positions)
             if cache is not None:
                 k, v, cache_mask = cache.update(k, v)

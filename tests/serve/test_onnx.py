@@ -140,3 +140,22 @@ def test_number_and_negation_aware_heads_survive_the_export(tmp_path):
     plain.load_state_dict({k: v for k, v in model.state_dict().items()
                            if "number" not in k and "negation" not in k}, strict=True)
     assert max_logit_difference(TorchRuntime(plain), OnnxRuntime(path), batches) > 1e-3
+
+
+def test_rotary_position_models_export_exactly(tmp_path):
+    """RoPE traces without a data-dependent position check, so RoPE encoders export."""
+    from serve_helpers import MAX_LENGTH, tiny_tokenizer
+
+    from headwise.models import EncoderClassifier, ModelConfig
+    from headwise.serve.onnx_export import export_onnx
+
+    tok = tiny_tokenizer()
+    torch.manual_seed(0)
+    model = EncoderClassifier(ModelConfig(vocab_size=tok.vocab_size, d_model=32, num_layers=2,
+                                          num_heads=4, d_ff=64, num_labels=len(INTENTS),
+                                          max_position=MAX_LENGTH, dropout=0.0,
+                                          pad_token_id=tok.pad_token_id,
+                                          position="rope")).eval()
+    path = export_onnx(model, tmp_path / "rope.onnx")
+    batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=3)
+    assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
