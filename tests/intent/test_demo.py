@@ -23,6 +23,7 @@ def test_demo_trains_compares_and_saves_both_models(tmp_path):
         assert (tmp_path / name / "eval" / "confusion.png").is_file()
     model = IntentClassifier.load(tmp_path / "transformer").model
     assert model.config.num_heads == 8 and model.config.number_heads == [0, 1]
+    assert model.config.position == "rope"
     # the number-aware heads know the char tokenizer's number ids ([NUM], 3500, 三千 ...)
     assert model.encoder.is_number_token.any()
     for split in ("train", "valid", "test"):
