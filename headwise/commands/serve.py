@@ -59,6 +59,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="seconds in-flight requests get to finish on shutdown (default 30)")
     p.add_argument("--log-level", default="info",
                    choices=("critical", "error", "warning", "info", "debug"))
+    p.add_argument("--access-log", action="store_true",
+                   help="log a line per request (off by default: each line is formatted "
+                        "and written on the event loop that serves the requests)")
     p.set_defaults(func=run)
 
 
@@ -98,10 +101,13 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     engine = load_engine(config)  # refuses a bad model directory before anything starts
     chosen = engine.runtime.name
-    # the workers serve what was chosen here (and do not decide, or report, again)
-    config = dataclasses.replace(config, runtime=chosen)
+    # the workers serve what was chosen here (and do not decide, or report, again); the
+    # process is the service, so its garbage collector may skip what warm-up left alive
+    config = dataclasses.replace(config, runtime=chosen, freeze_gc=True)
+    # uvicorn's "auto" loop and HTTP parser are uvloop and httptools (dependencies of
+    # headwise where they install), several times cheaper per request than asyncio and h11
     common = dict(host=args.host, port=args.port, log_level=args.log_level,
-                  timeout_graceful_shutdown=args.graceful_timeout)
+                  access_log=args.access_log, timeout_graceful_shutdown=args.graceful_timeout)
     print(f"headwise serve: {engine.kind} classifier, {len(engine.labels)} intents, "
           f"{runtime_summary(engine.runtime, auto=args.runtime == 'auto')}, "
           f"http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr)

@@ -18,11 +18,16 @@ model without attention heads or on a compound classifier, 503 before the model 
 or while shutting down.
 Shutting down (SIGINT/SIGTERM under uvicorn) stops accepting connections, lets requests
 in flight finish, then drains the batcher.
+
+A well-formed ``/v1/predict`` request is answered ahead of FastAPI's per-request machinery
+(:mod:`headwise.serve.fastpath`) by the same function as the endpoint; every other request,
+bad ones included, goes through FastAPI, so answers and errors are the same either way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import re
@@ -35,6 +40,7 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from headwise.serve.batching import BatcherClosed, MicroBatcher
@@ -42,6 +48,7 @@ from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import CONFIG_ENV, ServeConfig
 from headwise.serve.engine import EncodedText, InferenceEngine, LongTextError
 from headwise.serve.explain import NoAttentionError, attention_modules, explain_text
+from headwise.serve.fastpath import FastRoute
 from headwise.serve.metrics import ServeMetrics
 from headwise.serve.middleware import BodyGuard, RequestMetrics, error_payload
 from headwise.serve.schemas import (
@@ -71,6 +78,20 @@ class InputError(Exception):
     def __init__(self, status: int, kind: str, message: str) -> None:
         super().__init__(message)
         self.status, self.kind, self.message = status, kind, message
+
+
+def input_error_response(exc: InputError) -> JSONResponse:
+    """The answer to a refused request: its status, the error body, and ``Retry-After``
+    on a 503."""
+    headers = {"Retry-After": "1"} if exc.status == 503 else None
+    return JSONResponse(error_payload(exc.status, exc.kind, exc.message),
+                        status_code=exc.status, headers=headers)
+
+
+def json_response(model: BaseModel) -> Response:
+    """A response model as JSON, serialised as FastAPI serialises a ``response_model``
+    (so an endpoint can hand over the finished answer, skipping FastAPI's re-validation)."""
+    return Response(model.model_dump_json(by_alias=True), media_type="application/json")
 
 
 class ServiceState:
@@ -144,13 +165,16 @@ class ServiceState:
         except BatcherClosed:
             raise InputError(503, "stopping", "the service is shutting down") from None
         for item in items:
-            self.metrics.texts.labels(item.policy or "none").inc()
+            self.metrics.count_text(item.policy)
         return texts, items, rows
 
     async def warm_up(self) -> None:
         try:
             if self.config.warmup:
                 await self.batcher.run_in_thread(self.engine.warm_up, list(WARMUP_TEXTS))
+            if self.config.freeze_gc:  # see ServeConfig.freeze_gc
+                gc.collect()
+                gc.freeze()
             self.ready = True
             self.metrics.ready.set(1)
         except Exception:  # the service stays unready; /readyz keeps saying so
@@ -226,9 +250,7 @@ def create_app(config: ServeConfig, engine: InferenceEngine | CompoundEngine | N
 
     @app.exception_handler(InputError)
     async def on_input(request: Request, exc: InputError) -> JSONResponse:
-        headers = {"Retry-After": "1"} if exc.status == 503 else None
-        return JSONResponse(error_payload(exc.status, exc.kind, exc.message),
-                            status_code=exc.status, headers=headers)
+        return input_error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -236,27 +258,46 @@ def create_app(config: ServeConfig, engine: InferenceEngine | CompoundEngine | N
         return JSONResponse(error_payload(exc.status_code, kind, str(exc.detail)),
                             status_code=exc.status_code, headers=exc.headers)
 
+    # /v1/predict is answered by answer_predict, from the FastAPI endpoint (which also
+    # gives the OpenAPI schema) or, for a well-formed request, from the fast path
     if state.compound:
-        @app.post("/v1/predict", response_model=CompoundPredictResponse, responses=_ERRORS,
-                  summary="Every intent and the slots of one or many texts")
-        async def predict_compound(body: CompoundPredictRequest) -> CompoundPredictResponse:
-            texts, items, rows = await state.infer(body.texts)
+        request_model: type[BaseModel] = CompoundPredictRequest
+
+        async def answer_predict(body: CompoundPredictRequest) -> Response:
+            try:
+                texts, items, rows = await state.infer(body.texts)
+            except InputError as e:
+                return input_error_response(e)
             answers = state.engine.answer(texts, items, rows, top_k=body.top_k or config.top_k,
                                           threshold=body.threshold,
                                           at_least_one=body.at_least_one)
-            return CompoundPredictResponse(model=state.model_name,
-                                           runtime=state.engine.runtime.name,
-                                           predictions=answers)
+            return json_response(CompoundPredictResponse(
+                model=state.model_name, runtime=state.engine.runtime.name,
+                predictions=answers))
+
+        @app.post("/v1/predict", response_model=CompoundPredictResponse, responses=_ERRORS,
+                  summary="Every intent and the slots of one or many texts")
+        async def predict_compound(body: CompoundPredictRequest) -> Response:
+            return await answer_predict(body)
     else:
-        @app.post("/v1/predict", response_model=PredictResponse, responses=_ERRORS,
-                  summary="Top-k intents of one or many texts")
-        async def predict(body: PredictRequest) -> PredictResponse:
-            texts, items, rows = await state.infer(body.texts)
+        request_model = PredictRequest
+
+        async def answer_predict(body: PredictRequest) -> Response:
+            try:
+                texts, items, rows = await state.infer(body.texts)
+            except InputError as e:
+                return input_error_response(e)
             answers = state.engine.answer(texts, items, np.stack(rows),
                                           top_k=body.top_k or config.top_k,
                                           threshold=body.threshold)
-            return PredictResponse(model=state.model_name, runtime=state.engine.runtime.name,
-                                   predictions=answers)
+            return json_response(PredictResponse(
+                model=state.model_name, runtime=state.engine.runtime.name,
+                predictions=answers))
+
+        @app.post("/v1/predict", response_model=PredictResponse, responses=_ERRORS,
+                  summary="Top-k intents of one or many texts")
+        async def predict(body: PredictRequest) -> Response:
+            return await answer_predict(body)
 
     @app.post("/v1/explain", response_model=ExplainResponse, responses=_ERRORS,
               summary="Per-head attention and attention rollout of one text",
@@ -311,7 +352,10 @@ def create_app(config: ServeConfig, engine: InferenceEngine | CompoundEngine | N
         state.metrics.queue_depth.set(state.batcher.pending)
         return Response(state.metrics.render(), media_type=state.metrics.content_type)
 
-    # the last added is outermost: metrics see every answer, the guard's refusals too
+    # the last added is outermost: metrics see every answer, the guard's refusals too; the
+    # fast path sees only bodies the guard let through
+    app.add_middleware(FastRoute, path="/v1/predict", request_model=request_model,
+                       handler=answer_predict)
     app.add_middleware(BodyGuard, max_body_bytes=config.max_body_bytes)
     app.add_middleware(RequestMetrics, metrics=state.metrics, endpoints=ENDPOINTS)
     return app

@@ -14,6 +14,12 @@ up and form the next batch, so under load batches still fill.
 
 With ``batching=False`` every request runs on its own (still on the inference thread, one
 at a time), which is the baseline the benchmark compares against.
+
+The collector is woken only when it has something to decide: a request arriving at an
+empty queue, the waiting requests filling a batch, the oldest one's deadline, or
+:meth:`MicroBatcher.stop`. Requests that arrive while it gathers (or while a batch runs)
+only join the queue, so a request costs the event loop an append and a future, not a
+wake-up of the collector each.
 """
 
 from __future__ import annotations
@@ -70,7 +76,10 @@ class MicroBatcher(Generic[T, R]):
         self.batching = batching
         self._on_batch = on_batch
         self._queue: deque[_Job[T]] = deque()
-        self._wakeup: asyncio.Event | None = None
+        self._queued = 0  # items in the queue
+        # the collector's sleep: set while it waits, with whether a full batch wakes it
+        self._waiter: asyncio.Future | None = None
+        self._wake_when_full = False
         self._task: asyncio.Task | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._closing = False
@@ -80,12 +89,11 @@ class MicroBatcher(Generic[T, R]):
     @property
     def pending(self) -> int:
         """Items waiting or running."""
-        return sum(len(j.items) for j in self._queue) + self._in_flight
+        return self._queued + self._in_flight
 
     async def start(self) -> None:
         """Start the inference thread (and the collector task when batching)."""
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="headwise-infer")
-        self._wakeup = asyncio.Event()
         self._closing = False
         if self.batching:
             self._task = asyncio.get_running_loop().create_task(self._collect())
@@ -93,8 +101,7 @@ class MicroBatcher(Generic[T, R]):
     async def stop(self) -> None:
         """Refuse new work, finish everything already submitted, then stop the thread."""
         self._closing = True
-        if self._wakeup is not None:
-            self._wakeup.set()
+        self._wake()
         if self._task is not None:
             await self._task
             self._task = None
@@ -128,7 +135,9 @@ class MicroBatcher(Generic[T, R]):
         job.alone = job.enqueued - self._last_arrival > self.max_wait_s
         self._last_arrival = job.enqueued
         self._queue.append(job)
-        self._wakeup.set()
+        self._queued += len(items)
+        if not self._wake_when_full or self._queued >= self.max_batch_size:
+            self._wake()
         return await fut
 
     async def _timed(self, items: list[T]) -> Sequence[R]:
@@ -151,30 +160,42 @@ class MicroBatcher(Generic[T, R]):
         while self._queue and size + len(self._queue[0].items) <= self.max_batch_size:
             size += len(self._queue[0].items)
             jobs.append(self._queue.popleft())
+        self._queued -= size
         return jobs
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _sleep(self, seconds: float | None) -> None:
+        """Wait until woken (:meth:`_wake`) or, given ``seconds``, until they have passed;
+        with ``seconds`` only a full batch (or :meth:`stop`) wakes the collector early."""
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        self._wake_when_full = seconds is not None
+        timer = None if seconds is None else loop.call_later(seconds, self._wake)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            self._wake_when_full = False
+            if timer is not None:
+                timer.cancel()
 
     async def _collect(self) -> None:
         while True:
             if not self._queue:
                 if self._closing:
                     return
-                self._wakeup.clear()
-                await self._wakeup.wait()
+                await self._sleep(None)
                 continue
             first = self._queue[0]
             # a request that came alone does not wait for company (see the module docstring)
             deadline = first.enqueued + (0.0 if first.alone and len(self._queue) == 1
                                          else self.max_wait_s)
-            while (sum(len(j.items) for j in self._queue) < self.max_batch_size
-                   and not self._closing):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._wakeup.clear()
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
+            remaining = deadline - time.monotonic()
+            if self._queued < self.max_batch_size and not self._closing and remaining > 0:
+                await self._sleep(remaining)
             jobs = self._take()
             batch = [item for job in jobs for item in job.items]
             try:

@@ -48,6 +48,12 @@ class ServeConfig:
         top_k: intents listed per text when the request does not say.
         threads: intra-op threads of the inference runtime (0: the library's default).
         warmup: run a few forward passes before reporting ready.
+        freeze_gc: once warmed up, collect garbage and move every object then alive out of
+            the cyclic garbage collector's reach (:func:`gc.freeze`): its full passes then
+            scan what requests allocate, not the model and the libraries, which took
+            ~200 ms per pass under load (a latency spike for every request in flight).
+            Process-wide, so off unless the process is the service (``headwise serve``
+            turns it on).
         model_name: the name reported in responses (default: the directory's name).
 
     Raises:
@@ -68,6 +74,7 @@ class ServeConfig:
     top_k: int = 3
     threads: int = 0
     warmup: bool = True
+    freeze_gc: bool = False
     model_name: str | None = None
 
     def __post_init__(self) -> None:

@@ -7,6 +7,8 @@ worker per container).
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -53,11 +55,24 @@ class ServeMetrics:
                                  registry=r)
         self.ready = Gauge("headwise_ready", "1 once the model is loaded and warmed up",
                            registry=r)
+        # labelled children by label values: ``labels()`` validates and locks on each call
+        self._children: dict[tuple, Any] = {}
+
+    def _child(self, metric: Counter | Histogram, *values: str) -> Any:
+        key = (metric, *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def observe_request(self, endpoint: str, method: str, status: int, seconds: float) -> None:
         """Count one answered request and its latency."""
-        self.requests.labels(endpoint, method, str(status)).inc()
-        self.latency.labels(endpoint).observe(seconds)
+        self._child(self.requests, endpoint, method, str(status)).inc()
+        self._child(self.latency, endpoint).observe(seconds)
+
+    def count_text(self, long_text: str | None) -> None:
+        """Count one classified text by its long-text handling (None: within the limit)."""
+        self._child(self.texts, long_text or "none").inc()
 
     def observe_batch(self, size: int, seconds: float) -> None:
         """Record one forward batch."""

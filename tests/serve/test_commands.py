@@ -8,7 +8,7 @@ from serve_helpers import wait_ready
 
 from headwise.cli import build_parser
 from headwise.commands.serve import config_from_args
-from headwise.serve import ServeConfig, app_from_environment
+from headwise.serve import ServeConfig, app_from_environment, create_app
 from headwise.serve.config import CONFIG_ENV
 
 
@@ -52,3 +52,34 @@ def test_worker_factory_reads_the_config_from_the_environment(encoder_dir, monke
         wait_ready(c)
         (p,) = c.post("/v1/predict", json={"texts": "my balance"}).json()["predictions"]
     assert len(p["top_k"]) == 1
+
+
+def test_freeze_gc_moves_what_warm_up_left_out_of_the_collectors_reach(encoder_dir):
+    import gc
+
+    gc.unfreeze()
+    try:
+        with TestClient(create_app(ServeConfig(model_dir=str(encoder_dir)))) as c:
+            wait_ready(c)
+            assert gc.get_freeze_count() == 0  # off by default: the process is not ours
+        with TestClient(create_app(ServeConfig(model_dir=str(encoder_dir),
+                                               freeze_gc=True))) as c:
+            wait_ready(c)
+            assert gc.get_freeze_count() > 0
+            assert c.post("/v1/predict", json={"texts": "my balance"}).status_code == 200
+    finally:
+        gc.unfreeze()
+
+
+def test_serve_runs_uvicorn_without_access_log_and_with_a_frozen_gc(encoder_dir, monkeypatch):
+    import uvicorn
+
+    from headwise.commands.serve import run
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
+    for extra in ([], ["--access-log"]):
+        assert run(build_parser().parse_args(["serve", str(encoder_dir), *extra])) == 0
+    (app, kw), (_, kw_logged) = calls
+    assert kw["access_log"] is False and kw_logged["access_log"] is True
+    assert app.state.serve.config.freeze_gc

@@ -92,6 +92,29 @@ def test_a_request_soon_after_another_waits_at_most_max_wait_for_company():
     assert 0.15 <= took < 1.0  # the second waited (about max_wait) for others to join
 
 
+def test_a_batch_that_fills_runs_without_waiting_out_max_wait():
+    calls: list[list] = []
+
+    async def main():
+        b = MicroBatcher(_recording(calls), max_batch_size=4, max_wait_s=5.0)
+        await b.start()
+        await b.submit([0])  # alone: runs at once
+        second = asyncio.ensure_future(b.submit([1]))  # not alone: waits for company
+        await asyncio.sleep(0.05)
+        start = time.perf_counter()
+        rest = [asyncio.ensure_future(b.submit([i])) for i in (2, 3, 4, 5, 6)]
+        results = await asyncio.gather(second, *rest[:2])  # the batch of 1, 2, 3, 4
+        took = time.perf_counter() - start
+        closing = time.perf_counter()
+        await b.stop()  # the last two do not wait out max_wait either
+        return results + [r.result() for r in rest[2:]], took, time.perf_counter() - closing
+
+    results, took, closing = asyncio.run(main())
+    assert results == [[i * 10] for i in range(1, 7)]
+    assert calls == [[0], [1, 2, 3, 4], [5, 6]]
+    assert took < 2.0 and closing < 2.0  # far below the 5 s max_wait
+
+
 def test_requests_are_never_split_and_big_ones_run_alone():
     calls: list[list] = []
 
