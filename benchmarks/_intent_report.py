@@ -15,7 +15,7 @@ REFERENCES = {
 }
 METRIC = {"banking77": "accuracy", "dataclue_cic": "macro_f1"}  # each dataset's headline
 SCRATCH = ("transformer-concat-ln", "transformer-glu-ln", "transformer-concat-rms",
-           "transformer-concat-ln-balanced")
+           "transformer-concat-ln-balanced", "transformer-concat-ln-rope")
 
 
 def _stats(values: list[float]) -> dict[str, float]:
