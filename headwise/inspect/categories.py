@@ -30,14 +30,13 @@ import numpy as np
 
 from headwise.text.char_level import NUMBER_PATTERN, cjk_fraction
 from headwise.text.demo_corpus import category_lexicon
+from headwise.text.negation_tokens import ENGLISH_NEGATION_WORDS
 
-ENGLISH_NEGATIONS = (
-    "not", "no", "never", "none", "nothing", "nobody", "nowhere", "neither", "nor",
-    "without", "cannot", "can't", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't",
-    "weren't", "won't", "wouldn't", "shouldn't", "couldn't", "haven't", "hasn't", "hadn't",
-    "dont", "didnt", "doesnt", "isnt", "cant", "wont", "cancel", "cancelled", "canceled",
-    "refuse", "refused", "decline", "declined", "reject", "rejected", "stop", "unable",
-    "fail", "failed")
+#: the text layer's negator words, and verbs that refuse or undo (a category for the
+#: analysis, wider than the cue tokens of negation-aware heads)
+ENGLISH_NEGATIONS = ENGLISH_NEGATION_WORDS + (
+    "cancel", "cancelled", "canceled", "refuse", "refused", "decline", "declined", "reject",
+    "rejected", "stop", "fail", "failed")
 #: digits (with separators, decimals, a currency sign or a percent sign) and number words
 ENGLISH_NUMBER_PATTERN = (
     r"[$£€¥₹]?\s?[0-9]+(?:[.,][0-9]+)*\s?%?"

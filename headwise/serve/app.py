@@ -260,40 +260,31 @@ def create_app(config: ServeConfig, engine: InferenceEngine | CompoundEngine | N
 
     # /v1/predict is answered by answer_predict, from the FastAPI endpoint (which also
     # gives the OpenAPI schema) or, for a well-formed request, from the fast path
+    request_model: type[BaseModel] = CompoundPredictRequest if state.compound \
+        else PredictRequest
+    response_model: type[BaseModel] = CompoundPredictResponse if state.compound \
+        else PredictResponse
+
+    async def answer_predict(body: PredictRequest | CompoundPredictRequest) -> Response:
+        try:
+            texts, items, rows = await state.infer(body.texts)
+        except InputError as e:
+            return input_error_response(e)
+        # a compound engine takes its rows as they come, and whether one intent is a must
+        extra = {"at_least_one": body.at_least_one} if state.compound else {}
+        answers = state.engine.answer(texts, items, rows if state.compound else np.stack(rows),
+                                      top_k=body.top_k or config.top_k,
+                                      threshold=body.threshold, **extra)
+        return json_response(response_model(model=state.model_name,
+                                            runtime=state.engine.runtime.name,
+                                            predictions=answers))
+
     if state.compound:
-        request_model: type[BaseModel] = CompoundPredictRequest
-
-        async def answer_predict(body: CompoundPredictRequest) -> Response:
-            try:
-                texts, items, rows = await state.infer(body.texts)
-            except InputError as e:
-                return input_error_response(e)
-            answers = state.engine.answer(texts, items, rows, top_k=body.top_k or config.top_k,
-                                          threshold=body.threshold,
-                                          at_least_one=body.at_least_one)
-            return json_response(CompoundPredictResponse(
-                model=state.model_name, runtime=state.engine.runtime.name,
-                predictions=answers))
-
         @app.post("/v1/predict", response_model=CompoundPredictResponse, responses=_ERRORS,
                   summary="Every intent and the slots of one or many texts")
         async def predict_compound(body: CompoundPredictRequest) -> Response:
             return await answer_predict(body)
     else:
-        request_model = PredictRequest
-
-        async def answer_predict(body: PredictRequest) -> Response:
-            try:
-                texts, items, rows = await state.infer(body.texts)
-            except InputError as e:
-                return input_error_response(e)
-            answers = state.engine.answer(texts, items, np.stack(rows),
-                                          top_k=body.top_k or config.top_k,
-                                          threshold=body.threshold)
-            return json_response(PredictResponse(
-                model=state.model_name, runtime=state.engine.runtime.name,
-                predictions=answers))
-
         @app.post("/v1/predict", response_model=PredictResponse, responses=_ERRORS,
                   summary="Top-k intents of one or many texts")
         async def predict(body: PredictRequest) -> Response:

@@ -21,19 +21,23 @@ from __future__ import annotations
 
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["ENGLISH_NEGATORS", "NEGATION_CHARACTERS", "is_negation_piece",
+__all__ = ["ENGLISH_NEGATION_WORDS", "ENGLISH_NEGATORS", "NEGATION_CHARACTERS", "is_negation_piece",
            "negation_token_ids"]
 
 #: Chinese characters that negate on their own
 NEGATION_CHARACTERS = "不没别无未非莫勿否"
-#: English negator words and the first WordPiece pieces of negated contractions
-ENGLISH_NEGATORS = frozenset((
+#: English words that negate on their own (with and without the apostrophe)
+ENGLISH_NEGATION_WORDS: tuple[str, ...] = (
     "not", "no", "never", "none", "nothing", "nobody", "nowhere", "neither", "nor",
-    "without", "cannot", "unable", "dont", "didnt", "doesnt", "isnt", "arent", "wasnt",
-    "werent", "wont", "cant", "couldnt", "shouldnt", "wouldnt", "havent", "hasnt", "hadnt",
-    "don", "didn", "doesn", "isn", "aren", "wasn", "weren", "couldn", "shouldn", "wouldn",
-    "haven", "hasn", "hadn", "n't"))
-
+    "without", "cannot", "unable", "can't", "don't", "doesn't", "didn't", "isn't", "aren't",
+    "wasn't", "weren't", "won't", "wouldn't", "shouldn't", "couldn't", "haven't", "hasn't",
+    "hadn't", "dont", "didnt", "doesnt", "isnt", "arent", "wasnt", "werent", "wont", "cant",
+    "couldnt", "shouldnt", "wouldnt", "havent", "hasnt", "hadnt")
+#: the vocabulary entries that are English cues: those words, and the first WordPiece
+#: pieces of the negated contractions ("didn" of "didn't"; not "can" or "won"), and "n't"
+ENGLISH_NEGATORS = frozenset(ENGLISH_NEGATION_WORDS) | {
+    w.split("'")[0] for w in ENGLISH_NEGATION_WORDS
+    if w.endswith("n't") and w not in ("can't", "won't")} | {"n't"}
 
 def is_negation_piece(token: str) -> bool:
     """Whether one vocabulary entry is a negation cue.

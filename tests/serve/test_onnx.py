@@ -109,21 +109,29 @@ def test_bilstm_export_is_refused(bilstm_dir, tmp_path, capsys):
     assert "Transformer encoder classifiers only" in capsys.readouterr().err
 
 
+def _tiny_encoder(tok, **fields):
+    """A fresh 2-layer encoder classifier over the tiny tokenizer (eval mode)."""
+    from serve_helpers import MAX_LENGTH
+
+    from headwise.models import EncoderClassifier, ModelConfig
+
+    torch.manual_seed(0)
+    return EncoderClassifier(ModelConfig(vocab_size=tok.vocab_size, d_model=32, num_layers=2,
+                                         num_heads=4, d_ff=64, num_labels=len(INTENTS),
+                                         max_position=MAX_LENGTH, dropout=0.0,
+                                         pad_token_id=tok.pad_token_id, **fields)).eval()
+
+
 def test_number_and_negation_aware_heads_survive_the_export(tmp_path):
     """The exported graph keeps the learned number- and negation-key biases (set far from 0)."""
     from serve_helpers import MAX_LENGTH, tiny_tokenizer
 
-    from headwise.models import EncoderClassifier, ModelConfig
+    from headwise.models import EncoderClassifier
     from headwise.serve.onnx_export import export_onnx
     from headwise.text.number_tokens import number_token_ids
 
     tok = tiny_tokenizer()
-    torch.manual_seed(0)
-    model = EncoderClassifier(ModelConfig(vocab_size=tok.vocab_size, d_model=32, num_layers=2,
-                                          num_heads=4, d_ff=64, num_labels=len(INTENTS),
-                                          max_position=MAX_LENGTH, dropout=0.0,
-                                          pad_token_id=tok.pad_token_id,
-                                          number_heads=[0, 2], negation_heads=[1, 2])).eval()
+    model = _tiny_encoder(tok, number_heads=[0, 2], negation_heads=[1, 2])
     ids = number_token_ids(tok)
     model.encoder.set_number_tokens(ids if ids else [tok.unk_token_id])
     model.encoder.set_negation_tokens([tok.unk_token_id, 7])
@@ -146,16 +154,10 @@ def test_rotary_position_models_export_exactly(tmp_path):
     """RoPE traces without a data-dependent position check, so RoPE encoders export."""
     from serve_helpers import MAX_LENGTH, tiny_tokenizer
 
-    from headwise.models import EncoderClassifier, ModelConfig
     from headwise.serve.onnx_export import export_onnx
 
     tok = tiny_tokenizer()
-    torch.manual_seed(0)
-    model = EncoderClassifier(ModelConfig(vocab_size=tok.vocab_size, d_model=32, num_layers=2,
-                                          num_heads=4, d_ff=64, num_labels=len(INTENTS),
-                                          max_position=MAX_LENGTH, dropout=0.0,
-                                          pad_token_id=tok.pad_token_id,
-                                          position="rope")).eval()
+    model = _tiny_encoder(tok, position="rope")
     path = export_onnx(model, tmp_path / "rope.onnx")
     batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=3)
     assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
