@@ -90,15 +90,19 @@ def targets(data: dict[str, Any]) -> list[list[str]]:
         rows.append([f"{LABELS[method]}: log-log slope of time and of peak memory over N >= "
                      f"{min_n} at most {SLOPE_LIMIT:g}", hx.verdict(checks, 2 * len(
                          st["modes"])), "; ".join(ev)])
-    for alloc in dict.fromkeys(r["alloc"] for r in data["records"] if r["part"] == "chunked"):
+    allocs = list(dict.fromkeys(r["alloc"] for r in data["records"] if r["part"] == "chunked"))
+    for i, alloc in enumerate(allocs):
         got = {r["tokens"]: r for r in data["records"] if r["part"] == "chunked"
                and r["alloc"] == alloc and _ok(r)}
         short, long = min(st["tokens"]), max(st["tokens"])
         name = (f"chunked encoder ({alloc}): peak memory of a {long:,}-token text at most "
                 f"{FLAT_LIMIT:g}x that of a {short:,}-token one")
+        # the first setting is how headwise runs; the others show what it is for
+        judged = i == 0 or "steady_memory" not in alloc
         if short in got and long in got:
             ratio = got[long]["peak_mib"] / got[short]["peak_mib"]
-            rows.append([name, hx.verdict([ratio <= FLAT_LIMIT], 1), f"{ratio:.3f} ("
+            verdict = hx.verdict([ratio <= FLAT_LIMIT], 1) if judged else "(reported)"
+            rows.append([name, verdict, f"{ratio:.3f} ("
                          f"{hx.fmt(got[long]['peak_mib'])} vs {hx.fmt(got[short]['peak_mib'])}"
                          " MiB above the loaded model)"])
         else:
@@ -303,11 +307,14 @@ def _setup(meta: dict[str, Any]) -> str:
         f"`EncoderClassifier(preset(\"{st['preset']}\"))` with random weights, eval mode; one "
         f"call per process after a warm-up call (a separate random text); peak resident "
         f"memory above what the process held after loading the model and the text (and its "
-        f"whole peak RSS). With `MALLOC_MMAP_THRESHOLD_` fixed, glibc returns every large "
-        f"freed buffer at once, so the peak is what the code holds (warm-up: 2 chunks). With "
-        f"glibc's defaults the threshold rises as buffers are freed and later buffers come "
-        f"from its heap, where freed chunks stay resident between live ones: the peak then "
-        f"depends on the heap's history and varies between runs by tens of MiB. \"cold\": "
+        f"whole peak RSS). `steady_memory` (the default) fixes glibc's mmap threshold once per "
+        f"process (`headwise.models.heap.steady_heap`, 1 MiB), so glibc returns every large "
+        f"freed buffer at once and the peak is what the code holds (warm-up: 2 chunks); the "
+        f"target is judged on it. With `steady_memory=False` glibc keeps its defaults: the "
+        f"threshold rises as buffers are freed and later buffers come from its heap, where "
+        f"freed chunks stay resident between live ones, so the peak depends on the heap's "
+        f"history and varies between runs by tens of MiB; those rows show what the setting "
+        f"is for and what it costs in tokens/s. \"cold\": "
         f"warm-up on 2 chunks; \"warmed up\": warm-up on a 48-chunk text (6 mini-batches), "
         f"to see whether the growth is a one-off of a fresh process (the baseline is taken "
         f"after `malloc_trim`, which hands the warm-up's free pages back).")

@@ -63,6 +63,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # still rising at epoch 4), balanced class weights for CIC's macro-F1
     "minilm-8ep": dict(model="pretrained:{minilm}", epochs=8, patience=3, lr=8e-5,
                        label_smoothing=0.1, warmup_ratio=0.1, max_length=64, batch_size=32),
+    # validation accuracy still rose at epoch 8 (92.4 %): longer still
+    "minilm-12ep": dict(model="pretrained:{minilm}", epochs=12, patience=3, lr=8e-5,
+                        label_smoothing=0.1, warmup_ratio=0.1, max_length=64, batch_size=32),
     "bilstm-balanced": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200,
                             lstm_pooling="max", dropout=0.3, epochs=10, patience=3, lr=2e-3,
                             label_smoothing=0.1, max_length=64, vocab_size=8000,
@@ -74,7 +77,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "transformer-concat-ln-rope": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
                                        position="rope"),
 }
-ONLY_ON = {"minilm": ("banking77",), "minilm-8ep": ("banking77",),  # an English model
+ONLY_ON = {"minilm": ("banking77",), "minilm-8ep": ("banking77",),
+           "minilm-12ep": ("banking77",),  # an English model
            "bilstm-balanced": ("dataclue_cic",),
            "transformer-concat-ln-balanced": ("dataclue_cic",)}
 

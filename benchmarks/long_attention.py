@@ -25,9 +25,10 @@ Four parts (``--parts``), each configuration in its own process (machinery:
 * ``chunked``: ``HierarchicalEncoder`` (chunk_len 512, stride 384, 8 chunks per
   mini-batch, [CLS]/[SEP] per chunk) over ``EncoderClassifier(preset("minilm-l6"))`` with
   random weights (seed 0), eval mode, texts of 4k ... 100k random token ids; the peak
-  resident memory of one ``encode_long`` call with a fixed mmap threshold
-  (``MALLOC_MMAP_THRESHOLD_``, which takes glibc's heap-growth heuristics out of the
-  number) and, at the shortest and longest length, with glibc's defaults.
+  resident memory of one ``encode_long`` call as headwise runs it (``steady_memory``: a
+  fixed glibc mmap threshold, which takes the heap-growth heuristics out of the number)
+  and, at the shortest and longest length, with ``steady_memory=False`` (glibc's
+  defaults).
 
 Usage::
 
@@ -66,16 +67,19 @@ ERR_N, FEATURES, BUCKETS, HASHES, LSH_CHUNK, SEEDS = 1024, (16, 64, 266, 1024), 
 CLUSTERS, CLUSTER_NOISE = 16, 0.5
 CHUNK_LEN, CHUNK_STRIDE, CHUNK_BATCH, CLS_ID, SEP_ID = 512, 384, 8, 101, 102
 TOKENS = (4000, 16000, 50000, 100000)
-#: allocator settings of the chunked part: name -> (environment, chunks of the warm-up call).
-#: A fixed mmap threshold makes glibc return every large freed buffer at once, so the peak
-#: is what the code needs. By default glibc raises the threshold as buffers are freed and
-#: serves later ones from its heap, where freed chunks stay resident between the live ones:
-#: the peak then depends on the heap's history and varies between runs by tens of MiB.
-#: "cold": a 2-chunk warm-up; "warmed up": a 48-chunk text (6 mini-batches) first, to see
-#: whether the growth is a one-off of a fresh process. The glibc entries run only the
-#: shortest and the longest text.
-ALLOCATORS = {"mmap threshold 1 MiB": ({"MALLOC_MMAP_THRESHOLD_": "1048576"}, 2),
-              "glibc default, cold": ({}, 2), "glibc default, warmed up": ({}, 48)}
+#: allocator settings of the chunked part: name -> (steady_memory, chunks of the warm-up call).
+#: ``HierarchicalEncoder(steady_memory=True)``, the default, fixes glibc's mmap threshold
+#: (``headwise.models.heap.steady_heap``), so glibc returns every large freed buffer at once
+#: and the peak is what the code needs. With ``steady_memory=False`` glibc keeps its default:
+#: it raises the threshold as buffers are freed and serves later ones from its heap, where
+#: freed chunks stay resident between the live ones, so the peak depends on the heap's
+#: history. "cold": a 2-chunk warm-up; "warmed up": a 48-chunk text (6 mini-batches) first,
+#: to see whether the growth is a one-off of a fresh process. Those two entries run only the
+#: shortest and the longest text; the target is judged on the default.
+ALLOCATORS = {"steady_memory (default)": (True, 2),
+              "steady_memory=False, glibc default, cold": (False, 2),
+              "steady_memory=False, glibc default, warmed up": (False, 48)}
+DEFAULT_ALLOC = next(iter(ALLOCATORS))
 PARTS = ("scaling", "errors", "chunked")
 REPS = ("min_repeats", "max_repeats", "target_s")
 
@@ -207,7 +211,8 @@ def _chunked(spec: dict[str, Any], dev: str, sync: Any) -> dict[str, Any]:
     model = EncoderClassifier(config).to(dev).eval()
     chunk_len, stride = spec["chunk_len"], spec["chunk_stride"]
     hier = HierarchicalEncoder(model, chunk_len=chunk_len, stride=stride,
-                               chunk_batch=CHUNK_BATCH, cls_id=CLS_ID, sep_id=SEP_ID).eval()
+                               chunk_batch=CHUNK_BATCH, cls_id=CLS_ID, sep_id=SEP_ID,
+                               steady_memory=spec["steady_memory"]).eval()
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(3, config.vocab_size, (spec["tokens"],), generator=gen)
     # warm-up: lazy initialisation, kernels (and, with more chunks, the C heap's plateau)
@@ -285,15 +290,15 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             records.append({"part": "errors", "dist": dist, "n": args.err_n,
                             **hx.run_worker(me, spec, args.timeout, env)})
     if "chunked" in args.parts:
-        for i, (alloc, (extra, warm_chunks)) in enumerate(ALLOCATORS.items()):
+        for i, (alloc, (steady, warm_chunks)) in enumerate(ALLOCATORS.items()):
             for tokens in args.tokens if i == 0 else sorted({min(args.tokens),
                                                              max(args.tokens)}):
                 print(f"long_attention: chunked {tokens} tokens, {alloc}", file=sys.stderr)
                 spec = {**common, "part": "chunked", "preset": args.preset, "tokens": tokens,
                         "chunk_len": args.chunk_len, "chunk_stride": args.chunk_stride,
-                        "warm_chunks": warm_chunks}
+                        "warm_chunks": warm_chunks, "steady_memory": steady}
                 records.append({"part": "chunked", "alloc": alloc, "tokens": tokens,
-                                **hx.run_worker(me, spec, args.timeout, {**env, **extra})})
+                                **hx.run_worker(me, spec, args.timeout, env)})
     return records
 
 

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from headwise.models.heap import steady_heap
+
 CHUNK_POOLINGS = ("mean", "max", "attention")
 
 
@@ -167,8 +169,9 @@ class HierarchicalEncoder(nn.Module):
 
     Memory: in eval mode, or when no encoder parameter needs a gradient, the chunks are
     encoded under ``torch.no_grad`` and only their pooled vectors are kept, so the peak
-    memory is that of one mini-batch and does not grow with the length of the text. When
-    training the encoder, autograd must keep every mini-batch's activations until the
+    memory is that of one mini-batch and does not grow with the length of the text (with
+    ``steady_memory``, also under glibc's default allocator: see :mod:`headwise.models.heap`).
+    When training the encoder, autograd must keep every mini-batch's activations until the
     backward pass, so memory then grows linearly with the number of chunks (the encoder's
     ``set_gradient_checkpointing`` reduces the per-chunk share).
 
@@ -189,6 +192,10 @@ class HierarchicalEncoder(nn.Module):
             encoder's own ``classifier`` (and ``dropout``), so that a text no longer than
             one window gets the encoder's own logits under mean pooling.
         d_model: size of the pooled vectors (default ``encoder.config.d_model``).
+        steady_memory: before the first gradient-free call, fix glibc's mmap threshold for
+            the process (:func:`~headwise.models.heap.steady_heap`), so that the C heap's
+            resident memory does not grow with the number of windows; False leaves the
+            allocator as it is.
 
     Raises:
         ValueError: bad sizes, a ``chunk_len`` beyond the encoder's positions, or no head
@@ -198,8 +205,10 @@ class HierarchicalEncoder(nn.Module):
     def __init__(self, encoder: nn.Module, *, chunk_len: int, stride: int,
                  pooling: str = "mean", chunk_batch: int = 8, cls_id: int | None = None,
                  sep_id: int | None = None, pad_id: int | None = None,
-                 num_labels: int | None = None, d_model: int | None = None) -> None:
+                 num_labels: int | None = None, d_model: int | None = None,
+                 steady_memory: bool = True) -> None:
         super().__init__()
+        self.steady_memory = bool(steady_memory)
         config = getattr(encoder, "config", None)
         if d_model is None:
             if config is None:
@@ -260,6 +269,8 @@ class HierarchicalEncoder(nn.Module):
         grad = self.training and torch.is_grad_enabled() and any(
             p.requires_grad for p in self.encoder.parameters())
         counts = [p[0].shape[0] for p in parts]
+        if not grad and self.steady_memory:
+            steady_heap()
         # Without gradients the vectors go into one buffer made at the first mini-batch: a
         # small tensor kept per mini-batch would sit between the large freed activations
         # and keep the C heap from reusing them (with glibc the resident memory then grows

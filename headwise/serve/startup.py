@@ -20,6 +20,7 @@ from pathlib import Path
 
 from headwise.intent.classifier import INTENT_FILE, IntentClassifier
 from headwise.intent.compound import COMPOUND_FILE, CompoundClassifier
+from headwise.models.heap import steady_heap
 from headwise.models.io import WEIGHTS_NAME
 from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import ServeConfig
@@ -172,6 +173,10 @@ def load_engine(config: ServeConfig,
             that does not match the weights, an ONNX file that does not match (with
             ``runtime="onnx"``; ``"auto"`` falls back to PyTorch), or a compound
             classifier with ``runtime="onnx"`` or ``long_text="chunk"``.
+
+    With ``long_text="chunk"`` it also fixes glibc's mmap threshold for the process
+    (:func:`~headwise.models.heap.steady_heap`): the windows of long texts then do not
+    leave the C heap's resident memory growing.
     """
     if classifier is None:
         if not config.model_dir:
@@ -184,6 +189,9 @@ def load_engine(config: ServeConfig,
                          f"cannot be pooled over windows); use truncate or reject")
     if fallback is not None and report is not None:
         report(fallback)
+    if config.long_text == "chunk":
+        # a long text is many windows in a row: keep glibc's heap from growing with them
+        steady_heap()
     if isinstance(classifier, CompoundClassifier):
         return CompoundEngine(classifier, runtime, long_text=config.long_text,
                               max_rows=max(config.max_batch_size, 1))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from fastapi.testclient import TestClient
 from serve_helpers import wait_ready
@@ -83,3 +87,18 @@ def test_serve_runs_uvicorn_without_access_log_and_with_a_frozen_gc(encoder_dir,
     (app, kw), (_, kw_logged) = calls
     assert kw["access_log"] is False and kw_logged["access_log"] is True
     assert app.state.serve.config.freeze_gc
+
+
+@pytest.mark.skipif(not hasattr(os, "confstr"), reason="glibc's malloc only")
+@pytest.mark.parametrize("policy", ["truncate", "chunk"])
+def test_chunk_policy_steadies_the_heap_at_start(encoder_dir, policy):
+    # process-wide and made once: checked in a fresh interpreter
+    code = ("import sys; from headwise.serve import ServeConfig; "
+            "from headwise.serve.startup import load_engine; "
+            "from headwise.models.heap import heap_is_steady; "
+            "load_engine(ServeConfig(model_dir=sys.argv[1], long_text=sys.argv[2]), report=None); "
+            "print(heap_is_steady())")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", code, str(encoder_dir), policy], env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == str(policy == "chunk")
