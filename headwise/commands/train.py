@@ -49,6 +49,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pretrain-epochs", type=int,
                    help="epochs of masked-LM pre-training on the training texts before "
                    "fine-tuning (from-scratch Transformer)")
+    p.add_argument("--linear-probe", action="store_true",
+                   help="fit the head on the frozen encoder's features before fine-tuning "
+                   "(LP-FT; for pretrained:DIR and the Transformer)")
     add_data_options(p)
     p.set_defaults(func=run)
 
@@ -68,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         changes["model_overrides"] = {**recipe.model_overrides, **overrides}
     if args.pretrain_epochs is not None:
         changes["pretrain_epochs"] = args.pretrain_epochs
+    if args.linear_probe:
+        changes["linear_probe"] = True
     recipe = IntentRecipe.from_dict({**recipe.to_dict(), **changes})
     if args.multi_label or looks_multi_label(args.data):
         return _run_compound(args, recipe)

@@ -30,6 +30,7 @@ from torch import nn
 
 from headwise.intent.calibration import calibrated_probs, fit_temperature
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.linear_probe import fit_linear_probe
 from headwise.intent.objective import SmoothedClassification, balanced_class_weights
 from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label
 from headwise.intent.pretrain import pretrain_encoder
@@ -68,6 +69,9 @@ class IntentRecipe:
             fine-tuning (:mod:`headwise.intent.pretrain`; Transformer only; 0: none).
         pretrain_lr: its peak learning rate (None: ``lr``'s value).
         pretrain_mask_prob: the share of tokens it masks.
+        linear_probe: before fine-tuning, fit the head alone on the frozen encoder's
+            pooled vectors (LP-FT, :mod:`headwise.intent.linear_probe`; not the BiLSTM).
+        probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
         class_weighting: ``"none"`` or ``"balanced"`` (each intent's loss weighted by
             ``n / (intents * count)``, for imbalanced data scored by macro-F1).
         valid_fraction: held out of the training data (stratified) when no validation
@@ -107,6 +111,8 @@ class IntentRecipe:
     pretrain_epochs: int = 0
     pretrain_lr: float | None = None
     pretrain_mask_prob: float = 0.15
+    linear_probe: bool = False
+    probe_c: float = 1.0
     class_weighting: str = "none"
     valid_fraction: float = 0.1
     max_reject: float = 0.02
@@ -129,6 +135,10 @@ class IntentRecipe:
         if self.pretrain_epochs and self.kind != "transformer":
             raise ValueError(f"masked-LM pre-training (pretrain_epochs) is for the "
                              f"from-scratch Transformer, not {self.kind!r}")
+        if self.linear_probe and self.kind == "bilstm":
+            raise ValueError("linear_probe is for encoder classifiers, not the BiLSTM")
+        if not self.probe_c > 0:
+            raise ValueError(f"probe_c must be positive, got {self.probe_c}")
         if not 0.0 < self.pretrain_mask_prob < 1.0:
             raise ValueError(f"pretrain_mask_prob must be in (0, 1), got "
                              f"{self.pretrain_mask_prob}")
@@ -307,6 +317,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             model, tokenizer, ids, dataclasses.replace(
                 base, epochs=recipe.pretrain_epochs, lr=recipe.pretrain_lr or base.lr),
             out_dir=out_dir / "pretrain", probability=recipe.pretrain_mask_prob)
+    probe = fit_linear_probe(model, ids, [index[y] for y in labels], c=recipe.probe_c,
+                             pad_id=tokenizer.pad_token_id) if recipe.linear_probe else None
     train_rows = [{"input_ids": x, "labels": index[y]} for x, y in zip(ids, labels, strict=True)]
     known = [i for i, y in enumerate(v_labels) if y in index]
     v_ids = encode_texts(tokenizer, [v_texts[i] for i in known], recipe.max_length)
@@ -333,6 +345,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "steps": result.steps, "epochs": result.epochs,
                 "stopped_early": result.stopped_early, "valid": metrics,
                 "pretrain": None if pretrained is None else dataclasses.asdict(pretrained),
+                "linear_probe": None if probe is None else dataclasses.asdict(probe),
                 "oos_threshold": choice.to_dict()}
     clf.save(out_dir)
     if not keep_checkpoints:

@@ -1,0 +1,102 @@
+"""Linear probing (the LP of LP-FT) against scikit-learn's logistic regression."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegression
+
+from headwise.intent import IntentRecipe, train_intent_classifier
+from headwise.intent.linear_probe import fit_linear_probe, fit_logistic_regression, pooled_features
+from headwise.models import BiLSTMClassifier, EncoderClassifier, preset
+from headwise.text.demo_corpus import generate_demo_corpus
+
+
+def _blobs(n=240, d=6, k=4, seed=0):
+    g = np.random.default_rng(seed)
+    centres = g.normal(size=(k, d)) * 1.5
+    y = g.integers(0, k, n)
+    return centres[y] + g.normal(size=(n, d)), y
+
+
+@pytest.mark.parametrize("c", [0.1, 1.0, 10.0])
+def test_logistic_regression_matches_scikit_learn(c):
+    x, y = _blobs()
+    w, b, iters, _ = fit_logistic_regression(torch.tensor(x), torch.tensor(y), 4, c=c)
+    ref = LogisticRegression(C=c, tol=1e-10, max_iter=5000).fit(x, y)
+    assert iters > 0
+    np.testing.assert_allclose(w.numpy(), ref.coef_, atol=2e-4)
+    # the bias is defined up to a shared constant (softmax), the probabilities are not
+    ours = torch.softmax(torch.tensor(x) @ w.T + b, 1).numpy()
+    np.testing.assert_allclose(ours, ref.predict_proba(x), atol=2e-5)
+
+
+def test_logistic_regression_without_bias_keeps_it_zero():
+    x, y = _blobs()
+    w, b, _, _ = fit_logistic_regression(torch.tensor(x), torch.tensor(y), 4, bias=False)
+    ref = LogisticRegression(C=1.0, fit_intercept=False, tol=1e-10, max_iter=5000).fit(x, y)
+    assert torch.count_nonzero(b) == 0
+    np.testing.assert_allclose(w.numpy(), ref.coef_, atol=2e-4)
+
+
+def _model():
+    torch.manual_seed(0)
+    return EncoderClassifier(preset("tiny", num_labels=3)).double()
+
+
+def test_pooled_features_equal_one_text_at_a_time_and_restore_the_mode():
+    model = _model().train()
+    ids = [[2, 5, 9, 3], [2, 7, 3], [2, 8, 8, 8, 6, 3], [2, 4, 3]]
+    got = pooled_features(model, ids, batch_size=3)
+    assert model.training
+    model.eval()
+    for i, row in enumerate(ids):
+        x = torch.tensor([row])
+        ref = model.pool(model.encode(x, torch.ones_like(x, dtype=torch.bool)), None)
+        torch.testing.assert_close(got[i], ref[0].double(), atol=1e-10, rtol=0)
+
+
+def test_probe_writes_the_fitted_head():
+    model = _model()
+    g = torch.Generator().manual_seed(0)
+    ids = [[2, *torch.randint(4, 200, (int(n),), generator=g).tolist(), 3]
+           for n in torch.randint(2, 9, (60,), generator=g)]
+    labels = [i % 3 for i in range(60)]
+    result = fit_linear_probe(model, ids, labels, c=100.0)
+    x = pooled_features(model, ids)
+    w, b, _, _ = fit_logistic_regression(x, torch.tensor(labels), 3, c=100.0)
+    torch.testing.assert_close(model.classifier.weight.detach(), w)
+    torch.testing.assert_close(model.classifier.bias.detach(), b)
+    pred = model.eval()(torch.tensor([ids[0]]))["logits"].argmax(1)
+    assert int(pred) == int((x[0] @ w.T + b).argmax())
+    assert result.train_accuracy == pytest.approx(
+        float(((x @ w.T + b).argmax(1) == torch.tensor(labels)).double().mean()))
+
+
+def test_probe_errors():
+    lstm = BiLSTMClassifier(50, 3, embed_dim=8, hidden_size=8)
+    with pytest.raises(TypeError, match="encode/pool"):
+        fit_linear_probe(lstm, [[1, 2]], [0])
+    with pytest.raises(ValueError, match="labels"):
+        fit_linear_probe(_model(), [[2, 5, 3]], [0, 1])
+    with pytest.raises(ValueError, match="non-empty"):
+        pooled_features(_model(), [[]])
+    with pytest.raises(ValueError, match="labels must lie"):
+        fit_logistic_regression(torch.zeros(2, 3), torch.tensor([0, 5]), 3)
+    with pytest.raises(ValueError, match="linear_probe"):
+        IntentRecipe(model="bilstm", linear_probe=True)
+    with pytest.raises(ValueError, match="probe_c"):
+        IntentRecipe(probe_c=0.0)
+
+
+def test_recipe_probes_then_fine_tunes(tmp_path):
+    c = generate_demo_corpus(seed=0, per_intent=8)
+    train = [(e.text, e.label) for e in c["train"]]
+    valid = [(e.text, e.label) for e in c["valid"]]
+    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=1,
+                          vocab_size=400, linear_probe=True, progress=False)
+    trained = train_intent_classifier(train, valid, recipe, out_dir=tmp_path / "m")
+    info = trained.classifier.info["linear_probe"]
+    assert info["iterations"] > 0 and 0.0 < info["train_accuracy"] <= 1.0
+    assert trained.classifier.info["recipe"]["linear_probe"] is True
