@@ -34,6 +34,18 @@ def _targets(r: dict[str, Any]) -> list[str]:
                if speedup is not None else "not measured |"),
             f"| {runtime}, batching at concurrency 32: p99 under 50 ms | "
             f"{_verdict(c32['p99_ms'] < 50)} | p99 {c32['p99_ms']:.1f} ms |"]
+    sweep = {(x["runtime"], x["batch"]): x for x in r.get("sweep", [])}
+    for runtime, name in (("onnx", "ONNX"), ("int8", "int8")):
+        on = {x["concurrency"]: x for x in r["load"]
+              if x["batching"] and x.get("runtime") == runtime}
+        top = sweep.get((name, 32))
+        if top and on.get(1):
+            need = 4 * on[1]["throughput"]
+            rows.append(f"| (bound) {runtime}: in-process ceiling at batch 32 against what the "
+                        f"targets need | (reported) | {top['predict_texts_per_s']:.0f} texts/s "
+                        f"with no HTTP at all; 4x concurrency-1 needs {need:.0f} req/s and p99 "
+                        f"under 50 ms at concurrency 32 needs more than 640 req/s (Little's "
+                        f"law: mean latency = 32 / throughput) |")
     soak = r.get("soak")
     if soak:
         rows.append(f"| {soak['seconds']:.0f}-second load run (concurrency 32, batching on, "
@@ -98,6 +110,20 @@ def section(r: dict[str, Any], command: str) -> str:
                   f"{i8['max_prob_change']:.3f} (the head is random, so this is agreement, not "
                   f"accuracy; `headwise export --data` measures accuracy on a trained model). "
                   f"Export of both files took {r['export_s']:.0f} s.", ""]
+    if r.get("sweep"):
+        lines += ["### In-process throughput by batch size (the server's ceiling)", "",
+                  "| runtime | batch | forward texts/s | predict texts/s | calls |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for x in r["sweep"]:
+            lines.append(f"| {x['runtime']} | {x['batch']} | {x['forward_texts_per_s']:.0f} | "
+                         f"{x['predict_texts_per_s']:.0f} | {x['calls']} |")
+        lines += ["", "Consecutive groups of the benchmark texts, in this process, no HTTP: "
+                  "\"forward\" = `InferenceEngine.logits` on pre-tokenized texts (padding, "
+                  "forward, pooling), \"predict\" = `InferenceEngine.predict` (tokenize, "
+                  "forward, calibrated top-3); texts/s = batch size / median time per call. "
+                  "The server at concurrency c cannot beat the predict column at batch c: "
+                  "HTTP parsing, the event loop and the load generator share the same cores.",
+                  ""]
     lines += ["### Throughput over HTTP", "",
               "| runtime | batching | concurrency | req/s | p50 ms | p90 ms | p99 ms | errors |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -125,6 +125,48 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
     return out
 
 
+def batch_sweep(model_dir: Path, texts: list[str], onnx: dict[str, Path],
+                sizes: tuple[int, ...], seconds: float) -> list[dict]:
+    """In-process throughput of each runtime by batch size: the ceiling of the server.
+
+    For each (runtime, batch size), consecutive groups of the benchmark texts run through
+    ``engine.logits`` (pre-tokenized: padding, forward, pooling) and ``engine.predict``
+    (texts in, answers out), alternating, for about ``seconds`` each; texts/s is the batch
+    size over the median time per call. No HTTP, no event loop, no load generator.
+    """
+    from headwise.intent.classifier import IntentClassifier
+    from headwise.serve import InferenceEngine, OnnxRuntime, TorchRuntime
+
+    clf = IntentClassifier.load(model_dir)
+    engines = {"PyTorch": InferenceEngine(clf, TorchRuntime(clf.model))}
+    engines.update({name: InferenceEngine(clf, OnnxRuntime(path)) for name, path in onnx.items()})
+    rows = []
+    with torch.inference_mode():
+        for name, engine in engines.items():
+            items = engine.encode(texts)
+            for b in sizes:
+                groups = [(texts[i:i + b], items[i:i + b]) for i in range(0, len(texts) - b + 1, b)]
+                times: dict[str, list[float]] = {"forward": [], "predict": []}
+                engine.logits(groups[0][1])
+                engine.predict(groups[0][0], top_k=3)
+                deadline, j = time.perf_counter() + 2 * seconds, 0
+                while time.perf_counter() < deadline or len(times["predict"]) < 3:
+                    tx, it = groups[j % len(groups)]
+                    t0 = time.perf_counter()
+                    engine.logits(it)
+                    t1 = time.perf_counter()
+                    engine.predict(tx, top_k=3)
+                    times["forward"].append(t1 - t0)
+                    times["predict"].append(time.perf_counter() - t1)
+                    j += 1
+                rows.append({"runtime": name, "batch": b, "calls": len(times["forward"]),
+                             **{f"{k}_texts_per_s": b / float(np.median(v))
+                                for k, v in times.items()}})
+                print(f"sweep: {name} batch {b}: {rows[-1]['predict_texts_per_s']:.0f} texts/s",
+                      file=sys.stderr)
+    return rows
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -214,12 +256,20 @@ def main() -> int:
         print("single-query latency ...", file=sys.stderr)
         results["single"] = single_query(model_dir, src, texts, rounds,
                                          {"ONNX": tmp / "m.onnx", "int8": tmp / "m.int8.onnx"})
+        print("batch-size sweep in process ...", file=sys.stderr)
+        results["sweep"] = batch_sweep(model_dir, texts, {"ONNX": tmp / "m.onnx",
+                                                          "int8": tmp / "m.int8.onnx"},
+                                       (1, 8, 32, 64), 0.5 if q else 3.0)
         results["load"] = []
         # (runtime, batching): the fused ONNX graph is what `headwise serve` runs by default
-        # once MODEL/model.onnx exists (--runtime auto); PyTorch with and without batching
-        for runtime, batching in (("onnx", True), ("torch", True), ("torch", False)):
-            proc, url = start_server(model_dir, batching, args, runtime,
-                                     tmp / "m.onnx" if runtime == "onnx" else None)
+        # once MODEL/model.onnx exists (--runtime auto); its int8 quantisation; PyTorch with
+        # and without batching
+        onnx_files = {"onnx": tmp / "m.onnx", "int8": tmp / "m.int8.onnx"}
+        for runtime, batching in (("onnx", True), ("int8", True), ("torch", True),
+                                  ("torch", False)):
+            proc, url = start_server(model_dir, batching, args,
+                                     "onnx" if runtime == "int8" else runtime,
+                                     onnx_files.get(runtime))
             try:
                 for c in concurrencies:
                     print(f"load: {runtime} batching={batching} concurrency={c} ...",
