@@ -38,6 +38,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any
             "accuracy": _stats([r["accuracy"] for r in rs]),
             "macro_f1": _stats([r["macro_f1"] for r in rs]),
             "p50_ms": statistics.median(x["p50_ms"] for x in lat),
+            "onnx_p50_ms": statistics.median(x["onnx"]["p50_ms"] for x in lat if "onnx" in x)
+            if any("onnx" in x for x in lat) else None,
             "p99_ms": statistics.median(x["p99_ms"] for x in lat),
             "throughput": statistics.median(x["throughput_per_s"] for x in lat),
             "train_s": statistics.median(r["train_seconds"] for r in rs),
@@ -59,11 +61,14 @@ def targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
                  key=lambda c: summary[("banking77", c)]["accuracy"]["mean"], default=None)
     m = summary.get(("banking77", minilm))
     if m:
-        ok = m["accuracy"]["mean"] >= 0.935 and m["p50_ms"] < 10
+        p50, how = m["p50_ms"], "PyTorch"
+        if m.get("onnx_p50_ms") is not None and m["onnx_p50_ms"] < p50:
+            p50, how = m["onnx_p50_ms"], "onnxruntime, the fused export `headwise serve` runs"
+        ok = m["accuracy"]["mean"] >= 0.935 and p50 < 10
         rows.append(["MiniLM-L6 import fine-tuned: BANKING77 test accuracy >= 93.5 % at a "
                      "single-query CPU p50 under 10 ms", "PASS" if ok else "FAIL",
                      f"{minilm}: {100 * m['accuracy']['mean']:.2f} % (mean of "
-                     f"{m['accuracy']['n']} seeds), p50 {m['p50_ms']:.2f} ms"])
+                     f"{m['accuracy']['n']} seeds), p50 {p50:.2f} ms ({how})"])
     else:
         rows.append(["MiniLM-L6 import >= 93.5 % on BANKING77, p50 < 10 ms", "NOT MEASURED", "-"])
     for ds in ("banking77", "dataclue_cic"):
@@ -158,7 +163,10 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
         " vocabulary for the import. Test metrics are closed-set (no out-of-scope threshold). "
         "Latency: `IntentClassifier.predict` on one test text at a time (tokenisation and "
         "softmax included), 200 queries after 10 warm-up ones, 2 torch threads; throughput: 20 "
-        "batches of 32. Quality: mean ± standard deviation over seeds (min-max); latency: "
+        "batches of 32. ONNX p50: the same query path on the fused ONNX export in "
+        "onnxruntime (`InferenceEngine` with `OnnxRuntime`, what `headwise serve` runs by "
+        "default), measured by `--latency-only` on the kept models. Quality: mean ± "
+        "standard deviation over seeds (min-max); latency: "
         "the median over seeds of each run's p50/p99. `train s` is the wall time of training "
         "on a machine that may be shared with other work: it says what was spent, not how "
         "fast the model trains.",
@@ -179,10 +187,11 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
             params = "-" if not v["parameters"] else f"{v['parameters'] / 1e6:.2f} M"
             rows.append([c, ",".join(map(str, v["seeds"])), _pct(v["accuracy"]),
                          _pct(v["macro_f1"]), f"{v['p50_ms']:.2f}", f"{v['p99_ms']:.2f}",
+                         "-" if v.get("onnx_p50_ms") is None else f"{v['onnx_p50_ms']:.2f}",
                          f"{v['throughput']:.0f}", params, f"{v['train_s']:.0f}"])
         lines += [H.markdown_table(["configuration", "seeds", "accuracy %", "macro-F1 %",
-                                    "p50 ms", "p99 ms", "texts/s (batch 32)", "parameters",
-                                    "train s"], rows), ""]
+                                    "p50 ms", "p99 ms", "ONNX p50 ms", "texts/s (batch 32)",
+                                    "parameters", "train s"], rows), ""]
     lines += ["Configurations (recipe fields; the rest are `IntentRecipe` defaults):", ""]
     variants: dict[str, dict[str, list[str]]] = {}  # config -> recipe text -> runs
     for r in sorted(runs, key=lambda r: (r["config"], r["dataset"], r["seed"])):

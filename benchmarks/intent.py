@@ -51,6 +51,9 @@ _TRANSFORMER = dict(model="transformer", d_model=128, num_layers=2, num_heads=8,
 #: scikit-learn floor of benchmarks/_intent_floor.py
 CONFIGS: dict[str, dict[str, Any]] = {
     "tfidf": {},
+    # the floor's pipeline on the training data after confident-learning cleaning
+    # (headwise.intent.cleaning: out-of-fold TF-IDF probabilities, cleanlab, flagged rows dropped)
+    "tfidf-clean": {},
     "bilstm": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200, lstm_pooling="max",
                    dropout=0.3, epochs=10, patience=3, lr=2e-3, label_smoothing=0.1,
                    max_length=64, vocab_size=8000),
@@ -109,6 +112,32 @@ def recipe_for(config: str, seed: int, quick: bool) -> Any:
     return IntentRecipe.from_dict(fields)
 
 
+def onnx_latency(clf: Any, texts: list[str], queries: int = 200) -> dict[str, float] | None:
+    """Single-query latency of the path ``headwise serve`` runs by default: the fused ONNX
+    export in onnxruntime behind ``InferenceEngine.predict`` (tokenize, forward, calibrated
+    top-3). None for models without an ONNX export (the BiLSTM)."""
+    import numpy as np
+
+    from headwise.serve import InferenceEngine, OnnxRuntime
+    from headwise.serve.onnx_export import export_onnx
+
+    if not hasattr(clf.model, "encode"):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = export_onnx(clf.model, Path(tmp) / "m.onnx", max_length=clf.max_length)
+        engine = InferenceEngine(clf, OnnxRuntime(path))
+        texts = [t for t in texts if t.strip()]
+        for t in texts[:10]:
+            engine.predict([t], top_k=3)
+        times = []
+        for i in range(queries):
+            t0 = time.perf_counter()
+            engine.predict([texts[i % len(texts)]], top_k=3)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return {"p50_ms": float(np.median(times)), "p99_ms": float(np.percentile(times, 99)),
+            "queries": queries}
+
+
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Train, test and time one (dataset, config, seed) in this process."""
     import torch
@@ -123,11 +152,17 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         test.examples[:] = test.examples[::10]
         if valid is not None:
             valid.examples[:] = valid.examples[::10]
-    if spec["config"] == "tfidf":
+    if spec["config"] in ("tfidf", "tfidf-clean"):
         from _intent_floor import run_floor
 
-        return {"status": "ok", **run_floor(ds["language"], (train.texts, train.labels),
-                                            (test.texts, test.labels))}
+        texts, labels, cleaning = list(train.texts), list(train.labels), None
+        if spec["config"] == "tfidf-clean":  # confident learning drops probable label errors
+            from headwise.intent.cleaning import clean_labels
+
+            texts, labels, issues = clean_labels(texts, labels, mode="drop", seed=spec["seed"])
+            cleaning = issues.to_dict(examples=0)
+        out = run_floor(ds["language"], (texts, labels), (test.texts, test.labels))
+        return {"status": "ok", **out, **({"cleaning": cleaning} if cleaning else {})}
     from headwise.intent import evaluate_classifier, measure_latency, train_intent_classifier
 
     if spec.get("latency_of"):  # re-measure a kept classifier (a quiet-machine pass)
@@ -135,8 +170,10 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
         clf = IntentClassifier.load(spec["latency_of"])
         load = os.getloadavg()[0]
-        return {"status": "ok", "latency": {**measure_latency(clf, test.texts, queries=200,
-                                                              batches=20), "loadavg": load}}
+        latency = measure_latency(clf, test.texts, queries=200, batches=20)
+        onnx = onnx_latency(clf, test.texts)
+        return {"status": "ok", "latency": {**latency, "loadavg": load,
+                                            **({"onnx": onnx} if onnx else {})}}
 
     out = Path(tempfile.mkdtemp(prefix="headwise-intent-"))
     try:

@@ -22,17 +22,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from sklearn.metrics import f1_score
 from sklearn.model_selection import train_test_split
 from torch import nn
 
-from headwise.intent.calibration import calibrated_probs, fit_temperature
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.cleaning import CLEANING_MODES, clean_labels
 from headwise.intent.linear_probe import fit_linear_probe
 from headwise.intent.objective import SmoothedClassification, balanced_class_weights
-from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label
+from headwise.intent.oos import ThresholdChoice, calibrate_on_validation, is_oos_label
 from headwise.intent.pretrain import pretrain_encoder
 from headwise.loading import from_pretrained
 from headwise.models.config import ModelConfig
@@ -72,6 +71,9 @@ class IntentRecipe:
         linear_probe: before fine-tuning, fit the head alone on the frozen encoder's
             pooled vectors (LP-FT, :mod:`headwise.intent.linear_probe`; not the BiLSTM).
         probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
+        label_cleaning: ``"none"``, or ``"drop"`` / ``"relabel"`` the training examples
+            that confident learning flags as mislabelled (:mod:`headwise.intent.cleaning`;
+            the validation data is left as given).
         class_weighting: ``"none"`` or ``"balanced"`` (each intent's loss weighted by
             ``n / (intents * count)``, for imbalanced data scored by macro-F1).
         valid_fraction: held out of the training data (stratified) when no validation
@@ -113,6 +115,7 @@ class IntentRecipe:
     pretrain_mask_prob: float = 0.15
     linear_probe: bool = False
     probe_c: float = 1.0
+    label_cleaning: str = "none"
     class_weighting: str = "none"
     valid_fraction: float = 0.1
     max_reject: float = 0.02
@@ -137,6 +140,9 @@ class IntentRecipe:
                              f"from-scratch Transformer, not {self.kind!r}")
         if self.linear_probe and self.kind == "bilstm":
             raise ValueError("linear_probe is for encoder classifiers, not the BiLSTM")
+        if self.label_cleaning not in ("none", *CLEANING_MODES):
+            raise ValueError(f"label_cleaning must be none, drop or relabel, got "
+                             f"{self.label_cleaning!r}")
         if not self.probe_c > 0:
             raise ValueError(f"probe_c must be positive, got {self.probe_c}")
         if not 0.0 < self.pretrain_mask_prob < 1.0:
@@ -296,6 +302,11 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         texts, v_texts, labels, v_labels = _split(texts, labels, recipe)
     else:
         v_texts, v_labels = texts_and_labels(valid)
+    cleaning = None
+    if recipe.label_cleaning != "none":
+        texts, labels, issues = clean_labels(texts, labels, mode=recipe.label_cleaning,
+                                             seed=recipe.seed)
+        cleaning = issues.to_dict()
     torch.manual_seed(recipe.seed)
     if recipe.kind == "pretrained":
         model, tokenizer = from_pretrained(recipe.model.partition(":")[2],
@@ -339,13 +350,14 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         load_model_weights(result.best_checkpoint, wrapper)
     model = wrapper.model.cpu().eval()
     clf = IntentClassifier(model, tokenizer, intents, max_length=recipe.max_length)
-    choice, metrics = _calibrate(clf, v_texts, v_labels, recipe.max_reject)
+    choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject)
     clf.info = {"recipe": recipe.to_dict(), "train_examples": len(texts),
                 "valid_examples": len(v_texts), "train_seconds": round(seconds, 1),
                 "steps": result.steps, "epochs": result.epochs,
                 "stopped_early": result.stopped_early, "valid": metrics,
                 "pretrain": None if pretrained is None else dataclasses.asdict(pretrained),
                 "linear_probe": None if probe is None else dataclasses.asdict(probe),
+                "label_cleaning": cleaning,
                 "oos_threshold": choice.to_dict()}
     clf.save(out_dir)
     if not keep_checkpoints:
@@ -381,27 +393,3 @@ def _accuracy_and_f1(model: nn.Module, loader) -> dict[str, float]:
     p, g = torch.cat(preds).numpy(), torch.cat(golds).numpy()
     return {"accuracy": float((p == g).mean()), "loss": loss / max(n, 1),
             "macro_f1": float(f1_score(g, p, average="macro", zero_division=0))}
-
-
-def _calibrate(clf: IntentClassifier, texts: list[str], labels: list[str | None],
-               max_reject: float) -> tuple[ThresholdChoice, dict[str, float]]:
-    """Fit the temperature on in-scope validation rows and choose the threshold on all."""
-    index = {name: i for i, name in enumerate(clf.labels)}
-    rows = [i for i, y in enumerate(labels) if y in index or is_oos_label(y)]
-    if not rows:
-        return choose_threshold(np.ones(1), np.ones(1, bool), np.zeros(1, bool)), {}
-    logits = clf.logits([texts[i] for i in rows])
-    oos = np.array([is_oos_label(labels[i]) for i in rows])
-    gold = np.array([index.get(labels[i], -1) for i in rows])
-    ins = ~oos
-    if ins.any():
-        clf.temperature = fit_temperature(logits[ins], gold[ins])
-    probs = calibrated_probs(logits, clf.temperature)
-    pred = probs.argmax(1)
-    choice = choose_threshold(probs.max(1), pred == gold, oos, max_reject=max_reject)
-    clf.threshold = choice.threshold
-    metrics = {"accuracy": float((pred[ins] == gold[ins]).mean()) if ins.any() else float("nan"),
-               "macro_f1": float(f1_score(gold[ins], pred[ins], average="macro",
-                                          zero_division=0)) if ins.any() else float("nan"),
-               "temperature": clf.temperature}
-    return choice, metrics
