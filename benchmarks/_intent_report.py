@@ -15,7 +15,14 @@ REFERENCES = {
 }
 METRIC = {"banking77": "accuracy", "dataclue_cic": "macro_f1"}  # each dataset's headline
 SCRATCH = ("transformer-concat-ln", "transformer-glu-ln", "transformer-concat-rms",
-           "transformer-concat-ln-balanced", "transformer-concat-ln-rope")
+           "transformer-concat-ln-balanced", "transformer-concat-ln-rope",
+           "transformer-concat-ln-rope-ens3")
+
+
+def _name(config: str) -> str:
+    """A configuration's name, an ensemble said to be one."""
+    return f"{config} (an ensemble of 3 seeds' models, 3x the latency)" \
+        if config.endswith("-ens3") else config
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -85,13 +92,14 @@ def targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
             t, b = summary[(ds, best)][key]["mean"], lstm[key]["mean"]
             rows.append([f"{ds}: from-scratch Transformer beats the BiLSTM ({key})",
                          "PASS" if t > b else "FAIL",
-                         f"best {best} {100 * t:.2f} vs best BiLSTM ({lstm_name}) "
+                         f"best {_name(best)} {100 * t:.2f} vs best BiLSTM ({lstm_name}) "
                          f"{100 * b:.2f}"])
         if best is not None and floor is not None:
             t, f = summary[(ds, best)][key]["mean"], floor[key]["mean"]
             rows.append([f"{ds}: from-scratch Transformer reaches the TF-IDF floor ({key})",
                          "PASS" if t >= f else "FAIL",
-                         f"best {best} {100 * t:.2f} vs floor {100 * f:.2f} (measured here)"])
+                         f"best {_name(best)} {100 * t:.2f} vs floor {100 * f:.2f} (measured "
+                         f"here)"])
     cic = {c: v for (d, c), v in summary.items() if d == "dataclue_cic"}
     if cic and ("dataclue_cic", "tfidf") in summary:
         best = max((c for c in cic if c != "tfidf"), key=lambda c: cic[c]["macro_f1"]["mean"],
@@ -101,7 +109,7 @@ def targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
             b = cic[best]["macro_f1"]["mean"]
             rows.append(["dataclue_cic: best model's macro-F1 beats the floor by >= 3 points",
                          "PASS" if b >= f + 0.03 else "FAIL",
-                         f"{best} {100 * b:.2f} vs floor {100 * f:.2f} "
+                         f"{_name(best)} {100 * b:.2f} vs floor {100 * f:.2f} "
                          f"({100 * (b - f):+.2f} points)"])
     return rows
 

@@ -151,17 +151,7 @@ class IntentClassifier:
         if not 0.0 <= t <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {t}")
         probs = self.predict_proba(texts, batch_size=batch_size)
-        k = min(top_k, len(self.labels))
-        answers = []
-        for text, p in zip(texts, probs, strict=True):
-            best = np.argsort(-p, kind="stable")[:k]
-            conf = float(p[best[0]])
-            oos = conf < t
-            answers.append(IntentPrediction(
-                text=text, intent=OUT_OF_SCOPE if oos else self.labels[best[0]],
-                confidence=conf, top_k=[(self.labels[j], float(p[j])) for j in best],
-                out_of_scope=oos))
-        return answers
+        return answers_from_probs(texts, probs, self.labels, top_k=top_k, threshold=t)
 
     # -- persistence -------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
@@ -209,6 +199,22 @@ class IntentClassifier:
     def __repr__(self) -> str:
         return (f"IntentClassifier({type(self.model).__name__}, {len(self.labels)} intents, "
                 f"T={self.temperature:.3g}, threshold={self.threshold:.3g})")
+
+
+def answers_from_probs(texts: Sequence[str], probs: np.ndarray, labels: Sequence[str], *,
+                       top_k: int, threshold: float) -> list[IntentPrediction]:
+    """One :class:`IntentPrediction` per text from its calibrated probabilities (n, intents):
+    the ``top_k`` intents best first, out-of-scope when the best is below ``threshold``."""
+    k = min(top_k, len(labels))
+    answers = []
+    for text, p in zip(texts, probs, strict=True):
+        best = np.argsort(-p, kind="stable")[:k]
+        conf = float(p[best[0]])
+        oos = conf < threshold
+        answers.append(IntentPrediction(
+            text=text, intent=OUT_OF_SCOPE if oos else labels[best[0]], confidence=conf,
+            top_k=[(labels[j], float(p[j])) for j in best], out_of_scope=oos))
+    return answers
 
 
 def _output_size(model: nn.Module) -> int | None:

@@ -1,0 +1,66 @@
+"""EnsembleClassifier: the mean of its members' calibrated probabilities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from headwise.intent import IntentClassifier, evaluate_classifier
+from headwise.intent.calibration import calibrated_probs
+from headwise.intent.ensemble import EnsembleClassifier
+from headwise.models import EncoderClassifier, preset
+from headwise.text import train_tokenizer
+
+TEXTS = ["i lost my card", "send money to my friend", "where is my refund",
+         "what is my balance", "my card was stolen yesterday", "refund my order please"]
+INTENTS = ["balance", "card", "refund", "transfer"]
+
+
+@pytest.fixture(scope="module")
+def members():
+    tok = train_tokenizer(TEXTS * 3, kind="wordpiece", vocab_size=120)
+    out = []
+    for seed, (temp, thr) in enumerate([(1.0, 0.2), (1.7, 0.4), (0.8, 0.3)]):
+        torch.manual_seed(seed)
+        model = EncoderClassifier(preset("tiny", vocab_size=tok.vocab_size,
+                                         num_labels=len(INTENTS)))
+        out.append(IntentClassifier(model, tok, INTENTS, temperature=temp, threshold=thr,
+                                    max_length=16))
+    return out
+
+
+def test_probabilities_are_the_members_mean(members):
+    ens = EnsembleClassifier(members)
+    ref = np.mean([calibrated_probs(m.logits(TEXTS), m.temperature) for m in members], 0)
+    np.testing.assert_allclose(ens.predict_proba(TEXTS), ref, rtol=0, atol=1e-12)
+    assert ens.threshold == pytest.approx(0.3)
+    answers = ens.predict(TEXTS, top_k=2, threshold=0.0)
+    assert [a.intent for a in answers] == [INTENTS[j] for j in ref.argmax(1)]
+    assert all(a.top_k[0][1] == pytest.approx(ref[i].max()) for i, a in enumerate(answers))
+    oos = ens.predict(TEXTS, threshold=1.0)
+    assert all(a.out_of_scope for a in oos)
+
+
+def test_save_load_round_trip_and_evaluation(members, tmp_path):
+    ens = EnsembleClassifier(members[:2], threshold=0.25, info={"seeds": [0, 1]})
+    back = EnsembleClassifier.load(ens.save(tmp_path / "ens"))
+    np.testing.assert_allclose(back.predict_proba(TEXTS), ens.predict_proba(TEXTS), atol=1e-6)
+    assert back.threshold == 0.25 and back.info == {"seeds": [0, 1]}
+    gold = ["card", "transfer", "refund", "balance", "card", "refund"]
+    report = evaluate_classifier(ens, TEXTS, gold)
+    pred = [INTENTS[j] for j in ens.predict_proba(TEXTS).argmax(1)]
+    hits = [p == g for p, g in zip(pred, gold, strict=True)]
+    assert report["accuracy"] == pytest.approx(np.mean(hits))
+
+
+def test_ensemble_errors(members, tmp_path):
+    with pytest.raises(ValueError, match="at least two"):
+        EnsembleClassifier(members[:1])
+    other = IntentClassifier(members[0].model, members[0].tokenizer, list(reversed(INTENTS)))
+    with pytest.raises(ValueError, match="other intents"):
+        EnsembleClassifier([members[0], other])
+    with pytest.raises(ValueError, match="threshold"):
+        EnsembleClassifier(members, threshold=1.5)
+    with pytest.raises(FileNotFoundError, match="ensemble.json"):
+        EnsembleClassifier.load(tmp_path)
