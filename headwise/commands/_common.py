@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound import COMPOUND_FILE
+from headwise.intent.ensemble import ENSEMBLE_FILE, EnsembleClassifier
 from headwise.text.annotations import AnnotatedDataset, read_annotated
 from headwise.text.readers import FORMATS, Dataset, read_examples
 
@@ -36,6 +38,13 @@ def read_compound(path: str, args: argparse.Namespace) -> AnnotatedDataset:
     data = read_annotated(path, skip_bad_rows=args.skip_bad_rows)
     _report_skipped(path, data.skipped)
     return data
+
+
+def load_single_label(directory: str) -> IntentClassifier | EnsembleClassifier:
+    """A saved intent classifier, or a saved ensemble of them (``ensemble.json``)."""
+    if (Path(directory) / ENSEMBLE_FILE).is_file():
+        return EnsembleClassifier.load(directory)
+    return IntentClassifier.load(directory)
 
 
 def is_compound_model(directory: str) -> bool:

@@ -64,3 +64,21 @@ def test_ensemble_errors(members, tmp_path):
         EnsembleClassifier(members, threshold=1.5)
     with pytest.raises(FileNotFoundError, match="ensemble.json"):
         EnsembleClassifier.load(tmp_path)
+
+
+def test_predict_and_eval_commands_take_a_saved_ensemble(members, tmp_path, capsys):
+    import json
+
+    from headwise.cli import main
+
+    ens = EnsembleClassifier(members, threshold=0.0)
+    path = ens.save(tmp_path / "ens")
+    assert main(["predict", str(path), TEXTS[0], TEXTS[1], "--json", "--top-k", "2"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["intent"] for x in lines] == [a.intent for a in ens.predict(TEXTS[:2])]
+    data = tmp_path / "test.csv"
+    data.write_text("text,label\n" + "".join(f"{t},card\n" for t in TEXTS), encoding="utf-8")
+    assert main(["eval", str(path), "--data", str(data), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out.splitlines()[-1])
+    pred = [INTENTS[j] for j in ens.predict_proba(TEXTS).argmax(1)]
+    assert report["accuracy"] == pytest.approx(np.mean([p == "card" for p in pred]))
