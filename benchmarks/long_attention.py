@@ -373,9 +373,11 @@ def _key(rec: dict[str, Any]) -> tuple:
 def merge(old: dict[str, Any], meta: dict[str, Any], records: list[dict[str, Any]]
           ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The earlier run's meta and records with this run's records in place of the ones it
-    re-measured; ``meta["merges"]`` lists each merged run (command, date, what, load)."""
+    re-measured; ``meta["merges"]`` lists each merged run (command, date, what, load).
+    A re-measured chunked part replaces the old one whole (its settings may have changed)."""
     new = {_key(r) for r in records}
-    kept = [r for r in old["records"] if _key(r) not in new]
+    whole = {"chunked"} & {r["part"] for r in records}
+    kept = [r for r in old["records"] if _key(r) not in new and r["part"] not in whole]
     what = sorted({" ".join(str(x) for x in _key(r)[:3] if x) for r in records})
     merged = {**old["meta"], "merges": [*old["meta"].get("merges", []), {
         "command": meta["command"], "date": meta["date"], "what": what,
