@@ -143,13 +143,8 @@ class IntentClassifier:
             ValueError: an empty list or text, ``top_k < 1``, a threshold outside [0, 1].
             TypeError: a non-string item.
         """
-        if isinstance(texts, str):
-            texts = [texts]
-        if top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {top_k}")
-        t = self.threshold if threshold is None else float(threshold)
-        if not 0.0 <= t <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {t}")
+        texts = [texts] if isinstance(texts, str) else texts
+        t = check_answer_options(top_k, self.threshold if threshold is None else threshold)
         probs = self.predict_proba(texts, batch_size=batch_size)
         return answers_from_probs(texts, probs, self.labels, top_k=top_k, threshold=t)
 
@@ -199,6 +194,20 @@ class IntentClassifier:
     def __repr__(self) -> str:
         return (f"IntentClassifier({type(self.model).__name__}, {len(self.labels)} intents, "
                 f"T={self.temperature:.3g}, threshold={self.threshold:.3g})")
+
+
+def check_answer_options(top_k: int, threshold: float) -> float:
+    """The threshold as a float, after checking ``top_k >= 1`` and ``0 <= threshold <= 1``.
+
+    Raises:
+        ValueError: either out of range.
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}")
+    t = float(threshold)
+    if not 0.0 <= t <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], got {t}")
+    return t
 
 
 def answers_from_probs(texts: Sequence[str], probs: np.ndarray, labels: Sequence[str], *,

@@ -18,7 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.classifier import IntentClassifier, IntentPrediction, answers_from_probs
+from headwise.intent.classifier import (
+    IntentClassifier,
+    IntentPrediction,
+    answers_from_probs,
+    check_answer_options,
+)
 from headwise.models.io import write_json_atomically
 
 __all__ = ["ENSEMBLE_FILE", "EnsembleClassifier"]
@@ -70,13 +75,8 @@ class EnsembleClassifier:
                 ) -> list[IntentPrediction]:
         """Top intents of each text from the averaged probabilities (see
         :meth:`IntentClassifier.predict`; same arguments, errors and answers)."""
-        if isinstance(texts, str):
-            texts = [texts]
-        if top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {top_k}")
-        t = self.threshold if threshold is None else float(threshold)
-        if not 0.0 <= t <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {t}")
+        texts = [texts] if isinstance(texts, str) else texts
+        t = check_answer_options(top_k, self.threshold if threshold is None else threshold)
         probs = self.predict_proba(texts, batch_size=batch_size)
         return answers_from_probs(texts, probs, self.labels, top_k=top_k, threshold=t)
 
