@@ -18,20 +18,17 @@ import numpy as np
 
 
 def build_floor(language: str) -> Any:
-    """The scikit-learn pipeline for ``"en"`` or ``"zh"``."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    """The scikit-learn pipeline for ``"en"`` or ``"zh"`` (features: the ones label cleaning
+    uses, ``headwise.intent.cleaning.tfidf_features``)."""
     from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline, make_union
+    from sklearn.pipeline import make_pipeline
     from sklearn.svm import LinearSVC
 
+    from headwise.intent.cleaning import tfidf_features
+
     if language == "zh":
-        return make_pipeline(
-            TfidfVectorizer(analyzer="char", ngram_range=(1, 3), sublinear_tf=True),
-            LogisticRegression(C=10.0, max_iter=2000))
-    return make_pipeline(
-        make_union(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, lowercase=True),
-                   TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)),
-        LinearSVC(C=1.0))
+        return make_pipeline(tfidf_features(True), LogisticRegression(C=10.0, max_iter=2000))
+    return make_pipeline(tfidf_features(False), LinearSVC(C=1.0))
 
 
 def run_floor(language: str, train: tuple[Sequence[str], Sequence[str]],

@@ -27,7 +27,7 @@ import numpy as np
 from headwise.text.char_level import cjk_fraction
 
 __all__ = ["CLEANING_MODES", "LabelIssues", "clean_labels", "find_label_issues",
-           "out_of_fold_probs"]
+           "out_of_fold_probs", "tfidf_features"]
 
 #: what :func:`clean_labels` does with a flagged example
 CLEANING_MODES = ("drop", "relabel")
@@ -69,18 +69,26 @@ class LabelIssues:
                                                  self.suggested[:examples], strict=True)]}
 
 
-def _text_model(texts: Sequence[str]):
+def tfidf_features(chinese: bool):
+    """The TF-IDF features of the out-of-fold model (and of the benchmarks' floor): character
+    1-3-grams for Chinese; word 1-2-grams with character 2-5-grams (within word boundaries)
+    otherwise; sublinear term frequencies. An unfitted scikit-learn transformer."""
     from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline, make_union
+    from sklearn.pipeline import make_union
 
-    if cjk_fraction(texts[:2000]) > 0.3:
-        features = TfidfVectorizer(analyzer="char", ngram_range=(1, 3), sublinear_tf=True)
-    else:
-        features = make_union(
-            TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
-            TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True))
-    return make_pipeline(features, LogisticRegression(C=4.0, max_iter=300))
+    if chinese:
+        return TfidfVectorizer(analyzer="char", ngram_range=(1, 3), sublinear_tf=True)
+    return make_union(
+        TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, lowercase=True),
+        TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True))
+
+
+def _text_model(texts: Sequence[str]):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    return make_pipeline(tfidf_features(cjk_fraction(texts[:2000]) > 0.3),
+                         LogisticRegression(C=4.0, max_iter=300))
 
 
 def _folds(labels: Sequence[str], folds: int) -> int:

@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from headwise.text.batching import pad_collate
+
 __all__ = ["ProbeResult", "fit_linear_probe", "fit_logistic_regression", "pooled_features"]
 
 
@@ -71,12 +73,8 @@ def pooled_features(model: nn.Module, ids: Sequence[Sequence[int]], *, pad_id: i
     try:
         for start in range(0, len(order), batch_size):
             group = order[start:start + batch_size]
-            width = max(len(ids[i]) for i in group)
-            x = torch.full((len(group), width), pad_id, dtype=torch.long)
-            for row, i in enumerate(group):
-                x[row, :len(ids[i])] = torch.as_tensor(ids[i])
-            mask = (torch.arange(width)[None] < torch.tensor([len(ids[i]) for i in group])[:, None])
-            x, mask = x.to(device), mask.to(device)
+            batch = pad_collate([{"input_ids": ids[i]} for i in group], pad_id)
+            x, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
             pooled = model.pool(model.encode(x, mask), mask).double().cpu()
             if out is None:
                 out = torch.empty(len(ids), pooled.shape[1], dtype=torch.float64)
