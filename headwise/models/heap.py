@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 
 __all__ = ["DEFAULT_MMAP_THRESHOLD", "M_MMAP_THRESHOLD", "heap_is_steady", "steady_heap"]
@@ -36,7 +37,10 @@ _USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TO
 _state: dict[str, int | None] = {"threshold": None}
 
 
+@functools.cache
 def _glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc (looked up once: steady_heap runs on every call of a
+    gradient-free chunked encode)."""
     try:
         if not os.confstr("CS_GNU_LIBC_VERSION"):
             return None
