@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from model_helpers import first_layer_weights
 
-from headwise.attention.capture import capture_attention
 from headwise.models import ModelConfig, TransformerEncoder
 from headwise.text import train_tokenizer
 from headwise.text.negation_tokens import is_negation_piece, negation_token_ids
@@ -55,12 +55,8 @@ def test_number_and_negation_biases_add_up():
         both.negation_bias[0].weight.copy_(torch.tensor([1.5, -1.0]))
     ids = torch.tensor([[1, 5, 7, 3, 7, 2, 0]])
     mask = ids != 0
-    with capture_attention() as cap:
-        plain(ids, mask)
-    w0 = next(iter(cap.values()))[0].double()
-    with capture_attention() as cap:
-        both(ids, mask)
-    wb = next(iter(cap.values()))[0].double()
+    w0 = first_layer_weights(plain, ids, mask)
+    wb = first_layer_weights(both, ids, mask)
     is_num = (ids[0] == 5).double()
     is_neg = (ids[0] == 7).double()
     b = (torch.tensor([0.7, 0.0, 0.0, 0.0], dtype=torch.float64)[:, None] * is_num

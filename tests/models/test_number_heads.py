@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from model_helpers import first_layer_weights
 
-from headwise.attention.capture import capture_attention
 from headwise.attention.number_bias import NumberKeyBias
 from headwise.models import ModelConfig, TransformerEncoder
 from headwise.text.number_tokens import is_number_piece, number_token_ids
@@ -63,12 +63,8 @@ def test_bias_reweights_number_keys_by_exp_b():
         numbered.number_bias[0].weight.copy_(torch.tensor([1.5, -2.0]))
     ids = torch.tensor([[1, 5, 3, 6, 2, 0]])
     mask = ids != 0
-    with capture_attention() as cap:
-        plain(ids, mask)
-    w0 = next(iter(cap.values()))[0].double()
-    with capture_attention() as cap:
-        numbered(ids, mask)
-    wb = next(iter(cap.values()))[0].double()
+    w0 = first_layer_weights(plain, ids, mask)
+    wb = first_layer_weights(numbered, ids, mask)
     is_num = torch.tensor([0, 1, 0, 1, 0, 0], dtype=torch.float64)
     b = torch.tensor([1.5, 0.0, -2.0, 0.0], dtype=torch.float64)
     scaled = w0 * torch.exp(b[None, :, None, None] * is_num)
