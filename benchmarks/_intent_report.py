@@ -213,6 +213,17 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
         else:
             for text, where in texts.items():
                 lines.append(f"- `{c}` ({'; '.join(where)}): {text}")
+    cleaned = [r for r in runs if r.get("status") == "ok" and r.get("cleaning")]
+    if cleaned:
+        lines += ["", "Label cleaning (confident learning, `headwise.intent.cleaning`), rows "
+                  "flagged as mislabelled and dropped before training:"]
+        for r in cleaned:
+            c = r["cleaning"]
+            top = ", ".join(f"{k} {v}" for k, v in list(c["by_label"].items())[:5])
+            lines.append(f"- `{r['config']}` {r['dataset']} seed {r['seed']}: {c['flagged']} of "
+                         f"{c['total']} ({100 * c['fraction']:.1f} %), {c['folds']}-fold "
+                         f"out-of-fold TF-IDF probabilities, {c['seconds']:.0f} s; most "
+                         f"flagged given labels: {top}")
     if failed:
         lines += ["", "Runs that did not finish:"] + [
             f"- {r['dataset']} {r['config']} seed {r['seed']}: {r['status']} "

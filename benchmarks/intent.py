@@ -66,11 +66,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # still rising at epoch 4), balanced class weights for CIC's macro-F1
     "minilm-8ep": dict(model="pretrained:{minilm}", epochs=8, patience=3, lr=8e-5,
                        label_smoothing=0.1, warmup_ratio=0.1, max_length=64, batch_size=32),
-    # validation accuracy still rose at epoch 8 (92.4 %): longer still
-    "minilm-12ep": dict(model="pretrained:{minilm}", epochs=12, patience=3, lr=8e-5,
-                        label_smoothing=0.1, warmup_ratio=0.1, max_length=64, batch_size=32),
-    # LP-FT (Kumar et al. 2022): the head fitted on the frozen encoder first (its C chosen on
-    # the validation split: 1 -> 92.0 %, 10 -> 91.3 %), then everything fine-tuned
+    # LP-FT (Kumar et al. 2022): the head fitted on the frozen encoder first, then everything
+    # fine-tuned (C=1 did better than 10, 100 and 1000 on the validation split in a one-off
+    # check that is not kept)
     "minilm-lpft": dict(model="pretrained:{minilm}", linear_probe=True, probe_c=1.0, epochs=8,
                         patience=3, lr=5e-5, label_smoothing=0.1, warmup_ratio=0.1,
                         max_length=64, batch_size=32),
@@ -79,7 +77,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "transformer-concat-ln-rope-ens3": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
                                             position="rope", ensemble=3),
     # LP-FT with a 2.5x smaller fine-tuning rate: minilm-lpft's validation accuracy peaked
-    # at epoch 2 of 8 (93.2 %) and fell after, a sign of too large late steps
+    # early (its run stopped early at epoch 5 of 8) and fell after, a sign of too large
+    # late steps
     "minilm-lpft-2e5": dict(model="pretrained:{minilm}", linear_probe=True, probe_c=1.0,
                             epochs=6, patience=3, lr=2e-5, label_smoothing=0.1,
                             warmup_ratio=0.1, max_length=64, batch_size=32),
@@ -95,7 +94,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
                                        position="rope"),
 }
 ONLY_ON = {"minilm": ("banking77",), "minilm-8ep": ("banking77",),
-           "minilm-12ep": ("banking77",), "minilm-lpft": ("banking77",),
+           "minilm-lpft": ("banking77",),
            "minilm-lpft-2e5": ("banking77",),  # an English model
            "bilstm-balanced": ("dataclue_cic",),
            "transformer-concat-ln-balanced": ("dataclue_cic",)}
