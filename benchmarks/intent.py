@@ -82,6 +82,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "minilm-lpft-2e5": dict(model="pretrained:{minilm}", linear_probe=True, probe_c=1.0,
                             epochs=6, patience=3, lr=2e-5, label_smoothing=0.1,
                             warmup_ratio=0.1, max_length=64, batch_size=32),
+    # a uniform model soup (Wortsman et al. 2022; headwise.intent.soup): run s averages the
+    # weights of minilm-lpft-2e5 seeds 3s, 3s+1, 3s+2 (measured as runs of their own, kept
+    # with --keep-models) into one model: 3x the training, 1x the latency
+    "minilm-lpft-2e5-soup3": dict(soup_of="minilm-lpft-2e5", soup=3),
     "bilstm-balanced": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200,
                             lstm_pooling="max", dropout=0.3, epochs=10, patience=3, lr=2e-3,
                             label_smoothing=0.1, max_length=64, vocab_size=8000,
@@ -96,6 +100,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
 ONLY_ON = {"minilm": ("banking77",), "minilm-8ep": ("banking77",),
            "minilm-lpft": ("banking77",),
            "minilm-lpft-2e5": ("banking77",),  # an English model
+           "minilm-lpft-2e5-soup3": ("banking77",),
            "bilstm-balanced": ("dataclue_cic",),
            "transformer-concat-ln-balanced": ("dataclue_cic",)}
 
@@ -188,6 +193,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         return {"status": "ok", "latency": {**latency, "loadavg": load,
                                             **({"onnx": onnx} if onnx else {})}}
 
+    if spec.get("soup_members"):
+        return soup_worker(spec, test)
     out = Path(tempfile.mkdtemp(prefix="headwise-intent-"))
     size = CONFIGS[spec["config"]].get("ensemble", 1)
     try:
@@ -227,6 +234,61 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                 "unseen_test_labels": report["unseen_labels"]}
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def soup_worker(spec: dict[str, Any], test: Any) -> dict[str, Any]:
+    """Average kept member classifiers into one (a uniform soup), then test and time it."""
+    from headwise.intent import IntentClassifier, evaluate_classifier, measure_latency
+    from headwise.intent.soup import uniform_soup
+
+    members = spec["soup_members"]
+    clf = uniform_soup([IntentClassifier.load(m["model_dir"]) for m in members],
+                       info={"members": members})
+    report = evaluate_classifier(clf, test.texts, test.labels)
+    load = os.getloadavg()[0]
+    latency = measure_latency(clf, test.texts, queries=200, batches=20)
+    onnx = onnx_latency(clf, test.texts)
+    latency.update(loadavg=load, **({"onnx": onnx} if onnx else {}))
+    keep = None
+    if spec.get("keep_dir"):
+        keep = Path(spec["keep_dir"]) / f"{spec['dataset']}-{spec['config']}-{spec['seed']}"
+        shutil.rmtree(keep, ignore_errors=True)
+        clf.save(keep)
+    return {"status": "ok", "model_dir": None if keep is None else str(keep),
+            "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
+            "train_seconds": sum(m["train_seconds"] for m in members),
+            "members": [m["seed"] for m in members],
+            "parameters": sum(p.numel() for p in clf.model.parameters()),
+            "vocab_size": clf.tokenizer.vocab_size, "latency": latency,
+            "unseen_test_labels": report["unseen_labels"]}
+
+
+def expand_soups(plan: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+    """Put the member runs of every soup run in the plan before it (once each)."""
+    out: list[tuple[str, str, int]] = []
+    for d, c, s in plan:
+        cfg = CONFIGS[c]
+        if "soup_of" in cfg:
+            k = cfg["soup"]
+            out += [(d, cfg["soup_of"], k * s + j) for j in range(k)]
+        out.append((d, c, s))
+    return list(dict.fromkeys(out))
+
+
+def soup_members(done: dict[tuple[str, str, int], dict[str, Any]], d: str, c: str,
+                 s: int) -> list[dict[str, Any]]:
+    """The kept member classifiers of soup run (d, c, s); ValueError when one is missing."""
+    cfg, members = CONFIGS[c], []
+    for j in range(cfg["soup"]):
+        seed = cfg["soup"] * s + j
+        rec = done.get((d, cfg["soup_of"], seed), {})
+        if rec.get("status") != "ok" or not rec.get("model_dir") \
+                or not Path(rec["model_dir"]).is_dir():
+            raise ValueError(f"the soup {c} seed {s} needs the kept model of {cfg['soup_of']} "
+                             f"seed {seed}: run with --keep-models")
+        members.append({"seed": seed, "model_dir": rec["model_dir"],
+                        "train_seconds": rec["train_seconds"]})
+    return members
 
 
 def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -289,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         done = {} if args.rerun else done_runs(args.results)
         plan = [(d, c, int(s)) for s in args.seeds.split(",") for c in args.configs.split(",")
                 for d in args.datasets.split(",") if d in ONLY_ON.get(c, (d,))]
+        plan = expand_soups(plan)
         todo = [k for k in plan if k not in done]
         print(f"{len(plan)} runs planned, {len(plan) - len(todo)} already measured",
               file=sys.stderr)
@@ -299,7 +362,12 @@ def main(argv: list[str] | None = None) -> int:
                     "quick": args.quick, "threads": args.threads,
                     "keep_dir": str(args.keep_models) if args.keep_models else None}
             start = time.time()
-            rec = H.run_worker(Path(__file__), spec, args.timeout)
+            try:
+                if "soup_of" in CONFIGS[c]:
+                    spec["soup_members"] = soup_members(done_runs(args.results), d, c, s)
+                rec = H.run_worker(Path(__file__), spec, args.timeout)
+            except ValueError as e:
+                rec = {"status": "error", "error": str(e), "wall_s": 0.0}
             rec.update(dataset=d, config=c, seed=s, quick=args.quick,
                        recipe=CONFIGS[c], command=H.command_line(),
                        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))

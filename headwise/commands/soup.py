@@ -1,0 +1,59 @@
+"""``headwise soup``: several fine-tuned classifiers' weights averaged into one model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from headwise.commands._common import add_data_options, read
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "soup", help="average fine-tuned classifiers' weights into one model",
+        description="Write the uniform model soup of several classifiers (Wortsman et al. "
+        "2022): every weight is the mean of the members' weights, so the result is one "
+        "model with one member's size and latency. It helps when the members were "
+        "fine-tuned from the same pretrained model (`headwise train --model pretrained:DIR`, "
+        "different --seed); classifiers trained from scratch do not average well. With "
+        "--data, the members and the soup are scored on a labelled file, so you see "
+        "whether the soup is better before you use it.")
+    p.add_argument("out", metavar="OUT", help="directory to write the soup to")
+    p.add_argument("models", metavar="MODEL", nargs="+",
+                   help="two or more directories saved by `headwise train`")
+    p.add_argument("--data", metavar="FILE", help="labelled data to score members and soup on")
+    p.add_argument("--json", action="store_true", help="print the scores as JSON")
+    add_data_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from headwise.intent import IntentClassifier, evaluate_classifier
+    from headwise.intent.soup import uniform_soup
+
+    if len(args.models) < 2:
+        raise ValueError(f"a soup needs at least two models, got {len(args.models)}")
+    out = Path(args.out)
+    if out.resolve() in {Path(m).resolve() for m in args.models}:
+        raise ValueError(f"OUT {out} is one of the members; write the soup elsewhere")
+    members = [IntentClassifier.load(m) for m in args.models]
+    soup = uniform_soup(members, info={"soup_of": [str(Path(m).resolve())
+                                                   for m in args.models]})
+    soup.save(out)
+    print(f"wrote the soup of {len(members)} models to {out}", file=sys.stderr)
+    if args.data:
+        data = read(args.data, args)
+        scores = {}
+        for name, clf in [*zip(args.models, members, strict=True), ("soup", soup)]:
+            r = evaluate_classifier(clf, data.texts, data.labels)
+            scores[name] = {"accuracy": r["accuracy"], "macro_f1": r["macro_f1"]}
+        if args.json:
+            print(json.dumps(scores, indent=2))
+        else:
+            width = max(len(n) for n in scores)
+            print(f"{'model':<{width}}  accuracy  macro-F1")
+            for name, s in scores.items():
+                print(f"{name:<{width}}  {100 * s['accuracy']:7.2f}%  {100 * s['macro_f1']:7.2f}%")
+    return 0

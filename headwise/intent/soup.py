@@ -1,0 +1,103 @@
+"""Model soups: several fine-tuned classifiers' weights averaged into one model.
+
+Fine-tuning runs that start from the same pretrained weights (and, with LP-FT, the same
+linear-probe head) stay in one basin of the loss: the element-wise mean of their weights is
+itself a good model, often better than any one of them (Wortsman et al. 2022, "Model soups:
+averaging weights of multiple fine-tuned models improves accuracy without increasing
+inference time"). Unlike an :class:`~headwise.intent.ensemble.EnsembleClassifier`, the soup
+is one model: one forward pass per query, the members' latency and size.
+
+Only runs that share the pretrained starting point make a useful soup. Classifiers trained
+from scratch with different seeds sit in different basins, and their average is usually
+worse than either; :func:`uniform_soup` cannot tell the two cases apart, so evaluate the
+soup before using it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from headwise.intent.classifier import IntentClassifier
+
+__all__ = ["uniform_soup"]
+
+
+def _tokenizer_signature(clf: IntentClassifier) -> tuple[Any, ...]:
+    tok = clf.tokenizer
+    return (tok.backend.to_str(), tuple(sorted(tok.special_tokens.items())),
+            tok.number_pattern, tok.lowercase)
+
+
+def uniform_soup(members: Sequence[IntentClassifier], *,
+                 info: dict[str, Any] | None = None) -> IntentClassifier:
+    """The uniform soup of ``members``: every floating-point weight and buffer averaged.
+
+    The mean is taken in float64 and cast back to each tensor's dtype. Integer buffers
+    (position ids, counters) must be equal in all members and are kept. The soup's
+    temperature is the geometric mean of the members' temperatures and its out-of-scope
+    threshold their mean: the soup has, in general, trained on every member's validation
+    split, so no held-out data is left to recalibrate it on.
+
+    Args:
+        members: two or more classifiers of one architecture, with the same intents (in the
+            same order), tokenizer and ``max_length``. They are not modified.
+        info: free-form summary stored with the soup (``info["soup"]`` records the
+            members' temperatures and thresholds).
+
+    Returns:
+        A new :class:`IntentClassifier` (a deep copy of the first member's model holding
+        the averaged weights).
+
+    Raises:
+        ValueError: fewer than two members, or members that differ in intents, tokenizer,
+            ``max_length``, model class, parameter names or shapes, or integer buffers.
+    """
+    members = list(members)
+    if len(members) < 2:
+        raise ValueError(f"a soup needs at least two members, got {len(members)}")
+    first = members[0]
+    states = [m.model.state_dict() for m in members]
+    for i, m in enumerate(members[1:], 1):
+        if m.labels != first.labels:
+            raise ValueError(f"member {i} has other intents (or another order) than member 0")
+        if m.max_length != first.max_length:
+            raise ValueError(f"member {i} has max_length {m.max_length}, member 0 "
+                             f"{first.max_length}")
+        if type(m.model) is not type(first.model):
+            raise ValueError(f"member {i} is a {type(m.model).__name__}, member 0 a "
+                             f"{type(first.model).__name__}")
+        if _tokenizer_signature(m) != _tokenizer_signature(first):
+            raise ValueError(f"member {i} has another tokenizer than member 0")
+        if list(states[i]) != list(states[0]):
+            raise ValueError(f"member {i} has other parameter names than member 0 (another "
+                             f"architecture)")
+    averaged: dict[str, torch.Tensor] = {}
+    for name, ref in states[0].items():
+        tensors = [s[name] for s in states]
+        for i, t in enumerate(tensors[1:], 1):
+            if t.shape != ref.shape:
+                raise ValueError(f"{name}: member {i} has shape {tuple(t.shape)}, member 0 "
+                                 f"{tuple(ref.shape)}")
+        if ref.is_floating_point() or ref.is_complex():
+            mean = torch.stack([t.detach().cpu().double() for t in tensors]).mean(0)
+            averaged[name] = mean.to(ref.dtype)
+        else:
+            if not all(torch.equal(t.cpu(), ref.cpu()) for t in tensors[1:]):
+                raise ValueError(f"{name}: the integer buffer differs between members; they "
+                                 f"cannot be averaged")
+            averaged[name] = ref.detach().cpu().clone()
+    model = copy.deepcopy(first.model).cpu()
+    model.load_state_dict(averaged)
+    temperatures = [m.temperature for m in members]
+    thresholds = [m.threshold for m in members]
+    meta = {**(info or {}), "soup": {"members": len(members), "temperatures": temperatures,
+                                     "thresholds": thresholds}}
+    return IntentClassifier(
+        model, copy.deepcopy(first.tokenizer), first.labels,
+        temperature=math.exp(sum(math.log(t) for t in temperatures) / len(temperatures)),
+        threshold=sum(thresholds) / len(thresholds), max_length=first.max_length, info=meta)
