@@ -1,4 +1,5 @@
-"""The training objective of an intent classifier: label-smoothed cross-entropy.
+"""The training objective of an intent classifier: label-smoothed cross-entropy, or its
+noise-robust generalisation.
 
 :class:`SmoothedClassification` wraps any classifier returning ``{"logits"}`` so the
 :class:`~headwise.train.Trainer` trains it with label smoothing (Szegedy et al. 2016):
@@ -7,14 +8,21 @@ a small-data classifier from becoming over-confident. Optional per-intent weight
 (:func:`balanced_class_weights`) make rare intents count as much as frequent ones, which is
 what macro-F1 rewards on imbalanced data. The wrapped model is trained in place; after
 training use it directly.
+
+With ``gce_q`` set, the loss is the generalized cross-entropy of Zhang & Sabuncu (2018),
+``(1 - p_y ** q) / q`` (:func:`generalized_cross_entropy`): cross-entropy as ``q -> 0``, the
+mean absolute error ``1 - p_y`` at ``q = 1``. Its gradient is cross-entropy's scaled by
+``p_y ** q``, so examples the model finds implausible -- often the mislabelled ones of a
+noisy training set -- pull less.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
+from sklearn.metrics import f1_score
 from torch import Tensor, nn
 
 
@@ -36,6 +44,43 @@ def balanced_class_weights(labels: Sequence[int], num_classes: int) -> Tensor:
     return weights.float()
 
 
+def generalized_cross_entropy(logits: Tensor, labels: Tensor, q: float, *,
+                              label_smoothing: float = 0.0,
+                              weight: Tensor | None = None) -> Tensor:
+    """The generalized cross-entropy ``sum_k t_k (1 - p_k ** q) / q``, averaged over the batch.
+
+    ``t`` is the one-hot target, label-smoothed like :func:`torch.nn.functional.cross_entropy`
+    (``1 - eps`` on the label plus ``eps / classes`` everywhere). With ``weight``, each
+    example counts ``weight[label]`` and the mean divides by the sum of those weights (as
+    cross-entropy does without smoothing; PyTorch's smoothed cross-entropy weights each
+    smoothing term by its own class instead). Computed in float32 or wider, from
+    log-probabilities.
+
+    Args:
+        logits: (batch, classes).
+        labels: (batch,) class ids.
+        q: in (0, 1]; the limit ``q -> 0`` is cross-entropy.
+        label_smoothing: ``eps`` in [0, 1).
+        weight: optional (classes,) per-class weights.
+
+    Raises:
+        ValueError: ``q`` outside (0, 1].
+    """
+    if not 0.0 < q <= 1.0:
+        raise ValueError(f"the generalized cross-entropy needs q in (0, 1], got {q}")
+    wide = logits if logits.dtype == torch.float64 else logits.float()
+    logp = F.log_softmax(wide, dim=-1)
+    per_class = -torch.expm1(q * logp) / q  # (1 - p ** q) / q, exact for small q * log p
+    target = F.one_hot(labels, logits.shape[-1]).to(per_class.dtype)
+    if label_smoothing:
+        target = target * (1 - label_smoothing) + label_smoothing / logits.shape[-1]
+    loss = (target * per_class).sum(-1)
+    if weight is None:
+        return loss.mean()
+    w = weight.to(loss.dtype)[labels]
+    return (w * loss).sum() / w.sum()
+
+
 class SmoothedClassification(nn.Module):
     """``model`` plus a label-smoothed cross-entropy loss.
 
@@ -45,19 +90,25 @@ class SmoothedClassification(nn.Module):
         label_smoothing: the smoothing ``eps`` in [0, 1).
         class_weights: optional (classes,) loss weight per intent (a buffer: it follows
             the module to the device and is saved in training checkpoints).
+        gce_q: None for cross-entropy; a ``q`` in (0, 1] for the noise-robust
+            :func:`generalized_cross_entropy` (with the same smoothing and weights).
 
     Raises:
-        ValueError: ``label_smoothing`` outside [0, 1), or non-positive weights.
+        ValueError: ``label_smoothing`` outside [0, 1), non-positive weights, or ``gce_q``
+            outside (0, 1].
     """
 
     def __init__(self, model: nn.Module, label_smoothing: float = 0.0,
-                 class_weights: Tensor | None = None) -> None:
+                 class_weights: Tensor | None = None, gce_q: float | None = None) -> None:
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         if class_weights is not None and not bool((class_weights > 0).all()):
             raise ValueError("class weights must be positive")
+        if gce_q is not None and not 0.0 < gce_q <= 1.0:
+            raise ValueError(f"gce_q must be in (0, 1], got {gce_q}")
         self.model = model
+        self.gce_q = gce_q
         self.label_smoothing = float(label_smoothing)
         self.register_buffer("class_weights", None if class_weights is None
                              else class_weights.float())
@@ -67,7 +118,11 @@ class SmoothedClassification(nn.Module):
         """``{"logits"}``, plus ``"loss"`` (mean over the batch) when labels are given."""
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask)["logits"]
         out = {"logits": logits}
-        if labels is not None:
+        if labels is not None and self.gce_q is not None:
+            out["loss"] = generalized_cross_entropy(logits, labels, self.gce_q,
+                                                    label_smoothing=self.label_smoothing,
+                                                    weight=self.class_weights)
+        elif labels is not None:
             out["loss"] = F.cross_entropy(logits.float(), labels, weight=self.class_weights,
                                           label_smoothing=self.label_smoothing)
         return out
@@ -78,3 +133,22 @@ class SmoothedClassification(nn.Module):
         if fn is None:
             raise TypeError(f"{type(self.model).__name__} has no gradient checkpointing")
         fn(enabled)
+
+
+@torch.no_grad()
+def validation_metrics(model: nn.Module, loader: Iterable[dict[str, Tensor]]
+                       ) -> dict[str, float]:
+    """The Trainer's ``evaluate_fn`` for a :class:`SmoothedClassification`: validation
+    ``accuracy``, ``macro_f1`` (over the intents present in gold or predictions) and the
+    mean ``loss``."""
+    preds, golds, loss, n = [], [], 0.0, 0
+    device = next(model.parameters()).device
+    for batch in loader:
+        out = model(**{k: v.to(device) for k, v in batch.items()})
+        loss += float(out["loss"]) * len(batch["labels"])
+        n += len(batch["labels"])
+        preds.append(out["logits"].argmax(-1).cpu())
+        golds.append(batch["labels"])
+    p, g = torch.cat(preds).numpy(), torch.cat(golds).numpy()
+    return {"accuracy": float((p == g).mean()), "loss": loss / max(n, 1),
+            "macro_f1": float(f1_score(g, p, average="macro", zero_division=0))}

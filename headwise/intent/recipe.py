@@ -23,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from sklearn.metrics import f1_score
 from sklearn.model_selection import train_test_split
 from torch import nn
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.cleaning import CLEANING_MODES, clean_labels
 from headwise.intent.linear_probe import fit_linear_probe
-from headwise.intent.objective import SmoothedClassification, balanced_class_weights
+from headwise.intent.objective import (
+    SmoothedClassification,
+    balanced_class_weights,
+    validation_metrics,
+)
 from headwise.intent.oos import ThresholdChoice, calibrate_on_validation, is_oos_label
 from headwise.intent.pretrain import pretrain_encoder
 from headwise.loading import from_pretrained
@@ -64,6 +67,10 @@ class IntentRecipe:
         epochs, batch_size, lr (None: :data:`DEFAULT_LR` for the kind), weight_decay,
             warmup_ratio, schedule, patience, seed: training (see TrainConfig).
         label_smoothing: cross-entropy label smoothing.
+        gce_q: None (cross-entropy), or the ``q`` in (0, 1] of the noise-robust generalized
+            cross-entropy (:func:`~headwise.intent.objective.generalized_cross_entropy`).
+        select_on: the validation metric that picks the best epoch and stops early:
+            ``"accuracy"`` or ``"macro_f1"``.
         pretrain_epochs: epochs of masked-LM self-pretraining on the training texts before
             fine-tuning (:mod:`headwise.intent.pretrain`; Transformer only; 0: none).
         pretrain_lr: its peak learning rate (None: ``lr``'s value).
@@ -110,6 +117,8 @@ class IntentRecipe:
     patience: int | None = 5
     seed: int = 0
     label_smoothing: float = 0.1
+    gce_q: float | None = None
+    select_on: str = "accuracy"
     pretrain_epochs: int = 0
     pretrain_lr: float | None = None
     pretrain_mask_prob: float = 0.15
@@ -133,6 +142,10 @@ class IntentRecipe:
         if self.class_weighting not in ("none", "balanced"):
             raise ValueError(f"class_weighting must be none or balanced, got "
                              f"{self.class_weighting!r}")
+        if self.gce_q is not None and not 0.0 < self.gce_q <= 1.0:
+            raise ValueError(f"gce_q must be in (0, 1], got {self.gce_q}")
+        if self.select_on not in ("accuracy", "macro_f1"):
+            raise ValueError(f"select_on must be accuracy or macro_f1, got {self.select_on!r}")
         if self.pretrain_epochs < 0:
             raise ValueError(f"pretrain_epochs must be >= 0, got {self.pretrain_epochs}")
         if self.pretrain_epochs and self.kind != "transformer":
@@ -337,12 +350,12 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                   for x, i in zip(v_ids, known, strict=True)]
     weights = (balanced_class_weights([r["labels"] for r in train_rows], len(intents))
                if recipe.class_weighting == "balanced" else None)
-    wrapper = SmoothedClassification(model, recipe.label_smoothing, weights)
-    config = train_config(recipe, "accuracy")
+    wrapper = SmoothedClassification(model, recipe.label_smoothing, weights, recipe.gce_q)
+    config = train_config(recipe, recipe.select_on)
     ckpt_dir = out_dir / "checkpoints"
     trainer = Trainer(wrapper, config, train_rows, valid_data=valid_rows or None,
                       collate_fn=partial(pad_collate, pad_id=tokenizer.pad_token_id),
-                      evaluate_fn=_accuracy_and_f1 if valid_rows else None, out_dir=ckpt_dir)
+                      evaluate_fn=validation_metrics if valid_rows else None, out_dir=ckpt_dir)
     start = time.perf_counter()
     result = trainer.train(resume=resume)
     seconds = time.perf_counter() - start
@@ -378,18 +391,3 @@ def _split(texts: list[str], labels: list[str], recipe: IntentRecipe):
     stratify = labels if min(counts.values()) >= 2 else None
     return train_test_split(texts, labels, test_size=recipe.valid_fraction,
                             random_state=recipe.seed, stratify=stratify)
-
-
-@torch.no_grad()
-def _accuracy_and_f1(model: nn.Module, loader) -> dict[str, float]:
-    preds, golds, loss, n = [], [], 0.0, 0
-    device = next(model.parameters()).device
-    for batch in loader:
-        out = model(**{k: v.to(device) for k, v in batch.items()})
-        loss += float(out["loss"]) * len(batch["labels"])
-        n += len(batch["labels"])
-        preds.append(out["logits"].argmax(-1).cpu())
-        golds.append(batch["labels"])
-    p, g = torch.cat(preds).numpy(), torch.cat(golds).numpy()
-    return {"accuracy": float((p == g).mean()), "loss": loss / max(n, 1),
-            "macro_f1": float(f1_score(g, p, average="macro", zero_division=0))}

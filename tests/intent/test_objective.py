@@ -1,0 +1,102 @@
+"""The generalized cross-entropy against hand-computed float64 values and its limits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from headwise.intent.objective import SmoothedClassification, generalized_cross_entropy
+
+
+def _reference(logits: np.ndarray, y: np.ndarray, q: float, eps: float = 0.0,
+               w: np.ndarray | None = None) -> float:
+    """sum_k t_k (1 - p_k^q) / q per example, in float64 numpy."""
+    z = logits - logits.max(1, keepdims=True)
+    p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    k = logits.shape[1]
+    t = np.full_like(p, eps / k)
+    t[np.arange(len(y)), y] += 1 - eps
+    per = (t * (1 - p ** q) / q).sum(1)
+    ww = np.ones(len(y)) if w is None else w[y]
+    return float((ww * per).sum() / ww.sum())
+
+
+@pytest.mark.parametrize("q", [0.3, 0.7, 1.0])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_matches_the_formula(q, eps):
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 5, generator=g, dtype=torch.float64) * 3
+    y = torch.tensor([0, 1, 4, 4, 2, 3])
+    w = torch.tensor([0.5, 1.0, 2.0, 1.0, 3.0], dtype=torch.float64)
+    got = generalized_cross_entropy(logits, y, q, label_smoothing=eps, weight=w)
+    want = _reference(logits.numpy(), y.numpy(), q, eps, w.numpy())
+    assert float(got) == pytest.approx(want, rel=1e-12)
+
+
+def test_limits_and_gradient_scaling():
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(8, 4, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 4, (8,), generator=g)
+    # q -> 0 is cross-entropy, with smoothing or with weights (PyTorch weights smoothing
+    # terms by their own class, this loss by the example's label: the two differ when both)
+    w = torch.tensor([1.0, 2.0, 0.5, 1.0], dtype=torch.float64)
+    for eps, ww in ((0.1, None), (0.0, w)):
+        ce = F.cross_entropy(logits, y, weight=ww, label_smoothing=eps)
+        gce = generalized_cross_entropy(logits, y, 1e-7, label_smoothing=eps, weight=ww)
+        assert float(gce) == pytest.approx(float(ce), rel=1e-6)
+    # q = 1 is the mean absolute error 1 - p_y
+    p = logits.softmax(-1)[torch.arange(8), y]
+    assert float(generalized_cross_entropy(logits, y, 1.0)) == pytest.approx(
+        float((1 - p).mean()), rel=1e-12)
+    # per example, d GCE / d logits = p_y^q * d CE / d logits
+    for i in range(3):
+        a = logits[i:i + 1].clone().requires_grad_(True)
+        generalized_cross_entropy(a, y[i:i + 1], 0.7).backward()
+        b = logits[i:i + 1].clone().requires_grad_(True)
+        F.cross_entropy(b, y[i:i + 1]).backward()
+        scale = float(b.detach().softmax(-1)[0, y[i]]) ** 0.7
+        torch.testing.assert_close(a.grad, b.grad * scale)
+
+
+def test_wrapper_uses_it_and_checks_q():
+    class Fixed(torch.nn.Module):
+        def __init__(self, logits):
+            super().__init__()
+            self.logits = logits
+
+        def forward(self, input_ids, attention_mask=None):
+            return {"logits": self.logits}
+
+    logits = torch.randn(4, 3)
+    y = torch.tensor([0, 2, 1, 1])
+    out = SmoothedClassification(Fixed(logits), 0.1, gce_q=0.5)(torch.zeros(4, 2), labels=y)
+    torch.testing.assert_close(out["loss"], generalized_cross_entropy(logits, y, 0.5,
+                                                                      label_smoothing=0.1))
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="gce_q"):
+            SmoothedClassification(Fixed(logits), gce_q=bad)
+    with pytest.raises(ValueError, match="q in"):
+        generalized_cross_entropy(logits, y, -1.0)
+
+
+def test_recipe_trains_with_gce_and_selects_on_macro_f1(tmp_path):
+    from headwise.intent import IntentRecipe, train_intent_classifier
+
+    with pytest.raises(ValueError, match="gce_q"):
+        IntentRecipe(gce_q=0.0)
+    with pytest.raises(ValueError, match="select_on"):
+        IntentRecipe(select_on="f1")
+    rows = [(f"{w} card please {i}", "card") for i, w in enumerate(["lost", "stolen", "new"])]
+    rows += [(f"send {w} money {i}", "transfer") for i, w in enumerate(["some", "more", "all"])]
+    rows += [(f"my balance {w} {i}", "balance") for i, w in enumerate(["now", "today", "left"])]
+    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, epochs=3, batch_size=4,
+                          vocab_size=100, gce_q=0.7, select_on="macro_f1", patience=None,
+                          progress=False)
+    run = train_intent_classifier(rows * 3, rows, recipe, out_dir=tmp_path / "m")
+    scores = [r["eval_macro_f1"] for r in run.history if "eval_macro_f1" in r]
+    assert len(scores) == 3
+    # the kept weights are those of the best validation macro-F1
+    assert run.valid_metrics["macro_f1"] == pytest.approx(max(scores))
+    assert run.classifier.info["recipe"]["gce_q"] == 0.7
