@@ -23,6 +23,8 @@ def _name(config: str) -> str:
     """A configuration's name, an ensemble or a soup said to be one."""
     if config.endswith("-ens3"):
         return f"{config} (an ensemble of 3 seeds' models, 3x the latency)"
+    if config.startswith("ens-"):
+        return f"{config} (an ensemble of a TF-IDF, a BiLSTM and a Transformer model)"
     if config.endswith("-soup3"):
         return f"{config} (3 seeds' fine-tuned weights averaged into one model, 3x the training)"
     return config

@@ -86,6 +86,14 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # weights of minilm-lpft-2e5 seeds 3s, 3s+1, 3s+2 (measured as runs of their own, kept
     # with --keep-models) into one model: 3x the training, 1x the latency
     "minilm-lpft-2e5-soup3": dict(soup_of="minilm-lpft-2e5", soup=3),
+    # the library's TF-IDF + logistic regression (headwise.intent.tfidf: the floor's features
+    # and C, trained on the 90 % left by the validation split, temperature-calibrated)
+    "tfidf-lr": dict(model="tfidf", tfidf_c=10.0),
+    # different kinds of model make different mistakes: the calibrated probabilities of
+    # tfidf-lr, bilstm and transformer-concat-ln-rope (seed s each, one validation split)
+    # averaged (headwise.intent.ensemble); 3 models' latency
+    "ens-tfidf-bilstm-transformer": dict(combine=["tfidf-lr", "bilstm",
+                                                  "transformer-concat-ln-rope"]),
     "bilstm-balanced": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200,
                             lstm_pooling="max", dropout=0.3, epochs=10, patience=3, lr=2e-3,
                             label_smoothing=0.1, max_length=64, vocab_size=8000,
@@ -196,22 +204,27 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("soup_members"):
         return soup_worker(spec, test)
     out = Path(tempfile.mkdtemp(prefix="headwise-intent-"))
-    size = CONFIGS[spec["config"]].get("ensemble", 1)
+    cfg = CONFIGS[spec["config"]]
+    size = cfg.get("ensemble", 1)
     try:
-        # an ensemble of `size` members: run seed s trains seeds size*s ... size*s + size-1
-        seeds = [size * spec["seed"] + j for j in range(size)] if size > 1 else [spec["seed"]]
-        runs = [train_intent_classifier(train, valid, recipe_for(spec["config"], s,
-                                                                 spec["quick"]),
-                                        out_dir=out if size == 1 else out / f"member-{j}")
-                for j, s in enumerate(seeds)]
-        if size == 1:
-            clf = runs[0].classifier
+        # an ensemble of `size` members: run seed s trains seeds size*s ... size*s + size-1;
+        # a "combine" ensemble trains one model of each listed configuration with seed s
+        # (one validation split for all)
+        if "combine" in cfg:
+            plan = [(c, spec["seed"]) for c in cfg["combine"]]
+        else:
+            plan = [(spec["config"], size * spec["seed"] + j) for j in range(size)]
+        runs = [train_intent_classifier(train, valid, recipe_for(c, s, spec["quick"]),
+                                        out_dir=out if len(plan) == 1 else out / f"member-{j}")
+                for j, (c, s) in enumerate(plan)]
+        models = [r.classifier for r in runs]
+        if len(plan) == 1:
+            clf = models[0]
         else:
             from headwise.intent.ensemble import EnsembleClassifier
 
-            clf = EnsembleClassifier([r.classifier for r in runs], info={"seeds": seeds})
+            clf = EnsembleClassifier(models, info={"members": plan})
             clf.save(out)
-        models = [r.classifier for r in runs]
         report = evaluate_classifier(clf, test.texts, test.labels)
         load = os.getloadavg()[0]
         latency = measure_latency(clf, test.texts, queries=200, batches=20)
@@ -221,19 +234,28 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             keep = Path(spec["keep_dir"]) / f"{spec['dataset']}-{spec['config']}-{spec['seed']}"
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(out, keep)
-        one = lambda key: [m.info.get(key) for m in models] if size > 1 \
+        one = lambda key: [m.info.get(key) for m in models] if len(plan) > 1 \
             else models[0].info.get(key)  # noqa: E731
         return {"status": "ok", "model_dir": None if keep is None else str(keep),
                 "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
-                "valid": [r.valid_metrics for r in runs] if size > 1 else runs[0].valid_metrics,
+                "valid": [r.valid_metrics for r in runs] if len(plan) > 1
+                else runs[0].valid_metrics,
                 "train_seconds": sum(r.train_seconds for r in runs),
                 "epochs": one("epochs"), "steps": one("steps"),
-                "stopped_early": one("stopped_early"), "members": seeds,
-                "parameters": sum(p.numel() for m in models for p in m.model.parameters()),
-                "vocab_size": models[0].tokenizer.vocab_size, "latency": latency,
-                "unseen_test_labels": report["unseen_labels"]}
+                "stopped_early": one("stopped_early"), "members": [s for _, s in plan],
+                "parameters": sum(parameter_count(m) for m in models),
+                "vocab_size": next((m.tokenizer.vocab_size for m in models
+                                    if hasattr(m, "tokenizer")), None),
+                "latency": latency, "unseen_test_labels": report["unseen_labels"]}
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def parameter_count(clf: Any) -> int:
+    """Trainable numbers of a network, or the weights and biases of a TF-IDF model."""
+    if hasattr(clf, "model"):
+        return sum(p.numel() for p in clf.model.parameters())
+    return int(clf.coef.size + clf.intercept.size)
 
 
 def soup_worker(spec: dict[str, Any], test: Any) -> dict[str, Any]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
-from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound import COMPOUND_FILE
-from headwise.intent.ensemble import ENSEMBLE_FILE, EnsembleClassifier
 from headwise.text.annotations import AnnotatedDataset, read_annotated
 from headwise.text.readers import FORMATS, Dataset, read_examples
 
@@ -40,13 +40,6 @@ def read_compound(path: str, args: argparse.Namespace) -> AnnotatedDataset:
     return data
 
 
-def load_single_label(directory: str) -> IntentClassifier | EnsembleClassifier:
-    """A saved intent classifier, or a saved ensemble of them (``ensemble.json``)."""
-    if (Path(directory) / ENSEMBLE_FILE).is_file():
-        return EnsembleClassifier.load(directory)
-    return IntentClassifier.load(directory)
-
-
 def is_compound_model(directory: str) -> bool:
     """Whether a saved model directory holds a compound (multi-label) classifier."""
     return (Path(directory) / COMPOUND_FILE).is_file()
@@ -57,3 +50,33 @@ def _report_skipped(path: str, skipped: list[tuple[int, str]]) -> None:
         first = "; ".join(f"line {line}: {why}" for line, why in skipped[:3])
         more = f" (and {len(skipped) - 3} more)" if len(skipped) > 3 else ""
         print(f"{path}: skipped {len(skipped)} bad rows: {first}{more}", file=sys.stderr)
+
+
+def score_side_by_side(models: dict[str, Any], path: str, args: argparse.Namespace) -> None:
+    """Score every classifier in ``models`` (name -> classifier) on the labelled file
+    ``path`` and print accuracy and macro-F1 per model (``args.json``: as JSON)."""
+    from headwise.intent.evaluation import evaluate_classifier
+
+    data = read(path, args)
+    scores = {}
+    for name, clf in models.items():
+        r = evaluate_classifier(clf, data.texts, data.labels)
+        scores[name] = {"accuracy": r["accuracy"], "macro_f1": r["macro_f1"]}
+    if args.json:
+        print(json.dumps(scores, indent=2))
+        return
+    width = max(len(n) for n in scores)
+    print(f"{'model':<{width}}  accuracy  macro-F1")
+    for name, s in scores.items():
+        print(f"{name:<{width}}  {100 * s['accuracy']:7.2f}%  {100 * s['macro_f1']:7.2f}%")
+
+
+def check_combination(out: str, models: list[str], what: str) -> Path:
+    """``out`` as a Path, after checking there are two models or more and ``out`` is none
+    of them (``what``: "a soup", "an ensemble")."""
+    if len(models) < 2:
+        raise ValueError(f"{what} needs at least two models, got {len(models)}")
+    path = Path(out)
+    if path.resolve() in {Path(m).resolve() for m in models}:
+        raise ValueError(f"OUT {path} is one of the members; write {what} elsewhere")
+    return path

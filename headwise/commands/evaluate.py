@@ -9,12 +9,12 @@ from pathlib import Path
 from headwise.commands._common import (
     add_data_options,
     is_compound_model,
-    load_single_label,
     read,
     read_compound,
 )
 from headwise.intent.compound import CompoundClassifier
 from headwise.intent.compound_eval import evaluate_compound, format_compound_report
+from headwise.intent.ensemble import load_classifier
 from headwise.intent.evaluation import evaluate_classifier, format_report
 
 
@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(multi-label) classifier: intent micro/macro-F1 and exact match, slot span F1 and "
         "normalised-value accuracy per slot.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train` (or "
-                   "by `EnsembleClassifier.save`)")
+                   "by `headwise ensemble` or `EnsembleClassifier.save`)")
     p.add_argument("--data", required=True, help="labelled data file")
     p.add_argument("--out", help="where report.json and confusion.png go "
                    "(default: MODEL/eval-<data file name>)")
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.model) / f"eval-{Path(args.data).stem}"
     if is_compound_model(args.model):
         return _run_compound(args, out)
-    clf = load_single_label(args.model)
+    clf = load_classifier(args.model)
     data = read(args.data, args)
     out.mkdir(parents=True, exist_ok=True)
     report = evaluate_classifier(clf, data.texts, data.labels, out_dir=out)

@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 
-from headwise.commands._common import is_compound_model, load_single_label
+from headwise.commands._common import is_compound_model
 from headwise.intent.compound import CompoundClassifier
+from headwise.intent.ensemble import load_classifier
 from headwise.intent.multilabel import Thresholds
 
 
@@ -19,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "line from standard input. A compound (multi-label) classifier answers every intent "
         "that passes its threshold, and the slots with their spans and normalised values.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train` (or "
-                   "by `EnsembleClassifier.save`)")
+                   "by `headwise ensemble` or `EnsembleClassifier.save`)")
     p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to classify")
     p.add_argument("--top-k", type=int, default=3, help="intents listed per text (default 3)")
     p.add_argument("--threshold", type=float,
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("no texts: pass them as arguments or on standard input")
     if is_compound_model(args.model):
         return _run_compound(args, texts)
-    clf = load_single_label(args.model)
+    clf = load_classifier(args.model)
     for p in clf.predict(texts, top_k=args.top_k, threshold=args.threshold):
         if args.json:
             print(json.dumps(p.to_dict(), ensure_ascii=False))

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, read
+from headwise.commands._common import add_data_options, check_combination, score_side_by_side
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,30 +29,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from headwise.intent import IntentClassifier, evaluate_classifier
+    from headwise.intent import IntentClassifier
     from headwise.intent.soup import uniform_soup
 
-    if len(args.models) < 2:
-        raise ValueError(f"a soup needs at least two models, got {len(args.models)}")
-    out = Path(args.out)
-    if out.resolve() in {Path(m).resolve() for m in args.models}:
-        raise ValueError(f"OUT {out} is one of the members; write the soup elsewhere")
+    out = check_combination(args.out, args.models, "a soup")
     members = [IntentClassifier.load(m) for m in args.models]
     soup = uniform_soup(members, info={"soup_of": [str(Path(m).resolve())
                                                    for m in args.models]})
     soup.save(out)
     print(f"wrote the soup of {len(members)} models to {out}", file=sys.stderr)
     if args.data:
-        data = read(args.data, args)
-        scores = {}
-        for name, clf in [*zip(args.models, members, strict=True), ("soup", soup)]:
-            r = evaluate_classifier(clf, data.texts, data.labels)
-            scores[name] = {"accuracy": r["accuracy"], "macro_f1": r["macro_f1"]}
-        if args.json:
-            print(json.dumps(scores, indent=2))
-        else:
-            width = max(len(n) for n in scores)
-            print(f"{'model':<{width}}  accuracy  macro-F1")
-            for name, s in scores.items():
-                print(f"{name:<{width}}  {100 * s['accuracy']:7.2f}%  {100 * s['macro_f1']:7.2f}%")
+        score_side_by_side({**dict(zip(args.models, members, strict=True)), "soup": soup},
+                           args.data, args)
     return 0

@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, help="training data file")
     p.add_argument("--valid", help="validation data file (default: 10%% of --data, stratified)")
     p.add_argument("--model", default="transformer",
-                   help="transformer, bilstm or pretrained:DIR (default transformer)")
+                   help="transformer, bilstm, tfidf or pretrained:DIR (default transformer)")
     p.add_argument("--config", help="JSON file of recipe fields (sizes, epochs, lr, ...)")
     p.add_argument("--out", required=True, help="directory to save the classifier in")
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")

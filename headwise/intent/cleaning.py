@@ -73,14 +73,12 @@ def tfidf_features(chinese: bool):
     """The TF-IDF features of the out-of-fold model (and of the benchmarks' floor): character
     1-3-grams for Chinese; word 1-2-grams with character 2-5-grams (within word boundaries)
     otherwise; sublinear term frequencies. An unfitted scikit-learn transformer."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.pipeline import make_union
 
-    if chinese:
-        return TfidfVectorizer(analyzer="char", ngram_range=(1, 3), sublinear_tf=True)
-    return make_union(
-        TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, lowercase=True),
-        TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True))
+    from headwise.intent.tfidf import feature_vectorizers
+
+    parts = feature_vectorizers(chinese)
+    return parts[0] if len(parts) == 1 else make_union(*parts)
 
 
 def _text_model(texts: Sequence[str]):

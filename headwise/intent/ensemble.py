@@ -1,10 +1,11 @@
 """An ensemble of intent classifiers: their calibrated probabilities averaged.
 
-Several classifiers trained on the same intents -- typically the same recipe with different
-seeds (each also holds out a different validation split) -- make different mistakes; the
-mean of their calibrated probabilities is more accurate than any one of them, at the cost
-of one forward pass per member. :class:`EnsembleClassifier` has the inference interface of
-:class:`~headwise.intent.classifier.IntentClassifier` (``labels``, ``threshold``,
+Several classifiers trained on the same intents -- the same recipe with different seeds
+(each also holds out a different validation split), or different kinds of model, such as a
+network next to a :class:`~headwise.intent.tfidf.TfidfClassifier` -- make different
+mistakes; the mean of their calibrated probabilities is more accurate than any one of them,
+at the cost of one forward pass per member. :class:`EnsembleClassifier` has the inference
+interface of :class:`~headwise.intent.classifier.IntentClassifier` (``labels``, ``threshold``,
 ``predict_proba``, ``predict``), so :func:`~headwise.intent.evaluation.evaluate_classifier`
 and :func:`~headwise.intent.evaluation.measure_latency` take it as they are.
 """
@@ -24,9 +25,13 @@ from headwise.intent.classifier import (
     answers_from_probs,
     check_answer_options,
 )
+from headwise.intent.tfidf import TFIDF_FILE, TfidfClassifier
 from headwise.models.io import write_json_atomically
 
-__all__ = ["ENSEMBLE_FILE", "EnsembleClassifier"]
+#: what an ensemble may hold: anything with calibrated ``predict_proba`` over ``labels``
+Member = IntentClassifier | TfidfClassifier
+
+__all__ = ["ENSEMBLE_FILE", "EnsembleClassifier", "load_classifier"]
 
 #: the file that marks a saved ensemble directory (members in ``member-<i>/``)
 ENSEMBLE_FILE = "ensemble.json"
@@ -36,7 +41,8 @@ class EnsembleClassifier:
     """The mean of several intent classifiers' calibrated probabilities.
 
     Args:
-        members: classifiers over the same intents, in the same order.
+        members: classifiers (networks or TF-IDF models) over the same intents, in the
+            same order.
         threshold: the out-of-scope threshold on the averaged top probability (default:
             the members' mean threshold).
         info: free-form summary saved with the ensemble.
@@ -46,7 +52,7 @@ class EnsembleClassifier:
             outside [0, 1].
     """
 
-    def __init__(self, members: Sequence[IntentClassifier], *, threshold: float | None = None,
+    def __init__(self, members: Sequence[Member], *, threshold: float | None = None,
                  info: dict[str, Any] | None = None) -> None:
         members = list(members)
         if len(members) < 2:
@@ -107,9 +113,25 @@ class EnsembleClassifier:
             count = int(meta["members"])
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path} is not a valid ensemble file: {e}") from e
-        members = [IntentClassifier.load(directory / f"member-{i}") for i in range(count)]
+        members = [load_classifier(directory / f"member-{i}") for i in range(count)]
         return cls(members, threshold=meta.get("threshold"), info=meta.get("info"))
 
     def __repr__(self) -> str:
         return (f"EnsembleClassifier({len(self.members)} members, {len(self.labels)} intents, "
                 f"threshold={self.threshold:.3g})")
+
+
+def load_classifier(directory: str | Path
+                    ) -> IntentClassifier | TfidfClassifier | EnsembleClassifier:
+    """Whatever single-label classifier ``directory`` holds: an ensemble (``ensemble.json``),
+    a TF-IDF classifier (``tfidf.json``) or a network (``intent.json``).
+
+    Raises:
+        FileNotFoundError, ValueError: as the matching ``load``.
+    """
+    directory = Path(directory)
+    if (directory / ENSEMBLE_FILE).is_file():
+        return EnsembleClassifier.load(directory)
+    if (directory / TFIDF_FILE).is_file():
+        return TfidfClassifier.load(directory)
+    return IntentClassifier.load(directory)

@@ -1,4 +1,4 @@
-"""Training an intent classifier: one recipe, three model kinds.
+"""Training an intent classifier: one recipe, four model kinds.
 
 ``train_intent_classifier(train, valid, recipe, out_dir=...)`` does the whole job behind
 ``headwise train``: a tokenizer (trained on the training texts, or the pretrained
@@ -7,7 +7,9 @@ imported BERT-family encoder with a fresh head), training with the project's Tra
 (AdamW, warmup + decay, label smoothing, early stopping on validation accuracy, atomic
 checkpoints that ``resume=True`` continues from), then temperature calibration and the
 out-of-scope threshold on the validation data, and finally the saved
-:class:`~headwise.intent.classifier.IntentClassifier`.
+:class:`~headwise.intent.classifier.IntentClassifier`. The fourth kind, ``"tfidf"``, is no
+network: TF-IDF features and a logistic regression
+(:class:`~headwise.intent.tfidf.TfidfClassifier`), calibrated and saved the same way.
 """
 
 from __future__ import annotations
@@ -16,26 +18,26 @@ import dataclasses
 import json
 import shutil
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
-from sklearn.model_selection import train_test_split
 from torch import nn
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.cleaning import CLEANING_MODES, clean_labels
+from headwise.intent.examples import encode_texts, in_scope, texts_and_labels, validation_split
 from headwise.intent.linear_probe import fit_linear_probe
 from headwise.intent.objective import (
     SmoothedClassification,
     balanced_class_weights,
     validation_metrics,
 )
-from headwise.intent.oos import ThresholdChoice, calibrate_on_validation, is_oos_label
+from headwise.intent.oos import ThresholdChoice, calibrate_on_validation
 from headwise.intent.pretrain import pretrain_encoder
+from headwise.intent.tfidf import TfidfClassifier
 from headwise.loading import from_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.io import build_model
@@ -45,7 +47,7 @@ from headwise.text.number_tokens import number_token_ids
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import TrainConfig, Trainer, load_model_weights
 
-MODEL_KINDS = ("transformer", "bilstm")  # and "pretrained:DIR"
+MODEL_KINDS = ("transformer", "bilstm", "tfidf")  # and "pretrained:DIR"
 #: default peak learning rate per model kind (AdamW)
 DEFAULT_LR = {"transformer": 1e-3, "bilstm": 2e-3, "pretrained": 5e-5}
 
@@ -55,8 +57,11 @@ class IntentRecipe:
     """How to build and train an intent classifier (``--config FILE`` is this as JSON).
 
     Args:
-        model: ``"transformer"``, ``"bilstm"`` or ``"pretrained:DIR"`` (a BERT-family
-            checkpoint in Hugging Face layout, or a headwise model directory).
+        model: ``"transformer"``, ``"bilstm"``, ``"tfidf"`` (TF-IDF features + logistic
+            regression, :class:`~headwise.intent.tfidf.TfidfClassifier`; of the training
+            fields it uses ``tfidf_c``, ``class_weighting``, ``label_cleaning`` and the
+            validation ones) or ``"pretrained:DIR"`` (a BERT-family checkpoint in Hugging
+            Face layout, or a headwise model directory).
         tokenizer: ``"auto"`` (character level for Chinese, WordPiece otherwise),
             ``"char"`` or ``"wordpiece"``; ignored for pretrained models.
         vocab_size: WordPiece vocabulary size (character vocabularies take what they need).
@@ -78,6 +83,7 @@ class IntentRecipe:
         linear_probe: before fine-tuning, fit the head alone on the frozen encoder's
             pooled vectors (LP-FT, :mod:`headwise.intent.linear_probe`; not the BiLSTM).
         probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
+        tfidf_c: the TF-IDF model's inverse L2 strength.
         label_cleaning: ``"none"``, or ``"drop"`` / ``"relabel"`` the training examples
             that confident learning flags as mislabelled (:mod:`headwise.intent.cleaning`;
             the validation data is left as given).
@@ -124,6 +130,7 @@ class IntentRecipe:
     pretrain_mask_prob: float = 0.15
     linear_probe: bool = False
     probe_c: float = 1.0
+    tfidf_c: float = 10.0
     label_cleaning: str = "none"
     class_weighting: str = "none"
     valid_fraction: float = 0.1
@@ -151,13 +158,14 @@ class IntentRecipe:
         if self.pretrain_epochs and self.kind != "transformer":
             raise ValueError(f"masked-LM pre-training (pretrain_epochs) is for the "
                              f"from-scratch Transformer, not {self.kind!r}")
-        if self.linear_probe and self.kind == "bilstm":
-            raise ValueError("linear_probe is for encoder classifiers, not the BiLSTM")
+        if self.linear_probe and self.kind in ("bilstm", "tfidf"):
+            raise ValueError(f"linear_probe is for encoder classifiers, not {self.kind!r}")
         if self.label_cleaning not in ("none", *CLEANING_MODES):
             raise ValueError(f"label_cleaning must be none, drop or relabel, got "
                              f"{self.label_cleaning!r}")
-        if not self.probe_c > 0:
-            raise ValueError(f"probe_c must be positive, got {self.probe_c}")
+        if not (self.probe_c > 0 and self.tfidf_c > 0):
+            raise ValueError(f"probe_c and tfidf_c must be positive, got {self.probe_c}, "
+                             f"{self.tfidf_c}")
         if not 0.0 < self.pretrain_mask_prob < 1.0:
             raise ValueError(f"pretrain_mask_prob must be in (0, 1), got "
                              f"{self.pretrain_mask_prob}")
@@ -207,32 +215,12 @@ class TrainedIntent:
         train_seconds: wall time of training (calibration excluded).
     """
 
-    classifier: IntentClassifier
+    classifier: IntentClassifier | TfidfClassifier
     directory: Path
     threshold: ThresholdChoice
     valid_metrics: dict[str, float]
     history: list[dict[str, Any]]
     train_seconds: float
-
-
-def texts_and_labels(data: Any) -> tuple[list[str], list[str | None]]:
-    """``(texts, labels)`` from a reader Dataset (``.texts``/``.labels``) or (text, label)
-    pairs."""
-    if hasattr(data, "texts") and hasattr(data, "labels"):
-        return list(data.texts), list(data.labels)
-    pairs = list(data)
-    return [p[0] for p in pairs], [p[1] for p in pairs]
-
-
-def encode_texts(tokenizer: Tokenizer, texts: Sequence[str], max_length: int,
-                 chunk: int = 512) -> list[list[int]]:
-    """Token ids (special tokens included, no padding) of every text."""
-    ids: list[list[int]] = []
-    for start in range(0, len(texts), chunk):
-        batch = tokenizer(list(texts[start:start + chunk]), max_length=max_length)
-        for row, mask in zip(batch["input_ids"], batch["attention_mask"], strict=True):
-            ids.append(row[: int(mask.sum())].tolist())
-    return ids
 
 
 def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[str],
@@ -307,12 +295,13 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     """
     recipe = recipe or IntentRecipe()
     out_dir = Path(out_dir)
-    texts, labels = _in_scope(*texts_and_labels(train), "training")
+    texts, labels = in_scope(*texts_and_labels(train), "training")
     intents = sorted(set(labels))
     if len(intents) < 2:
         raise ValueError(f"training data must have at least two intents, found {intents}")
     if valid is None:
-        texts, v_texts, labels, v_labels = _split(texts, labels, recipe)
+        texts, v_texts, labels, v_labels = validation_split(texts, labels, recipe.valid_fraction,
+                                                           recipe.seed)
     else:
         v_texts, v_labels = texts_and_labels(valid)
     cleaning = None
@@ -320,6 +309,17 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         texts, labels, issues = clean_labels(texts, labels, mode=recipe.label_cleaning,
                                              seed=recipe.seed)
         cleaning = issues.to_dict()
+    if recipe.kind == "tfidf":
+        start = time.perf_counter()
+        clf = TfidfClassifier.fit(texts, labels, c=recipe.tfidf_c, class_weight=None
+                                  if recipe.class_weighting == "none" else "balanced")
+        seconds = time.perf_counter() - start
+        choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject)
+        clf.info.update(recipe=recipe.to_dict(), train_examples=len(texts),
+                        valid_examples=len(v_texts), train_seconds=round(seconds, 1),
+                        valid=metrics, label_cleaning=cleaning, oos_threshold=choice.to_dict())
+        clf.save(out_dir)
+        return TrainedIntent(clf, out_dir, choice, metrics, [], seconds)
     torch.manual_seed(recipe.seed)
     if recipe.kind == "pretrained":
         model, tokenizer = from_pretrained(recipe.model.partition(":")[2],
@@ -376,18 +376,3 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     if not keep_checkpoints:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     return TrainedIntent(clf, out_dir, choice, metrics, result.history, seconds)
-
-
-def _in_scope(texts: list[str], labels: list[str | None], what: str
-              ) -> tuple[list[str], list[str]]:
-    keep = [(t, y) for t, y in zip(texts, labels, strict=True) if not is_oos_label(y)]
-    if any(y is None for _, y in keep):
-        raise ValueError(f"the {what} data has unlabelled rows")
-    return [t for t, _ in keep], [str(y) for _, y in keep]
-
-
-def _split(texts: list[str], labels: list[str], recipe: IntentRecipe):
-    counts = {y: labels.count(y) for y in set(labels)}
-    stratify = labels if min(counts.values()) >= 2 else None
-    return train_test_split(texts, labels, test_size=recipe.valid_fraction,
-                            random_state=recipe.seed, stratify=stratify)

@@ -1,0 +1,219 @@
+"""A TF-IDF + logistic-regression intent classifier, saved without pickle.
+
+The linear model on sparse n-gram features is the classic text-classification floor, and on
+noisy training labels it is hard to beat: it cannot memorise a wrong label the way a
+network trained to zero loss does. It is also a useful ensemble member next to neural
+models, whose mistakes differ (:class:`~headwise.intent.ensemble.EnsembleClassifier`).
+
+Features: character 1-3-grams for Chinese; word 1-2-grams and character 2-5-grams (within
+word boundaries) otherwise; sublinear term frequencies (:func:`feature_vectorizers`). The
+classifier is scikit-learn's multinomial ``LogisticRegression`` (L2, L-BFGS). A saved model
+is ``tfidf.json`` (settings, vocabularies, IDF weights, intents) plus ``tfidf.safetensors``
+(the coefficient matrix): plain data, no pickle to execute on load.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+from scipy import sparse
+
+from headwise.intent.calibration import calibrated_probs
+from headwise.intent.classifier import (
+    IntentPrediction,
+    answers_from_probs,
+    check_answer_options,
+    check_texts,
+)
+from headwise.models.io import write_json_atomically
+from headwise.text.char_level import cjk_fraction
+
+__all__ = ["TFIDF_FILE", "TfidfClassifier", "feature_vectorizers"]
+
+#: the file that marks a saved TF-IDF classifier directory
+TFIDF_FILE = "tfidf.json"
+_WEIGHTS = "tfidf.safetensors"
+#: TfidfVectorizer settings that are saved (all JSON values; the vocabulary and IDF
+#: weights are saved beside them)
+_SETTINGS = ("analyzer", "ngram_range", "sublinear_tf", "lowercase", "norm", "use_idf",
+             "smooth_idf", "binary", "token_pattern", "strip_accents")
+
+
+def feature_vectorizers(chinese: bool) -> list[Any]:
+    """Unfitted scikit-learn ``TfidfVectorizer`` s whose outputs, side by side, are the
+    features: character 1-3-grams for Chinese; word 1-2-grams and character 2-5-grams
+    (within word boundaries) otherwise; sublinear term frequencies."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    if chinese:
+        return [TfidfVectorizer(analyzer="char", ngram_range=(1, 3), sublinear_tf=True)]
+    return [TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, lowercase=True),
+            TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)]
+
+
+class TfidfClassifier:
+    """TF-IDF features and a linear layer, with the inference interface of
+    :class:`~headwise.intent.classifier.IntentClassifier` (``labels``, ``temperature``,
+    ``threshold``, ``logits``, ``predict_proba``, ``predict``, ``save``/``load``).
+
+    Build one with :meth:`fit` (or ``headwise train --model tfidf``).
+
+    Args:
+        vectorizers: fitted ``TfidfVectorizer`` s (their outputs are concatenated).
+        coef: (intents, features) weights.
+        intercept: (intents,) biases.
+        labels: intent names, index = class id.
+        temperature: logits are divided by it before the softmax (calibration).
+        threshold: calibrated top probability below which the answer is out-of-scope.
+        info: free-form training summary saved with the model.
+
+    Raises:
+        ValueError: shapes that do not match each other, the labels or the features;
+            duplicate labels; a non-positive temperature; a threshold outside [0, 1].
+    """
+
+    def __init__(self, vectorizers: Sequence[Any], coef: np.ndarray, intercept: np.ndarray,
+                 labels: Sequence[str], *, temperature: float = 1.0, threshold: float = 0.0,
+                 info: dict[str, Any] | None = None) -> None:
+        labels = [str(x) for x in labels]
+        if len(set(labels)) != len(labels):
+            raise ValueError("intent labels must be unique")
+        coef, intercept = np.asarray(coef, np.float64), np.asarray(intercept, np.float64)
+        width = sum(len(v.vocabulary_) for v in vectorizers)
+        if coef.shape != (len(labels), width) or intercept.shape != (len(labels),):
+            raise ValueError(f"coef {coef.shape} and intercept {intercept.shape} do not fit "
+                             f"{len(labels)} intents and {width} features")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+        self.vectorizers = list(vectorizers)
+        self.coef, self.intercept = coef, intercept
+        self.labels = labels
+        self.temperature = float(temperature)
+        self.threshold = float(threshold)
+        self.info = dict(info or {})
+
+    @classmethod
+    def fit(cls, texts: Sequence[str], labels: Sequence[str], *, c: float = 10.0,
+            chinese: bool | None = None, class_weight: str | None = None,
+            max_iter: int = 2000) -> TfidfClassifier:
+        """Fit the features and the logistic regression on labelled texts.
+
+        Args:
+            texts: training texts.
+            labels: their intents (at least two distinct).
+            c: inverse L2 strength (scikit-learn's ``C``).
+            chinese: Chinese features; None decides from the share of CJK characters.
+            class_weight: None, or ``"balanced"`` (each intent weighted by
+                ``n / (intents * count)``).
+            max_iter: L-BFGS iterations at most.
+
+        Raises:
+            ValueError: fewer than two intents, mismatched lengths, ``c <= 0``.
+        """
+        from sklearn.linear_model import LogisticRegression
+
+        texts, labels = check_texts(texts), [str(y) for y in labels]
+        if len(texts) != len(labels):
+            raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
+        if len(set(labels)) < 2:
+            raise ValueError("a classifier needs at least two intents")
+        if not c > 0:
+            raise ValueError(f"c must be positive, got {c}")
+        if chinese is None:
+            chinese = cjk_fraction(texts[:2000]) > 0.3
+        vectorizers = feature_vectorizers(chinese)
+        x = sparse.hstack([v.fit_transform(texts) for v in vectorizers]).tocsr()
+        lr = LogisticRegression(C=c, max_iter=max_iter, class_weight=class_weight).fit(x, labels)
+        return cls(vectorizers, lr.coef_, lr.intercept_, list(lr.classes_),
+                   info={"chinese": chinese, "c": c, "class_weight": class_weight,
+                         "iterations": int(np.max(lr.n_iter_))})
+
+    def features(self, texts: Sequence[str]) -> sparse.csr_matrix:
+        """The (n, features) sparse TF-IDF matrix of ``texts``."""
+        return sparse.hstack([v.transform(check_texts(texts)) for v in self.vectorizers]).tocsr()
+
+    def logits(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Raw (uncalibrated) logits (n, intents) as float64 (``batch_size`` is accepted
+        for interface compatibility; the whole list is one sparse product).
+
+        Raises:
+            ValueError: an empty list; TypeError: a non-string item.
+        """
+        return np.asarray(self.features(texts) @ self.coef.T) + self.intercept
+
+    def predict_proba(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Calibrated probabilities (n, intents)."""
+        return calibrated_probs(self.logits(texts), self.temperature)
+
+    def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
+                threshold: float | None = None, batch_size: int = 64
+                ) -> list[IntentPrediction]:
+        """Top intents of each text, answering out-of-scope below the threshold (see
+        :meth:`IntentClassifier.predict`: same arguments, errors and answers)."""
+        texts = [texts] if isinstance(texts, str) else texts
+        t = check_answer_options(top_k, self.threshold if threshold is None else threshold)
+        return answers_from_probs(texts, self.predict_proba(texts), self.labels, top_k=top_k,
+                                  threshold=t)
+
+    # -- persistence -------------------------------------------------------------------
+    def save(self, directory: str | Path) -> Path:
+        """Write ``tfidf.safetensors`` and then, atomically, ``tfidf.json`` into
+        ``directory`` (created): a directory with ``tfidf.json`` is complete."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        save_file({"coef": np.ascontiguousarray(self.coef),
+                   "intercept": np.ascontiguousarray(self.intercept)}, str(directory / _WEIGHTS))
+        vecs = [{"settings": {k: v.get_params()[k] for k in _SETTINGS},
+                 "vocabulary": {t: int(i) for t, i in v.vocabulary_.items()},
+                 "idf": v.idf_.tolist()} for v in self.vectorizers]
+        write_json_atomically(directory / TFIDF_FILE, {
+            "format": "headwise-tfidf", "version": 1, "labels": self.labels,
+            "temperature": self.temperature, "threshold": self.threshold,
+            "vectorizers": vecs, "info": self.info})
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> TfidfClassifier:
+        """Load a directory written by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: no ``tfidf.json`` or no weights file.
+            ValueError: an invalid ``tfidf.json``, or weights that do not fit it.
+        """
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        directory = Path(directory)
+        path = directory / TFIDF_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{directory} has no {TFIDF_FILE}: not a saved TF-IDF "
+                                    f"classifier")
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+            vectorizers = []
+            for spec in meta["vectorizers"]:
+                settings = dict(spec["settings"])
+                settings["ngram_range"] = tuple(settings["ngram_range"])
+                v = TfidfVectorizer(**settings, vocabulary=spec["vocabulary"])
+                v.idf_ = np.asarray(spec["idf"], np.float64)
+                vectorizers.append(v)
+            labels = meta["labels"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path} is not a valid TF-IDF classifier file: {e}") from e
+        if not (directory / _WEIGHTS).is_file():
+            raise FileNotFoundError(f"{directory} has {TFIDF_FILE} but no {_WEIGHTS}")
+        weights = load_file(str(directory / _WEIGHTS))
+        return cls(vectorizers, weights["coef"], weights["intercept"], labels,
+                   temperature=meta.get("temperature", 1.0),
+                   threshold=meta.get("threshold", 0.0), info=meta.get("info"))
+
+    def __repr__(self) -> str:
+        width = sum(len(v.vocabulary_) for v in self.vectorizers)
+        return (f"TfidfClassifier({width} features, {len(self.labels)} intents, "
+                f"T={self.temperature:.3g}, threshold={self.threshold:.3g})")
