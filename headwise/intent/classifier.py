@@ -178,6 +178,13 @@ class IntentClassifier:
         if not directory.is_dir():
             raise FileNotFoundError(f"no model directory at {directory}")
         if not meta_path.is_file():
+            for marker, what in (("tfidf.json", "a TF-IDF classifier"),
+                                 ("ensemble.json", "an ensemble")):
+                if (directory / marker).is_file():
+                    raise FileNotFoundError(
+                        f"{directory} holds {what}, not a network: load it with "
+                        f"headwise.intent.ensemble.load_classifier (`headwise predict` and "
+                        f"`headwise eval` take it; serving and ONNX export need a network)")
             raise FileNotFoundError(f"{directory} has no {INTENT_FILE}: it is not an intent "
                                     f"classifier saved by `headwise train` (or the save was "
                                     f"interrupted)")

@@ -75,6 +75,10 @@ def test_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match=TFIDF_FILE):
         TfidfClassifier.load(tmp_path)
     d = clf.save(tmp_path / "m")
+    from headwise.intent import IntentClassifier
+
+    with pytest.raises(FileNotFoundError, match="holds a TF-IDF classifier"):
+        IntentClassifier.load(d)  # what `headwise serve` and `export` load
     (d / "tfidf.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match="safetensors"):
         TfidfClassifier.load(d)
