@@ -120,11 +120,11 @@ def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int
         raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
     counts = Counter(labels)
     if len(counts) < 2:
-        raise ValueError("label cleaning needs at least two intents")
+        raise ValueError("out-of-fold probabilities need at least two intents")
     if min(counts.values()) < 2:
         rare = sorted(k for k, v in counts.items() if v < 2)[:5]
-        raise ValueError(f"label cleaning needs at least 2 examples of every intent; "
-                         f"{rare} have one")
+        raise ValueError(f"out-of-fold probabilities (label cleaning, distillation) need at "
+                         f"least 2 examples of every intent; {rare} have one")
     intents = sorted(counts)
     y = np.searchsorted(np.array(intents), np.array(labels))
     splitter = StratifiedKFold(n_splits=_folds(labels, folds), shuffle=True, random_state=seed)

@@ -68,12 +68,40 @@ def generalized_cross_entropy(logits: Tensor, labels: Tensor, q: float, *,
     """
     if not 0.0 < q <= 1.0:
         raise ValueError(f"the generalized cross-entropy needs q in (0, 1], got {q}")
+    return soft_target_loss(logits, labels, q=q, label_smoothing=label_smoothing,
+                            weight=weight)
+
+
+def soft_target_loss(logits: Tensor, labels: Tensor, *, q: float | None = None,
+                     label_smoothing: float = 0.0, teacher: Tensor | None = None,
+                     teacher_weight: float = 0.0, weight: Tensor | None = None) -> Tensor:
+    """``sum_k t_k l_k`` averaged over the batch, for a target distribution ``t`` and
+    per-class losses ``l_k``: ``-log p_k`` (cross-entropy, ``q`` None) or
+    ``(1 - p_k ** q) / q`` (generalized cross-entropy).
+
+    The target mixes the label-smoothed one-hot label with a teacher's distribution:
+    ``t = (1 - teacher_weight) * smooth(one_hot(label)) + teacher_weight * teacher`` (Hinton
+    et al.'s distillation target; with a teacher that did not see the example, a noisy
+    label is pulled towards what the rest of the data says). Example weights and the mean
+    are as in :func:`generalized_cross_entropy`.
+
+    Args:
+        logits: (batch, classes).
+        labels: (batch,) class ids.
+        q: None, or the generalized cross-entropy's ``q`` in (0, 1].
+        label_smoothing: ``eps`` in [0, 1).
+        teacher: optional (batch, classes) probabilities.
+        teacher_weight: the teacher's share of the target, in [0, 1].
+        weight: optional (classes,) per-class weights.
+    """
     wide = logits if logits.dtype == torch.float64 else logits.float()
     logp = F.log_softmax(wide, dim=-1)
-    per_class = -torch.expm1(q * logp) / q  # (1 - p ** q) / q, exact for small q * log p
+    per_class = -logp if q is None else -torch.expm1(q * logp) / q  # (1 - p ** q) / q
     target = F.one_hot(labels, logits.shape[-1]).to(per_class.dtype)
     if label_smoothing:
         target = target * (1 - label_smoothing) + label_smoothing / logits.shape[-1]
+    if teacher is not None and teacher_weight:
+        target = (1 - teacher_weight) * target + teacher_weight * teacher.to(target.dtype)
     loss = (target * per_class).sum(-1)
     if weight is None:
         return loss.mean()
@@ -92,14 +120,17 @@ class SmoothedClassification(nn.Module):
             the module to the device and is saved in training checkpoints).
         gce_q: None for cross-entropy; a ``q`` in (0, 1] for the noise-robust
             :func:`generalized_cross_entropy` (with the same smoothing and weights).
+        teacher_weight: the share of the target given to a ``teacher`` distribution when
+            the batch carries one (:func:`soft_target_loss`).
 
     Raises:
-        ValueError: ``label_smoothing`` outside [0, 1), non-positive weights, or ``gce_q``
-            outside (0, 1].
+        ValueError: ``label_smoothing`` outside [0, 1), non-positive weights, ``gce_q``
+            outside (0, 1], or ``teacher_weight`` outside [0, 1].
     """
 
     def __init__(self, model: nn.Module, label_smoothing: float = 0.0,
-                 class_weights: Tensor | None = None, gce_q: float | None = None) -> None:
+                 class_weights: Tensor | None = None, gce_q: float | None = None,
+                 teacher_weight: float = 0.0) -> None:
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
@@ -107,24 +138,32 @@ class SmoothedClassification(nn.Module):
             raise ValueError("class weights must be positive")
         if gce_q is not None and not 0.0 < gce_q <= 1.0:
             raise ValueError(f"gce_q must be in (0, 1], got {gce_q}")
+        if not 0.0 <= teacher_weight <= 1.0:
+            raise ValueError(f"teacher_weight must be in [0, 1], got {teacher_weight}")
         self.model = model
         self.gce_q = gce_q
+        self.teacher_weight = float(teacher_weight)
         self.label_smoothing = float(label_smoothing)
         self.register_buffer("class_weights", None if class_weights is None
                              else class_weights.float())
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-                labels: Tensor | None = None) -> dict[str, Tensor]:
-        """``{"logits"}``, plus ``"loss"`` (mean over the batch) when labels are given."""
+                labels: Tensor | None = None, teacher: Tensor | None = None
+                ) -> dict[str, Tensor]:
+        """``{"logits"}``, plus ``"loss"`` (mean over the batch) when labels are given
+        (``teacher``: optional (batch, classes) probabilities mixed into the target)."""
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask)["logits"]
         out = {"logits": logits}
-        if labels is not None and self.gce_q is not None:
-            out["loss"] = generalized_cross_entropy(logits, labels, self.gce_q,
-                                                    label_smoothing=self.label_smoothing,
-                                                    weight=self.class_weights)
-        elif labels is not None:
+        if labels is None:
+            return out
+        if self.gce_q is None and (teacher is None or not self.teacher_weight):
             out["loss"] = F.cross_entropy(logits.float(), labels, weight=self.class_weights,
                                           label_smoothing=self.label_smoothing)
+        else:
+            out["loss"] = soft_target_loss(logits, labels, q=self.gce_q,
+                                           label_smoothing=self.label_smoothing,
+                                           teacher=teacher, teacher_weight=self.teacher_weight,
+                                           weight=self.class_weights)
         return out
 
     def set_gradient_checkpointing(self, enabled: bool) -> None:

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.cleaning import CLEANING_MODES, clean_labels
+from headwise.intent.cleaning import CLEANING_MODES, clean_labels, out_of_fold_probs
 from headwise.intent.examples import encode_texts, in_scope, texts_and_labels, validation_split
 from headwise.intent.linear_probe import fit_linear_probe
 from headwise.intent.objective import (
@@ -74,6 +74,11 @@ class IntentRecipe:
         label_smoothing: cross-entropy label smoothing.
         gce_q: None (cross-entropy), or the ``q`` in (0, 1] of the noise-robust generalized
             cross-entropy (:func:`~headwise.intent.objective.generalized_cross_entropy`).
+        distill: ``"none"``, or ``"tfidf"``: mix into every training target the intent
+            probabilities of a TF-IDF model that did not see the example (5-fold
+            out-of-fold, :func:`~headwise.intent.cleaning.out_of_fold_probs`): on noisy
+            labels, a mislabelled example is pulled towards what the rest of the data says.
+        distill_weight: the teacher's share of the target, in [0, 1].
         select_on: the validation metric that picks the best epoch and stops early:
             ``"accuracy"`` or ``"macro_f1"``.
         pretrain_epochs: epochs of masked-LM self-pretraining on the training texts before
@@ -124,6 +129,8 @@ class IntentRecipe:
     seed: int = 0
     label_smoothing: float = 0.1
     gce_q: float | None = None
+    distill: str = "none"
+    distill_weight: float = 0.5
     select_on: str = "accuracy"
     pretrain_epochs: int = 0
     pretrain_lr: float | None = None
@@ -151,6 +158,9 @@ class IntentRecipe:
                              f"{self.class_weighting!r}")
         if self.gce_q is not None and not 0.0 < self.gce_q <= 1.0:
             raise ValueError(f"gce_q must be in (0, 1], got {self.gce_q}")
+        if self.distill not in ("none", "tfidf") or not 0.0 <= self.distill_weight <= 1.0:
+            raise ValueError(f"distill must be none or tfidf and distill_weight in [0, 1], "
+                             f"got {self.distill!r}, {self.distill_weight}")
         if self.select_on not in ("accuracy", "macro_f1"):
             raise ValueError(f"select_on must be accuracy or macro_f1, got {self.select_on!r}")
         if self.pretrain_epochs < 0:
@@ -344,13 +354,18 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     probe = fit_linear_probe(model, ids, [index[y] for y in labels], c=recipe.probe_c,
                              pad_id=tokenizer.pad_token_id) if recipe.linear_probe else None
     train_rows = [{"input_ids": x, "labels": index[y]} for x, y in zip(ids, labels, strict=True)]
+    if recipe.distill == "tfidf":  # columns: the sorted intents, as `intents`
+        teacher, _ = out_of_fold_probs(texts, labels, seed=recipe.seed)
+        for row, probs in zip(train_rows, teacher, strict=True):
+            row["teacher"] = probs.tolist()
     known = [i for i, y in enumerate(v_labels) if y in index]
     v_ids = encode_texts(tokenizer, [v_texts[i] for i in known], recipe.max_length)
     valid_rows = [{"input_ids": x, "labels": index[v_labels[i]]}
                   for x, i in zip(v_ids, known, strict=True)]
     weights = (balanced_class_weights([r["labels"] for r in train_rows], len(intents))
                if recipe.class_weighting == "balanced" else None)
-    wrapper = SmoothedClassification(model, recipe.label_smoothing, weights, recipe.gce_q)
+    wrapper = SmoothedClassification(model, recipe.label_smoothing, weights, recipe.gce_q,
+                                     recipe.distill_weight if recipe.distill != "none" else 0.0)
     config = train_config(recipe, recipe.select_on)
     ckpt_dir = out_dir / "checkpoints"
     trainer = Trainer(wrapper, config, train_rows, valid_data=valid_rows or None,

@@ -100,3 +100,67 @@ def test_recipe_trains_with_gce_and_selects_on_macro_f1(tmp_path):
     # the kept weights are those of the best validation macro-F1
     assert run.valid_metrics["macro_f1"] == pytest.approx(max(scores))
     assert run.classifier.info["recipe"]["gce_q"] == 0.7
+
+
+def test_teacher_target_matches_the_formula_and_reaches_the_model():
+    from headwise.intent.objective import soft_target_loss
+
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(5, 4, generator=g, dtype=torch.float64)
+    y = torch.tensor([0, 3, 1, 1, 2])
+    teacher = torch.softmax(torch.randn(5, 4, generator=g, dtype=torch.float64), -1)
+    w = torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=torch.float64)
+    got = soft_target_loss(logits, y, label_smoothing=0.1, teacher=teacher, teacher_weight=0.3,
+                           weight=w)
+    logp = np.log(torch.softmax(logits, -1).numpy())
+    onehot = np.eye(4)[y.numpy()] * 0.9 + 0.1 / 4
+    t = 0.7 * onehot + 0.3 * teacher.numpy()
+    ww = w.numpy()[y.numpy()]
+    want = float((ww * -(t * logp).sum(1)).sum() / ww.sum())
+    assert float(got) == pytest.approx(want, rel=1e-12)
+    # a one-hot teacher with all the weight is plain cross-entropy
+    hard = F.one_hot(y, 4).double()
+    assert float(soft_target_loss(logits, y, teacher=hard, teacher_weight=1.0)) == \
+        pytest.approx(float(F.cross_entropy(logits, y)), rel=1e-12)
+
+    class Fixed(torch.nn.Module):
+        def __init__(self, logits):
+            super().__init__()
+            self.logits = logits
+
+        def forward(self, input_ids, attention_mask=None):
+            return {"logits": self.logits}
+
+    wrap = SmoothedClassification(Fixed(logits), 0.1, teacher_weight=0.3)
+    out = wrap(torch.zeros(5, 2), labels=y, teacher=teacher)
+    assert float(out["loss"]) == pytest.approx(float(soft_target_loss(
+        logits, y, label_smoothing=0.1, teacher=teacher, teacher_weight=0.3)), rel=1e-12)
+    with pytest.raises(ValueError, match="teacher_weight"):
+        SmoothedClassification(Fixed(logits), teacher_weight=1.5)
+
+
+def test_recipe_distils_from_out_of_fold_tfidf(tmp_path, monkeypatch):
+    from headwise.intent import IntentRecipe, objective, train_intent_classifier
+
+    seen = []
+    real = objective.soft_target_loss
+
+    def spy(logits, labels, **kw):
+        seen.append((kw["teacher"].shape, kw["teacher_weight"]))
+        return real(logits, labels, **kw)
+
+    monkeypatch.setattr(objective, "soft_target_loss", spy)
+
+    with pytest.raises(ValueError, match="distill"):
+        IntentRecipe(distill="bert")
+    words = {"card": ["lost", "stolen", "blocked", "new"], "transfer": ["send", "wire", "pay",
+                                                                      "move"],
+             "balance": ["balance", "left", "total", "statement"]}
+    rows = [(f"{w} {k} please", k) for k, ws in words.items() for w in ws] * 2
+    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, epochs=2, batch_size=4,
+                          vocab_size=100, distill="tfidf", distill_weight=0.5, progress=False)
+    run = train_intent_classifier(rows, rows[:6], recipe, out_dir=tmp_path / "m")
+    assert run.classifier.info["recipe"]["distill"] == "tfidf"
+    assert all(np.isfinite(r["loss"]) for r in run.history if "loss" in r)
+    # every training batch carried the teacher's (batch, intents) probabilities
+    assert seen and all(shape[1] == 3 and weight == 0.5 for shape, weight in seen)
