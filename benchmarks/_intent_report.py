@@ -16,13 +16,15 @@ REFERENCES = {
 METRIC = {"banking77": "accuracy", "dataclue_cic": "macro_f1"}  # each dataset's headline
 SCRATCH = ("transformer-concat-ln", "transformer-glu-ln", "transformer-concat-rms",
            "transformer-concat-ln-balanced", "transformer-concat-ln-rope",
-           "transformer-concat-ln-rope-ens3")
+           "transformer-concat-ln-rope-ens3", "transformer-concat-ln-rope-distill")
 
 
 def _name(config: str) -> str:
     """A configuration's name, an ensemble or a soup said to be one."""
     if config.endswith("-ens3"):
         return f"{config} (an ensemble of 3 seeds' models, 3x the latency)"
+    if config.endswith("-distill"):
+        return f"{config} (trained towards a TF-IDF model's out-of-fold probabilities)"
     if config.startswith("ens-"):
         return f"{config} (an ensemble of a TF-IDF, a BiLSTM and a Transformer model)"
     if config.endswith("-soup3"):
