@@ -91,12 +91,14 @@ def train_compound_classifier(train: Sequence[AnnotatedExample],
         keep_checkpoints: keep the training checkpoints.
 
     Raises:
-        ValueError: a BiLSTM recipe, or fewer than two intents in the training data.
+        ValueError: a BiLSTM or TF-IDF recipe, or fewer than two intents in the training
+            data.
     """
     recipe = recipe or IntentRecipe()
-    if recipe.kind == "bilstm":
-        raise ValueError("compound (multi-label) training needs a Transformer or a pretrained "
-                         "encoder, not the BiLSTM")
+    if recipe.kind in ("bilstm", "tfidf"):
+        what = "the BiLSTM" if recipe.kind == "bilstm" else "a TF-IDF model"
+        raise ValueError(f"compound (multi-label) training needs a Transformer or a pretrained "
+                         f"encoder, not {what}")
     out_dir = Path(out_dir)
     train = list(train)
     intents = sorted({i for e in train for i in e.intents})

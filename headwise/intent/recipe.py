@@ -242,6 +242,8 @@ def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[
     """
     common = dict(vocab_size=tokenizer.vocab_size, num_labels=len(labels), labels=labels,
                   pad_token_id=tokenizer.pad_token_id, dropout=recipe.dropout)
+    if recipe.kind == "tfidf":
+        raise ValueError("a TF-IDF recipe has no network to build")
     if recipe.kind == "bilstm":
         if fields:
             raise ValueError(f"the BiLSTM takes no {sorted(fields)}")

@@ -87,6 +87,10 @@ def test_errors(tmp_path):
         TfidfClassifier.load(d)
     with pytest.raises(ValueError, match="linear_probe"):
         IntentRecipe(model="tfidf", linear_probe=True)
+    from headwise.intent.compound_recipe import train_compound_classifier
+
+    with pytest.raises(ValueError, match="not a TF-IDF model"):
+        train_compound_classifier([], None, IntentRecipe(model="tfidf"), out_dir=tmp_path / "c")
 
 
 def test_recipe_kind_calibrates_and_ensembles_with_a_network(tmp_path):
