@@ -195,12 +195,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     from headwise.intent import evaluate_classifier, measure_latency, train_intent_classifier
 
     if spec.get("latency_of"):  # re-measure a kept classifier (a quiet-machine pass)
-        from headwise.intent import IntentClassifier
-        from headwise.intent.ensemble import ENSEMBLE_FILE, EnsembleClassifier
+        from headwise.intent.ensemble import load_classifier
 
-        kept = Path(spec["latency_of"])
-        clf = EnsembleClassifier.load(kept) if (kept / ENSEMBLE_FILE).is_file() \
-            else IntentClassifier.load(kept)
+        clf = load_classifier(spec["latency_of"])
         load = os.getloadavg()[0]
         latency = measure_latency(clf, test.texts, queries=200, batches=20)
         onnx = onnx_latency(clf, test.texts)
