@@ -322,8 +322,11 @@ def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
 
 
 def relatency(args: argparse.Namespace) -> None:
-    """Re-measure the latency of every kept classifier; the new record replaces the old."""
+    """Re-measure the latency of every kept classifier of the chosen configurations and
+    datasets; the new record replaces the old."""
     for (d, c, s), rec in done_runs(args.results).items():
+        if c not in args.configs.split(",") or d not in args.datasets.split(","):
+            continue
         if rec.get("status") != "ok" or not rec.get("model_dir") \
                 or not Path(rec["model_dir"]).is_dir():
             continue
