@@ -149,6 +149,24 @@ def plot(summary: dict[tuple[str, str], dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def validation_vs_test(runs: list[dict[str, Any]], ds: str) -> list[str]:
+    """One line comparing each single model's accuracy on its validation split with its
+    test accuracy (means over seeds): how far the validation split can be trusted."""
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for r in runs:
+        v = r.get("valid")
+        if r.get("status") == "ok" and r["dataset"] == ds and isinstance(v, dict) \
+                and "accuracy" in v:
+            pairs.setdefault(r["config"], []).append((v["accuracy"], r["accuracy"]))
+    if not pairs:
+        return []
+    text = ", ".join(f"{c} {100 * statistics.fmean(a for a, _ in ps):.1f} / "
+                     f"{100 * statistics.fmean(t for _, t in ps):.1f}"
+                     for c, ps in sorted(pairs.items()))
+    return [f"Accuracy on the validation split (carved from the training data) / on the "
+            f"test set, means over seeds: {text}.", ""]
+
+
 def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
     """The Markdown section (smoke runs from ``--quick`` only when there is nothing else)."""
     runs = [r for r in runs if not r.get("quick")] or runs
@@ -207,6 +225,7 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
         lines += [H.markdown_table(["configuration", "seeds", "accuracy %", "macro-F1 %",
                                     "p50 ms", "p99 ms", "ONNX p50 ms", "texts/s (batch 32)",
                                     "parameters", "train s"], rows), ""]
+        lines += validation_vs_test(runs, ds)
     lines += ["Configurations (recipe fields; the rest are `IntentRecipe` defaults):", ""]
     variants: dict[str, dict[str, list[str]]] = {}  # config -> recipe text -> runs
     for r in sorted(runs, key=lambda r: (r["config"], r["dataset"], r["seed"])):
