@@ -225,6 +225,11 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
         lines += [H.markdown_table(["configuration", "seeds", "accuracy %", "macro-F1 %",
                                     "p50 ms", "p99 ms", "ONNX p50 ms", "texts/s (batch 32)",
                                     "parameters", "train s"], rows), ""]
+        distilled = sorted(c for d, c in summary if d == ds and c.endswith("-distill"))
+        if distilled:
+            lines += [f"{', '.join(f'`{c}`' for c in distilled)}: `train s` counts the Trainer "
+                      f"only; the teacher's 5-fold out-of-fold TF-IDF probabilities are "
+                      f"computed before it.", ""]
         lines += validation_vs_test(runs, ds)
     lines += ["Configurations (recipe fields; the rest are `IntentRecipe` defaults):", ""]
     variants: dict[str, dict[str, list[str]]] = {}  # config -> recipe text -> runs

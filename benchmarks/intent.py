@@ -95,7 +95,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "ens-tfidf-bilstm-transformer": dict(combine=["tfidf-lr", "bilstm",
                                                   "transformer-concat-ln-rope"]),
     # a from-scratch Transformer whose training targets mix each (noisy) label with the
-    # 5-fold out-of-fold probabilities of a TF-IDF model (headwise.intent recipe distill)
+    # 5-fold out-of-fold probabilities of a TF-IDF model (headwise.intent recipe distill);
+    # its train s counts the Trainer only, not the five TF-IDF fits before it
     "transformer-concat-ln-rope-distill": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
                                                position="rope", distill="tfidf",
                                                distill_weight=0.5),

@@ -161,6 +161,7 @@ def test_recipe_distils_from_out_of_fold_tfidf(tmp_path, monkeypatch):
                           vocab_size=100, distill="tfidf", distill_weight=0.5, progress=False)
     run = train_intent_classifier(rows, rows[:6], recipe, out_dir=tmp_path / "m")
     assert run.classifier.info["recipe"]["distill"] == "tfidf"
+    assert run.classifier.info["distill"]["seconds"] >= 0
     assert all(np.isfinite(r["loss"]) for r in run.history if "loss" in r)
     # every training batch carried the teacher's (batch, intents) probabilities
     assert seen and all(shape[1] == 3 and weight == 0.5 for shape, weight in seen)
