@@ -10,6 +10,10 @@ A saved classifier is a directory written by :func:`headwise.save_pretrained` (m
 config with the intent names, safetensors weights, tokenizer files) plus ``intent.json``
 (temperature, out-of-scope threshold, maximum length, training summary). Loading never
 unpickles anything.
+
+:class:`ProbabilityClassifier` (``predict`` from ``predict_proba``) and
+:class:`CalibratedClassifier` (``predict_proba`` from ``logits`` and a temperature) are the
+answering logic that the TF-IDF model and ensembles share with it.
 """
 
 from __future__ import annotations
@@ -59,71 +63,18 @@ class IntentPrediction:
                 "top_k": [{"intent": k, "confidence": round(p, 6)} for k, p in self.top_k]}
 
 
-class IntentClassifier:
-    """A classifier model with its tokenizer, intent names, temperature and threshold.
+class ProbabilityClassifier:
+    """What every single-label classifier shares (networks, TF-IDF models, ensembles):
+    ``labels``, an out-of-scope ``threshold``, ``info``, and :meth:`predict` built on the
+    subclass's :meth:`predict_proba`."""
 
-    Args:
-        model: an encoder classifier or BiLSTM classifier (``forward(input_ids,
-            attention_mask)`` -> ``{"logits"}``).
-        tokenizer: the tokenizer whose ids the model reads.
-        labels: intent names, index = class id.
-        temperature: logits are divided by it before the softmax (calibration).
-        threshold: calibrated top probability below which the answer is out-of-scope
-            (0 disables it).
-        max_length: longest input in tokens (special tokens included); longer texts are
-            truncated.
-        info: free-form training summary stored in ``intent.json``.
-
-    Raises:
-        ValueError: labels that do not match the model's output size, duplicate labels,
-            a non-positive temperature or a threshold outside [0, 1].
-    """
-
-    def __init__(self, model: nn.Module, tokenizer: Tokenizer, labels: Sequence[str], *,
-                 temperature: float = 1.0, threshold: float = 0.0, max_length: int = 128,
-                 info: dict[str, Any] | None = None) -> None:
-        labels = [str(x) for x in labels]
-        if len(set(labels)) != len(labels):
-            raise ValueError("intent labels must be unique")
-        head = _output_size(model)
-        if head is not None and head != len(labels):
-            raise ValueError(f"the model predicts {head} classes but {len(labels)} labels "
-                             f"were given")
-        if not temperature > 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.labels = labels
-        self.temperature = float(temperature)
-        self.threshold = float(threshold)
-        self.max_length = int(max_length)
-        self.info = dict(info or {})
-
-    # -- inference ---------------------------------------------------------------------
-    @torch.inference_mode()
-    def logits(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
-        """Raw (uncalibrated) logits (n, intents) as float64, batched by length.
-
-        Raises:
-            ValueError: an empty list; TypeError: a non-string item.
-        """
-        texts = check_texts(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.empty((len(texts), len(self.labels)), dtype=np.float64)
-        device = next(self.model.parameters()).device
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            batch = self.tokenizer([texts[i] for i in idx], max_length=self.max_length)
-            logits = self.model(input_ids=batch["input_ids"].to(device),
-                                attention_mask=batch["attention_mask"].bool().to(device))["logits"]
-            out[idx] = logits.double().cpu().numpy()
-        return out
+    labels: list[str]
+    threshold: float
+    info: dict[str, Any]
 
     def predict_proba(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         """Calibrated probabilities (n, intents)."""
-        return calibrated_probs(self.logits(texts, batch_size=batch_size), self.temperature)
+        raise NotImplementedError
 
     def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
                 threshold: float | None = None, batch_size: int = 64
@@ -147,6 +98,90 @@ class IntentClassifier:
         t = check_answer_options(top_k, self.threshold if threshold is None else threshold)
         probs = self.predict_proba(texts, batch_size=batch_size)
         return answers_from_probs(texts, probs, self.labels, top_k=top_k, threshold=t)
+
+
+class CalibratedClassifier(ProbabilityClassifier):
+    """A classifier with raw :meth:`logits` and a softmax ``temperature`` (calibration):
+    :meth:`predict_proba` is ``softmax(logits / temperature)``."""
+
+    temperature: float
+
+    def _set_calibration(self, labels: Sequence[str], temperature: float,
+                         threshold: float, info: dict[str, Any] | None) -> None:
+        """Check and set ``labels`` (unique, as strings), ``temperature`` (> 0),
+        ``threshold`` (in [0, 1]) and ``info``; ValueError otherwise."""
+        labels = [str(x) for x in labels]
+        if len(set(labels)) != len(labels):
+            raise ValueError("intent labels must be unique")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+        self.labels = labels
+        self.temperature = float(temperature)
+        self.threshold = float(threshold)
+        self.info = dict(info or {})
+
+    def logits(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Raw (uncalibrated) logits (n, intents) as float64."""
+        raise NotImplementedError
+
+    def predict_proba(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Calibrated probabilities (n, intents)."""
+        return calibrated_probs(self.logits(texts, batch_size=batch_size), self.temperature)
+
+
+class IntentClassifier(CalibratedClassifier):
+    """A classifier model with its tokenizer, intent names, temperature and threshold.
+
+    Args:
+        model: an encoder classifier or BiLSTM classifier (``forward(input_ids,
+            attention_mask)`` -> ``{"logits"}``).
+        tokenizer: the tokenizer whose ids the model reads.
+        labels: intent names, index = class id.
+        temperature: logits are divided by it before the softmax (calibration).
+        threshold: calibrated top probability below which the answer is out-of-scope
+            (0 disables it).
+        max_length: longest input in tokens (special tokens included); longer texts are
+            truncated.
+        info: free-form training summary stored in ``intent.json``.
+
+    Raises:
+        ValueError: labels that do not match the model's output size, duplicate labels,
+            a non-positive temperature or a threshold outside [0, 1].
+    """
+
+    def __init__(self, model: nn.Module, tokenizer: Tokenizer, labels: Sequence[str], *,
+                 temperature: float = 1.0, threshold: float = 0.0, max_length: int = 128,
+                 info: dict[str, Any] | None = None) -> None:
+        self._set_calibration(labels, temperature, threshold, info)
+        head = _output_size(model)
+        if head is not None and head != len(self.labels):
+            raise ValueError(f"the model predicts {head} classes but {len(self.labels)} labels "
+                             f"were given")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.max_length = int(max_length)
+
+    # -- inference ---------------------------------------------------------------------
+    @torch.inference_mode()
+    def logits(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Raw (uncalibrated) logits (n, intents) as float64, batched by length.
+
+        Raises:
+            ValueError: an empty list; TypeError: a non-string item.
+        """
+        texts = check_texts(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), len(self.labels)), dtype=np.float64)
+        device = next(self.model.parameters()).device
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            batch = self.tokenizer([texts[i] for i in idx], max_length=self.max_length)
+            logits = self.model(input_ids=batch["input_ids"].to(device),
+                                attention_mask=batch["attention_mask"].bool().to(device))["logits"]
+            out[idx] = logits.double().cpu().numpy()
+        return out
 
     # -- persistence -------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:

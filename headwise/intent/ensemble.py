@@ -19,12 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.classifier import (
-    IntentClassifier,
-    IntentPrediction,
-    answers_from_probs,
-    check_answer_options,
-)
+from headwise.intent.classifier import IntentClassifier, ProbabilityClassifier
 from headwise.intent.tfidf import TFIDF_FILE, TfidfClassifier
 from headwise.models.io import write_json_atomically
 
@@ -37,7 +32,7 @@ __all__ = ["ENSEMBLE_FILE", "EnsembleClassifier", "load_classifier"]
 ENSEMBLE_FILE = "ensemble.json"
 
 
-class EnsembleClassifier:
+class EnsembleClassifier(ProbabilityClassifier):
     """The mean of several intent classifiers' calibrated probabilities.
 
     Args:
@@ -75,16 +70,6 @@ class EnsembleClassifier:
         """The members' calibrated probabilities (n, intents), averaged."""
         return np.mean([m.predict_proba(texts, batch_size=batch_size) for m in self.members],
                        axis=0)
-
-    def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
-                threshold: float | None = None, batch_size: int = 64
-                ) -> list[IntentPrediction]:
-        """Top intents of each text from the averaged probabilities (see
-        :meth:`IntentClassifier.predict`; same arguments, errors and answers)."""
-        texts = [texts] if isinstance(texts, str) else texts
-        t = check_answer_options(top_k, self.threshold if threshold is None else threshold)
-        probs = self.predict_proba(texts, batch_size=batch_size)
-        return answers_from_probs(texts, probs, self.labels, top_k=top_k, threshold=t)
 
     def save(self, directory: str | Path) -> Path:
         """Write each member to ``directory/member-<i>`` and ``ensemble.json`` last."""

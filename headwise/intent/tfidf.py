@@ -23,13 +23,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 from scipy import sparse
 
-from headwise.intent.calibration import calibrated_probs
-from headwise.intent.classifier import (
-    IntentPrediction,
-    answers_from_probs,
-    check_answer_options,
-    check_texts,
-)
+from headwise.intent.classifier import CalibratedClassifier, check_texts
 from headwise.models.io import write_json_atomically
 from headwise.text.char_level import cjk_fraction
 
@@ -56,10 +50,11 @@ def feature_vectorizers(chinese: bool) -> list[Any]:
             TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)]
 
 
-class TfidfClassifier:
+class TfidfClassifier(CalibratedClassifier):
     """TF-IDF features and a linear layer, with the inference interface of
     :class:`~headwise.intent.classifier.IntentClassifier` (``labels``, ``temperature``,
-    ``threshold``, ``logits``, ``predict_proba``, ``predict``, ``save``/``load``).
+    ``threshold``, ``logits``; ``predict_proba`` and ``predict`` from
+    :class:`~headwise.intent.classifier.CalibratedClassifier`; ``save``/``load``).
 
     Build one with :meth:`fit` (or ``headwise train --model tfidf``).
 
@@ -80,24 +75,14 @@ class TfidfClassifier:
     def __init__(self, vectorizers: Sequence[Any], coef: np.ndarray, intercept: np.ndarray,
                  labels: Sequence[str], *, temperature: float = 1.0, threshold: float = 0.0,
                  info: dict[str, Any] | None = None) -> None:
-        labels = [str(x) for x in labels]
-        if len(set(labels)) != len(labels):
-            raise ValueError("intent labels must be unique")
+        self._set_calibration(labels, temperature, threshold, info)
         coef, intercept = np.asarray(coef, np.float64), np.asarray(intercept, np.float64)
-        width = sum(len(v.vocabulary_) for v in vectorizers)
-        if coef.shape != (len(labels), width) or intercept.shape != (len(labels),):
+        n, width = len(self.labels), sum(len(v.vocabulary_) for v in vectorizers)
+        if coef.shape != (n, width) or intercept.shape != (n,):
             raise ValueError(f"coef {coef.shape} and intercept {intercept.shape} do not fit "
-                             f"{len(labels)} intents and {width} features")
-        if not temperature > 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+                             f"{n} intents and {width} features")
         self.vectorizers = list(vectorizers)
         self.coef, self.intercept = coef, intercept
-        self.labels = labels
-        self.temperature = float(temperature)
-        self.threshold = float(threshold)
-        self.info = dict(info or {})
 
     @classmethod
     def fit(cls, texts: Sequence[str], labels: Sequence[str], *, c: float = 10.0,
@@ -147,20 +132,6 @@ class TfidfClassifier:
             ValueError: an empty list; TypeError: a non-string item.
         """
         return np.asarray(self.features(texts) @ self.coef.T) + self.intercept
-
-    def predict_proba(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
-        """Calibrated probabilities (n, intents)."""
-        return calibrated_probs(self.logits(texts), self.temperature)
-
-    def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
-                threshold: float | None = None, batch_size: int = 64
-                ) -> list[IntentPrediction]:
-        """Top intents of each text, answering out-of-scope below the threshold (see
-        :meth:`IntentClassifier.predict`: same arguments, errors and answers)."""
-        texts = [texts] if isinstance(texts, str) else texts
-        t = check_answer_options(top_k, self.threshold if threshold is None else threshold)
-        return answers_from_probs(texts, self.predict_proba(texts), self.labels, top_k=top_k,
-                                  threshold=t)
 
     # -- persistence -------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
