@@ -52,6 +52,17 @@ def _report_skipped(path: str, skipped: list[tuple[int, str]]) -> None:
         print(f"{path}: skipped {len(skipped)} bad rows: {first}{more}", file=sys.stderr)
 
 
+def save_and_score(combined: Any, members: list[Any], args: argparse.Namespace, what: str
+                   ) -> None:
+    """Save ``combined`` (a soup or an ensemble of ``members``) to ``args.out``; with
+    ``args.data``, score the members and it side by side."""
+    combined.save(args.out)
+    print(f"wrote the {what} of {len(members)} models to {args.out}", file=sys.stderr)
+    if args.data:
+        score_side_by_side({**dict(zip(args.models, members, strict=True)), what: combined},
+                           args.data, args)
+
+
 def score_side_by_side(models: dict[str, Any], path: str, args: argparse.Namespace) -> None:
     """Score every classifier in ``models`` (name -> classifier) on the labelled file
     ``path`` and print accuracy and macro-F1 per model (``args.json``: as JSON)."""
@@ -71,12 +82,26 @@ def score_side_by_side(models: dict[str, Any], path: str, args: argparse.Namespa
         print(f"{name:<{width}}  {100 * s['accuracy']:7.2f}%  {100 * s['macro_f1']:7.2f}%")
 
 
-def check_combination(out: str, models: list[str], what: str) -> Path:
-    """``out`` as a Path, after checking there are two models or more and ``out`` is none
-    of them (``what``: "a soup", "an ensemble")."""
+def add_combination_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    """``OUT``, ``MODEL...``, ``--data``, ``--json`` and the data options of a command that
+    combines saved classifiers into ``what`` ("soup", "ensemble")."""
+    p.add_argument("out", metavar="OUT", help=f"directory to write the {what} to")
+    p.add_argument("models", metavar="MODEL", nargs="+",
+                   help="two or more directories saved by `headwise train`")
+    p.add_argument("--data", metavar="FILE",
+                   help=f"labelled data to score the members and the {what} on")
+    p.add_argument("--json", action="store_true", help="print the scores as JSON")
+    add_data_options(p)
+
+
+def check_combination(out: str, models: list[str], what: str) -> None:
+    """Check that there are two models or more and ``out`` is none of them (``what``:
+    "a soup", "an ensemble").
+
+    Raises:
+        ValueError: either check failed.
+    """
     if len(models) < 2:
         raise ValueError(f"{what} needs at least two models, got {len(models)}")
-    path = Path(out)
-    if path.resolve() in {Path(m).resolve() for m in models}:
-        raise ValueError(f"OUT {path} is one of the members; write {what} elsewhere")
-    return path
+    if Path(out).resolve() in {Path(m).resolve() for m in models}:
+        raise ValueError(f"OUT {out} is one of the members; write {what} elsewhere")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, check_combination, score_side_by_side
+from headwise.commands._common import (
+    add_combination_arguments,
+    check_combination,
+    save_and_score,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,12 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "different --seed); classifiers trained from scratch do not average well. With "
         "--data, the members and the soup are scored on a labelled file, so you see "
         "whether the soup is better before you use it.")
-    p.add_argument("out", metavar="OUT", help="directory to write the soup to")
-    p.add_argument("models", metavar="MODEL", nargs="+",
-                   help="two or more directories saved by `headwise train`")
-    p.add_argument("--data", metavar="FILE", help="labelled data to score members and soup on")
-    p.add_argument("--json", action="store_true", help="print the scores as JSON")
-    add_data_options(p)
+    add_combination_arguments(p, "soup")
     p.set_defaults(func=run)
 
 
@@ -32,13 +30,9 @@ def run(args: argparse.Namespace) -> int:
     from headwise.intent import IntentClassifier
     from headwise.intent.soup import uniform_soup
 
-    out = check_combination(args.out, args.models, "a soup")
+    check_combination(args.out, args.models, "a soup")
     members = [IntentClassifier.load(m) for m in args.models]
     soup = uniform_soup(members, info={"soup_of": [str(Path(m).resolve())
                                                    for m in args.models]})
-    soup.save(out)
-    print(f"wrote the soup of {len(members)} models to {out}", file=sys.stderr)
-    if args.data:
-        score_side_by_side({**dict(zip(args.models, members, strict=True)), "soup": soup},
-                           args.data, args)
+    save_and_score(soup, members, args, "soup")
     return 0
