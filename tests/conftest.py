@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+# tiny_corpus.py and friends, importable from every test folder whatever the import mode
+sys.path.insert(0, str(Path(__file__).parent))
 
 from headwise.text.annotations import AnnotatedExample, SlotSpan
 

@@ -6,18 +6,10 @@ import csv
 import json
 
 import pytest
+from tiny_corpus import INTENTS
 
 from headwise.cli import main
 
-INTENTS = {
-    "card_lost": ["i lost my card", "my card was stolen", "card missing since yesterday",
-                  "someone took my card", "cannot find my card anywhere"],
-    "transfer": ["send money to my friend", "transfer 50 pounds to john",
-                 "make a transfer to my savings", "how do i send money abroad",
-                 "wire money to another bank"],
-    "balance": ["what is my balance", "how much money do i have", "show my account balance",
-                "balance of my current account", "check how much is left"],
-}
 TINY = {"d_model": 32, "num_layers": 1, "num_heads": 8, "d_ff": 64, "epochs": 4,
         "batch_size": 8, "vocab_size": 200, "lr": 3e-3, "lstm_embed_dim": 16,
         "lstm_hidden": 16}

@@ -10,6 +10,17 @@ import torch.nn.functional as F
 from headwise.intent.objective import SmoothedClassification, generalized_cross_entropy
 
 
+class Fixed(torch.nn.Module):
+    """A "model" that returns the same logits whatever the input."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, input_ids, attention_mask=None):
+        return {"logits": self.logits}
+
+
 def _reference(logits: np.ndarray, y: np.ndarray, q: float, eps: float = 0.0,
                w: np.ndarray | None = None) -> float:
     """sum_k t_k (1 - p_k^q) / q per example, in float64 numpy."""
@@ -61,14 +72,6 @@ def test_limits_and_gradient_scaling():
 
 
 def test_wrapper_uses_it_and_checks_q():
-    class Fixed(torch.nn.Module):
-        def __init__(self, logits):
-            super().__init__()
-            self.logits = logits
-
-        def forward(self, input_ids, attention_mask=None):
-            return {"logits": self.logits}
-
     logits = torch.randn(4, 3)
     y = torch.tensor([0, 2, 1, 1])
     out = SmoothedClassification(Fixed(logits), 0.1, gce_q=0.5)(torch.zeros(4, 2), labels=y)
@@ -122,14 +125,6 @@ def test_teacher_target_matches_the_formula_and_reaches_the_model():
     hard = F.one_hot(y, 4).double()
     assert float(soft_target_loss(logits, y, teacher=hard, teacher_weight=1.0)) == \
         pytest.approx(float(F.cross_entropy(logits, y)), rel=1e-12)
-
-    class Fixed(torch.nn.Module):
-        def __init__(self, logits):
-            super().__init__()
-            self.logits = logits
-
-        def forward(self, input_ids, attention_mask=None):
-            return {"logits": self.logits}
 
     wrap = SmoothedClassification(Fixed(logits), 0.1, teacher_weight=0.3)
     out = wrap(torch.zeros(5, 2), labels=y, teacher=teacher)

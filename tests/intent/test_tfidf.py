@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from tiny_corpus import INTENTS as EN
 
 from headwise.cli import main
 from headwise.intent import IntentRecipe, train_intent_classifier
@@ -15,15 +16,6 @@ from headwise.intent.cleaning import tfidf_features
 from headwise.intent.ensemble import EnsembleClassifier, load_classifier
 from headwise.intent.tfidf import TFIDF_FILE, TfidfClassifier
 
-EN = {
-    "card_lost": ["i lost my card", "my card was stolen", "card missing since yesterday",
-                  "someone took my card", "cannot find my card anywhere"],
-    "transfer": ["send money to my friend", "transfer 50 pounds to john",
-                 "make a transfer to my savings", "how do i send money abroad",
-                 "wire money to another bank"],
-    "balance": ["what is my balance", "how much money do i have", "show my account balance",
-                "balance of my current account", "check how much is left"],
-}
 ZH = {
     "退款": ["我要退款", "怎么申请退款", "退款什么时候到账", "钱退回来了吗", "帮我退一下款"],
     "地址": ["我想改地址", "收货地址写错了", "地址不用改了", "换个收件地址", "地址是对的"],

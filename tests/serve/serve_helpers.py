@@ -4,19 +4,11 @@ service's behaviour does not need training)."""
 from __future__ import annotations
 
 import torch
+from tiny_corpus import INTENTS
 
 from headwise.models import EncoderClassifier, ModelConfig
 from headwise.text.tokenizer import Tokenizer
 
-INTENTS = {
-    "card_lost": ["i lost my card", "my card was stolen", "card missing since yesterday",
-                  "someone took my card", "cannot find my card anywhere"],
-    "transfer": ["send money to my friend", "transfer 50 pounds to john",
-                 "make a transfer to my savings", "how do i send money abroad",
-                 "wire money to another bank"],
-    "balance": ["what is my balance", "how much money do i have", "show my account balance",
-                "balance of my current account", "check how much is left"],
-}
 TEXTS = [t for ts in INTENTS.values() for t in ts]
 #: short enough that ordinary sentences overflow it (long-text handling)
 MAX_LENGTH = 12

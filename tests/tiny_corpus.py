@@ -1,0 +1,14 @@
+"""A tiny English banking corpus of three intents, shared by the intent and serve tests
+(importable from every test folder: tests/conftest.py puts this folder on sys.path)."""
+
+from __future__ import annotations
+
+INTENTS = {
+    "card_lost": ["i lost my card", "my card was stolen", "card missing since yesterday",
+                  "someone took my card", "cannot find my card anywhere"],
+    "transfer": ["send money to my friend", "transfer 50 pounds to john",
+                 "make a transfer to my savings", "how do i send money abroad",
+                 "wire money to another bank"],
+    "balance": ["what is my balance", "how much money do i have", "show my account balance",
+                "balance of my current account", "check how much is left"],
+}
