@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,7 +48,6 @@ def validation_split(texts: list[str], labels: list[str], fraction: float, seed:
                      ) -> tuple[list[str], list[str], list[str], list[str]]:
     """``(train_texts, valid_texts, train_labels, valid_labels)``: a seeded ``fraction``
     held out, stratified by intent when every intent has two examples or more."""
-    counts = {y: labels.count(y) for y in set(labels)}
-    stratify = labels if min(counts.values()) >= 2 else None
+    stratify = labels if min(Counter(labels).values()) >= 2 else None
     return train_test_split(texts, labels, test_size=fraction,
                             random_state=seed, stratify=stratify)
