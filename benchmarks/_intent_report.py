@@ -16,19 +16,27 @@ REFERENCES = {
 METRIC = {"banking77": "accuracy", "dataclue_cic": "macro_f1"}  # each dataset's headline
 SCRATCH = ("transformer-concat-ln", "transformer-glu-ln", "transformer-concat-rms",
            "transformer-concat-ln-balanced", "transformer-concat-ln-rope",
-           "transformer-concat-ln-rope-ens3", "transformer-concat-ln-rope-distill")
+           "transformer-concat-ln-rope-ens3", "transformer-concat-ln-rope-distill",
+           "transformer-concat-ln-rope-mlm", "transformer-concat-ln-rope-mlm-distill")
 
 
 def _name(config: str) -> str:
     """A configuration's name, an ensemble or a soup said to be one."""
     if config.endswith("-ens3"):
         return f"{config} (an ensemble of 3 seeds' models, 3x the latency)"
+    if config.endswith("-mlm-distill"):
+        return (f"{config} (masked-LM pre-trained on its training texts, then trained towards "
+                f"a TF-IDF model's out-of-fold probabilities)")
     if config.endswith("-distill"):
         return f"{config} (trained towards a TF-IDF model's out-of-fold probabilities)"
+    if config.endswith("-mlm"):
+        return f"{config} (masked-LM pre-trained on its training texts first)"
     if config.startswith("ens-"):
         return f"{config} (an ensemble of a TF-IDF, a BiLSTM and a Transformer model)"
-    if config.endswith("-soup3"):
-        return f"{config} (3 seeds' fine-tuned weights averaged into one model, 3x the training)"
+    if "-soup" in config:
+        k = config.rpartition("-soup")[2]
+        return (f"{config} ({k} seeds' fine-tuned weights averaged into one model, {k}x the "
+                f"training)")
     return config
 
 
@@ -56,7 +64,10 @@ def summarise(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any
             if any("onnx" in x for x in lat) else None,
             "p99_ms": statistics.median(x["p99_ms"] for x in lat),
             "throughput": statistics.median(x["throughput_per_s"] for x in lat),
-            "train_s": statistics.median(r["train_seconds"] for r in rs),
+            # the Trainer plus the stages before it, where the run recorded them
+            "train_s": statistics.median(r["train_seconds"] + r.get("stage_seconds", 0.0)
+                                         for r in rs),
+            "stages_unrecorded": any("stage_seconds" not in r for r in rs),
             "parameters": rs[0].get("parameters"),
             "loadavg": max(x.get("loadavg", 0.0) for x in lat),
         }
@@ -201,8 +212,9 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
         "default), measured by `--latency-only` on the kept models. Quality: mean ± "
         "standard deviation over seeds (min-max); latency: "
         "the median over seeds of each run's p50/p99. `train s` is the wall time of training "
-        "on a machine that may be shared with other work: it says what was spent, not how "
-        "fast the model trains.",
+        "(with the stages before the Trainer, masked-LM pre-training and the distillation "
+        "teacher, where the run recorded them) on a machine that may be shared with other "
+        "work: it says what was spent, not how fast the model trains.",
         "",
     ]
     if busy > 1.0:
@@ -225,7 +237,8 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
         lines += [H.markdown_table(["configuration", "seeds", "accuracy %", "macro-F1 %",
                                     "p50 ms", "p99 ms", "ONNX p50 ms", "texts/s (batch 32)",
                                     "parameters", "train s"], rows), ""]
-        distilled = sorted(c for d, c in summary if d == ds and c.endswith("-distill"))
+        distilled = sorted(c for d, c in summary if d == ds and c.endswith("-distill")
+                           and summary[(d, c)]["stages_unrecorded"])
         if distilled:
             lines += [f"{', '.join(f'`{c}`' for c in distilled)}: `train s` counts the Trainer "
                       f"only; the teacher's 5-fold out-of-fold TF-IDF probabilities are "

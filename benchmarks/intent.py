@@ -86,6 +86,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # weights of minilm-lpft-2e5 seeds 3s, 3s+1, 3s+2 (measured as runs of their own, kept
     # with --keep-models) into one model: 3x the training, 1x the latency
     "minilm-lpft-2e5-soup3": dict(soup_of="minilm-lpft-2e5", soup=3),
+    # the same soup of 5 members (seeds 5s..5s+4): soups gain as members are added while the
+    # members stay in one basin (Wortsman et al. 2022, fig. 5); 5x the training, 1x the latency
+    "minilm-lpft-2e5-soup5": dict(soup_of="minilm-lpft-2e5", soup=5),
     # the library's TF-IDF + logistic regression (headwise.intent.tfidf: the floor's features
     # and C, trained on the 90 % left by the validation split, temperature-calibrated)
     "tfidf-lr": dict(model="tfidf", tfidf_c=10.0),
@@ -100,6 +103,18 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "transformer-concat-ln-rope-distill": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
                                                position="rope", distill="tfidf",
                                                distill_weight=0.5),
+    # masked-LM self-pretraining on the training texts first (headwise.intent.pretrain;
+    # Krishna et al. 2023): a from-scratch Transformer sees each word in few contexts, a
+    # BiLSTM's recurrence makes up for that, attention does not; 40 epochs of BERT masking
+    # on the same texts, no labels, then the usual fine-tuning
+    "transformer-concat-ln-rope-mlm": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
+                                           position="rope", pretrain_epochs=40),
+    # both: self-pretrained, then fine-tuned towards the TF-IDF teacher's out-of-fold
+    # probabilities mixed with the noisy labels
+    "transformer-concat-ln-rope-mlm-distill": dict(_TRANSFORMER, fusion="concat",
+                                                   norm="layernorm", position="rope",
+                                                   pretrain_epochs=40, distill="tfidf",
+                                                   distill_weight=0.5),
     "bilstm-balanced": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200,
                             lstm_pooling="max", dropout=0.3, epochs=10, patience=3, lr=2e-3,
                             label_smoothing=0.1, max_length=64, vocab_size=8000,
@@ -115,8 +130,10 @@ ONLY_ON = {"minilm": ("banking77",), "minilm-8ep": ("banking77",),
            "minilm-lpft": ("banking77",),
            "minilm-lpft-2e5": ("banking77",),  # an English model
            "minilm-lpft-2e5-soup3": ("banking77",),
+           "minilm-lpft-2e5-soup5": ("banking77",),
            "bilstm-balanced": ("dataclue_cic",),
            "transformer-concat-ln-rope-distill": ("dataclue_cic",),
+           "transformer-concat-ln-rope-mlm-distill": ("dataclue_cic",),
            "transformer-concat-ln-balanced": ("dataclue_cic",)}
 
 
@@ -245,6 +262,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                 "valid": [r.valid_metrics for r in runs] if len(plan) > 1
                 else runs[0].valid_metrics,
                 "train_seconds": sum(r.train_seconds for r in runs),
+                # the stages before the Trainer: masked-LM pre-training, the TF-IDF teacher
+                "stage_seconds": sum(stage_seconds(getattr(m, "info", None) or {})
+                                     for m in models),
                 "epochs": one("epochs"), "steps": one("steps"),
                 "stopped_early": one("stopped_early"), "members": [s for _, s in plan],
                 "parameters": sum(parameter_count(m) for m in models),
@@ -253,6 +273,11 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                 "latency": latency, "unseen_test_labels": report["unseen_labels"]}
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def stage_seconds(info: dict[str, Any]) -> float:
+    """Wall time a recipe spent before its Trainer ran (pre-training, distillation teacher)."""
+    return sum(float((info.get(k) or {}).get("seconds", 0.0)) for k in ("pretrain", "distill"))
 
 
 def parameter_count(clf: Any) -> int:
