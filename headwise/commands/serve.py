@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     engine = load_engine(config)  # refuses a bad model directory before anything starts
-    chosen = engine.runtime.name
+    # a TF-IDF model or an ensemble has one path ("tfidf", "ensemble"): nothing to choose
+    chosen = engine.runtime.name if engine.runtime.name in RUNTIMES else config.runtime
     # the workers serve what was chosen here (and do not decide, or report, again); the
     # process is the service, so its garbage collector may skip what warm-up left alive
     config = dataclasses.replace(config, runtime=chosen, freeze_gc=True)
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     common = dict(host=args.host, port=args.port, log_level=args.log_level,
                   access_log=args.access_log, timeout_graceful_shutdown=args.graceful_timeout)
     print(f"headwise serve: {engine.kind} classifier, {len(engine.labels)} intents, "
-          f"{runtime_summary(engine.runtime, auto=args.runtime == 'auto')}, "
+          f"{runtime_summary(engine.runtime, auto=args.runtime == 'auto' and chosen != 'auto')}, "
           f"http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr)
     if args.workers == 1:
         uvicorn.run(create_app(config, engine), **common)

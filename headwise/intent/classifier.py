@@ -218,8 +218,8 @@ class IntentClassifier(CalibratedClassifier):
                 if (directory / marker).is_file():
                     raise FileNotFoundError(
                         f"{directory} holds {what}, not a network: load it with "
-                        f"headwise.intent.ensemble.load_classifier (`headwise predict` and "
-                        f"`headwise eval` take it; serving and ONNX export need a network)")
+                        f"headwise.intent.ensemble.load_classifier (`headwise predict`, "
+                        f"`eval` and `serve` take it; ONNX export needs a network)")
             raise FileNotFoundError(f"{directory} has no {INTENT_FILE}: it is not an intent "
                                     f"classifier saved by `headwise train` (or the save was "
                                     f"interrupted)")

@@ -46,7 +46,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from headwise.serve.batching import BatcherClosed, MicroBatcher
 from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import CONFIG_ENV, ServeConfig
-from headwise.serve.engine import EncodedText, InferenceEngine, LongTextError
+from headwise.serve.engine import EncodedText, LongTextError
 from headwise.serve.explain import NoAttentionError, attention_modules, explain_text
 from headwise.serve.fastpath import FastRoute
 from headwise.serve.metrics import ServeMetrics
@@ -61,7 +61,7 @@ from headwise.serve.schemas import (
     PredictRequest,
     PredictResponse,
 )
-from headwise.serve.startup import load_engine
+from headwise.serve.startup import Engine, load_engine
 
 log = logging.getLogger("headwise.serve")
 ENDPOINTS = ("/v1/predict", "/v1/explain", "/healthz", "/readyz", "/metrics")
@@ -97,7 +97,7 @@ def json_response(model: BaseModel) -> Response:
 class ServiceState:
     """What the endpoints share: engine, batcher, metrics, readiness."""
 
-    def __init__(self, engine: InferenceEngine | CompoundEngine, config: ServeConfig) -> None:
+    def __init__(self, engine: Engine, config: ServeConfig) -> None:
         self.engine = engine
         self.config = config
         self.compound = isinstance(engine, CompoundEngine)
@@ -109,8 +109,9 @@ class ServiceState:
         self.ready = False
         self.stopping = False
         self.model_name = config.model_name or Path(config.model_dir or "model").name
+        model = getattr(engine.classifier, "model", None)  # None: a TF-IDF model, an ensemble
         try:
-            attention_modules(engine.classifier.model)
+            attention_modules(model)
             self.has_attention = True
         except NoAttentionError:
             self.has_attention = False
@@ -203,15 +204,14 @@ def _validation_message(errors: list[dict]) -> tuple[int, str, str, list[dict]]:
     return 422, "validation_error", "; ".join(parts) + more, details
 
 
-def create_app(config: ServeConfig, engine: InferenceEngine | CompoundEngine | None = None
-               ) -> FastAPI:
+def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
     """The service's ASGI app.
 
     Args:
         config: the settings.
         engine: an inference engine already loaded (default: :func:`load_engine`); a
             :class:`CompoundEngine` makes ``/v1/predict`` take and answer the compound
-            schemas.
+            schemas; a ``ProbabilityEngine`` serves a TF-IDF model or an ensemble.
 
     Returns:
         A FastAPI app wrapped in the metrics and body-guard middleware; its lifespan
@@ -300,8 +300,9 @@ def create_app(config: ServeConfig, engine: InferenceEngine | CompoundEngine | N
                              "compound (multi-label + slots) classifier; use /v1/predict for "
                              "its intents and slots")
         if not state.has_attention:
+            clf = state.engine.classifier
             raise InputError(409, "no_attention", f"this model "
-                             f"({type(state.engine.classifier.model).__name__}) has no "
+                             f"({type(getattr(clf, 'model', clf)).__name__}) has no "
                              f"attention heads to explain; /v1/explain needs a Transformer "
                              f"classifier")
         state.check_text(body.text, "text")

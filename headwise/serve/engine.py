@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from headwise.intent.calibration import calibrated_probs
-from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier
+from headwise.intent.classifier import IntentClassifier, answers_from_probs
 from headwise.serve.bucketing import (
     MIN_BUCKET,
     BucketedEngine,
@@ -29,7 +29,21 @@ from headwise.serve.bucketing import (
 )
 from headwise.serve.runtime import OnnxRuntime, TorchRuntime
 
-__all__ = ["MIN_BUCKET", "EncodedText", "InferenceEngine", "LongTextError", "length_bucket"]
+__all__ = ["MIN_BUCKET", "EncodedText", "InferenceEngine", "LongTextError", "length_bucket",
+           "prediction_records"]
+
+
+def prediction_records(texts: Sequence[str], probs: np.ndarray, labels: Sequence[str], *,
+                       top_k: int, threshold: float, notes: Sequence[dict | None]
+                       ) -> list[dict]:
+    """The response records (``schemas.Prediction`` fields) of texts from their calibrated
+    probabilities (n, intents): the ``top_k`` intents best first, out-of-scope when the best
+    is below ``threshold``, and each text's long-text note."""
+    answers = answers_from_probs(texts, probs, labels, top_k=top_k, threshold=threshold)
+    return [{"text": a.text, "intent": a.intent, "confidence": a.confidence,
+             "out_of_scope": a.out_of_scope,
+             "top_k": [{"intent": k, "confidence": c} for k, c in a.top_k], "long_text": note}
+            for a, note in zip(answers, notes, strict=True)]
 
 
 class InferenceEngine(BucketedEngine):
@@ -115,19 +129,9 @@ class InferenceEngine(BucketedEngine):
         """
         clf = self.classifier
         t = clf.threshold if threshold is None else float(threshold)
-        probs = calibrated_probs(logits, clf.temperature)
-        k = min(top_k, len(self.labels))
-        out = []
-        for text, item, p in zip(texts, items, probs, strict=True):
-            best = np.argsort(-p, kind="stable")[:k]
-            conf = float(p[best[0]])
-            oos = conf < t
-            out.append({"text": text, "intent": OUT_OF_SCOPE if oos else self.labels[best[0]],
-                        "confidence": conf, "out_of_scope": oos,
-                        "top_k": [{"intent": self.labels[j], "confidence": float(p[j])}
-                                  for j in best],
-                        "long_text": self.long_text_note(item)})
-        return out
+        return prediction_records(texts, calibrated_probs(logits, clf.temperature),
+                                  self.labels, top_k=top_k, threshold=t,
+                                  notes=[self.long_text_note(item) for item in items])
 
     def predict(self, texts: Sequence[str], *, top_k: int = 3,
                 threshold: float | None = None) -> list[dict]:

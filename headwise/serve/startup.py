@@ -1,11 +1,14 @@
 """Load what the service runs, refusing at start-up anything that would fail later.
 
-:func:`load_engine` loads the model directory (an intent classifier, ``intent.json``, or a
-compound classifier, ``compound.json``; pickle files and a config that does not match the
+:func:`load_engine` loads the model directory (an intent classifier, ``intent.json``, a
+compound classifier, ``compound.json``, a TF-IDF model, ``tfidf.json``, or an ensemble,
+``ensemble.json``; pickle files and a config that does not match the
 weights are refused by the loader with a message naming the problem) and, for the
 onnxruntime path, checks that the ONNX file was exported from these very weights and that
 its float32 outputs equal PyTorch's within :data:`ONNX_TOLERANCE`. A compound classifier
-is served with the torch runtime only, and without chunk-and-pool.
+is served with the torch runtime only, and without chunk-and-pool; a TF-IDF model or an
+ensemble by :class:`~headwise.serve.proba_engine.ProbabilityEngine`, with no ONNX path and
+the truncate policy only.
 
 ``runtime="auto"`` (the default) serves on onnxruntime when the ONNX file
 (``MODEL/model.onnx`` or ``onnx_path``) exists and passes those checks, and on PyTorch
@@ -18,16 +21,25 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from headwise.intent.classifier import INTENT_FILE, IntentClassifier
+from headwise.intent.classifier import INTENT_FILE, IntentClassifier, ProbabilityClassifier
 from headwise.intent.compound import COMPOUND_FILE, CompoundClassifier
+from headwise.intent.ensemble import ENSEMBLE_FILE, EnsembleClassifier
+from headwise.intent.ensemble import load_classifier as load_single_label
+from headwise.intent.tfidf import TFIDF_FILE
 from headwise.models.heap import steady_heap
 from headwise.models.io import WEIGHTS_NAME
 from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import ServeConfig
 from headwise.serve.engine import InferenceEngine
 from headwise.serve.onnx_export import max_logit_difference, probe_batches
+from headwise.serve.proba_engine import ProbabilityEngine
 from headwise.serve.runtime import META_WEIGHTS_SHA256, OnnxRuntime, TorchRuntime, file_sha256
 
+#: what a model directory may hold for the service: a network, a compound classifier, a
+#: TF-IDF model or an ensemble (the last two are ProbabilityClassifiers)
+ServedClassifier = IntentClassifier | CompoundClassifier | ProbabilityClassifier
+#: the engines the service runs, by the kind of model
+Engine = InferenceEngine | CompoundEngine | ProbabilityEngine
 #: largest |logit difference| accepted between a float32 ONNX file and PyTorch
 ONNX_TOLERANCE = 1e-4
 #: the ONNX file ``serve --runtime onnx`` reads when none is named
@@ -122,19 +134,20 @@ def choose_runtime(config: ServeConfig, classifier: IntentClassifier | CompoundC
             f"runtime auto: using torch: {reason}")
 
 
-def load_classifier(model_dir: str | Path) -> IntentClassifier | CompoundClassifier:
+def load_classifier(model_dir: str | Path) -> ServedClassifier:
     """The classifier saved in a directory, of whichever kind it is.
 
     Args:
-        model_dir: a directory written by ``headwise train``.
+        model_dir: a directory written by ``headwise train``, ``soup`` or ``ensemble``.
 
     Returns:
-        A :class:`CompoundClassifier` when the directory holds ``compound.json``, else an
+        A :class:`CompoundClassifier` when the directory holds ``compound.json``, an
+        :class:`~headwise.intent.ensemble.EnsembleClassifier` (``ensemble.json``), a
+        :class:`~headwise.intent.tfidf.TfidfClassifier` (``tfidf.json``), else an
         :class:`IntentClassifier`.
 
     Raises:
-        FileNotFoundError: no such directory, or one holding neither ``intent.json`` nor
-            ``compound.json``.
+        FileNotFoundError: no such directory, or one holding none of those files.
         ValueError: as the classifiers' loaders (pickle files, a config that does not
             match the weights, an invalid metadata file).
     """
@@ -143,17 +156,30 @@ def load_classifier(model_dir: str | Path) -> IntentClassifier | CompoundClassif
         raise FileNotFoundError(f"no model directory at {directory}")
     if (directory / COMPOUND_FILE).is_file():
         return CompoundClassifier.load(directory)
-    if (directory / INTENT_FILE).is_file():
-        return IntentClassifier.load(directory)
-    raise FileNotFoundError(f"{directory} holds neither {INTENT_FILE} (an intent classifier) "
-                            f"nor {COMPOUND_FILE} (a compound classifier): it is not a model "
-                            f"saved by `headwise train` (or the save was interrupted)")
+    if any((directory / name).is_file() for name in (INTENT_FILE, ENSEMBLE_FILE, TFIDF_FILE)):
+        return load_single_label(directory)
+    raise FileNotFoundError(f"{directory} holds none of {INTENT_FILE} (an intent classifier), "
+                            f"{COMPOUND_FILE} (a compound classifier), {TFIDF_FILE} (a TF-IDF "
+                            f"model) or {ENSEMBLE_FILE} (an ensemble): it is not a model saved "
+                            f"by headwise (or the save was interrupted)")
 
 
-def load_engine(config: ServeConfig,
-                classifier: IntentClassifier | CompoundClassifier | None = None, *,
+def _proba_engine(config: ServeConfig, classifier: ProbabilityClassifier) -> ProbabilityEngine:
+    """The engine of a TF-IDF model or an ensemble, refusing what it cannot do."""
+    what = "an ensemble" if isinstance(classifier, EnsembleClassifier) else "a TF-IDF model"
+    if config.runtime == "onnx":
+        raise ValueError(f"{config.model_dir or 'the model'} is {what}, which has no ONNX "
+                         f"export; serve it with --runtime auto")
+    if config.long_text != "truncate":
+        raise ValueError(f"{config.model_dir or 'the model'} is {what}: --long-text "
+                         f"{config.long_text} needs a single network (a TF-IDF model reads "
+                         f"the whole text, an ensemble's networks truncate it); use truncate")
+    return ProbabilityEngine(classifier, threads=config.threads)
+
+
+def load_engine(config: ServeConfig, classifier: ServedClassifier | None = None, *,
                 report: Callable[[str], None] | None = _stderr_line,
-                ) -> InferenceEngine | CompoundEngine:
+                ) -> Engine:
     """The inference engine a config describes.
 
     Args:
@@ -165,14 +191,16 @@ def load_engine(config: ServeConfig,
 
     Returns:
         An :class:`InferenceEngine` for an intent classifier, a :class:`CompoundEngine`
-        for a compound one.
+        for a compound one, a :class:`ProbabilityEngine` for a TF-IDF model or an ensemble.
 
     Raises:
         FileNotFoundError: no model directory, one that is neither kind, or no ONNX file.
         ValueError: pickle files in the directory (``UnsafeCheckpointError``), a config
             that does not match the weights, an ONNX file that does not match (with
-            ``runtime="onnx"``; ``"auto"`` falls back to PyTorch), or a compound
-            classifier with ``runtime="onnx"`` or ``long_text="chunk"``.
+            ``runtime="onnx"``; ``"auto"`` falls back to PyTorch), a compound
+            classifier with ``runtime="onnx"`` or ``long_text="chunk"``, or a TF-IDF model
+            or an ensemble with ``runtime="onnx"`` or a long-text policy other than
+            ``"truncate"``.
 
     With ``long_text="chunk"`` it also fixes glibc's mmap threshold for the process
     (:func:`~headwise.models.heap.steady_heap`): the windows of long texts then do not
@@ -182,6 +210,8 @@ def load_engine(config: ServeConfig,
         if not config.model_dir:
             raise ValueError("no model directory given")
         classifier = load_classifier(config.model_dir)
+    if not isinstance(classifier, IntentClassifier | CompoundClassifier):
+        return _proba_engine(config, classifier)
     runtime, fallback = choose_runtime(config, classifier)
     if isinstance(classifier, CompoundClassifier) and config.long_text == "chunk":
         raise ValueError(f"{config.model_dir or 'the model'} is a compound (multi-label + "

@@ -247,7 +247,7 @@ def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
     (neither / "config.json").write_text("{}")
     assert main(["serve", str(neither), "--port", "0"]) == 1
     err = capsys.readouterr().err
-    assert "neither intent.json" in err and "compound.json" in err
+    assert "none of intent.json" in err and "compound.json" in err and "tfidf.json" in err
     with pytest.raises(ValueError, match="chunk"):
         CompoundEngine(clf, TorchRuntime(clf.model), long_text="chunk")
 
