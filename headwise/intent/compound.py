@@ -167,7 +167,7 @@ class CompoundClassifier:
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
         probs, spans = self.analyse(texts, batch_size=batch_size)
-        chosen = self._decide(probs, thresholds or self.thresholds, at_least_one)
+        chosen = self.chosen_intents(probs, thresholds or self.thresholds, at_least_one)
         reference = self.reference_date or date.today()
         answers = []
         for text, p, keep, found in zip(texts, probs, chosen, spans, strict=True):
@@ -176,12 +176,15 @@ class CompoundClassifier:
             answers.append(CompoundPrediction(
                 text=text, intents=intents,
                 scores=[(self.intents[j], float(p[j])) for j in order[:top_k]],
-                slots=[self._with_value(s, reference) for s in found],
+                slots=[self.with_value(s, reference) for s in found],
                 out_of_scope=not intents))
         return answers
 
-    def _decide(self, probs: np.ndarray, thresholds: Thresholds, at_least_one: bool
-                ) -> np.ndarray:
+    def chosen_intents(self, probs: np.ndarray, thresholds: Thresholds, at_least_one: bool
+                       ) -> np.ndarray:
+        """Which intents each text has (n, intents) bool, from calibrated probabilities: a
+        multi-label head keeps those over their thresholds (the best one when none is and
+        ``at_least_one``); a single-label head its argmax, if confident enough."""
         if self.model.multi_label:
             return decide(probs, thresholds, at_least_one=at_least_one)
         top = probs.argmax(1)  # single-label head: the argmax, if it is confident enough
@@ -191,7 +194,9 @@ class CompoundClassifier:
         return keep
 
     @staticmethod
-    def _with_value(span: SlotSpan, reference: date) -> SlotSpan:
+    def with_value(span: SlotSpan, reference: date) -> SlotSpan:
+        """``span`` with its normalized value (None when the text does not parse), dates
+        relative to ``reference``."""
         try:
             value = normalize_slot(span.name, span.text, reference=reference)
         except ValueError:

@@ -159,7 +159,7 @@ class CompoundEngine(BucketedEngine):
         clf = self.classifier
         probs = self.probabilities(rows)
         thresholds = clf.thresholds if threshold is None else Thresholds(float(threshold))
-        chosen = clf._decide(probs, thresholds, at_least_one)
+        chosen = clf.chosen_intents(probs, thresholds, at_least_one)
         offsets = token_offsets(clf.tokenizer, list(texts), max_length=self.max_length)
         reference = clf.reference_date or date.today()
         names = clf.slot_tags
@@ -171,7 +171,7 @@ class CompoundEngine(BucketedEngine):
                 if len(row.tags) != len(off):
                     raise RuntimeError(f"{len(row.tags)} tags for {len(off)} tokens of "
                                        f"{text[:40]!r}")
-                spans = [clf._with_value(s, reference)
+                spans = [clf.with_value(s, reference)
                          for s in tags_to_spans(row.tags.tolist(), off, text, names)]
             order = np.argsort(-p, kind="stable")
             intents = [(self.labels[j], float(p[j])) for j in order if keep[j]]

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from headwise.text.demo_corpus import OOS_LABEL
-from headwise.text.readers import DataError, _json_objects, _json_type
+from headwise.text.readers import DataError, json_objects, json_type_name
 
 #: how many rows :func:`looks_multi_label` looks at
 SNIFF_ROWS = 50
@@ -256,7 +256,7 @@ def _read(path: Path, skip_bad_rows: bool
                                     "objects with text, intents and slots")
     examples: list[AnnotatedExample] = []
     skipped: list[tuple[int, str]] = []
-    for line, obj, problem in _json_objects(data, path):
+    for line, obj, problem in json_objects(data, path):
         try:
             if problem is not None:
                 raise _BadRow(problem)
@@ -273,12 +273,12 @@ def _read(path: Path, skip_bad_rows: bool
 
 def _example(obj: Any, line: int) -> AnnotatedExample:
     if not isinstance(obj, dict):
-        raise _BadRow(f"expected a JSON object, got {_json_type(obj)}")
+        raise _BadRow(f"expected a JSON object, got {json_type_name(obj)}")
     if "text" not in obj:
         raise _BadRow(f"missing text (fields: {', '.join(obj) or 'none'})")
     text = obj["text"]
     if not isinstance(text, str):
-        raise _BadRow(f"text must be a string, got {_json_type(text)}")
+        raise _BadRow(f"text must be a string, got {json_type_name(text)}")
     if not text.strip():
         raise _BadRow("empty text")
     slots = _slots(obj.get("slots"), text)
@@ -288,15 +288,15 @@ def _example(obj: Any, line: int) -> AnnotatedExample:
 def _intents(obj: dict[str, Any]) -> tuple[str, ...]:
     label = obj.get("label")
     if label is not None and not isinstance(label, str):
-        raise _BadRow(f"label must be a string, got {_json_type(label)}")
+        raise _BadRow(f"label must be a string, got {json_type_name(label)}")
     if "intents" not in obj or obj["intents"] is None:
         return () if label is None or label.strip() in ("", OOS_LABEL) else (label.strip(),)
     intents = obj["intents"]
     if not isinstance(intents, list):
-        raise _BadRow(f"intents must be a list of strings, got {_json_type(intents)}")
+        raise _BadRow(f"intents must be a list of strings, got {json_type_name(intents)}")
     for i, intent in enumerate(intents):
         if not isinstance(intent, str) or not intent.strip():
-            got = "an empty string" if isinstance(intent, str) else _json_type(intent)
+            got = "an empty string" if isinstance(intent, str) else json_type_name(intent)
             raise _BadRow(f"intents must be a list of strings, got {got} at position {i}")
     kept = tuple(dict.fromkeys(i.strip() for i in intents))
     if label is not None and kept and label.strip() not in kept:
@@ -314,7 +314,7 @@ def _slots(slots: Any, text: str) -> tuple[SlotSpan, ...]:
         for name, slot in slots.items():
             if not isinstance(slot, dict):
                 raise _BadRow(f"slot {name!r} must be an object with text and span, got "
-                              f"{_json_type(slot)}")
+                              f"{json_type_name(slot)}")
             span = slot.get("span")
             if not isinstance(span, list) or len(span) != 2:
                 raise _BadRow(f"slot {name!r}: span must be [start, end], got "
@@ -331,7 +331,7 @@ def _slots(slots: Any, text: str) -> tuple[SlotSpan, ...]:
     else:
         raise _BadRow(f"unknown layout: slots must be an object {{name: {{text, span}}}} "
                       f"(NLU++) or a list of {{name, start, end}} (demo), got "
-                      f"{_json_type(slots)}")
+                      f"{json_type_name(slots)}")
     spans.sort(key=lambda s: (s.start, s.end, s.name))
     for a, b in zip(spans, spans[1:], strict=False):
         if b.start < a.end:
@@ -345,7 +345,7 @@ def _span(name: str, start: Any, end: Any, said: Any, value: Any, text: str) -> 
         raise _BadRow("a slot has an empty name")
     for what, v in (("start", start), ("end", end)):
         if isinstance(v, bool) or not isinstance(v, int):
-            raise _BadRow(f"slot {name!r}: {what} must be an integer, got {_json_type(v)}")
+            raise _BadRow(f"slot {name!r}: {what} must be an integer, got {json_type_name(v)}")
     if not 0 <= start < end <= len(text):
         raise _BadRow(f"slot {name!r}: span [{start}, {end}) is out of range for a text of "
                       f"{len(text)} characters (0 <= start < end <= {len(text)})")

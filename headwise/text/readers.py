@@ -214,14 +214,14 @@ class _Rows:
 
     def add(self, line: int, text: Any, label: Any, require_labels: bool) -> None:
         if not isinstance(text, str):
-            return self.bad(line, f"text must be a string, got {_json_type(text)}")
+            return self.bad(line, f"text must be a string, got {json_type_name(text)}")
         text = text.strip()
         if not text:
             return self.bad(line, "empty text")
         if label is not None:
             if isinstance(label, bool) or not isinstance(label, (str, int)):
                 return self.bad(line, f"label must be a string or an integer, got "
-                                      f"{_json_type(label)}")
+                                      f"{json_type_name(label)}")
             label = str(label).strip() or None
         if label is None and require_labels:
             return self.bad(line, "missing or empty label")
@@ -320,12 +320,12 @@ def _read_json(data: bytes, rows: _Rows, text_column: str | None, label_column: 
                require_labels: bool, *, clue: bool) -> None:
     explicit = text_column is not None or label_column is not None
     first = True
-    for line, obj, problem in _json_objects(data, rows.path):
+    for line, obj, problem in json_objects(data, rows.path):
         if problem is not None:
             rows.bad(line, problem)
             continue
         if not isinstance(obj, dict):
-            rows.bad(line, f"expected a JSON object, got {_json_type(obj)}")
+            rows.bad(line, f"expected a JSON object, got {json_type_name(obj)}")
             continue
         if first and not explicit and "sentence" in obj and "label_des" in obj:
             clue = True  # DataCLUE's layout, recognised by its keys
@@ -354,7 +354,7 @@ def _pick_key(obj: dict[str, Any], wanted: str | None, defaults: tuple[str, ...]
     return next((k for k in defaults if k in obj), None)
 
 
-def _json_objects(data: bytes, path: Path) -> Iterator[tuple[int, Any, str | None]]:
+def json_objects(data: bytes, path: Path) -> Iterator[tuple[int, Any, str | None]]:
     """``(line, value, problem)`` of each JSON line, or of each element of a JSON array."""
     if data.lstrip()[:1] == b"[":
         yield from _json_array(data, path)
@@ -390,7 +390,8 @@ def _json_array(data: bytes, path: Path) -> Iterator[tuple[int, Any, str | None]
         i = decoder.raw_decode(text, i)[1]
 
 
-def _json_type(value: Any) -> str:
+def json_type_name(value: Any) -> str:
+    """How an error message names a JSON value's type ("an object", "a string", ...)."""
     names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
              int: "a number", float: "a number", type(None): "null"}
     return names.get(type(value), type(value).__name__)
