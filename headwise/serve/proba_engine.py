@@ -6,7 +6,9 @@
 by the service's micro-batcher like a network's texts; its answers are those of
 ``classifier.predict``. A TF-IDF model reads a text whole; a network inside an ensemble
 truncates it at its own maximum length, as ``predict`` does. So only the ``"truncate"``
-long-text policy applies, and there is no ONNX path and no attention to explain.
+long-text policy applies (an answer's ``long_text`` note is always null: the truncation
+inside an ensemble's networks is not reported), and there is no ONNX path and no
+attention to explain.
 """
 
 from __future__ import annotations
