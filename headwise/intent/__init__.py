@@ -22,7 +22,7 @@ from headwise.intent.multilabel import (
 )
 from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label, threshold_curve
 from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
-from headwise.intent.soup import uniform_soup
+from headwise.intent.soup import greedy_soup, uniform_soup
 
 __all__ = [
     "OUT_OF_SCOPE",
@@ -45,5 +45,6 @@ __all__ = [
     "threshold_curve",
     "train_intent_classifier",
     "tune_thresholds",
+    "greedy_soup",
     "uniform_soup",
 ]

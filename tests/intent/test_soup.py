@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from headwise.intent import IntentClassifier
-from headwise.intent.soup import uniform_soup
+from headwise.intent.soup import greedy_soup, uniform_soup
 from headwise.models import EncoderClassifier, preset
 from headwise.text import train_tokenizer
 
@@ -127,3 +127,80 @@ def test_soup_command(tok, tmp_path, capsys):
     assert "at least two" in capsys.readouterr().err
     assert main(["soup", dirs[0], *dirs]) == 1
     assert "one of the members" in capsys.readouterr().err
+
+
+def _scaled_heads(tok, scales: list[float]) -> list[IntentClassifier]:
+    """Members sharing one encoder whose heads are ``scale`` times one head: their logits
+    are ``scale`` times one member's, so a soup's logits are the mean scale times them."""
+    base = _head_variants(tok, 1)[0]
+    out = []
+    for c in scales:
+        m = copy.deepcopy(base)
+        with torch.no_grad():
+            m.model.classifier.weight.mul_(c)
+            m.model.classifier.bias.mul_(c)
+        out.append(m)
+    return out
+
+
+def test_greedy_soup_keeps_what_does_not_hurt(tok):
+    # heads 1, -3 and 2 times one head h; labels = h's own argmax, so:
+    #   alone: scale 1 and 2 are 100 % right, -3 predicts h's argmin (wrong);
+    #   tried best first: 1, 2 (soup 1.5 h: same argmax, 100 %: kept), then -3 (soup of
+    #   1, 2, -3 is 0 h: all logits equal, argmax intent 0 everywhere: worse, left out)
+    members = _scaled_heads(tok, [1.0, -3.0, 2.0])
+    predicted = members[0].logits(TEXTS).argmax(1)
+    labels = [INTENTS[j] for j in predicted]
+    assert any(j != 0 for j in predicted)  # so the zero head is measurably worse
+    soup = greedy_soup(members, TEXTS, labels, info={"run": 3})
+    g = soup.info["soup"]["greedy"]
+    assert g["order"] == [0, 2, 1] and g["kept"] == [0, 2]
+    assert g["member_accuracy"][0] == g["member_accuracy"][2] == 1.0
+    assert g["member_accuracy"][1] < 1.0 and g["accuracy"] == 1.0
+    assert soup.info["run"] == 3 and soup.info["soup"]["members"] == 2
+    ref = uniform_soup([members[0], members[2]])
+    np.testing.assert_allclose(soup.logits(TEXTS), ref.logits(TEXTS), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(soup.logits(TEXTS), 1.5 * members[0].logits(TEXTS),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_greedy_soup_of_one_kept_member_is_that_member(tok):
+    members = _scaled_heads(tok, [1.0, -1.0])
+    predicted = members[0].logits(TEXTS).argmax(1)
+    assert any(j != 0 for j in predicted)  # the zero head (the soup of both) is worse
+    soup = greedy_soup(members, TEXTS, [INTENTS[j] for j in predicted])
+    assert soup.info["soup"]["greedy"]["kept"] == [0] and soup.info["soup"]["members"] == 1
+    np.testing.assert_allclose(soup.logits(TEXTS), members[0].logits(TEXTS), atol=1e-6)
+    assert soup.model is not members[0].model
+
+
+def test_greedy_soup_errors(tok):
+    members = _scaled_heads(tok, [1.0, 2.0])
+    with pytest.raises(ValueError, match="at least two"):
+        greedy_soup(members[:1], TEXTS, ["card"] * len(TEXTS))
+    with pytest.raises(ValueError, match="one label each"):
+        greedy_soup(members, TEXTS, ["card"])
+    with pytest.raises(ValueError, match="one label each"):
+        greedy_soup(members, [], [])
+
+
+def test_greedy_soup_command(tok, tmp_path, capsys):
+    from headwise.cli import main
+
+    members = _scaled_heads(tok, [1.0, -3.0, 2.0])
+    dirs = [str(m.save(tmp_path / f"m{i}")) for i, m in enumerate(members)]
+    labels = [INTENTS[j] for j in members[0].logits(TEXTS).argmax(1)]
+    held_out = tmp_path / "valid.csv"
+    held_out.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in zip(
+        TEXTS, labels, strict=True)))
+    out = tmp_path / "greedy"
+    assert main(["soup", str(out), *dirs, "--greedy", str(held_out), "--data",
+                 str(held_out), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "greedy soup: 2 of 3 members, 100.00%" in captured.err
+    assert f"{dirs[1]}: " in captured.err and "left out" in captured.err
+    assert set(json.loads(captured.out)) == {dirs[0], dirs[2], "soup"}
+    soup = IntentClassifier.load(out)
+    assert soup.info["soup"]["greedy"]["kept"] == [0, 2]
+    np.testing.assert_allclose(soup.logits(TEXTS), 1.5 * members[0].logits(TEXTS),
+                               rtol=1e-5, atol=1e-5)
