@@ -57,7 +57,9 @@ def save_and_score(combined: Any, members: list[Any], args: argparse.Namespace, 
     """Save ``combined`` (a soup or an ensemble of ``members``) to ``args.out``; with
     ``args.data``, score the members and it side by side."""
     combined.save(args.out)
-    print(f"wrote the {what} of {len(members)} models to {args.out}", file=sys.stderr)
+    n = len(members)
+    print(f"wrote the {what} of {n} model{'s' if n != 1 else ''} to {args.out}",
+          file=sys.stderr)
     if args.data:
         score_side_by_side({**dict(zip(args.models, members, strict=True)), what: combined},
                            args.data, args)
