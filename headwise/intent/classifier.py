@@ -19,6 +19,7 @@ answering logic that the TF-IDF model and ensembles share with it.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,18 +64,18 @@ class IntentPrediction:
                 "top_k": [{"intent": k, "confidence": round(p, 6)} for k, p in self.top_k]}
 
 
-class ProbabilityClassifier:
+class ProbabilityClassifier(ABC):
     """What every single-label classifier shares (networks, TF-IDF models, ensembles):
     ``labels``, an out-of-scope ``threshold``, ``info``, and :meth:`predict` built on the
-    subclass's :meth:`predict_proba`."""
+    subclass's :meth:`predict_proba` (an abstract base: it is not instantiated itself)."""
 
     labels: list[str]
     threshold: float
     info: dict[str, Any]
 
+    @abstractmethod
     def predict_proba(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         """Calibrated probabilities (n, intents)."""
-        raise NotImplementedError
 
     def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
                 threshold: float | None = None, batch_size: int = 64
@@ -102,7 +103,8 @@ class ProbabilityClassifier:
 
 class CalibratedClassifier(ProbabilityClassifier):
     """A classifier with raw :meth:`logits` and a softmax ``temperature`` (calibration):
-    :meth:`predict_proba` is ``softmax(logits / temperature)``."""
+    :meth:`predict_proba` is ``softmax(logits / temperature)`` (abstract: subclasses give
+    :meth:`logits`)."""
 
     temperature: float
 
@@ -122,9 +124,9 @@ class CalibratedClassifier(ProbabilityClassifier):
         self.threshold = float(threshold)
         self.info = dict(info or {})
 
+    @abstractmethod
     def logits(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         """Raw (uncalibrated) logits (n, intents) as float64."""
-        raise NotImplementedError
 
     def predict_proba(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         """Calibrated probabilities (n, intents)."""

@@ -84,3 +84,26 @@ def test_load_errors(tmp_path, clf):
     (tmp_path / "y" / "intent.json").write_text("{broken")
     with pytest.raises(ValueError, match="not a valid intent file"):
         IntentClassifier.load(tmp_path / "y")
+
+
+def test_the_shared_bases_are_abstract_and_a_subclass_gets_predict_from_its_logits():
+    from headwise.intent.classifier import CalibratedClassifier, ProbabilityClassifier
+
+    with pytest.raises(TypeError, match="abstract"):
+        ProbabilityClassifier()
+    with pytest.raises(TypeError, match="abstract"):
+        CalibratedClassifier()
+
+    class Fixed(CalibratedClassifier):  # logits given by hand
+        def __init__(self) -> None:
+            self._set_calibration(["a", "b"], 2.0, 0.6, None)
+
+        def logits(self, texts, *, batch_size=64):
+            return np.array([[2.0, 0.0]] * len(texts))
+
+    p = 1 / (1 + np.exp(-1.0))  # softmax([2, 0] / 2)[0]
+    (answer,) = Fixed().predict("x", top_k=2)
+    assert answer.intent == "a" and answer.confidence == pytest.approx(p)
+    assert [k for k, _ in answer.top_k] == ["a", "b"]
+    (strict,) = Fixed().predict("x", threshold=0.9)
+    assert strict.out_of_scope and strict.intent == OUT_OF_SCOPE
