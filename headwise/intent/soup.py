@@ -34,6 +34,40 @@ def _tokenizer_signature(clf: IntentClassifier) -> tuple[Any, ...]:
             tok.number_pattern, tok.lowercase)
 
 
+def _checked_states(members: list[IntentClassifier]) -> list[dict[str, torch.Tensor]]:
+    """The members' state dicts, after checking that they can be averaged (see
+    :func:`uniform_soup`'s Raises)."""
+    if len(members) < 2:
+        raise ValueError(f"a soup needs at least two members, got {len(members)}")
+    first = members[0]
+    states = [m.model.state_dict() for m in members]
+    for i, m in enumerate(members[1:], 1):
+        if m.labels != first.labels:
+            raise ValueError(f"member {i} has other intents (or another order) than member 0")
+        if m.max_length != first.max_length:
+            raise ValueError(f"member {i} has max_length {m.max_length}, member 0 "
+                             f"{first.max_length}")
+        if type(m.model) is not type(first.model):
+            raise ValueError(f"member {i} is a {type(m.model).__name__}, member 0 a "
+                             f"{type(first.model).__name__}")
+        if _tokenizer_signature(m) != _tokenizer_signature(first):
+            raise ValueError(f"member {i} has another tokenizer than member 0")
+        if list(states[i]) != list(states[0]):
+            raise ValueError(f"member {i} has other parameter names than member 0 (another "
+                             f"architecture)")
+    for name, ref in states[0].items():
+        for i, state in enumerate(states[1:], 1):
+            t = state[name]
+            if t.shape != ref.shape:
+                raise ValueError(f"{name}: member {i} has shape {tuple(t.shape)}, member 0 "
+                                 f"{tuple(ref.shape)}")
+            if not (ref.is_floating_point() or ref.is_complex()) \
+                    and not torch.equal(t.cpu(), ref.cpu()):
+                raise ValueError(f"{name}: the integer buffer differs between members; they "
+                                 f"cannot be averaged")
+    return states
+
+
 def uniform_soup(members: Sequence[IntentClassifier], *,
                  info: dict[str, Any] | None = None) -> IntentClassifier:
     """The uniform soup of ``members``: every floating-point weight and buffer averaged.
@@ -59,39 +93,15 @@ def uniform_soup(members: Sequence[IntentClassifier], *,
             ``max_length``, model class, parameter names or shapes, or integer buffers.
     """
     members = list(members)
-    if len(members) < 2:
-        raise ValueError(f"a soup needs at least two members, got {len(members)}")
-    first = members[0]
-    states = [m.model.state_dict() for m in members]
-    for i, m in enumerate(members[1:], 1):
-        if m.labels != first.labels:
-            raise ValueError(f"member {i} has other intents (or another order) than member 0")
-        if m.max_length != first.max_length:
-            raise ValueError(f"member {i} has max_length {m.max_length}, member 0 "
-                             f"{first.max_length}")
-        if type(m.model) is not type(first.model):
-            raise ValueError(f"member {i} is a {type(m.model).__name__}, member 0 a "
-                             f"{type(first.model).__name__}")
-        if _tokenizer_signature(m) != _tokenizer_signature(first):
-            raise ValueError(f"member {i} has another tokenizer than member 0")
-        if list(states[i]) != list(states[0]):
-            raise ValueError(f"member {i} has other parameter names than member 0 (another "
-                             f"architecture)")
+    states = _checked_states(members)
     averaged: dict[str, torch.Tensor] = {}
     for name, ref in states[0].items():
-        tensors = [s[name] for s in states]
-        for i, t in enumerate(tensors[1:], 1):
-            if t.shape != ref.shape:
-                raise ValueError(f"{name}: member {i} has shape {tuple(t.shape)}, member 0 "
-                                 f"{tuple(ref.shape)}")
         if ref.is_floating_point() or ref.is_complex():
-            mean = torch.stack([t.detach().cpu().double() for t in tensors]).mean(0)
+            mean = torch.stack([s[name].detach().cpu().double() for s in states]).mean(0)
             averaged[name] = mean.to(ref.dtype)
-        else:
-            if not all(torch.equal(t.cpu(), ref.cpu()) for t in tensors[1:]):
-                raise ValueError(f"{name}: the integer buffer differs between members; they "
-                                 f"cannot be averaged")
+        else:  # equal in every member (checked)
             averaged[name] = ref.detach().cpu().clone()
+    first = members[0]
     model = copy.deepcopy(first.model).cpu()
     model.load_state_dict(averaged)
     temperatures = [m.temperature for m in members]
@@ -138,12 +148,10 @@ def greedy_soup(members: Sequence[IntentClassifier], texts: Sequence[str],
             lengths, or members that cannot be averaged (see :func:`uniform_soup`).
     """
     members = list(members)
-    if len(members) < 2:
-        raise ValueError(f"a soup needs at least two members, got {len(members)}")
     if not texts or len(texts) != len(labels):
         raise ValueError(f"greedy_soup needs held-out texts with one label each, got "
                          f"{len(texts)} texts and {len(labels)} labels")
-    uniform_soup(members)  # checks, before any time is spent scoring
+    _checked_states(members)  # before any time is spent scoring
     alone = [_accuracy(m, texts, labels) for m in members]
     order = sorted(range(len(members)), key=lambda i: -alone[i])
     kept, best = [order[0]], alone[order[0]]

@@ -182,6 +182,10 @@ def test_greedy_soup_errors(tok):
         greedy_soup(members, TEXTS, ["card"])
     with pytest.raises(ValueError, match="one label each"):
         greedy_soup(members, [], [])
+    other = IntentClassifier(members[1].model, members[1].tokenizer, INTENTS[::-1],
+                             max_length=members[1].max_length)
+    with pytest.raises(ValueError, match="other intents"):  # refused before any scoring
+        greedy_soup([members[0], other], TEXTS, ["card"] * len(TEXTS))
 
 
 def test_greedy_soup_command(tok, tmp_path, capsys):
