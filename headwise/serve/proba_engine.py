@@ -21,6 +21,7 @@ import torch
 
 from headwise.intent.classifier import ProbabilityClassifier
 from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.tfidf import TfidfClassifier
 from headwise.serve.engine import prediction_records
 
 __all__ = ["ClassifierRuntime", "ProbabilityEngine", "TextItem"]
@@ -37,10 +38,19 @@ class TextItem:
 
 @dataclass(frozen=True)
 class ClassifierRuntime:
-    """What the service reports as the runtime: ``"tfidf"`` (scikit-learn features and
-    numpy) or ``"ensemble"`` (each member on its own path)."""
+    """What the service reports as the runtime (:func:`runtime_name`): ``"tfidf"``
+    (scikit-learn features and numpy) or ``"ensemble"`` (each member on its own path)."""
 
     name: str
+
+
+def runtime_name(classifier: ProbabilityClassifier) -> str:
+    """``"ensemble"``, ``"tfidf"``, or the class name of any other classifier."""
+    if isinstance(classifier, EnsembleClassifier):
+        return "ensemble"
+    if isinstance(classifier, TfidfClassifier):
+        return "tfidf"
+    return type(classifier).__name__
 
 
 class ProbabilityEngine:
@@ -60,8 +70,7 @@ class ProbabilityEngine:
         if threads > 0:
             torch.set_num_threads(threads)
         self.classifier = classifier
-        self.runtime = ClassifierRuntime(
-            "ensemble" if isinstance(classifier, EnsembleClassifier) else "tfidf")
+        self.runtime = ClassifierRuntime(runtime_name(classifier))
 
     @property
     def labels(self) -> list[str]:
