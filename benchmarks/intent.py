@@ -89,6 +89,15 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # the same soup of 5 members (seeds 5s..5s+4): soups gain as members are added while the
     # members stay in one basin (Wortsman et al. 2022, fig. 5); 5x the training, 1x the latency
     "minilm-lpft-2e5-soup5": dict(soup_of="minilm-lpft-2e5", soup=5),
+    # the same recipe on all of train.csv (recipe valid_fraction 0: no validation split, all
+    # 6 epochs, the last weights; uncalibrated). The split's runs never gained from early
+    # stopping (those that stopped early tested no better than those that ran all 6
+    # epochs), and BANKING77's published results train on the whole train.csv; the 10 %
+    # more data lifted the TF-IDF floor from 91.10 to 91.40 % in a one-off check
+    "minilm-lpft-2e5-full": dict(model="pretrained:{minilm}", linear_probe=True, probe_c=1.0,
+                                 epochs=6, lr=2e-5, label_smoothing=0.1, warmup_ratio=0.1,
+                                 max_length=64, batch_size=32, valid_fraction=0.0),
+    "minilm-lpft-2e5-full-soup3": dict(soup_of="minilm-lpft-2e5-full", soup=3),
     # the library's TF-IDF + logistic regression (headwise.intent.tfidf: the floor's features
     # and C, trained on the 90 % left by the validation split, temperature-calibrated)
     "tfidf-lr": dict(model="tfidf", tfidf_c=10.0),
@@ -131,6 +140,8 @@ ONLY_ON = {"minilm": ("banking77",), "minilm-8ep": ("banking77",),
            "minilm-lpft-2e5": ("banking77",),  # an English model
            "minilm-lpft-2e5-soup3": ("banking77",),
            "minilm-lpft-2e5-soup5": ("banking77",),
+           "minilm-lpft-2e5-full": ("banking77",),
+           "minilm-lpft-2e5-full-soup3": ("banking77",),
            "bilstm-balanced": ("dataclue_cic",),
            "transformer-concat-ln-rope-distill": ("dataclue_cic",),
            "transformer-concat-ln-rope-mlm-distill": ("dataclue_cic",),

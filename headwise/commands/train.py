@@ -21,6 +21,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and choose the out-of-scope threshold on the validation data, and save it.")
     p.add_argument("--data", required=True, help="training data file")
     p.add_argument("--valid", help="validation data file (default: 10%% of --data, stratified)")
+    p.add_argument("--no-valid", action="store_true",
+                   help="train on all of --data with no validation: every epoch runs, the last "
+                   "weights are kept, confidence is not calibrated (temperature 1) and no "
+                   "out-of-scope threshold is set (recipe valid_fraction 0)")
     p.add_argument("--model", default="transformer",
                    help="transformer, bilstm, tfidf or pretrained:DIR (default transformer)")
     p.add_argument("--config", help="JSON file of recipe fields (sizes, epochs, lr, ...)")
@@ -73,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
         changes["pretrain_epochs"] = args.pretrain_epochs
     if args.linear_probe:
         changes["linear_probe"] = True
+    if args.no_valid:
+        if args.valid:
+            raise ValueError("--no-valid and --valid exclude each other")
+        changes["valid_fraction"] = 0.0
     recipe = IntentRecipe.from_dict({**recipe.to_dict(), **changes})
     if args.multi_label or looks_multi_label(args.data):
         return _run_compound(args, recipe)
@@ -90,6 +98,12 @@ def run(args: argparse.Namespace) -> int:
                                      keep_checkpoints=args.keep_checkpoints)
     th = result.threshold
     print(f"trained {recipe.model} in {result.train_seconds:.1f} s")
+    if not result.valid_metrics:
+        print("no validation data: the last epoch's weights are kept, confidence is not "
+              "calibrated (temperature 1) and nothing is answered out-of-scope (threshold 0)")
+        print(f"saved to {Path(args.out)}")
+        _write_summary(args.out, result.classifier.info)
+        return 0
     print(f"validation: accuracy {result.valid_metrics.get('accuracy', float('nan')):.4f}, "
           f"macro-F1 {result.valid_metrics.get('macro_f1', float('nan')):.4f}, "
           f"temperature {result.classifier.temperature:.3f}")
@@ -98,9 +112,13 @@ def run(args: argparse.Namespace) -> int:
           f"{th.in_scope_accuracy_no_reject:.4f} -> {th.in_scope_accuracy:.4f}, "
           f"{th.reject_rate:.1%} of in-scope rejected{oos}")
     print(f"saved to {Path(args.out)}")
-    (Path(args.out) / "train_summary.json").write_text(
-        json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _write_summary(args.out, result.classifier.info)
     return 0
+
+
+def _write_summary(out: str, info: dict) -> None:
+    (Path(out) / "train_summary.json").write_text(
+        json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _run_compound(args: argparse.Namespace, recipe: IntentRecipe) -> int:

@@ -220,7 +220,7 @@ def _split(examples: list[AnnotatedExample], recipe: IntentRecipe
            ) -> tuple[list[AnnotatedExample], list[AnnotatedExample]]:
     order = list(range(len(examples)))
     random.Random(recipe.seed).shuffle(order)
-    cut = max(1, round(len(order) * recipe.valid_fraction))
+    cut = max(1, round(len(order) * recipe.valid_fraction)) if recipe.valid_fraction else 0
     held = set(order[:cut])
     return ([e for i, e in enumerate(examples) if i not in held],
             [e for i, e in enumerate(examples) if i in held])

@@ -47,7 +47,10 @@ def in_scope(texts: list[str], labels: list[str | None], what: str
 def validation_split(texts: list[str], labels: list[str], fraction: float, seed: int
                      ) -> tuple[list[str], list[str], list[str], list[str]]:
     """``(train_texts, valid_texts, train_labels, valid_labels)``: a seeded ``fraction``
-    held out, stratified by intent when every intent has two examples or more."""
+    held out, stratified by intent when every intent has two examples or more; a
+    ``fraction`` of 0 holds nothing out (empty validation lists)."""
+    if fraction == 0:
+        return list(texts), [], list(labels), []
     stratify = labels if min(Counter(labels).values()) >= 2 else None
     return train_test_split(texts, labels, test_size=fraction,
                             random_state=seed, stratify=stratify)

@@ -42,7 +42,8 @@ class ThresholdChoice:
 
     Attributes:
         threshold: reject when the calibrated top probability is below it.
-        method: ``"balanced"`` (out-of-scope examples present) or ``"max_reject"``.
+        method: ``"balanced"`` (out-of-scope examples present), ``"max_reject"``, or
+            ``"none"`` (no usable validation rows: threshold 0, nothing is rejected).
         in_scope_accuracy: in-scope accuracy with rejection (a rejected query is wrong).
         in_scope_accuracy_no_reject: the same without any threshold.
         oos_recall: share of out-of-scope examples rejected (None without any).
@@ -158,7 +159,9 @@ def calibrate_on_validation(clf: IntentClassifier, texts: list[str], labels: lis
     index = {name: i for i, name in enumerate(clf.labels)}
     rows = [i for i, y in enumerate(labels) if y in index or is_oos_label(y)]
     if not rows:
-        return choose_threshold(np.ones(1), np.ones(1, bool), np.zeros(1, bool)), {}
+        return ThresholdChoice(threshold=0.0, method="none", in_scope_accuracy=float("nan"),
+                               in_scope_accuracy_no_reject=float("nan"), oos_recall=None,
+                               reject_rate=0.0, n_in_scope=0, n_oos=0), {}
     logits = clf.logits([texts[i] for i in rows])
     oos = np.array([is_oos_label(labels[i]) for i in rows])
     gold = np.array([index.get(labels[i], -1) for i in rows])

@@ -95,7 +95,9 @@ class IntentRecipe:
         class_weighting: ``"none"`` or ``"balanced"`` (each intent's loss weighted by
             ``n / (intents * count)``, for imbalanced data scored by macro-F1).
         valid_fraction: held out of the training data (stratified) when no validation
-            set is given.
+            set is given; 0 trains on all of it with no validation: every epoch runs, the
+            last weights are kept, the temperature stays 1 (uncalibrated confidence) and the
+            out-of-scope threshold 0 (the classifier never answers out-of-scope).
         max_reject: out-of-scope threshold without out-of-scope validation examples: the
             largest share of in-scope validation queries it may reject.
         model_overrides: any further ModelConfig fields.
@@ -179,8 +181,8 @@ class IntentRecipe:
         if not 0.0 < self.pretrain_mask_prob < 1.0:
             raise ValueError(f"pretrain_mask_prob must be in (0, 1), got "
                              f"{self.pretrain_mask_prob}")
-        if not 0.0 < self.valid_fraction < 1.0:
-            raise ValueError(f"valid_fraction must be in (0, 1), got {self.valid_fraction}")
+        if not 0.0 <= self.valid_fraction < 1.0:
+            raise ValueError(f"valid_fraction must be in [0, 1), got {self.valid_fraction}")
 
     @property
     def kind(self) -> str:

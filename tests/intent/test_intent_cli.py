@@ -132,3 +132,25 @@ def test_negation_heads_and_pretraining_options(trained, tmp_path):
     assert words and words <= {"cannot", "not"}  # "cannot find my card anywhere"
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["recipe"]["pretrain_epochs"] == 1 and summary["pretrain"]["steps"] > 0
+
+
+def test_no_valid_trains_on_every_row_for_every_epoch(trained, tmp_path, capsys):
+    d, _ = trained
+    out = tmp_path / "all"
+    assert main(["train", "--data", str(d / "train.csv"), "--config", str(d / "recipe.json"),
+                 "--out", str(out), "--quiet", "--epochs", "2", "--no-valid"]) == 0
+    assert "no validation data" in capsys.readouterr().out
+    summary = json.loads((out / "train_summary.json").read_text())
+    # all 60 rows train (the default split would hold 6 out), 2 epochs of ceil(60 / 8) steps
+    assert summary["train_examples"] == 60 and summary["valid_examples"] == 0
+    assert summary["epochs"] == 2 and summary["steps"] == 16 and not summary["stopped_early"]
+    assert summary["valid"] == {} and summary["oos_threshold"]["method"] == "none"
+    from headwise.intent import IntentClassifier
+
+    clf = IntentClassifier.load(out)
+    assert clf.temperature == 1.0 and clf.threshold == 0.0
+    answer = clf.predict("zxqv blorp wibble")[0]
+    assert answer.intent in INTENTS  # no threshold: never out-of-scope
+    assert main(["train", "--data", str(d / "train.csv"), "--valid", str(d / "valid.csv"),
+                 "--no-valid", "--out", str(tmp_path / "x"), "--quiet"]) == 1
+    assert "exclude each other" in capsys.readouterr().err

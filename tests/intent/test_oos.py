@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
-from headwise.intent.oos import choose_threshold, is_oos_label, threshold_curve
+from headwise.intent.examples import validation_split
+from headwise.intent.oos import (
+    calibrate_on_validation,
+    choose_threshold,
+    is_oos_label,
+    threshold_curve,
+)
 
 # five in-scope rows (three right) and two out-of-scope rows
 CONF = np.array([0.9, 0.8, 0.6, 0.5, 0.4, 0.3, 0.55])
@@ -51,3 +59,30 @@ def test_errors_and_labels():
         choose_threshold(CONF, CORRECT, OOS, max_reject=1.5)
     assert is_oos_label("OOS") and is_oos_label(" out_of_scope ") and not is_oos_label("card")
     assert not is_oos_label(None)
+
+
+def test_no_usable_validation_rows_reject_nothing():
+    # validation rows whose intents the classifier does not know (or none at all): the
+    # threshold is 0, so every query is answered (it used to be 1.0: every query rejected)
+    clf = SimpleNamespace(labels=["card", "loan"], temperature=1.0, threshold=0.0)
+    for texts, labels in (([], []), (["hello"], ["greeting"])):
+        choice, metrics = calibrate_on_validation(clf, texts, labels, max_reject=0.02)
+        assert choice.threshold == 0.0 and choice.method == "none" and metrics == {}
+        assert choice.n_in_scope == 0 and choice.reject_rate == 0.0
+    assert clf.temperature == 1.0 and clf.threshold == 0.0
+
+
+def test_validation_split_of_zero_holds_nothing_out():
+    texts, labels = ["a", "b", "c", "d"], ["x", "x", "y", "y"]
+    assert validation_split(texts, labels, 0.0, seed=3) == (texts, [], labels, [])
+    tr, va, _, vl = validation_split(texts, labels, 0.5, seed=3)
+    assert len(tr) == len(va) == 2 and sorted(vl) == ["x", "y"]  # stratified
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.0])
+def test_recipe_valid_fraction_bounds(fraction):
+    from headwise.intent import IntentRecipe
+
+    assert IntentRecipe(valid_fraction=0.0).valid_fraction == 0.0
+    with pytest.raises(ValueError, match=r"valid_fraction must be in \[0, 1\)"):
+        IntentRecipe(valid_fraction=fraction)
