@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from headwise import __version__
 
 #: sub-command modules under headwise.commands, in the order ``--help`` lists them
-COMMANDS = ("demo", "train", "evaluate", "predict", "ensemble", "soup", "inspect", "serve",
-            "export", "tour")
+COMMANDS = ("demo", "train", "evaluate", "calibrate", "predict", "ensemble", "soup", "inspect",
+            "serve", "export", "tour")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -84,6 +84,17 @@ def score_side_by_side(models: dict[str, Any], path: str, args: argparse.Namespa
         print(f"{name:<{width}}  {100 * s['accuracy']:7.2f}%  {100 * s['macro_f1']:7.2f}%")
 
 
+def format_threshold(th: Any) -> str:
+    """One line on an out-of-scope threshold choice (a ``ThresholdChoice``): the threshold,
+    how it was chosen and what it does on the validation rows."""
+    if th.method == "none":
+        return f"{th.threshold:.3f} (no validation rows: nothing is rejected)"
+    oos = "" if th.oos_recall is None else f", out-of-scope recall {th.oos_recall:.4f}"
+    return (f"{th.threshold:.3f} ({th.method}): in-scope accuracy "
+            f"{th.in_scope_accuracy_no_reject:.4f} -> {th.in_scope_accuracy:.4f}, "
+            f"{th.reject_rate:.1%} of in-scope rejected{oos}")
+
+
 def add_combination_arguments(p: argparse.ArgumentParser, what: str) -> None:
     """``OUT``, ``MODEL...``, ``--data``, ``--json`` and the data options of a command that
     combines saved classifiers into ``what`` ("soup", "ensemble")."""

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, read, read_compound
+from headwise.commands._common import add_data_options, format_threshold, read, read_compound
 from headwise.intent.compound_recipe import train_compound_classifier
 from headwise.intent.recipe import IntentRecipe, train_intent_classifier
 from headwise.text.annotations import looks_multi_label
@@ -98,27 +98,19 @@ def run(args: argparse.Namespace) -> int:
                                      keep_checkpoints=args.keep_checkpoints)
     th = result.threshold
     print(f"trained {recipe.model} in {result.train_seconds:.1f} s")
-    if not result.valid_metrics:
-        print("no validation data: the last epoch's weights are kept, confidence is not "
-              "calibrated (temperature 1) and nothing is answered out-of-scope (threshold 0)")
-        print(f"saved to {Path(args.out)}")
-        _write_summary(args.out, result.classifier.info)
-        return 0
-    print(f"validation: accuracy {result.valid_metrics.get('accuracy', float('nan')):.4f}, "
-          f"macro-F1 {result.valid_metrics.get('macro_f1', float('nan')):.4f}, "
-          f"temperature {result.classifier.temperature:.3f}")
-    oos = "" if th.oos_recall is None else f", out-of-scope recall {th.oos_recall:.4f}"
-    print(f"out-of-scope threshold {th.threshold:.3f} ({th.method}): in-scope accuracy "
-          f"{th.in_scope_accuracy_no_reject:.4f} -> {th.in_scope_accuracy:.4f}, "
-          f"{th.reject_rate:.1%} of in-scope rejected{oos}")
+    if result.valid_metrics:
+        m = result.valid_metrics
+        print(f"validation: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
+              f"temperature {result.classifier.temperature:.3f}")
+    else:
+        print("no validation data: the last epoch's weights are kept and confidence is not "
+              "calibrated (temperature 1; `headwise calibrate` fits it on held-out data)")
+    print(f"out-of-scope threshold {format_threshold(th)}")
     print(f"saved to {Path(args.out)}")
-    _write_summary(args.out, result.classifier.info)
+    (Path(args.out) / "train_summary.json").write_text(
+        json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n",
+        encoding="utf-8")
     return 0
-
-
-def _write_summary(out: str, info: dict) -> None:
-    (Path(out) / "train_summary.json").write_text(
-        json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _run_compound(args: argparse.Namespace, recipe: IntentRecipe) -> int:

@@ -17,15 +17,9 @@ Below a threshold on the calibrated top probability the intent system answers
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-from sklearn.metrics import f1_score
-
-from headwise.intent.calibration import calibrated_probs, fit_temperature
-
-if TYPE_CHECKING:
-    from headwise.intent.classifier import IntentClassifier
 
 #: labels that mark an out-of-scope example in user data (compared case-insensitively)
 OOS_LABELS = ("oos", "out_of_scope", "out-of-scope", "none", "other")
@@ -137,43 +131,3 @@ def choose_threshold(confidence: np.ndarray, correct: np.ndarray, oos: np.ndarra
         in_scope_accuracy_no_reject=float(acc[0]),
         oos_recall=None if not out.any() else float(rec[i]), reject_rate=float(rej[i]),
         n_in_scope=int((~out).sum()), n_oos=int(out.sum()))
-
-
-def calibrate_on_validation(clf: IntentClassifier, texts: list[str], labels: list[str | None],
-                            max_reject: float) -> tuple[ThresholdChoice, dict[str, float]]:
-    """Fit ``clf``'s temperature on the in-scope validation rows and choose its
-    out-of-scope threshold on all of them (both set on ``clf``).
-
-    Args:
-        clf: the trained classifier.
-        texts: validation texts.
-        labels: their intents (out-of-scope labels such as ``oos`` count as out of scope;
-            intents the classifier does not know are ignored).
-        max_reject: without out-of-scope rows, the largest share of in-scope rows the
-            threshold may reject.
-
-    Returns:
-        ``(choice, metrics)``: the :class:`ThresholdChoice` and the calibrated in-scope
-        ``accuracy``, ``macro_f1`` and ``temperature`` (empty without usable rows).
-    """
-    index = {name: i for i, name in enumerate(clf.labels)}
-    rows = [i for i, y in enumerate(labels) if y in index or is_oos_label(y)]
-    if not rows:
-        return ThresholdChoice(threshold=0.0, method="none", in_scope_accuracy=float("nan"),
-                               in_scope_accuracy_no_reject=float("nan"), oos_recall=None,
-                               reject_rate=0.0, n_in_scope=0, n_oos=0), {}
-    logits = clf.logits([texts[i] for i in rows])
-    oos = np.array([is_oos_label(labels[i]) for i in rows])
-    gold = np.array([index.get(labels[i], -1) for i in rows])
-    ins = ~oos
-    if ins.any():
-        clf.temperature = fit_temperature(logits[ins], gold[ins])
-    probs = calibrated_probs(logits, clf.temperature)
-    pred = probs.argmax(1)
-    choice = choose_threshold(probs.max(1), pred == gold, oos, max_reject=max_reject)
-    clf.threshold = choice.threshold
-    metrics = {"accuracy": float((pred[ins] == gold[ins]).mean()) if ins.any() else float("nan"),
-               "macro_f1": float(f1_score(gold[ins], pred[ins], average="macro",
-                                          zero_division=0)) if ins.any() else float("nan"),
-               "temperature": clf.temperature}
-    return choice, metrics

@@ -35,8 +35,9 @@ from headwise.intent.objective import (
     balanced_class_weights,
     validation_metrics,
 )
-from headwise.intent.oos import ThresholdChoice, calibrate_on_validation
+from headwise.intent.oos import ThresholdChoice
 from headwise.intent.pretrain import pretrain_encoder
+from headwise.intent.recalibration import calibrate_on_validation
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.loading import from_pretrained
 from headwise.models.config import ModelConfig

@@ -116,7 +116,11 @@ class TfidfClassifier(CalibratedClassifier):
         vectorizers = feature_vectorizers(chinese)
         x = sparse.hstack([v.fit_transform(texts) for v in vectorizers]).tocsr()
         lr = LogisticRegression(C=c, max_iter=max_iter, class_weight=class_weight).fit(x, labels)
-        return cls(vectorizers, lr.coef_, lr.intercept_, list(lr.classes_),
+        coef, intercept = lr.coef_, lr.intercept_
+        if len(lr.classes_) == 2:  # one row w: P(second) = sigmoid(w.x + b) = softmax([0, w.x + b])
+            coef = np.vstack([np.zeros_like(coef), coef])
+            intercept = np.concatenate([np.zeros_like(intercept), intercept])
+        return cls(vectorizers, coef, intercept, list(lr.classes_),
                    info={"chinese": chinese, "c": c, "class_weight": class_weight,
                          "iterations": int(np.max(lr.n_iter_))})
 

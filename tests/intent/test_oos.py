@@ -8,12 +8,8 @@ import numpy as np
 import pytest
 
 from headwise.intent.examples import validation_split
-from headwise.intent.oos import (
-    calibrate_on_validation,
-    choose_threshold,
-    is_oos_label,
-    threshold_curve,
-)
+from headwise.intent.oos import choose_threshold, is_oos_label, threshold_curve
+from headwise.intent.recalibration import calibrate_on_validation
 
 # five in-scope rows (three right) and two out-of-scope rows
 CONF = np.array([0.9, 0.8, 0.6, 0.5, 0.4, 0.3, 0.55])

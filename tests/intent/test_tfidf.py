@@ -53,6 +53,24 @@ def test_matches_scikit_learn(corpus, chinese, tmp_path):
     assert [a.intent for a in answers] == [clf.labels[j] for j in clf.logits(probe).argmax(1)]
 
 
+def test_two_intents_match_scikit_learns_binary_model():
+    # scikit-learn fits one weight row for two classes; the classifier keeps two logits
+    # whose softmax is the binary model's sigmoid
+    rows = [(t, k) for k, ts in EN.items() for t in ts if k != "balance"]
+    texts, labels = [t for t, _ in rows], [y for _, y in rows]
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    ref = make_pipeline(tfidf_features(False), LogisticRegression(C=10.0, max_iter=2000))
+    ref.fit(texts, labels)
+    clf = TfidfClassifier.fit(texts, labels, c=10.0)
+    probe = ["my card is gone", "send 20 to mum", "what"]
+    z = clf.logits(probe)
+    assert z.shape == (3, 2) and clf.labels == list(ref.classes_)
+    np.testing.assert_allclose(z[:, 1] - z[:, 0], ref.decision_function(probe), atol=1e-9)
+    np.testing.assert_allclose(clf.predict_proba(probe), ref.predict_proba(probe), atol=1e-9)
+
+
 def test_errors(tmp_path):
     texts, labels = zip(*_rows(EN), strict=True)
     with pytest.raises(ValueError, match="two intents"):

@@ -1,0 +1,70 @@
+"""``headwise calibrate``: fit a saved classifier's temperature and out-of-scope threshold
+on held-out labelled data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from headwise.commands._common import add_data_options, format_threshold, is_compound_model, read
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate", help="calibrate a saved classifier's confidence on held-out data",
+        description="Fit the softmax temperature (temperature scaling, Guo et al. 2017) and "
+        "choose the out-of-scope threshold of a saved classifier on labelled data it did not "
+        "train on, and print what changed (negative log-likelihood, expected calibration "
+        "error, threshold). For a model trained with --no-valid, a model soup, an ensemble "
+        "(threshold only: its members are calibrated each) or any model once fresh traffic "
+        "has been labelled. Predictions do not change; confidences and out-of-scope "
+        "answers do. Rows labelled oos (or out_of_scope, none, other) tune the threshold.")
+    p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`, "
+                   "`headwise soup` or `headwise ensemble`")
+    p.add_argument("--data", required=True, help="labelled held-out data file")
+    p.add_argument("--out", help="write the calibrated classifier here (default: update "
+                   "MODEL's metadata file in place, atomically; its weights are not rewritten)")
+    p.add_argument("--max-reject", type=float, default=0.02,
+                   help="without out-of-scope rows: the largest share of in-scope rows the "
+                   "threshold may reject (default 0.02)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_data_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from headwise.intent.ensemble import load_classifier
+    from headwise.intent.recalibration import recalibrate, save_calibration
+
+    if is_compound_model(args.model):
+        raise ValueError(f"{args.model} is a compound (multi-label) classifier: its per-intent "
+                         f"thresholds are tuned by `headwise train --valid`")
+    clf = load_classifier(args.model)
+    data = read(args.data, args)
+    r = recalibrate(clf, data.texts, data.labels, max_reject=args.max_reject)
+    clf.info["calibration"] = {"data": str(args.data), **r.to_dict()}
+    clf.info["oos_threshold"] = r.threshold.to_dict()
+    out = Path(args.out or args.model)
+    if args.out:
+        clf.save(out)
+    else:
+        save_calibration(clf, out)
+    if args.json:
+        print(json.dumps({**clf.info["calibration"], "saved_to": str(out)}, indent=2))
+        return 0
+    unknown = (f", {r.unknown_rows} with intents the model does not know (left out)"
+               if r.unknown_rows else "")
+    print(f"calibrated on {args.data}: {r.in_scope_rows} in-scope rows, {r.oos_rows} "
+          f"out-of-scope{unknown}")
+    print(f"closed-set accuracy {r.accuracy:.4f}, macro-F1 {r.macro_f1:.4f} (unchanged)")
+    if r.temperature_before is not None:
+        print(f"temperature {r.temperature_before:.3f} -> {r.temperature_after:.3f}")
+    else:
+        print("an ensemble: no temperature of its own (its members' are kept)")
+    print(f"negative log-likelihood {r.nll_before:.4f} -> {r.nll_after:.4f}, expected "
+          f"calibration error {r.ece_before:.4f} -> {r.ece_after:.4f} (on these rows, which "
+          f"the fit has seen)")
+    print(f"out-of-scope threshold {r.threshold_before:.3f} -> {format_threshold(r.threshold)}")
+    print(f"saved to {out}")
+    return 0
