@@ -6,6 +6,8 @@
   behind ``headwise train``;
 * :func:`evaluate_classifier`, :func:`measure_latency` — what ``headwise eval`` reports;
 * :func:`fit_temperature`, :func:`choose_threshold` — calibration and out-of-scope;
+  :func:`recalibrate` — both again on held-out data, for a saved model (``headwise
+  calibrate``);
 * :func:`tune_thresholds`, :func:`decide`, :func:`multilabel_metrics`, :func:`span_f1` —
   multi-label (compound) intents and slot filling.
 """
@@ -21,6 +23,7 @@ from headwise.intent.multilabel import (
     tune_thresholds,
 )
 from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label, threshold_curve
+from headwise.intent.recalibration import Recalibration, recalibrate
 from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
 from headwise.intent.soup import greedy_soup, uniform_soup
 
@@ -29,6 +32,7 @@ __all__ = [
     "IntentClassifier",
     "IntentPrediction",
     "IntentRecipe",
+    "Recalibration",
     "ThresholdChoice",
     "Thresholds",
     "TrainedIntent",
@@ -40,6 +44,7 @@ __all__ = [
     "format_report",
     "is_oos_label",
     "measure_latency",
+    "recalibrate",
     "multilabel_metrics",
     "span_f1",
     "threshold_curve",
