@@ -17,7 +17,8 @@ METRIC = {"banking77": "accuracy", "dataclue_cic": "macro_f1"}  # each dataset's
 SCRATCH = ("transformer-concat-ln", "transformer-glu-ln", "transformer-concat-rms",
            "transformer-concat-ln-balanced", "transformer-concat-ln-rope",
            "transformer-concat-ln-rope-ens3", "transformer-concat-ln-rope-distill",
-           "transformer-concat-ln-rope-mlm", "transformer-concat-ln-rope-mlm-distill")
+           "transformer-concat-ln-rope-mlm", "transformer-concat-ln-rope-mlm-distill",
+           "transformer-concat-ln-rope-distill-ens3")
 
 
 def _name(config: str) -> str:

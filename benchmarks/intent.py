@@ -112,6 +112,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "transformer-concat-ln-rope-distill": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
                                                position="rope", distill="tfidf",
                                                distill_weight=0.5),
+    # seeds ensembled, reported as such: 3 distilled members (seeds 3s..3s+2), their
+    # calibrated probabilities averaged; the ensemble of 3 plain rope members gained 5
+    # macro-F1 points over its members on CIC, distillation 1.4 on single models
+    "transformer-concat-ln-rope-distill-ens3": dict(_TRANSFORMER, fusion="concat",
+                                                    norm="layernorm", position="rope",
+                                                    distill="tfidf", distill_weight=0.5,
+                                                    ensemble=3),
     # masked-LM self-pretraining on the training texts first (headwise.intent.pretrain;
     # Krishna et al. 2023): a from-scratch Transformer sees each word in few contexts, a
     # BiLSTM's recurrence makes up for that, attention does not; 40 epochs of BERT masking
@@ -144,6 +151,7 @@ ONLY_ON = {"minilm": ("banking77",), "minilm-8ep": ("banking77",),
            "minilm-lpft-2e5-full-soup3": ("banking77",),
            "bilstm-balanced": ("dataclue_cic",),
            "transformer-concat-ln-rope-distill": ("dataclue_cic",),
+           "transformer-concat-ln-rope-distill-ens3": ("dataclue_cic",),
            "transformer-concat-ln-rope-mlm-distill": ("dataclue_cic",),
            "transformer-concat-ln-balanced": ("dataclue_cic",)}
 
