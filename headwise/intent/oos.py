@@ -54,6 +54,13 @@ class ThresholdChoice:
     n_in_scope: int
     n_oos: int
 
+    @classmethod
+    def none(cls) -> ThresholdChoice:
+        """The choice without usable validation rows: threshold 0, nothing rejected."""
+        return cls(threshold=0.0, method="none", in_scope_accuracy=float("nan"),
+                   in_scope_accuracy_no_reject=float("nan"), oos_recall=None, reject_rate=0.0,
+                   n_in_scope=0, n_oos=0)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""
         return asdict(self)

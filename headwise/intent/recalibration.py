@@ -15,7 +15,6 @@ threshold is chosen.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -95,13 +94,12 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
     rows = [i for i, y in enumerate(labels) if y in index or is_oos_label(y)]
     gold = np.array([index.get(labels[i], -1) for i in rows], dtype=np.int64)
     oos = gold < 0
-    if not (~oos).any():
+    ins = ~oos
+    if not ins.any():
         raise ValueError(f"none of the {len(labels)} rows has an intent the classifier knows "
                          f"(it knows {len(clf.labels)}, e.g. {clf.labels[:3]})")
     chosen = [texts[i] for i in rows]
-    ins = ~oos
-    before_t = getattr(clf, "temperature", None) if isinstance(clf, CalibratedClassifier) \
-        else None
+    before_t = clf.temperature if isinstance(clf, CalibratedClassifier) else None
     if before_t is not None:
         logits = clf.logits(chosen)
         before = calibrated_probs(logits, before_t)
@@ -154,18 +152,15 @@ def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
                             ) -> tuple[ThresholdChoice, dict[str, float]]:
     """Training's calibration: :func:`recalibrate` on the validation rows, answering
     ``(choice, metrics)`` with the calibrated in-scope ``accuracy``, ``macro_f1`` and
-    ``temperature``. Without usable rows (no validation data, or none with a known
-    intent) nothing is fitted: the threshold is 0 (method ``"none"``, nothing rejected)
-    and the metrics are empty.
+    ``temperature``. Without usable rows (no validation data, or only intents the
+    classifier does not know) nothing is fitted: the threshold is 0
+    (:meth:`ThresholdChoice.none`, nothing rejected) and the metrics are empty.
+    Out-of-scope rows without any in-scope one are an error (as in :func:`recalibrate`).
     """
-    index = set(clf.labels)
-    if not any(y in index for y in labels):
-        if any(is_oos_label(y) for y in labels):
-            raise ValueError("choosing a threshold needs in-scope validation examples")
+    known = set(clf.labels)
+    if not any(y in known or is_oos_label(y) for y in labels):
         clf.threshold = 0.0
-        return ThresholdChoice(threshold=0.0, method="none", in_scope_accuracy=math.nan,
-                               in_scope_accuracy_no_reject=math.nan, oos_recall=None,
-                               reject_rate=0.0, n_in_scope=0, n_oos=0), {}
+        return ThresholdChoice.none(), {}
     r = recalibrate(clf, texts, labels, max_reject=max_reject)
     return r.threshold, {"accuracy": r.accuracy, "macro_f1": r.macro_f1,
                          "temperature": clf.temperature}

@@ -66,6 +66,8 @@ def test_no_usable_validation_rows_reject_nothing():
         assert choice.threshold == 0.0 and choice.method == "none" and metrics == {}
         assert choice.n_in_scope == 0 and choice.reject_rate == 0.0
     assert clf.temperature == 1.0 and clf.threshold == 0.0
+    with pytest.raises(ValueError, match="intent the classifier knows"):  # oos rows only
+        calibrate_on_validation(clf, ["what's the weather"], ["oos"], max_reject=0.02)
 
 
 def test_validation_split_of_zero_holds_nothing_out():
