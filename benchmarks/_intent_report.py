@@ -93,7 +93,9 @@ def _judged(summary: dict[tuple[str, str], dict[str, Any]]) -> set[tuple[str, st
 def targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
     """The issue's targets with verdicts from the measured means."""
     rows = []
-    minilm = max((c for d, c in _judged(summary) if d == "banking77" and c.startswith("minilm")),
+    judged = _judged(summary)
+    minilm = max((c for d, c in summary
+                  if d == "banking77" and c.startswith("minilm") and (d, c) in judged),
                  key=lambda c: summary[("banking77", c)]["accuracy"]["mean"], default=None)
     m = summary.get(("banking77", minilm))
     if m:
@@ -113,7 +115,7 @@ def targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
                         key=lambda c: summary[(ds, c)][key]["mean"], default=None)
         lstm = summary.get((ds, lstm_name))
         floor = summary.get((ds, "tfidf"))
-        best = max((c for c in SCRATCH if (ds, c) in _judged(summary)),
+        best = max((c for c in SCRATCH if (ds, c) in judged),
                    key=lambda c: summary[(ds, c)][key]["mean"], default=None)
         if best is None or lstm is None:
             rows.append([f"{ds}: from-scratch Transformer beats the BiLSTM", "NOT MEASURED", "-"])
@@ -131,7 +133,7 @@ def targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
                          f"here)"])
     cic = {c: v for (d, c), v in summary.items() if d == "dataclue_cic"}
     if cic and ("dataclue_cic", "tfidf") in summary:
-        best = max((c for c in cic if c != "tfidf" and ("dataclue_cic", c) in _judged(summary)),
+        best = max((c for c in cic if c != "tfidf" and ("dataclue_cic", c) in judged),
                    key=lambda c: cic[c]["macro_f1"]["mean"], default=None)
         f = cic["tfidf"]["macro_f1"]["mean"]
         if best:
