@@ -6,9 +6,10 @@
 by the service's micro-batcher like a network's texts; its answers are those of
 ``classifier.predict``. A TF-IDF model reads a text whole; a network inside an ensemble
 truncates it at its own maximum length, as ``predict`` does. So only the ``"truncate"``
-long-text policy applies (an answer's ``long_text`` note is always null: the truncation
-inside an ensemble's networks is not reported), and there is no ONNX path and no
-attention to explain.
+long-text policy applies: an answer's ``long_text`` note reports a text that a network of
+the ensemble cut (its token count and maximum length; the network that cut the most when
+several did), and is null for a TF-IDF model. There is no ONNX path and no attention to
+explain.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from headwise.intent.classifier import ProbabilityClassifier
+from headwise.intent.classifier import IntentClassifier, ProbabilityClassifier
 from headwise.intent.ensemble import EnsembleClassifier
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.serve.engine import prediction_records
@@ -29,11 +30,22 @@ __all__ = ["ClassifierRuntime", "ProbabilityEngine", "TextItem"]
 
 @dataclass(frozen=True)
 class TextItem:
-    """One text as a :class:`ProbabilityEngine` reads it (whole; ``policy`` is always None,
-    as an :class:`~headwise.serve.bucketing.EncodedText` within its limit)."""
+    """One text as a :class:`ProbabilityEngine` reads it: the text whole, and, when a network
+    of an ensemble truncates it, ``policy`` ``"truncated"`` with that network's token count
+    (special tokens included) and maximum length (as in an
+    :class:`~headwise.serve.bucketing.EncodedText`)."""
 
     text: str
     policy: str | None = None
+    tokens: int = 0
+    max_length: int = 0
+
+    def note(self) -> dict | None:
+        """The response's ``long_text`` record (None when no network cut the text)."""
+        if self.policy is None:
+            return None
+        return {"policy": self.policy, "tokens": self.tokens, "max_length": self.max_length,
+                "chunks": 1}
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,8 @@ class ProbabilityEngine:
             torch.set_num_threads(threads)
         self.classifier = classifier
         self.runtime = ClassifierRuntime(runtime_name(classifier))
+        members = classifier.members if isinstance(classifier, EnsembleClassifier) else []
+        self._networks = [m for m in members if isinstance(m, IntentClassifier)]
 
     @property
     def labels(self) -> list[str]:
@@ -78,8 +92,19 @@ class ProbabilityEngine:
         return self.classifier.labels
 
     def encode(self, texts: Sequence[str]) -> list[TextItem]:
-        """The texts as items for :meth:`run` (nothing is tokenised ahead)."""
-        return [TextItem(t) for t in texts]
+        """The texts as items for :meth:`run`; each network of an ensemble counts the
+        tokens of each text, and a text over a network's maximum length is marked
+        ``"truncated"`` (the network with the largest excess names the counts)."""
+        texts = list(texts)
+        items = [TextItem(t) for t in texts]
+        for net in self._networks:
+            counts = net.tokenizer(texts, max_length=None)["attention_mask"].sum(1).tolist()
+            for i, n in enumerate(counts):
+                old = items[i]
+                if n > net.max_length and (old.policy is None
+                                           or n - net.max_length > old.tokens - old.max_length):
+                    items[i] = TextItem(texts[i], "truncated", int(n), net.max_length)
+        return items
 
     def run(self, items: Sequence[TextItem]) -> list[np.ndarray]:
         """The micro-batcher's call: one calibrated probability row (intents,) per text."""
@@ -92,7 +117,7 @@ class ProbabilityEngine:
         classifier's out-of-scope threshold."""
         t = self.classifier.threshold if threshold is None else float(threshold)
         return prediction_records(texts, probs, self.labels, top_k=top_k, threshold=t,
-                                  notes=[None] * len(texts))
+                                  notes=[item.note() for item in items])
 
     def predict(self, texts: Sequence[str], *, top_k: int = 3,
                 threshold: float | None = None) -> list[dict]:

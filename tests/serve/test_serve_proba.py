@@ -44,6 +44,13 @@ def _served(model_dir):
 def test_the_service_answers_what_predict_answers(kind, tfidf_dir, ensemble_dir):
     model_dir = tfidf_dir if kind == "tfidf" else ensemble_dir
     expected = load_classifier(model_dir).predict(QUERIES, top_k=2)
+    cut = [False] * len(QUERIES)
+    if kind == "ensemble":  # the tiny network's 12 tokens cut the longer queries
+        net = next(m for m in load_classifier(model_dir).members
+                   if isinstance(m, IntentClassifier))
+        counts = net.tokenizer(QUERIES, max_length=None)["attention_mask"].sum(1).tolist()
+        cut = [n > net.max_length for n in counts]
+        assert any(cut) and not all(cut)
     with _served(model_dir) as client:
         wait_ready(client)
         assert client.get("/readyz").json()["runtime"] == kind
@@ -51,13 +58,13 @@ def test_the_service_answers_what_predict_answers(kind, tfidf_dir, ensemble_dir)
         one = client.post("/v1/predict", json={"texts": QUERIES[0]}).json()
         strict = client.post("/v1/predict", json={"texts": QUERIES, "threshold": 1.0}).json()
     assert body["runtime"] == kind
-    for got, want in zip(body["predictions"], expected, strict=True):
+    for got, want, was_cut in zip(body["predictions"], expected, cut, strict=True):
         assert got["intent"] == want.intent and got["out_of_scope"] == want.out_of_scope
         assert got["confidence"] == pytest.approx(want.confidence, abs=1e-9)
         assert [k["intent"] for k in got["top_k"]] == [k for k, _ in want.top_k]
         assert [k["confidence"] for k in got["top_k"]] == pytest.approx(
             [p for _, p in want.top_k], abs=1e-9)
-        assert got["long_text"] is None
+        assert (got["long_text"] is not None) == was_cut
     assert one["predictions"][0]["intent"] == expected[0].intent
     assert all(p["out_of_scope"] for p in strict["predictions"])
 
@@ -100,3 +107,29 @@ def test_serve_command_starts_a_tfidf_model(tfidf_dir, monkeypatch, capsys):
     assert run(build_parser().parse_args(["serve", str(tfidf_dir)])) == 0
     assert calls[0].state.serve.config.runtime == "auto"  # nothing to choose
     assert "runtime tfidf," in capsys.readouterr().err
+
+
+def test_an_ensemble_reports_the_texts_its_network_truncates(ensemble_dir):
+    ensemble = load_classifier(ensemble_dir)
+    net = next(m for m in ensemble.members if isinstance(m, IntentClassifier))
+    long = " ".join(["please send money to my brother"] * 8)
+    tokens = int(net.tokenizer([long], max_length=None)["attention_mask"].sum())
+    assert tokens > net.max_length
+    expected = ensemble.predict([long, "lost card"], top_k=2)
+    with _served(ensemble_dir) as client:
+        wait_ready(client)
+        body = client.post("/v1/predict", json={"texts": [long, "lost card"], "top_k": 2}).json()
+        metrics = client.get("/metrics").text
+    cut, short = body["predictions"]
+    assert cut["long_text"] == {"policy": "truncated", "tokens": tokens,
+                                "max_length": net.max_length, "chunks": 1}
+    assert short["long_text"] is None
+    assert cut["intent"] == expected[0].intent
+    assert cut["confidence"] == pytest.approx(expected[0].confidence, abs=1e-9)
+    assert 'headwise_texts_total{long_text="truncated"} 1.0' in metrics
+
+
+def test_a_tfidf_model_reads_a_long_text_whole(tfidf_dir):
+    engine = ProbabilityEngine(TfidfClassifier.load(tfidf_dir))
+    long = " ".join(["please send money to my brother"] * 40)
+    assert engine.predict([long])[0]["long_text"] is None
