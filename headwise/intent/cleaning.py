@@ -26,7 +26,7 @@ import numpy as np
 
 from headwise.text.char_level import cjk_fraction
 
-__all__ = ["CLEANING_MODES", "LabelIssues", "clean_labels", "find_label_issues",
+__all__ = ["CLEANING_MODES", "LabelIssues", "clean_labels", "cv_folds", "find_label_issues",
            "out_of_fold_probs", "tfidf_features"]
 
 #: what :func:`clean_labels` does with a flagged example
@@ -81,15 +81,15 @@ def tfidf_features(chinese: bool):
     return parts[0] if len(parts) == 1 else make_union(*parts)
 
 
-def _text_model(texts: Sequence[str]):
+def _text_model(texts: Sequence[str], c: float, max_iter: int, class_weight: str | None):
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
 
     return make_pipeline(tfidf_features(cjk_fraction(texts[:2000]) > 0.3),
-                         LogisticRegression(C=4.0, max_iter=300))
+                         LogisticRegression(C=c, max_iter=max_iter, class_weight=class_weight))
 
 
-def _folds(labels: Sequence[str], folds: int) -> int:
+def cv_folds(labels: Sequence[str], folds: int) -> int:
     """Folds actually used: at most the smallest intent's count, at least 2."""
     if not isinstance(folds, int) or folds < 2:
         raise ValueError(f"folds must be an int >= 2, got {folds!r}")
@@ -97,7 +97,8 @@ def _folds(labels: Sequence[str], folds: int) -> int:
 
 
 def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int = 5,
-                      seed: int = 0) -> tuple[np.ndarray, list[str]]:
+                      seed: int = 0, c: float = 4.0, max_iter: int = 300,
+                      class_weight: str | None = None) -> tuple[np.ndarray, list[str]]:
     """Predicted intent probabilities of every example from a model that did not see it.
 
     Args:
@@ -106,6 +107,10 @@ def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int
         folds: stratified cross-validation folds (fewer when an intent has fewer examples;
             at least 2).
         seed: the fold shuffle's seed.
+        c: the logistic regression's inverse L2 strength (scikit-learn's ``C``).
+        max_iter: its L-BFGS iterations at most.
+        class_weight: None or ``"balanced"``, as in
+            :meth:`TfidfClassifier.fit <headwise.intent.tfidf.TfidfClassifier.fit>`.
 
     Returns:
         ``(probs (n, intents), intents)``, columns in the order of the sorted intents.
@@ -127,8 +132,9 @@ def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int
                          f"least 2 examples of every intent; {rare} have one")
     intents = sorted(counts)
     y = np.searchsorted(np.array(intents), np.array(labels))
-    splitter = StratifiedKFold(n_splits=_folds(labels, folds), shuffle=True, random_state=seed)
-    probs = cross_val_predict(_text_model(texts), list(texts), y, cv=splitter,
+    splitter = StratifiedKFold(n_splits=cv_folds(labels, folds), shuffle=True, random_state=seed)
+    model = _text_model(texts, c, max_iter, class_weight)
+    probs = cross_val_predict(model, list(texts), y, cv=splitter,
                               method="predict_proba")
     return probs, intents
 
@@ -160,7 +166,7 @@ def find_label_issues(texts: Sequence[str], labels: Sequence[str], *, folds: int
     indices = [int(i) for i in ranked]
     suggested = [intents[int(probs[i].argmax())] for i in indices]
     by_label = dict(Counter(labels[i] for i in indices).most_common())
-    return LabelIssues(indices, suggested, len(labels), _folds(labels, folds),
+    return LabelIssues(indices, suggested, len(labels), cv_folds(labels, folds),
                        time.perf_counter() - start, by_label)
 
 

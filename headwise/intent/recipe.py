@@ -37,8 +37,10 @@ from headwise.intent.objective import (
 )
 from headwise.intent.oos import ThresholdChoice
 from headwise.intent.pretrain import pretrain_encoder
+from headwise.intent.prior import correct_on_validation
 from headwise.intent.recalibration import calibrate_on_validation
 from headwise.intent.tfidf import TfidfClassifier
+from headwise.intent.tfidf_selection import fit_tfidf
 from headwise.loading import from_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.io import build_model
@@ -89,7 +91,12 @@ class IntentRecipe:
         linear_probe: before fine-tuning, fit the head alone on the frozen encoder's
             pooled vectors (LP-FT, :mod:`headwise.intent.linear_probe`; not the BiLSTM).
         probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
-        tfidf_c: the TF-IDF model's inverse L2 strength.
+        tfidf_c: the TF-IDF model's inverse L2 strength, or a list of candidates chosen by
+            5-fold out-of-fold macro-F1 (:mod:`headwise.intent.tfidf_selection`).
+        prior_correction: logit adjustment towards rare intents, for macro-F1
+            (:mod:`headwise.intent.prior`): ``"none"``, a fixed ``tau >= 0``, or ``"auto"``:
+            ``tau`` chosen by macro-F1, out-of-fold for a TF-IDF model, on the validation
+            data for a network.
         label_cleaning: ``"none"``, or ``"drop"`` / ``"relabel"`` the training examples
             that confident learning flags as mislabelled (:mod:`headwise.intent.cleaning`;
             the validation data is left as given).
@@ -140,7 +147,8 @@ class IntentRecipe:
     pretrain_mask_prob: float = 0.15
     linear_probe: bool = False
     probe_c: float = 1.0
-    tfidf_c: float = 10.0
+    tfidf_c: float | list[float] = 10.0
+    prior_correction: str | float = "none"
     label_cleaning: str = "none"
     class_weighting: str = "none"
     valid_fraction: float = 0.1
@@ -176,9 +184,13 @@ class IntentRecipe:
         if self.label_cleaning not in ("none", *CLEANING_MODES):
             raise ValueError(f"label_cleaning must be none, drop or relabel, got "
                              f"{self.label_cleaning!r}")
-        if not (self.probe_c > 0 and self.tfidf_c > 0):
+        cs = self.tfidf_c if isinstance(self.tfidf_c, list) else [self.tfidf_c]
+        if not (self.probe_c > 0 and cs and min(cs) > 0):
             raise ValueError(f"probe_c and tfidf_c must be positive, got {self.probe_c}, "
                              f"{self.tfidf_c}")
+        pc = self.prior_correction
+        if pc not in ("none", "auto") and not (isinstance(pc, (int, float)) and pc >= 0):
+            raise ValueError(f"prior_correction must be none, auto or a number >= 0, got {pc!r}")
         if not 0.0 < self.pretrain_mask_prob < 1.0:
             raise ValueError(f"pretrain_mask_prob must be in (0, 1), got "
                              f"{self.pretrain_mask_prob}")
@@ -319,6 +331,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                                                            recipe.seed)
     else:
         v_texts, v_labels = texts_and_labels(valid)
+    if recipe.prior_correction == "auto" and recipe.kind != "tfidf" and not v_texts:
+        raise ValueError("prior_correction='auto' chooses a network's tau on validation data; "
+                         "give validation data or a valid_fraction above 0")
     cleaning = None
     if recipe.label_cleaning != "none":
         texts, labels, issues = clean_labels(texts, labels, mode=recipe.label_cleaning,
@@ -326,8 +341,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         cleaning = issues.to_dict()
     if recipe.kind == "tfidf":
         start = time.perf_counter()
-        clf = TfidfClassifier.fit(texts, labels, c=recipe.tfidf_c, class_weight=None
-                                  if recipe.class_weighting == "none" else "balanced")
+        clf = fit_tfidf(texts, labels, c=recipe.tfidf_c, seed=recipe.seed,
+                        prior_correction=recipe.prior_correction, class_weight=None
+                        if recipe.class_weighting == "none" else "balanced")
         seconds = time.perf_counter() - start
         choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject)
         clf.info.update(recipe=recipe.to_dict(), train_examples=len(texts),
@@ -386,6 +402,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         load_model_weights(result.best_checkpoint, wrapper)
     model = wrapper.model.cpu().eval()
     clf = IntentClassifier(model, tokenizer, intents, max_length=recipe.max_length)
+    prior = correct_on_validation(clf, labels, v_texts, v_labels, recipe.prior_correction)
     choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject)
     clf.info = {"recipe": recipe.to_dict(), "train_examples": len(texts),
                 "valid_examples": len(v_texts), "train_seconds": round(seconds, 1),
@@ -393,7 +410,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "stopped_early": result.stopped_early, "valid": metrics,
                 "pretrain": None if pretrained is None else dataclasses.asdict(pretrained),
                 "linear_probe": None if probe is None else dataclasses.asdict(probe),
-                "label_cleaning": cleaning, "distill": distill,
+                "label_cleaning": cleaning, "distill": distill, "prior_correction": prior,
                 "oos_threshold": choice.to_dict()}
     clf.save(out_dir)
     if not keep_checkpoints:
