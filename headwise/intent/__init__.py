@@ -8,6 +8,8 @@
 * :func:`fit_temperature`, :func:`choose_threshold` — calibration and out-of-scope;
   :func:`recalibrate` — both again on held-out data, for a saved model (``headwise
   calibrate``);
+* :func:`apply_prior_correction`, :func:`choose_tau` — logit adjustment towards rare
+  intents, for macro-F1 (recipe ``prior_correction``);
 * :func:`tune_thresholds`, :func:`decide`, :func:`multilabel_metrics`, :func:`span_f1` —
   multi-label (compound) intents and slot filling.
 """
@@ -23,6 +25,7 @@ from headwise.intent.multilabel import (
     tune_thresholds,
 )
 from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label, threshold_curve
+from headwise.intent.prior import apply_prior_correction, choose_tau
 from headwise.intent.recalibration import Recalibration, recalibrate
 from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
 from headwise.intent.soup import greedy_soup, uniform_soup
@@ -36,7 +39,9 @@ __all__ = [
     "ThresholdChoice",
     "Thresholds",
     "TrainedIntent",
+    "apply_prior_correction",
     "calibrated_probs",
+    "choose_tau",
     "choose_threshold",
     "decide",
     "evaluate_classifier",
