@@ -98,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
                                      keep_checkpoints=args.keep_checkpoints)
     th = result.threshold
     print(f"trained {recipe.model} in {result.train_seconds:.1f} s")
+    info = result.classifier.info
+    if info.get("selection"):
+        sel = info["selection"]
+        print(f"chosen by {sel['by']}: C {sel['c']:g}"
+              + ("" if sel["tau"] is None else f", prior correction tau {sel['tau']:g}"))
+    elif info.get("prior_correction"):
+        print(f"prior correction tau {info['prior_correction']['tau']:g}")
     if result.valid_metrics:
         m = result.valid_metrics
         print(f"validation: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "

@@ -193,3 +193,24 @@ def test_recipe_trains_with_prior_correction(tmp_path):
     run = train_intent_classifier(rows, ROWS, net, out_dir=tmp_path / "net")
     rec = load_classifier(tmp_path / "net").info["prior_correction"]
     assert rec["tau"] in TAUS and rec["choice"]["rows"] == len(ROWS)
+
+
+def test_train_command_reports_the_choice(tmp_path, capsys):
+    from headwise.cli import main
+
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\n" + "".join(f"{t},{k}\n" for t, k in ROWS * 3))
+    cfg = tmp_path / "tfidf.json"
+    cfg.write_text('{"tfidf_c": [1.0, 10.0], "prior_correction": "auto"}')
+    assert main(["train", "--data", str(data), "--model", "tfidf", "--config", str(cfg),
+                 "--out", str(tmp_path / "t"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "chosen by 5-fold out-of-fold macro-F1: C " in out and "prior correction tau" in out
+    cfg.write_text('{"prior_correction": 0.5}')
+    assert main(["train", "--data", str(data), "--model", "tfidf", "--config", str(cfg),
+                 "--out", str(tmp_path / "f"), "--quiet"]) == 0
+    assert "prior correction tau 0.5" in capsys.readouterr().out
+    cfg.write_text('{"prior_correction": "maybe"}')
+    assert main(["train", "--data", str(data), "--model", "tfidf", "--config", str(cfg),
+                 "--out", str(tmp_path / "bad"), "--quiet"]) == 1
+    assert "prior_correction" in capsys.readouterr().err
