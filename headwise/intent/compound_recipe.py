@@ -27,14 +27,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from headwise.intent.builders import build_intent_model, mark_cue_tokens, train_config
 from headwise.intent.compound import CompoundClassifier
 from headwise.intent.multilabel import Thresholds, decide, multilabel_metrics, tune_thresholds
-from headwise.intent.recipe import (
-    IntentRecipe,
-    build_intent_model,
-    mark_cue_tokens,
-    train_config,
-)
+from headwise.intent.recipe import IntentRecipe
 from headwise.loading import from_pretrained
 from headwise.models.joint import JointIntentSlotModel
 from headwise.text.annotations import AnnotatedExample

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
+from headwise.intent.builders import build_intent_model, mark_cue_tokens, train_config
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.cleaning import CLEANING_MODES, clean_labels, out_of_fold_probs
 from headwise.intent.examples import encode_texts, in_scope, texts_and_labels, validation_split
@@ -43,16 +43,10 @@ from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.tfidf_selection import fit_tfidf
 from headwise.loading import from_pretrained
 from headwise.models.config import ModelConfig
-from headwise.models.io import build_model
 from headwise.text.batching import pad_collate
-from headwise.text.negation_tokens import negation_token_ids
-from headwise.text.number_tokens import number_token_ids
-from headwise.text.tokenizer import Tokenizer
-from headwise.train import TrainConfig, Trainer, load_model_weights
+from headwise.train import Trainer, load_model_weights
 
 MODEL_KINDS = ("transformer", "bilstm", "tfidf")  # and "pretrained:DIR"
-#: default peak learning rate per model kind (AdamW)
-DEFAULT_LR = {"transformer": 1e-3, "bilstm": 2e-3, "pretrained": 5e-5}
 
 
 @dataclass
@@ -72,8 +66,9 @@ class IntentRecipe:
         d_model, num_layers, num_heads, d_ff, fusion, norm, position, pooling, dropout,
             attention_dropout: the Transformer's shape (``d_ff`` None: ``2 * d_model``).
         lstm_embed_dim, lstm_hidden, lstm_pooling: the BiLSTM's shape.
-        epochs, batch_size, lr (None: :data:`DEFAULT_LR` for the kind), weight_decay,
-            warmup_ratio, schedule, patience, seed: training (see TrainConfig).
+        epochs, batch_size, lr, weight_decay, warmup_ratio, schedule, patience, seed:
+            training (see TrainConfig; ``lr`` None: the kind's
+            :data:`~headwise.intent.builders.DEFAULT_LR`).
         label_smoothing: cross-entropy label smoothing.
         gce_q: None (cross-entropy), or the ``q`` in (0, 1] of the noise-robust generalized
             cross-entropy (:func:`~headwise.intent.objective.generalized_cross_entropy`).
@@ -246,55 +241,6 @@ class TrainedIntent:
     valid_metrics: dict[str, float]
     history: list[dict[str, Any]]
     train_seconds: float
-
-
-def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[str],
-                       **fields: Any) -> nn.Module:
-    """A freshly initialised Transformer or BiLSTM classifier for ``labels``.
-
-    ``fields`` are further ModelConfig fields of the Transformer (the joint model passes
-    ``model_type``, ``multi_label`` and ``slot_tags``).
-    """
-    common = dict(vocab_size=tokenizer.vocab_size, num_labels=len(labels), labels=labels,
-                  pad_token_id=tokenizer.pad_token_id, dropout=recipe.dropout)
-    if recipe.kind == "tfidf":
-        raise ValueError("a TF-IDF recipe has no network to build")
-    if recipe.kind == "bilstm":
-        if fields:
-            raise ValueError(f"the BiLSTM takes no {sorted(fields)}")
-        cfg = ModelConfig(model_type="bilstm", lstm_embed_dim=recipe.lstm_embed_dim,
-                          lstm_hidden=recipe.lstm_hidden, lstm_pooling=recipe.lstm_pooling,
-                          **common, **recipe.model_overrides)
-    else:
-        cfg = ModelConfig(d_model=recipe.d_model, num_layers=recipe.num_layers,
-                          num_heads=recipe.num_heads, d_ff=recipe.d_ff or 2 * recipe.d_model,
-                          fusion=recipe.fusion, norm=recipe.norm, position=recipe.position,
-                          pooling=recipe.pooling, attention_dropout=recipe.attention_dropout,
-                          max_position=recipe.max_length, **common,
-                          **{**recipe.model_overrides, **fields})
-    return build_model(cfg)
-
-
-def mark_cue_tokens(model: nn.Module, tokenizer: Tokenizer) -> None:
-    """Tell a model with number- or negation-aware heads which of the tokenizer's ids are
-    numbers and negation cues (a no-op for models without such heads)."""
-    config = getattr(model, "config", None)
-    if isinstance(config, ModelConfig) and config.number_heads:
-        model.encoder.set_number_tokens(number_token_ids(tokenizer))
-    if isinstance(config, ModelConfig) and config.negation_heads:
-        model.encoder.set_negation_tokens(negation_token_ids(tokenizer))
-
-
-def train_config(recipe: IntentRecipe, metric: str) -> TrainConfig:
-    """The Trainer settings of a recipe: validated every epoch, early stopping on the
-    validation ``metric`` (larger is better), one checkpoint kept."""
-    lr = recipe.lr if recipe.lr is not None else DEFAULT_LR[recipe.kind]
-    return TrainConfig(lr=lr, weight_decay=recipe.weight_decay, epochs=recipe.epochs,
-                       batch_size=recipe.batch_size, warmup_ratio=recipe.warmup_ratio,
-                       schedule=recipe.schedule, seed=recipe.seed, eval_every="epoch",
-                       early_stopping_metric=metric, early_stopping_mode="max",
-                       patience=recipe.patience, keep_checkpoints=1, progress=recipe.progress,
-                       device="cpu" if not torch.cuda.is_available() else None)
 
 
 def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe | None = None,
