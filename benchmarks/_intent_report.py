@@ -32,6 +32,8 @@ def _name(config: str) -> str:
         return f"{config} (trained towards a TF-IDF model's out-of-fold probabilities)"
     if config.endswith("-mlm"):
         return f"{config} (masked-LM pre-trained on its training texts first)"
+    if config == "bilstm-prior":
+        return f"{config} (a prior correction chosen on the validation split)"
     if config.endswith("-prior"):
         return f"{config} (C and a prior correction chosen by 5-fold cross-validation)"
     if config.startswith("ens-"):
@@ -195,7 +197,7 @@ def validation_vs_test(runs: list[dict[str, Any]], ds: str) -> list[str]:
 
 #: the levers tried against CIC's noisy labels: configuration name part -> what it does
 LEVERS = (("-clean", "confident-learning label cleaning"),
-          ("-prior", "prior correction (logit adjustment) with C, chosen by cross-validation"),
+          ("-prior", "prior correction (logit adjustment)"),
           ("-balanced", "class-balanced loss"),
           ("-distill", "distillation from out-of-fold TF-IDF probabilities"),
           ("-mlm", "masked-LM pre-training on the training texts"),
