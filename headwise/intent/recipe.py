@@ -288,8 +288,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     if recipe.kind == "tfidf":
         start = time.perf_counter()
         clf = fit_tfidf(texts, labels, c=recipe.tfidf_c, seed=recipe.seed,
-                        prior_correction=recipe.prior_correction, class_weight=None
-                        if recipe.class_weighting == "none" else "balanced")
+                        prior_correction=recipe.prior_correction, progress=recipe.progress,
+                        class_weight=None if recipe.class_weighting == "none" else "balanced")
         seconds = time.perf_counter() - start
         choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject)
         clf.info.update(recipe=recipe.to_dict(), train_examples=len(texts),

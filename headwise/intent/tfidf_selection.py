@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from headwise.intent.cleaning import cv_folds, out_of_fold_probs
 from headwise.intent.prior import TAUS, apply_prior_correction, choose_tau, log_prior
@@ -28,7 +29,7 @@ __all__ = ["fit_tfidf", "fit_tfidf_selected"]
 def fit_tfidf_selected(texts: Sequence[str], labels: Sequence[str], *,
                        cs: Sequence[float] = (10.0,), taus: Sequence[float] | None = TAUS,
                        folds: int = 5, seed: int = 0, class_weight: str | None = None,
-                       max_iter: int = 2000) -> TfidfClassifier:
+                       max_iter: int = 2000, progress: bool = False) -> TfidfClassifier:
     """A :class:`TfidfClassifier` with ``C`` (and the prior correction's ``tau``) chosen by
     out-of-fold macro-F1; the choice is in ``info["selection"]``.
 
@@ -43,6 +44,7 @@ def fit_tfidf_selected(texts: Sequence[str], labels: Sequence[str], *,
         seed: the fold shuffle's seed.
         class_weight: None or ``"balanced"``, as in :meth:`TfidfClassifier.fit`.
         max_iter: L-BFGS iterations at most, per fit.
+        progress: a progress bar over the candidates (``folds`` fits each).
 
     Raises:
         ValueError: no candidate or a non-positive ``C``; fewer than two intents with two
@@ -60,7 +62,7 @@ def fit_tfidf_selected(texts: Sequence[str], labels: Sequence[str], *,
         raise ValueError("choosing C or tau by cross-validation needs two intents with two "
                          "examples or more")
     scores: dict[float, Any] = {}
-    for c in cs:
+    for c in tqdm(cs, desc=f"choosing C by {folds}-fold CV", unit="C", disable=not progress):
         probs, intents = out_of_fold_probs(cv_texts, cv_labels, folds=folds, seed=seed, c=c,
                                            max_iter=max_iter, class_weight=class_weight)
         gold = np.searchsorted(np.array(intents), np.array(cv_labels))
@@ -83,7 +85,7 @@ def fit_tfidf_selected(texts: Sequence[str], labels: Sequence[str], *,
 
 def fit_tfidf(texts: Sequence[str], labels: Sequence[str], *, c: float | Sequence[float],
               prior_correction: str | float = "none", seed: int = 0,
-              class_weight: str | None = None) -> TfidfClassifier:
+              class_weight: str | None = None, progress: bool = False) -> TfidfClassifier:
     """The TF-IDF model of an :class:`~headwise.intent.recipe.IntentRecipe`: one ``c`` and
     no or a fixed prior correction fit once; several ``c`` or ``prior_correction="auto"``
     choose by cross-validation (:func:`fit_tfidf_selected`).
@@ -96,13 +98,14 @@ def fit_tfidf(texts: Sequence[str], labels: Sequence[str], *, c: float | Sequenc
             :data:`~headwise.intent.prior.TAUS`) or a fixed ``tau >= 0``.
         seed: the folds' seed.
         class_weight: None or ``"balanced"``.
+        progress: a progress bar over the cross-validation.
     """
     cs = [float(x) for x in c] if isinstance(c, (list, tuple)) else [float(c)]
     taus = None if prior_correction == "none" else TAUS if prior_correction == "auto" \
         else (float(prior_correction),)
     if len(cs) > 1 or prior_correction == "auto":
         return fit_tfidf_selected(texts, labels, cs=cs, taus=taus, seed=seed,
-                                  class_weight=class_weight)
+                                  class_weight=class_weight, progress=progress)
     clf = TfidfClassifier.fit(texts, labels, c=cs[0], class_weight=class_weight)
     if taus is not None:
         apply_prior_correction(clf, log_prior(labels, clf.labels), taus[0])

@@ -158,7 +158,7 @@ def test_cross_validated_choice_matches_scikit_learn():
 def test_cross_validation_leaves_out_single_example_intents():
     texts = [t for t, _ in ROWS] + ["close my account"]
     labels = [y for _, y in ROWS] + ["close"]
-    clf = fit_tfidf_selected(texts, labels, cs=(10.0,), folds=3)
+    clf = fit_tfidf_selected(texts, labels, cs=(10.0,), folds=3, progress=True)
     assert clf.info["selection"]["cv_rows"] == len(ROWS) and "close" in clf.labels
     with pytest.raises(ValueError, match="two intents"):
         fit_tfidf_selected(["a b", "a c", "d e"], ["x", "x", "y"], cs=(1.0,))
