@@ -98,8 +98,7 @@ class ProbabilityEngine:
         texts = list(texts)
         items = [TextItem(t) for t in texts]
         for net in self._networks:
-            counts = net.tokenizer(texts, max_length=None)["attention_mask"].sum(1).tolist()
-            for i, n in enumerate(counts):
+            for i, n in enumerate(net.tokenizer.lengths(texts)):
                 old = items[i]
                 if n > net.max_length and (old.policy is None
                                            or n - net.max_length > old.tokens - old.max_length):

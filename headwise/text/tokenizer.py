@@ -240,6 +240,20 @@ class Tokenizer:
             attention_mask[i, :len(row)] = 1
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 
+    def lengths(self, texts: Sequence[str]) -> list[int]:
+        """Token count of each text untruncated, special tokens included: the row lengths
+        of ``self(texts, max_length=None)``, without building its tensors.
+
+        Raises:
+            TypeError: an item that is not a string.
+        """
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
+        return [len(e.ids) + self._num_special
+                for e in self.backend.encode_batch(texts, add_special_tokens=False)]
+
     def tokenize(self, text: str) -> list[str]:
         """The tokens of one text, without special tokens."""
         e = self.backend.encode(text, add_special_tokens=False)

@@ -212,3 +212,14 @@ def test_bad_arguments():
     wordpiece = Tokenizer.train_wordpiece(["a b c"], vocab_size=20, min_frequency=1)
     with pytest.raises(ValueError, match="number token"):
         Tokenizer(wordpiece.backend, number_pattern=NUMBER_PATTERN)
+
+
+@pytest.mark.parametrize("kind", ["char", "wordpiece"])
+def test_lengths_are_the_untruncated_row_lengths(kind):
+    texts = ["提前还款20000元要违约金吗", "第三期的账单不需要了",
+             "I lost my card ending 4821 yesterday", "½ off？", "好"]
+    tok = train_tokenizer(texts * 3, kind=kind, vocab_size=200)
+    rows = tok(texts, max_length=None)["attention_mask"].sum(1).tolist()
+    assert tok.lengths(texts) == rows
+    with pytest.raises(TypeError, match="texts\\[1\\]"):
+        tok.lengths(["ok", 3])
