@@ -184,7 +184,8 @@ class IntentRecipe:
             raise ValueError(f"probe_c and tfidf_c must be positive, got {self.probe_c}, "
                              f"{self.tfidf_c}")
         pc = self.prior_correction
-        if pc not in ("none", "auto") and not (isinstance(pc, (int, float)) and pc >= 0):
+        if pc not in ("none", "auto") and not (isinstance(pc, (int, float))
+                                               and not isinstance(pc, bool) and pc >= 0):
             raise ValueError(f"prior_correction must be none, auto or a number >= 0, got {pc!r}")
         if not 0.0 < self.pretrain_mask_prob < 1.0:
             raise ValueError(f"pretrain_mask_prob must be in (0, 1), got "

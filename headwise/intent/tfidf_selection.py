@@ -61,13 +61,15 @@ def fit_tfidf_selected(texts: Sequence[str], labels: Sequence[str], *,
     if len({*cv_labels}) < 2:
         raise ValueError("choosing C or tau by cross-validation needs two intents with two "
                          "examples or more")
+    intents = sorted(set(cv_labels))  # the columns of out_of_fold_probs
+    gold = np.searchsorted(np.array(intents), np.array(cv_labels))
+    prior = log_prior(labels, intents)
     scores: dict[float, Any] = {}
     for c in tqdm(cs, desc=f"choosing C by {folds}-fold CV", unit="C", disable=not progress):
-        probs, intents = out_of_fold_probs(cv_texts, cv_labels, folds=folds, seed=seed, c=c,
-                                           max_iter=max_iter, class_weight=class_weight)
-        gold = np.searchsorted(np.array(intents), np.array(cv_labels))
-        scores[c] = choose_tau(np.log(np.clip(probs, 1e-300, None)), gold,
-                               log_prior(labels, intents), taus=taus or (0.0,))
+        probs, _ = out_of_fold_probs(cv_texts, cv_labels, folds=folds, seed=seed, c=c,
+                                     max_iter=max_iter, class_weight=class_weight)
+        scores[c] = choose_tau(np.log(np.clip(probs, 1e-300, None)), gold, prior,
+                               taus=taus or (0.0,))
     best = max(cs, key=lambda c: (scores[c].scores[scores[c].tau], -cs.index(c)))
     clf = TfidfClassifier.fit(texts, labels, c=best, class_weight=class_weight,
                               max_iter=max_iter)

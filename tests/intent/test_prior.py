@@ -167,6 +167,7 @@ def test_cross_validation_leaves_out_single_example_intents():
 @pytest.mark.parametrize("fields,match", [
     (dict(prior_correction="yes"), "prior_correction"),
     (dict(prior_correction=-0.5), "prior_correction"),
+    (dict(prior_correction=True), "prior_correction"),
     (dict(model="tfidf", tfidf_c=[1.0, 0.0]), "tfidf_c"),
 ])
 def test_recipe_rejects_bad_settings(fields, match):
