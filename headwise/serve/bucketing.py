@@ -50,6 +50,15 @@ class EncodedText:
     policy: str | None = None
 
 
+def long_text_note(policy: str | None, tokens: int, max_length: int,
+                   chunks: int) -> dict[str, Any] | None:
+    """A response's ``long_text`` record: None for a text within the limit (``policy``
+    None), else how it was handled, its token count, the limit and the windows read."""
+    if policy is None:
+        return None
+    return {"policy": policy, "tokens": tokens, "max_length": max_length, "chunks": chunks}
+
+
 def length_bucket(n: int) -> int:
     """The bucket of a row of ``n`` tokens: the smallest power of two >= n (>= 8)."""
     return max(MIN_BUCKET, 1 << max(0, n - 1).bit_length())
@@ -144,10 +153,7 @@ class BucketedEngine(ABC):
 
     def long_text_note(self, item: EncodedText) -> dict[str, Any] | None:
         """The response's ``long_text`` record of an encoded text (None within the limit)."""
-        if item.policy is None:
-            return None
-        return {"policy": item.policy, "tokens": item.tokens, "max_length": self.max_length,
-                "chunks": len(item.chunks)}
+        return long_text_note(item.policy, item.tokens, self.max_length, len(item.chunks))
 
     # -- windows -> padded batches -------------------------------------------------------
     def buckets(self, rows: Sequence[Sequence[int]]) -> list[list[int]]:

@@ -23,6 +23,7 @@ import torch
 from headwise.intent.classifier import IntentClassifier, ProbabilityClassifier
 from headwise.intent.ensemble import EnsembleClassifier
 from headwise.intent.tfidf import TfidfClassifier
+from headwise.serve.bucketing import long_text_note
 from headwise.serve.engine import prediction_records
 
 __all__ = ["ClassifierRuntime", "ProbabilityEngine", "TextItem"]
@@ -42,10 +43,7 @@ class TextItem:
 
     def note(self) -> dict | None:
         """The response's ``long_text`` record (None when no network cut the text)."""
-        if self.policy is None:
-            return None
-        return {"policy": self.policy, "tokens": self.tokens, "max_length": self.max_length,
-                "chunks": 1}
+        return long_text_note(self.policy, self.tokens, self.max_length, 1)
 
 
 @dataclass(frozen=True)
