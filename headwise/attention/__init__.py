@@ -17,6 +17,7 @@ from headwise.attention.positions import (
     RotaryEmbedding,
     SinusoidalPositionalEncoding,
     apply_rotary,
+    positions_from_padding,
 )
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "MultiHeadAttention",
     "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
+    "positions_from_padding",
     "T5RelativePositionBias",
     "alibi_slopes",
     "apply_rotary",

@@ -189,8 +189,51 @@ class LearnedPositionalEmbedding(nn.Module):
         positions = torch.arange(offset, end, device=self.embedding.weight.device)
         return x + self.embedding(positions).to(device=x.device, dtype=x.dtype)
 
+    def add_at(self, x: Tensor, position_ids: Tensor) -> Tensor:
+        """Add the embeddings of explicit positions: ``x + E[position_ids]``.
+
+        Args:
+            x: Embeddings of shape ``(batch, seq, d_model)``.
+            position_ids: Long tensor of shape ``(batch, seq)`` (or ``(seq,)``), every
+                value in ``[0, max_len)``.
+
+        Raises:
+            ValueError: If the shapes disagree or a position is out of range.
+        """
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"expected x of shape (batch, seq, {self.d_model}), got {tuple(x.shape)}"
+            )
+        if position_ids.shape[-1] != x.shape[1] or position_ids.dim() not in (1, 2):
+            raise ValueError(f"position_ids of shape {tuple(position_ids.shape)} do not fit x "
+                             f"of shape {tuple(x.shape)}")
+        if not torch.jit.is_tracing() and not torch.compiler.is_compiling() \
+                and position_ids.numel() and int(position_ids.max()) >= self.max_len:
+            raise ValueError(f"position {int(position_ids.max())} is past the "
+                             f"LearnedPositionalEmbedding's max_len={self.max_len}")
+        return x + self.embedding(position_ids).to(device=x.device, dtype=x.dtype)
+
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, d_model={self.d_model}"
+
+
+def positions_from_padding(input_ids: Tensor, pad_token_id: int) -> Tensor:
+    """RoBERTa's (fairseq's) position ids: non-padding tokens count from
+    ``pad_token_id + 1`` in order, and every padding token sits at ``pad_token_id``.
+
+    This is ``make_positions`` of fairseq and ``create_position_ids_from_input_ids`` of
+    Hugging Face's RoBERTa and XLM-R: with ``pad_token_id = 1`` the first real token is at
+    position 2, wherever the padding is (right, left or in between).
+
+    Args:
+        input_ids: ``(batch, seq)`` token ids.
+        pad_token_id: the padding id (also the padding position).
+
+    Returns:
+        ``(batch, seq)`` long position ids.
+    """
+    real = input_ids.ne(pad_token_id).long()
+    return torch.cumsum(real, dim=-1) * real + pad_token_id
 
 
 def _rotate_half(x: Tensor) -> Tensor:

@@ -25,6 +25,10 @@ class ModelConfig:
     set with ``set_negation_tokens``). ``multi_label``, ``slot_tags`` (BIO tag names)
     and ``slot_loss_weight`` describe the joint intent + slot model (``joint_intent_slot``).
 
+    ``positions_from_padding`` numbers learned positions as RoBERTa and XLM-R do: real
+    tokens from ``pad_token_id + 1``, padding at ``pad_token_id`` (so ``max_position`` is
+    the longest input plus ``pad_token_id + 1``).
+
     Transformer fields follow the papers' names (d_model, d_ff, num_heads). The BiLSTM
     baseline uses ``vocab_size``, ``num_labels``, ``dropout``, ``pad_token_id`` and the
     ``lstm_*`` fields.
@@ -47,6 +51,7 @@ class ModelConfig:
     norm_first: bool = True
     position: str = "learned"
     max_position: int = 512
+    positions_from_padding: bool = False
     type_vocab_size: int = 0
     embedding_norm: bool = False
     scale_embeddings: bool = False

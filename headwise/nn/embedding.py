@@ -7,7 +7,11 @@ import math
 import torch
 from torch import Tensor, nn
 
-from headwise.attention import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from headwise.attention import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    positions_from_padding,
+)
 from headwise.nn.norm import build_norm
 
 POSITIONS = ("learned", "sinusoidal", "rope", "none")
@@ -27,15 +31,24 @@ class TransformerEmbeddings(nn.Module):
         dropout: on the result.
         pad_token_id: its embedding row starts at zero.
         scale: multiply token embeddings by ``sqrt(d_model)`` (the original paper).
+        positions_from_padding: RoBERTa / XLM-R positions for ``"learned"``: real tokens
+            count from ``pad_token_id + 1`` and padding sits at ``pad_token_id``
+            (:func:`~headwise.attention.positions_from_padding`); the table then needs
+            ``max_position = longest input + pad_token_id + 1`` rows.
     """
 
     def __init__(self, vocab_size: int, d_model: int, *, max_position: int = 512,
                  position: str = "learned", type_vocab_size: int = 0, norm: str | None = None,
                  norm_eps: float = 1e-12, dropout: float = 0.1, pad_token_id: int = 0,
-                 scale: bool = False) -> None:
+                 scale: bool = False, positions_from_padding: bool = False) -> None:
         super().__init__()
         if position not in POSITIONS:
             raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
+        if positions_from_padding and position != "learned":
+            raise ValueError(f"positions_from_padding needs learned positions, got "
+                             f"position={position!r}")
+        self.pad_token_id = pad_token_id
+        self.positions_from_padding = positions_from_padding
         self.word_embeddings = nn.Embedding(vocab_size, d_model, padding_idx=pad_token_id)
         nn.init.normal_(self.word_embeddings.weight, std=0.02)
         with torch.no_grad():
@@ -61,7 +74,12 @@ class TransformerEmbeddings(nn.Module):
         x = self.word_embeddings(input_ids)
         if self.scale != 1.0:
             x = x * self.scale
-        if self.position_embeddings is not None:
+        if self.positions_from_padding:
+            if offset:
+                raise ValueError("positions_from_padding takes no offset (an encoder only)")
+            x = self.position_embeddings.add_at(x, positions_from_padding(input_ids,
+                                                                          self.pad_token_id))
+        elif self.position_embeddings is not None:
             x = self.position_embeddings(x, offset=offset)
         if self.token_type_embeddings is not None:
             if token_type_ids is None:

@@ -94,8 +94,7 @@ def test_config_translation():
 
 
 @pytest.mark.parametrize("change,message", [
-    ({"model_type": "roberta"}, "RoBERTa"),
-    ({"model_type": "distilbert"}, "only BERT"),
+    ({"model_type": "distilbert"}, "only BERT, RoBERTa and XLM-R"),
     ({"hidden_act": "quick_gelu"}, "quick_gelu"),
     ({"position_embedding_type": "relative_key"}, "relative_key"),
 ])

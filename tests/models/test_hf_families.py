@@ -1,0 +1,262 @@
+"""Chinese BERT, XLM-R (Unigram ``tokenizer.json``) and RoBERTa (byte-level BPE) imports,
+checked against transformers' own tokenizers and models on small random checkpoints that
+transformers builds here (nothing is downloaded)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import headwise
+from headwise.attention import positions_from_padding
+from headwise.models.pretrained import bert_config
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+#: what a Chinese and English customer-service team sends: CJK, Latin, numbers, full-width
+#: digits and letters, emoji, repeated and leading spaces, code-mixing
+MIXED = [
+    "我的信用卡被冻结了，怎么解冻？",
+    "How do I top up my card?",
+    "每个月15号还款太早了，能不能改到25号？",
+    "我要提前还一部分本金 ５０００元",
+    "我的card被冻结了😡",
+    "  leading spaces   and   runs",
+    "ＡＢＣ全角字母 and 3.5% rate",
+    "转账 ¥3,500 到 6222-0000-1111",
+    "🙂",
+    "不是要取消，是要修改地址",
+]
+
+CJK = ("我的信用卡被冻结了怎么解还款每个月号太早能不改到要提前一部分本金元是取消修地址转账全角字母"
+       "请问帮查询余额")
+
+
+def _perturb(model: torch.nn.Module, seed: int = 0) -> None:
+    """Move every weight off its initial value so a wrong mapping cannot hide behind a
+    default (LayerNorm ones, zero biases, the zero padding rows)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.1)
+
+
+def _save_model(directory, model) -> None:
+    _perturb(model)
+    model.eval().save_pretrained(directory, safe_serialization=True)
+
+
+def chinese_bert(directory):
+    """A BERT with a character vocabulary (CJK split one by one, as bert-base-chinese)."""
+    words = ["how", "do", "top", "up", "my", "card", "rate", "and", "leading", "spaces", "runs",
+             "##s", "##ing", "##p", "##u", "##n"]
+    chars = sorted(set(CJK)) + list("0123456789.,%¥-?？，") + list("abcdefghijklmnopqrstuvwxyz")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars + words + \
+        [f"##{c}" for c in "0123456789abcdefghijklmnopqrstuvwxyz"]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "vocab.txt").write_text("\n".join(dict.fromkeys(vocab)) + "\n",
+                                         encoding="utf-8")
+    tok = transformers.BertTokenizerFast(str(directory / "vocab.txt"), do_lower_case=True,
+                                         tokenize_chinese_chars=True)
+    tok.save_pretrained(directory)
+    config = transformers.BertConfig(vocab_size=tok.vocab_size, hidden_size=32,
+                                     num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    _save_model(directory, transformers.BertModel(config))
+    return directory
+
+
+def _unigram_backend():
+    """A SentencePiece-Unigram tokenizer (XLM-R's pipeline) trained on mixed texts."""
+    from tokenizers import decoders, pre_tokenizers, processors, trainers
+    from tokenizers.models import Unigram
+    backend = tokenizers.Tokenizer(Unigram())
+    # the pipeline transformers' XLMRobertaTokenizer rebuilds around the file's pieces (it
+    # keeps only a Precompiled normaliser, which cannot be made here)
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")])
+    backend.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(vocab_size=300, show_progress=False,
+                                      special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                      unk_token="<unk>")
+    corpus = MIXED * 3 + [CJK, "transfer money to my account please", "what is the rate"]
+    backend.train_from_iterator(corpus, trainer=trainer)
+    backend.add_special_tokens(["<mask>"])
+    backend.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", backend.token_to_id("<s>")),
+                        ("</s>", backend.token_to_id("</s>"))])
+    return backend
+
+
+def xlmr_unigram(directory):
+    """An XLM-R encoder with a Unigram ``tokenizer.json`` and no ``vocab.txt``."""
+    tok = transformers.XLMRobertaTokenizerFast(tokenizer_object=_unigram_backend(),
+                                               bos_token="<s>", eos_token="</s>",
+                                               sep_token="</s>", cls_token="<s>",
+                                               unk_token="<unk>", pad_token="<pad>",
+                                               mask_token="<mask>")
+    tok.save_pretrained(directory)
+    assert not (directory / "vocab.txt").exists()
+    config = transformers.XLMRobertaConfig(
+        vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=64 + 2, type_vocab_size=1,
+        pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id)
+    torch.manual_seed(1)
+    _save_model(directory, transformers.XLMRobertaModel(config, add_pooling_layer=False))
+    return directory
+
+
+def roberta_bpe(directory):
+    """A RoBERTa encoder with a byte-level BPE tokenizer (GPT-2's byte alphabet)."""
+    import tokenizers.processors
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(MIXED * 3 + [CJK, "transfer money to my account please"],
+                            vocab_size=400, min_frequency=1, show_progress=False,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    backend = bpe._tokenizer
+    backend.post_processor = tokenizers.processors.RobertaProcessing(
+        ("</s>", backend.token_to_id("</s>")), ("<s>", backend.token_to_id("<s>")),
+        trim_offsets=True, add_prefix_space=False)
+    tok = transformers.RobertaTokenizerFast(tokenizer_object=backend, bos_token="<s>",
+                                            eos_token="</s>", sep_token="</s>",
+                                            cls_token="<s>", unk_token="<unk>",
+                                            pad_token="<pad>", mask_token="<mask>")
+    tok.save_pretrained(directory)
+    config = transformers.RobertaConfig(
+        vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=64 + 2, type_vocab_size=1,
+        pad_token_id=tok.pad_token_id)
+    torch.manual_seed(2)
+    _save_model(directory, transformers.RobertaForMaskedLM(config))
+    return directory
+
+
+FAMILIES = {"bert-chinese": chinese_bert, "xlm-roberta-unigram": xlmr_unigram,
+            "roberta-bpe": roberta_bpe}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def checkpoint(request, tmp_path_factory):
+    directory = tmp_path_factory.mktemp(request.param)
+    return request.param, FAMILIES[request.param](directory)
+
+
+def test_token_ids_equal_transformers_fast_tokenizer(checkpoint):
+    _, directory = checkpoint
+    ref = transformers.AutoTokenizer.from_pretrained(directory)
+    assert ref.is_fast
+    _, tok = headwise.from_pretrained(directory)
+    expected = ref(MIXED, padding=True, return_tensors="pt")
+    got = tok(MIXED)
+    assert torch.equal(got["input_ids"], expected["input_ids"])
+    assert torch.equal(got["attention_mask"], expected["attention_mask"])
+    assert tok.pad_token_id == ref.pad_token_id
+    assert tok.cls_token_id == ref.cls_token_id and tok.sep_token_id == ref.sep_token_id
+
+
+def test_truncation_keeps_the_end_token_like_transformers(checkpoint):
+    _, directory = checkpoint
+    ref = transformers.AutoTokenizer.from_pretrained(directory)
+    _, tok = headwise.from_pretrained(directory)
+    expected = ref(MIXED, padding=True, truncation=True, max_length=7, return_tensors="pt")
+    got = tok(MIXED, max_length=7)
+    assert torch.equal(got["input_ids"], expected["input_ids"])
+
+
+def test_character_offsets_equal_transformers(checkpoint):
+    """The slot tagger maps tokens back to characters with these offsets."""
+    _, directory = checkpoint
+    ref = transformers.AutoTokenizer.from_pretrained(directory)
+    _, tok = headwise.from_pretrained(directory)
+    for text in MIXED:
+        expected = ref(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert tok.offsets(text) == [tuple(o) for o in expected["offset_mapping"]], text
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)])
+def test_hidden_states_equal_transformers_padding_included(checkpoint, dtype, tol):
+    name, directory = checkpoint
+    ref = transformers.AutoModel.from_pretrained(directory, torch_dtype=dtype).eval()
+    ref_tok = transformers.AutoTokenizer.from_pretrained(directory)
+    model, tok = headwise.from_pretrained(directory, num_labels=3)
+    model = model.to(dtype)
+    batch = tok(MIXED)
+    assert batch["input_ids"].shape[1] > 3 and (batch["attention_mask"] == 0).any()
+    with torch.no_grad():
+        expected = ref(**ref_tok(MIXED, padding=True, return_tensors="pt")).last_hidden_state
+        got = model.encode(batch["input_ids"], batch["attention_mask"])
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(got[real], expected[real], atol=tol, rtol=0)
+    # padded rows too: they attend to the same real keys from their own position
+    torch.testing.assert_close(got, expected, atol=tol, rtol=0)
+    assert model.config.positions_from_padding == (name != "bert-chinese")
+
+
+def test_left_padding_moves_positions_like_transformers(tmp_path):
+    """RoBERTa positions count real tokens, so left padding gives the same real states."""
+    directory = xlmr_unigram(tmp_path / "xlmr")
+    ref = transformers.AutoModel.from_pretrained(directory).eval()
+    model, tok = headwise.from_pretrained(directory)
+    batch = tok(MIXED[:3])
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    lengths = mask.sum(1)
+    left_ids = torch.full_like(ids, tok.pad_token_id)
+    left_mask = torch.zeros_like(mask)
+    for i, n in enumerate(lengths.tolist()):
+        left_ids[i, ids.shape[1] - n:] = ids[i, :n]
+        left_mask[i, ids.shape[1] - n:] = 1
+    with torch.no_grad():
+        expected = ref(input_ids=left_ids, attention_mask=left_mask).last_hidden_state
+        got = model.encode(left_ids, left_mask)
+        right = model.encode(ids, mask)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    for i, n in enumerate(lengths.tolist()):
+        torch.testing.assert_close(got[i, ids.shape[1] - n:], right[i, :n], atol=1e-5, rtol=0)
+
+
+def test_positions_from_padding_hand_computed():
+    ids = torch.tensor([[0, 5, 6, 2, 1, 1], [1, 1, 0, 7, 2, 1]])
+    assert positions_from_padding(ids, 1).tolist() == [[2, 3, 4, 5, 1, 1], [1, 1, 2, 3, 4, 1]]
+    assert positions_from_padding(ids, 0).tolist() == [[0, 1, 2, 3, 4, 5], [1, 2, 0, 3, 4, 5]]
+
+
+def test_roberta_config_translation():
+    data = transformers.XLMRobertaConfig(hidden_size=48, num_hidden_layers=3,
+                                         num_attention_heads=6, intermediate_size=96,
+                                         max_position_embeddings=514, type_vocab_size=1,
+                                         pad_token_id=1).to_dict()
+    c = bert_config(data, num_labels=4, pooling="mean")
+    assert c.positions_from_padding and c.pad_token_id == 1 and c.max_position == 514
+    assert c.type_vocab_size == 1 and c.extra["imported_from"] == "huggingface-xlm-roberta"
+    assert not bert_config(transformers.BertConfig().to_dict()).positions_from_padding
+
+
+def test_masked_lm_prefix_is_stripped(tmp_path):
+    directory = roberta_bpe(tmp_path / "r")
+    keys = load_file(directory / "model.safetensors")
+    assert all(k.startswith(("roberta.", "lm_head.")) for k in keys)
+    model, _ = headwise.from_pretrained(directory, num_labels=5)
+    assert model.classifier.out_features == 5
+
+
+def test_directory_without_a_tokenizer_is_refused(tmp_path):
+    directory = xlmr_unigram(tmp_path / "x")
+    (directory / "tokenizer.json").unlink()
+    with pytest.raises(FileNotFoundError, match="tokenizer.json or vocab.txt"):
+        headwise.from_pretrained(directory)
+
+
+def test_other_model_types_are_refused(tmp_path):
+    directory = xlmr_unigram(tmp_path / "x")
+    data = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**data, "model_type": "deberta-v2"}))
+    with pytest.raises(ValueError, match="xlm-roberta"):
+        headwise.from_pretrained(directory)
