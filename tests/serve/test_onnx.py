@@ -161,3 +161,22 @@ def test_rotary_position_models_export_exactly(tmp_path):
     path = export_onnx(model, tmp_path / "rope.onnx")
     batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=3)
     assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
+
+
+def test_roberta_positions_export_exactly(tmp_path):
+    """XLM-R / RoBERTa positions (counted over non-padding tokens from pad_token_id + 1)
+    trace into the graph: ONNX Runtime equals PyTorch on padded batches."""
+    from serve_helpers import MAX_LENGTH, tiny_tokenizer
+
+    from headwise.models import EncoderClassifier, ModelConfig
+    from headwise.serve.onnx_export import export_onnx
+
+    tok = tiny_tokenizer()
+    torch.manual_seed(0)
+    model = EncoderClassifier(ModelConfig(
+        vocab_size=tok.vocab_size, d_model=32, num_layers=2, num_heads=4, d_ff=64,
+        num_labels=len(INTENTS), max_position=MAX_LENGTH + 2, positions_from_padding=True,
+        norm_first=False, embedding_norm=True, dropout=0.0, pad_token_id=1)).eval()
+    path = export_onnx(model, tmp_path / "roberta.onnx")
+    batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=1, seed=4)
+    assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
