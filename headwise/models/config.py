@@ -29,6 +29,9 @@ class ModelConfig:
     tokens from ``pad_token_id + 1``, padding at ``pad_token_id`` (so ``max_position`` is
     the longest input plus ``pad_token_id + 1``).
 
+    ``kept_vocab_size`` is a trimmed vocabulary: the token table keeps that many rows and
+    maps every one of the ``vocab_size`` ids to a row (:mod:`headwise.models.vocab_trim`).
+
     Transformer fields follow the papers' names (d_model, d_ff, num_heads). The BiLSTM
     baseline uses ``vocab_size``, ``num_labels``, ``dropout``, ``pad_token_id`` and the
     ``lstm_*`` fields.
@@ -36,6 +39,7 @@ class ModelConfig:
 
     model_type: str = "encoder_classifier"
     vocab_size: int = 8000
+    kept_vocab_size: int | None = None
     d_model: int = 256
     num_layers: int = 4
     num_decoder_layers: int = 0

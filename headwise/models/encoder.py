@@ -60,7 +60,8 @@ def stack_parts(c: ModelConfig, vocab_size: int | None = None, type_vocab_size: 
         type_vocab_size=c.type_vocab_size if type_vocab_size is None else type_vocab_size,
         norm=c.norm if c.embedding_norm else None, norm_eps=c.norm_eps, dropout=c.dropout,
         pad_token_id=c.pad_token_id, scale=c.scale_embeddings,
-        positions_from_padding=c.positions_from_padding)
+        positions_from_padding=c.positions_from_padding,
+        kept_vocab_size=c.kept_vocab_size if vocab_size is None else None)
     rope = RotaryEmbedding(c.d_model // c.num_heads, max_len=c.max_position) \
         if c.position == "rope" else False
     layer = dict(num_kv_heads=c.num_kv_heads, dropout=c.dropout,

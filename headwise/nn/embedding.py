@@ -35,12 +35,17 @@ class TransformerEmbeddings(nn.Module):
             count from ``pad_token_id + 1`` and padding sits at ``pad_token_id``
             (:func:`~headwise.attention.positions_from_padding`); the table then needs
             ``max_position = longest input + pad_token_id + 1`` rows.
+        kept_vocab_size: a trimmed vocabulary (:func:`~headwise.models.vocab_trim.
+            trim_vocabulary`): the table has this many rows and the buffer ``token_rows``
+            (``vocab_size`` entries) maps every token id to its row; ids are unchanged
+            outside the model.
     """
 
     def __init__(self, vocab_size: int, d_model: int, *, max_position: int = 512,
                  position: str = "learned", type_vocab_size: int = 0, norm: str | None = None,
                  norm_eps: float = 1e-12, dropout: float = 0.1, pad_token_id: int = 0,
-                 scale: bool = False, positions_from_padding: bool = False) -> None:
+                 scale: bool = False, positions_from_padding: bool = False,
+                 kept_vocab_size: int | None = None) -> None:
         super().__init__()
         if position not in POSITIONS:
             raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
@@ -49,10 +54,21 @@ class TransformerEmbeddings(nn.Module):
                              f"position={position!r}")
         self.pad_token_id = pad_token_id
         self.positions_from_padding = positions_from_padding
-        self.word_embeddings = nn.Embedding(vocab_size, d_model, padding_idx=pad_token_id)
-        nn.init.normal_(self.word_embeddings.weight, std=0.02)
-        with torch.no_grad():
-            self.word_embeddings.weight[pad_token_id].zero_()
+        self.vocab_size = vocab_size
+        if kept_vocab_size is None:
+            self.register_buffer("token_rows", None)
+            self.word_embeddings = nn.Embedding(vocab_size, d_model, padding_idx=pad_token_id)
+            nn.init.normal_(self.word_embeddings.weight, std=0.02)
+            with torch.no_grad():
+                self.word_embeddings.weight[pad_token_id].zero_()
+        else:
+            if not 0 < kept_vocab_size <= vocab_size:
+                raise ValueError(f"kept_vocab_size must be in [1, {vocab_size}], got "
+                                 f"{kept_vocab_size}")
+            # padding rows get no special treatment: padded positions never reach a real one
+            self.word_embeddings = nn.Embedding(kept_vocab_size, d_model)
+            nn.init.normal_(self.word_embeddings.weight, std=0.02)
+            self.register_buffer("token_rows", torch.zeros(vocab_size, dtype=torch.long))
         self.position = position
         self.position_embeddings: nn.Module | None = None
         if position == "learned":
@@ -71,7 +87,8 @@ class TransformerEmbeddings(nn.Module):
                 offset: int = 0) -> Tensor:
         """input_ids: (batch, seq) -> (batch, seq, d_model); ``offset`` shifts positions
         (incremental decoding)."""
-        x = self.word_embeddings(input_ids)
+        rows = input_ids if self.token_rows is None else self.token_rows[input_ids]
+        x = self.word_embeddings(rows)
         if self.scale != 1.0:
             x = x * self.scale
         if self.positions_from_padding:

@@ -126,7 +126,7 @@ def _write_graph(model: nn.Module, out: Path, *, opset: int, max_length: int, fu
     """``torch.onnx.export`` of an eval-mode classifier to ``out``, with the attention
     fused (:func:`~headwise.serve.onnx_fusion.fused_attention`) or as the layers run it."""
     wrapper = ExportableClassifier(model, fused=fused).eval()
-    vocab = model.encoder.embeddings.word_embeddings.num_embeddings
+    vocab = model.encoder.embeddings.vocab_size
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, max(vocab, 2), (2, 8), generator=gen)
     mask = torch.ones(2, 8, dtype=torch.long)

@@ -86,6 +86,8 @@ class Tokenizer:
             raise ValueError(f"the padding token {self.special_tokens['pad']!r} is not in the "
                              f"vocabulary; pass special_tokens={{'pad': ...}}")
         self._num_special = backend.num_special_tokens_to_add(False)
+        #: text that every input is read after (see :meth:`with_prefix`); "" for none
+        self.input_prefix = ""
         self.number_pattern = number_pattern
         self._number_re = re.compile(number_pattern) if number_pattern is not None else None
         if number_pattern is not None and self.number_token_id is None:
@@ -170,9 +172,11 @@ class Tokenizer:
         settings: dict[str, Any] = {}
         if (path.parent / SETTINGS_NAME).is_file():
             settings = json.loads((path.parent / SETTINGS_NAME).read_text(encoding="utf-8"))
-        return cls(Backend.from_file(str(path)), lowercase=settings.get("lowercase"),
-                   special_tokens=settings.get("special_tokens"),
-                   number_pattern=settings.get("number_pattern"))
+        tok = cls(Backend.from_file(str(path)), lowercase=settings.get("lowercase"),
+                  special_tokens=settings.get("special_tokens"),
+                  number_pattern=settings.get("number_pattern"))
+        tok.input_prefix = settings.get("input_prefix") or ""
+        return tok
 
     def save(self, directory: str | Path) -> Path:
         """Write ``tokenizer.json`` and ``headwise_tokenizer.json`` into ``directory``.
@@ -185,10 +189,64 @@ class Tokenizer:
         self.backend.save(str(directory / TOKENIZER_NAME))
         settings = {"format": "headwise-tokenizer", "version": 1, "lowercase": self.lowercase,
                     "special_tokens": self.special_tokens,
-                    "number_pattern": self.number_pattern}
+                    "number_pattern": self.number_pattern, "input_prefix": self.input_prefix}
         (directory / SETTINGS_NAME).write_text(json.dumps(settings, indent=2) + "\n",
                                                encoding="utf-8")
         return directory
+
+    def with_prefix(self, prefix: str) -> Tokenizer:
+        """A copy that reads every text after ``prefix`` (e5's ``"query: "``).
+
+        The prefix's tokens are put into the post-processor's template, right after the
+        ``cls`` token, as tokens of their own: every path that adds special tokens
+        (:meth:`__call__`, :meth:`lengths`, ONNX serving, the slot tagger's offsets) reads
+        them, truncation keeps them, and they carry the ``(0, 0)`` offsets of special
+        tokens, so the character offsets of the text itself are unchanged. The prefix is
+        tokenized without its trailing whitespace: on a tokenizer that splits words at
+        spaces (WordPiece, SentencePiece's metaspace) ``prefix + text`` gives the same ids.
+        The copy is saved with its prefix.
+
+        Args:
+            prefix: the text; ``""`` returns a copy without one.
+
+        Raises:
+            ValueError: a byte-level BPE tokenizer (``RobertaProcessing``: there the
+                text's first word would change with a prefix), a post-processor that is not a
+                plain ``[CLS] $A [SEP]`` template, or a tokenizer that already has a prefix.
+        """
+        if self.input_prefix:
+            raise ValueError(f"this tokenizer already reads the prefix {self.input_prefix!r}")
+        backend = Backend.from_str(self.backend.to_str())
+        copy = Tokenizer(backend, lowercase=self.lowercase, special_tokens=self.special_tokens,
+                         number_pattern=self.number_pattern)
+        if not prefix:
+            return copy
+        kind = json.loads(self.backend.to_str()).get("post_processor") or {}
+        kind = kind.get("type") if isinstance(kind, dict) else None
+        if kind not in (None, "TemplateProcessing", "BertProcessing"):
+            raise ValueError(f"an input prefix needs a [CLS] $A [SEP] template; this "
+                             f"tokenizer's post-processor is {kind} (byte-level BPE reads a "
+                             f"prefixed text's first word differently)")
+        ids = backend.encode(prefix.rstrip(), add_special_tokens=False)
+        if not ids.ids:
+            raise ValueError(f"the prefix {prefix!r} has no tokens")
+        marker = "<headwise-prefix>"
+        special = [{"id": marker, "ids": list(ids.ids), "tokens": list(ids.tokens)}]
+        single = [marker, "$A"]
+        pair = [marker, "$A"]
+        cls, sep = self.cls_token_id, self.sep_token_id
+        if kind is not None and cls is not None and sep is not None:
+            cls_tok, sep_tok = self.special_tokens["cls"], self.special_tokens["sep"]
+            single = [cls_tok, marker, "$A", sep_tok]
+            pair = [cls_tok, marker, "$A:0", f"{sep_tok}:0", "$B:1", f"{sep_tok}:1"]
+            special += [{"id": cls_tok, "ids": [cls], "tokens": [cls_tok]},
+                        {"id": sep_tok, "ids": [sep], "tokens": [sep_tok]}]
+        backend.post_processor = processors.TemplateProcessing(single=single, pair=pair,
+                                                               special_tokens=special)
+        copy = Tokenizer(backend, lowercase=self.lowercase, special_tokens=self.special_tokens,
+                         number_pattern=self.number_pattern)
+        copy.input_prefix = prefix
+        return copy
 
     # -- use ---------------------------------------------------------------------------
     def __call__(self, texts: Sequence[str] | str, *, max_length: int | None = 512,
@@ -355,7 +413,8 @@ class Tokenizer:
         return self.token_to_id(num) if num is not None else None
 
     def __repr__(self) -> str:
-        return f"Tokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
+        prefix = f", input_prefix={self.input_prefix!r}" if self.input_prefix else ""
+        return f"Tokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase}{prefix})"
 
 
 def _bert_normalizer(lowercase: bool) -> normalizers.Normalizer:

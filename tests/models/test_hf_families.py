@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 import headwise
 from headwise.attention import positions_from_padding
 from headwise.models.pretrained import bert_config
+from headwise.text.tokenizer import Tokenizer
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -260,3 +261,36 @@ def test_other_model_types_are_refused(tmp_path):
     (directory / "config.json").write_text(json.dumps({**data, "model_type": "deberta-v2"}))
     with pytest.raises(ValueError, match="xlm-roberta"):
         headwise.from_pretrained(directory)
+
+
+@pytest.mark.parametrize("family", ["bert-chinese", "xlm-roberta-unigram"])
+def test_input_prefix_equals_transformers_on_the_prefixed_text(family, tmp_path):
+    """e5 reads "query: " before every input: the prefix tokens sit in the template, so
+    the ids are transformers' own on ``prefix + text`` and the offsets stay the text's."""
+    directory = FAMILIES[family](tmp_path / family)
+    ref = transformers.AutoTokenizer.from_pretrained(directory)
+    _, tok = headwise.from_pretrained(directory)
+    prefixed = tok.with_prefix("query: ")
+    expected = ref(["query: " + t for t in MIXED], padding=True, return_tensors="pt")
+    assert torch.equal(prefixed(MIXED)["input_ids"], expected["input_ids"])
+    assert prefixed.lengths(MIXED) == expected["attention_mask"].sum(1).tolist()
+    for text in MIXED:
+        assert prefixed.offsets(text) == tok.offsets(text)
+    head = prefixed.lengths([""])[0] - 1  # [CLS] and the prefix
+    truncated = prefixed(MIXED, max_length=head + 3)["input_ids"]
+    assert truncated.shape[1] == head + 3
+    assert torch.equal(truncated[:, :head], expected["input_ids"][:, :head])
+    assert (truncated[:, -1] == tok.sep_token_id).sum() >= 1
+    prefixed.save(tmp_path / "saved")
+    back = Tokenizer.from_file(tmp_path / "saved")
+    assert back.input_prefix == "query: "
+    assert torch.equal(back(MIXED)["input_ids"], prefixed(MIXED)["input_ids"])
+    with pytest.raises(ValueError, match="already reads"):
+        prefixed.with_prefix("passage: ")
+
+
+def test_input_prefix_is_refused_for_byte_level_bpe(tmp_path):
+    _, tok = headwise.from_pretrained(roberta_bpe(tmp_path / "r"))
+    with pytest.raises(ValueError, match="RobertaProcessing"):
+        tok.with_prefix("query: ")
+    assert tok.with_prefix("").input_prefix == ""
