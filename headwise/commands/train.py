@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from headwise.commands._common import add_data_options, format_threshold, read, read_compound
+from headwise.intent.builders import default_model
 from headwise.intent.compound_recipe import train_compound_classifier
 from headwise.intent.recipe import IntentRecipe, train_intent_classifier
 from headwise.text.annotations import looks_multi_label
@@ -25,8 +26,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="train on all of --data with no validation: every epoch runs, the last "
                    "weights are kept, confidence is not calibrated (temperature 1) and no "
                    "out-of-scope threshold is set (recipe valid_fraction 0)")
-    p.add_argument("--model", default="transformer",
-                   help="transformer, bilstm, tfidf or pretrained:DIR (default transformer)")
+    p.add_argument("--model",
+                   help="transformer, bilstm, tfidf or pretrained:NAME_OR_DIR (a Hugging Face "
+                   "BERT/RoBERTa/XLM-R directory, or multilingual-e5-small / all-minilm-l6-v2 "
+                   "when installed); default: the recipe's model if --config names one, else "
+                   "the strongest installed pretrained encoder, else transformer")
     p.add_argument("--config", help="JSON file of recipe fields (sizes, epochs, lr, ...)")
     p.add_argument("--out", required=True, help="directory to save the classifier in")
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
@@ -62,7 +66,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     recipe = IntentRecipe.from_json(args.config) if args.config else IntentRecipe()
-    changes = {"model": args.model}
+    named = args.config and "model" in json.loads(Path(args.config).read_text(encoding="utf-8"))
+    changes = {"model": args.model} if args.model else {}
     if args.epochs is not None:
         changes["epochs"] = args.epochs
     if args.seed is not None:
@@ -87,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
     train = read(args.data, args)
     valid = read(args.valid, args) if args.valid else None
     print(f"training data: {len(train)} rows, {len(train.label_set())} intents ({args.data})")
+    if not args.model and not named:
+        model, reason = default_model([ex.text for ex in train])
+        recipe = IntentRecipe.from_dict({**recipe.to_dict(), "model": model})
+        print(reason)
     if valid is not None:
         new = unseen_labels(train, valid)
         print(f"validation data: {len(valid)} rows ({args.valid})")
@@ -95,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                   "threshold, others are left out): "
                   + ", ".join(f"{k} ({v})" for k, v in new.items()))
     result = train_intent_classifier(train, valid, recipe, out_dir=args.out, resume=args.resume,
-                                     keep_checkpoints=args.keep_checkpoints)
+                                     keep_checkpoints=args.keep_checkpoints, report=print)
     th = result.threshold
     print(f"trained {recipe.model} in {result.train_seconds:.1f} s")
     info = result.classifier.info

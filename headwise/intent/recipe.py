@@ -18,6 +18,7 @@ import dataclasses
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -25,7 +26,13 @@ from typing import Any
 
 import torch
 
-from headwise.intent.builders import build_intent_model, mark_cue_tokens, train_config
+from headwise.intent.builders import (
+    build_intent_model,
+    describe_pretrained,
+    load_pretrained_for_task,
+    mark_cue_tokens,
+    train_config,
+)
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.cleaning import CLEANING_MODES, clean_labels, out_of_fold_probs
 from headwise.intent.examples import encode_texts, in_scope, texts_and_labels, validation_split
@@ -41,10 +48,9 @@ from headwise.intent.prior import correct_on_validation
 from headwise.intent.recalibration import calibrate_on_validation
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.tfidf_selection import fit_tfidf
-from headwise.loading import from_pretrained
-from headwise.models.config import ModelConfig
 from headwise.text.batching import pad_collate
 from headwise.train import Trainer, load_model_weights
+from headwise.train.estimate import estimate_training
 
 MODEL_KINDS = ("transformer", "bilstm", "tfidf")  # and "pretrained:DIR"
 
@@ -57,8 +63,10 @@ class IntentRecipe:
         model: ``"transformer"``, ``"bilstm"``, ``"tfidf"`` (TF-IDF features + logistic
             regression, :class:`~headwise.intent.tfidf.TfidfClassifier`; of the training
             fields it uses ``tfidf_c``, ``class_weighting``, ``label_cleaning`` and the
-            validation ones) or ``"pretrained:DIR"`` (a BERT-family checkpoint in Hugging
-            Face layout, or a headwise model directory).
+            validation ones) or ``"pretrained:NAME_OR_DIR"``: a BERT, RoBERTa or XLM-R
+            checkpoint in Hugging Face layout, a headwise model directory, or a name of
+            :func:`~headwise.models.catalog.pretrained_path` (``multilingual-e5-small``,
+            ``all-minilm-l6-v2``).
         tokenizer: ``"auto"`` (character level for Chinese, WordPiece otherwise),
             ``"char"`` or ``"wordpiece"``; ignored for pretrained models.
         vocab_size: WordPiece vocabulary size (character vocabularies take what they need).
@@ -67,8 +75,19 @@ class IntentRecipe:
             attention_dropout: the Transformer's shape (``d_ff`` None: ``2 * d_model``).
         lstm_embed_dim, lstm_hidden, lstm_pooling: the BiLSTM's shape.
         epochs, batch_size, lr, weight_decay, warmup_ratio, schedule, patience, seed:
-            training (see TrainConfig; ``lr`` None: the kind's
-            :data:`~headwise.intent.builders.DEFAULT_LR`).
+            training (see TrainConfig; ``epochs`` / ``lr`` None: the kind's
+            :data:`~headwise.intent.builders.DEFAULT_EPOCHS` /
+            :data:`~headwise.intent.builders.DEFAULT_LR`: a pretrained encoder fine-tunes in
+            a few epochs, a from-scratch network needs many).
+        input_prefix: text read before every input of a pretrained encoder (e5 was trained
+            with ``"query: "``); None: the checkpoint's own (its ``headwise_source.json``),
+            ``""``: none. Saved in the classifier's tokenizer, so predict and serve apply it.
+        trim_vocab: vocabulary trimming of a pretrained encoder
+            (:mod:`headwise.models.vocab_trim`): ``"auto"`` trims a vocabulary of more than
+            :data:`~headwise.intent.trimming.TRIM_ABOVE` ids (multilingual ones) to the
+            training texts' tokens plus the :data:`~headwise.intent.trimming.
+            DEFAULT_RESERVE` most frequent pieces; a number is that reserve (trimming any
+            vocabulary); ``"none"`` keeps every row.
         label_smoothing: cross-entropy label smoothing.
         gce_q: None (cross-entropy), or the ``q`` in (0, 1] of the noise-robust generalized
             cross-entropy (:func:`~headwise.intent.objective.generalized_cross_entropy`).
@@ -124,7 +143,7 @@ class IntentRecipe:
     lstm_embed_dim: int = 128
     lstm_hidden: int = 128
     lstm_pooling: str = "max"
-    epochs: int = 20
+    epochs: int | None = None
     batch_size: int = 32
     lr: float | None = None
     weight_decay: float = 0.01
@@ -137,6 +156,8 @@ class IntentRecipe:
     distill: str = "none"
     distill_weight: float = 0.5
     select_on: str = "accuracy"
+    input_prefix: str | None = None
+    trim_vocab: str | int = "auto"
     pretrain_epochs: int = 0
     pretrain_lr: float | None = None
     pretrain_mask_prob: float = 0.15
@@ -153,10 +174,21 @@ class IntentRecipe:
 
     def __post_init__(self) -> None:
         if self.kind not in (*MODEL_KINDS, "pretrained"):
-            raise ValueError(f"model must be one of {MODEL_KINDS} or 'pretrained:DIR', got "
-                             f"{self.model!r}")
+            raise ValueError(f"model must be one of {MODEL_KINDS} or "
+                             f"'pretrained:NAME_OR_DIR', got {self.model!r}")
         if self.kind == "pretrained" and not self.model.partition(":")[2]:
-            raise ValueError("pretrained models are given as 'pretrained:DIR'")
+            raise ValueError("pretrained models are given as 'pretrained:NAME_OR_DIR'")
+        if self.epochs is not None and (isinstance(self.epochs, bool) or self.epochs < 1):
+            raise ValueError(f"epochs must be a positive integer or None, got {self.epochs!r}")
+        if self.input_prefix is not None and not isinstance(self.input_prefix, str):
+            raise ValueError(f"input_prefix must be a string or None, got "
+                             f"{self.input_prefix!r}")
+        if self.input_prefix and self.kind != "pretrained":
+            raise ValueError(f"input_prefix is for pretrained encoders, not {self.kind!r}")
+        tv = self.trim_vocab
+        if tv not in ("auto", "none") and not (isinstance(tv, int) and not isinstance(tv, bool)
+                                               and tv >= 0):
+            raise ValueError(f"trim_vocab must be auto, none or a reserve >= 0, got {tv!r}")
         if self.tokenizer not in ("auto", "char", "wordpiece"):
             raise ValueError(f"tokenizer must be auto, char or wordpiece, got {self.tokenizer!r}")
         if self.class_weighting not in ("none", "balanced"):
@@ -246,7 +278,8 @@ class TrainedIntent:
 
 def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe | None = None,
                             *, out_dir: str | Path, resume: bool = False,
-                            keep_checkpoints: bool = False) -> TrainedIntent:
+                            keep_checkpoints: bool = False,
+                            report: Callable[[str], None] | None = None) -> TrainedIntent:
     """Train, calibrate and save an intent classifier.
 
     Args:
@@ -260,6 +293,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             ``out_dir/checkpoints`` (removed after success unless ``keep_checkpoints``).
         resume: continue from the newest checkpoint in ``out_dir/checkpoints``.
         keep_checkpoints: keep the training checkpoints.
+        report: called with one-line notes before and during training (the pretrained
+            checkpoint's description, trimming, the measured estimate of the training
+            time); ``headwise train`` passes ``print``.
 
     Returns:
         The :class:`TrainedIntent`.
@@ -299,11 +335,13 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         clf.save(out_dir)
         return TrainedIntent(clf, out_dir, choice, metrics, [], seconds)
     torch.manual_seed(recipe.seed)
+    pretrained_info = None
     if recipe.kind == "pretrained":
-        model, tokenizer = from_pretrained(recipe.model.partition(":")[2],
-                                           num_labels=len(intents))
-        if isinstance(getattr(model, "config", None), ModelConfig):
-            model.config = model.config.replace(labels=intents)
+        model, tokenizer, pretrained_info = load_pretrained_for_task(
+            recipe, texts + list(v_texts), intents)
+        if report is not None:
+            for line in describe_pretrained(pretrained_info):
+                report(line)
     else:
         from headwise.text import train_tokenizer
 
@@ -339,9 +377,16 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                                      recipe.distill_weight if recipe.distill != "none" else 0.0)
     config = train_config(recipe, recipe.select_on)
     ckpt_dir = out_dir / "checkpoints"
+    trainer_collate = partial(pad_collate, pad_id=tokenizer.pad_token_id)
     trainer = Trainer(wrapper, config, train_rows, valid_data=valid_rows or None,
-                      collate_fn=partial(pad_collate, pad_id=tokenizer.pad_token_id),
+                      collate_fn=trainer_collate,
                       evaluate_fn=validation_metrics if valid_rows else None, out_dir=ckpt_dir)
+    estimate = None
+    if report is not None and not resume:
+        estimate = estimate_training(wrapper, train_rows, trainer_collate,
+                                     batch_size=config.batch_size, epochs=config.epochs,
+                                     valid_rows=len(valid_rows), seed=recipe.seed)
+        report(f"estimated training time: {estimate.describe(config.epochs)}")
     start = time.perf_counter()
     result = trainer.train(resume=resume)
     seconds = time.perf_counter() - start
@@ -358,6 +403,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "pretrain": None if pretrained is None else dataclasses.asdict(pretrained),
                 "linear_probe": None if probe is None else dataclasses.asdict(probe),
                 "label_cleaning": cleaning, "distill": distill, "prior_correction": prior,
+                "pretrained": pretrained_info,
+                "estimate": None if estimate is None else dataclasses.asdict(estimate),
                 "oos_threshold": choice.to_dict()}
     clf.save(out_dir)
     if not keep_checkpoints:

@@ -34,7 +34,7 @@ def trained(tmp_path_factory):
     cfg.write_text(json.dumps(TINY))
     out = d / "model"
     code = main(["train", "--data", str(train), "--valid", str(valid), "--config", str(cfg),
-                 "--out", str(out), "--quiet"])
+                 "--out", str(out), "--quiet", "--model", "transformer"])
     assert code == 0
     return d, out
 
@@ -121,6 +121,7 @@ def test_negation_heads_and_pretraining_options(trained, tmp_path):
     out = tmp_path / "neg"
     assert main(["train", "--data", str(d / "train.csv"), "--config", str(d / "recipe.json"),
                  "--out", str(out), "--quiet", "--epochs", "1", "--negation-heads", "1,2",
+                 "--model", "transformer",
                  "--number-heads", "0", "--pretrain-epochs", "1"]) == 0
     from headwise.intent import IntentClassifier
 
@@ -138,7 +139,8 @@ def test_no_valid_trains_on_every_row_for_every_epoch(trained, tmp_path, capsys)
     d, _ = trained
     out = tmp_path / "all"
     assert main(["train", "--data", str(d / "train.csv"), "--config", str(d / "recipe.json"),
-                 "--out", str(out), "--quiet", "--epochs", "2", "--no-valid"]) == 0
+                 "--out", str(out), "--quiet", "--epochs", "2", "--no-valid",
+                 "--model", "transformer"]) == 0
     assert "no validation data" in capsys.readouterr().out
     summary = json.loads((out / "train_summary.json").read_text())
     # all 60 rows train (the default split would hold 6 out), 2 epochs of ceil(60 / 8) steps

@@ -95,7 +95,7 @@ def test_command_calibrates_a_no_valid_model(tmp_path, capsys):
                                "epochs": 3, "batch_size": 8, "vocab_size": 200, "lr": 3e-3}))
     model = tmp_path / "model"
     assert main(["train", "--data", str(train), "--config", str(cfg), "--out", str(model),
-                 "--quiet", "--no-valid"]) == 0
+                 "--quiet", "--no-valid", "--model", "transformer"]) == 0
     weights = (model / "model.safetensors").read_bytes()
     copy = tmp_path / "copy"
     assert main(["calibrate", str(model), "--data", str(held), "--out", str(copy)]) == 0

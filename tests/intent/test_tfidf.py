@@ -127,8 +127,9 @@ def test_train_tfidf_and_ensemble_commands(tmp_path, capsys):
     data = tmp_path / "train.csv"
     data.write_text("text,label\n" + "".join(f"{t},{k}\n" for t, k in _rows(EN) * 3))
     cfg = tmp_path / "net.json"
-    cfg.write_text(json.dumps({"d_model": 32, "num_layers": 1, "num_heads": 4, "epochs": 2,
-                               "batch_size": 8, "vocab_size": 100}))
+    cfg.write_text(json.dumps({"model": "transformer", "d_model": 32, "num_layers": 1,
+                               "num_heads": 4, "epochs": 2, "batch_size": 8,
+                               "vocab_size": 100}))
     assert main(["train", "--data", str(data), "--model", "tfidf", "--out",
                  str(tmp_path / "t"), "--quiet"]) == 0
     assert main(["train", "--data", str(data), "--config", str(cfg), "--out",
