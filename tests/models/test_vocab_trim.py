@@ -14,7 +14,7 @@ from headwise.intent.trimming import kept_token_ids, trim_for_task
 from headwise.models.vocab_trim import trim_vocabulary
 
 transformers = pytest.importorskip("transformers")
-from test_hf_families import MIXED, chinese_bert, xlmr_unigram  # noqa: E402
+from hf_checkpoints import MIXED, chinese_bert, xlmr_unigram  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,127 @@
+"""The intent system on the imported encoder families: an XLM-R checkpoint with a Unigram
+``tokenizer.json`` trained through the recipe (input prefix, trimmed vocabulary), then
+predict, save/load, ONNX and int8 serving, soups and ensembles, and the compound
+classifier, all as for the BERT family."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from headwise.intent import IntentClassifier, IntentRecipe, train_intent_classifier
+
+transformers = pytest.importorskip("transformers")
+from hf_checkpoints import chinese_bert, xlmr_unigram  # noqa: E402
+
+ROWS = [("我的信用卡被冻结了", "freeze"), ("卡被冻结了怎么解冻", "freeze"),
+        ("my card is frozen", "freeze"), ("我的card被冻结了", "freeze"),
+        ("每个月15号还款太早了", "repay_date"), ("能不能改到25号还款", "repay_date"),
+        ("change my repayment date", "repay_date"), ("还款日改一下", "repay_date"),
+        ("我要提前还一部分本金", "prepay"), ("提前还款违约金怎么算", "prepay"),
+        ("repay early please", "prepay"), ("提前还5000元", "prepay")]
+TEXTS = [t for t, _ in ROWS]
+
+
+@pytest.fixture(scope="module")
+def xlmr(tmp_path_factory):
+    return xlmr_unigram(tmp_path_factory.mktemp("xlmr"))
+
+
+def _recipe(directory, seed=0, **fields):
+    return IntentRecipe(model=f"pretrained:{directory}", epochs=2, batch_size=4, lr=1e-3,
+                        max_length=24, seed=seed, progress=False, input_prefix="query: ",
+                        trim_vocab=8, **fields)
+
+
+@pytest.fixture(scope="module")
+def trained(xlmr, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    notes: list[str] = []
+    result = train_intent_classifier(ROWS * 2, ROWS, _recipe(xlmr), out_dir=out / "m",
+                                     report=notes.append)
+    return result, out / "m", notes
+
+
+def test_training_reports_prefix_trimming_and_an_estimate(trained):
+    result, _, notes = trained
+    text = "\n".join(notes)
+    assert "input prefix: 'query: '" in text and "vocabulary trimmed" in text
+    assert "estimated training time: about" in text
+    info = result.classifier.info
+    assert info["pretrained"]["input_prefix"] == "query: "
+    trim = info["pretrained"]["trim_vocab"]
+    assert trim["kept"] < trim["vocab_size"] and info["estimate"]["steps"] == 2 * 6
+
+
+def test_saved_classifier_keeps_prefix_and_trimmed_table(trained):
+    result, directory, _ = trained
+    clf = IntentClassifier.load(directory)
+    assert clf.tokenizer.input_prefix == "query: "
+    assert clf.model.config.kept_vocab_size == result.classifier.info["pretrained"][
+        "trim_vocab"]["kept"]
+    np.testing.assert_allclose(clf.predict_proba(TEXTS), result.classifier.predict_proba(TEXTS),
+                               atol=1e-6, rtol=0)
+    # the prefix is part of every input: the first tokens after <s> are the prefix's
+    ids = clf.tokenizer(["卡"])["input_ids"][0].tolist()
+    prefix = clf.tokenizer.backend.encode("query:", add_special_tokens=False).ids
+    assert ids[1:1 + len(prefix)] == prefix
+
+
+def test_onnx_and_int8_serving_match_pytorch(trained, tmp_path):
+    from headwise.serve import InferenceEngine, OnnxRuntime, TorchRuntime
+    from headwise.serve.onnx_export import export_onnx, quantize_int8
+
+    _, directory, _ = trained
+    clf = IntentClassifier.load(directory)
+    path = export_onnx(clf.model, tmp_path / "m.onnx", max_length=clf.max_length)
+    torch_answers = InferenceEngine(clf, TorchRuntime(clf.model)).predict(TEXTS, top_k=2)
+    onnx_answers = InferenceEngine(clf, OnnxRuntime(path)).predict(TEXTS, top_k=2)
+    for a, b in zip(torch_answers, onnx_answers, strict=True):
+        assert a["intent"] == b["intent"]
+        assert a["confidence"] == pytest.approx(b["confidence"], abs=1e-4)
+    q = quantize_int8(path, tmp_path / "m8.onnx")
+    int8 = InferenceEngine(clf, OnnxRuntime(q)).predict(TEXTS, top_k=2)
+    assert len(int8) == len(TEXTS) and all(0.0 <= a["confidence"] <= 1.0 for a in int8)
+
+
+def test_soup_and_ensemble_of_two_seeds(trained, xlmr, tmp_path):
+    from headwise.intent.ensemble import EnsembleClassifier
+    from headwise.intent.soup import uniform_soup
+
+    first, _, _ = trained
+    second = train_intent_classifier(ROWS * 2, ROWS, _recipe(xlmr, seed=1),
+                                     out_dir=tmp_path / "s1").classifier
+    members = [first.classifier, second]
+    soup = uniform_soup(members)
+    rows = soup.model.encoder.embeddings.token_rows
+    assert torch.equal(rows, first.classifier.model.encoder.embeddings.token_rows)
+    assert soup.predict_proba(TEXTS).shape == (len(TEXTS), 3)
+    ens = EnsembleClassifier(members)
+    np.testing.assert_allclose(
+        ens.predict_proba(TEXTS),
+        np.mean([m.predict_proba(TEXTS) for m in members], axis=0), atol=1e-6)
+
+
+def test_compound_classifier_on_a_chinese_bert(tmp_path):
+    from headwise.intent.compound_recipe import train_compound_classifier
+    from headwise.text.annotations import AnnotatedExample, SlotSpan
+
+    directory = chinese_bert(tmp_path / "bert")
+    texts = ["我要提前还款5000元", "还款日改到25号", "我的卡被冻结了", "提前还款违约金"]
+    intents = [("prepay",), ("repay_date",), ("freeze",), ("prepay", "fee")]
+    examples = []
+    for line, (text, its) in enumerate(zip(texts * 3, intents * 3, strict=True), 1):
+        slots = []
+        if "5000" in text:
+            start = text.index("5000")
+            slots = [SlotSpan("amount", start, start + 6, text[start:start + 6])]
+        examples.append(AnnotatedExample(text=text, intents=its, slots=tuple(slots),
+                                         line=line))
+    recipe = IntentRecipe(model=f"pretrained:{directory}", epochs=1, batch_size=4, lr=1e-3,
+                          max_length=24, progress=False, input_prefix="query: ")
+    result = train_compound_classifier(examples, examples[:4], recipe, out_dir=tmp_path / "c")
+    answer = result.classifier.predict(["我要提前还款5000元"])[0]
+    assert set(answer.to_dict()) >= {"intents", "slots"}
+    for slot in answer.slots:  # offsets are the text's own, not the prefixed text's
+        assert "我要提前还款5000元"[slot.start:slot.end] == slot.text
