@@ -71,8 +71,8 @@ def estimate_training(module: nn.Module, train_rows: Sequence[Mapping[str, Any]]
 
     The module's ``forward(**batch)`` must return ``{"loss": ...}`` (as the Trainer's). Its
     gradients are cleared afterwards, its weights are never changed (the AdamW update runs
-    at learning rate 0), its train/eval mode and torch's random state are restored. One extra batch is run first, untimed (the
-    first call pays for allocation).
+    at learning rate 0), its train/eval mode and torch's random state are restored. One
+    extra batch is run first, untimed (the first call pays for allocation).
 
     Args:
         module: the module the Trainer will train.
