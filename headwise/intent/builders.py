@@ -69,7 +69,10 @@ def default_model(texts: list[str]) -> tuple[str, str]:
     Returns:
         ``(model, reason)``: a recipe ``model`` value and one sentence for the user.
     """
-    from headwise.models.catalog import pretrained_installed
+    from headwise.models.catalog import pretrained_info
+
+    def pretrained_installed(name: str) -> bool:
+        return bool(pretrained_info(name)["installed"])
 
     sample = "".join(texts[:2000])
     cjk = sum("\u4e00" <= ch <= "\u9fff" for ch in sample) / max(len(sample), 1)

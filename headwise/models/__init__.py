@@ -1,5 +1,6 @@
 """Models on the attention core: encoder classifier, encoder-decoder, BiLSTM baseline."""
 
+from headwise.models.catalog import PRETRAINED_NAMES, pretrained_info, pretrained_path
 from headwise.models.chunked import ChunkPooling, HierarchicalEncoder, split_into_chunks
 from headwise.models.config import PRESETS, ModelConfig, preset
 from headwise.models.encoder import EncoderClassifier, TransformerEncoder, mean_pool
@@ -10,6 +11,7 @@ from headwise.models.seq2seq import DecoderState, EncoderDecoder, TransformerDec
 
 __all__ = [
     "PRESETS",
+    "PRETRAINED_NAMES",
     "BiLSTMClassifier",
     "ChunkPooling",
     "DecoderState",
@@ -25,6 +27,8 @@ __all__ = [
     "mean_pool",
     "minilm_path",
     "preset",
+    "pretrained_info",
+    "pretrained_path",
     "save_model",
     "split_into_chunks",
 ]
