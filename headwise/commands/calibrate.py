@@ -1,5 +1,5 @@
 """``headwise calibrate``: fit a saved classifier's temperature and out-of-scope threshold
-on held-out labelled data."""
+(and its out-of-scope detector's threshold, when it has one) on held-out labelled data."""
 
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "error, threshold). For a model trained with --no-valid, a model soup, an ensemble "
         "(threshold only: its members are calibrated each) or any model once fresh traffic "
         "has been labelled. Predictions do not change; confidences and out-of-scope "
-        "answers do. Rows labelled oos (or out_of_scope, none, other) tune the threshold.")
+        "answers do. Rows labelled oos (or out_of_scope, none, other) tune the threshold. "
+        "A classifier trained with an out-of-scope detector (recipe ood_detector: energy, "
+        "mahalanobis, knn) has that detector's threshold chosen again on the same rows; "
+        "the detector itself, fitted on the training rows, is kept.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`, "
                    "`headwise soup` or `headwise ensemble`")
     p.add_argument("--data", required=True, help="labelled held-out data file")
@@ -45,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     r = recalibrate(clf, data.texts, data.labels, max_reject=args.max_reject)
     clf.info["calibration"] = {"data": str(args.data), **r.to_dict()}
     clf.info["oos_threshold"] = r.threshold.to_dict()
+    if r.ood is not None:
+        clf.info["ood"] = {**clf.info.get("ood", {}), "valid": r.ood.to_dict(),
+                           "calibrated_on": str(args.data)}
     out = Path(args.out or args.model)
     if args.out:
         clf.save(out)
@@ -65,6 +71,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"negative log-likelihood {r.nll_before:.4f} -> {r.nll_after:.4f}, expected "
           f"calibration error {r.ece_before:.4f} -> {r.ece_after:.4f} (on these rows, which "
           f"the fit has seen)")
-    print(f"out-of-scope threshold {r.threshold_before:.3f} -> {format_threshold(r.threshold)}")
+    if r.ood is None:
+        print(f"out-of-scope threshold {r.threshold_before:.3f} -> "
+              f"{format_threshold(r.threshold)}")
+    else:
+        print(f"top-probability threshold {r.threshold_before:.3f} -> "
+              f"{format_threshold(r.threshold)} (not used: the detector decides)")
+        print(f"out-of-scope detector {clf.ood.describe()}: score threshold "
+              f"{r.ood_threshold_before:.4g} -> {format_threshold(r.ood)}")
     print(f"saved to {out}")
     return 0

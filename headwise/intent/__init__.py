@@ -8,6 +8,9 @@
 * :func:`fit_temperature`, :func:`choose_threshold` — calibration and out-of-scope;
   :func:`recalibrate` — both again on held-out data, for a saved model (``headwise
   calibrate``);
+* :func:`make_detector` (:mod:`headwise.intent.ood`: max_prob, energy, Mahalanobis, kNN),
+  :func:`fit_ood_detector`, :func:`choose_score_threshold` — out-of-scope scores beyond
+  the top probability (recipe ``ood_detector``);
 * :func:`apply_prior_correction`, :func:`choose_tau` — logit adjustment towards rare
   intents, for macro-F1 (recipe ``prior_correction``);
 * :func:`tune_thresholds`, :func:`decide`, :func:`multilabel_metrics`, :func:`span_f1` —
@@ -24,9 +27,17 @@ from headwise.intent.multilabel import (
     span_f1,
     tune_thresholds,
 )
-from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label, threshold_curve
+from headwise.intent.ood import OodDetector, load_detector, make_detector, save_detector
+from headwise.intent.oos import (
+    ThresholdChoice,
+    choose_score_threshold,
+    choose_threshold,
+    is_oos_label,
+    score_thresholds,
+    threshold_curve,
+)
 from headwise.intent.prior import apply_prior_correction, choose_tau
-from headwise.intent.recalibration import Recalibration, recalibrate
+from headwise.intent.recalibration import Recalibration, fit_ood_detector, recalibrate
 from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
 from headwise.intent.soup import greedy_soup, uniform_soup
 
@@ -35,6 +46,7 @@ __all__ = [
     "IntentClassifier",
     "IntentPrediction",
     "IntentRecipe",
+    "OodDetector",
     "Recalibration",
     "ThresholdChoice",
     "Thresholds",
@@ -42,15 +54,21 @@ __all__ = [
     "apply_prior_correction",
     "calibrated_probs",
     "choose_tau",
+    "choose_score_threshold",
     "choose_threshold",
     "decide",
     "evaluate_classifier",
+    "fit_ood_detector",
     "fit_temperature",
     "format_report",
     "is_oos_label",
+    "load_detector",
+    "make_detector",
     "measure_latency",
     "recalibrate",
     "multilabel_metrics",
+    "save_detector",
+    "score_thresholds",
     "span_f1",
     "threshold_curve",
     "train_intent_classifier",

@@ -8,8 +8,16 @@ This is what ``headwise train`` writes and ``eval`` / ``predict`` / ``serve`` re
 
 A saved classifier is a directory written by :func:`headwise.save_pretrained` (model
 config with the intent names, safetensors weights, tokenizer files) plus ``intent.json``
-(temperature, out-of-scope threshold, maximum length, training summary). Loading never
-unpickles anything.
+(temperature, out-of-scope threshold, maximum length, training summary) and, for a
+classifier with an out-of-scope detector other than the top probability
+(:mod:`headwise.intent.ood`: energy, Mahalanobis, k-nearest neighbours), ``ood.json`` +
+``ood.safetensors``. Loading never unpickles anything.
+
+Out-of-scope answers: without a detector, a text is out-of-scope when its calibrated top
+probability is below ``threshold`` (as always); with one (``IntentClassifier.ood``), when
+the detector's score is below the detector's own threshold. An explicit ``threshold=``
+passed to :meth:`~ProbabilityClassifier.predict` always means the top-probability rule
+at that threshold (0: never out-of-scope).
 
 :class:`ProbabilityClassifier` (``predict`` from ``predict_proba``) and
 :class:`CalibratedClassifier` (``predict_proba`` from ``logits`` and a temperature) are the
@@ -30,6 +38,7 @@ import torch
 from torch import nn
 
 from headwise.intent.calibration import calibrated_probs
+from headwise.intent.ood import OodDetector, load_detector, remove_detector, save_detector
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.text.tokenizer import Tokenizer
@@ -45,10 +54,11 @@ class IntentPrediction:
 
     Attributes:
         text: the input text.
-        intent: the top intent, or :data:`OUT_OF_SCOPE` when below the threshold.
+        intent: the top intent, or :data:`OUT_OF_SCOPE` when out-of-scope.
         confidence: calibrated probability of the top intent (even when out-of-scope).
         top_k: ``[(intent, probability), ...]`` best first.
-        out_of_scope: whether the confidence fell below the threshold.
+        out_of_scope: whether the confidence fell below the threshold (or, for a
+            classifier with an out-of-scope detector, the detector's score below its own).
     """
 
     text: str
@@ -67,11 +77,14 @@ class IntentPrediction:
 class ProbabilityClassifier(ABC):
     """What every single-label classifier shares (networks, TF-IDF models, ensembles):
     ``labels``, an out-of-scope ``threshold``, ``info``, and :meth:`predict` built on the
-    subclass's :meth:`predict_proba` (an abstract base: it is not instantiated itself)."""
+    subclass's :meth:`predict_proba` (an abstract base: it is not instantiated itself).
+    ``ood`` is the out-of-scope detector; None here (the top-probability rule): only a
+    network (:class:`IntentClassifier`) can hold another."""
 
     labels: list[str]
     threshold: float
     info: dict[str, Any]
+    ood: OodDetector | None = None
 
     @abstractmethod
     def predict_proba(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
@@ -97,8 +110,26 @@ class ProbabilityClassifier(ABC):
         """
         texts = [texts] if isinstance(texts, str) else texts
         t = check_answer_options(top_k, self.threshold if threshold is None else threshold)
+        probs, rejected = self.predict_proba_and_reject(texts, threshold=threshold,
+                                                        batch_size=batch_size)
+        return answers_from_probs(texts, probs, self.labels, top_k=top_k, threshold=t,
+                                  out_of_scope=rejected)
+
+    def predict_proba_and_reject(self, texts: Sequence[str], *,
+                                 threshold: float | None = None, batch_size: int = 64
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Calibrated probabilities (n, intents) and whether each text is out-of-scope
+        (n,) bool: the top probability below ``threshold`` (default: the saved one).
+        :class:`IntentClassifier` uses its detector instead when it has one and no
+        ``threshold`` is given.
+
+        Raises:
+            ValueError: a threshold outside [0, 1], an empty list or text; TypeError: a
+                non-string item.
+        """
+        t = check_answer_options(1, self.threshold if threshold is None else threshold)
         probs = self.predict_proba(texts, batch_size=batch_size)
-        return answers_from_probs(texts, probs, self.labels, top_k=top_k, threshold=t)
+        return probs, probs.max(1) < t
 
 
 class CalibratedClassifier(ProbabilityClassifier):
@@ -143,19 +174,23 @@ class IntentClassifier(CalibratedClassifier):
         labels: intent names, index = class id.
         temperature: logits are divided by it before the softmax (calibration).
         threshold: calibrated top probability below which the answer is out-of-scope
-            (0 disables it).
+            (0 disables it); not used while ``ood`` is set.
         max_length: longest input in tokens (special tokens included); longer texts are
             truncated.
         info: free-form training summary stored in ``intent.json``.
+        ood: an out-of-scope detector (:mod:`headwise.intent.ood`), fitted and with its
+            threshold chosen, that decides out-of-scope answers instead of ``threshold``;
+            None: the top-probability rule.
 
     Raises:
         ValueError: labels that do not match the model's output size, duplicate labels,
-            a non-positive temperature or a threshold outside [0, 1].
+            a non-positive temperature, a threshold outside [0, 1], or a detector that is
+            not fitted, has no threshold or was fitted on another number of intents.
     """
 
     def __init__(self, model: nn.Module, tokenizer: Tokenizer, labels: Sequence[str], *,
                  temperature: float = 1.0, threshold: float = 0.0, max_length: int = 128,
-                 info: dict[str, Any] | None = None) -> None:
+                 info: dict[str, Any] | None = None, ood: OodDetector | None = None) -> None:
         self._set_calibration(labels, temperature, threshold, info)
         head = _output_size(model)
         if head is not None and head != len(self.labels):
@@ -164,6 +199,17 @@ class IntentClassifier(CalibratedClassifier):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.max_length = int(max_length)
+        self.ood = ood
+
+    @property
+    def ood(self) -> OodDetector | None:
+        """The out-of-scope detector (None: the top-probability rule); set it to a fitted
+        detector with a threshold (checked: ValueError otherwise)."""
+        return self._ood
+
+    @ood.setter
+    def ood(self, detector: OodDetector | None) -> None:
+        self._ood = check_detector(detector, len(self.labels))
 
     # -- inference ---------------------------------------------------------------------
     @torch.inference_mode()
@@ -185,18 +231,73 @@ class IntentClassifier(CalibratedClassifier):
             out[idx] = logits.double().cpu().numpy()
         return out
 
+    @torch.inference_mode()
+    def features_and_logits(self, texts: Sequence[str], *, batch_size: int = 64
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """The pooled vectors the head reads (n, d) and the raw logits (n, intents), both
+        float64, from one forward pass batched by length (what out-of-scope detectors
+        read).
+
+        Raises:
+            ValueError: an empty list; TypeError: a non-string item or a model without
+                pooled vectors.
+        """
+        texts = check_texts(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        logits = np.empty((len(texts), len(self.labels)), dtype=np.float64)
+        features: np.ndarray | None = None
+        device = next(self.model.parameters()).device
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            batch = self.tokenizer([texts[i] for i in idx], max_length=self.max_length)
+            pooled = pooled_vectors(self.model, batch["input_ids"].to(device),
+                                    batch["attention_mask"].bool().to(device))
+            if features is None:
+                features = np.empty((len(texts), pooled.shape[1]), dtype=np.float64)
+            features[idx] = pooled.double().cpu().numpy()
+            logits[idx] = self.model.classifier(pooled).double().cpu().numpy()
+        return features, logits
+
+    def predict_proba_and_reject(self, texts: Sequence[str], *,
+                                 threshold: float | None = None, batch_size: int = 64
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Calibrated probabilities (n, intents) and whether each text is out-of-scope
+        (n,) bool: by the detector when there is one and ``threshold`` is None, otherwise
+        the top probability below ``threshold`` (default: the saved one).
+
+        Raises:
+            ValueError: a threshold outside [0, 1], an empty list or text; TypeError: a
+                non-string item.
+        """
+        det = self.ood
+        if det is None or threshold is not None:
+            return super().predict_proba_and_reject(texts, threshold=threshold,
+                                                    batch_size=batch_size)
+        if det.needs_features:
+            features, logits = self.features_and_logits(texts, batch_size=batch_size)
+        else:
+            features, logits = None, self.logits(texts, batch_size=batch_size)
+        return calibrated_probs(logits, self.temperature), det.reject(features, logits)
+
     # -- persistence -------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """Write model, tokenizer and ``intent.json`` into ``directory`` (created).
+        """Write model, tokenizer, the out-of-scope detector (``ood.json`` +
+        ``ood.safetensors``, when there is one; an older save's are removed otherwise) and
+        ``intent.json`` into ``directory`` (created).
 
         ``intent.json`` is written last and atomically, so a directory that has it is
-        complete.
+        complete; it names the detector (``ood_detector``) when there is one.
         """
         directory = Path(directory)
         save_pretrained(self.model, self.tokenizer, directory)
         meta = {"format": "headwise-intent", "version": 1, "labels": self.labels,
                 "temperature": self.temperature, "threshold": self.threshold,
                 "max_length": self.max_length, "info": self.info}
+        if self.ood is not None:
+            save_detector(self.ood, directory)
+            meta["ood_detector"] = self.ood.name
+        else:
+            remove_detector(directory)
         write_json_atomically(directory / INTENT_FILE, meta)
         return directory
 
@@ -230,14 +331,45 @@ class IntentClassifier(CalibratedClassifier):
             labels = meta["labels"]
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"{meta_path} is not a valid intent file: {e}") from e
+        ood = None
+        if meta.get("ood_detector"):
+            ood = load_detector(directory)
+            if ood.name != meta["ood_detector"]:
+                raise ValueError(f"{meta_path} names the {meta['ood_detector']} detector but "
+                                 f"the saved one is {ood.name}")
         model, tokenizer = from_pretrained(directory)
         return cls(model, tokenizer, labels, temperature=meta.get("temperature", 1.0),
                    threshold=meta.get("threshold", 0.0), max_length=meta.get("max_length", 128),
-                   info=meta.get("info"))
+                   info=meta.get("info"), ood=ood)
 
     def __repr__(self) -> str:
+        ood = "" if self.ood is None else f", ood={self.ood.describe()}"
         return (f"IntentClassifier({type(self.model).__name__}, {len(self.labels)} intents, "
-                f"T={self.temperature:.3g}, threshold={self.threshold:.3g})")
+                f"T={self.temperature:.3g}, threshold={self.threshold:.3g}{ood})")
+
+
+def check_detector(detector: OodDetector | None, num_labels: int) -> OodDetector | None:
+    """``detector`` if a classifier of ``num_labels`` intents can use it (None passes).
+
+    Raises:
+        TypeError: not an :class:`~headwise.intent.ood.OodDetector`.
+        ValueError: not fitted, no threshold, or fitted on another number of intents.
+    """
+    if detector is None:
+        return None
+    if not isinstance(detector, OodDetector):
+        raise TypeError(f"ood must be an OodDetector, got {type(detector).__name__}")
+    if not detector.fitted or detector.threshold is None:
+        raise ValueError(f"the {detector.name} detector must be fitted and have a threshold "
+                         f"before a classifier uses it")
+    if detector.num_classes is not None and detector.num_classes != num_labels:
+        raise ValueError(f"the {detector.name} detector was fitted on {detector.num_classes} "
+                         f"intents, the classifier has {num_labels}")
+    classes = getattr(detector, "classes", None)
+    if classes is not None and len(classes) and int(np.max(classes)) >= num_labels:
+        raise ValueError(f"the {detector.name} detector has class ids beyond the "
+                         f"classifier's {num_labels} intents")
+    return detector
 
 
 def check_answer_options(top_k: int, threshold: float) -> float:
@@ -255,19 +387,51 @@ def check_answer_options(top_k: int, threshold: float) -> float:
 
 
 def answers_from_probs(texts: Sequence[str], probs: np.ndarray, labels: Sequence[str], *,
-                       top_k: int, threshold: float) -> list[IntentPrediction]:
+                       top_k: int, threshold: float, out_of_scope: np.ndarray | None = None
+                       ) -> list[IntentPrediction]:
     """One :class:`IntentPrediction` per text from its calibrated probabilities (n, intents):
-    the ``top_k`` intents best first, out-of-scope when the best is below ``threshold``."""
+    the ``top_k`` intents best first, out-of-scope when the best is below ``threshold`` or,
+    when ``out_of_scope`` (n,) bool is given (an out-of-scope detector's decision), where
+    it is True (``threshold`` is then not used).
+
+    Raises:
+        ValueError: ``out_of_scope`` of another length than the texts.
+    """
     k = min(top_k, len(labels))
+    if out_of_scope is not None:
+        out_of_scope = np.asarray(out_of_scope, dtype=bool)
+        if out_of_scope.shape != (len(texts),):
+            raise ValueError(f"out_of_scope must be ({len(texts)},) bool, got shape "
+                             f"{out_of_scope.shape}")
     answers = []
-    for text, p in zip(texts, probs, strict=True):
+    for i, (text, p) in enumerate(zip(texts, probs, strict=True)):
         best = np.argsort(-p, kind="stable")[:k]
         conf = float(p[best[0]])
-        oos = conf < threshold
+        oos = conf < threshold if out_of_scope is None else bool(out_of_scope[i])
         answers.append(IntentPrediction(
             text=text, intent=OUT_OF_SCOPE if oos else labels[best[0]], confidence=conf,
             top_k=[(labels[j], float(p[j])) for j in best], out_of_scope=oos))
     return answers
+
+
+def pooled_vectors(model: nn.Module, input_ids: torch.Tensor,
+                   attention_mask: torch.Tensor) -> torch.Tensor:
+    """The vectors a classifier's head reads: (batch, d) before dropout and the head.
+
+    Args:
+        model: an ``EncoderClassifier`` (``encode`` + ``pool``) or a ``BiLSTMClassifier``
+            (``pooled``).
+        input_ids: (batch, seq) token ids.
+        attention_mask: (batch, seq) boolean, True on real tokens.
+
+    Raises:
+        TypeError: a model with neither interface.
+    """
+    if hasattr(model, "encode") and hasattr(model, "pool"):
+        return model.pool(model.encode(input_ids, attention_mask), attention_mask)
+    if hasattr(model, "pooled"):
+        return model.pooled(input_ids, attention_mask)
+    raise TypeError(f"{type(model).__name__} has neither encode/pool nor pooled")
 
 
 def _output_size(model: nn.Module) -> int | None:

@@ -1,8 +1,11 @@
-"""Out-of-scope detection by a confidence threshold chosen on validation data.
+"""Out-of-scope detection by a threshold on a score, chosen on validation data.
 
 A closed-set classifier always names one of its intents, even for "what's the weather".
-Below a threshold on the calibrated top probability the intent system answers
-*out-of-scope* instead of guessing. The threshold is chosen on validation data:
+Below a threshold on the calibrated top probability (or on another in-scope score of
+:mod:`headwise.intent.ood`: the energy score, a Mahalanobis or nearest-neighbour distance)
+the intent system answers *out-of-scope* instead of guessing. The threshold is chosen on
+validation data (:func:`choose_threshold` for the probability, :func:`choose_score_threshold`
+for any score where higher means more in-scope):
 
 * when the validation set holds out-of-scope examples (label :data:`OOS_LABELS`), the
   threshold maximises the mean of in-scope accuracy (a rejected in-scope query counts as
@@ -35,7 +38,8 @@ class ThresholdChoice:
     """The chosen threshold and what it does on the validation data.
 
     Attributes:
-        threshold: reject when the calibrated top probability is below it.
+        threshold: reject when the score (by default the calibrated top probability) is
+            below it.
         method: ``"balanced"`` (out-of-scope examples present), ``"max_reject"``, or
             ``"none"`` (no usable validation rows: threshold 0, nothing is rejected).
         in_scope_accuracy: in-scope accuracy with rejection (a rejected query is wrong).
@@ -43,6 +47,8 @@ class ThresholdChoice:
         oos_recall: share of out-of-scope examples rejected (None without any).
         reject_rate: share of in-scope examples rejected.
         n_in_scope, n_oos: validation counts.
+        score: the score thresholded: ``"max_prob"`` (the calibrated top probability) or
+            the name of an out-of-scope detector (:mod:`headwise.intent.ood`).
     """
 
     threshold: float
@@ -53,6 +59,7 @@ class ThresholdChoice:
     reject_rate: float
     n_in_scope: int
     n_oos: int
+    score: str = "max_prob"
 
     @classmethod
     def none(cls) -> ThresholdChoice:
@@ -71,7 +78,8 @@ def threshold_curve(confidence: np.ndarray, correct: np.ndarray, oos: np.ndarray
     """In-scope accuracy and out-of-scope recall at each threshold.
 
     Args:
-        confidence: (n,) calibrated top probability of every example.
+        confidence: (n,) calibrated top probability of every example (or any in-scope
+            score, with its ``thresholds``: :func:`score_thresholds`).
         correct: (n,) whether the top intent is right (ignored for out-of-scope rows).
         oos: (n,) whether the example is out-of-scope.
         thresholds: the thresholds to evaluate (default: 0, the midpoints between
@@ -101,9 +109,31 @@ def threshold_curve(confidence: np.ndarray, correct: np.ndarray, oos: np.ndarray
             "reject_rate": reject}
 
 
+def score_thresholds(score: np.ndarray) -> np.ndarray:
+    """The candidate thresholds of an arbitrary score, ascending: one below every value
+    (nothing rejected; as far below the lowest value as the values spread, at least 1), the
+    midpoints between consecutive distinct values, and one above every value (everything
+    rejected).
+
+    Raises:
+        ValueError: an empty or not 1-d score, or a non-finite value.
+    """
+    s = np.asarray(score, dtype=np.float64)
+    if s.ndim != 1 or not len(s):
+        raise ValueError("the score must be a non-empty 1-d array")
+    if not np.isfinite(s).all():
+        raise ValueError("the score has non-finite values")
+    levels = np.unique(s)
+    margin = max(float(levels[-1] - levels[0]), 1.0)
+    return np.concatenate([[levels[0] - margin], (levels[1:] + levels[:-1]) / 2,
+                           [levels[-1] + margin]])
+
+
 def choose_threshold(confidence: np.ndarray, correct: np.ndarray, oos: np.ndarray, *,
                      max_reject: float = 0.02) -> ThresholdChoice:
-    """Choose the out-of-scope threshold on validation data (see the module doc).
+    """Choose the out-of-scope threshold on the calibrated top probability on validation
+    data (see the module doc); the candidates are 0, the midpoints between consecutive
+    distinct confidences, and 1.
 
     Args:
         confidence, correct, oos: as for :func:`threshold_curve`.
@@ -116,18 +146,49 @@ def choose_threshold(confidence: np.ndarray, correct: np.ndarray, oos: np.ndarra
     Raises:
         ValueError: no in-scope example, or ``max_reject`` outside [0, 1).
     """
+    return _choose(confidence, correct, oos, None, max_reject, "max_prob")
+
+
+def choose_score_threshold(score: np.ndarray, correct: np.ndarray, oos: np.ndarray, *,
+                           max_reject: float = 0.02, name: str = "score") -> ThresholdChoice:
+    """Choose a threshold on any in-scope score (higher = more in-scope; a query is
+    rejected below the threshold) by the rules of :func:`choose_threshold`: with
+    out-of-scope examples the best mean of in-scope accuracy and out-of-scope recall (ties:
+    the lowest threshold), without them the highest threshold rejecting at most
+    ``max_reject`` of the in-scope examples. The candidates are :func:`score_thresholds`.
+
+    Args:
+        score: (n,) the score of every validation example.
+        correct: (n,) whether the top intent is right (ignored for out-of-scope rows).
+        oos: (n,) whether the example is out-of-scope.
+        max_reject: without out-of-scope examples, the largest share of in-scope
+            queries the threshold may reject.
+        name: the score's name, recorded in the choice (``ThresholdChoice.score``).
+
+    Returns:
+        The :class:`ThresholdChoice`.
+
+    Raises:
+        ValueError: no in-scope example, ``max_reject`` outside [0, 1), arrays of
+            different lengths or a non-finite score.
+    """
+    return _choose(score, correct, oos, score_thresholds(score), max_reject, name)
+
+
+def _choose(score: np.ndarray, correct: np.ndarray, oos: np.ndarray,
+            thresholds: np.ndarray | None, max_reject: float, name: str) -> ThresholdChoice:
     if not 0.0 <= max_reject < 1.0:
         raise ValueError(f"max_reject must be in [0, 1), got {max_reject}")
     out = np.asarray(oos, dtype=bool)
     if (~out).sum() == 0:
         raise ValueError("choosing a threshold needs in-scope validation examples")
-    curve = threshold_curve(confidence, correct, out)
+    curve = threshold_curve(score, correct, out, thresholds)
     t, acc, rec, rej = (curve[k] for k in ("threshold", "in_scope_accuracy", "oos_recall",
                                            "reject_rate"))
     if out.any():
-        score = (acc + rec) / 2
+        balanced = (acc + rec) / 2
         # ties: the lowest threshold (fewest in-scope rejections) among the best
-        i = int(np.flatnonzero(score >= score.max() - 1e-12)[0])
+        i = int(np.flatnonzero(balanced >= balanced.max() - 1e-12)[0])
         method = "balanced"
     else:
         allowed = np.flatnonzero(rej <= max_reject + 1e-12)
@@ -137,4 +198,4 @@ def choose_threshold(confidence: np.ndarray, correct: np.ndarray, oos: np.ndarra
         threshold=float(t[i]), method=method, in_scope_accuracy=float(acc[i]),
         in_scope_accuracy_no_reject=float(acc[0]),
         oos_recall=None if not out.any() else float(rec[i]), reject_rate=float(rej[i]),
-        n_in_scope=int((~out).sum()), n_oos=int(out.sum()))
+        n_in_scope=int((~out).sum()), n_oos=int(out.sum()), score=name)

@@ -10,11 +10,17 @@ on the in-scope rows (Guo et al. 2017, :func:`~headwise.intent.calibration.fit_t
 and changes no prediction; the threshold is chosen as in :mod:`headwise.intent.oos`.
 Ensembles average calibrated members and have no temperature of their own: only their
 threshold is chosen.
+
+A network classifier may hold an out-of-scope detector (:mod:`headwise.intent.ood`):
+:func:`fit_ood_detector` fits one on the training rows and chooses its threshold on the
+validation rows (training's last step, recipe ``ood_detector``); :func:`recalibrate`
+chooses the stored detector's threshold again, on the same rows as the temperature.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,9 +30,20 @@ import numpy as np
 from sklearn.metrics import f1_score
 
 from headwise.intent.calibration import calibrated_probs, fit_temperature
-from headwise.intent.classifier import INTENT_FILE, CalibratedClassifier, ProbabilityClassifier
+from headwise.intent.classifier import (
+    INTENT_FILE,
+    CalibratedClassifier,
+    IntentClassifier,
+    ProbabilityClassifier,
+)
 from headwise.intent.ensemble import ENSEMBLE_FILE
-from headwise.intent.oos import ThresholdChoice, choose_threshold, is_oos_label
+from headwise.intent.ood import OodDetector, make_detector, save_detector
+from headwise.intent.oos import (
+    ThresholdChoice,
+    choose_score_threshold,
+    choose_threshold,
+    is_oos_label,
+)
 from headwise.intent.tfidf import TFIDF_FILE
 from headwise.models.io import write_json_atomically
 from headwise.train import expected_calibration_error
@@ -47,6 +64,10 @@ class Recalibration:
         ece_before, ece_after: expected calibration error (15 bins) of the top intent.
         threshold_before: the out-of-scope threshold the classifier had.
         threshold: the new choice and what it does on these rows.
+        ood_threshold_before: the threshold of the classifier's out-of-scope detector
+            before (None without a detector).
+        ood: the detector's new threshold choice (None without a detector); it, not
+            ``threshold``, decides the classifier's out-of-scope answers.
     """
 
     in_scope_rows: int
@@ -62,6 +83,8 @@ class Recalibration:
     ece_after: float
     threshold_before: float
     threshold: ThresholdChoice
+    ood_threshold_before: float | None = None
+    ood: ThresholdChoice | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""
@@ -71,7 +94,8 @@ class Recalibration:
 def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
                 labels: Sequence[str | None], *, max_reject: float = 0.02) -> Recalibration:
     """Fit ``clf``'s temperature (when it has one) and choose its out-of-scope threshold on
-    labelled held-out rows; both are set on ``clf`` (save it to keep them).
+    labelled held-out rows — and its out-of-scope detector's threshold, when it has one;
+    all are set on ``clf`` (save it to keep them).
 
     Args:
         clf: a trained classifier (network, TF-IDF or ensemble).
@@ -100,8 +124,13 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
                          f"(it knows {len(clf.labels)}, e.g. {clf.labels[:3]})")
     chosen = [texts[i] for i in rows]
     before_t = clf.temperature if isinstance(clf, CalibratedClassifier) else None
+    det = getattr(clf, "ood", None) if before_t is not None else None
+    features = None
     if before_t is not None:
-        logits = clf.logits(chosen)
+        if det is not None and det.needs_features:
+            features, logits = clf.features_and_logits(chosen)
+        else:
+            logits = clf.logits(chosen)
         before = calibrated_probs(logits, before_t)
         clf.temperature = fit_temperature(logits[ins], gold[ins])
         after = calibrated_probs(logits, clf.temperature)
@@ -111,6 +140,12 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
     threshold_before = clf.threshold
     choice = choose_threshold(after.max(1), pred == gold, oos, max_reject=max_reject)
     clf.threshold = choice.threshold
+    ood_before = ood_choice = None
+    if det is not None:
+        ood_before = det.threshold
+        ood_choice = choose_score_threshold(det.score(features, logits), pred == gold, oos,
+                                            max_reject=max_reject, name=det.name)
+        det.threshold = ood_choice.threshold
     return Recalibration(
         in_scope_rows=int(ins.sum()), oos_rows=int(oos.sum()),
         unknown_rows=len(labels) - len(rows),
@@ -121,17 +156,20 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
         nll_before=_nll(before[ins], gold[ins]), nll_after=_nll(after[ins], gold[ins]),
         ece_before=expected_calibration_error(before[ins], gold[ins]),
         ece_after=expected_calibration_error(after[ins], gold[ins]),
-        threshold_before=threshold_before, threshold=choice)
+        threshold_before=threshold_before, threshold=choice,
+        ood_threshold_before=ood_before, ood=ood_choice)
 
 
 def save_calibration(clf: ProbabilityClassifier, directory: str | Path) -> Path:
     """Write ``clf``'s temperature, threshold and info into the metadata file of the saved
     classifier in ``directory`` (``intent.json``, ``tfidf.json`` or ``ensemble.json``),
-    atomically, leaving its weights untouched; returns the file.
+    atomically, leaving its weights untouched; returns the file. The threshold of an
+    out-of-scope detector goes into its ``ood.json`` first (its arrays stay).
 
     Raises:
         FileNotFoundError: no saved classifier in ``directory``.
-        ValueError: the saved classifier's intents are not ``clf``'s.
+        ValueError: the saved classifier's intents are not ``clf``'s, or its saved
+            detector is not ``clf``'s.
     """
     directory = Path(directory)
     path = next((directory / f for f in (ENSEMBLE_FILE, TFIDF_FILE, INTENT_FILE)
@@ -142,6 +180,12 @@ def save_calibration(clf: ProbabilityClassifier, directory: str | Path) -> Path:
     if "labels" in meta and meta["labels"] != list(clf.labels):
         raise ValueError(f"{path} is a classifier of other intents than the one calibrated")
     meta["threshold"], meta["info"] = clf.threshold, clf.info
+    det = getattr(clf, "ood", None)
+    if det is not None:
+        if meta.get("ood_detector") != det.name:
+            raise ValueError(f"{path} has no saved {det.name} detector to update; save "
+                             f"the whole classifier instead")
+        save_detector(det, directory, arrays=False)
     if isinstance(clf, CalibratedClassifier):
         meta["temperature"] = clf.temperature
     return write_json_atomically(path, meta)
@@ -169,3 +213,87 @@ def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
 def _nll(probs: np.ndarray, gold: np.ndarray) -> float:
     """Mean negative log-likelihood of the gold classes."""
     return float(-np.log(np.clip(probs[np.arange(len(gold)), gold], 1e-300, None)).mean())
+
+
+def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
+                     train_labels: Sequence[str], valid_texts: Sequence[str],
+                     valid_labels: Sequence[str | None], detector: str | OodDetector, *,
+                     max_reject: float = 0.02, batch_size: int = 64) -> ThresholdChoice | None:
+    """Fit an out-of-scope detector on the training rows and choose its threshold on the
+    validation rows; it is set as ``clf.ood`` and recorded in ``clf.info["ood"]`` (the
+    detector, its hyperparameters, its threshold choice on validation, the rows and seconds
+    of the fit). Run it after :func:`calibrate_on_validation`.
+
+    ``"max_prob"`` stores no detector: the classifier keeps its top-probability threshold
+    (``info["ood"]`` then repeats its validation numbers). Without usable validation rows
+    no threshold can be chosen: no detector is stored either (the top-probability threshold
+    stays) and ``info["ood"]`` says so.
+
+    Args:
+        clf: the trained classifier; detectors other than ``"max_prob"`` need a network
+            (:class:`~headwise.intent.classifier.IntentClassifier`).
+        train_texts, train_labels: the training rows (intents the classifier knows).
+        valid_texts, valid_labels: validation rows; out-of-scope labels count as out of
+            scope, intents the classifier does not know are left out.
+        detector: a name (:func:`~headwise.intent.ood.make_detector`) or an unfitted
+            detector.
+        max_reject: without out-of-scope validation rows, the largest share of in-scope
+            rows the threshold may reject.
+        batch_size: texts per forward pass.
+
+    Returns:
+        The detector's :class:`ThresholdChoice`, or None when none was stored.
+
+    Raises:
+        ValueError: a detector other than ``"max_prob"`` for a TF-IDF model or an ensemble,
+            training labels the classifier does not know, or mismatched lengths.
+    """
+    det = make_detector(detector) if isinstance(detector, str) else detector
+    if det.name == "max_prob":
+        if isinstance(clf, IntentClassifier):
+            clf.ood = None
+        clf.info["ood"] = {"detector": "max_prob", "params": {},
+                           "valid": clf.info.get("oos_threshold")}
+        return None
+    if not isinstance(clf, IntentClassifier):
+        raise ValueError(f"the {det.name} out-of-scope detector reads a network's logits or "
+                         f"pooled vectors; a {type(clf).__name__} (a TF-IDF model or an "
+                         f"ensemble) keeps the max_prob threshold")
+    if len(train_texts) != len(train_labels) or len(valid_texts) != len(valid_labels):
+        raise ValueError("texts and labels of different lengths")
+    index = {name: i for i, name in enumerate(clf.labels)}
+    unknown = sorted({y for y in train_labels if y not in index})
+    if unknown:
+        raise ValueError(f"training labels the classifier does not know: {unknown[:5]}")
+    start = time.perf_counter()
+    features, logits = _forward(clf, det, list(train_texts), batch_size)
+    det.fit(features, logits, np.array([index[y] for y in train_labels], dtype=np.int64))
+    fit_seconds = time.perf_counter() - start
+    rows = [i for i, y in enumerate(valid_labels) if y in index or is_oos_label(y)]
+    gold = np.array([index.get(valid_labels[i], -1) for i in rows], dtype=np.int64)
+    record: dict[str, Any] = {"detector": det.name, "params": det.params(),
+                              "fit_rows": len(train_texts), "fit_seconds": round(fit_seconds, 2)}
+    if not (gold >= 0).any():
+        clf.ood = None
+        clf.info["ood"] = {**record, "valid": None, "stored": False,
+                           "note": "no usable validation rows to choose its threshold on: "
+                                   "the top-probability threshold stays"}
+        return None
+    v_features, v_logits = _forward(clf, det, [valid_texts[i] for i in rows], batch_size)
+    choice = choose_score_threshold(det.score(v_features, v_logits),
+                                    v_logits.argmax(1) == gold, gold < 0,
+                                    max_reject=max_reject, name=det.name)
+    det.threshold = choice.threshold
+    clf.ood = det
+    clf.info["ood"] = {**record, "valid": choice.to_dict(), "stored": True}
+    return choice
+
+
+def _forward(clf: IntentClassifier, det: OodDetector, texts: list[str], batch_size: int
+             ) -> tuple[np.ndarray | None, np.ndarray]:
+    """``(features or None, logits)`` of texts: the pooled vectors only when ``det`` reads
+    them."""
+    if det.needs_features:
+        return clf.features_and_logits(texts, batch_size=batch_size)
+    return None, clf.logits(texts, batch_size=batch_size)
+

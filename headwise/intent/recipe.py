@@ -42,10 +42,11 @@ from headwise.intent.objective import (
     balanced_class_weights,
     validation_metrics,
 )
+from headwise.intent.ood import check_detector_spec
 from headwise.intent.oos import ThresholdChoice
 from headwise.intent.pretrain import pretrain_encoder
 from headwise.intent.prior import correct_on_validation
-from headwise.intent.recalibration import calibrate_on_validation
+from headwise.intent.recalibration import calibrate_on_validation, fit_ood_detector
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.tfidf_selection import fit_tfidf
 from headwise.text.batching import pad_collate
@@ -122,6 +123,13 @@ class IntentRecipe:
             out-of-scope threshold 0 (the classifier never answers out-of-scope).
         max_reject: out-of-scope threshold without out-of-scope validation examples: the
             largest share of in-scope validation queries it may reject.
+        ood_detector: the out-of-scope score (:mod:`headwise.intent.ood`): ``"max_prob"``
+            (the calibrated top probability, the default until ``benchmarks/oos.py`` has
+            measured the others), ``"energy"``, ``"mahalanobis"``,
+            ``"mahalanobis:ledoit_wolf"`` (a shrunk covariance), ``"knn"`` or ``"knn:K"``;
+            fitted on the training rows after training, its threshold chosen on the
+            validation data, and saved with the classifier (networks only; a TF-IDF model
+            keeps ``"max_prob"``).
         model_overrides: any further ModelConfig fields.
         progress: progress bars.
     """
@@ -169,6 +177,7 @@ class IntentRecipe:
     class_weighting: str = "none"
     valid_fraction: float = 0.1
     max_reject: float = 0.02
+    ood_detector: str = "max_prob"
     model_overrides: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
 
@@ -224,6 +233,10 @@ class IntentRecipe:
                              f"{self.pretrain_mask_prob}")
         if not 0.0 <= self.valid_fraction < 1.0:
             raise ValueError(f"valid_fraction must be in [0, 1), got {self.valid_fraction}")
+        check_detector_spec(self.ood_detector)
+        if self.kind == "tfidf" and self.ood_detector != "max_prob":
+            raise ValueError(f"a TF-IDF model keeps the max_prob out-of-scope threshold; the "
+                             f"{self.ood_detector} detector needs a network")
 
     @property
     def kind(self) -> str:
@@ -406,6 +419,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "pretrained": pretrained_info,
                 "estimate": None if estimate is None else dataclasses.asdict(estimate),
                 "oos_threshold": choice.to_dict()}
+    fit_ood_detector(clf, texts, labels, v_texts, v_labels, recipe.ood_detector,
+                     max_reject=recipe.max_reject)
     clf.save(out_dir)
     if not keep_checkpoints:
         shutil.rmtree(ckpt_dir, ignore_errors=True)

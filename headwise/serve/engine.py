@@ -10,6 +10,13 @@ averaged before the classification head ("chunk and pool", as
 
 Tokenizing, the long-text policy, bucketing and padding are shared with the compound
 engine (:mod:`headwise.serve.bucketing`).
+
+Out-of-scope answers follow the classifier: its top-probability threshold, or its
+out-of-scope detector (:mod:`headwise.intent.ood`) when it has one. A detector that reads
+the pooled vectors (Mahalanobis, k-nearest neighbours) gets them from the same forward pass
+(both runtimes return them; a chunked text's are its windows' mean, the vector its head
+reads), so the micro-batcher's rows (:meth:`InferenceEngine.run`) then carry each text's
+logits followed by its pooled vector. The answers keep their shape either way.
 """
 
 from __future__ import annotations
@@ -34,12 +41,14 @@ __all__ = ["MIN_BUCKET", "EncodedText", "InferenceEngine", "LongTextError", "len
 
 
 def prediction_records(texts: Sequence[str], probs: np.ndarray, labels: Sequence[str], *,
-                       top_k: int, threshold: float, notes: Sequence[dict | None]
-                       ) -> list[dict]:
+                       top_k: int, threshold: float, notes: Sequence[dict | None],
+                       out_of_scope: np.ndarray | None = None) -> list[dict]:
     """The response records (``schemas.Prediction`` fields) of texts from their calibrated
     probabilities (n, intents): the ``top_k`` intents best first, out-of-scope when the best
-    is below ``threshold``, and each text's long-text note."""
-    answers = answers_from_probs(texts, probs, labels, top_k=top_k, threshold=threshold)
+    is below ``threshold`` (or where ``out_of_scope`` (n,) bool says so, when given: an
+    out-of-scope detector's decision), and each text's long-text note."""
+    answers = answers_from_probs(texts, probs, labels, top_k=top_k, threshold=threshold,
+                                 out_of_scope=out_of_scope)
     return [{"text": a.text, "intent": a.intent, "confidence": a.confidence,
              "out_of_scope": a.out_of_scope,
              "top_k": [{"intent": k, "confidence": c} for k, c in a.top_k], "long_text": note}
@@ -73,6 +82,9 @@ class InferenceEngine(BucketedEngine):
         self._weight = head.weight.detach().double().cpu().numpy()
         self._bias = head.bias.detach().double().cpu().numpy() if head.bias is not None \
             else np.zeros(self._weight.shape[0])
+        ood = classifier.ood
+        #: whether :meth:`run`'s rows carry the pooled vectors (the detector reads them)
+        self.with_features = ood is not None and ood.needs_features
 
     @property
     def labels(self) -> list[str]:
@@ -80,37 +92,46 @@ class InferenceEngine(BucketedEngine):
         return self.classifier.labels
 
     # -- windows -> logits ---------------------------------------------------------------
-    def logits(self, items: Sequence[EncodedText]) -> np.ndarray:
-        """Uncalibrated logits (n, intents) float64 of encoded texts, in one go.
+    def forward(self, items: Sequence[EncodedText]) -> tuple[np.ndarray, np.ndarray]:
+        """Uncalibrated logits (n, intents) and pooled vectors (n, d), float64, of encoded
+        texts, in one go.
 
         All windows of all texts are padded into length-bucketed batches; a chunked
-        text's logits are the head applied to the mean of its windows' pooled vectors.
+        text's pooled vector is the mean of its windows' and its logits are the head
+        applied to that mean.
         """
         rows = [c for item in items for c in item.chunks]
         logits = np.empty((len(rows), len(self.labels)), dtype=np.float64)
         pooled: np.ndarray | None = None
-        chunked = any(len(item.chunks) > 1 for item in items)
         for group, ids, mask in self.padded_batches(rows):
             lg, pl = self.runtime.forward(ids, mask)
             logits[group] = lg
-            if chunked:
-                if pooled is None:
-                    pooled = np.empty((len(rows), pl.shape[1]), dtype=np.float64)
-                pooled[group] = pl
+            if pooled is None:
+                pooled = np.empty((len(rows), pl.shape[1]), dtype=np.float64)
+            pooled[group] = pl
         out = np.empty((len(items), len(self.labels)), dtype=np.float64)
+        vectors = np.empty((len(items), pooled.shape[1]), dtype=np.float64)
         start = 0
         for j, item in enumerate(items):
             n = len(item.chunks)
             if n == 1:
-                out[j] = logits[start]
+                out[j], vectors[j] = logits[start], pooled[start]
             else:
-                out[j] = pooled[start:start + n].mean(0) @ self._weight.T + self._bias
+                vectors[j] = pooled[start:start + n].mean(0)
+                out[j] = vectors[j] @ self._weight.T + self._bias
             start += n
-        return out
+        return out, vectors
+
+    def logits(self, items: Sequence[EncodedText]) -> np.ndarray:
+        """Uncalibrated logits (n, intents) float64 of encoded texts (see :meth:`forward`)."""
+        return self.forward(items)[0]
 
     def run(self, items: Sequence[EncodedText]) -> list[np.ndarray]:
-        """The micro-batcher's call: one logits row (intents,) per encoded text."""
-        return list(self.logits(items))
+        """The micro-batcher's call: one row per encoded text, its logits (intents,), or
+        its logits followed by its pooled vector (intents + d,) when the classifier's
+        out-of-scope detector reads pooled vectors (:attr:`with_features`)."""
+        logits, pooled = self.forward(items)
+        return list(np.hstack([logits, pooled]) if self.with_features else logits)
 
     # -- logits -> answers ---------------------------------------------------------------
     def answer(self, texts: Sequence[str], items: Sequence[EncodedText], logits: np.ndarray,
@@ -120,21 +141,37 @@ class InferenceEngine(BucketedEngine):
         Args:
             texts: the texts.
             items: their encodings (for the long-text note).
-            logits: (n, intents) from :meth:`logits`.
+            logits: (n, intents) from :meth:`logits`, or the stacked rows of :meth:`run`
+                (logits followed by the pooled vector, when the detector reads those).
+                Logits alone for a detector that reads pooled vectors (the explain
+                endpoint's) make the engine run the texts again, truncated, for them.
             top_k: intents listed per text (capped at the number of intents).
-            threshold: override of the classifier's out-of-scope threshold.
+            threshold: override of the classifier's out-of-scope threshold; given, the
+                top-probability rule answers at it even when the classifier has a detector.
 
         Returns:
             One dict per text.
         """
         clf = self.classifier
+        rows = np.asarray(logits, dtype=np.float64)
+        n_labels = len(self.labels)
+        logits = rows[:, :n_labels]
+        pooled = rows[:, n_labels:] if rows.shape[1] > n_labels else None
         t = clf.threshold if threshold is None else float(threshold)
+        rejected = None
+        det = clf.ood
+        if det is not None and threshold is None:
+            if det.needs_features and pooled is None:
+                pooled = self.forward(self.encode_truncated(texts))[1]
+            rejected = det.reject(pooled if det.needs_features else None, logits)
         return prediction_records(texts, calibrated_probs(logits, clf.temperature),
                                   self.labels, top_k=top_k, threshold=t,
-                                  notes=[self.long_text_note(item) for item in items])
+                                  notes=[self.long_text_note(item) for item in items],
+                                  out_of_scope=rejected)
 
     def predict(self, texts: Sequence[str], *, top_k: int = 3,
                 threshold: float | None = None) -> list[dict]:
         """Encode, run and answer in one call (unbatched inference)."""
         items = self.encode(texts)
-        return self.answer(texts, items, self.logits(items), top_k=top_k, threshold=threshold)
+        return self.answer(texts, items, np.stack(self.run(items)), top_k=top_k,
+                           threshold=threshold)

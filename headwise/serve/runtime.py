@@ -1,7 +1,8 @@
 """Inference runtimes: the same forward pass on PyTorch or on onnxruntime.
 
 A runtime maps a padded batch of token ids to the classifier's logits and to the pooled
-vectors the classification head reads (chunk-and-pool averages those)::
+vectors the classification head reads (chunk-and-pool averages those; the Mahalanobis and
+nearest-neighbour out-of-scope detectors score them)::
 
     rt = TorchRuntime(clf.model)                     # or OnnxRuntime("model.onnx")
     logits, pooled = rt.forward(input_ids, attention_mask)   # numpy, (b, n) and (b, d)
@@ -20,6 +21,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from headwise.intent.classifier import pooled_vectors
+
+__all__ = ["META_QUANTIZED", "META_WEIGHTS_SHA256", "OnnxRuntime", "TorchRuntime",
+           "file_sha256", "pooled_vectors"]
+
 #: ONNX metadata keys written by :func:`headwise.serve.onnx_export.export_onnx`
 META_WEIGHTS_SHA256 = "headwise.weights_sha256"
 META_QUANTIZED = "headwise.quantized"
@@ -32,26 +38,6 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def pooled_vectors(model: nn.Module, input_ids: torch.Tensor,
-                   attention_mask: torch.Tensor) -> torch.Tensor:
-    """The vectors a classifier's head reads: (batch, d) before dropout and the head.
-
-    Args:
-        model: an ``EncoderClassifier`` (``encode`` + ``pool``) or a ``BiLSTMClassifier``
-            (``pooled``).
-        input_ids: (batch, seq) token ids.
-        attention_mask: (batch, seq) boolean, True on real tokens.
-
-    Raises:
-        TypeError: a model with neither interface.
-    """
-    if hasattr(model, "encode") and hasattr(model, "pool"):
-        return model.pool(model.encode(input_ids, attention_mask), attention_mask)
-    if hasattr(model, "pooled"):
-        return model.pooled(input_ids, attention_mask)
-    raise TypeError(f"{type(model).__name__} has neither encode/pool nor pooled")
 
 
 class TorchRuntime:

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from headwise.intent.examples import validation_split
-from headwise.intent.oos import choose_threshold, is_oos_label, threshold_curve
+from headwise.intent.oos import (
+    choose_score_threshold,
+    choose_threshold,
+    is_oos_label,
+    score_thresholds,
+    threshold_curve,
+)
 from headwise.intent.recalibration import calibrate_on_validation
 
 # five in-scope rows (three right) and two out-of-scope rows
@@ -84,3 +90,45 @@ def test_recipe_valid_fraction_bounds(fraction):
     assert IntentRecipe(valid_fraction=0.0).valid_fraction == 0.0
     with pytest.raises(ValueError, match=r"valid_fraction must be in \[0, 1\)"):
         IntentRecipe(valid_fraction=fraction)
+
+
+def test_score_thresholds_by_hand():
+    # below every value by the spread (6), the midpoints, above every value by the spread
+    np.testing.assert_allclose(score_thresholds(np.array([3.0, 1.0, 7.0, 3.0])),
+                               [-5.0, 2.0, 5.0, 13.0])
+    # one value: a margin of 1 on either side
+    np.testing.assert_allclose(score_thresholds(np.array([0.25, 0.25])), [-0.75, 1.25])
+    with pytest.raises(ValueError, match="non-finite"):
+        score_thresholds(np.array([0.0, np.inf]))
+    with pytest.raises(ValueError, match="non-empty"):
+        score_thresholds(np.zeros((2, 2)))
+
+
+def test_score_threshold_by_hand_on_an_arbitrary_scale():
+    # an energy-like score: any increasing transform of CONF rejects the same rows
+    score = 40.0 * CONF - 17.0
+    ch = choose_score_threshold(score, CORRECT, OOS, name="energy")
+    # the same best balanced cut as test_balanced_choice_by_hand: between 0.55 and 0.6
+    assert ch.method == "balanced" and ch.score == "energy"
+    assert 40 * 0.55 - 17 < ch.threshold < 40 * 0.6 - 17
+    assert ch.in_scope_accuracy == pytest.approx(0.4) and ch.oos_recall == pytest.approx(1.0)
+    assert ch.in_scope_accuracy_no_reject == pytest.approx(0.6)
+    prob = choose_threshold(CONF, CORRECT, OOS)
+    np.testing.assert_array_equal(score < ch.threshold, CONF < prob.threshold)
+    assert prob.score == "max_prob"
+
+
+def test_score_threshold_without_oos_and_with_nothing_worth_rejecting():
+    score = -np.arange(100.0)  # e.g. minus a distance
+    ch = choose_score_threshold(score, np.ones(100, bool), np.zeros(100, bool),
+                                max_reject=0.03)
+    assert ch.method == "max_reject" and (score < ch.threshold).sum() == 3
+    # every in-scope row right and every oos row scoring above them: rejecting nothing is
+    # best, and the threshold lies below every value
+    s = np.array([1.0, 2.0, 3.0, 4.0])
+    ch = choose_score_threshold(s, np.ones(4, bool), np.array([False, False, False, True]))
+    assert ch.threshold < 1.0 and ch.reject_rate == 0.0 and ch.oos_recall == 0.0
+    with pytest.raises(ValueError, match="in-scope"):
+        choose_score_threshold(s, np.ones(4, bool), np.ones(4, bool))
+    with pytest.raises(ValueError, match="max_reject"):
+        choose_score_threshold(s, np.ones(4, bool), np.zeros(4, bool), max_reject=-0.1)

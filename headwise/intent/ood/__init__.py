@@ -1,0 +1,54 @@
+"""Out-of-scope detectors: in-scope scores beyond the calibrated top probability.
+
+Every detector is fitted on the training rows (pooled vectors, logits, labels) and scores a
+text so that higher means more in-scope; a text is out-of-scope below the detector's
+threshold (chosen on validation data by :func:`~headwise.intent.oos.choose_score_threshold`).
+
+* ``"max_prob"`` — the top softmax probability (Hendrycks & Gimpel 2017), today's score;
+* ``"energy"`` — the negative free energy ``T * logsumexp(logits / T)`` (Liu et al. 2020);
+* ``"mahalanobis"`` — minus the squared Mahalanobis distance of the pooled vector to the
+  nearest class mean under a shared covariance (Lee et al. 2018);
+* ``"knn"`` — minus the distance to the k-th nearest L2-normalised training vector (Sun et
+  al. 2022).
+
+A saved classifier keeps its detector in ``ood.json`` + ``ood.safetensors``
+(:func:`save_detector`, :func:`load_detector`).
+"""
+
+from headwise.intent.ood.base import OodDetector, check_matrix
+from headwise.intent.ood.energy import EnergyDetector
+from headwise.intent.ood.knn import KnnDetector, l2_normalise
+from headwise.intent.ood.mahalanobis import MahalanobisDetector
+from headwise.intent.ood.max_prob import MaxProbDetector
+from headwise.intent.ood.persistence import (
+    OOD_ARRAYS,
+    OOD_FILE,
+    load_detector,
+    remove_detector,
+    save_detector,
+)
+from headwise.intent.ood.registry import (
+    DETECTORS,
+    check_detector_spec,
+    detector_from_state,
+    make_detector,
+)
+
+__all__ = [
+    "DETECTORS",
+    "OOD_ARRAYS",
+    "OOD_FILE",
+    "EnergyDetector",
+    "KnnDetector",
+    "MahalanobisDetector",
+    "MaxProbDetector",
+    "OodDetector",
+    "check_detector_spec",
+    "check_matrix",
+    "detector_from_state",
+    "l2_normalise",
+    "load_detector",
+    "make_detector",
+    "remove_detector",
+    "save_detector",
+]

@@ -1,0 +1,47 @@
+"""The energy score (Liu et al. 2020, "Energy-based out-of-distribution detection").
+
+The free energy of a text under the classifier is ``E(x) = -T * logsumexp(logits / T)``;
+in-scope texts have lower energy. Unlike the top probability it keeps the logits' scale:
+two texts with the same softmax but larger logits are further inside the training
+distribution. The in-scope score is the negative energy, ``T * logsumexp(logits / T)``
+(the paper uses ``T = 1``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from headwise.intent.ood.base import OodDetector
+
+
+class EnergyDetector(OodDetector):
+    """The negative free energy of the logits; nothing to fit.
+
+    Args:
+        temperature: the energy's ``T`` (> 0; Liu et al. use 1).
+
+    Raises:
+        ValueError: a non-positive temperature.
+    """
+
+    name = "energy"
+
+    def __init__(self, temperature: float = 1.0) -> None:
+        super().__init__()
+        if not temperature > 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        self.temperature = float(temperature)
+
+    def params(self) -> dict[str, Any]:
+        return {"temperature": self.temperature}
+
+    def _fit(self, features: np.ndarray | None, logits: np.ndarray | None,
+             labels: np.ndarray | None) -> None:
+        pass
+
+    def _score(self, features: np.ndarray | None, logits: np.ndarray | None) -> np.ndarray:
+        z = logits / self.temperature
+        top = z.max(1, keepdims=True)
+        return self.temperature * (top[:, 0] + np.log(np.exp(z - top).sum(1)))

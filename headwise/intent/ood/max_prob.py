@@ -1,0 +1,45 @@
+"""The maximum softmax probability (Hendrycks & Gimpel 2017, "A baseline for detecting
+misclassified and out-of-distribution examples"): the score of today's threshold.
+
+``score = max_c softmax(logits / T)_c``. With ``T`` the classifier's calibration
+temperature it is the calibrated top probability that
+:class:`~headwise.intent.classifier.IntentClassifier` thresholds by default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from headwise.intent.calibration import calibrated_probs
+from headwise.intent.ood.base import OodDetector
+
+
+class MaxProbDetector(OodDetector):
+    """The top softmax probability at a temperature; nothing to fit.
+
+    Args:
+        temperature: logits are divided by it before the softmax (> 0).
+
+    Raises:
+        ValueError: a non-positive temperature.
+    """
+
+    name = "max_prob"
+
+    def __init__(self, temperature: float = 1.0) -> None:
+        super().__init__()
+        if not temperature > 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        self.temperature = float(temperature)
+
+    def params(self) -> dict[str, Any]:
+        return {"temperature": self.temperature}
+
+    def _fit(self, features: np.ndarray | None, logits: np.ndarray | None,
+             labels: np.ndarray | None) -> None:
+        pass
+
+    def _score(self, features: np.ndarray | None, logits: np.ndarray | None) -> np.ndarray:
+        return calibrated_probs(logits, self.temperature).max(1)

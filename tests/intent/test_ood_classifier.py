@@ -1,0 +1,248 @@
+"""An out-of-scope detector inside a classifier: fitted on training rows, its threshold
+chosen on validation rows, deciding ``predict``'s answers, saved and loaded, re-chosen by
+``recalibrate`` / ``headwise calibrate``, and chosen by the recipe. References: the pooled
+vectors computed one text at a time, scikit-learn's NearestNeighbors and covariance, and
+the threshold rule applied by hand."""
+
+from __future__ import annotations
+
+import csv
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import logsumexp, softmax
+from sklearn.covariance import EmpiricalCovariance
+from sklearn.neighbors import NearestNeighbors
+from tiny_corpus import INTENTS
+
+from headwise.cli import main
+from headwise.intent import IntentRecipe, train_intent_classifier
+from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier
+from headwise.intent.ood import OOD_ARRAYS, OOD_FILE, EnergyDetector, KnnDetector, make_detector
+from headwise.intent.oos import choose_score_threshold
+from headwise.intent.recalibration import fit_ood_detector, recalibrate, save_calibration
+from headwise.intent.tfidf import TfidfClassifier
+from headwise.models import EncoderClassifier, ModelConfig
+from headwise.text.tokenizer import Tokenizer
+
+NAMES = list(INTENTS)
+TEXTS = [t for ts in INTENTS.values() for t in ts]
+LABELS = [k for k, ts in INTENTS.items() for _ in ts]
+VALID = (["lost my card today", "send cash to my brother", "what is left in my account",
+          "card gone", "what's the weather like", "tell me a joke", "play some music"],
+         ["card_lost", "transfer", "balance", "card_lost", "oos", "oos", "oos"])
+QUERIES = ["my card is missing", "transfer money to mum", "how much is my balance",
+           "book a table for two", "zzqx blorp", "i lost my card"]
+
+
+def tiny_classifier(seed: int = 0) -> IntentClassifier:
+    tok = Tokenizer.train_wordpiece(TEXTS * 3, 120, min_frequency=1)
+    torch.manual_seed(seed)
+    cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=32, num_layers=1, num_heads=4,
+                      d_ff=64, num_labels=len(NAMES), labels=NAMES, max_position=64,
+                      pad_token_id=tok.pad_token_id, dropout=0.0)
+    model = EncoderClassifier(cfg).eval()
+    with torch.no_grad():
+        model.classifier.weight.normal_(0, 1.0)
+    return IntentClassifier(model, tok, NAMES, temperature=1.3, threshold=0.4, max_length=16)
+
+
+@torch.inference_mode()
+def one_at_a_time(clf: IntentClassifier, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The reference: each text alone (no padding), pooled vector and the head on it."""
+    feats, logits = [], []
+    for t in texts:
+        b = clf.tokenizer([t], max_length=clf.max_length)
+        mask = b["attention_mask"].bool()
+        pooled = clf.model.pool(clf.model.encode(b["input_ids"], mask), mask)
+        feats.append(pooled[0].double().numpy())
+        logits.append(clf.model(input_ids=b["input_ids"], attention_mask=mask)["logits"][0]
+                      .double().numpy())
+    return np.stack(feats), np.stack(logits)
+
+
+def _write(path, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("text", "label"), *rows])
+    return path
+
+
+def test_features_and_logits_are_the_forward_pass():
+    clf = tiny_classifier()
+    feats, logits = clf.features_and_logits(QUERIES + TEXTS, batch_size=4)
+    ref_f, ref_l = one_at_a_time(clf, QUERIES + TEXTS)
+    np.testing.assert_allclose(feats, ref_f, atol=1e-5)
+    np.testing.assert_allclose(logits, ref_l, atol=1e-5)
+    np.testing.assert_allclose(logits, clf.logits(QUERIES + TEXTS), atol=1e-5)
+
+
+def test_knn_detector_is_chosen_on_validation_and_decides_predict():
+    clf = tiny_classifier()
+    choice = fit_ood_detector(clf, TEXTS, LABELS, *VALID, "knn:3")
+    assert isinstance(clf.ood, KnnDetector) and clf.ood.k == 3
+    # the reference: NearestNeighbors on the unit pooled vectors, the rule by hand
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    train_f, _ = one_at_a_time(clf, TEXTS)
+    nn = NearestNeighbors(n_neighbors=3).fit(unit(train_f))
+    v_f, v_l = one_at_a_time(clf, VALID[0])
+    v_score = -nn.kneighbors(unit(v_f))[0][:, -1]
+    gold = np.array([NAMES.index(y) if y in NAMES else -1 for y in VALID[1]])
+    ref = choose_score_threshold(v_score, v_l.argmax(1) == gold, gold < 0, name="knn")
+    assert choice.threshold == pytest.approx(ref.threshold, abs=1e-5)
+    assert choice.in_scope_accuracy == ref.in_scope_accuracy
+    assert choice.oos_recall == ref.oos_recall and choice.score == "knn"
+    assert clf.info["ood"]["detector"] == "knn" and clf.info["ood"]["stored"]
+    assert clf.info["ood"]["valid"]["threshold"] == choice.threshold
+    assert clf.info["ood"]["fit_rows"] == len(TEXTS)
+    # predict: out-of-scope where the kNN score is below the threshold; confidences as ever
+    # (the threshold moved to the queries' median, so that some are rejected and some not
+    # whatever the random model: the tokenizer's training is not deterministic)
+    q_f, q_l = one_at_a_time(clf, QUERIES)
+    q_score = -nn.kneighbors(unit(q_f))[0][:, -1]
+    clf.ood.threshold = float(np.median(q_score))
+    answers = clf.predict(QUERIES, top_k=2)
+    want = q_score < clf.ood.threshold
+    assert [a.out_of_scope for a in answers] == want.tolist()
+    assert 0 < want.sum() < len(QUERIES)
+    probs = softmax(q_l / clf.temperature, axis=1)
+    for a, p, w in zip(answers, probs, want, strict=True):
+        assert a.confidence == pytest.approx(p.max(), abs=1e-6)
+        assert a.intent == (OUT_OF_SCOPE if w else NAMES[p.argmax()])
+        assert len(a.top_k) == 2
+    # an explicit threshold is the top-probability rule: 0 never rejects
+    assert not any(a.out_of_scope for a in clf.predict(QUERIES, threshold=0.0))
+    at = clf.predict(QUERIES, threshold=0.5)
+    assert [a.out_of_scope for a in at] == (probs.max(1) < 0.5).tolist()
+
+
+def test_save_and_load_keep_the_detector_and_a_plain_save_removes_it(tmp_path):
+    clf = tiny_classifier()
+    fit_ood_detector(clf, TEXTS, LABELS, *VALID, "mahalanobis")
+    out = clf.save(tmp_path / "m")
+    meta = json.loads((out / "intent.json").read_text())
+    assert meta["ood_detector"] == "mahalanobis"
+    assert (out / OOD_FILE).is_file() and (out / OOD_ARRAYS).is_file()
+    back = IntentClassifier.load(out)
+    assert back.ood.name == "mahalanobis" and back.ood.threshold == clf.ood.threshold
+    assert [a.to_dict() for a in back.predict(QUERIES)] == \
+        [a.to_dict() for a in clf.predict(QUERIES)]
+    # without a detector: the files go, and the loaded classifier uses its threshold
+    clf.ood = None
+    clf.save(out)
+    assert not (out / OOD_FILE).exists() and not (out / OOD_ARRAYS).exists()
+    assert "ood_detector" not in json.loads((out / "intent.json").read_text())
+    plain = IntentClassifier.load(out)
+    assert plain.ood is None
+    conf = softmax(plain.logits(QUERIES) / plain.temperature, axis=1).max(1)
+    assert [a.out_of_scope for a in plain.predict(QUERIES)] == (conf < 0.4).tolist()
+    # an intent.json that names no detector ignores stray detector files (an older save)
+    det = EnergyDetector().fit(None, plain.logits(TEXTS), None)
+    det.threshold = 100.0  # would reject everything
+    from headwise.intent.ood import save_detector
+
+    save_detector(det, out)
+    assert IntentClassifier.load(out).ood is None
+
+
+def test_a_classifier_refuses_unusable_detectors():
+    clf = tiny_classifier()
+    with pytest.raises(ValueError, match="fitted and have a threshold"):
+        clf.ood = make_detector("knn")
+    other = EnergyDetector().fit(None, np.zeros((2, 5)), None)
+    other.threshold = 0.0
+    with pytest.raises(ValueError, match="5 intents"):
+        clf.ood = other
+    with pytest.raises(TypeError, match="OodDetector"):
+        clf.ood = "knn"
+
+
+def test_tfidf_and_ensembles_keep_max_prob():
+    tfidf = TfidfClassifier.fit(TEXTS * 2, LABELS * 2, c=10.0)
+    with pytest.raises(ValueError, match="keeps the max_prob"):
+        fit_ood_detector(tfidf, TEXTS, LABELS, *VALID, "energy")
+    fit_ood_detector(tfidf, TEXTS, LABELS, *VALID, "max_prob")  # allowed: nothing stored
+    assert tfidf.info["ood"]["detector"] == "max_prob" and tfidf.ood is None
+    with pytest.raises(ValueError, match="TF-IDF"):
+        IntentRecipe(model="tfidf", ood_detector="knn")
+    with pytest.raises(ValueError, match="out-of-scope detector"):
+        IntentRecipe(ood_detector="odin")
+    assert IntentRecipe(ood_detector="knn:5").ood_detector == "knn:5"
+
+
+def test_no_validation_rows_store_no_detector():
+    clf = tiny_classifier()
+    assert fit_ood_detector(clf, TEXTS, LABELS, ["hello"], ["greeting"], "knn") is None
+    assert clf.ood is None and clf.info["ood"]["stored"] is False
+
+
+def test_recalibrate_rechooses_the_detector_threshold(tmp_path):
+    clf = tiny_classifier()
+    fit_ood_detector(clf, TEXTS, LABELS, *VALID, "mahalanobis")
+    out = clf.save(tmp_path / "m")
+    arrays = (out / OOD_ARRAYS).read_bytes()
+    held = (QUERIES + TEXTS[::3], ["card_lost", "transfer", "balance", "oos", "oos",
+                                   "card_lost"] + LABELS[::3])
+    r = recalibrate(clf, *held)
+    # the reference: scikit-learn's Mahalanobis distance under the shared covariance
+    train_f, _ = one_at_a_time(clf, TEXTS)
+    y = np.array([NAMES.index(x) for x in LABELS])
+    means = np.stack([train_f[y == c].mean(0) for c in range(3)])
+    cov = EmpiricalCovariance(assume_centered=True).fit(train_f - means[y])
+    h_f, h_l = one_at_a_time(clf, held[0])
+    score = -np.stack([cov.mahalanobis(h_f - m) for m in means], 1).min(1)
+    gold = np.array([NAMES.index(x) if x in NAMES else -1 for x in held[1]])
+    ref = choose_score_threshold(score, h_l.argmax(1) == gold, gold < 0)
+    assert r.ood.score == "mahalanobis" and r.ood.method == "balanced"
+    assert r.ood.in_scope_accuracy == ref.in_scope_accuracy
+    assert r.ood.oos_recall == ref.oos_recall
+    assert clf.ood.threshold == r.ood.threshold
+    assert r.ood_threshold_before == clf.info["ood"]["valid"]["threshold"]
+    # saved in place: ood.json gets the threshold, the arrays stay byte for byte
+    save_calibration(clf, out)
+    assert (out / OOD_ARRAYS).read_bytes() == arrays
+    assert IntentClassifier.load(out).ood.threshold == r.ood.threshold
+    # a fake classifier without a detector still recalibrates (no ood attribute at all)
+    fake = SimpleNamespace(labels=NAMES, threshold=0.3, predict_proba=lambda t: np.full(
+        (len(t), 3), 1 / 3))
+    assert recalibrate(fake, *held).ood is None
+
+
+def test_calibrate_command_rechooses_the_stored_detector(tmp_path, capsys):
+    clf = tiny_classifier()
+    fit_ood_detector(clf, TEXTS, LABELS, *VALID, "knn:2")
+    out = clf.save(tmp_path / "m")
+    held = _write(tmp_path / "held.csv", list(zip(QUERIES, ["card_lost", "transfer", "balance",
+                                                            "oos", "oos", "card_lost"],
+                                                  strict=True)))
+    assert main(["calibrate", str(out), "--data", str(held)]) == 0
+    text = capsys.readouterr().out
+    assert "out-of-scope detector knn(k=2): score threshold" in text
+    back = IntentClassifier.load(out)
+    assert back.info["ood"]["valid"]["threshold"] == back.ood.threshold
+    assert back.info["calibration"]["ood"]["threshold"] == back.ood.threshold
+
+
+def test_the_recipe_fits_and_saves_the_detector(tmp_path):
+    rows = list(zip(TEXTS, LABELS, strict=True)) * 4
+    recipe = dict(d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=2, batch_size=8,
+                  vocab_size=200, lr=3e-3, progress=False)
+    valid = list(zip(*VALID, strict=True))
+    run = train_intent_classifier(rows, valid, IntentRecipe(**recipe, ood_detector="energy"),
+                                  out_dir=tmp_path / "e")
+    info = run.classifier.info["ood"]
+    assert info["detector"] == "energy" and info["stored"] and info["fit_rows"] == len(rows)
+    assert info["valid"]["n_oos"] == 3 and info["valid"]["method"] == "balanced"
+    back = IntentClassifier.load(tmp_path / "e")
+    assert isinstance(back.ood, EnergyDetector)
+    lg = back.logits(QUERIES)
+    want = logsumexp(lg, axis=1) < info["valid"]["threshold"]
+    assert [a.out_of_scope for a in back.predict(QUERIES)] == want.tolist()
+    # the default: max_prob, no detector files, info says so
+    plain = train_intent_classifier(rows, valid, IntentRecipe(**recipe),
+                                    out_dir=tmp_path / "p")
+    assert plain.classifier.info["ood"]["detector"] == "max_prob"
+    assert plain.classifier.info["ood"]["valid"] == plain.threshold.to_dict()
+    assert not (tmp_path / "p" / OOD_FILE).exists()

@@ -1,0 +1,133 @@
+"""The service with an out-of-scope detector: the engine's rows carry the pooled vectors
+the detector reads (chunked texts: their windows' mean), its answers equal the
+classifier's, ``/v1/predict`` keeps its shape, and onnxruntime decides as PyTorch does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from serve_helpers import INTENTS, MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer, wait_ready
+
+from headwise.intent.classifier import IntentClassifier
+from headwise.intent.recalibration import fit_ood_detector
+from headwise.serve import InferenceEngine, OnnxRuntime, ServeConfig, TorchRuntime, create_app
+from headwise.serve.onnx_export import export_onnx
+
+NAMES = list(INTENTS)
+LABELS = [k for k, ts in INTENTS.items() for _ in ts]
+VALID = (TEXTS[::2] + ["what's the weather like", "tell me a joke", "play some music",
+                       "book a table"], LABELS[::2] + ["oos"] * 4)
+QUERIES = ["my card is missing", "send money to my friend", "what is my balance",
+           "book a table for two tonight", "zzqx blorp", "i lost my card"]
+LONG = ("i lost my card yesterday and someone may have taken it so please block it and also "
+        "tell me how much money is left in my account")
+
+
+def classifier_with(detector: str) -> IntentClassifier:
+    tok = tiny_tokenizer()
+    clf = IntentClassifier(tiny_encoder(tok), tok, NAMES, temperature=1.5, threshold=0.4,
+                           max_length=MAX_LENGTH)
+    fit_ood_detector(clf, TEXTS, LABELS, *VALID, detector)
+    assert clf.ood is not None
+    # the queries' median score: some rejected, some not, whatever the random model
+    feats, logits = clf.features_and_logits(QUERIES)
+    clf.ood.threshold = float(np.median(clf.ood.score(feats, logits)))
+    return clf
+
+
+@pytest.fixture(scope="module")
+def knn_clf():
+    return classifier_with("knn:2")
+
+
+@pytest.fixture(scope="module")
+def knn_dir(knn_clf, tmp_path_factory):
+    return knn_clf.save(tmp_path_factory.mktemp("serve-ood") / "knn")
+
+
+def _key(records):
+    return [(r["intent"], r["out_of_scope"]) for r in records]
+
+
+def test_engine_rows_carry_the_pooled_vectors_and_answer_as_predict(knn_clf):
+    engine = InferenceEngine(knn_clf, TorchRuntime(knn_clf.model))
+    assert engine.with_features
+    rows = engine.run(engine.encode(QUERIES))
+    feats, logits = knn_clf.features_and_logits(QUERIES)
+    assert rows[0].shape == (len(NAMES) + feats.shape[1],)
+    np.testing.assert_allclose(np.stack(rows)[:, :len(NAMES)], logits, atol=1e-5)
+    np.testing.assert_allclose(np.stack(rows)[:, len(NAMES):], feats, atol=1e-5)
+    records = engine.predict(QUERIES, top_k=2)
+    answers = knn_clf.predict(QUERIES, top_k=2)
+    assert _key(records) == [(a.intent, a.out_of_scope) for a in answers]
+    want = knn_clf.ood.score(feats, None) < knn_clf.ood.threshold
+    assert [r["out_of_scope"] for r in records] == want.tolist()
+    assert 0 < want.sum() < len(QUERIES)
+    for r, a in zip(records, answers, strict=True):
+        assert r["confidence"] == pytest.approx(a.confidence, abs=1e-6)
+    # the explain endpoint's path: logits alone, the engine runs the texts again
+    again = engine.answer(QUERIES, engine.encode(QUERIES), logits, top_k=2)
+    assert _key(again) == _key(records)
+    # an explicit threshold is the top-probability rule
+    none = engine.predict(QUERIES, threshold=0.0)
+    assert not any(r["out_of_scope"] for r in none)
+
+
+def test_a_chunked_text_is_scored_on_its_windows_mean(knn_clf):
+    engine = InferenceEngine(knn_clf, TorchRuntime(knn_clf.model), long_text="chunk")
+    item = engine.encode([LONG])[0]
+    assert len(item.chunks) > 1
+    runtime = TorchRuntime(knn_clf.model)
+    pooled = np.stack([runtime.forward(np.array([w]), np.ones((1, len(w))))[1][0]
+                       for w in item.chunks]).astype(np.float64).mean(0)
+    row = engine.run([item])[0]
+    np.testing.assert_allclose(row[len(NAMES):], pooled, atol=1e-5)
+    record = engine.answer([LONG], [item], np.stack([row]), top_k=1)[0]
+    want = bool(knn_clf.ood.score(pooled[None], None)[0] < knn_clf.ood.threshold)
+    assert record["out_of_scope"] == want and record["long_text"]["policy"] == "chunked"
+
+
+def test_a_logits_only_detector_keeps_logit_rows():
+    clf = classifier_with("energy")
+    engine = InferenceEngine(clf, TorchRuntime(clf.model))
+    assert not engine.with_features
+    assert engine.run(engine.encode(QUERIES))[0].shape == (len(NAMES),)
+    assert _key(engine.predict(QUERIES)) == \
+        [(a.intent, a.out_of_scope) for a in clf.predict(QUERIES)]
+
+
+def test_onnx_runtime_decides_as_torch(knn_clf, tmp_path):
+    path = export_onnx(knn_clf.model, tmp_path / "m.onnx", max_length=MAX_LENGTH)
+    onnx = InferenceEngine(knn_clf, OnnxRuntime(path))
+    torch_engine = InferenceEngine(knn_clf, TorchRuntime(knn_clf.model))
+    a = np.stack(onnx.run(onnx.encode(QUERIES)))
+    b = np.stack(torch_engine.run(torch_engine.encode(QUERIES)))
+    np.testing.assert_allclose(a, b, atol=1e-4)
+    assert _key(onnx.predict(QUERIES)) == _key(torch_engine.predict(QUERIES))
+
+
+@pytest.mark.parametrize("runtime", ["torch", "onnx"])
+def test_predict_endpoint_applies_the_detector_and_keeps_its_shape(knn_clf, knn_dir,
+                                                                   encoder_dir, runtime):
+    from fastapi.testclient import TestClient
+
+    if runtime == "onnx":
+        export_onnx(knn_clf.model, knn_dir / "model.onnx", max_length=MAX_LENGTH)
+    app = create_app(ServeConfig(model_dir=str(knn_dir), runtime=runtime, max_wait_ms=2.0))
+    plain = create_app(ServeConfig(model_dir=str(encoder_dir), runtime="torch",
+                                   max_wait_ms=2.0))
+    with TestClient(app) as c, TestClient(plain) as p:
+        wait_ready(c)
+        wait_ready(p)
+        body = c.post("/v1/predict", json={"texts": QUERIES, "top_k": 2}).json()
+        other = p.post("/v1/predict", json={"texts": QUERIES, "top_k": 2}).json()
+        assert body["runtime"] == runtime
+        assert set(body) == set(other)
+        for r, o in zip(body["predictions"], other["predictions"], strict=True):
+            assert set(r) == set(o) and len(r["top_k"]) == 2
+        answers = knn_clf.predict(QUERIES, top_k=2)
+        assert _key(body["predictions"]) == [(a.intent, a.out_of_scope) for a in answers]
+        explained = c.post("/v1/explain", json={"text": QUERIES[4]}).json()["prediction"]
+        assert explained["out_of_scope"] == answers[4].out_of_scope
+        zero = c.post("/v1/predict", json={"texts": QUERIES, "threshold": 0.0}).json()
+        assert not any(r["out_of_scope"] for r in zero["predictions"])
