@@ -118,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         m = result.valid_metrics
         print(f"validation: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
               f"temperature {result.classifier.temperature:.3f}")
+        if m.get("small_validation"):
+            print(f"warning: {m['small_validation']['note']}")
     else:
         print("no validation data: the last epoch's weights are kept and confidence is not "
               "calibrated (temperature 1; `headwise calibrate` fits it on held-out data)")

@@ -48,6 +48,10 @@ from headwise.intent.tfidf import TFIDF_FILE
 from headwise.models.io import write_json_atomically
 from headwise.train import expected_calibration_error
 
+#: fewer in-scope validation rows than this make training's calibration rough: the
+#: temperature is then never fitted below 1 (see :func:`calibrate_on_validation`)
+MIN_CALIBRATION_ROWS = 30
+
 
 @dataclass(frozen=True)
 class Recalibration:
@@ -92,7 +96,8 @@ class Recalibration:
 
 
 def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
-                labels: Sequence[str | None], *, max_reject: float = 0.02) -> Recalibration:
+                labels: Sequence[str | None], *, max_reject: float = 0.02,
+                temperature: bool = True) -> Recalibration:
     """Fit ``clf``'s temperature (when it has one) and choose its out-of-scope threshold on
     labelled held-out rows — and its out-of-scope detector's threshold, when it has one;
     all are set on ``clf`` (save it to keep them).
@@ -104,6 +109,8 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
             intents the classifier does not know are left out (and counted).
         max_reject: without out-of-scope rows, the largest share of in-scope rows the
             threshold may reject.
+        temperature: fit the temperature; False keeps the classifier's and chooses only the
+            thresholds.
 
     Returns:
         The :class:`Recalibration` (measured on these same rows: the "after" numbers are
@@ -132,7 +139,8 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
         else:
             logits = clf.logits(chosen)
         before = calibrated_probs(logits, before_t)
-        clf.temperature = fit_temperature(logits[ins], gold[ins])
+        if temperature:
+            clf.temperature = fit_temperature(logits[ins], gold[ins])
         after = calibrated_probs(logits, clf.temperature)
     else:
         before = after = clf.predict_proba(chosen)
@@ -198,7 +206,11 @@ def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
     ``(choice, metrics)`` with the calibrated in-scope ``accuracy``, ``macro_f1`` and
     ``temperature``. Without usable rows (no validation data, or only intents the
     classifier does not know) nothing is fitted: the threshold is 0
-    (:meth:`ThresholdChoice.none`, nothing rejected) and the metrics are empty.
+    (:meth:`ThresholdChoice.none`, nothing rejected) and the metrics are empty. With fewer
+    than :data:`MIN_CALIBRATION_ROWS` in-scope rows the temperature is kept at 1 or above
+    (a few rows all answered right pull the fit towards 0: a model sure of everything, that
+    never answers out-of-scope), the threshold is chosen at that temperature, and the
+    metrics carry a ``small_validation`` note that ``headwise train`` prints.
     Out-of-scope rows without any in-scope one are an error (as in :func:`recalibrate`).
     """
     known = set(clf.labels)
@@ -206,8 +218,24 @@ def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
         clf.threshold = 0.0
         return ThresholdChoice.none(), {}
     r = recalibrate(clf, texts, labels, max_reject=max_reject)
-    return r.threshold, {"accuracy": r.accuracy, "macro_f1": r.macro_f1,
-                         "temperature": clf.temperature}
+    metrics: dict[str, Any] = {"accuracy": r.accuracy, "macro_f1": r.macro_f1,
+                               "temperature": clf.temperature}
+    if r.in_scope_rows < MIN_CALIBRATION_ROWS and isinstance(clf, CalibratedClassifier):
+        # a handful of rows, all answered right, pulls the fitted temperature towards 0:
+        # an over-confident model that never answers out-of-scope. Never sharpen then.
+        fitted = clf.temperature
+        clf.temperature = max(fitted, 1.0)
+        if clf.temperature != fitted:  # the threshold again, at the kept temperature
+            r = recalibrate(clf, texts, labels, max_reject=max_reject, temperature=False)
+        metrics.update(temperature=clf.temperature, small_validation={
+            "in_scope_rows": r.in_scope_rows, "minimum": MIN_CALIBRATION_ROWS,
+            "fitted_temperature": fitted,
+            "note": f"only {r.in_scope_rows} in-scope validation rows (fewer than "
+                    f"{MIN_CALIBRATION_ROWS}): the temperature is kept at 1 or above (fitted "
+                    f"{fitted:.3f}) and the confidence and out-of-scope threshold are rough; "
+                    f"give more validation data (--valid) or calibrate later "
+                    f"(headwise calibrate)"})
+    return r.threshold, metrics
 
 
 def _nll(probs: np.ndarray, gold: np.ndarray) -> float:

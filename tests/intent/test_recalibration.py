@@ -116,3 +116,29 @@ def test_command_calibrates_a_no_valid_model(tmp_path, capsys):
     bad = _write(tmp_path / "bad.csv", [("a mortgage please", "mortgage")])
     assert main(["calibrate", str(model), "--data", str(bad)]) == 1
     assert "intent the classifier knows" in capsys.readouterr().err
+
+
+def test_tiny_validation_never_sharpens_and_says_so(tmp_path, capsys):
+    """60 rows, 3 intents: the automatic split leaves 6 validation rows, all right, whose
+    fitted temperature would be near 0 (a model sure of everything); training keeps it at
+    1 or above, records why and prints a warning."""
+    from headwise.cli import main
+    from headwise.intent import IntentClassifier
+    from headwise.intent.recalibration import MIN_CALIBRATION_ROWS
+
+    rows = [(f"{w} please {i}", k) for i in range(20)
+            for w, k in (("card lost", "card"), ("refund order", "refund"),
+                         ("balance check", "balance"))]
+    train = tmp_path / "train60.csv"
+    train.write_text("text,label\n" + "".join(f"{t},{k}\n" for t, k in rows), encoding="utf-8")
+    cfg = tmp_path / "recipe.json"
+    cfg.write_text(json.dumps({"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
+                               "epochs": 5, "batch_size": 8, "vocab_size": 200, "lr": 3e-3}))
+    assert main(["train", "--data", str(train), "--config", str(cfg), "--out",
+                 str(tmp_path / "m"), "--quiet", "--model", "transformer"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: only 6 in-scope validation rows" in out
+    clf = IntentClassifier.load(tmp_path / "m")
+    assert clf.temperature >= 1.0
+    note = clf.info["valid"]["small_validation"]
+    assert note["in_scope_rows"] == 6 and note["minimum"] == MIN_CALIBRATION_ROWS
