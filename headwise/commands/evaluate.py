@@ -1,4 +1,5 @@
-"""``headwise eval``: accuracy, macro-F1, per-intent report and confusion matrix."""
+"""``headwise eval``: accuracy, macro-F1, per-intent report, confusion matrix and, when the
+data has a ``slices`` column or field, accuracy per slice."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval", help="evaluate a trained classifier on labelled data",
         description="Accuracy, macro-F1, a per-intent report, out-of-scope recall and the "
-        "confusion matrix (PNG) of a saved classifier on labelled data. For a compound "
+        "confusion matrix (PNG) of a saved classifier on labelled data; when the data has a "
+        "`slices` column (CSV) or field (JSON lines), names joined by ; or , (the demo corpus "
+        "has one), also accuracy, in-scope reject rate and out-of-scope recall per slice. "
+        "For a compound "
         "(multi-label) classifier: intent micro/macro-F1 and exact match, slot span F1 and "
         "normalised-value accuracy per slot.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train` (or "
@@ -42,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     clf = load_classifier(args.model)
     data = read(args.data, args)
     out.mkdir(parents=True, exist_ok=True)
-    report = evaluate_classifier(clf, data.texts, data.labels, out_dir=out)
+    report = evaluate_classifier(clf, data.texts, data.labels, out_dir=out,
+                                 slices=data.slices)
     report["data"] = str(args.data)
     report["skipped_rows"] = len(data.skipped)
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",

@@ -8,7 +8,7 @@ faithfulness, head roles, bad cases, and the offline report.
 """
 
 from headwise.inspect.analysis import InspectOptions, example_views, inspect_classifier
-from headwise.inspect.badcases import bad_cases
+from headwise.inspect.badcases import bad_cases, link_slices
 from headwise.inspect.categories import (
     CategoryLexicon,
     categories_from_spans,
@@ -50,6 +50,7 @@ __all__ = [
     "inspect_classifier",
     "iter_attention",
     "label_ids",
+    "link_slices",
     "pruning_curve",
     "row_statistics",
     "segment",

@@ -88,3 +88,28 @@ def bad_cases(features: np.ndarray, feature_names: Sequence[str], gold: np.ndarr
                                "mean_abs_diff": float(mean_abs[fi, layer, head])})
     return {"misclassified": int(len(wrong)), "without_reference": no_ref,
             "cases": cases[:max_cases], "heads": implicated}
+
+
+def link_slices(bad: dict[str, Any], slices: Sequence[Sequence[str] | None]) -> dict[str, Any]:
+    """Add to each case of :func:`bad_cases` the slices (phenomena) of its example, and count
+    the cases per slice; the report's bad-case table shows them.
+
+    Args:
+        bad: :func:`bad_cases`'s result, changed in place.
+        slices: the slice names of every example (index as in the analysis), or None.
+
+    Returns:
+        ``bad``, each case with ``"slices": [...]`` and ``bad["slices"]``: slice name ->
+        number of listed cases in it.
+
+    Raises:
+        IndexError: a case whose index has no slice entry.
+    """
+    counts: dict[str, int] = {}
+    for case in bad["cases"]:
+        names = list(slices[case["index"]] or ())
+        case["slices"] = names
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    bad["slices"] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return bad

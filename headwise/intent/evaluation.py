@@ -10,7 +10,10 @@ behaviour, confusion matrix and latency.
 * intents seen only in this data (not known to the model) are counted and listed, never
   crashed on; their rows are left out of the closed-set metrics.
 
-:func:`measure_latency` times single queries (p50, p99) and batched throughput.
+:func:`slice_report` scores the same answers per slice (the phenomena a row exercises:
+``typo``, ``negation_scope`` ... from a ``slices`` column or field), and
+:func:`format_slice_table` prints it. :func:`measure_latency` times single queries (p50,
+p99) and batched throughput.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +33,122 @@ from headwise.intent.classifier import IntentClassifier
 from headwise.intent.oos import is_oos_label
 from headwise.train.metrics import classification_metrics, confusion_matrix_png
 
+#: the name of :func:`slice_report`'s row over every example
+ALL_ROWS = "all"
+
+
+@dataclass(frozen=True)
+class SliceRow:
+    """The scores of one slice.
+
+    Attributes:
+        slice: the slice name (``"all"``: every row).
+        n: rows in the slice.
+        n_in_scope: of which in scope (gold is an intent).
+        n_oos: of which out of scope.
+        accuracy: share of rows answered right with the threshold: an in-scope row when its
+            answer is its intent, an out-of-scope row when it is rejected.
+        closed_accuracy: share of in-scope rows whose top intent (threshold off) is right;
+            None without in-scope rows or closed-set answers.
+        in_scope_reject_rate: share of in-scope rows rejected (None without any).
+        oos_recall: share of out-of-scope rows rejected (None without any).
+    """
+
+    slice: str
+    n: int
+    n_in_scope: int
+    n_oos: int
+    accuracy: float
+    closed_accuracy: float | None
+    in_scope_reject_rate: float | None
+    oos_recall: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as a JSON-serialisable dict."""
+        return asdict(self)
+
+
+def slice_report(gold: Sequence[str], predicted: Sequence[str | None],
+                 slices: Sequence[Sequence[str] | None], *,
+                 closed: Sequence[str] | None = None,
+                 order: Sequence[str] | None = None) -> list[SliceRow]:
+    """Accuracy, in-scope reject rate and out-of-scope recall per slice.
+
+    A row counts in every slice it names (a row with ``("typo", "code_mixed")`` in both)
+    and in the first row, ``"all"``; a row whose slices are None counts in ``"all"`` only.
+
+    Args:
+        gold: the gold labels; out-of-scope rows labelled as
+            :func:`headwise.intent.oos.is_oos_label` recognises (``oos`` ...).
+        predicted: the answers with the threshold: an intent, or None / an out-of-scope
+            label for a rejected row.
+        slices: each row's slice names (or None).
+        closed: each row's top intent with the threshold off (for ``closed_accuracy``).
+        order: slice names to list first, in this order; the others follow sorted by name.
+
+    Returns:
+        ``[SliceRow("all", ...), SliceRow(<slice>, ...), ...]``.
+
+    Raises:
+        ValueError: the sequences differ in length.
+    """
+    gold, predicted, slices = list(gold), list(predicted), list(slices)
+    closed = list(closed) if closed is not None else None
+    if not len(gold) == len(predicted) == len(slices) or (
+            closed is not None and len(closed) != len(gold)):
+        raise ValueError(f"{len(gold)} gold labels, {len(predicted)} answers, {len(slices)} "
+                         f"slice lists" + ("" if closed is None else f", {len(closed)} closed"))
+    members: dict[str, list[int]] = {ALL_ROWS: list(range(len(gold)))}
+    for i, names in enumerate(slices):
+        for name in dict.fromkeys(names or ()):
+            members.setdefault(name, []).append(i)
+    first = [ALL_ROWS, *(order or ())]
+    names = [n for n in first if n in members] + sorted(n for n in members if n not in first)
+    return [_slice_row(name, members[name], gold, predicted, closed) for name in names]
+
+
+def _slice_row(name: str, rows: list[int], gold: list[str], predicted: list[str | None],
+               closed: list[str] | None) -> SliceRow:
+    oos = [i for i in rows if is_oos_label(gold[i])]
+    inside = [i for i in rows if not is_oos_label(gold[i])]
+
+    def rejected(i: int) -> bool:
+        return predicted[i] is None or is_oos_label(predicted[i])
+
+    def share(hits: int, total: int) -> float | None:
+        return hits / total if total else None
+
+    right = sum(rejected(i) for i in oos) + sum(
+        not rejected(i) and predicted[i] == gold[i] for i in inside)
+    return SliceRow(
+        name, len(rows), len(inside), len(oos), right / len(rows) if rows else 0.0,
+        share(sum(closed[i] == gold[i] for i in inside), len(inside)) if closed else None,
+        share(sum(rejected(i) for i in inside), len(inside)),
+        share(sum(rejected(i) for i in oos), len(oos)))
+
+
+def format_slice_table(rows: Sequence[SliceRow | dict[str, Any]]) -> str:
+    """A plain-text table of :func:`slice_report`'s rows (or their dicts)."""
+    rows = [r.to_dict() if isinstance(r, SliceRow) else r for r in rows]
+    width = max([len("slice")] + [len(r["slice"]) for r in rows]) + 2
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.1f}"
+
+    lines = [f"{'slice':<{width}}{'n':>6}{'accuracy':>10}{'closed-set':>12}"
+             f"{'in-scope rejected':>19}{'oos recall':>12}"]
+    for r in rows:
+        lines.append(f"{r['slice']:<{width}}{r['n']:>6}{pct(r['accuracy']):>10}"
+                     f"{pct(r['closed_accuracy']):>12}{pct(r['in_scope_reject_rate']):>19}"
+                     f"{pct(r['oos_recall']):>12}")
+    return "\n".join(lines)
+
 
 def evaluate_classifier(clf: IntentClassifier, texts: Sequence[str],
                         labels: Sequence[str | None], *, out_dir: str | Path | None = None,
-                        batch_size: int = 64) -> dict[str, Any]:
+                        batch_size: int = 64,
+                        slices: Sequence[Sequence[str] | None] | None = None
+                        ) -> dict[str, Any]:
     """Score ``clf`` on labelled texts; optionally write ``confusion.png`` and
     ``predictions.jsonl``-ready rows.
 
@@ -42,6 +158,8 @@ def evaluate_classifier(clf: IntentClassifier, texts: Sequence[str],
         labels: their gold intents (out-of-scope rows labelled ``oos`` or similar).
         out_dir: when given, the confusion matrix PNG is written there.
         batch_size: texts per forward pass.
+        slices: each row's slice names (or None); when any row has some, the report gets
+            ``slices``: :func:`slice_report`'s rows as dicts (percentages as shares).
 
     Returns:
         A JSON-serialisable dict: ``num_examples``, ``accuracy``, ``macro_f1``,
@@ -50,7 +168,7 @@ def evaluate_classifier(clf: IntentClassifier, texts: Sequence[str],
         ``in_scope_accuracy_with_threshold``, ``reject_rate``, ``oos_examples``,
         ``oos_recall`` (None without out-of-scope rows), ``unseen_labels`` (name ->
         count), ``errors`` (the misclassified in-scope rows: text, gold, predicted,
-        confidence) and ``confusion_png`` when written.
+        confidence), ``confusion_png`` when written and ``slices`` when given.
 
     Raises:
         ValueError: different lengths, no texts, or unlabelled rows.
@@ -87,6 +205,13 @@ def evaluate_classifier(clf: IntentClassifier, texts: Sequence[str],
     report["oos_examples"] = int(oos.sum())
     report["oos_recall"] = float((conf[oos] < clf.threshold).mean()) if oos.any() else None
     report["unseen_labels"] = dict(sorted(unseen.items()))
+    if slices is not None and any(s is not None for s in slices):
+        from headwise.text.demo_phenomena import PHENOMENA
+
+        top = [clf.labels[p] for p in pred]
+        answers = [y if c >= clf.threshold else None for y, c in zip(top, conf, strict=True)]
+        report["slices"] = [r.to_dict() for r in slice_report(
+            [str(y) for y in labels], answers, slices, closed=top, order=PHENOMENA)]
     return report
 
 
@@ -105,6 +230,11 @@ def format_report(report: dict[str, Any], *, per_intent: bool = True) -> str:
     if report.get("unseen_labels"):
         seen = ", ".join(f"{k} ({v})" for k, v in report["unseen_labels"].items())
         lines.append(f"intents the model does not know (left out of the metrics): {seen}")
+    if report.get("slices"):
+        lines.append("")
+        lines.append("per slice (accuracy with the threshold; closed-set: top intent, in-scope "
+                     "rows; %):")
+        lines.append(format_slice_table(report["slices"]))
     if per_intent and "per_label" in report:
         width = max(len(k) for k in report["per_label"]) + 2
         lines.append("")

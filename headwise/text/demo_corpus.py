@@ -9,16 +9,25 @@ its negations, numbers and domain terms, so every example records where those ar
     ex.spans                    # Span(2, 7, 'number', {'amount': 30500.0, 'currency': 'CNY'}),
                                 # Span(10, 12, 'domain'), Span(13, 16, 'negation'), ...
     ex.slots                    # Slot('amount', 2, 9, '30500块钱', {'amount': 30500.0, ...})
+    ex.template, ex.family      # 'pair.0:0', 'pair.0' (no other split has this family)
+    ex.slices                   # ('numbers', 'negation_scope')
 
 There are 27 intents (:data:`DEMO_INTENTS`) and an out-of-scope label :data:`OOS_LABEL`
-whose examples (chit-chat, weather, take-away, train tickets ...) sit only in the valid and
-test splits, so an out-of-scope threshold can be chosen on one and checked on the other.
-Labels hang on negations and on combinations of topics (see
-:mod:`headwise.text.demo_templates`); some templates are rendered twice, with and without a
-negation, and the two texts (a minimal pair with different labels) go to the same split.
-A bag-of-characters floor (TF-IDF on character 1-3-grams + logistic regression) scores
-about 0.89-0.91 on the in-scope test examples with the default sizes, about 0.8 on those
-with a negation and 0.99 on the rest; a small character BiGRU reaches about 0.99.
+whose examples (chit-chat, weather, take-away, and near misses that sound like banking:
+股票怎么开户, 公积金怎么提取, 社保卡补办) sit only in the valid and test splits, so an
+out-of-scope threshold can be chosen on one and checked on the other.
+
+The splits hold out phrasing: every template belongs to a family (one way of phrasing a
+request, :mod:`headwise.text.demo_families`) and whole families go to one split, so no valid
+or test question shares a template or a family with a training question; ``ex.template`` is
+the template's id (``apply_instalment.3:1``; ``ex.family`` its family). On top of the
+templates, surface phenomena (:mod:`headwise.text.demo_phenomena`) add synonyms, fillers,
+pinyin typos, English words and context clauses, a third of each inventory kept out of
+training. ``ex.slices`` names the phenomena an example exercises (``("typo",
+"code_mixed")``, ``("negation_scope",)``, ``("oos_near_miss",)``, ``("plain",)`` for none),
+so a model can be scored per slice. Labels hang on negations and on combinations of topics
+(see :mod:`headwise.text.demo_templates`); minimal-pair templates are rendered twice, with
+and without a negation, and the two texts (different labels) go to the same split.
 
 Labels: ``label`` is the single intent a one-label classifier should predict: the main
 request, which for a compound (提前还款 + 违约金) is the compound's own intent
@@ -42,18 +51,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwise.text.demo_lexicon import DOMAIN, NEGATION, OOS_TEMPLATES, PAIR_TEMPLATES
-from headwise.text.demo_render import Utterance, annotate, intent_templates, render
+from headwise.text.demo_families import SPLITS, Template, assign_families, catalogue, family_of
+from headwise.text.demo_lexicon import DOMAIN, NEGATION
+from headwise.text.demo_phenomena import PHENOMENA, apply_surface, slice_names
+from headwise.text.demo_render import Utterance, annotate, render, template_tags
 from headwise.text.demo_templates import DEMO_INTENTS
 
 OOS_LABEL = "oos"
 SPAN_CATEGORIES = ("negation", "number", "domain")
-SPLITS = ("train", "valid", "test")
-#: share of each intent's examples that come from minimal-pair templates (when it has any)
+#: share of each intent's examples (per split) that come from minimal-pair templates, when
+#: the split has a minimal-pair family of the intent
 PAIR_SHARE = 0.25
+#: share of the out-of-scope examples of a split that are near misses
+NEAR_MISS_SHARE = 0.4
 
-__all__ = ["DEMO_INTENTS", "OOS_LABEL", "SPAN_CATEGORIES", "DemoExample", "Slot", "Span",
-           "category_lexicon", "generate_demo_corpus", "read_demo_jsonl", "write_demo_corpus"]
+__all__ = ["DEMO_INTENTS", "OOS_LABEL", "PHENOMENA", "SPAN_CATEGORIES", "SPLITS", "DemoExample",
+           "Slot", "Span", "category_lexicon", "generate_demo_corpus", "read_demo_jsonl",
+           "write_demo_corpus"]
 
 
 @dataclass(frozen=True)
@@ -84,13 +98,32 @@ class Slot:
 
 @dataclass(frozen=True)
 class DemoExample:
-    """One utterance with its label, all intents it expresses, spans and slots."""
+    """One utterance with its label, all intents it expresses, spans and slots, the template
+    it was rendered from and the slices (phenomena) it exercises.
+
+    Attributes:
+        text: the message.
+        label: the one intent a one-label classifier should predict (``oos`` out of scope).
+        intents: every intent it expresses, ``label`` first (``()`` out of scope).
+        spans: its negation, number and domain spans.
+        slots: its slot values.
+        template: the id of its template, ``<family>:<n>`` (empty when unknown).
+        slices: the names of its phenomena (:data:`PHENOMENA`; ``("plain",)`` for none,
+            ``()`` when unknown).
+    """
 
     text: str
     label: str
     intents: tuple[str, ...]
     spans: tuple[Span, ...]
     slots: tuple[Slot, ...]
+    template: str = ""
+    slices: tuple[str, ...] = ()
+
+    @property
+    def family(self) -> str:
+        """The template's family (``apply_instalment.3``)."""
+        return family_of(self.template)
 
 
 def category_lexicon() -> dict[str, list[str]]:
@@ -101,10 +134,24 @@ def category_lexicon() -> dict[str, list[str]]:
     return {"negation": list(NEGATION), "domain": list(DOMAIN)}
 
 
-def _example(u: Utterance, label: str, intents: tuple[str, ...]) -> DemoExample:
+def _example(u: Utterance, label: str, intents: tuple[str, ...], t: Template,
+             slices: tuple[str, ...]) -> DemoExample:
     return DemoExample(u.text, label, intents,
                        tuple(Span(*span) for span in annotate(u.text, u.numbers)),
-                       tuple(Slot(*slot) for slot in u.slots))
+                       tuple(Slot(*slot) for slot in u.slots), t.id, slices)
+
+
+def _make(t: Template, rng: random.Random, *, seed: int, train: bool,
+          negate: bool = False) -> DemoExample:
+    """Render ``t`` (one side of a minimal pair) and apply the surface phenomena."""
+    u = render(t.template, rng, negate=negate)
+    applied = apply_surface(u, rng, seed=seed, train=train)
+    tags = template_tags(t.template) + (("neg",) if negate else ())
+    slices = slice_names(tags, applied, bool(u.slots), near_miss=t.near_miss)
+    if t.intent == OOS_LABEL:
+        return _example(u, OOS_LABEL, (), t, slices)
+    label = t.negated if negate and t.negated else t.intent
+    return _example(u, label, tuple(dict.fromkeys((label, *u.also))), t, slices)
 
 
 # -- the corpus ------------------------------------------------------------------------------
@@ -113,13 +160,16 @@ def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120,
     """Generate the demo corpus, deterministically for a seed.
 
     Args:
-        seed: the seed of the one :class:`random.Random` behind every choice.
-        per_intent: examples per intent (unique texts), split about 70/15/15 per intent.
-        oos: out-of-scope examples, half in valid and half in test (none in train).
+        seed: the seed of the one :class:`random.Random` behind every choice (and of the
+            surface forms kept out of training).
+        per_intent: examples per intent (unique texts), split about 70/15/15 per intent;
+            each split's come from that split's template families only.
+        oos: out-of-scope examples, half in valid and half in test (none in train), about
+            :data:`NEAR_MISS_SHARE` of them near misses.
 
     Returns:
         ``{"train": [...], "valid": [...], "test": [...]}``, each list shuffled; no text is
-        in two splits.
+        in two splits, and no template family either.
 
     Raises:
         ValueError: ``per_intent < 3`` (one example per split) or ``oos < 0``.
@@ -130,59 +180,63 @@ def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120,
     if oos < 0:
         raise ValueError(f"oos must be >= 0, got {oos}")
     rng = random.Random(seed)
+    templates = catalogue()
+    split_of = assign_families(templates, rng)
     seen: set[str] = set()
-    counts = dict.fromkeys(DEMO_INTENTS, 0)
-
-    pairs: list[tuple[DemoExample, DemoExample]] = []
-    families: dict[tuple[str, str], list[str]] = {}
-    for pos, neg, template in PAIR_TEMPLATES:
-        families.setdefault((pos, neg), []).append(template)
-    for (pos, neg), templates in families.items():
-        quota, tries = round(per_intent * PAIR_SHARE), 0
-        quota = min(quota, per_intent - max(counts[pos], counts[neg]))
-        while quota > 0:
-            tries += 1
-            if tries > 100 * quota:
-                break  # fewer pairs; single templates make up the count
-            template, sub_seed = rng.choice(templates), rng.getrandbits(64)
-            a = render(template, random.Random(sub_seed), negate=False)
-            b = render(template, random.Random(sub_seed), negate=True)
-            if a.text in seen or b.text in seen or a.text == b.text:
-                continue
-            seen.update((a.text, b.text))
-            pairs.append((_example(a, pos, (pos,)), _example(b, neg, (neg,))))
-            counts[pos] += 1
-            counts[neg] += 1
-            quota -= 1
-
-    singles: dict[str, list[DemoExample]] = {intent: [] for intent in DEMO_INTENTS}
-    for intent, templates in intent_templates().items():
-        singles[intent] += [_example(u, intent, tuple(dict.fromkeys((intent, *u.also))))
-                            for u in _unique(rng, templates, per_intent - counts[intent], seen)]
-    out_of_scope = [_example(u, OOS_LABEL, ()) for u in _unique(rng, OOS_TEMPLATES, oos, seen)]
-
-    splits = _stratify(rng, pairs, singles, per_intent)
-    splits["valid"] += out_of_scope[: (oos + 1) // 2]
-    splits["test"] += out_of_scope[(oos + 1) // 2:]
+    splits: dict[str, list[DemoExample]] = {name: [] for name in SPLITS}
+    oos_sizes = {"train": 0, "valid": (oos + 1) // 2, "test": oos // 2}
+    for name, n in zip(SPLITS, _split_sizes(per_intent), strict=True):
+        train = name == "train"
+        here = [t for t in templates if split_of[t.family] == name]
+        counts = dict.fromkeys(DEMO_INTENTS, 0)
+        pairs: dict[tuple[str, str], list[Template]] = {}
+        for t in here:
+            if t.negated is not None:
+                pairs.setdefault((t.intent, t.negated), []).append(t)
+        for (pos, neg), group in pairs.items():
+            quota = min(round(n * PAIR_SHARE), n - max(counts[pos], counts[neg]))
+            tries = 0
+            while quota > 0 and tries < 100 * quota:
+                tries += 1
+                t, sub_seed = rng.choice(group), rng.getrandbits(64)
+                a = _make(t, random.Random(sub_seed), seed=seed, train=train)
+                b = _make(t, random.Random(sub_seed), seed=seed, train=train, negate=True)
+                if a.text in seen or b.text in seen or a.text == b.text:
+                    continue
+                seen.update((a.text, b.text))
+                splits[name] += [a, b]
+                counts[pos] += 1
+                counts[neg] += 1
+                quota -= 1
+        for intent in DEMO_INTENTS:
+            pool = [t for t in here if t.intent == intent and t.negated is None]
+            splits[name] += _unique(rng, pool, n - counts[intent], seen, seed=seed, train=train)
+        if oos_sizes[name]:
+            near = round(oos_sizes[name] * NEAR_MISS_SHARE)
+            for is_near, quota in ((True, near), (False, oos_sizes[name] - near)):
+                pool = [t for t in here if t.intent == OOS_LABEL and t.near_miss == is_near]
+                splits[name] += _unique(rng, pool, quota, seen, seed=seed, train=train)
     for name in SPLITS:
         rng.shuffle(splits[name])
     return splits
 
 
-def _unique(rng: random.Random, templates: tuple[str, ...], n: int,
-            seen: set[str]) -> list[Utterance]:
+def _unique(rng: random.Random, templates: list[Template], n: int, seen: set[str], *,
+            seed: int, train: bool) -> list[DemoExample]:
     """``n`` renderings with texts not in ``seen`` (which they join)."""
-    out: list[Utterance] = []
+    out: list[DemoExample] = []
+    if n > 0 and not templates:
+        raise RuntimeError(f"no template to render {n} examples from")
     tries = 0
     while len(out) < n:
         tries += 1
         if tries > 200 * n + 1000:
             raise RuntimeError(f"only {len(out)} distinct texts of {n} from templates like "
-                               f"{templates[0]!r}; lower per_intent or oos")
-        u = render(rng.choice(templates), rng)
-        if u.text not in seen:
-            seen.add(u.text)
-            out.append(u)
+                               f"{templates[0].template!r}; lower per_intent or oos")
+        ex = _make(rng.choice(templates), rng, seed=seed, train=train)
+        if ex.text not in seen:
+            seen.add(ex.text)
+            out.append(ex)
     return out
 
 
@@ -191,56 +245,32 @@ def _split_sizes(n: int) -> tuple[int, int, int]:
     return n - 2 * held, held, held
 
 
-def _stratify(rng: random.Random, pairs: list[tuple[DemoExample, DemoExample]],
-              singles: dict[str, list[DemoExample]], per_intent: int
-              ) -> dict[str, list[DemoExample]]:
-    """Split 70/15/15 per intent; both texts of a minimal pair go to the same split."""
-    target = _split_sizes(per_intent)
-    taken = {intent: [0, 0, 0] for intent in singles}
-    splits: dict[str, list[DemoExample]] = {name: [] for name in SPLITS}
-    pairs = list(pairs)
-    rng.shuffle(pairs)
-
-    def room(label: str, k: int) -> float:
-        return (target[k] - taken[label][k]) / target[k]
-
-    for pair in pairs:  # to the split with the most room left, relative to its size
-        k = max(range(3), key=lambda k: (sum(room(ex.label, k) for ex in pair), -k))
-        for ex in pair:
-            taken[ex.label][k] += 1
-            splits[SPLITS[k]].append(ex)
-    for intent, examples in singles.items():
-        examples = list(examples)
-        rng.shuffle(examples)
-        for ex in examples:
-            k = max(range(3), key=lambda k: (room(intent, k), -k))
-            taken[intent][k] += 1
-            splits[SPLITS[k]].append(ex)
-    return splits
-
-
 # -- files -----------------------------------------------------------------------------------
 def _to_json(ex: DemoExample) -> dict[str, Any]:
     return {"text": ex.text, "label": ex.label, "intents": list(ex.intents),
             "spans": [[s.start, s.end, s.category, s.value] for s in ex.spans],
             "slots": [{"name": s.name, "start": s.start, "end": s.end, "text": s.text,
-                       "value": s.value} for s in ex.slots]}
+                       "value": s.value} for s in ex.slots],
+            "template": ex.template, "slices": list(ex.slices)}
 
 
 def _from_json(obj: dict[str, Any]) -> DemoExample:
     return DemoExample(obj["text"], obj["label"], tuple(obj["intents"]),
                        tuple(Span(*s) for s in obj["spans"]),
                        tuple(Slot(s["name"], s["start"], s["end"], s["text"], s["value"])
-                             for s in obj["slots"]))
+                             for s in obj["slots"]),
+                       str(obj.get("template", "")), tuple(obj.get("slices", ())))
 
 
 def write_demo_corpus(directory: str | Path, *, seed: int = 0, per_intent: int = 120,
                       oos: int = 150) -> dict[str, Path]:
-    """Generate the corpus and write it as CSV (``text,label``) and JSON lines.
+    """Generate the corpus and write it as CSV and JSON lines.
 
-    The JSON lines hold every annotation: ``{"text", "label", "intents", "spans":
-    [[start, end, category, value], ...], "slots": [{"name", "start", "end", "text",
-    "value"}, ...]}``.
+    The CSV files have the columns ``text,label,slices,template`` (``slices`` joined by
+    ``;``), which ``headwise train``/``eval`` read (``eval`` reports accuracy per slice). The
+    JSON lines hold every annotation: ``{"text", "label", "intents", "spans": [[start, end,
+    category, value], ...], "slots": [{"name", "start", "end", "text", "value"}, ...],
+    "template", "slices": [...]}``.
 
     Args:
         directory: where to write (created if needed).
@@ -259,8 +289,9 @@ def write_demo_corpus(directory: str | Path, *, seed: int = 0, per_intent: int =
         csv_path, jsonl_path = directory / f"{name}.csv", directory / f"{name}.jsonl"
         with csv_path.open("w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(["text", "label"])
-            writer.writerows([ex.text, ex.label] for ex in corpus[name])
+            writer.writerow(["text", "label", "slices", "template"])
+            writer.writerows([ex.text, ex.label, ";".join(ex.slices), ex.template]
+                             for ex in corpus[name])
         with jsonl_path.open("w", encoding="utf-8") as f:
             for ex in corpus[name]:
                 f.write(json.dumps(_to_json(ex), ensure_ascii=False) + "\n")

@@ -1,13 +1,17 @@
 """Word lists and shared templates of the demo corpus (data only).
 
-Negations, domain terms, openings and closings, out-of-scope requests, and the templates
-shared between intents: minimal pairs, contrasts and corrections. The intents' own templates
+Negations, domain terms, out-of-scope requests (far ones and near misses), and the templates
+shared between intents: minimal pairs, contrasts and corrections. Each contrast or correction
+frame, each minimal-pair template and each out-of-scope template is one family: it goes to
+one split for every intent that uses it. Openings, fillers and closings are surface
+phenomena (:mod:`headwise.text.demo_phenomena`). The intents' own templates
 are in :mod:`headwise.text.demo_templates`; :mod:`headwise.text.demo_render` reads both.
 Templates use a small notation:
 ``(a|b|)`` picks one alternative (an empty one makes the group optional), ``{amount}``
 inserts a slot value (the placeholders of :data:`headwise.text.demo_values.PLACEHOLDERS`),
-``<pos|neg>`` marks where a minimal pair differs (alternatives split by ``/``), and a
-trailing `` @+intent`` lists further intents the utterance also expresses.
+``<pos|neg>`` marks where a minimal pair differs (alternatives split by ``/``), a trailing
+`` @+intent`` lists further intents the utterance also expresses, and trailing tags
+(`` #neg``, `` #order``, `` #long``) name the slices the template exercises.
 """
 
 from __future__ import annotations
@@ -37,24 +41,6 @@ DOMAIN: tuple[str, ...] = (
     "借记卡", "额度", "提额", "账单", "退款", "销户", "注销", "自动还款", "自动扣款",
     "还款日", "还款", "逾期", "征信", "补卡", "补办", "延期", "停息挂账", "最低还款",
     "到账", "放款", "重定价日", "手机银行", "网点", "柜台",
-)
-
-#: openings that fit any utterance
-PREFIXES: tuple[str, ...] = (
-    "", "", "", "", "", "", "您好，", "您好，", "你好，", "你好，", "喂，", "在吗？", "客服，",
-    "你好客服，", "那个，", "嗯，", "打扰一下，", "人工客服，", "哈喽，",
-)
-
-#: openings that only fit a question
-QUESTION_PREFIXES: tuple[str, ...] = (
-    "请问", "请问一下，", "麻烦问一下，", "我想问一下，", "咨询一下，", "想了解一下，",
-    "问一下，",
-)
-
-#: closings, added after the final punctuation (a leading "，" when there is none)
-ENDINGS: tuple[str, ...] = (
-    "", "", "", "", "", "", "", "", "谢谢", "谢谢", "谢谢啦", "麻烦了", "多谢", "急",
-    "在线等", "辛苦了", "麻烦尽快",
 )
 
 #: out-of-scope requests: chit-chat and other domains (label "oos")
@@ -91,18 +77,56 @@ OOS_TEMPLATES: tuple[str, ...] = (
     "今年春节放几天假？",
 )
 
+#: out-of-scope requests that sound like banking but are none of the 27 intents (other
+#: institutions' cards and accounts, investments, deposits, social insurance ...)
+OOS_NEAR_MISS_TEMPLATES: tuple[str, ...] = (
+    "(股票|基金)怎么开户？",
+    "炒股(要|需要)开什么账户？",
+    "(住房|)公积金怎么提取？",
+    "公积金(能|可以)取出来(装修|租房)吗？",
+    "社保卡(丢了|坏了)怎么补办？",
+    "社保卡怎么激活？",
+    "手机卡(丢了|坏了)，怎么补办？",
+    "(电话卡|手机号)怎么注销？",
+    "(饭卡|公交卡|门禁卡)丢了，去哪补办？",
+    "(游戏账号|微信号)被冻结了怎么解封？",
+    "银行的保险箱怎么租？",
+    "(车险|医疗险)理赔要多久？",
+    "(美元|日元|欧元)今天的汇率是多少？",
+    "黄金(现在|今天)多少钱一克？",
+    "定期存款利率是多少？",
+    "理财产品(收益怎么样|有什么推荐)？",
+    "(国债|大额存单)怎么买？",
+    "(附近|最近)的网点几点(开门|关门)？",
+    "附近哪有ATM？",
+    "个人所得税APP怎么(登录|注册)？",
+    "(车辆|汽车)年检要带什么？",
+    "信用卡积分怎么兑换礼品？",
+    "数字人民币钱包怎么开通？",
+    "外币怎么兑换？",
+    "(电费|燃气费)账单怎么查？",
+    "医保卡余额怎么查？",
+    "你们银行招(柜员|实习生)吗？",
+    "(房产证|营业执照)怎么办理？",
+)
+
 # -- minimal pairs: rendered twice with the same draws, without and with the negation --
 #: (intent without the negation, intent with it, template with one <pos|neg> marker)
 PAIR_TEMPLATES: tuple[tuple[str, str, str], ...] = (
     ("apply_instalment", "cancel_instalment",
      "这笔{amount}的账单我<要/想/打算|不要/不想/不打算>分期了"),
     ("apply_instalment", "cancel_instalment", "(上个月|这个月)的账单<还是要|不>办分期了"),
+    ("apply_instalment", "cancel_instalment",
+     "(上个月|昨天)那笔{amount}的消费<要/想|不要/不想>分期"),
     ("add_insurance", "refuse_insurance", "这个(保险|意外险)我<要|不要/不需要/不接受>"),
     ("add_insurance", "refuse_insurance", "<给我|别给我>加上这个保险"),
     ("add_insurance", "refuse_insurance", "捆绑的保险我<接受|不接受>"),
     ("report_card_loss", "unfreeze_card", "(那张|尾号{card}的)卡<还是要|不用/不需要>挂失了"),
+    ("report_card_loss", "unfreeze_card", "挂失<还是要办|不用办/就不办>了，(那张|这张)卡"),
+    ("report_card_loss", "unfreeze_card", "(那张|这张)卡<还是|不用/不需要>(办|)挂失(吧|)"),
     ("enable_autopay", "cancel_autopay", "自动还款我<要|不要/不想要>了"),
     ("enable_autopay", "cancel_autopay", "以后<|不要/别>从尾号{card}的卡自动扣款"),
+    ("enable_autopay", "cancel_autopay", "每个月<帮我|别/不要>自动扣款还信用卡"),
 )
 
 
@@ -124,6 +148,9 @@ CONTRAST_FRAMES: tuple[str, ...] = (
     f"[A](就|)(算了|不要了|不考虑了)，{_AFF}[B](吧|)",
     "(我|)(考虑了一下|想了想|商量了一下)，(不|不想|不打算)[A]了，(还是|就)[B](吧|)",
     "[B](就行|就好|吧)，[A](我|)(不要|不需要|不考虑)(了|)",
+    "[A]就不用了，(帮我|麻烦)[B]",
+    "不用[A]了，[B](吧|就行|)",
+    "(先|)别[A]，(帮我|)[B]",
 )
 
 #: (intent, the option it turns down, the option it chooses): the two intents of a family
@@ -145,6 +172,9 @@ CORRECTION_FRAMES: tuple[str, ...] = (
     "我不是(要|想)[A]，(是|而是|我是)(要|想)[B]",
     "(我|)(要|想)[B]，不是(要|想)[A]",
     "(你|)(搞错了|理解错了|听错了)，我(要|想)[B]，不(要|想)[A]",
+    "(我|)不是(要|想)[A]的意思，我是想[B]",
+    "[B]，[A]的话(就|)不用了",
+    "(我|)说的是[B]，不是[A]",
 )
 
 #: (intent, what it wants, intent, what that one wants): each intent's corrections decline

@@ -1,9 +1,10 @@
 """Rendering the demo corpus's templates into annotated utterances.
 
 A template (notation in :mod:`headwise.text.demo_lexicon`) becomes one customer message:
-an opening, the body with its alternatives picked and its slot values written out, the final
-punctuation typed one of several ways, and a closing. :func:`render` returns the text with
-its slots, and :func:`annotate` finds the negation, number and domain spans in it.
+the body with its alternatives picked and its slot values written out, and the final
+punctuation typed one of several ways (openings, fillers, typos ... are added afterwards, by
+:mod:`headwise.text.demo_phenomena`). :func:`render` returns the text with its slots, and
+:func:`annotate` finds the negation, number and domain spans in it.
 """
 
 from __future__ import annotations
@@ -20,12 +21,10 @@ from headwise.text.demo_lexicon import (
     CORRECTION_FRAMES,
     CORRECTIONS,
     DOMAIN,
-    ENDINGS,
     NEGATION,
     NON_NEGATION,
-    PREFIXES,
-    QUESTION_PREFIXES,
 )
+from headwise.text.demo_phenomena import TEMPLATE_TAGS
 from headwise.text.demo_templates import DEMO_INTENTS, INTENT_TEMPLATES
 from headwise.text.demo_values import PLACEHOLDERS
 
@@ -45,12 +44,29 @@ class Utterance:
         slots: ``(name, start, end, text, value)`` of each slot value.
         numbers: ``(start, end, value)`` of each numeral (``value``: its slot's value).
         also: further intents the template declares (`` @+intent``).
+        question: whether the template ends in a question mark.
     """
 
     text: str = ""
     slots: list[tuple[str, int, int, str, Any]] = field(default_factory=list)
     numbers: list[tuple[int, int, Any]] = field(default_factory=list)
     also: tuple[str, ...] = ()
+    question: bool = False
+
+
+@functools.cache
+def template_tags(template: str) -> tuple[str, ...]:
+    """The tags after the body of a template (`` #neg #long`` -> ``("neg", "long")``).
+
+    Raises:
+        ValueError: a tag that is not one of
+            :data:`~headwise.text.demo_phenomena.TEMPLATE_TAGS`.
+    """
+    tags = tuple(template.split(" #")[1:])
+    for tag in tags:
+        if tag.strip() not in TEMPLATE_TAGS:
+            raise ValueError(f"unknown tag #{tag} in {template!r}")
+    return tuple(t.strip() for t in tags)
 
 
 @functools.cache
@@ -63,7 +79,7 @@ def parse_template(template: str) -> tuple[tuple[tuple[str, Any], ...], str, tup
     Raises:
         ValueError: an unknown placeholder or a malformed template.
     """
-    body, _, extra = template.partition(" @+")
+    body, _, extra = template.split(" #")[0].partition(" @+")
     final = body[-1] if body and body[-1] in _FINAL else ""
     return (_pieces(body[: len(body) - len(final)], template), final,
             tuple(x for x in extra.split(",") if x))
@@ -107,7 +123,7 @@ def render(template: str, rng: random.Random, *, negate: bool = False) -> Uttera
         The message with its slots and numerals.
     """
     pieces, final, also = parse_template(template)
-    out = Utterance(also=also)
+    out = Utterance(also=also, question=final == "？")
 
     def literal(s: str) -> None:
         out.text += "".join(rng.choice(_COMMAS) if c == "，" else c for c in s)
@@ -129,24 +145,32 @@ def render(template: str, rng: random.Random, *, negate: bool = False) -> Uttera
                 sides = data[1] if negate else data[0]
                 literal(sides[int(rng.random() * len(sides))])  # one draw, whichever side
 
-    literal(rng.choice(PREFIXES + (QUESTION_PREFIXES if final == "？" else ())))
     write(pieces)
     literal(rng.choice(_FINAL_VARIANTS[final]))
-    ending = rng.choice(ENDINGS)
-    if ending:
-        literal(ending if out.text[-1:] in tuple(_FINAL + "?") else "，" + ending)
     return out
+
+
+def frame_templates() -> list[tuple[str, int, str, str]]:
+    """The contrast and correction templates: ``(kind, frame index, intent, template)``;
+    kind ``"contrast"`` or ``"correction"``, the frame's index in its frame list, and the
+    template tagged `` #neg`` (the scope of the negation decides the intent)."""
+    out = []
+    for intent, declined, chosen in CONTRASTS:
+        out += [("contrast", k, intent, f.replace("[A]", declined).replace("[B]", chosen))
+                for k, f in enumerate(CONTRAST_FRAMES)]
+    for x, wants_x, y, wants_y in CORRECTIONS:
+        for intent, declined, chosen in ((x, wants_y, wants_x), (y, wants_x, wants_y)):
+            out += [("correction", k, intent,
+                     f.replace("[A]", declined).replace("[B]", chosen))
+                    for k, f in enumerate(CORRECTION_FRAMES)]
+    return [(kind, k, intent, t + " #neg") for kind, k, intent, t in out]
 
 
 def intent_templates() -> dict[str, tuple[str, ...]]:
     """Each intent's templates: its own, its contrasts and its corrections."""
     pools = {intent: list(INTENT_TEMPLATES[intent]) for intent in DEMO_INTENTS}
-    frames = [(CONTRAST_FRAMES, c) for c in CONTRASTS]
-    for x, wants_x, y, wants_y in CORRECTIONS:
-        frames += [(CORRECTION_FRAMES, (x, wants_y, wants_x)),
-                   (CORRECTION_FRAMES, (y, wants_x, wants_y))]
-    for frame_set, (intent, declined, chosen) in frames:
-        pools[intent] += [f.replace("[A]", declined).replace("[B]", chosen) for f in frame_set]
+    for _, _, intent, template in frame_templates():
+        pools[intent].append(template)
     return {intent: tuple(templates) for intent, templates in pools.items()}
 
 

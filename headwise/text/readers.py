@@ -27,6 +27,9 @@ Formats (``format=``):
 - ``"clue"``: DataCLUE CIC's JSON lines ``{"id", "label", "sentence", "label_des"}``: the
   text is ``sentence``, the label ``label_des`` (the readable intent), or ``str(label)``
   when ``label_des`` is absent.
+- a ``slices`` CSV column or JSON field, when present, names the slices (phenomena) a row
+  exercises: names joined by ``;`` or ``,`` (a JSON list of strings also works); ``headwise
+  eval`` reports accuracy per slice (:attr:`Example.slices`).
 - ``"auto"``: by extension (``.csv``, ``.tsv``, ``.jsonl``, ``.json``, ``.ndjson``; other
   names by their first character), and the CLUE layout when the first object has both
   ``sentence`` and ``label_des``.
@@ -84,11 +87,14 @@ class Example:
         text: the text, stripped of surrounding whitespace (never empty).
         label: the label, stripped; None when the file has no labels.
         line: the 1-based line of the source file where the row starts.
+        slices: the slice names of the row's ``slices`` column or field (``()`` when it is
+            empty), None when the file has none.
     """
 
     text: str
     label: str | None
     line: int
+    slices: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -114,6 +120,11 @@ class Dataset:
     def labels(self) -> list[str | None]:
         """The labels, in order (None where a row has none)."""
         return [e.label for e in self.examples]
+
+    @property
+    def slices(self) -> list[tuple[str, ...] | None]:
+        """The slice names of each row, in order (None where a row has none)."""
+        return [e.slices for e in self.examples]
 
     def label_set(self) -> list[str]:
         """The distinct labels, sorted (None left out)."""
@@ -212,7 +223,8 @@ class _Rows:
             raise DataError(self.path, line, problem)
         self.skipped.append((line, problem))
 
-    def add(self, line: int, text: Any, label: Any, require_labels: bool) -> None:
+    def add(self, line: int, text: Any, label: Any, require_labels: bool,
+            slices: Any = None) -> None:
         if not isinstance(text, str):
             return self.bad(line, f"text must be a string, got {json_type_name(text)}")
         text = text.strip()
@@ -225,7 +237,14 @@ class _Rows:
             label = str(label).strip() or None
         if label is None and require_labels:
             return self.bad(line, "missing or empty label")
-        self.examples.append(Example(text, label, line))
+        if slices is not None:
+            if isinstance(slices, str):
+                slices = re.split(r"[;,]", slices)
+            if not isinstance(slices, list) or not all(isinstance(x, str) for x in slices):
+                return self.bad(line, f"slices must be a string or a list of strings, got "
+                                      f"{json_type_name(slices)}")
+            slices = tuple(x.strip() for x in slices if x.strip())
+        self.examples.append(Example(text, label, line, slices))
 
 
 def _resolve_format(path: Path, data: bytes, format: str) -> str:
@@ -269,7 +288,7 @@ def _read_csv(data: bytes, delimiter: str, rows: _Rows, text_column: str | None,
 
     reader = csv.reader(lines(), delimiter=delimiter)
     header: list[str] | None = None
-    text_at, label_at = 0, None
+    text_at, label_at, slices_at = 0, None, None
     done = 0  # physical lines consumed by the rows read so far
     try:
         for row in reader:
@@ -283,6 +302,7 @@ def _read_csv(data: bytes, delimiter: str, rows: _Rows, text_column: str | None,
                 header = [name.strip() for name in row]
                 text_at, label_at = _csv_columns(rows.path, header, start, text_column,
                                                  label_column, require_labels)
+                slices_at = _pick(header, None, ("slices",))
                 continue
             if bad_lines:
                 rows.bad(bad_lines[0], problems[bad_lines[0]])
@@ -293,7 +313,7 @@ def _read_csv(data: bytes, delimiter: str, rows: _Rows, text_column: str | None,
                                 f"{len(row)}{hint}")
                 continue
             rows.add(start, row[text_at], row[label_at] if label_at is not None else None,
-                     require_labels)
+                     require_labels, row[slices_at] if slices_at is not None else None)
     except csv.Error as e:
         raise DataError(rows.path, reader.line_num, f"unreadable CSV: {e}") from None
 
@@ -345,7 +365,7 @@ def _read_json(data: bytes, rows: _Rows, text_column: str | None, label_column: 
         else:
             label_key = _pick_key(obj, label_column, JSON_LABEL_KEYS)
             label = obj.get(label_key) if label_key is not None else None
-        rows.add(line, obj[text_key], label, require_labels)
+        rows.add(line, obj[text_key], label, require_labels, obj.get("slices"))
 
 
 def _pick_key(obj: dict[str, Any], wanted: str | None, defaults: tuple[str, ...]) -> str | None:

@@ -1,26 +1,45 @@
-"""The demo job end to end with tiny settings: files, summary, table."""
+"""The demo job end to end with tiny settings: files, summary, tables, slice verdicts."""
 
 from __future__ import annotations
 
 import json
 
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.demo import DemoSettings, comparison_table, run_demo
+from headwise.intent.demo import DemoSettings, comparison_table, run_demo, slice_verdicts
+from headwise.intent.ensemble import load_classifier
+from headwise.intent.recipe import IntentRecipe
 
 
-def test_demo_trains_compares_and_saves_both_models(tmp_path):
+def test_demo_trains_compares_and_saves_every_model(tmp_path):
     lines = []
     s = DemoSettings(per_intent=6, epochs=1, d_model=32, num_layers=1, latency_queries=3)
-    summary = run_demo(tmp_path, s, echo=lines.append)
-    assert set(summary["models"]) == {"bilstm", "transformer"}
-    for name in ("bilstm", "transformer"):
+    extra = {"tfidf_c1": IntentRecipe(model="tfidf", tfidf_c=1.0)}  # the extra-model hook
+    summary = run_demo(tmp_path, s, echo=lines.append, extra_models=extra)
+    assert list(summary["models"]) == ["tfidf", "bilstm", "transformer", "tfidf_c1"]
+    for name in summary["models"]:
         r = summary["models"][name]
         assert 0.0 <= r["accuracy"] <= 1.0 and 0.0 <= r["macro_f1"] <= 1.0
         assert r["oos_recall"] is not None  # the corpus has out-of-scope rows in test
-        assert r["latency"]["p50_ms"] > 0
-        clf = IntentClassifier.load(tmp_path / name)
+        assert 0.0 <= r["reject_rate"] <= 1.0
+        assert r["latency"]["p50_ms"] > 0 and r["parameters"] > 0
+        clf = load_classifier(tmp_path / name)
         assert len(clf.labels) == summary["corpus"]["intents"] >= 20
         assert (tmp_path / name / "eval" / "confusion.png").is_file()
+        # a slice table per model: every row, then each phenomenon of the test split
+        slices = {row["slice"]: row for row in r["slices"]}
+        assert r["slices"][0]["slice"] == "all"
+        assert slices["all"]["n"] == summary["corpus"]["sizes"]["test"]
+        assert {"plain", "negation_scope", "oos_near_miss"} <= set(slices)
+        assert slices["oos_near_miss"]["n_in_scope"] == 0
+        assert slices["oos_near_miss"]["accuracy"] == slices["oos_near_miss"]["oos_recall"]
+    assert summary["corpus"]["split"].startswith("by template family")
+    text = "\n".join(lines)
+    assert "held-out phrasing" in text and "tfidf per slice" in text
+    # one verdict per slice, naming a model and the numbers of this run
+    verdicts = summary["slice_verdicts"]
+    assert len(verdicts) == len(summary["models"]["tfidf"]["slices"])
+    assert all(v in text for v in verdicts)
+    assert all(any(m in v for m in summary["models"]) for v in verdicts)
     model = IntentClassifier.load(tmp_path / "transformer").model
     assert model.config.num_heads == 8 and model.config.number_heads == [0, 1]
     assert model.config.position == "rope"
@@ -28,11 +47,41 @@ def test_demo_trains_compares_and_saves_both_models(tmp_path):
     assert model.encoder.is_number_token.any()
     for split in ("train", "valid", "test"):
         assert (tmp_path / "data" / f"{split}.csv").is_file()
+    assert (tmp_path / "tfidf" / "tfidf.json").is_file()
     saved = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
     assert saved["models"]["bilstm"]["accuracy"] == summary["models"]["bilstm"]["accuracy"]
     table = comparison_table(summary["models"])
-    assert table in "\n".join(lines) and "| bilstm |" in table and "| transformer |" in table
+    assert table in text and "| bilstm |" in table and "| transformer |" in table
+    assert "| tfidf |" in table and "in-scope rejected" in table
     assert len(summary["examples"]) == 8
+
+
+def _rows(*accuracies_by_model, n=100):
+    return {m: {"slices": [{"slice": s, "n": n, "accuracy": a} for s, a in acc.items()]}
+            for m, acc in accuracies_by_model}
+
+
+def test_slice_verdicts_name_the_winner_and_the_lead():
+    results = _rows(("tfidf", {"all": 0.80, "typo": 0.50, "plain": 0.90}),
+                    ("bilstm", {"all": 0.81, "typo": 0.70, "plain": 0.90}),
+                    ("transformer", {"all": 0.60, "typo": 0.65, "plain": 0.30}))
+    verdicts = slice_verdicts(results)
+    assert [v.split(" (n=")[0] for v in verdicts] == ["every test question", "'plain'",
+                                                       "'typo'"]
+    everything, plain, typo = verdicts
+    # 0.81 vs 0.80 on 100 rows: a 1-point lead, standard error about 5.6 points
+    assert everything.startswith("every test question (n=100): no clear winner, bilstm 81.0% "
+                                 "vs tfidf 80.0%")
+    assert "transformer 60.0%" in everything
+    assert typo == ("'typo' (n=100): no clear winner, bilstm 70.0% vs transformer 65.0% "
+                    "(a 5.0-point lead, not above twice its standard error, 2 x 6.6); "
+                    "tfidf 50.0%")
+    assert plain.startswith("'plain' (n=100): no clear winner, bilstm 90.0% vs tfidf 90.0%")
+    big = slice_verdicts(_rows(("a", {"typo": 0.9}), ("b", {"typo": 0.5}), n=400))
+    assert big == ["'typo' (n=400): a wins with 90.0%, 40.0 points ahead of b (50.0%)"]
+    assert slice_verdicts(_rows(("a", {"typo": 0.9}))) == [
+        "'typo' (n=100): a 90.0% (no other model)"]
+    assert slice_verdicts({"a": {"slices": []}}) == []
 
 
 def test_compound_demo_trains_scores_and_shows_slots(tmp_path):

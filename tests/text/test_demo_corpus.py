@@ -1,4 +1,5 @@
-"""The built-in demo corpus: determinism, splits, annotations, minimal pairs, files."""
+"""The built-in demo corpus: determinism, held-out template families, slices, annotations,
+minimal pairs, files."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ from headwise.text import (
     write_demo_corpus,
 )
 from headwise.text.chinese_numerals import chinese_numeral, parse_chinese_numeral
+from headwise.text.demo_corpus import PHENOMENA
+from headwise.text.demo_families import assign_families, catalogue, family_of
+from headwise.text.demo_phenomena import CODE_MIX, TYPOS, surface_pool
+from headwise.text.demo_render import annotate
 from headwise.text.demo_values import (
     parse_amount,
     parse_date,
@@ -151,14 +156,99 @@ def test_negations_and_domain_terms_are_all_marked(corpus):
 
 
 def test_annotations_of_one_example_by_hand():
-    corpus = generate_demo_corpus(seed=0)
-    ex = next(e for e in corpus["train"] if e.text == "这笔30500块钱的账单我不打算分期了")
-    assert ex.label == "cancel_instalment" and ex.intents == ("cancel_instalment",)
     amount = {"amount": 30500.0, "currency": "CNY"}
-    assert ex.slots == (Slot("amount", 2, 9, "30500块钱", amount),)
-    assert ex.spans == (Span(2, 7, "number", amount), Span(10, 12, "domain"),
-                        Span(13, 16, "negation"), Span(16, 18, "domain"))
+    spans = annotate("这笔30500块钱的账单我不打算分期了", [(2, 7, amount)])
+    assert spans == [(2, 7, "number", amount), (10, 12, "domain", None),
+                     (13, 16, "negation", None), (16, 18, "domain", None)]
+    ex = DemoExample("这笔30500块钱的账单我不打算分期了", "cancel_instalment",
+                     ("cancel_instalment",), tuple(Span(*sp) for sp in spans),
+                     (Slot("amount", 2, 9, "30500块钱", amount),), "pair.0:0",
+                     ("numbers", "negation_scope"))
+    assert ex.family == "pair.0"
     hash(ex)  # usable in sets although slot values are dicts
+    # the A-not-A question and 不好意思 negate nothing
+    assert [sp[2] for sp in annotate("不好意思，提前还款要不要违约金", [])] == ["domain", "domain"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 5])
+@pytest.mark.parametrize("per_intent", [6, 30, 120])
+def test_no_template_or_family_in_two_splits(seed, per_intent):
+    corpus = generate_demo_corpus(seed=seed, per_intent=per_intent, oos=40)
+    templates = {name: {ex.template for ex in split} for name, split in corpus.items()}
+    families = {name: {ex.family for ex in split} for name, split in corpus.items()}
+    for a, b in (("train", "valid"), ("train", "test"), ("valid", "test")):
+        assert not templates[a] & templates[b], (a, b)
+        assert not families[a] & families[b], (a, b)
+    known = {t.id: t for t in catalogue()}
+    for split in corpus.values():
+        for ex in split:
+            assert ex.template in known and family_of(ex.template) == ex.family
+            assert known[ex.template].intent in (ex.label, OOS_LABEL) or \
+                known[ex.template].negated == ex.label
+
+
+def test_family_assignment_is_by_seed_and_holds_out_one_family_per_group():
+    templates = catalogue()
+    import random
+    a, b = assign_families(templates, random.Random(0)), assign_families(templates,
+                                                                         random.Random(1))
+    assert a != b and a == assign_families(templates, random.Random(0))
+    for intent in DEMO_INTENTS:
+        own = Counter(split for family, split in a.items()
+                      if family.rpartition(".")[0] == intent)
+        assert own["test"] == 1 and own["valid"] == 1 and own["train"] >= 3, intent
+    assert all(a[t.family] in ("valid", "test") for t in templates if t.intent == OOS_LABEL)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_phenomenon_is_in_the_test_split(seed):
+    corpus = generate_demo_corpus(seed=seed)
+    for name in ("valid", "test"):
+        counts = Counter(x for ex in corpus[name] for x in ex.slices)
+        assert set(counts) == set(PHENOMENA), (name, counts)
+        assert min(counts.values()) >= 10, counts
+
+
+def test_slices_say_what_the_text_shows(corpus):
+    typos = [form for _, forms in TYPOS for form in forms]
+    english = [form for _, forms in CODE_MIX for form in forms]
+    for ex in every(corpus):
+        assert ex.slices and set(ex.slices) <= set(PHENOMENA), ex
+        assert list(ex.slices) == sorted(ex.slices, key=PHENOMENA.index)
+        assert ("plain" in ex.slices) == (ex.slices == ("plain",))
+        assert ("numbers" in ex.slices) == bool(ex.slots), ex
+        assert ("oos_near_miss" in ex.slices) == ex.family.startswith("oos_near."), ex
+        if "typo" in ex.slices:
+            assert any(t in ex.text for t in typos), ex.text
+        if "code_mixed" in ex.slices:
+            assert any(e in ex.text for e in english), ex.text
+        if "negation_scope" in ex.slices:  # a negation word, or a refusal (A就算了，B)
+            assert any(s.category == "negation" for s in ex.spans) or "算了" in ex.text, ex.text
+        if ex.slices == ("plain",):
+            assert not re.search("[a-z]", ex.text), ex.text
+
+
+def test_held_out_surface_forms_never_reach_training(corpus):
+    held = [form for entry in set(TYPOS) - set(surface_pool("TYPOS", 0, True))
+            for form in entry[1]]
+    assert held
+    train = " ".join(ex.text for ex in corpus["train"])
+    rest = " ".join(ex.text for name in ("valid", "test") for ex in corpus[name])
+    assert not [form for form in held if form in train]
+    assert any(form in rest for form in held)
+
+
+def test_near_miss_out_of_scope_texts_are_never_in_scope_texts(corpus):
+    near = [ex for ex in every(corpus) if "oos_near_miss" in ex.slices]
+    assert len(near) == 60 and all(ex.label == OOS_LABEL and ex.intents == () for ex in near)
+    in_scope = {ex.text for ex in every(corpus) if ex.label != OOS_LABEL}
+    assert not {ex.text for ex in near} & in_scope
+    texts = " ".join(ex.text for ex in near)
+    assert all(w in texts for w in ("公积金", "社保卡", "开户"))
+    for seed in (1, 2):
+        other = generate_demo_corpus(seed=seed, per_intent=30, oos=60)
+        in_scope = {ex.text for ex in every(other) if ex.label != OOS_LABEL}
+        assert not {ex.text for ex in every(other) if "oos_near_miss" in ex.slices} & in_scope
 
 
 def minimal_pairs(examples):
@@ -189,7 +279,7 @@ def test_minimal_pairs_where_negation_changes_the_label(corpus):
     assert ("cancel_instalment", "apply_instalment") in families
     assert ("refuse_insurance", "add_insurance") in families
     test_pairs = minimal_pairs(corpus["test"])  # pairs stay together in one split
-    assert len(test_pairs) >= 15
+    assert len(test_pairs) >= 8
 
 
 def test_negation_that_does_not_flip_and_compounds(corpus):
@@ -202,7 +292,10 @@ def test_negation_that_does_not_flip_and_compounds(corpus):
         assert len(negated(intent)) >= 10, intent
     assert any("不知道提前还款要不要违约金" in ex.text for ex in negated("early_repayment_penalty"))
     # compounds: 提前还款 alone vs with 违约金/手续费
-    penalty = [ex for ex in every(corpus) if ex.label == "early_repayment_penalty"]
+    surface = {"typo", "synonym", "code_mixed"}  # these may rewrite the topic words
+    penalty = [ex for ex in every(corpus) if ex.label == "early_repayment_penalty"
+               and not surface & set(ex.slices)]
+    assert len(penalty) > 40
     assert all("提前" in ex.text and re.search("违约金|手续费", ex.text) for ex in penalty)
     plain = [ex for ex in every(corpus) if ex.label == "early_repayment"]
     assert sum("违约金" in ex.text for ex in plain) >= 5
@@ -249,16 +342,22 @@ def test_written_files_parse_back(tmp_path):
     for split, examples in corpus.items():
         with paths[f"{split}.csv"].open(encoding="utf-8", newline="") as f:
             rows = list(csv.reader(f))
-        assert rows[0] == ["text", "label"]
-        assert rows[1:] == [[ex.text, ex.label] for ex in examples]
+        assert rows[0] == ["text", "label", "slices", "template"]
+        assert rows[1:] == [[ex.text, ex.label, ";".join(ex.slices), ex.template]
+                            for ex in examples]
         lines = paths[f"{split}.jsonl"].read_text(encoding="utf-8").splitlines()
         assert [json.loads(line) for line in lines] == [
             {"text": ex.text, "label": ex.label, "intents": list(ex.intents),
              "spans": [[s.start, s.end, s.category, s.value] for s in ex.spans],
              "slots": [{"name": s.name, "start": s.start, "end": s.end, "text": s.text,
-                        "value": s.value} for s in ex.slots]}
+                        "value": s.value} for s in ex.slots],
+             "template": ex.template, "slices": list(ex.slices)}
             for ex in examples]
         assert read_demo_jsonl(paths[f"{split}.jsonl"]) == examples
+    old = tmp_path / "old.jsonl"  # written before templates and slices were recorded
+    old.write_text('{"text": "x", "label": "oos", "intents": [], "spans": [], "slots": []}\n',
+                   encoding="utf-8")
+    assert read_demo_jsonl(old) == [DemoExample("x", "oos", (), (), ())]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "x"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="bad.jsonl:1"):
@@ -281,14 +380,14 @@ def test_lexicon_and_argument_errors():
 def test_templates_parse_and_pairs_differ_only_at_the_marker():
     import random
 
-    from headwise.text.demo_lexicon import OOS_TEMPLATES, PAIR_TEMPLATES
+    from headwise.text.demo_lexicon import OOS_NEAR_MISS_TEMPLATES, OOS_TEMPLATES, PAIR_TEMPLATES
     from headwise.text.demo_render import intent_templates, parse_template, render
 
     for intent, templates in intent_templates().items():
         assert len(templates) >= 8, intent
         for template in templates:
             assert all(i in DEMO_INTENTS for i in parse_template(template)[2]), template
-    for template in OOS_TEMPLATES:
+    for template in OOS_TEMPLATES + OOS_NEAR_MISS_TEMPLATES:
         parse_template(template)
     for pos, neg, template in PAIR_TEMPLATES:
         assert pos in DEMO_INTENTS and neg in DEMO_INTENTS
@@ -308,3 +407,9 @@ def test_templates_parse_and_pairs_differ_only_at_the_marker():
     for bad in ("{nope}", "(a|b", "a>b"):
         with pytest.raises(ValueError):
             parse_template(bad)
+    from headwise.text.demo_render import template_tags
+
+    assert template_tags("分期不要了 #neg #order") == ("neg", "order")
+    assert parse_template("分期不要了 #neg")[0] == parse_template("分期不要了")[0]
+    with pytest.raises(ValueError, match="unknown tag"):
+        template_tags("分期 #nope")

@@ -243,7 +243,7 @@ function badCases() {
   const t = el("table", { class: "bad" }, el("tr", {}, el("th", { text: "text" }), el("th", { text: "gold → predicted" }), el("th", { text: "heads that differ most (value vs correct mean)" })));
   for (const c of B.cases.slice(0, 40)) {
     const heads = c.heads.map((h) => `L${h.layer}H${h.head} ${h.feature} ${fmt(h.value, 2)} vs ${fmt(h.reference, 2)}`).join("; ");
-    const tr = el("tr", {}, el("td", { text: c.text || `#${c.index}` }), el("td", { text: `${c.gold} → ${c.predicted}` }), el("td", { class: "small", text: heads }));
+    const tr = el("tr", {}, el("td", { text: c.text || `#${c.index}` }), el("td", { text: `${c.gold} → ${c.predicted}` + (c.slices && c.slices.length ? ` [${c.slices.join(", ")}]` : "") }), el("td", { class: "small", text: heads }));
     tr.addEventListener("click", () => {
       if (c.heads.length) { state.layer = c.heads[0].layer; state.head = c.heads[0].head; }
       if (shown.has(c.index)) { state.example = shown.get(c.index); $("sel-example").value = String(state.example); }
