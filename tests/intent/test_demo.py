@@ -101,3 +101,20 @@ def test_compound_demo_trains_scores_and_shows_slots(tmp_path):
     assert clf.reference_date == REFERENCE_DATE and clf.model.multi_label
     assert summary["examples"] and all("slots" in a for a in summary["examples"])
     assert (tmp_path / "compound" / "summary.json").is_file()
+
+
+def test_pretrained_row_only_when_the_encoder_is_installed(monkeypatch):
+    from headwise.intent import demo
+    from headwise.models import catalog
+
+    real = catalog.pretrained_info
+    for installed in (True, False):
+        monkeypatch.setattr(catalog, "pretrained_info",
+                            lambda name, i=installed: {**real(name), "installed": i})
+        extra = demo.pretrained_demo_recipe(DemoSettings.quick(seed=3))
+        if installed:
+            r = extra["pretrained"]
+            assert r.model == f"pretrained:{demo.DEMO_PRETRAINED}" and r.linear_probe
+            assert r.epochs == demo.DEMO_PRETRAINED_EPOCHS and r.seed == 3
+        else:
+            assert extra == {}
