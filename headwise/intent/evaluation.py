@@ -178,7 +178,11 @@ def evaluate_classifier(clf: IntentClassifier, texts: Sequence[str],
         raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
     if any(y is None for y in labels):
         raise ValueError("evaluation needs a label on every row")
-    probs = clf.predict_proba(texts, batch_size=batch_size)
+    if hasattr(clf, "predict_proba_and_reject"):  # the detector's decision, when it has one
+        probs, reject = clf.predict_proba_and_reject(texts, batch_size=batch_size)
+    else:
+        probs = clf.predict_proba(texts, batch_size=batch_size)
+        reject = probs.max(1) < clf.threshold
     pred = probs.argmax(1)
     conf = probs.max(1)
     index = {name: i for i, name in enumerate(clf.labels)}
@@ -190,7 +194,7 @@ def evaluate_classifier(clf: IntentClassifier, texts: Sequence[str],
     if len(rows):
         gold = np.array([index[labels[i]] for i in rows])
         report.update(classification_metrics(gold, pred[rows], clf.labels))
-        kept = conf[rows] >= clf.threshold
+        kept = ~reject[rows]
         report["in_scope_accuracy_with_threshold"] = float(((pred[rows] == gold) & kept).mean())
         report["reject_rate"] = float((~kept).mean())
         report["errors"] = [
@@ -202,14 +206,16 @@ def evaluate_classifier(clf: IntentClassifier, texts: Sequence[str],
                                        Path(out_dir) / "confusion.png")
             report["confusion_png"] = str(png)
     report["threshold"] = clf.threshold
+    detector = getattr(clf, "ood", None)
+    report["ood_detector"] = None if detector is None else detector.name
     report["oos_examples"] = int(oos.sum())
-    report["oos_recall"] = float((conf[oos] < clf.threshold).mean()) if oos.any() else None
+    report["oos_recall"] = float(reject[oos].mean()) if oos.any() else None
     report["unseen_labels"] = dict(sorted(unseen.items()))
     if slices is not None and any(s is not None for s in slices):
         from headwise.text.demo_phenomena import PHENOMENA
 
         top = [clf.labels[p] for p in pred]
-        answers = [y if c >= clf.threshold else None for y, c in zip(top, conf, strict=True)]
+        answers = [None if r else y for y, r in zip(top, reject, strict=True)]
         report["slices"] = [r.to_dict() for r in slice_report(
             [str(y) for y in labels], answers, slices, closed=top, order=PHENOMENA)]
     return report

@@ -246,3 +246,21 @@ def test_the_recipe_fits_and_saves_the_detector(tmp_path):
     assert plain.classifier.info["ood"]["detector"] == "max_prob"
     assert plain.classifier.info["ood"]["valid"] == plain.threshold.to_dict()
     assert not (tmp_path / "p" / OOD_FILE).exists()
+
+
+def test_evaluation_counts_the_detectors_rejections():
+    """``headwise eval`` scores what ``predict`` answers: with a detector, its decisions."""
+    from headwise.intent.evaluation import evaluate_classifier
+
+    clf = tiny_classifier()
+    fit_ood_detector(clf, TEXTS, LABELS, *VALID, "knn:3")
+    labels = ["card_lost", "transfer", "balance", "oos", "oos", "card_lost"]
+    clf.ood.threshold = float(np.median(clf.ood.score(*clf.features_and_logits(QUERIES))))
+    _, reject = clf.predict_proba_and_reject(QUERIES)
+    answers = clf.predict(QUERIES)
+    assert [a.out_of_scope for a in answers] == reject.tolist()
+    report = evaluate_classifier(clf, QUERIES, labels, slices=[("plain",)] * len(QUERIES))
+    oos = np.array([y == "oos" for y in labels])
+    assert report["oos_recall"] == pytest.approx(reject[oos].mean())
+    assert report["reject_rate"] == pytest.approx(reject[~oos].mean())
+    assert report["ood_detector"] == "knn"
