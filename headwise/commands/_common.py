@@ -1,4 +1,9 @@
-"""Options and helpers shared by the data-reading sub-commands."""
+"""Options and helpers shared by the data-reading sub-commands.
+
+Imported while ``headwise`` builds its parser, so it imports nothing heavy itself (no
+torch, scikit-learn or pandas): the readers and classifiers are imported by the helpers
+that use them, when a command runs.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,18 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from headwise.intent.compound import COMPOUND_FILE
-from headwise.text.annotations import AnnotatedDataset, read_annotated
-from headwise.text.readers import FORMATS, Dataset, read_examples
+if TYPE_CHECKING:
+    from headwise.text.annotations import AnnotatedDataset
+    from headwise.text.readers import Dataset
+
+#: the data layouts ``--format`` takes: ``headwise.text.readers.FORMATS`` (repeated here so
+#: that building the parser does not import the readers; a test keeps the two equal)
+FORMATS = ("auto", "csv", "jsonl", "banking77", "clue")
+#: the file that marks a compound classifier's directory
+#: (``headwise.intent.compound.COMPOUND_FILE``, kept equal by a test)
+COMPOUND_FILE = "compound.json"
 
 
 def add_data_options(p: argparse.ArgumentParser) -> None:
@@ -25,6 +37,8 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
 
 def read(path: str, args: argparse.Namespace, *, require_labels: bool = True) -> Dataset:
     """Read a data file with the command's data options; report skipped rows on stderr."""
+    from headwise.text.readers import read_examples
+
     data = read_examples(path, format=args.format, text_column=args.text_column,
                          label_column=args.label_column, skip_bad_rows=args.skip_bad_rows,
                          require_labels=require_labels)
@@ -35,6 +49,8 @@ def read(path: str, args: argparse.Namespace, *, require_labels: bool = True) ->
 def read_compound(path: str, args: argparse.Namespace) -> AnnotatedDataset:
     """Read a file of annotated examples (several intents, slot spans) with the command's
     ``--skip-bad-rows``; report skipped rows on stderr."""
+    from headwise.text.annotations import read_annotated
+
     data = read_annotated(path, skip_bad_rows=args.skip_bad_rows)
     _report_skipped(path, data.skipped)
     return data
@@ -43,6 +59,52 @@ def read_compound(path: str, args: argparse.Namespace) -> AnnotatedDataset:
 def is_compound_model(directory: str) -> bool:
     """Whether a saved model directory holds a compound (multi-label) classifier."""
     return (Path(directory) / COMPOUND_FILE).is_file()
+
+
+def check_out_dir(path: str | Path, option: str = "--out") -> Path:
+    """Check that ``path`` can be a directory to write in: it is one already, or it does
+    not exist and the nearest existing folder above it is a directory (it will be
+    created). Call it before any work, so that ``--out train.csv`` is refused at once in
+    one line, not after training with ``[Errno 20] Not a directory``.
+
+    Args:
+        path: the output directory a command was given.
+        option: how the message names it (``"--out"``, ``"OUT"``).
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ValueError: ``path``, or a folder above it, is an existing file (not a directory).
+    """
+    out = Path(path)
+    for p in (out, *out.parents):
+        if p.exists():
+            if p.is_dir():
+                return out
+            where = "is" if p == out else f"cannot be made: {p} is"
+            raise ValueError(f"{option} {out} {where} a file, not a directory; name a "
+                             f"directory (created when missing)")
+    return out
+
+
+def check_out_file(path: str | Path, option: str) -> Path:
+    """Check that ``path`` can be written as a file: it is not a directory, and the
+    nearest existing folder above it is a directory (missing ones are created).
+
+    Raises:
+        ValueError: ``path`` is a directory, or a folder above it is a file.
+    """
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{option} {out} is a directory; name the file to write")
+    for p in out.parents:
+        if p.exists():
+            if p.is_dir():
+                return out
+            raise ValueError(f"{option} {out} cannot be written: {p} is a file, not a "
+                             f"directory")
+    return out
 
 
 def _report_skipped(path: str, skipped: list[tuple[int, str]]) -> None:
@@ -108,13 +170,14 @@ def add_combination_arguments(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def check_combination(out: str, models: list[str], what: str) -> None:
-    """Check that there are two models or more and ``out`` is none of them (``what``:
-    "a soup", "an ensemble").
+    """Check that there are two models or more, ``out`` is none of them (``what``:
+    "a soup", "an ensemble") and can be a directory (:func:`check_out_dir`).
 
     Raises:
-        ValueError: either check failed.
+        ValueError: a check failed.
     """
     if len(models) < 2:
         raise ValueError(f"{what} needs at least two models, got {len(models)}")
+    check_out_dir(out, option="OUT")
     if Path(out).resolve() in {Path(m).resolve() for m in models}:
         raise ValueError(f"OUT {out} is one of the members; write {what} elsewhere")

@@ -6,7 +6,12 @@ import argparse
 import json
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, is_compound_model, read
+from headwise.commands._common import (
+    add_data_options,
+    check_out_file,
+    is_compound_model,
+    read,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,11 +23,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "copy. The graph uses onnxruntime's fused operators (one Attention node per layer, "
         "SkipLayerNormalization, BiasGelu: the same float32 function, faster); --portable "
         "writes standard ONNX operators only. With --data, the accuracy of PyTorch, ONNX "
-        "and int8 on a labelled file is measured. Compound (multi-label + slots) "
-        "classifiers are not exported; serve them with PyTorch.")
+        "and int8 on a labelled file is measured. Transformer classifiers only: a BiLSTM, a "
+        "compound (multi-label + slots) classifier, a TF-IDF model or an ensemble has no "
+        "ONNX export, and `headwise serve` serves it as it is.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
-    p.add_argument("--onnx", required=True, metavar="OUT", help="the .onnx file to write")
-    p.add_argument("--int8", metavar="OUT8", help="also write a dynamically quantised copy")
+    p.add_argument("--onnx", required=True, metavar="FILE", help="the .onnx file to write")
+    p.add_argument("--int8", metavar="FILE", help="also write a dynamically quantised copy")
     p.add_argument("--data", metavar="FILE",
                    help="labelled data to measure the accuracy change on")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
@@ -31,6 +37,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "fused operators (slower on onnxruntime)")
     add_data_options(p)
     p.set_defaults(func=run)
+
+
+def _refuse_other_kinds(model: str) -> None:
+    """Refuse, in words, a directory holding a TF-IDF model or an ensemble (which have no
+    network to export)."""
+    from headwise.intent.ensemble import ENSEMBLE_FILE
+    from headwise.intent.tfidf import TFIDF_FILE
+
+    for name, what in ((TFIDF_FILE, "a TF-IDF model"), (ENSEMBLE_FILE, "an ensemble")):
+        if (Path(model) / name).is_file():
+            raise ValueError(f"{model} is {what}, which has no ONNX export (Transformer "
+                             f"classifiers only); `headwise serve {model}` serves it as it is")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.model} is a compound (multi-label + slots) classifier; ONNX "
                          f"export supports single-label intent classifiers only (serve it "
                          f"with `headwise serve {args.model}`, which uses PyTorch)")
+    check_out_file(args.onnx, "--onnx")
+    if args.int8:
+        check_out_file(args.int8, "--int8")
+    _refuse_other_kinds(args.model)
     clf = IntentClassifier.load(args.model)
     out = export_onnx(clf.model, args.onnx, opset=args.opset, max_length=clf.max_length,
                       weights_sha256=file_sha256(Path(args.model) / WEIGHTS_NAME),

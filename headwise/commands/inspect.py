@@ -7,10 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, read
-from headwise.inspect import CategoryLexicon, InspectOptions, inspect_classifier, write_report
-from headwise.intent.classifier import IntentClassifier
-from headwise.text.demo_corpus import read_demo_jsonl
+from headwise.commands._common import add_data_options, check_out_dir, read
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,22 +19,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "faithfulness check, head roles and bad cases. Writes OUT/index.html (one "
         "self-contained file that works offline), OUT/figures/*.png and OUT/stats.json.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
-    p.add_argument("--data", required=True,
+    p.add_argument("--data", required=True, metavar="FILE",
                    help="data file (CSV, JSON lines, BANKING77, CLUE; the demo corpus's "
                         "*.jsonl with its category spans)")
-    p.add_argument("--out", required=True, help="report directory")
-    p.add_argument("--lexicon", help="JSON file of category lexicons: {category: [words] | "
-                                     "{\"words\": [...], \"pattern\": regex}}")
-    p.add_argument("--max-examples", type=int, help="analyse a sample of this many texts")
-    p.add_argument("--show", type=int, default=12, help="examples embedded in the page")
+    p.add_argument("--out", required=True, help="report directory (created when missing)")
+    p.add_argument("--lexicon", metavar="FILE",
+                   help="JSON file of category lexicons: {category: [words] | "
+                        "{\"words\": [...], \"pattern\": regex}}")
+    p.add_argument("--max-examples", type=int,
+                   help="analyse a sample of this many texts (default: every text)")
+    p.add_argument("--show", type=int, default=12,
+                   help="examples embedded in the page (default 12)")
     p.add_argument("--importance-examples", type=int, default=500,
                    help="examples for the gate-gradient importance (default 500)")
     p.add_argument("--faithfulness-examples", type=int, default=100,
                    help="examples for the leave-one-out check (default 100)")
     p.add_argument("--no-pruning", action="store_true", help="skip the pruning curves")
     p.add_argument("--no-ablation", action="store_true", help="skip single-head ablation")
-    p.add_argument("--batch-size", type=int, default=32, help="texts per forward pass")
-    p.add_argument("--seed", type=int, default=0, help="seed of the samples")
+    p.add_argument("--batch-size", type=int, default=32,
+                   help="texts per forward pass (default 32)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the samples (default 0)")
     add_data_options(p)
     p.set_defaults(func=run)
 
@@ -56,6 +57,11 @@ def _is_demo_jsonl(path: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    from headwise.inspect import CategoryLexicon, InspectOptions, inspect_classifier, write_report
+    from headwise.intent.classifier import IntentClassifier
+    from headwise.text.demo_corpus import read_demo_jsonl
+
+    check_out_dir(args.out)
     clf = IntentClassifier.load(args.model)
     path = Path(args.data)
     spans = None

@@ -1,39 +1,73 @@
-"""``headwise serve``: the intent service over HTTP (FastAPI under uvicorn), for an intent
-classifier or a compound (multi-label + slots) one."""
+"""``headwise serve``: the intent service over HTTP (FastAPI under uvicorn), for any saved
+classifier: a single-label network (Transformer, BiLSTM, pretrained encoder), a compound
+(multi-label + slots) one, a TF-IDF model or an ensemble.
+
+The address is checked before anything is announced: a port outside 0-65535 is a usage
+error, and one that is in use (or an address this machine does not have) ends the command
+with one line and status 1 before the start-up banner. Port 0 asks for a free port, which
+is chosen then and announced (the banner always names the port the service listens on).
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import sys
 from typing import TYPE_CHECKING
 
-from headwise.serve.config import CONFIG_ENV, LONG_TEXT_POLICIES, RUNTIMES, ServeConfig
-
 if TYPE_CHECKING:
+    from headwise.serve.config import ServeConfig
     from headwise.serve.runtime import OnnxRuntime, TorchRuntime
+
+#: ``headwise.serve.config.RUNTIMES`` and ``LONG_TEXT_POLICIES``, repeated so that
+#: building the parser does not import the service (FastAPI, torch); a test keeps them equal
+RUNTIMES = ("auto", "torch", "onnx")
+LONG_TEXT_POLICIES = ("truncate", "chunk", "reject")
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def port_number(text: str) -> int:
+    """``--port``'s type: an integer in 1-65535, or 0 for a free port (argparse's usage
+    error otherwise)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1-65535, or 0 for "
+                                         f"a free one)")
+    return port
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve", help="serve a classifier over HTTP",
-        description="POST /v1/predict (top-k intents, out-of-scope flag), POST /v1/explain "
-        "(per-head attention and rollout), GET /healthz, /readyz, /metrics (Prometheus); "
-        "OpenAPI schema at /docs. Concurrent requests are gathered into micro-batches. "
-        "A compound (multi-label + slots) classifier answers every intent and its slots, "
-        "with the torch runtime only and no --long-text chunk; /v1/explain refuses it. "
-        "The model directory is checked before the server starts.")
-    p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
+        description="Serve any classifier that `headwise train`, `soup` or `ensemble` saved: "
+        "a single-label network (Transformer, BiLSTM, pretrained encoder), a compound "
+        "(multi-label + slots) classifier, a TF-IDF model or an ensemble. POST /v1/predict "
+        "(top-k intents, out-of-scope flag; a compound classifier answers every intent and "
+        "its slots), POST /v1/explain (per-head attention and rollout, Transformers only), "
+        "GET /healthz, /readyz, /metrics (Prometheus); the OpenAPI schema at /openapi.json "
+        "and its pages at /docs (served offline). Concurrent requests are gathered into "
+        "micro-batches. onnxruntime serves Transformer classifiers exported with `headwise "
+        "export`; everything else (a BiLSTM, a compound classifier, a TF-IDF model, an "
+        "ensemble) is served by PyTorch or scikit-learn. A compound classifier takes no "
+        "--long-text chunk, a TF-IDF model or an ensemble truncate only. The model "
+        "directory and the address are checked before the server starts.")
+    p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`, "
+                   "`headwise soup` or `headwise ensemble`")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--port", type=port_number, default=8000,
+                   help="port, 1-65535, or 0 for a free one, announced (default 8000)")
     p.add_argument("--workers", type=int, default=1,
                    help="worker processes, each with its own copy of the model (default 1)")
     p.add_argument("--runtime", choices=RUNTIMES, default="auto",
                    help="inference path: onnxruntime or PyTorch; auto (the default) uses "
                         "onnxruntime when the ONNX file exists and reproduces the model's "
                         "weights, else PyTorch, saying why")
-    p.add_argument("--onnx", metavar="PATH",
+    p.add_argument("--onnx", metavar="FILE",
                    help="ONNX file for --runtime onnx or auto (default MODEL/model.onnx, "
                         "written by `headwise export MODEL --onnx MODEL/model.onnx`)")
     p.add_argument("--max-batch-size", type=int, default=32,
@@ -57,16 +91,55 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="inference threads per worker (default: the runtime's choice)")
     p.add_argument("--graceful-timeout", type=int, default=30,
                    help="seconds in-flight requests get to finish on shutdown (default 30)")
-    p.add_argument("--log-level", default="info",
-                   choices=("critical", "error", "warning", "info", "debug"))
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS,
+                   help="uvicorn's log level (default info)")
     p.add_argument("--access-log", action="store_true",
                    help="log a line per request (off by default: each line is formatted "
                         "and written on the event loop that serves the requests)")
     p.set_defaults(func=run)
 
 
+def check_address(host: str, port: int) -> int:
+    """Refuse an address the service could not listen on, before anything is announced:
+    bind a socket to it as uvicorn will (IPv6 when the host has a colon,
+    ``SO_REUSEADDR``), then let it go.
+
+    Args:
+        host: the address to listen on.
+        port: the port; 0 for a free one.
+
+    Returns:
+        The port: ``port``, or the free one the system chose for 0.
+
+    Raises:
+        OSError: the port is in use, the host is not an address of this machine, or
+            the port needs privileges (one line, naming the address).
+    """
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise OSError(f"port {port} on {host} is in use (another server?); stop it "
+                              f"or choose another with --port") from None
+            raise OSError(f"cannot listen on {host} port {port}: "
+                          f"{e.strerror or e}") from None
+        return int(sock.getsockname()[1])
+
+
+def url(host: str, port: int) -> str:
+    """The service's address as a URL (an IPv6 host in brackets)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
     """The :class:`ServeConfig` the options describe."""
+    from headwise.serve.config import ServeConfig
+
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
     return ServeConfig(model_dir=args.model, runtime=args.runtime, onnx_path=args.onnx,
@@ -95,11 +168,13 @@ def runtime_summary(runtime: TorchRuntime | OnnxRuntime, *, auto: bool = False) 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from headwise.serve.app import create_app
+    from headwise.serve.app import create_app, docs_available
+    from headwise.serve.config import CONFIG_ENV
     from headwise.serve.startup import load_engine
 
     config = config_from_args(args)
     engine = load_engine(config)  # refuses a bad model directory before anything starts
+    port = check_address(args.host, args.port)  # and a busy port, before the banner
     # a TF-IDF model or an ensemble has one path ("tfidf", "ensemble"): nothing to choose
     chosen = engine.runtime.name if engine.runtime.name in RUNTIMES else config.runtime
     # the workers serve what was chosen here (and do not decide, or report, again); the
@@ -107,11 +182,12 @@ def run(args: argparse.Namespace) -> int:
     config = dataclasses.replace(config, runtime=chosen, freeze_gc=True)
     # uvicorn's "auto" loop and HTTP parser are uvloop and httptools (dependencies of
     # headwise where they install), several times cheaper per request than asyncio and h11
-    common = dict(host=args.host, port=args.port, log_level=args.log_level,
+    common = dict(host=args.host, port=port, log_level=args.log_level,
                   access_log=args.access_log, timeout_graceful_shutdown=args.graceful_timeout)
+    docs = "docs at /docs" if docs_available() else "schema at /openapi.json"
     print(f"headwise serve: {engine.kind} classifier, {len(engine.labels)} intents, "
           f"{runtime_summary(engine.runtime, auto=args.runtime == 'auto' and chosen != 'auto')}, "
-          f"http://{args.host}:{args.port} (docs at /docs)", file=sys.stderr)
+          f"{url(args.host, port)} ({docs})", file=sys.stderr)
     if args.workers == 1:
         uvicorn.run(create_app(config, engine), **common)
     else:

@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from headwise.commands._common import add_data_options, format_threshold, read, read_compound
-from headwise.intent.builders import default_model
-from headwise.intent.compound_recipe import train_compound_classifier
-from headwise.intent.recipe import IntentRecipe, train_intent_classifier
-from headwise.text.annotations import looks_multi_label
-from headwise.text.readers import unseen_labels
+from headwise.commands._common import (
+    add_data_options,
+    check_out_dir,
+    format_threshold,
+    read,
+    read_compound,
+)
+
+if TYPE_CHECKING:
+    from headwise.intent.recipe import IntentRecipe
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,8 +38,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the strongest installed pretrained encoder, else transformer")
     p.add_argument("--config", help="JSON file of recipe fields (sizes, epochs, lr, ...)")
     p.add_argument("--out", required=True, help="directory to save the classifier in")
-    p.add_argument("--epochs", type=int, help="override the recipe's epochs")
-    p.add_argument("--seed", type=int, help="override the recipe's seed")
+    p.add_argument("--epochs", type=int, help="override the recipe's epochs (default: the "
+                   "recipe's; else 20 for transformer and bilstm, 4 for pretrained encoders)")
+    p.add_argument("--seed", type=int, help="override the recipe's seed (default: the "
+                   "recipe's, 0)")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its last checkpoint in --out")
     p.add_argument("--keep-checkpoints", action="store_true",
@@ -65,6 +72,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_out_dir(args.out)
+    # imported here, not at start: `headwise --help` stays light
+    from headwise.intent.builders import default_model
+    from headwise.intent.recipe import IntentRecipe, train_intent_classifier
+    from headwise.text.annotations import looks_multi_label
+    from headwise.text.readers import unseen_labels
+
     recipe = IntentRecipe.from_json(args.config) if args.config else IntentRecipe()
     named = args.config and "model" in json.loads(Path(args.config).read_text(encoding="utf-8"))
     changes = {"model": args.model} if args.model else {}
@@ -132,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_compound(args: argparse.Namespace, recipe: IntentRecipe) -> int:
+    from headwise.intent.compound_recipe import train_compound_classifier
+
     train = read_compound(args.data, args)
     valid = read_compound(args.valid, args) if args.valid else None
     print(f"training data (multi-label): {len(train)} texts, {len(train.intent_names())} "

@@ -1,8 +1,13 @@
 """The FastAPI app of the intent service.
 
 Endpoints: ``POST /v1/predict`` (top-k intents of one or many texts), ``POST /v1/explain``
-(per-head attention and rollout of one text), ``GET /healthz`` (the process answers),
-``GET /readyz`` (the model is loaded and warmed up), ``GET /metrics`` (Prometheus).
+(per-head attention and rollout of one text), ``GET /healthz`` (the process answers, with
+the model and runtime it serves), ``GET /readyz`` (the model is loaded and warmed up),
+``GET /metrics`` (Prometheus), ``GET /openapi.json`` (the schema, with this service's
+limits on texts), and ``GET /docs`` and ``/redoc``, its pages, whose scripts are served
+from the package ``fastapi-offline`` (no CDN: they work offline; without that package
+there are no pages, and ``/openapi.json`` is the schema). Both text endpoints take
+``text`` (one text) or ``texts`` (one text or a list).
 
 For a compound (multi-label + slots) classifier, ``/v1/predict`` takes
 :class:`~headwise.serve.schemas.CompoundPredictRequest` (``threshold`` and
@@ -12,10 +17,12 @@ schema shows the kind being served. ``/v1/explain`` refuses a compound classifie
 
 Bad input is answered with a 4xx and a JSON ``{"error": {status, type, message}}``:
 400 malformed JSON or invalid UTF-8, 413 an oversized body, 415 a body that is not JSON,
-422 wrong types, unknown fields, empty texts, too many texts, a text over the character
-limit (or over the token limit under the ``reject`` policy), 409 ``/v1/explain`` on a
-model without attention heads or on a compound classifier, 503 before the model is ready
-or while shutting down.
+422 wrong types, unknown fields, both or neither of ``text`` and ``texts``, empty texts,
+too many texts, a text over the character limit (or over the token limit under the
+``reject`` policy), 409 ``/v1/explain`` on a model without attention heads or on a
+compound classifier, 503 before the model is ready or while shutting down; 404 an unknown
+path, 405 a method the path does not take (``PUT /healthz``: the body checks apply only
+to the endpoints that read a body).
 Shutting down (SIGINT/SIGTERM under uvicorn) stops accepting connections, lets requests
 in flight finish, then drains the batcher.
 
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib.util
 import logging
 import os
 import re
@@ -39,7 +47,8 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -60,6 +69,7 @@ from headwise.serve.schemas import (
     Health,
     PredictRequest,
     PredictResponse,
+    declare_limits,
 )
 from headwise.serve.startup import Engine, load_engine
 
@@ -70,6 +80,26 @@ WARMUP_TEXTS = ("hello", "a short warm-up sentence for the model",
                 "a longer warm-up text " * 12)
 _UNION_TAG = re.compile(r"str|int|float|bool|none|list\[.*\]|dict\[.*\]")
 _ERRORS = {code: {"model": ErrorResponse} for code in (400, 409, 413, 415, 422, 503)}
+#: the endpoints that read a request body (the body guard checks only these)
+BODY_ROUTES = (("POST", "/v1/predict"), ("POST", "/v1/explain"))
+#: the documentation pages' files, served at /docs/assets/NAME (from fastapi-offline)
+DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js", "favicon.png")
+
+
+def docs_assets() -> Path | None:
+    """The folder holding :data:`DOCS_ASSETS`: the ``static`` folder of the package
+    ``fastapi-offline`` (a dependency of headwise), or None when it is not installed."""
+    spec = importlib.util.find_spec("fastapi_offline")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        folder = Path(root) / "static"
+        if all((folder / name).is_file() for name in DOCS_ASSETS):
+            return folder
+    return None
+
+
+def docs_available() -> bool:
+    """Whether the service has its ``/docs`` and ``/redoc`` pages (:func:`docs_assets`)."""
+    return docs_assets() is not None
 
 
 class InputError(Exception):
@@ -137,11 +167,13 @@ class ServiceState:
                              f"(\\u{ord(text[e.start]):04x} at character {e.start}), which "
                              f"is not valid Unicode") from None
 
-    async def infer(self, field: str | list[str]) -> tuple[list[str], list[EncodedText], list]:
+    async def infer(self, field: str | list[str], name: str = "texts"
+                    ) -> tuple[list[str], list[EncodedText], list]:
         """Check a request's texts, encode them and run them through the batcher.
 
         Args:
-            field: the request's ``texts`` (one text or a list).
+            field: the request's texts (one text or a list).
+            name: the request field that held them (``text`` or ``texts``), for messages.
 
         Returns:
             ``(texts, encodings, results)``: the engine's :meth:`run` result per text.
@@ -155,7 +187,7 @@ class ServiceState:
             raise InputError(422, "too_many_texts", f"{len(texts)} texts in one request, over "
                              f"the limit of {self.config.max_texts}")
         for i, text in enumerate(texts):
-            self.check_text(text, "texts" if isinstance(field, str) else f"texts[{i}]")
+            self.check_text(text, name if isinstance(field, str) else f"{name}[{i}]")
         self.check_ready()
         try:
             items = self.engine.encode(texts)
@@ -240,8 +272,18 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
              "Intent recognition with calibrated confidence, out-of-scope detection and "
              "per-head attention explanations.")
     app = FastAPI(title="headwise intent service", version="1", lifespan=lifespan,
-                  description=about)
+                  description=about, docs_url=None, redoc_url=None)
     app.state.serve = state
+    _add_docs(app)
+    generate_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:  # FastAPI's, once, with this service's limits
+            declare_limits(generate_openapi(), max_texts=config.max_texts,
+                           max_text_chars=config.max_text_chars)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(RequestValidationError)
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -266,8 +308,9 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
         else PredictResponse
 
     async def answer_predict(body: PredictRequest | CompoundPredictRequest) -> Response:
+        name, field = body.given()
         try:
-            texts, items, rows = await state.infer(body.texts)
+            texts, items, rows = await state.infer(field, name)
         except InputError as e:
             return input_error_response(e)
         # a compound engine takes its rows as they come, and whether one intent is a must
@@ -305,16 +348,17 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
                              f"({type(getattr(clf, 'model', clf)).__name__}) has no "
                              f"attention heads to explain; /v1/explain needs a Transformer "
                              f"classifier")
-        state.check_text(body.text, "text")
+        where, text = body.one_text()
+        state.check_text(text, where)
         state.check_ready()
         try:
             ex = await state.batcher.run_in_thread(explain_text, state.engine.classifier,
-                                                   body.text)
+                                                   text)
         except BatcherClosed:
             raise InputError(503, "stopping", "the service is shutting down") from None
         item = EncodedText(((0,) * min(ex.total_tokens, state.engine.max_length),),
                            ex.total_tokens, "truncated" if ex.truncated else None)
-        prediction = state.engine.answer([body.text], [item], ex.logits[None],
+        prediction = state.engine.answer([text], [item], ex.logits[None],
                                          top_k=config.top_k)[0]
         real = [i for i, t in enumerate(ex.tokens) if not t[3]] or list(range(len(ex.tokens)))
         return ExplainResponse(
@@ -326,9 +370,10 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
             rollout={"cls": np.round(ex.rollout[0].numpy(), 6).tolist(),
                      "mean": np.round(ex.rollout[real].mean(0).numpy(), 6).tolist()})
 
-    @app.get("/healthz", response_model=Health, summary="The process is up")
+    @app.get("/healthz", response_model=Health,
+             summary="The process is up, and the model and runtime it serves")
     async def healthz() -> Health:
-        return Health(status="ok")
+        return Health(status="ok", model=state.model_name, runtime=state.engine.runtime.name)
 
     @app.get("/readyz", response_model=Health, responses={503: {"model": Health}},
              summary="The model is loaded and warmed up")
@@ -337,7 +382,9 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
             return JSONResponse(Health(status="ready", model=state.model_name,
                                        runtime=state.engine.runtime.name).model_dump())
         status = "stopping" if state.stopping else "starting"
-        return JSONResponse(Health(status=status).model_dump(), status_code=503)
+        return JSONResponse(Health(status=status, model=state.model_name,
+                                   runtime=state.engine.runtime.name).model_dump(),
+                            status_code=503)
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     async def metrics() -> Response:
@@ -348,9 +395,44 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
     # fast path sees only bodies the guard let through
     app.add_middleware(FastRoute, path="/v1/predict", request_model=request_model,
                        handler=answer_predict)
-    app.add_middleware(BodyGuard, max_body_bytes=config.max_body_bytes)
+    app.add_middleware(BodyGuard, max_body_bytes=config.max_body_bytes, routes=BODY_ROUTES)
     app.add_middleware(RequestMetrics, metrics=state.metrics, endpoints=ENDPOINTS)
     return app
+
+
+def _add_docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their scripts served from the package
+    (:func:`docs_assets`), never from a CDN; none when the files are not installed."""
+    folder = docs_assets()
+    if folder is None:
+        return
+    title = f"{app.title} - docs"
+
+    def asset(request: Request, name: str) -> str:
+        return f"{request.scope.get('root_path', '').rstrip('/')}/docs/assets/{name}"
+
+    def schema(request: Request) -> str:
+        return f"{request.scope.get('root_path', '').rstrip('/')}{app.openapi_url}"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=schema(request), title=title,
+                                   swagger_js_url=asset(request, "swagger-ui-bundle.js"),
+                                   swagger_css_url=asset(request, "swagger-ui.css"),
+                                   swagger_favicon_url=asset(request, "favicon.png"))
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        return get_redoc_html(openapi_url=schema(request), title=title,
+                              redoc_js_url=asset(request, "redoc.standalone.js"),
+                              redoc_favicon_url=asset(request, "favicon.png"),
+                              with_google_fonts=False)
+
+    @app.get("/docs/assets/{name}", include_in_schema=False)
+    async def docs_asset(name: str) -> Response:
+        if name not in DOCS_ASSETS:
+            raise StarletteHTTPException(404, f"no such file: /docs/assets/{name}")
+        return FileResponse(folder / name, headers={"Cache-Control": "max-age=86400"})
 
 
 def app_from_environment() -> FastAPI:

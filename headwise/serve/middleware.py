@@ -3,13 +3,15 @@
 :class:`BodyGuard` checks a request body before FastAPI parses it: its size (413 beyond
 the limit, from ``Content-Length`` or while reading), its media type (415 unless JSON)
 and its encoding (400 unless valid UTF-8), each with a message that says what was wrong.
+It checks only the routes that read a body, so that any other request is routed as it
+comes (``PUT /healthz`` is FastAPI's 405, an unknown path its 404).
 :class:`RequestMetrics` times every request and counts its status.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
 from starlette.responses import JSONResponse
@@ -46,14 +48,25 @@ class BodyGuard:
     Args:
         app: the wrapped ASGI app.
         max_body_bytes: the largest body accepted.
+        routes: the ``(method, path)`` pairs whose bodies are checked, those of the
+            endpoints that read one; any other request goes to the app unchecked, to be
+            routed (404, 405) or answered. None: every POST, PUT and PATCH.
     """
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int,
+                 routes: Iterable[tuple[str, str]] | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.routes = None if routes is None else {(m.upper(), p) for m, p in routes}
+
+    def _checks(self, scope: Scope) -> bool:
+        method = scope.get("method")
+        if self.routes is None:
+            return method in _BODY_METHODS
+        return (method, scope.get("path")) in self.routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") not in _BODY_METHODS:
+        if scope["type"] != "http" or not self._checks(scope):
             await self.app(scope, receive, send)
             return
         limit = self.max_body_bytes

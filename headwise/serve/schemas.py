@@ -15,20 +15,57 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
+#: what the service requires of every text, declared in the schema (JSON Schema's
+#: ``pattern`` searches: at least one character that is not white space); the service
+#: checks it itself, answering 422 ``empty_text``
+TEXT_PATTERN = r"\S"
+#: the schema of one text; the app adds ``maxLength`` (its ``max_text_chars``,
+#: :func:`declare_limits`), which the service checks (422 ``text_too_long``)
+Text = Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": TEXT_PATTERN})]
+#: the request fields that hold texts
+TEXT_FIELDS = ("text", "texts")
 
 
-class PredictRequest(BaseModel):
-    """``POST /v1/predict``: one text or a list of texts."""
+class TextsRequest(BaseModel):
+    """What a request with texts shares: ``text`` (one text) or ``texts`` (one text or a
+    list), exactly one of the two."""
+
+    model_config = _STRICT
+
+    @model_validator(mode="after")
+    def _one_of_text_and_texts(self) -> TextsRequest:
+        given = [name for name in TEXT_FIELDS if getattr(self, name, None) is not None]
+        if len(given) != 1:
+            raise PydanticCustomError(
+                "text_or_texts", "give either text (one text) or texts (one text or a list "
+                "of texts){but}", {"but": ", not both" if given else ""})
+        return self
+
+    def given(self) -> tuple[str, str | list[str]]:
+        """``(field name, value)`` of the texts field the request gave."""
+        name = "text" if getattr(self, "text", None) is not None else "texts"
+        return name, getattr(self, name)
+
+
+class PredictRequest(TextsRequest):
+    """``POST /v1/predict``: one text (``text``, or ``texts`` as a string) or a list of
+    texts (``texts``); give one of the two fields."""
 
     model_config = ConfigDict(**_STRICT, json_schema_extra={
-        "examples": [{"texts": ["i lost my card", "what is my balance"], "top_k": 3}]})
+        "examples": [{"texts": ["i lost my card", "what is my balance"], "top_k": 3},
+                     {"text": "i lost my card"}]})
 
-    texts: str | Annotated[list[str], Field(min_length=1)] = Field(
-        description="one text, or a non-empty list of texts (at most the service's "
-                    "max_texts); each must hold a non-space character")
+    text: Text | None = Field(
+        default=None, description="one text; must hold a non-space character (at most the "
+                                  "service's max_text_chars); or give texts")
+    texts: Text | Annotated[list[Text], Field(min_length=1)] | None = Field(
+        default=None, description="one text, or a non-empty list of texts (at most the "
+                                  "service's max_texts, each at most max_text_chars); each "
+                                  "must hold a non-space character; or give text")
     top_k: int | None = Field(default=None, ge=1, le=1000,
                               description="intents listed per text (capped at the number "
                                           "of intents); default: the service's setting")
@@ -57,13 +94,59 @@ class CompoundPredictRequest(PredictRequest):
                                            "reaches its threshold (never out-of-scope)")
 
 
-class ExplainRequest(BaseModel):
-    """``POST /v1/explain``: one text."""
+class ExplainRequest(TextsRequest):
+    """``POST /v1/explain``: one text, as ``text`` or as ``texts`` (a string or a list of
+    one); give one of the two fields."""
 
     model_config = ConfigDict(**_STRICT, json_schema_extra={
         "examples": [{"text": "i lost my card"}]})
 
-    text: str = Field(description="the text to explain; must hold a non-space character")
+    text: Text | None = Field(
+        default=None, description="the text to explain; must hold a non-space character "
+                                  "(at most the service's max_text_chars); or give texts")
+    texts: Text | Annotated[list[Text], Field(min_length=1, max_length=1)] | None = Field(
+        default=None, description="the text to explain, or a list of exactly that one text "
+                                  "(as /v1/predict takes it); or give text")
+
+    def one_text(self) -> tuple[str, str]:
+        """``(where, text)``: the text and how an error names it (``text``, ``texts``,
+        ``texts[0]``)."""
+        name, value = self.given()
+        return (name, value) if isinstance(value, str) else (f"{name}[0]", value[0])
+
+
+def declare_limits(openapi: dict[str, Any], *, max_texts: int, max_text_chars: int
+                   ) -> dict[str, Any]:
+    """Write a service's limits into its OpenAPI document, where its request schemas hold
+    texts: ``maxLength`` on every text, ``maxItems`` on a list of texts (unless smaller).
+    The service checks them itself (422 ``text_too_long``, ``too_many_texts``).
+
+    Args:
+        openapi: the document (changed in place).
+        max_texts: texts per request.
+        max_text_chars: characters per text.
+
+    Returns:
+        ``openapi``.
+    """
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "string":
+                node["maxLength"] = max_text_chars
+            elif node.get("type") == "array":
+                node["maxItems"] = min(node.get("maxItems", max_texts), max_texts)
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    schemas = openapi.get("components", {}).get("schemas", {})
+    for name in ("PredictRequest", "CompoundPredictRequest", "ExplainRequest"):
+        for field in TEXT_FIELDS:
+            visit(schemas.get(name, {}).get("properties", {}).get(field))
+    return openapi
 
 
 class Intent(BaseModel):
@@ -190,5 +273,6 @@ class Health(BaseModel):
     """``/healthz`` and ``/readyz``."""
 
     status: Literal["ok", "ready", "starting", "stopping"]
-    model: str | None = None
-    runtime: str | None = None
+    model: str | None = Field(default=None, description="the model served (its name)")
+    runtime: str | None = Field(default=None, description="the inference path: onnx, torch, "
+                                                          "tfidf or ensemble")

@@ -31,7 +31,7 @@ from headwise.models.io import WEIGHTS_NAME
 from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import ServeConfig
 from headwise.serve.engine import InferenceEngine
-from headwise.serve.onnx_export import max_logit_difference, probe_batches
+from headwise.serve.onnx_export import ExportableClassifier, max_logit_difference, probe_batches
 from headwise.serve.proba_engine import ProbabilityEngine
 from headwise.serve.runtime import META_WEIGHTS_SHA256, OnnxRuntime, TorchRuntime, file_sha256
 
@@ -79,6 +79,16 @@ def check_onnx(classifier: IntentClassifier, runtime: OnnxRuntime, model_dir: st
     return diff
 
 
+def onnx_unsupported(classifier: IntentClassifier) -> str | None:
+    """Why ``headwise export`` cannot write an ONNX graph of this classifier's network
+    (a BiLSTM, a sparse attention pattern), in its words; None when it can."""
+    try:
+        ExportableClassifier(classifier.model)
+    except ValueError as e:
+        return " ".join(str(e).split())
+    return None
+
+
 def _stderr_line(message: str) -> None:
     print(f"headwise serve: {message}", file=sys.stderr, flush=True)
 
@@ -113,11 +123,22 @@ def choose_runtime(config: ServeConfig, classifier: IntentClassifier | CompoundC
                              f"+ slots) classifier, which the onnx runtime does not serve "
                              f"(its slot tags are a second output the export does not "
                              f"carry); serve it with --runtime torch")
+        unsupported = onnx_unsupported(classifier)
+        if unsupported is not None:
+            raise ValueError(f"{config.model_dir or 'the model'} cannot be served with "
+                             f"--runtime onnx: {unsupported}; serve it with --runtime torch")
         runtime = OnnxRuntime(path, threads=config.threads)
         check_onnx(classifier, runtime, config.model_dir)
         return runtime, None
+    unsupported = None if isinstance(classifier, CompoundClassifier) else \
+        onnx_unsupported(classifier)
     if isinstance(classifier, CompoundClassifier):
         reason = "a compound (multi-label + slots) classifier has no ONNX path"
+    elif unsupported is not None:
+        # a file beside it is not this model's (export never writes one): say so, and do
+        # not suggest an export that would be refused
+        stale = f"; {path} is ignored" if path.is_file() else ""
+        reason = f"no ONNX path for this model ({unsupported}){stale}"
     elif not path.is_file():
         reason = (f"no ONNX export at {path} (`headwise export {config.model_dir or 'MODEL'} "
                   f"--onnx {path}` writes one)")

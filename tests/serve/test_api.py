@@ -77,7 +77,8 @@ def test_explain_gives_per_head_attention_and_rollout(client, clf):
 
 
 def test_health_ready_and_metrics(client):
-    assert client.get("/healthz").json() == {"status": "ok", "model": None, "runtime": None}
+    assert client.get("/healthz").json() == {"status": "ok", "model": "encoder",
+                                             "runtime": "torch"}
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
     client.post("/v1/predict", json={"texts": ["what is my balance", "i lost my card"]})
@@ -97,7 +98,9 @@ def test_not_ready_answers_503(client):
     state = client.app.state.serve
     state.ready = False
     try:
-        assert client.get("/readyz").status_code == 503
+        r = client.get("/readyz")
+        assert r.status_code == 503
+        assert r.json() == {"status": "starting", "model": "encoder", "runtime": "torch"}
         r = client.post("/v1/predict", json={"texts": "hello"})
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
         assert r.json()["error"]["type"] == "not_ready"
@@ -115,3 +118,81 @@ def test_openapi_schema_comes_from_the_pydantic_models(client):
     assert comps["PredictRequest"]["additionalProperties"] is False
     post = schema["paths"]["/v1/predict"]["post"]
     assert {"200", "400", "413", "422", "503"} <= set(post["responses"])
+
+
+def test_text_or_texts_on_both_endpoints(client):
+    texts = client.post("/v1/predict", json={"texts": "i lost my card", "top_k": 2}).json()
+    text = client.post("/v1/predict", json={"text": "i lost my card", "top_k": 2}).json()
+    listed = client.post("/v1/predict", json={"texts": ["i lost my card"], "top_k": 2}).json()
+    assert texts == text == listed and len(text["predictions"]) == 1
+    one = client.post("/v1/explain", json={"text": "i lost my card"})
+    for body in ({"texts": "i lost my card"}, {"texts": ["i lost my card"]}):
+        r = client.post("/v1/explain", json=body)
+        assert r.status_code == 200 and r.json() == one.json()
+
+
+def test_openapi_schema_declares_what_the_service_enforces(client):
+    comps = client.get("/openapi.json").json()["components"]["schemas"]
+
+    def strings(node):
+        if isinstance(node, dict):
+            if node.get("type") == "string":
+                yield node
+            for v in node.values():
+                yield from strings(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from strings(v)
+
+    for name, fields in (("PredictRequest", ("text", "texts")),
+                         ("ExplainRequest", ("text", "texts"))):
+        props = comps[name]["properties"]
+        for field in fields:
+            found = list(strings(props[field]))
+            assert found, (name, field)
+            for s in found:  # the fixture's service: 400 characters a text, 8 texts
+                assert s["minLength"] == 1 and s["pattern"] == r"\S" and s["maxLength"] == 400
+        assert "text" in props and "texts" in props
+    lists = [b for b in comps["PredictRequest"]["properties"]["texts"]["anyOf"]
+             if b.get("type") == "array"]
+    assert lists[0]["maxItems"] == 8 and lists[0]["minItems"] == 1
+    explain_lists = [b for b in comps["ExplainRequest"]["properties"]["texts"]["anyOf"]
+                     if b.get("type") == "array"]
+    assert explain_lists[0]["maxItems"] == 1
+    # what the schema allows, the service accepts
+    assert client.post("/v1/predict", json={"text": "x" * 400}).status_code == 200
+    assert client.post("/v1/predict", json={"texts": ["ok"] * 8}).status_code == 200
+    assert client.get("/healthz").status_code == 200
+
+
+def test_docs_pages_load_their_scripts_from_the_service(client):
+    pytest.importorskip("fastapi_offline")
+    for page, assets in (("/docs", ("swagger-ui-bundle.js", "swagger-ui.css")),
+                         ("/redoc", ("redoc.standalone.js",))):
+        r = client.get(page)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+        html = r.text
+        assert "/openapi.json" in html
+        assert "http://" not in html and "https://" not in html  # no CDN, no web font
+        for name in (*assets, "favicon.png"):
+            assert f"/docs/assets/{name}" in html
+            got = client.get(f"/docs/assets/{name}")
+            assert got.status_code == 200 and len(got.content) > 1000
+    assert client.get("/docs/assets/swagger-ui-bundle.js").headers["content-type"] in (
+        "text/javascript; charset=utf-8", "application/javascript")
+    assert client.get("/docs/assets/..%2Fcore.py").status_code == 404
+    assert client.get("/docs/assets/index.html").status_code == 404
+    paths = client.get("/openapi.json").json()["paths"]
+    assert not any(p.startswith(("/docs", "/redoc")) for p in paths)
+
+
+def test_without_the_docs_files_there_are_no_pages(encoder_dir, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from headwise.serve import ServeConfig, app
+    from headwise.serve.app import create_app
+
+    monkeypatch.setattr(app, "docs_assets", lambda: None)
+    with TestClient(create_app(ServeConfig(model_dir=str(encoder_dir), warmup=False))) as c:
+        assert c.get("/docs").status_code == 404 and c.get("/redoc").status_code == 404
+        assert c.get("/openapi.json").status_code == 200

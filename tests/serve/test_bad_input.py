@@ -51,7 +51,10 @@ def test_non_json_body_is_415(client):
     ({"texts": "ok", "top_k": 0}, "top_k"),
     ({"texts": "ok", "threshold": 1.5}, "threshold"),
     ({"texts": "ok", "colour": "red"}, "colour"),
-    ({"text": "ok"}, "texts"),
+    ({"text": ["ok"]}, "text"),
+    ({"text": "ok", "texts": "ok"}, "body"),
+    ({}, "body"),
+    ({"top_k": 2}, "body"),
     ([], "body"),
 ])
 def test_wrong_types_and_fields_are_422(client, body, where):
@@ -65,6 +68,22 @@ def test_empty_text_is_422(client, texts, where):
     msg = _error(client.post("/v1/predict", json={"texts": texts}), 422, "empty_text")
     assert msg.startswith(where)
     assert _error(client.post("/v1/predict", json={"texts": []}), 422, "validation_error")
+    if isinstance(texts, str):  # the same text as `text`, on both endpoints
+        for path in ("/v1/predict", "/v1/explain"):
+            msg = _error(client.post(path, json={"text": texts}), 422, "empty_text")
+            assert msg.startswith("text is empty")
+
+
+def test_text_and_texts_both_or_neither_is_422_saying_so(client):
+    for path in ("/v1/predict", "/v1/explain"):
+        both = _error(client.post(path, json={"text": "a", "texts": "b"}), 422,
+                      "validation_error")
+        assert "give either text (one text) or texts" in both and "not both" in both
+        neither = _error(client.post(path, json={}), 422, "validation_error")
+        assert "give either text" in neither and "not both" not in neither
+    msg = _error(client.post("/v1/explain", json={"texts": ["a", "b"]}), 422,
+                 "validation_error")
+    assert msg.startswith("texts:")
 
 
 def test_too_many_texts_is_422(client):
@@ -102,6 +121,17 @@ def test_oversized_body_is_413_with_or_without_content_length(client):
 def test_unknown_path_and_method(client):
     _error(client.get("/v2/predict"), 404, "not_found")
     _error(client.get("/v1/predict"), 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+@pytest.mark.parametrize("method", ["PUT", "POST", "PATCH"])
+def test_a_body_method_on_a_get_endpoint_is_405_not_415(client, path, method):
+    # the body checks run only where a body is read: routing answers first
+    for headers in ({}, {"content-type": "text/plain"}, JSON):
+        r = client.request(method, path, content=b"hello", headers=headers)
+        _error(r, 405, "method_not_allowed")
+    _error(client.request(method, "/v2/nothing", content=b"x"), 404, "not_found")
+    _error(client.put("/v1/predict", content=b"x"), 405, "method_not_allowed")
 
 
 def test_long_text_policies_say_what_they_did(encoder_dir):
@@ -142,7 +172,7 @@ def test_pickle_file_is_refused_at_startup(encoder_dir, tmp_path, capsys):
     (bad / "pytorch_model.bin").write_bytes(b"not really a pickle")
     with pytest.raises(UnsafeCheckpointError, match="refusing to load pickle"):
         create_app(ServeConfig(model_dir=str(bad)))
-    assert main(["serve", str(bad), "--port", "0"]) == 1  # exits before starting a server
+    assert main(["serve", str(bad)]) == 1  # exits before starting a server
     assert "pytorch_model.bin" in capsys.readouterr().err
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -102,3 +103,140 @@ def test_chunk_policy_steadies_the_heap_at_start(encoder_dir, policy):
     out = subprocess.run([sys.executable, "-c", code, str(encoder_dir), policy], env=env,
                          capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == str(policy == "chunk")
+
+
+# --- the address: checked before anything is announced ---------------------------------------
+@pytest.mark.parametrize("port", ["99999", "65536", "-1", "eighty"])
+def test_a_port_outside_the_range_is_a_usage_error(port, capsys):
+    from headwise.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "m", "--port", port])
+    assert e.value.code == 2
+    assert "not a port number" in capsys.readouterr().err
+
+
+def test_a_busy_port_is_one_line_before_any_banner(encoder_dir, monkeypatch, capsys):
+    import socket
+
+    import uvicorn
+
+    from headwise.cli import main
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append(kw))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))  # loopback only
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", str(encoder_dir), "--runtime", "torch", "--host", "127.0.0.1",
+                     "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"headwise serve: error: port {port} on 127.0.0.1 is in use "
+                                f"(another server?); stop it or choose another with --port"]
+    assert not calls
+
+
+def test_port_0_announces_the_port_it_chose(encoder_dir, monkeypatch, capsys):
+    import uvicorn
+
+    from headwise.cli import main
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(kw))
+    assert main(["serve", str(encoder_dir), "--runtime", "torch", "--port", "0"]) == 0
+    (kw,) = calls
+    assert 0 < kw["port"] <= 65535
+    banner = capsys.readouterr().err.splitlines()[-1]
+    assert f"http://127.0.0.1:{kw['port']} (docs at /docs)" in banner
+
+
+def test_a_bilstm_beside_a_stale_onnx_file_is_not_sent_to_export(bilstm_dir, tmp_path):
+    import shutil
+
+    from headwise.serve.startup import load_engine
+
+    model = tmp_path / "bilstm"
+    shutil.copytree(bilstm_dir, model)
+    reasons: list[str] = []
+    load_engine(ServeConfig(model_dir=str(model)), report=reasons.append)
+    (model / "model.onnx").write_bytes(b"an old file from another model")
+    load_engine(ServeConfig(model_dir=str(model)), report=reasons.append)
+    for reason in reasons:  # export refuses a BiLSTM: never suggest it
+        assert "runtime auto: using torch" in reason and "BiLSTMClassifier" in reason
+        assert "headwise export" not in reason and "export again" not in reason
+    assert "model.onnx is ignored" in reasons[1]
+    with pytest.raises(ValueError, match="--runtime onnx: .*BiLSTM") as e:
+        load_engine(ServeConfig(model_dir=str(model), runtime="onnx"), report=None)
+    assert "export" not in str(e.value).replace("ONNX export supports", "")
+
+
+# --- predict: options anywhere, long texts noted, bounded echo, quiet broken pipe ------------
+def test_predict_takes_options_between_model_and_texts(encoder_dir, capsys):
+    from headwise.cli import main
+
+    assert main(["predict", str(encoder_dir), "--json", "i lost my card", "--top-k", "1",
+                 "my balance"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["text"] for x in lines] == ["i lost my card", "my balance"]
+    assert all(len(x["top_k"]) == 1 for x in lines)
+
+
+def test_predict_notes_a_truncated_text_and_echoes_a_bounded_prefix(encoder_dir, capsys):
+    from headwise.cli import main
+    from headwise.commands.predict import ECHO_CHARS
+    from headwise.intent.classifier import IntentClassifier
+    from headwise.serve.bucketing import long_text_note
+
+    clf = IntentClassifier.load(encoder_dir)
+    huge = "transfer money to my savings " * 35_000  # about a million characters
+    long = "send money to my friend and then transfer fifty pounds to my savings now"
+    assert main(["predict", str(encoder_dir), "--json", "hi", long, huge]) == 0
+    out = capsys.readouterr().out
+    assert len(out) < 3000  # not the million characters back
+    short, cut, whole = (json.loads(x) for x in out.splitlines())
+    assert short["long_text"] is None and short["text"] == "hi" and short["text_chars"] == 2
+    n = clf.tokenizer.lengths([long])[0]
+    assert cut["long_text"] == long_text_note("truncated", n, clf.max_length, 1)
+    assert cut["text"] == long and cut["text_chars"] == len(long)
+    assert whole["text_chars"] == len(huge)
+    assert whole["text"] == huge[:ECHO_CHARS] + "…"
+    assert whole["long_text"]["policy"] == "truncated"
+    assert whole["long_text"]["tokens"] == clf.tokenizer.lengths([huge])[0]
+    assert whole["intent"] == clf.predict([huge])[0].intent
+    # the plain output is bounded too, and says what was cut
+    assert main(["predict", str(encoder_dir), huge]) == 0
+    plain = capsys.readouterr().out
+    assert len(plain) < 1000 and f"{len(huge)} characters" in plain
+    assert f"read up to token {clf.max_length} of " in plain
+
+
+def test_long_text_notes_of_an_ensemble_name_the_network_that_cut_most(encoder_dir):
+    from headwise.commands.predict import long_text_notes
+    from headwise.intent.classifier import IntentClassifier
+    from headwise.intent.ensemble import EnsembleClassifier
+
+    a, b = IntentClassifier.load(encoder_dir), IntentClassifier.load(encoder_dir)
+    b.max_length = 8
+    text = "send money to my friend"
+    n = a.tokenizer.lengths([text])[0]
+    assert 8 < n <= a.max_length
+    notes = long_text_notes(EnsembleClassifier([a, b]), ["hi", text])
+    assert notes == [None, {"policy": "truncated", "tokens": n, "max_length": 8, "chunks": 1}]
+    assert long_text_notes(a, ["hi", text]) == [None, None]
+
+
+def test_predict_into_a_closed_pipe_exits_quietly(encoder_dir, tmp_path):
+    texts = tmp_path / "texts.txt"  # ~400 KB of answers: far more than a pipe holds
+    line = "i lost my card " * 12
+    texts.write_text(f"{line}\n" * 1000)
+    with texts.open("rb") as stdin:
+        proc = subprocess.Popen([sys.executable, "-m", "headwise.cli", "predict",
+                                 str(encoder_dir), "--json"], stdin=stdin,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        first = json.loads(proc.stdout.readline())
+        proc.stdout.close()  # `| head -1`
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=300) == 141
+    assert first["text"] == line.strip()
+    assert "Broken pipe" not in err and "Traceback" not in err, err

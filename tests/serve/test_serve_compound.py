@@ -169,7 +169,7 @@ def test_threshold_and_at_least_one_overrides(cclient, clf):
     ({"texts": "hi", "at_least_one": 1}, "validation_error"),
     ({"texts": "hi", "top_k": 0}, "validation_error"),
     ({"texts": "hi", "thresholds": [0.5]}, "validation_error"),
-    ({"text": "hi"}, "validation_error"),
+    ({"text": "hi", "texts": "hi"}, "validation_error"),
 ])
 def test_bad_input_is_a_4xx_json_error(cclient, body, kind):
     r = cclient.post("/v1/predict", json=body)
@@ -196,7 +196,8 @@ def test_explain_refuses_and_health_ready_metrics_work(cclient):
     assert r.status_code == 409
     assert r.json()["error"]["type"] == "unsupported_model"
     assert "compound" in r.json()["error"]["message"]
-    assert cclient.get("/healthz").json() == {"status": "ok", "model": None, "runtime": None}
+    assert cclient.get("/healthz").json() == {"status": "ok", "model": "model",
+                                              "runtime": "torch"}
     assert cclient.get("/readyz").json() == {"status": "ready", "model": "model",
                                              "runtime": "torch"}
     metrics = cclient.get("/metrics").text
