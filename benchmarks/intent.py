@@ -216,8 +216,6 @@ def onnx_latency(clf: Any, texts: list[str], queries: int = 200) -> dict[str, fl
     """Single-query latency of the path ``headwise serve`` runs by default: the fused ONNX
     export in onnxruntime behind ``InferenceEngine.predict`` (tokenize, forward, calibrated
     top-3). None for models without an ONNX export (the BiLSTM)."""
-    import numpy as np
-
     from headwise.serve import InferenceEngine, OnnxRuntime
     from headwise.serve.onnx_export import export_onnx
 
@@ -226,16 +224,23 @@ def onnx_latency(clf: Any, texts: list[str], queries: int = 200) -> dict[str, fl
     with tempfile.TemporaryDirectory() as tmp:
         path = export_onnx(clf.model, Path(tmp) / "m.onnx", max_length=clf.max_length)
         engine = InferenceEngine(clf, OnnxRuntime(path))
-        texts = [t for t in texts if t.strip()]
-        for t in texts[:10]:
-            engine.predict([t], top_k=3)
-        times = []
-        for i in range(queries):
-            t0 = time.perf_counter()
-            engine.predict([texts[i % len(texts)]], top_k=3)
-            times.append((time.perf_counter() - t0) * 1e3)
-    return {"p50_ms": float(np.median(times)), "p99_ms": float(np.percentile(times, 99)),
-            "queries": queries}
+        return {**engine_latency(engine, [t for t in texts if t.strip()], queries),
+                "queries": queries}
+
+
+def engine_latency(engine: Any, texts: list[str], queries: int) -> dict[str, float]:
+    """Single-query latency of a serving engine (``predict`` of one text, top 3): 10
+    queries of warm-up, then ``queries`` timed; median and 99th percentile in ms."""
+    import numpy as np
+
+    for t in texts[:10]:
+        engine.predict([t], top_k=3)
+    times = []
+    for i in range(queries):
+        t0 = time.perf_counter()
+        engine.predict([texts[i % len(texts)]], top_k=3)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return {"p50_ms": float(np.median(times)), "p99_ms": float(np.percentile(times, 99))}
 
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:

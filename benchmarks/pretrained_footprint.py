@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
-from intent import DATASETS, load_split  # noqa: E402
+from intent import DATASETS, engine_latency, load_split  # noqa: E402
 
 SECTION = "intent:pretrained-footprint"
 
@@ -59,19 +59,6 @@ class _RuntimeClassifier:
             p = np.exp(z)
             out.append(p / p.sum(1, keepdims=True))
         return np.concatenate(out)
-
-
-def _latency(engine: Any, texts: list[str], queries: int) -> dict[str, float]:
-    import numpy as np
-
-    for t in texts[:10]:
-        engine.predict([t], top_k=3)
-    times = []
-    for i in range(queries):
-        t0 = time.perf_counter()
-        engine.predict([texts[i % len(texts)]], top_k=3)
-        times.append((time.perf_counter() - t0) * 1e3)
-    return {"p50_ms": float(np.median(times)), "p99_ms": float(np.percentile(times, 99))}
 
 
 def _mib(path: Path) -> float:
@@ -103,7 +90,7 @@ def serving(spec: dict[str, Any]) -> dict[str, Any]:
             report = evaluate_classifier(_RuntimeClassifier(clf, runtime), texts, labels)
             out[name] = {"file_mib": _mib(path), "accuracy": report["accuracy"],
                          "macro_f1": report["macro_f1"],
-                         **_latency(InferenceEngine(clf, runtime), texts, spec["queries"])}
+                         **engine_latency(InferenceEngine(clf, runtime), texts, spec["queries"])}
     return out
 
 
@@ -128,8 +115,9 @@ def untrimmed(spec: dict[str, Any]) -> dict[str, Any]:
         return {"parameters": sum(p.numel() for p in model.parameters()),
                 "vocab_size": tok.vocab_size, "fp32": {
                     "file_mib": _mib(fp32),
-                    **_latency(InferenceEngine(clf, OnnxRuntime(fp32, threads=spec["threads"])),
-                               list(test.texts), spec["queries"])}}
+                    **engine_latency(
+                        InferenceEngine(clf, OnnxRuntime(fp32, threads=spec["threads"])),
+                        list(test.texts), spec["queries"])}}
 
 
 def training_memory(spec: dict[str, Any]) -> dict[str, Any]:

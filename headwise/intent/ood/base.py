@@ -171,3 +171,25 @@ def check_matrix(x: np.ndarray | None, what: str) -> np.ndarray:
     if not np.isfinite(a).all():
         raise ValueError(f"{what} have non-finite values")
     return a
+
+
+class LogitScoreDetector(OodDetector):
+    """A score of the logits alone at a temperature ``T`` (the top probability, the
+    energy): nothing to fit, one hyperparameter.
+
+    Raises:
+        ValueError: a non-positive temperature.
+    """
+
+    def __init__(self, temperature: float = 1.0) -> None:
+        super().__init__()
+        if not temperature > 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        self.temperature = float(temperature)
+
+    def params(self) -> dict[str, Any]:
+        return {"temperature": self.temperature}
+
+    def _fit(self, features: np.ndarray | None, logits: np.ndarray | None,
+             labels: np.ndarray | None) -> None:
+        pass

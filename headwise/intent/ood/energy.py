@@ -9,14 +9,12 @@ distribution. The in-scope score is the negative energy, ``T * logsumexp(logits 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from headwise.intent.ood.base import OodDetector
+from headwise.intent.ood.base import LogitScoreDetector
 
 
-class EnergyDetector(OodDetector):
+class EnergyDetector(LogitScoreDetector):
     """The negative free energy of the logits; nothing to fit.
 
     Args:
@@ -27,19 +25,6 @@ class EnergyDetector(OodDetector):
     """
 
     name = "energy"
-
-    def __init__(self, temperature: float = 1.0) -> None:
-        super().__init__()
-        if not temperature > 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
-        self.temperature = float(temperature)
-
-    def params(self) -> dict[str, Any]:
-        return {"temperature": self.temperature}
-
-    def _fit(self, features: np.ndarray | None, logits: np.ndarray | None,
-             labels: np.ndarray | None) -> None:
-        pass
 
     def _score(self, features: np.ndarray | None, logits: np.ndarray | None) -> np.ndarray:
         z = logits / self.temperature

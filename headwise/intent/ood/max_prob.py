@@ -8,15 +8,13 @@ temperature it is the calibrated top probability that
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from headwise.intent.calibration import calibrated_probs
-from headwise.intent.ood.base import OodDetector
+from headwise.intent.ood.base import LogitScoreDetector
 
 
-class MaxProbDetector(OodDetector):
+class MaxProbDetector(LogitScoreDetector):
     """The top softmax probability at a temperature; nothing to fit.
 
     Args:
@@ -27,19 +25,6 @@ class MaxProbDetector(OodDetector):
     """
 
     name = "max_prob"
-
-    def __init__(self, temperature: float = 1.0) -> None:
-        super().__init__()
-        if not temperature > 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
-        self.temperature = float(temperature)
-
-    def params(self) -> dict[str, Any]:
-        return {"temperature": self.temperature}
-
-    def _fit(self, features: np.ndarray | None, logits: np.ndarray | None,
-             labels: np.ndarray | None) -> None:
-        pass
 
     def _score(self, features: np.ndarray | None, logits: np.ndarray | None) -> np.ndarray:
         return calibrated_probs(logits, self.temperature).max(1)
