@@ -163,9 +163,9 @@ def test_train_without_model_takes_the_default_and_says_so(xlmr, tmp_path, monke
     import json
 
     from headwise.cli import main
-    from headwise.commands import train as train_command
+    from headwise.intent import builders
 
-    monkeypatch.setattr(train_command, "default_model",
+    monkeypatch.setattr(builders, "default_model",
                         lambda texts: (f"pretrained:{xlmr}", "no --model given: test encoder"))
     data = tmp_path / "train.csv"
     data.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in ROWS * 2),
