@@ -162,7 +162,10 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 def render(res: dict[str, Any], command: str) -> str:
     s, u = res["serving"], res["untrimmed"]
     mt, mu = res["memory_trimmed"], res["memory_untrimmed"]
-    f = H.fmt
+
+    def f(x: float, digits: int = 2) -> str:
+        return f"{x:.{digits}f}"
+
     rows = [
         ["PyTorch (trimmed)", f(s["parameters"] / 1e6, 1), "", "", "",
          f(100 * s["torch"]["accuracy"], 2), f(100 * s["torch"]["macro_f1"], 2)],
@@ -197,8 +200,11 @@ def render(res: dict[str, Any], command: str) -> str:
         f"{res['dataset']} test split.",
         "", table, "",
         f"int8 changes accuracy by {delta_acc:+.2f} points and macro-F1 by {delta_f1:+.2f} "
-        f"points against fp32; the trimmed fp32 file is {ratio:.1f}x smaller than the "
-        f"untrimmed one.",
+        f"points against fp32 (target: at most 0.5 points of accuracy: "
+        f"{'PASS' if abs(delta_acc) <= 0.5 else 'FAIL'}); fp32 ONNX p50 "
+        f"{s['fp32']['p50_ms']:.2f} ms (target at most 8 ms: "
+        f"{'PASS' if s['fp32']['p50_ms'] <= 8 else 'FAIL'}). The trimmed fp32 file is "
+        f"{ratio:.1f}x smaller than the untrimmed one.",
         "", mem, ""])
 
 
@@ -213,10 +219,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
     p.add_argument("--no-write", action="store_true", help="print the section instead")
+    p.add_argument("--render", action="store_true",
+                   help="only rebuild the section from results/pretrained_footprint.json")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    results = HERE / "results" / "pretrained_footprint.json"
+    if args.render:
+        res = json.loads(results.read_text(encoding="utf-8"))
+        H.write_section(args.md, SECTION, render(res, res["command"]))
         return 0
     if args.model_dir is None:
         p.error("--model-dir is required")
@@ -234,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         if rec.get("status") != "ok":
             raise SystemExit(f"{key} failed: {rec}")
         res[key] = rec
-    body = render(res, H.command_line())
-    results = HERE / "results" / "pretrained_footprint.json"
+    res["command"] = H.command_line()
+    body = render(res, res["command"])
     results.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
     if args.no_write:
         print(body)
