@@ -180,6 +180,17 @@ def test_train_without_model_takes_the_default_and_says_so(xlmr, tmp_path, monke
     assert "pretrained encoder:" in out and "estimated training time: about" in out
     summary = json.loads((tmp_path / "m" / "train_summary.json").read_text())
     assert summary["recipe"]["model"] == f"pretrained:{xlmr}"
+    # the public path: train --model pretrained:DIR --valid F, then predict --json
+    valid = tmp_path / "valid.csv"
+    valid.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in ROWS),
+                     encoding="utf-8")
+    assert main(["train", "--data", str(data), "--valid", str(valid), "--config", str(cfg),
+                 "--model", f"pretrained:{xlmr}", "--out", str(tmp_path / "p"),
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "p"), "--json", "我的card被冻结了"]) == 0
+    answer = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert {"intent", "confidence", "out_of_scope", "top_k"} <= set(answer)
     # a config that names its model is obeyed, not overridden by the default
     cfg.write_text(json.dumps({"model": "tfidf"}))
     assert main(["train", "--data", str(data), "--config", str(cfg), "--out",
