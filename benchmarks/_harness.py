@@ -430,6 +430,16 @@ def write_section(path: Path, key: str, body: str, title: str = "# Benchmarks") 
     path.write_text(text)
 
 
+def print_or_write(md: Path, key: str, body: str, *, no_write: bool) -> None:
+    """Print a benchmark's section (``--no-write``) or put it into ``md`` and say so on
+    stderr."""
+    if no_write:
+        print(body)
+    else:
+        write_section(md, key, body)
+        print(f"wrote the {key} section of {md}", file=sys.stderr)
+
+
 def plot_panels(path: Path, panels: Sequence[Sequence[dict[str, Any]]], title: str) -> None:
     """Save rows of line plots as a PNG. Each panel: ``title``, ``ylabel``, ``series``
     (label -> [(x, y)]; y <= 0 is dropped on a log axis), optional ``logy`` (default True)

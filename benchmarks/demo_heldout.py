@@ -138,11 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if not done:
         raise SystemExit("no seed has been measured")
     body = render([done[s] for s in sorted(done)])
-    if args.no_write:
-        print(body)
-    else:
-        H.write_section(args.md, SECTION, body)
-        print(f"wrote the {SECTION} section of {args.md}", file=sys.stderr)
+    H.print_or_write(args.md, SECTION, body, no_write=args.no_write)
     return 0
 
 

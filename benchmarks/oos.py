@@ -418,11 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"    {rec['status']}: {rec.get('detail')}", file=sys.stderr, flush=True)
     body = render(list(done_runs(args.results).values()))
-    if args.no_write:
-        print(body)
-    else:
-        H.write_section(args.md, SECTION, body)
-        print(f"wrote the {SECTION} section of {args.md}", file=sys.stderr)
+    H.print_or_write(args.md, SECTION, body, no_write=args.no_write)
     return 0
 
 

@@ -250,11 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     res["command"] = H.command_line()
     body = render(res, res["command"])
     results.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
-    if args.no_write:
-        print(body)
-    else:
-        H.write_section(args.md, SECTION, body)
-        print(f"wrote the {SECTION} section of {args.md}", file=sys.stderr)
+    H.print_or_write(args.md, SECTION, body, no_write=args.no_write)
     return 0
 
 
