@@ -287,6 +287,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     if spec.get("soup_members"):
         return soup_worker(spec, test)
+    if spec.get("combine_members"):
+        return combine_worker(spec, test)
     out = Path(tempfile.mkdtemp(prefix="headwise-intent-"))
     cfg = CONFIGS[spec["config"]]
     size = cfg.get("ensemble", 1)
@@ -375,6 +377,50 @@ def soup_worker(spec: dict[str, Any], test: Any) -> dict[str, Any]:
             "parameters": sum(p.numel() for p in clf.model.parameters()),
             "vocab_size": clf.tokenizer.vocab_size, "latency": latency,
             "unseen_test_labels": report["unseen_labels"]}
+
+
+def combine_worker(spec: dict[str, Any], test: Any) -> dict[str, Any]:
+    """Average the kept member classifiers of a "combine" run (one per listed configuration,
+    all with the run's seed: the same models the run would train), then test and time it."""
+    from headwise.intent import evaluate_classifier, measure_latency
+    from headwise.intent.ensemble import EnsembleClassifier, load_classifier
+
+    members = spec["combine_members"]
+    models = [load_classifier(m["model_dir"]) for m in members]
+    clf = EnsembleClassifier(models, info={"members": [(m["config"], m["seed"])
+                                                       for m in members]})
+    report = evaluate_classifier(clf, test.texts, test.labels)
+    load = os.getloadavg()[0]
+    latency = measure_latency(clf, test.texts, queries=200, batches=20)
+    latency["loadavg"] = load
+    keep = None
+    if spec.get("keep_dir"):
+        keep = Path(spec["keep_dir"]) / f"{spec['dataset']}-{spec['config']}-{spec['seed']}"
+        shutil.rmtree(keep, ignore_errors=True)
+        clf.save(keep)
+    return {"status": "ok", "model_dir": None if keep is None else str(keep),
+            "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
+            "train_seconds": sum(m["train_seconds"] for m in members),
+            "members": [[m["config"], m["seed"]] for m in members], "reused_members": True,
+            "parameters": sum(m.get("parameters") or 0 for m in members),
+            "latency": latency, "unseen_test_labels": report["unseen_labels"]}
+
+
+def combine_members(done: dict[tuple[str, str, int], dict[str, Any]], d: str, c: str,
+                    s: int) -> list[dict[str, Any]] | None:
+    """The kept member classifiers of "combine" run (d, c, s), trained with the recipe the
+    configuration has now; None when one is missing (the run then trains its members)."""
+    members = []
+    for mc in CONFIGS[c]["combine"]:
+        rec = done.get((d, mc, s), {})
+        if rec.get("status") != "ok" or not rec.get("model_dir") \
+                or not Path(rec["model_dir"]).is_dir() or rec.get("recipe") != CONFIGS[mc] \
+                or rec.get("quick"):
+            return None
+        members.append({"config": mc, "seed": s, "model_dir": rec["model_dir"],
+                        "train_seconds": rec["train_seconds"],
+                        "parameters": rec.get("parameters")})
+    return members
 
 
 def expand_soups(plan: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
@@ -482,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if "soup_of" in CONFIGS[c]:
                     spec["soup_members"] = soup_members(done_runs(args.results), d, c, s)
+                if "combine" in CONFIGS[c]:
+                    spec["combine_members"] = combine_members(done_runs(args.results), d, c, s)
                 rec = H.run_worker(Path(__file__), spec, args.timeout)
             except ValueError as e:
                 rec = {"status": "error", "error": str(e), "wall_s": 0.0}
