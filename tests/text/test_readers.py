@@ -66,9 +66,11 @@ def test_csv_bom_crlf_tsv_and_header_names(tmp_path):
     assert rows(read_examples(both, text_column="query", label_column="intent")) == \
         [("c", "d", 2)]
     with pytest.raises(DataError, match=r"both\.csv:1: no text column 'Query'.*"
-                                        r"\(text, label, query, intent\)"):
+                                        r"\(text, label, query, intent\); name it with "
+                                        r"--text-column NAME"):
         read_examples(both, text_column="Query")
-    with pytest.raises(DataError, match=r"both\.csv:1: no label column 'topic'"):
+    with pytest.raises(DataError, match=r"both\.csv:1: no label column 'topic'.*"
+                                        r"--label-column NAME"):
         read_examples(both, label_column="topic")
 
 
