@@ -20,7 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Write the classifier as an ONNX graph (dynamic batch and length) for "
         "`headwise serve` (which uses MODEL/model.onnx by default), check its logits "
         "against PyTorch (at most 1e-4 apart), and optionally a dynamically quantised int8 "
-        "copy. The graph uses onnxruntime's fused operators (one Attention node per layer, "
+        "copy. The graph uses onnxruntime's fused operators (one Attention node per layer "
+        "where the attention is plain multi-head self-attention, not with rotary positions, "
+        "grouped-query or number-aware heads, as the output then says; "
         "SkipLayerNormalization, BiasGelu: the same float32 function, faster); --portable "
         "writes standard ONNX operators only. With --data, the accuracy of PyTorch, ONNX "
         "and int8 on a labelled file is measured. Transformer classifiers only: a BiLSTM, a "
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         probe_batches,
         quantize_int8,
     )
-    from headwise.serve.onnx_fusion import fused_op_counts
+    from headwise.serve.onnx_fusion import fused_op_counts, unfusable_reason
     from headwise.serve.runtime import OnnxRuntime, TorchRuntime, file_sha256
     from headwise.serve.startup import ONNX_TOLERANCE
 
@@ -85,6 +87,13 @@ def run(args: argparse.Namespace) -> int:
     report: dict = {"onnx": str(out), "max_abs_logit_diff": diff, "fused_ops": fused}
     ops = ", ".join(f"{n} {op}" for op, n in fused.items()) or "none (standard operators)"
     print(f"wrote {out}: logits within {diff:.2e} of PyTorch; fused operators: {ops}")
+    unfused = None if args.portable or fused.get("Attention") else \
+        unfusable_reason(clf.model) or "onnxruntime's optimizer did not match the layers"
+    if unfused:
+        report["attention_not_fused"] = unfused
+        print(f"no fused Attention node: {unfused}; onnxruntime's fused operator takes plain "
+              f"multi-head self-attention with a padding mask only, so each layer's attention "
+              f"runs as standard operators (same outputs, slower)")
     if diff > ONNX_TOLERANCE:
         raise ValueError(f"the exported graph differs from PyTorch by {diff:.3g} "
                          f"(> {ONNX_TOLERANCE}); not usable")

@@ -21,7 +21,10 @@ attend (every text has at least its special tokens).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
+import logging
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +35,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headwise.attention.mha import MultiHeadAttention
+
+log = logging.getLogger(__name__)
 
 #: operator types written by the fusions, counted in the export report
 FUSED_OPS = ("Attention", "SkipLayerNormalization", "BiasGelu", "EmbedLayerNormalization")
@@ -182,9 +187,15 @@ def optimize_graph(path: str | Path, *, num_heads: int, hidden_size: int) -> Non
 
     options = FusionOptions("bert")
     options.enable_gelu_approximation = False  # exact erf-GELU only (the default, pinned)
-    optimized = optimize_model(str(path), model_type="bert", num_heads=num_heads,
-                               hidden_size=hidden_size, optimization_options=options,
-                               opt_level=0, use_gpu=False)
+    # the optimizer prints its own diagnostics ("failed in shape inference") on stdout, which
+    # is the user's output (`headwise export ... | jq`): they go to the debug log instead
+    chatter = io.StringIO()
+    with contextlib.redirect_stdout(chatter):
+        optimized = optimize_model(str(path), model_type="bert", num_heads=num_heads,
+                                   hidden_size=hidden_size, optimization_options=options,
+                                   opt_level=0, use_gpu=False)
+    if chatter.getvalue().strip():
+        log.debug("onnxruntime's transformer optimizer said: %s", chatter.getvalue().strip())
     optimized.save_model_to_file(str(path))
 
 

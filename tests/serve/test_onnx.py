@@ -180,3 +180,21 @@ def test_roberta_positions_export_exactly(tmp_path):
     path = export_onnx(model, tmp_path / "roberta.onnx")
     batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=1, seed=4)
     assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
+
+
+def test_rotary_export_says_why_its_attention_is_not_fused(tmp_path, capsys):
+    from serve_helpers import MAX_LENGTH, tiny_encoder, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    clf = IntentClassifier(tiny_encoder(tok, position="rope"), tok, list(INTENTS),
+                           max_length=MAX_LENGTH)
+    model_dir = clf.save(tmp_path / "rope")
+    out = tmp_path / "rope.onnx"
+    assert main(["export", str(model_dir), "--onnx", str(out)]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads(out.with_suffix(".export.json").read_text())
+    assert "Attention" not in report["fused_ops"] and report["max_abs_logit_diff"] <= 1e-4
+    assert report["attention_not_fused"] == "layer 0 uses rotary positions"
+    assert "no fused Attention node: layer 0 uses rotary positions" in printed
+    # onnxruntime's optimizer diagnostics stay off stdout (the user's output)
+    assert "shape inference" not in printed
