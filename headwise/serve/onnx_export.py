@@ -214,6 +214,14 @@ def quantize_int8(src: str | Path, dst: str | Path) -> Path:
     """Dynamic int8 quantisation (weights int8, activations quantised per batch at run
     time) of an exported classifier, with onnxruntime's quantiser.
 
+    Weights get one scale per output channel (``per_channel``), not one per matrix: a
+    fine-tuned 12-layer encoder's matrices hold a few large columns that a single scale
+    crushes the rest against. Chosen on DataCLUE CIC's validation rows (never its test
+    split) with multilingual-e5-small fine-tuned: the int8 model's top intent agreed with
+    fp32's on 90.4 % of the rows per matrix and on 95.8 % per channel (accuracy change
+    -1.17 and -0.08 points), at the same file size; leaving the embeddings or every
+    operator but MatMul in float did no better and doubled the file.
+
     Args:
         src: the float32 ``.onnx`` written by :func:`export_onnx`.
         dst: the quantised file to write.
@@ -232,7 +240,8 @@ def quantize_int8(src: str | Path, dst: str | Path) -> Path:
         # the quantiser writes shape-inferred intermediates; keep them out of dst's folder
         staged = Path(tmp) / dst.name
         with _quiet("", "onnxruntime"):
-            quantize_dynamic(str(src), str(staged), weight_type=QuantType.QInt8)
+            quantize_dynamic(str(src), str(staged), weight_type=QuantType.QInt8,
+                             per_channel=True)
         _set_metadata(staged, {**meta, META_QUANTIZED: "int8"})
         staged.replace(dst)
     return dst

@@ -42,6 +42,14 @@ def test_export_writes_both_files_and_a_report(exported, capsys):
     assert report["accuracy"]["onnx"] == report["accuracy"]["torch"]
     assert OnnxRuntime(exported / "model.int8.onnx").quantized
     assert not OnnxRuntime(exported / "model.onnx").quantized
+    # weights quantised per output channel: the packed Q/K/V matrix of a layer (d 32 -> 96)
+    # has one scale per column, not one for the matrix
+    import onnx
+
+    graph = onnx.load(str(exported / "model.int8.onnx"), load_external_data=False).graph
+    scales = {i.name: list(i.dims) for i in graph.initializer if i.name.endswith("_scale")}
+    qkv = [dims for name, dims in scales.items() if "attn" in name and "weight" in name]
+    assert qkv and all(dims == [96] for dims in qkv), scales
 
 
 def test_onnxruntime_equals_pytorch(encoder_dir, exported):
