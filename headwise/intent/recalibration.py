@@ -97,7 +97,8 @@ class Recalibration:
 
 def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
                 labels: Sequence[str | None], *, max_reject: float = 0.02,
-                temperature: bool = True) -> Recalibration:
+                temperature: bool = True, reject_budget: float | None = None
+                ) -> Recalibration:
     """Fit ``clf``'s temperature (when it has one) and choose its out-of-scope threshold on
     labelled held-out rows — and its out-of-scope detector's threshold, when it has one;
     all are set on ``clf`` (save it to keep them).
@@ -111,6 +112,9 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
             threshold may reject.
         temperature: fit the temperature; False keeps the classifier's and chooses only the
             thresholds.
+        reject_budget: with out-of-scope rows, the largest share of in-scope rows the
+            balanced threshold may reject (None: no limit; see
+            :func:`~headwise.intent.oos.choose_threshold`).
 
     Returns:
         The :class:`Recalibration` (measured on these same rows: the "after" numbers are
@@ -146,13 +150,15 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
         before = after = clf.predict_proba(chosen)
     pred = after.argmax(1)
     threshold_before = clf.threshold
-    choice = choose_threshold(after.max(1), pred == gold, oos, max_reject=max_reject)
+    choice = choose_threshold(after.max(1), pred == gold, oos, max_reject=max_reject,
+                              reject_budget=reject_budget)
     clf.threshold = choice.threshold
     ood_before = ood_choice = None
     if det is not None:
         ood_before = det.threshold
         ood_choice = choose_score_threshold(det.score(features, logits), pred == gold, oos,
-                                            max_reject=max_reject, name=det.name)
+                                            max_reject=max_reject, name=det.name,
+                                            reject_budget=reject_budget)
         det.threshold = ood_choice.threshold
     return Recalibration(
         in_scope_rows=int(ins.sum()), oos_rows=int(oos.sum()),
@@ -200,7 +206,8 @@ def save_calibration(clf: ProbabilityClassifier, directory: str | Path) -> Path:
 
 
 def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
-                            labels: list[str | None], max_reject: float
+                            labels: list[str | None], max_reject: float,
+                            reject_budget: float | None = None
                             ) -> tuple[ThresholdChoice, dict[str, float]]:
     """Training's calibration: :func:`recalibrate` on the validation rows, answering
     ``(choice, metrics)`` with the calibrated in-scope ``accuracy``, ``macro_f1`` and
@@ -217,7 +224,7 @@ def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
     if not any(y in known or is_oos_label(y) for y in labels):
         clf.threshold = 0.0
         return ThresholdChoice.none(), {}
-    r = recalibrate(clf, texts, labels, max_reject=max_reject)
+    r = recalibrate(clf, texts, labels, max_reject=max_reject, reject_budget=reject_budget)
     metrics: dict[str, Any] = {"accuracy": r.accuracy, "macro_f1": r.macro_f1,
                                "temperature": clf.temperature}
     if r.in_scope_rows < MIN_CALIBRATION_ROWS and isinstance(clf, CalibratedClassifier):
@@ -226,7 +233,8 @@ def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
         fitted = clf.temperature
         clf.temperature = max(fitted, 1.0)
         if clf.temperature != fitted:  # the threshold again, at the kept temperature
-            r = recalibrate(clf, texts, labels, max_reject=max_reject, temperature=False)
+            r = recalibrate(clf, texts, labels, max_reject=max_reject, temperature=False,
+                            reject_budget=reject_budget)
         metrics.update(temperature=clf.temperature, small_validation={
             "in_scope_rows": r.in_scope_rows, "minimum": MIN_CALIBRATION_ROWS,
             "fitted_temperature": fitted,
@@ -246,7 +254,8 @@ def _nll(probs: np.ndarray, gold: np.ndarray) -> float:
 def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
                      train_labels: Sequence[str], valid_texts: Sequence[str],
                      valid_labels: Sequence[str | None], detector: str | OodDetector, *,
-                     max_reject: float = 0.02, batch_size: int = 64) -> ThresholdChoice | None:
+                     max_reject: float = 0.02, batch_size: int = 64,
+                     reject_budget: float | None = None) -> ThresholdChoice | None:
     """Fit an out-of-scope detector on the training rows and choose its threshold on the
     validation rows; it is set as ``clf.ood`` and recorded in ``clf.info["ood"]`` (the
     detector, its hyperparameters, its threshold choice on validation, the rows and seconds
@@ -268,6 +277,8 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
         max_reject: without out-of-scope validation rows, the largest share of in-scope
             rows the threshold may reject.
         batch_size: texts per forward pass.
+        reject_budget: with out-of-scope validation rows, the largest share of in-scope
+            rows the balanced threshold may reject (None: no limit).
 
     Returns:
         The detector's :class:`ThresholdChoice`, or None when none was stored.
@@ -310,7 +321,8 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
     v_features, v_logits = _forward(clf, det, [valid_texts[i] for i in rows], batch_size)
     choice = choose_score_threshold(det.score(v_features, v_logits),
                                     v_logits.argmax(1) == gold, gold < 0,
-                                    max_reject=max_reject, name=det.name)
+                                    max_reject=max_reject, name=det.name,
+                                    reject_budget=reject_budget)
     det.threshold = choice.threshold
     clf.ood = det
     clf.info["ood"] = {**record, "valid": choice.to_dict(), "stored": True}

@@ -46,6 +46,29 @@ def test_balanced_choice_by_hand():
     assert ch.n_in_scope == 5 and ch.n_oos == 2
 
 
+def test_balanced_choice_within_an_in_scope_reject_budget_by_hand():
+    # in-scope confidences 0.9 0.8 0.6 0.5 0.4 (reject rates by threshold: below 0.4: 0,
+    # (0.4, 0.5): 1/5, (0.5, 0.6): 2/5, (0.6, 0.8): 3/5); the unconstrained best rejects 3/5
+    ch = choose_threshold(CONF, CORRECT, OOS, reject_budget=0.2)
+    # within 1/5: below 0.3 scores (0.6 + 0) / 2 = 0.30, (0.3, 0.4): (0.6 + 1/2) / 2 = 0.55,
+    # (0.4, 0.5): (0.6 + 1/2) / 2 = 0.55 too (tie: the lower threshold wins)
+    assert ch.method == "balanced" and ch.reject_budget == 0.2
+    assert 0.3 < ch.threshold < 0.4 and ch.reject_rate == 0.0
+    assert ch.oos_recall == pytest.approx(0.5) and ch.in_scope_accuracy == pytest.approx(0.6)
+    # a budget of 0 still allows the threshold that rejects no in-scope row
+    zero = choose_threshold(CONF, CORRECT, OOS, reject_budget=0.0)
+    assert zero.reject_rate == 0.0 and zero.oos_recall == pytest.approx(0.5)
+    # a budget as large as the unconstrained choice's reject rate changes nothing
+    free = choose_threshold(CONF, CORRECT, OOS)
+    assert choose_threshold(CONF, CORRECT, OOS, reject_budget=0.6).threshold == free.threshold
+    assert free.reject_budget is None
+    # the same rule on any score
+    sc = choose_score_threshold(CONF, CORRECT, OOS, reject_budget=0.2, name="energy")
+    assert sc.reject_rate == 0.0 and sc.oos_recall == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="reject_budget"):
+        choose_threshold(CONF, CORRECT, OOS, reject_budget=1.0)
+
+
 def test_max_reject_without_oos():
     conf = np.linspace(0.01, 1.0, 100)
     ch = choose_threshold(conf, np.ones(100, bool), np.zeros(100, bool), max_reject=0.05)
