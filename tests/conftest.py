@@ -6,11 +6,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # tiny_corpus.py and friends, importable from every test folder whatever the import mode
 sys.path.insert(0, str(Path(__file__).parent))
 
 from headwise.text.annotations import AnnotatedExample, SlotSpan
+
+# Hypothesis profiles: "ci" (the default) keeps property tests to a few seconds and their
+# examples reproducible; "long" (`pytest ... --hypothesis-profile=long`) explores far more.
+# Tests that set max_examples themselves keep their own count under both.
+settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=2000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci")
 
 AMOUNTS = ["20", "50", "300", "1,200", "75", "90"]
 

@@ -51,6 +51,7 @@ from headwise.attention.kernels.blocksparse_cpu import (
     make_chunks,
 )
 from headwise.attention.kernels.tiled import MaskTiles
+from headwise.attention.kernels.validate import expand_to_lengths
 from headwise.attention.masks import AttentionPattern
 
 #: default block size (query and key blocks are the same size)
@@ -336,6 +337,8 @@ def blocksparse_attention(q: Tensor, k: Tensor, v: Tensor,
     block = DEFAULT_BLOCK if block is None else block
     b, h, q_len, _ = q.shape
     k_len = k.shape[2]
+    # masks and biases are indexed at query and key positions: broadcast dims expanded
+    mask, bias = (expand_to_lengths(t, q_len, k_len) for t in (mask, bias))
     plan = block_plan(mask, q_len, k_len, block, q.device)
     nq = plan.n_q_blocks
     if fused_available(q, v, bias, dropout_p):

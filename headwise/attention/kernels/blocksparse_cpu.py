@@ -138,6 +138,17 @@ def _strided(flat: Tensor, per_head: int, n: int, rows: int, first: int, step: i
                            flat.storage_offset() + first * d)
 
 
+def _rows(x: Tensor) -> Tensor:
+    """``x`` (..., d) as row-major (rows, d): a view when ``x`` is contiguous, else a copy.
+
+    :func:`_strided` addresses rows by ``row * d`` from the storage offset, so a
+    ``reshape`` is not enough: it returns a view whenever the strides allow one, and
+    for an expanded tensor (stride 0, the gradient of ``out.sum()``) or a transposed
+    one whose merged dimensions happen to be viewable that view is not row-major.
+    """
+    return x.contiguous().view(-1, x.shape[-1])
+
+
 def _keys(c: ChunkSpec, lay: _Layout, kf: Tensor, vf: Tensor, block: int
           ) -> tuple[Tensor, Tensor]:
     """The chunk's keys and values, (n, B * Hk, S, d): views for a strided chunk."""
@@ -173,7 +184,7 @@ class _FusedBlockSparse(torch.autograd.Function):
                 bwd_chunks: list[ChunkSpec], block: int, n_q_pad: int, scale: float) -> Tensor:
         b, h, q_len, d = q.shape
         lay = _Layout(b, h, k.shape[1], q_len, n_q_pad, k.shape[2], q.device)
-        qf, kf, vf = (x.reshape(-1, d) for x in (q, k, v))  # views for contiguous inputs
+        qf, kf, vf = (_rows(x) for x in (q, k, v))  # views for contiguous inputs
         out = q.new_empty(b * h * n_q_pad, d)
         lse_all, masks = None, {}
         for c in chunks:
@@ -200,7 +211,9 @@ class _FusedBlockSparse(torch.autograd.Function):
         dq = torch.empty(of.shape, dtype=acc)
         dk = torch.zeros(k.shape, dtype=acc).view(-1, d)
         dv = torch.zeros(v.shape, dtype=acc).view(-1, d)
-        qf, kf, vf, gf = (x.reshape(-1, d) for x in (q, k, v, grad))
+        # the incoming gradient may be expanded (``out.sum()``: stride 0), transposed or a
+        # slice's: the strided views below need row-major rows, as do the inputs
+        qf, kf, vf, gf = (_rows(x) for x in (q, k, v, grad))
         for c in ctx.chunks:
             # dead rows (past q_len) read a clamped copy; their row_ok is False, so their
             # gradient is zeroed and they contribute nothing

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from headwise.attention.kernels.validate import expand_to_lengths
 from headwise.attention.masks import AttentionPattern
 
 DEFAULT_BLOCK_Q = 256
@@ -27,6 +28,7 @@ class MaskTiles:
 
     def __init__(self, mask: Tensor | AttentionPattern | None, q_len: int, k_len: int,
                  block_q: int, block_k: int, device: torch.device) -> None:
+        mask = expand_to_lengths(mask, q_len, k_len)  # tiles slice it by position
         self.mask, self.q_len, self.k_len = mask, q_len, k_len
         self.block_q, self.block_k, self.device = block_q, block_k, device
         nq, nk = -(-q_len // block_q), -(-k_len // block_k)
@@ -192,6 +194,8 @@ def tiled_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPat
     block_k = DEFAULT_BLOCK_K if block_k is None else block_k
     if block_q <= 0 or block_k <= 0:
         raise ValueError(f"tile sizes must be positive, got {block_q} x {block_k}")
+    # a mask or bias that broadcasts over queries or keys is sliced per tile: full lengths
+    mask, bias = (expand_to_lengths(t, q.shape[2], k.shape[2]) for t in (mask, bias))
     tiles = MaskTiles(mask, q.shape[2], k.shape[2], block_q, block_k, q.device)
     with torch.autocast(q.device.type, enabled=False):  # float32 statistics, explicitly
         return TiledAttention.apply(q, k, v, bias, tiles, scale)

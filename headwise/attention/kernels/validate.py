@@ -123,3 +123,18 @@ def check_bias(bias: Tensor | None, shape: AttentionShape, q: Tensor) -> Tensor 
     if bias.device != q.device:
         raise ValueError(f"bias is on {bias.device} but q is on {q.device}")
     return _check_broadcast("bias", bias, shape)
+
+
+def expand_to_lengths(t: Tensor | AttentionPattern | None, q_len: int, k_len: int
+                      ) -> Tensor | AttentionPattern | None:
+    """A 4-D mask or bias broadcast along its query and key dims, as a view of the full
+    ``(B | 1, H | 1, q_len, k_len)``; patterns and None pass through.
+
+    Kernels that slice or index masks and biases by query and key position (tiles, gathered
+    blocks) need the full lengths; the validated ones may hold 1 there (a padding mask
+    ``(B, 1, 1, k_len)``). ``expand`` copies nothing, and its backward sums a bias's
+    gradient back to the broadcast shape.
+    """
+    if not isinstance(t, Tensor) or t.shape[-2:] == (q_len, k_len):
+        return t
+    return t.expand(t.shape[0], t.shape[1], q_len, k_len)
