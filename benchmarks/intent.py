@@ -211,8 +211,9 @@ def recipe_for(config: str, seed: int, quick: bool) -> Any:
     if "{minilm}" in fields.get("model", ""):
         fields["model"] = fields["model"].format(minilm=minilm_path())
     if quick:
-        fields["epochs"] = 1
-        if fields["model"] == "transformer":
+        if fields.get("model") != "tfidf":  # a TF-IDF model has no epochs (refused)
+            fields["epochs"] = 1
+        if fields.get("model") == "transformer":
             fields.update(d_model=64, num_layers=1, d_ff=128)
     return IntentRecipe.from_dict(fields)
 

@@ -61,6 +61,12 @@ def is_compound_model(directory: str) -> bool:
     return (Path(directory) / COMPOUND_FILE).is_file()
 
 
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``"1 intent"``, ``"3 intents"``: a count with its noun in the right number
+    (``nouns`` when the plural is not ``noun + "s"``)."""
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
+
+
 def check_out_dir(path: str | Path, option: str = "--out") -> Path:
     """Check that ``path`` can be a directory to write in: it is one already, or it does
     not exist and the nearest existing folder above it is a directory (it will be

@@ -31,9 +31,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-reject", type=float, default=0.02,
                    help="without out-of-scope rows: the largest share of in-scope rows the "
                    "threshold may reject (default 0.02)")
+    p.add_argument("--reject-budget", type=_budget, default=0.05,
+                   help="with out-of-scope rows: the largest share of in-scope rows the "
+                   "balanced threshold may reject; 'none' for no limit (default 0.05)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_data_options(p)
     p.set_defaults(func=run)
+
+
+def _budget(text: str) -> float | None:
+    """``--reject-budget``: a share in [0, 1), or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1) or 'none', got {text}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
                          f"thresholds are tuned by `headwise train --valid`")
     clf = load_classifier(args.model)
     data = read(args.data, args)
-    r = recalibrate(clf, data.texts, data.labels, max_reject=args.max_reject)
+    r = recalibrate(clf, data.texts, data.labels, max_reject=args.max_reject,
+                    reject_budget=args.reject_budget)
     clf.info["calibration"] = {"data": str(args.data), **r.to_dict()}
     clf.info["oos_threshold"] = r.threshold.to_dict()
     if r.ood is not None:

@@ -11,6 +11,7 @@ from headwise.commands._common import (
     add_data_options,
     check_out_dir,
     format_threshold,
+    plural,
     read,
     read_compound,
 )
@@ -43,7 +44,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, help="override the recipe's seed (default: the "
                    "recipe's, 0)")
     p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run from its last checkpoint in --out")
+                   help="continue an interrupted run from its last checkpoint in --out (says "
+                   "so and starts from the beginning when there is none yet)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace what --out already holds; the new model is trained beside it "
+                   "and swapped in only once saved, so a failed run leaves the old one intact "
+                   "(without it, a --out that holds files is refused)")
     p.add_argument("--keep-checkpoints", action="store_true",
                    help="keep the training checkpoints (OUT/checkpoints)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -67,20 +73,103 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--linear-probe", action="store_true",
                    help="fit the head on the frozen encoder's features before fine-tuning "
                    "(LP-FT; for pretrained:DIR and the Transformer)")
+    p.add_argument("--label-smoothing", type=float,
+                   help="override the recipe's label smoothing (default 0.1; networks only, "
+                   "for compound training each intent's sigmoid target)")
     add_data_options(p)
+    p.epilog = ("An option or recipe field that the chosen model does not use (--epochs for "
+                "tfidf, --linear-probe for bilstm, ...) is refused with a message naming it, "
+                "never ignored.")
     p.set_defaults(func=run)
 
 
+def _given_settings(args: argparse.Namespace) -> list[str]:
+    """The training-call settings (``headwise.intent.recipe_paths.SETTING_USES``) given."""
+    given = {"resume": args.resume, "keep_checkpoints": args.keep_checkpoints,
+             "per_intent_thresholds": args.per_intent_thresholds, "no_slots": args.no_slots,
+             "format": args.format != "auto", "text_column": args.text_column is not None,
+             "label_column": args.label_column is not None}
+    return [name for name, on in given.items() if on]
+
+
 def run(args: argparse.Namespace) -> int:
-    check_out_dir(args.out)
+    target = check_out_dir(args.out)
+    work = prepare_out_dir(target, resume=args.resume, overwrite=args.overwrite)
+    try:
+        code = _train(args, work)
+    except BaseException:
+        if work != target:  # a failed --overwrite run: the old model stays, untouched
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+    if work != target:
+        swap_into(work, target)
+    print(f"saved to {target}")
+    return code
+
+
+def prepare_out_dir(out: Path, *, resume: bool, overwrite: bool) -> Path:
+    """The directory a run writes into: ``out`` itself when it is missing or empty (or the
+    run resumes in it), a fresh staging folder beside it when it holds files and
+    ``overwrite`` is set (see :func:`swap_into`).
+
+    Raises:
+        ValueError: ``out`` holds files and neither ``resume`` nor ``overwrite`` is set; both
+            are set.
+    """
+    if resume and overwrite:
+        raise ValueError("--resume continues the run in --out and --overwrite replaces it; "
+                         "give one of them")
+    held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if resume:
+        from headwise.train import find_latest_checkpoint
+
+        if find_latest_checkpoint(out / "checkpoints") is None:
+            print(f"--resume: no checkpoint in {out / 'checkpoints'} yet; training from the "
+                  f"start")
+        return out
+    if not held:
+        return out
+    if not overwrite:
+        shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
+        raise ValueError(f"--out {out} already holds files ({shown}); pass --overwrite to "
+                         f"replace them, --resume to continue an interrupted run there, or "
+                         f"name another directory")
+    staging = out.parent / f".{out.name}.headwise-new"
+    if staging.exists():  # left by an interrupted --overwrite run
+        import shutil
+
+        shutil.rmtree(staging)
+    return staging
+
+
+def swap_into(staging: Path, out: Path) -> None:
+    """Replace ``out`` by the freshly written ``staging`` folder: ``out`` is moved aside,
+    ``staging`` renamed into its place (both on one file system: two atomic renames), then
+    the old contents are removed. Whatever fails before, ``out`` still holds the old model.
+    """
+    import shutil
+
+    old = out.parent / f".{out.name}.headwise-old"
+    if old.exists():
+        shutil.rmtree(old)
+    out.rename(old)
+    staging.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _train(args: argparse.Namespace, out: Path) -> int:
+    """Train as the arguments say, writing the classifier into ``out``."""
     # imported here, not at start: `headwise --help` stays light
     from headwise.intent.builders import default_model
     from headwise.intent.recipe import IntentRecipe, train_intent_classifier
+    from headwise.intent.recipe_paths import check_recipe_paths, recipe_path
     from headwise.text.annotations import looks_multi_label
     from headwise.text.readers import unseen_labels
 
-    recipe = IntentRecipe.from_json(args.config) if args.config else IntentRecipe()
-    named = args.config and "model" in json.loads(Path(args.config).read_text(encoding="utf-8"))
+    config = IntentRecipe.read_config(args.config) if args.config else {}
+    named = "model" in config
     changes = {"model": args.model} if args.model else {}
     if args.epochs is not None:
         changes["epochs"] = args.epochs
@@ -91,33 +180,46 @@ def run(args: argparse.Namespace) -> int:
     overrides = {name: getattr(args, name) for name in ("number_heads", "negation_heads")
                  if getattr(args, name)}
     if overrides:
-        changes["model_overrides"] = {**recipe.model_overrides, **overrides}
+        base = config.get("model_overrides", {})  # not an object: the type check names it
+        changes["model_overrides"] = {**base, **overrides} if isinstance(base, dict) else base
     if args.pretrain_epochs is not None:
         changes["pretrain_epochs"] = args.pretrain_epochs
     if args.linear_probe:
         changes["linear_probe"] = True
+    if args.label_smoothing is not None:
+        changes["label_smoothing"] = args.label_smoothing
     if args.no_valid:
         if args.valid:
             raise ValueError("--no-valid and --valid exclude each other")
         changes["valid_fraction"] = 0.0
-    recipe = IntentRecipe.from_dict({**recipe.to_dict(), **changes})
-    if args.multi_label or looks_multi_label(args.data):
-        return _run_compound(args, recipe)
+    fields = {**config, **changes}
+    # what the user set on purpose: refused, even at its default, by a path that ignores it
+    explicit = set(fields)
+    settings = _given_settings(args)
+    compound = args.multi_label or looks_multi_label(args.data)
+    if compound or args.model or named:  # the model is known: check the recipe before reading
+        recipe = IntentRecipe.from_dict(fields)
+        check_recipe_paths(recipe, {recipe_path(recipe, compound=compound)}, explicit=explicit,
+                           settings=settings)
+    if compound:
+        return _run_compound(args, recipe, out)
     train = read(args.data, args)
     valid = read(args.valid, args) if args.valid else None
-    print(f"training data: {len(train)} rows, {len(train.label_set())} intents ({args.data})")
+    print(f"training data: {plural(len(train), 'row')}, "
+          f"{plural(len(train.label_set()), 'intent')} ({args.data})")
     if not args.model and not named:
         model, reason = default_model([ex.text for ex in train])
-        recipe = IntentRecipe.from_dict({**recipe.to_dict(), "model": model})
         print(reason)
+        recipe = IntentRecipe.from_dict({**fields, "model": model})
+        check_recipe_paths(recipe, {recipe_path(recipe)}, explicit=explicit, settings=settings)
     if valid is not None:
         new = unseen_labels(train, valid)
-        print(f"validation data: {len(valid)} rows ({args.valid})")
+        print(f"validation data: {plural(len(valid), 'row')} ({args.valid})")
         if new:
             print("  intents only in the validation data (out-of-scope rows are used for the "
                   "threshold, others are left out): "
                   + ", ".join(f"{k} ({v})" for k, v in new.items()))
-    result = train_intent_classifier(train, valid, recipe, out_dir=args.out, resume=args.resume,
+    result = train_intent_classifier(train, valid, recipe, out_dir=out, resume=args.resume,
                                      keep_checkpoints=args.keep_checkpoints, report=print)
     th = result.threshold
     print(f"trained {recipe.model} in {result.train_seconds:.1f} s")
@@ -138,21 +240,21 @@ def run(args: argparse.Namespace) -> int:
         print("no validation data: the last epoch's weights are kept and confidence is not "
               "calibrated (temperature 1; `headwise calibrate` fits it on held-out data)")
     print(f"out-of-scope threshold {format_threshold(th)}")
-    print(f"saved to {Path(args.out)}")
-    (Path(args.out) / "train_summary.json").write_text(
+    (out / "train_summary.json").write_text(
         json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n",
         encoding="utf-8")
     return 0
 
 
-def _run_compound(args: argparse.Namespace, recipe: IntentRecipe) -> int:
+def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path) -> int:
     from headwise.intent.compound_recipe import train_compound_classifier
 
     train = read_compound(args.data, args)
     valid = read_compound(args.valid, args) if args.valid else None
-    print(f"training data (multi-label): {len(train)} texts, {len(train.intent_names())} "
-          f"intents, {len(train.slot_names())} slot names ({args.data})")
-    result = train_compound_classifier(train, valid, recipe, out_dir=args.out,
+    print(f"training data (multi-label): {plural(len(train), 'text')}, "
+          f"{plural(len(train.intent_names()), 'intent')}, "
+          f"{plural(len(train.slot_names()), 'slot name')} ({args.data})")
+    result = train_compound_classifier(train, valid, recipe, out_dir=out,
                                        per_intent_thresholds=args.per_intent_thresholds,
                                        slots=not args.no_slots, resume=args.resume,
                                        keep_checkpoints=args.keep_checkpoints)
@@ -163,7 +265,6 @@ def _run_compound(args: argparse.Namespace, recipe: IntentRecipe) -> int:
               f"exact match {m['exact_match']:.4f}; threshold "
               f"{result.thresholds.threshold:.3f}"
               + (" (per intent)" if result.thresholds.per_intent else ""))
-    print(f"saved to {Path(args.out)}")
-    (Path(args.out) / "train_summary.json").write_text(
+    (out / "train_summary.json").write_text(
         json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0

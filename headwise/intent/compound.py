@@ -34,7 +34,7 @@ from headwise.models.joint import JointIntentSlotModel
 from headwise.text.annotations import SlotSpan
 from headwise.text.bio import tags_to_spans, token_offsets
 from headwise.text.tokenizer import Tokenizer
-from headwise.text.values import normalize_slot
+from headwise.text.values import SCHEMAS, normalize_slot
 
 COMPOUND_FILE = "compound.json"
 
@@ -148,7 +148,8 @@ class CompoundClassifier:
 
     def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
                 thresholds: Thresholds | None = None, at_least_one: bool = False,
-                batch_size: int = 64) -> list[CompoundPrediction]:
+                batch_size: int = 64, reference_date: date | None = None
+                ) -> list[CompoundPrediction]:
         """Intents, slots and normalised values of each text.
 
         Args:
@@ -158,6 +159,14 @@ class CompoundClassifier:
             at_least_one: answer the most probable intent when none passes (never
                 out-of-scope).
             batch_size: texts per forward pass.
+            reference_date: "today" for relative dates in the slot values (下个月5号, next
+                Friday); None: the classifier's :attr:`reference_date`, else today's date.
+
+        Returns:
+            One :class:`CompoundPrediction` per text. A slot span of a known kind whose text
+            does not parse as a value of that kind (a tagger's stray 后 as
+            ``rate_change_bp``) is left out; a slot name no schema knows keeps its span with
+            value None (there is no normaliser for it).
 
         Raises:
             ValueError: an empty list or text, ``top_k < 1``.
@@ -168,7 +177,7 @@ class CompoundClassifier:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
         probs, spans = self.analyse(texts, batch_size=batch_size)
         chosen = self.chosen_intents(probs, thresholds or self.thresholds, at_least_one)
-        reference = self.reference_date or date.today()
+        reference = reference_date or self.reference_date or date.today()
         answers = []
         for text, p, keep, found in zip(texts, probs, chosen, spans, strict=True):
             order = np.argsort(-p, kind="stable")
@@ -176,7 +185,7 @@ class CompoundClassifier:
             answers.append(CompoundPrediction(
                 text=text, intents=intents,
                 scores=[(self.intents[j], float(p[j])) for j in order[:top_k]],
-                slots=[self.with_value(s, reference) for s in found],
+                slots=self.resolve_slots(found, reference),
                 out_of_scope=not intents))
         return answers
 
@@ -202,6 +211,20 @@ class CompoundClassifier:
         except ValueError:
             value = None
         return SlotSpan(span.name, span.start, span.end, span.text, value)
+
+    @classmethod
+    def resolve_slots(cls, spans: Sequence[SlotSpan], reference: date) -> list[SlotSpan]:
+        """``spans`` with their normalised values (:meth:`with_value`), leaving out each span
+        of a slot that a value schema knows whose text does not parse as its kind: such a
+        span is a tagging error, not a value to act on. Spans of slots no schema knows are
+        kept with value None."""
+        out = []
+        for span in spans:
+            resolved = cls.with_value(span, reference)
+            if resolved.value is None and any(span.name in names for names in SCHEMAS.values()):
+                continue
+            out.append(resolved)
+        return out
 
     # -- persistence -------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:

@@ -14,16 +14,29 @@ With ``gce_q`` set, the loss is the generalized cross-entropy of Zhang & Sabuncu
 mean absolute error ``1 - p_y`` at ``q = 1``. Its gradient is cross-entropy's scaled by
 ``p_y ** q``, so examples the model finds implausible -- often the mislabelled ones of a
 noisy training set -- pull less.
+
+Distillation from any teacher (Hinton et al. 2015; :mod:`headwise.intent.distillation`):
+:func:`distillation_loss` is the KL divergence between the teacher's and the student's
+distributions at a temperature ``T``, scaled by ``T**2``, mixed with the label's
+cross-entropy where the row has a gold label; :class:`SoftTargets` carries a teacher's
+targets into :func:`~headwise.intent.recipe.train_intent_classifier`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.metrics import f1_score
 from torch import Tensor, nn
+
+#: the label of a training row that has none (its loss is the soft term alone): PyTorch's
+#: ``ignore_index``
+NO_LABEL = -100
 
 
 def balanced_class_weights(labels: Sequence[int], num_classes: int) -> Tensor:
@@ -109,6 +122,118 @@ def soft_target_loss(logits: Tensor, labels: Tensor, *, q: float | None = None,
     return (w * loss).sum() / w.sum()
 
 
+def distillation_loss(logits: Tensor, teacher_logits: Tensor, labels: Tensor, *,
+                      temperature: float = 1.0, alpha: float = 0.5,
+                      label_smoothing: float = 0.0, weight: Tensor | None = None) -> Tensor:
+    """Hinton et al.'s distillation objective, averaged over the batch.
+
+    Per row: ``a * T**2 * KL(q_T || p_T) + (1 - a) * CE(p, y)``, where ``q_T`` and ``p_T``
+    are the teacher's and the student's softmax at temperature ``T`` (``T**2`` keeps the
+    soft term's gradients at the scale of the hard term's as ``T`` grows), ``CE`` is the
+    label-smoothed cross-entropy of the student at temperature 1, and ``a`` is ``alpha``
+    on a row with a gold label and 1 on a row without one (``labels == NO_LABEL``: the
+    soft term alone). With ``weight``, each row counts ``weight[c]`` for its class ``c``
+    (the gold label, else the teacher's top intent) and the mean divides by the sum of
+    those weights. Computed in float32 or wider, from log-probabilities.
+
+    Args:
+        logits: (batch, classes) the student's logits.
+        teacher_logits: (batch, classes) the teacher's logits or log-probabilities (any
+            shift per row gives the same loss).
+        labels: (batch,) class ids, :data:`NO_LABEL` for rows without a gold label.
+        temperature: ``T`` > 0.
+        alpha: the soft term's share on labelled rows, in [0, 1].
+        label_smoothing: ``eps`` in [0, 1) of the hard term.
+        weight: optional (classes,) per-class weights.
+
+    Raises:
+        ValueError: ``temperature`` not positive, ``alpha`` outside [0, 1], or shapes that
+            do not match.
+    """
+    if not temperature > 0:
+        raise ValueError(f"the distillation temperature must be positive, got {temperature}")
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha (the soft term's share) must be in [0, 1], got {alpha}")
+    if teacher_logits.shape != logits.shape or labels.shape != logits.shape[:1]:
+        raise ValueError(f"logits {tuple(logits.shape)}, teacher logits "
+                         f"{tuple(teacher_logits.shape)} and labels {tuple(labels.shape)} "
+                         f"do not match")
+    wide = logits if logits.dtype == torch.float64 else logits.float()
+    t = temperature
+    log_p = F.log_softmax(wide / t, dim=-1)
+    log_q = F.log_softmax(teacher_logits.to(wide.dtype) / t, dim=-1)
+    soft = (log_q.exp() * (log_q - log_p)).sum(-1) * t * t
+    labelled = labels != NO_LABEL
+    gold = torch.where(labelled, labels, torch.zeros_like(labels))
+    hard = F.cross_entropy(wide, gold, reduction="none", label_smoothing=label_smoothing)
+    share = torch.where(labelled, torch.full_like(soft, alpha), torch.ones_like(soft))
+    loss = share * soft + (1 - share) * hard  # share 1 (soft term alone) without a label
+    if weight is None:
+        return loss.mean()
+    w = weight.to(loss.dtype)[torch.where(labelled, labels, teacher_logits.argmax(-1))]
+    return (w * loss).sum() / w.sum()
+
+
+@dataclass
+class SoftTargets:
+    """A teacher's soft targets for a student, as
+    :func:`~headwise.intent.recipe.train_intent_classifier` takes them (``soft_targets``;
+    built by :func:`headwise.intent.distillation.distill`).
+
+    Attributes:
+        labels: the teacher's intents, the column order of ``logits``; the student gets
+            these intents in this order (every gold training label must be one of them).
+        texts: every text that has a target, each once.
+        logits: (len(texts), len(labels)) the teacher's log-probabilities (or logits) of
+            each text, float64.
+        extra: training rows beyond the labelled ones, ``(text, label or None)``:
+            unlabelled texts (None: the soft term alone) and augmented copies.
+        temperature: the distillation temperature ``T`` (:func:`distillation_loss`).
+        alpha: the soft term's share of a labelled row's loss.
+        info: recorded as the student's ``info["distill"]``.
+
+    Raises:
+        ValueError: shapes that do not match, duplicate texts or labels, an extra row
+            without a target, or ``temperature`` / ``alpha`` out of range.
+    """
+
+    labels: list[str]
+    texts: list[str]
+    logits: np.ndarray
+    extra: list[tuple[str, str | None]] = field(default_factory=list)
+    temperature: float = 1.0
+    alpha: float = 0.5
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.logits = np.asarray(self.logits, dtype=np.float64)
+        if self.logits.shape != (len(self.texts), len(self.labels)):
+            raise ValueError(f"soft-target logits of shape {self.logits.shape} for "
+                             f"{len(self.texts)} texts and {len(self.labels)} intents")
+        if len(set(self.labels)) != len(self.labels) or len(set(self.texts)) != len(self.texts):
+            raise ValueError("soft targets need unique intents and unique texts")
+        if not np.isfinite(self.logits).all():
+            raise ValueError("soft-target logits must be finite")
+        if not self.temperature > 0:
+            raise ValueError(f"the distillation temperature must be positive, got "
+                             f"{self.temperature}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
+        self._row = {t: i for i, t in enumerate(self.texts)}
+        self.logits_for([t for t, _ in self.extra])
+
+    def logits_for(self, texts: Sequence[str]) -> np.ndarray:
+        """The teacher's logits of ``texts`` (n, intents).
+
+        Raises:
+            ValueError: a text without a target (the message quotes it).
+        """
+        missing = next((t for t in texts if t not in self._row), None)
+        if missing is not None:
+            raise ValueError(f"no soft target for the text {missing[:60]!r}")
+        return self.logits[[self._row[t] for t in texts]].reshape(len(texts), len(self.labels))
+
+
 class SmoothedClassification(nn.Module):
     """``model`` plus a label-smoothed cross-entropy loss.
 
@@ -121,16 +246,22 @@ class SmoothedClassification(nn.Module):
         gce_q: None for cross-entropy; a ``q`` in (0, 1] for the noise-robust
             :func:`generalized_cross_entropy` (with the same smoothing and weights).
         teacher_weight: the share of the target given to a ``teacher`` distribution when
-            the batch carries one (:func:`soft_target_loss`).
+            the batch carries one (:func:`soft_target_loss`); with ``distill_temperature``,
+            the soft term's share (``alpha`` of :func:`distillation_loss`).
+        distill_temperature: None, or the temperature ``T`` of :func:`distillation_loss`:
+            a batch's ``teacher`` then holds the teacher's logits, and rows labelled
+            :data:`NO_LABEL` learn from them alone.
 
     Raises:
         ValueError: ``label_smoothing`` outside [0, 1), non-positive weights, ``gce_q``
-            outside (0, 1], or ``teacher_weight`` outside [0, 1].
+            outside (0, 1], ``teacher_weight`` outside [0, 1], a non-positive
+            ``distill_temperature`` or one with ``gce_q``.
     """
 
     def __init__(self, model: nn.Module, label_smoothing: float = 0.0,
                  class_weights: Tensor | None = None, gce_q: float | None = None,
-                 teacher_weight: float = 0.0) -> None:
+                 teacher_weight: float = 0.0, *,
+                 distill_temperature: float | None = None) -> None:
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
@@ -140,7 +271,14 @@ class SmoothedClassification(nn.Module):
             raise ValueError(f"gce_q must be in (0, 1], got {gce_q}")
         if not 0.0 <= teacher_weight <= 1.0:
             raise ValueError(f"teacher_weight must be in [0, 1], got {teacher_weight}")
+        if distill_temperature is not None and not distill_temperature > 0:
+            raise ValueError(f"distill_temperature must be positive, got "
+                             f"{distill_temperature}")
+        if distill_temperature is not None and gce_q is not None:
+            raise ValueError("distillation (distill_temperature) trains on the KL divergence; "
+                             "it does not combine with gce_q")
         self.model = model
+        self.distill_temperature = distill_temperature
         self.gce_q = gce_q
         self.teacher_weight = float(teacher_weight)
         self.label_smoothing = float(label_smoothing)
@@ -151,12 +289,19 @@ class SmoothedClassification(nn.Module):
                 labels: Tensor | None = None, teacher: Tensor | None = None
                 ) -> dict[str, Tensor]:
         """``{"logits"}``, plus ``"loss"`` (mean over the batch) when labels are given
-        (``teacher``: optional (batch, classes) probabilities mixed into the target)."""
+        (``teacher``: optional (batch, classes) probabilities mixed into the target, or the
+        teacher's logits with ``distill_temperature``)."""
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask)["logits"]
         out = {"logits": logits}
         if labels is None:
             return out
-        if self.gce_q is None and (teacher is None or not self.teacher_weight):
+        if self.distill_temperature is not None and teacher is not None:
+            out["loss"] = distillation_loss(logits, teacher, labels,
+                                            temperature=self.distill_temperature,
+                                            alpha=self.teacher_weight,
+                                            label_smoothing=self.label_smoothing,
+                                            weight=self.class_weights)
+        elif self.gce_q is None and (teacher is None or not self.teacher_weight):
             out["loss"] = F.cross_entropy(logits.float(), labels, weight=self.class_weights,
                                           label_smoothing=self.label_smoothing)
         else:

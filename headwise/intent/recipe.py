@@ -38,7 +38,9 @@ from headwise.intent.cleaning import CLEANING_MODES, clean_labels, out_of_fold_p
 from headwise.intent.examples import encode_texts, in_scope, texts_and_labels, validation_split
 from headwise.intent.linear_probe import fit_linear_probe
 from headwise.intent.objective import (
+    NO_LABEL,
     SmoothedClassification,
+    SoftTargets,
     balanced_class_weights,
     validation_metrics,
 )
@@ -48,6 +50,12 @@ from headwise.intent.pretrain import pretrain_encoder
 from headwise.intent.prior import correct_on_validation
 from headwise.intent.recalibration import calibrate_on_validation, fit_ood_detector
 from headwise.intent.recipe_fields import check_field_types
+from headwise.intent.recipe_paths import (
+    check_recipe_paths,
+    check_valid_fraction,
+    kind_paths,
+    recipe_path,
+)
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.tfidf_selection import fit_tfidf
 from headwise.text.batching import pad_collate
@@ -61,17 +69,26 @@ MODEL_KINDS = ("transformer", "bilstm", "tfidf")  # and "pretrained:DIR"
 class IntentRecipe:
     """How to build and train an intent classifier (``--config FILE`` is this as JSON).
 
+    Each training path uses some of these fields (the table
+    :data:`~headwise.intent.recipe_paths.USES`); a field that the recipe's path does not
+    use is refused when it differs from its default, at construction when no path of the
+    model kind uses it, else when training starts (``headwise train`` also refuses one
+    that it was given on purpose, in ``--config`` or as an option, even at its default).
+
     Args:
         model: ``"transformer"``, ``"bilstm"``, ``"tfidf"`` (TF-IDF features + logistic
             regression, :class:`~headwise.intent.tfidf.TfidfClassifier`; of the training
-            fields it uses ``tfidf_c``, ``class_weighting``, ``label_cleaning`` and the
-            validation ones) or ``"pretrained:NAME_OR_DIR"``: a BERT, RoBERTa or XLM-R
+            fields it uses ``tfidf_c``, ``class_weighting``, ``label_cleaning``,
+            ``prior_correction``, ``seed`` and the validation ones) or
+            ``"pretrained:NAME_OR_DIR"``: a BERT, RoBERTa or XLM-R
             checkpoint in Hugging Face layout, a headwise model directory, or a name of
             :func:`~headwise.models.catalog.pretrained_path` (``multilingual-e5-small``,
             ``all-minilm-l6-v2``).
         tokenizer: ``"auto"`` (character level for Chinese, WordPiece otherwise),
-            ``"char"`` or ``"wordpiece"``; ignored for pretrained models.
-        vocab_size: WordPiece vocabulary size (character vocabularies take what they need).
+            ``"char"`` or ``"wordpiece"``; refused for pretrained models (theirs is the
+            checkpoint's).
+        vocab_size: WordPiece vocabulary size (character vocabularies take what they need,
+            so it is refused beside ``tokenizer="char"``).
         max_length: longest input in tokens, special tokens included.
         d_model, num_layers, num_heads, d_ff, fusion, norm, position, pooling, dropout,
             attention_dropout: the Transformer's shape (``d_ff`` None: ``2 * d_model``).
@@ -90,7 +107,8 @@ class IntentRecipe:
             training texts' tokens plus the :data:`~headwise.intent.trimming.
             DEFAULT_RESERVE` most frequent pieces; a number is that reserve (trimming any
             vocabulary); ``"none"`` keeps every row.
-        label_smoothing: cross-entropy label smoothing.
+        label_smoothing: cross-entropy label smoothing; compound training smooths each
+            intent's sigmoid target the same way, ``y * (1 - eps) + eps / 2``.
         gce_q: None (cross-entropy), or the ``q`` in (0, 1] of the noise-robust generalized
             cross-entropy (:func:`~headwise.intent.objective.generalized_cross_entropy`).
         distill: ``"none"``, or ``"tfidf"``: mix into every training target the intent
@@ -117,13 +135,20 @@ class IntentRecipe:
             that confident learning flags as mislabelled (:mod:`headwise.intent.cleaning`;
             the validation data is left as given).
         class_weighting: ``"none"`` or ``"balanced"`` (each intent's loss weighted by
-            ``n / (intents * count)``, for imbalanced data scored by macro-F1).
+            ``n / (intents * count)``, for imbalanced data scored by macro-F1; in compound
+            training each intent's positives weigh ``n / (2 * positives)`` and its
+            negatives ``n / (2 * negatives)``).
         valid_fraction: held out of the training data (stratified) when no validation
             set is given; 0 trains on all of it with no validation: every epoch runs, the
             last weights are kept, the temperature stays 1 (uncalibrated confidence) and the
             out-of-scope threshold 0 (the classifier never answers out-of-scope).
         max_reject: out-of-scope threshold without out-of-scope validation examples: the
             largest share of in-scope validation queries it may reject.
+        reject_budget: out-of-scope threshold with out-of-scope validation examples: the
+            best balance of in-scope accuracy and out-of-scope recall among the thresholds
+            that reject at most this share of the in-scope validation queries (None: no
+            limit). Default 5 %: the balanced optimum alone rejected 18-24 % of the demo's
+            in-scope questions of held-out phrasing.
         ood_detector: the out-of-scope score (:mod:`headwise.intent.ood`): ``"max_prob"``
             (the calibrated top probability, the default until ``benchmarks/oos.py`` has
             measured the others), ``"energy"``, ``"mahalanobis"``,
@@ -178,6 +203,7 @@ class IntentRecipe:
     class_weighting: str = "none"
     valid_fraction: float = 0.1
     max_reject: float = 0.02
+    reject_budget: float | None = 0.05
     ood_detector: str = "max_prob"
     model_overrides: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
@@ -194,8 +220,6 @@ class IntentRecipe:
         if self.input_prefix is not None and not isinstance(self.input_prefix, str):
             raise ValueError(f"input_prefix must be a string or None, got "
                              f"{self.input_prefix!r}")
-        if self.input_prefix and self.kind != "pretrained":
-            raise ValueError(f"input_prefix is for pretrained encoders, not {self.kind!r}")
         tv = self.trim_vocab
         if tv not in ("auto", "none") and not (isinstance(tv, int) and not isinstance(tv, bool)
                                                and tv >= 0):
@@ -214,11 +238,6 @@ class IntentRecipe:
             raise ValueError(f"select_on must be accuracy or macro_f1, got {self.select_on!r}")
         if self.pretrain_epochs < 0:
             raise ValueError(f"pretrain_epochs must be >= 0, got {self.pretrain_epochs}")
-        if self.pretrain_epochs and self.kind != "transformer":
-            raise ValueError(f"masked-LM pre-training (pretrain_epochs) is for the "
-                             f"from-scratch Transformer, not {self.kind!r}")
-        if self.linear_probe and self.kind in ("bilstm", "tfidf"):
-            raise ValueError(f"linear_probe is for encoder classifiers, not {self.kind!r}")
         if self.label_cleaning not in ("none", *CLEANING_MODES):
             raise ValueError(f"label_cleaning must be none, drop or relabel, got "
                              f"{self.label_cleaning!r}")
@@ -235,14 +254,16 @@ class IntentRecipe:
                              f"{self.pretrain_mask_prob}")
         if not 0.0 <= self.valid_fraction < 1.0:
             raise ValueError(f"valid_fraction must be in [0, 1), got {self.valid_fraction}")
+        if not 0.0 <= self.max_reject < 1.0 or (
+                self.reject_budget is not None and not 0.0 <= self.reject_budget < 1.0):
+            raise ValueError(f"max_reject and reject_budget must be in [0, 1), got "
+                             f"{self.max_reject}, {self.reject_budget}")
         check_detector_spec(self.ood_detector)
-        if self.kind == "tfidf" and self.ood_detector != "max_prob":
-            raise ValueError(f"a TF-IDF model keeps the max_prob out-of-scope threshold; the "
-                             f"{self.ood_detector} detector needs a network")
+        check_recipe_paths(self, kind_paths(self.kind))
 
     @property
     def kind(self) -> str:
-        """``"transformer"``, ``"bilstm"`` or ``"pretrained"``."""
+        """``"transformer"``, ``"bilstm"``, ``"tfidf"`` or ``"pretrained"``."""
         return self.model.split(":", 1)[0]
 
     def to_dict(self) -> dict[str, Any]:
@@ -259,15 +280,30 @@ class IntentRecipe:
         return cls(**data)
 
     @classmethod
-    def from_json(cls, path: str | Path) -> IntentRecipe:
-        """Read a JSON file (``headwise train --config FILE``)."""
+    def read_config(cls, path: str | Path) -> dict[str, Any]:
+        """The recipe fields a JSON file sets (``headwise train --config FILE``), not yet
+        built into a recipe: the command adds its options first, and treats every key
+        given here as set on purpose.
+
+        Raises:
+            ValueError: not valid JSON, not an object, or unknown keys (named).
+        """
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise ValueError(f"{path} is not valid JSON: {e}") from e
         if not isinstance(data, dict):
             raise ValueError(f"{path} must hold a JSON object of recipe fields")
-        return cls.from_dict(data)
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown recipe keys {unknown} in {path}; known: {sorted(names)}")
+        return data
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> IntentRecipe:
+        """Read a JSON file (``headwise train --config FILE``)."""
+        return cls.from_dict(cls.read_config(path))
 
 
 @dataclass
@@ -294,7 +330,8 @@ class TrainedIntent:
 def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe | None = None,
                             *, out_dir: str | Path, resume: bool = False,
                             keep_checkpoints: bool = False,
-                            report: Callable[[str], None] | None = None) -> TrainedIntent:
+                            report: Callable[[str], None] | None = None,
+                            soft_targets: SoftTargets | None = None) -> TrainedIntent:
     """Train, calibrate and save an intent classifier.
 
     Args:
@@ -311,17 +348,32 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         report: called with one-line notes before and during training (the pretrained
             checkpoint's description, trimming, the measured estimate of the training
             time); ``headwise train`` passes ``print``.
+        soft_targets: a teacher's targets (:class:`~headwise.intent.objective.SoftTargets`,
+            from :func:`headwise.intent.distillation.distill`): the network gets the
+            teacher's intents, learns from the teacher's logits on every row
+            (:func:`~headwise.intent.objective.distillation_loss`) and from its extra rows
+            (unlabelled texts, augmented copies), whose texts also build the tokenizer or
+            the kept vocabulary; recorded in ``info["distill"]``.
 
     Returns:
         The :class:`TrainedIntent`.
 
     Raises:
-        ValueError: fewer than two intents, or unlabelled rows.
+        ValueError: fewer than two intents, or unlabelled rows; a recipe field or setting
+            (``resume``, ``keep_checkpoints``) that the recipe's path does not use
+            (:func:`~headwise.intent.recipe_paths.check_recipe_paths`), or a
+            ``valid_fraction`` beside ``valid``.
     """
     recipe = recipe or IntentRecipe()
+    check_recipe_paths(recipe, {recipe_path(recipe)},
+                       settings=[k for k, v in (("resume", resume),
+                                                ("keep_checkpoints", keep_checkpoints)) if v])
+    check_valid_fraction(recipe, valid is not None)
     out_dir = Path(out_dir)
     texts, labels = in_scope(*texts_and_labels(train), "training")
-    intents = sorted(set(labels))
+    intents = sorted(set(labels)) if soft_targets is None else \
+        _student_intents(recipe, soft_targets, labels)
+    extra = [] if soft_targets is None else [t for t, _ in soft_targets.extra]
     if len(intents) < 2:
         raise ValueError(f"training data must have at least two intents, found {intents}")
     if valid is None:
@@ -343,7 +395,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                         prior_correction=recipe.prior_correction, progress=recipe.progress,
                         class_weight=None if recipe.class_weighting == "none" else "balanced")
         seconds = time.perf_counter() - start
-        choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject)
+        choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject,
+                                              recipe.reject_budget)
         clf.info.update(recipe=recipe.to_dict(), train_examples=len(texts),
                         valid_examples=len(v_texts), train_seconds=round(seconds, 1),
                         valid=metrics, label_cleaning=cleaning, oos_threshold=choice.to_dict())
@@ -353,14 +406,15 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     pretrained_info = None
     if recipe.kind == "pretrained":
         model, tokenizer, pretrained_info = load_pretrained_for_task(
-            recipe, texts + list(v_texts), intents)
+            recipe, texts + list(v_texts) + extra, intents)
         if report is not None:
             for line in describe_pretrained(pretrained_info):
                 report(line)
     else:
         from headwise.text import train_tokenizer
 
-        tokenizer = train_tokenizer(texts, kind=recipe.tokenizer, vocab_size=recipe.vocab_size)
+        tokenizer = train_tokenizer(texts + extra, kind=recipe.tokenizer,
+                                    vocab_size=recipe.vocab_size)
         model = build_intent_model(recipe, tokenizer, intents)
         mark_cue_tokens(model, tokenizer)
     index = {name: i for i, name in enumerate(intents)}
@@ -388,8 +442,17 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                   for x, i in zip(v_ids, known, strict=True)]
     weights = (balanced_class_weights([r["labels"] for r in train_rows], len(intents))
                if recipe.class_weighting == "balanced" else None)
-    wrapper = SmoothedClassification(model, recipe.label_smoothing, weights, recipe.gce_q,
-                                     recipe.distill_weight if recipe.distill != "none" else 0.0)
+    teacher_weight = recipe.distill_weight if recipe.distill != "none" else 0.0
+    if soft_targets is not None:  # the teacher's logits on every row; extra rows appended
+        x_ids = encode_texts(tokenizer, extra, recipe.max_length)
+        train_rows += [{"input_ids": x, "labels": NO_LABEL if y is None else index[y]}
+                       for x, (_, y) in zip(x_ids, soft_targets.extra, strict=True)]
+        for row, z in zip(train_rows, soft_targets.logits_for(texts + extra), strict=True):
+            row["teacher"] = z.tolist()
+        teacher_weight, distill = soft_targets.alpha, soft_targets.info
+    wrapper = SmoothedClassification(
+        model, recipe.label_smoothing, weights, recipe.gce_q, teacher_weight,
+        distill_temperature=None if soft_targets is None else soft_targets.temperature)
     config = train_config(recipe, recipe.select_on)
     ckpt_dir = out_dir / "checkpoints"
     trainer_collate = partial(pad_collate, pad_id=tokenizer.pad_token_id)
@@ -410,7 +473,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     model = wrapper.model.cpu().eval()
     clf = IntentClassifier(model, tokenizer, intents, max_length=recipe.max_length)
     prior = correct_on_validation(clf, labels, v_texts, v_labels, recipe.prior_correction)
-    choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject)
+    choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject,
+                                              recipe.reject_budget)
     clf.info = {"recipe": recipe.to_dict(), "train_examples": len(texts),
                 "valid_examples": len(v_texts), "train_seconds": round(seconds, 1),
                 "steps": result.steps, "epochs": result.epochs,
@@ -422,8 +486,25 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "estimate": None if estimate is None else dataclasses.asdict(estimate),
                 "oos_threshold": choice.to_dict()}
     fit_ood_detector(clf, texts, labels, v_texts, v_labels, recipe.ood_detector,
-                     max_reject=recipe.max_reject)
+                     max_reject=recipe.max_reject, reject_budget=recipe.reject_budget)
     clf.save(out_dir)
     if not keep_checkpoints:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     return TrainedIntent(clf, out_dir, choice, metrics, result.history, seconds)
+
+
+def _student_intents(recipe: IntentRecipe, soft: SoftTargets, labels: list[str]) -> list[str]:
+    """The intents of a student distilled from ``soft``: the teacher's, in its order.
+
+    Raises:
+        ValueError: a TF-IDF student, a second teacher (``distill``), ``gce_q``, or gold
+            labels the teacher does not know (named).
+    """
+    if recipe.kind == "tfidf" or recipe.distill != "none" or recipe.gce_q is not None:
+        raise ValueError("a teacher's soft targets train a network (not tfidf) on the "
+                         "distillation loss: remove distill and gce_q from the recipe")
+    unknown = sorted(set(labels) - set(soft.labels))
+    if unknown:
+        raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
+                         f"{unknown[:5]}; the student predicts the teacher's intents")
+    return list(soft.labels)

@@ -171,8 +171,8 @@ class CompoundEngine(BucketedEngine):
                 if len(row.tags) != len(off):
                     raise RuntimeError(f"{len(row.tags)} tags for {len(off)} tokens of "
                                        f"{text[:40]!r}")
-                spans = [clf.with_value(s, reference)
-                         for s in tags_to_spans(row.tags.tolist(), off, text, names)]
+                spans = clf.resolve_slots(tags_to_spans(row.tags.tolist(), off, text, names),
+                                          reference)
             order = np.argsort(-p, kind="stable")
             intents = [(self.labels[j], float(p[j])) for j in order if keep[j]]
             answer = prediction_record(CompoundPrediction(

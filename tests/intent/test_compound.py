@@ -7,6 +7,7 @@ from datetime import date
 
 import numpy as np
 import pytest
+import torch
 from sklearn.metrics import f1_score
 
 from headwise.intent.compound import CompoundClassifier
@@ -119,3 +120,39 @@ def test_bilstm_and_single_intent_data_are_refused(tmp_path, compound_corpus):
     with pytest.raises(ValueError, match="two intents"):
         one = AnnotatedExample("hi", ("greet",), (), 1)
         train_compound_classifier([one] * 3, None, TINY, out_dir=tmp_path)
+
+
+def test_unparsed_slots_of_known_kinds_are_dropped_and_unknown_kinds_kept():
+    ref = date(2026, 12, 1)
+    spans = [SlotSpan("date", 0, 5, "下个月5号"), SlotSpan("rate_change_bp", 6, 7, "后"),
+             SlotSpan("merchant", 8, 10, "京东")]
+    out = CompoundClassifier.resolve_slots(spans, ref)
+    # 下个月5号 against 2026-12-01 is 2027-01-05 (by hand); 后 is no rate; merchant has no
+    # normaliser, so its span stays without a value
+    assert [(s.name, s.value) for s in out] == [("date", "2027-01-05"), ("merchant", None)]
+
+
+def test_relative_dates_follow_the_reference_date_of_each_call(trained, monkeypatch):
+    result, _ = trained
+    clf = result.classifier
+    span = SlotSpan("date", 0, 5, "下个月5号")
+    monkeypatch.setattr(clf, "analyse", lambda texts, batch_size=64: (
+        np.full((len(texts), len(clf.intents)), 0.9), [[span] for _ in texts]))
+    by_call = clf.predict("下个月5号还款可以吗", reference_date=date(2026, 12, 1))
+    assert by_call[0].slots[0].value == "2027-01-05"
+    clf.reference_date = None  # default: the date of the call
+    today = date.today()
+    month = date(today.year + today.month // 12, today.month % 12 + 1, 5)
+    assert clf.predict("下个月5号还款可以吗")[0].slots[0].value == month.isoformat()
+
+
+def test_intent_biases_start_at_the_training_prior(compound_corpus):
+    from headwise.intent.compound_recipe import _build, init_prior_bias
+
+    intents = sorted({i for e in compound_corpus for i in e.intents})
+    model, _ = _build(TINY, [e.text for e in compound_corpus], intents, None)
+    init_prior_bias(model, compound_corpus, intents)
+    want = [sum(name in e.intents for e in compound_corpus) / len(compound_corpus)
+            for name in intents]  # each intent's share of the training texts, by counting
+    got = torch.sigmoid(model.classifier.bias.double()).tolist()
+    assert got == pytest.approx(want, abs=1e-6)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.demo import DemoSettings, comparison_table, run_demo, slice_verdicts
 from headwise.intent.ensemble import load_classifier
@@ -98,7 +100,9 @@ def test_compound_demo_trains_scores_and_shows_slots(tmp_path):
     assert report["values"] and all(v["normaliser"] == 1.0 for v in report["values"].values())
     clf = CompoundClassifier.load(tmp_path / "compound")
     assert clf.model.config.number_heads == DEMO_NUMBER_HEADS
-    assert clf.reference_date == REFERENCE_DATE and clf.model.multi_label
+    # evaluated against the corpus's own today; saved to resolve against each request's
+    assert clf.reference_date is None and clf.model.multi_label
+    assert f"corpus's own today, {REFERENCE_DATE.isoformat()}" in "\n".join(lines)
     assert summary["examples"] and all("slots" in a for a in summary["examples"])
     assert (tmp_path / "compound" / "summary.json").is_file()
 
@@ -118,3 +122,22 @@ def test_pretrained_row_only_when_the_encoder_is_installed(monkeypatch):
             assert r.epochs == demo.DEMO_PRETRAINED_EPOCHS and r.seed == 3
         else:
             assert extra == {}
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_quick_demo_says_it_skips_the_compound_model(quick, monkeypatch, capsys, tmp_path):
+    from headwise.cli import build_parser
+    from headwise.commands import demo as command
+
+    calls = []
+    monkeypatch.setattr(command, "run_demo", lambda *a, **k: calls.append("demo"))
+    monkeypatch.setattr(command, "run_compound_demo", lambda *a, **k: calls.append("compound"))
+    monkeypatch.setattr(command, "pretrained_demo_recipe", lambda s: {})
+    argv = ["demo", "--out", str(tmp_path), "--no-report"] + (["--quick"] if quick else [])
+    args = build_parser(["demo"]).parse_args(argv)
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    if quick:
+        assert calls == ["demo"] and "--quick: the compound classifier" in out
+    else:
+        assert calls == ["demo", "compound"] and "is skipped" not in out

@@ -11,8 +11,10 @@ from tiny_corpus import INTENTS
 from headwise.cli import main
 
 TINY = {"d_model": 32, "num_layers": 1, "num_heads": 8, "d_ff": 64, "epochs": 4,
-        "batch_size": 8, "vocab_size": 200, "lr": 3e-3, "lstm_embed_dim": 16,
-        "lstm_hidden": 16}
+        "batch_size": 8, "vocab_size": 200, "lr": 3e-3}
+#: the BiLSTM's own sizes (the Transformer's would be refused: it has no use for them)
+TINY_LSTM = {"epochs": 4, "batch_size": 8, "vocab_size": 200, "lr": 3e-3, "lstm_embed_dim": 16,
+             "lstm_hidden": 16}
 
 
 def _write(path, rows, header=("text", "label")):
@@ -106,7 +108,8 @@ def test_errors_exit_1_with_a_message(trained, tmp_path, capsys):
 
 def test_bilstm_trains_through_the_same_command(trained, tmp_path):
     d, _ = trained
-    cfg = d / "recipe.json"
+    cfg = tmp_path / "lstm.json"
+    cfg.write_text(json.dumps(TINY_LSTM))
     assert main(["train", "--data", str(d / "train.csv"), "--model", "bilstm", "--config",
                  str(cfg), "--out", str(tmp_path / "lstm"), "--quiet", "--epochs", "2"]) == 0
     from headwise.intent import IntentClassifier
@@ -156,3 +159,48 @@ def test_no_valid_trains_on_every_row_for_every_epoch(trained, tmp_path, capsys)
     assert main(["train", "--data", str(d / "train.csv"), "--valid", str(d / "valid.csv"),
                  "--no-valid", "--out", str(tmp_path / "x"), "--quiet"]) == 1
     assert "exclude each other" in capsys.readouterr().err
+
+
+def test_an_out_that_holds_files_is_refused_or_replaced_whole(trained, tmp_path, capsys):
+    d, _ = trained
+    out = tmp_path / "tfidf"
+    argv = ["train", "--data", str(d / "train.csv"), "--valid", str(d / "valid.csv"),
+            "--model", "tfidf", "--out", str(out)]
+    assert main(argv) == 0
+    (out / "model.onnx").write_text("a stale export of an older model")
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert main(argv) == 1  # refused, and nothing touched
+    err = capsys.readouterr().err
+    assert "already holds files" in err and "--overwrite" in err and "--resume" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    # a failing --overwrite run (a bad data file) leaves the old model as it was
+    bad = _write(tmp_path / "bad.csv", [("only text",)], header=("text",))
+    assert main([*argv[:2], str(bad), *argv[3:], "--overwrite"]) == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "tfidf"]
+    # --overwrite replaces the whole directory: the stale export is gone
+    assert main([*argv, "--overwrite"]) == 0
+    assert "saved to" in capsys.readouterr().out
+    assert not (out / "model.onnx").exists() and (out / "train_summary.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "tfidf"]
+    assert main([*argv, "--overwrite", "--resume"]) == 1
+    assert "give one of them" in capsys.readouterr().err
+
+
+def test_resume_without_a_checkpoint_says_it_starts_afresh(trained, tmp_path, capsys):
+    d, _ = trained
+    out = tmp_path / "m"
+    assert main(["train", "--data", str(d / "train.csv"), "--valid", str(d / "valid.csv"),
+                 "--config", str(d / "recipe.json"), "--model", "transformer", "--epochs", "1",
+                 "--out", str(out), "--quiet", "--resume"]) == 0
+    assert f"--resume: no checkpoint in {out / 'checkpoints'} yet; training from the start" \
+        in capsys.readouterr().out
+
+
+def test_counts_are_said_in_the_right_number():
+    from headwise.commands._common import plural
+
+    assert [plural(1, "intent"), plural(3, "intent"), plural(0, "row"),
+            plural(1200, "row"), plural(2, "query", "queries")] == [
+        "1 intent", "3 intents", "0 rows", "1,200 rows", "2 queries"]

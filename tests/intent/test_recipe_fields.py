@@ -28,9 +28,12 @@ def test_wrong_types_name_the_field(fields, message):
 
 
 def test_right_types_pass_and_ints_are_numbers():
-    r = IntentRecipe.from_dict({"lr": 1, "tfidf_c": [1, 3.0], "prior_correction": 0.5,
-                                "trim_vocab": 5, "d_ff": None, "epochs": 3})
-    assert r.lr == 1 and r.tfidf_c == [1, 3.0] and r.epochs == 3
+    # each field on a model kind that uses it (tfidf_c on a Transformer is refused)
+    r = IntentRecipe.from_dict({"lr": 1, "d_ff": None, "epochs": 3})
+    assert r.lr == 1 and r.epochs == 3
+    t = IntentRecipe.from_dict({"model": "tfidf", "tfidf_c": [1, 3.0], "prior_correction": 0.5})
+    assert t.tfidf_c == [1, 3.0] and t.prior_correction == 0.5
+    assert IntentRecipe.from_dict({"model": "pretrained:any", "trim_vocab": 5}).trim_vocab == 5
 
 
 def test_cli_reports_a_wrong_type_in_one_line(tmp_path, capsys):
