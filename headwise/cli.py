@@ -29,6 +29,7 @@ from headwise import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "the main job: train and compare intent models on the built-in corpus"),
     "train": ("train", "train an intent classifier"),
+    "distill": ("distill", "distil a trained classifier into a smaller, faster student"),
     "eval": ("evaluate", "evaluate a trained classifier on labelled data"),
     "calibrate": ("calibrate", "calibrate a saved classifier's confidence on held-out data"),
     "predict": ("predict", "predict the intents of texts"),

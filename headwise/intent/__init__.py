@@ -19,6 +19,7 @@
 
 from headwise.intent.calibration import calibrated_probs, fit_temperature
 from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier, IntentPrediction
+from headwise.intent.distillation import distill
 from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
 from headwise.intent.multilabel import (
     Thresholds,
@@ -57,6 +58,7 @@ __all__ = [
     "choose_score_threshold",
     "choose_threshold",
     "decide",
+    "distill",
     "evaluate_classifier",
     "fit_ood_detector",
     "fit_temperature",

@@ -1,0 +1,373 @@
+"""Distillation on DataCLUE CIC: small students of a fine-tuned teacher, against the teacher.
+
+Every (student, data, seed) distils the teacher model directory given by ``--teacher`` (a
+classifier saved by ``headwise train``, e.g. multilingual-e5-small fine-tuned on CIC as
+``benchmarks/intent.py --configs e5-small-lpft-prior --keep-models DIR`` keeps it) with
+:func:`headwise.intent.distill` in its own process, is scored on test_public.json, and has
+its single-query latency (PyTorch, and the fused ONNX export ``headwise serve`` runs) and
+its batch-32 throughput measured on CPU; the teacher is measured the same way once. Each
+student's accuracy, macro-F1, p50 and throughput are reported as a share of the teacher's.
+
+Splits (as ``benchmarks/intent.py``): train.json + dev.json (noisy by design) minus a seeded,
+stratified 10 % validation split; test_public.json (clean) is never trained on. Data
+variants (``--variants``):
+
+* ``all``: every training row labelled;
+* ``half``: a seeded, stratified half of the training rows labelled, the other half unused;
+* ``half+unl``: the same labelled half, and the other half's texts as unlabelled texts (their
+  labels hidden): what the unlabelled texts add to the transfer. The teacher itself was
+  trained on all the labels, so this measures the student's use of unlabelled texts, not
+  semi-supervised learning from scratch.
+
+Target: one student at most 1/4 of the teacher's serving p50 (ONNX where the model exports;
+PyTorch for the BiLSTM, which ``headwise serve`` runs on PyTorch) with at least 97 % of the
+teacher's macro-F1 (means over seeds, data ``all``).
+
+    python benchmarks/distill.py --teacher /tmp/intent_models/dataclue_cic-e5-small-lpft-prior-0
+    python benchmarks/distill.py --teacher DIR --students truncate:2 --seeds 0
+    python benchmarks/distill.py --teacher DIR --quick     # a smoke test: a 20th of the data
+    python benchmarks/distill.py --render                  # the section from the results file
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+
+RESULTS = HERE / "results" / "distill_runs.jsonl"
+KEY = ("student", "data", "seed")
+#: the student's recipe fields per kind (``truncate:K`` takes the "truncate" entry)
+RECIPES: dict[str, dict[str, Any]] = {
+    # benchmarks/intent.py's transformer-concat-ln-rope, its best from-scratch Transformer
+    "transformer": dict(d_model=128, num_layers=2, num_heads=8, d_ff=512, position="rope",
+                        dropout=0.1, attention_dropout=0.1, epochs=10, patience=3, lr=1e-3,
+                        label_smoothing=0.1, warmup_ratio=0.1, max_length=64,
+                        select_on="macro_f1"),
+    # benchmarks/intent.py's bilstm
+    "bilstm": dict(lstm_embed_dim=200, lstm_hidden=200, lstm_pooling="max", dropout=0.3,
+                   epochs=10, patience=3, lr=2e-3, label_smoothing=0.1, max_length=64,
+                   select_on="macro_f1"),
+    # the teacher's first K layers fine-tune as a pretrained encoder does, a little faster
+    "truncate": dict(epochs=4, patience=2, lr=1e-4, label_smoothing=0.1, warmup_ratio=0.1,
+                     max_length=64, select_on="macro_f1"),
+}
+STUDENTS = ("transformer", "bilstm", "truncate:2", "truncate:4")
+VARIANTS = ("all", "half", "half+unl")
+TARGET_P50_SHARE, TARGET_F1_SHARE = 0.25, 0.97
+
+
+# --- one run per process -----------------------------------------------------------------------
+def load_cic(root: Path, quick: bool) -> tuple[Any, Any]:
+    """``(train, test)`` readers' Datasets: train.json + dev.json, and test_public.json."""
+    from headwise.text.readers import read_examples
+
+    train = read_examples(root / "train.json", format="clue")
+    train.examples.extend(read_examples(root / "dev.json", format="clue").examples)
+    test = read_examples(root / "test_public.json", format="clue")
+    if quick:
+        train.examples[:] = train.examples[::20]
+        test.examples[:] = test.examples[::20]
+    return train, test
+
+
+def split_variant(texts: list[str], labels: list[str], variant: str, seed: int
+                  ) -> tuple[list[tuple[str, str]], list[str]]:
+    """The labelled rows and the unlabelled texts of a data variant (:data:`VARIANTS`)."""
+    from headwise.intent.examples import validation_split
+
+    if variant == "all":
+        return list(zip(texts, labels, strict=True)), []
+    kept, hidden, kept_y, _ = validation_split(texts, labels, 0.5, seed)
+    return list(zip(kept, kept_y, strict=True)), (hidden if variant == "half+unl" else [])
+
+
+def measure(clf: Any, texts: list[str], quick: bool) -> dict[str, Any]:
+    """Single-query p50/p99 and batch-32 throughput on PyTorch, and the ONNX p50 (None for
+    a model without an ONNX export: the BiLSTM is served on PyTorch)."""
+    from intent import onnx_latency
+
+    from headwise.intent import measure_latency
+    from headwise.models.encoder import EncoderClassifier
+
+    load = os.getloadavg()[0]
+    latency = measure_latency(clf, texts, queries=30 if quick else 200,
+                              batches=3 if quick else 20)
+    onnx = onnx_latency(clf, texts, queries=30 if quick else 200) \
+        if isinstance(getattr(clf, "model", None), EncoderClassifier) else None
+    return {**latency, "loadavg": load, "onnx": onnx}
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Distil, test and time one (student, data, seed) in this process; or the teacher."""
+    import torch
+
+    from headwise.intent import distill, evaluate_classifier
+    from headwise.intent.distillation import (
+        TARGETS_FILE,
+        TARGETS_WEIGHTS,
+        load_teacher,
+        parse_student,
+    )
+    from headwise.intent.examples import in_scope, validation_split
+
+    torch.set_num_threads(spec["threads"])
+    train, test = load_cic(Path(spec["data_dir"]), spec["quick"])
+    if spec["student"] == "teacher":
+        clf = load_teacher(spec["teacher"])
+        report = evaluate_classifier(clf, test.texts, test.labels)
+        return {"status": "ok", "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
+                "latency": measure(clf, test.texts, spec["quick"]),
+                "parameters": sum(p.numel() for p in clf.model.parameters())
+                if hasattr(clf, "model") else None}
+    kind, _ = parse_student(spec["student"])
+    recipe = dict(RECIPES[kind], seed=spec["seed"], progress=False)
+    if spec["quick"]:
+        recipe["epochs"] = 1
+    texts, labels = in_scope(list(train.texts), list(train.labels), "training")
+    texts, v_texts, labels, v_labels = validation_split(texts, labels, 0.1, spec["seed"])
+    rows, unlabelled = split_variant(texts, labels, spec["variant"], spec["seed"])
+    out = Path(tempfile.mkdtemp(prefix="headwise-distill-"))
+    # the teacher's soft targets are shared by the runs (keyed by text and by the teacher's
+    # fingerprint; distill computes only the texts the copy lacks)
+    shared = Path(tempfile.gettempdir()) / f"headwise-distill-targets-{spec['sha256'][:16]}"
+    for name in (TARGETS_WEIGHTS, TARGETS_FILE):
+        if (shared / name).is_file():
+            shutil.copy2(shared / name, out / name)
+    try:
+        run = distill(spec["teacher"], rows, list(zip(v_texts, v_labels, strict=True)),
+                      out_dir=out, student=spec["student"], recipe=recipe,
+                      temperature=spec["temperature"], alpha=spec["alpha"],
+                      unlabelled=unlabelled, augment=spec["augment"])
+        shared.mkdir(exist_ok=True)
+        for name in (TARGETS_WEIGHTS, TARGETS_FILE):  # the index last: a reader sees both
+            shutil.copy2(out / name, shared / f".{name}.tmp")
+            os.replace(shared / f".{name}.tmp", shared / name)
+        clf = run.classifier
+        report = evaluate_classifier(clf, test.texts, test.labels)
+        info = clf.info["distill"]
+        return {"status": "ok", "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
+                "valid": run.valid_metrics, "train_seconds": run.train_seconds,
+                "soft_target_seconds": info["soft_targets"]["seconds"],
+                "epochs": clf.info["epochs"], "stopped_early": clf.info["stopped_early"],
+                "labelled": info["labelled"], "unlabelled": info["unlabelled"],
+                "augmented": (info["augmentation"] or {}).get("rows", 0),
+                "teacher_sha256": info["teacher"]["sha256"],
+                "parameters": sum(p.numel() for p in clf.model.parameters()),
+                "latency": measure(clf, test.texts, spec["quick"])}
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+# --- the report --------------------------------------------------------------------------------
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def serving_p50(rec: dict[str, Any]) -> float | None:
+    """The p50 of the path ``headwise serve`` runs: ONNX when exported, else PyTorch."""
+    lat = rec.get("latency") or {}
+    return (lat.get("onnx") or {}).get("p50_ms") or lat.get("p50_ms")
+
+
+def summarise(runs: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The teacher's record and one row per (student, data): means over seeds, and shares
+    of the teacher's."""
+    ok = [r for r in runs if r.get("status") == "ok"]
+    teacher = next((r for r in ok if r["student"] == "teacher"), None)
+    rows = []
+    for student, data in dict.fromkeys((r["student"], r["data"]) for r in ok
+                                       if r["student"] != "teacher"):
+        rs = [r for r in ok if r["student"] == student and r["data"] == data]
+        row: dict[str, Any] = {
+            "student": student, "data": data, "seeds": sorted(r["seed"] for r in rs),
+            "accuracy": _mean([r["accuracy"] for r in rs]),
+            "macro_f1": _mean([r["macro_f1"] for r in rs]),
+            "f1_std": statistics.stdev([r["macro_f1"] for r in rs]) if len(rs) > 1 else 0.0,
+            "p50_ms": _mean([r["latency"]["p50_ms"] for r in rs]),
+            "onnx_p50_ms": _mean([r["latency"]["onnx"]["p50_ms"] for r in rs
+                                  if r["latency"].get("onnx")]),
+            "serve_p50_ms": _mean([serving_p50(r) for r in rs]),
+            "throughput": _mean([r["latency"]["throughput_per_s"] for r in rs]),
+            "parameters": _mean([r["parameters"] for r in rs]),
+            "unlabelled": _mean([r["unlabelled"] for r in rs]),
+            "labelled": _mean([r["labelled"] for r in rs]),
+            "train_seconds": _mean([r["train_seconds"] for r in rs])}
+        if teacher is not None:
+            t = teacher
+            row.update(
+                acc_share=row["accuracy"] / t["accuracy"],
+                f1_share=row["macro_f1"] / t["macro_f1"],
+                p50_share=row["p50_ms"] / t["latency"]["p50_ms"],
+                onnx_share=None if row["onnx_p50_ms"] is None or not t["latency"].get("onnx")
+                else row["onnx_p50_ms"] / t["latency"]["onnx"]["p50_ms"],
+                serve_share=row["serve_p50_ms"] / serving_p50(t),
+                throughput_x=row["throughput"] / t["latency"]["throughput_per_s"])
+        rows.append(row)
+    return teacher, rows
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def render(runs: list[dict[str, Any]]) -> str:
+    """The BENCHMARKS.md section."""
+    teacher, rows = summarise(runs)
+    if teacher is None:
+        return "## Distillation on DataCLUE CIC\n\nThe teacher has not been measured yet."
+    commands = sorted({r.get("command", "") for r in runs})
+    dates = sorted(r["date"] for r in runs if r.get("date"))
+    t = teacher
+    lines = [
+        "## Distillation on DataCLUE CIC: students of a fine-tuned teacher",
+        "",
+        f"Produced by {', '.join(f'`{c}`' for c in commands)} between {dates[0]} and "
+        f"{dates[-1]}; per-run records in `benchmarks/results/distill_runs.jsonl` (one process "
+        f"per run; `python benchmarks/distill.py --render` rebuilds this section). Teacher: "
+        f"`{t['teacher']}` (SHA-256 `{(t.get('teacher_sha256') or '')[:12]}`): test accuracy "
+        f"{100 * t['accuracy']:.2f} %, macro-F1 {100 * t['macro_f1']:.2f} %, single-query p50 "
+        f"{t['latency']['p50_ms']:.2f} ms (PyTorch), "
+        + (f"{t['latency']['onnx']['p50_ms']:.2f} ms (ONNX), " if t["latency"].get("onnx")
+           else "") + f"{t['latency']['throughput_per_s']:.0f} texts/s at batch 32, on "
+        f"{t.get('threads', 2)} threads. Data `all`: every training row labelled; `half`: a "
+        f"seeded stratified half labelled; `half+unl`: that half plus the other half's texts "
+        f"unlabelled (the teacher saw all labels).",
+        "",
+    ]
+    table = []
+    for r in rows:
+        table.append([f"`{r['student']}`", r["data"], ",".join(map(str, r["seeds"])),
+                      f"{100 * r['accuracy']:.2f} ({_pct(r.get('acc_share'))})",
+                      f"{100 * r['macro_f1']:.2f} ± {100 * r['f1_std']:.2f} "
+                      f"({_pct(r.get('f1_share'))})",
+                      f"{r['p50_ms']:.2f} ({_pct(r.get('p50_share'))})",
+                      "-" if r["onnx_p50_ms"] is None
+                      else f"{r['onnx_p50_ms']:.2f} ({_pct(r.get('onnx_share'))})",
+                      f"{r['throughput']:.0f} ({r.get('throughput_x', 0):.1f}x)",
+                      f"{r['parameters'] / 1e6:.2f} M", f"{r['unlabelled']:.0f}",
+                      f"{r['train_seconds']:.0f}"])
+    lines.append(H.markdown_table(
+        ["student", "data", "seeds", "accuracy % (of teacher)", "macro-F1 % (of teacher)",
+         "p50 ms PyTorch (of teacher)", "p50 ms ONNX (of teacher)", "texts/s b32 (x teacher)",
+         "parameters", "unlabelled", "train s"], table))
+    judged = [r for r in rows if r["data"] == "all" and r.get("serve_share") is not None]
+    hits = [r for r in judged if r["serve_share"] <= TARGET_P50_SHARE
+            and r["f1_share"] >= TARGET_F1_SHARE]
+    fast = [r for r in judged if r["serve_share"] <= TARGET_P50_SHARE]
+    verdict = H.verdict([bool(hits)], 1) if judged else "NOT MEASURED"
+    if not judged:
+        evidence = "no student measured on data `all`"
+    elif fast:
+        best = max(fast, key=lambda r: r["f1_share"])
+        evidence = (f"best within the latency budget: `{best['student']}` at "
+                    f"{_pct(best['serve_share'])} of the teacher's serving p50 and "
+                    f"{_pct(best['f1_share'])} of its macro-F1")
+    else:
+        best = min(judged, key=lambda r: r["serve_share"])
+        evidence = (f"no student within the latency budget; the fastest, "
+                    f"`{best['student']}`, at {_pct(best['serve_share'])} of the teacher's "
+                    f"serving p50 ({_pct(best['f1_share'])} of its macro-F1)")
+    lines += ["", H.markdown_table(["target", "verdict", "evidence"], [[
+        f"a student at <= {TARGET_P50_SHARE:.0%} of the teacher's serving p50 with >= "
+        f"{TARGET_F1_SHARE:.0%} of its macro-F1", verdict, evidence]], "lll")]
+    bad = H.not_measured(runs, lambda r: f"{r['student']} {r['data']} seed {r['seed']}")
+    if bad:
+        lines += ["", "Not measured:", *bad]
+    return "\n".join(lines)
+
+
+# --- driver ------------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--teacher", type=Path, help="the teacher's model directory")
+    p.add_argument("--data", type=Path,
+                   default=HERE.parent.parent / "shared" / "data" / "dataclue_cic",
+                   help="the DataCLUE CIC folder (train.json, dev.json, test_public.json)")
+    p.add_argument("--students", default=",".join(STUDENTS))
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--temperature", type=float, default=2.0)
+    p.add_argument("--alpha", type=float, default=0.5)
+    p.add_argument("--augment", default="", help="augmentation kinds, comma-separated")
+    p.add_argument("--results", type=Path, default=RESULTS, help="JSON-lines results file")
+    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
+    p.add_argument("--no-write", action="store_true", help="print the section instead")
+    p.add_argument("--render", action="store_true", help="only rebuild the section")
+    p.add_argument("--rerun", action="store_true", help="measure runs already in the file")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke test: a 20th of the data, 1 epoch, short timings; results "
+                   "in a temporary file, BENCHMARKS.md untouched")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=7200.0, help="seconds per run")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    if args.quick and args.results == RESULTS:  # never mix smoke runs into the real results
+        args.results = Path(tempfile.gettempdir()) / "distill_quick.jsonl"
+        args.no_write = True
+    if not args.render:
+        if args.teacher is None or not args.teacher.is_dir():
+            sys.exit(f"--teacher must name the teacher's model directory, got {args.teacher}")
+        from headwise.intent.distillation import directory_fingerprint
+
+        sha = directory_fingerprint(args.teacher)
+        done = {} if args.rerun else {k: r for k, r in H.done_runs(args.results, KEY).items()
+                                      if r.get("teacher_sha256") == sha
+                                      and r.get("status") == "ok"}  # failures are retried
+        plan = [("teacher", "all", 0)] + [
+            (st, v, int(s)) for s in args.seeds.split(",") for st in args.students.split(",")
+            for v in args.variants.split(",")]
+        todo = [k for k in plan if k not in done]
+        print(f"{len(plan)} runs planned, {len(plan) - len(todo)} already measured",
+              file=sys.stderr)
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        for i, (student, variant, seed) in enumerate(todo, 1):
+            print(f"[{i}/{len(todo)}] {student} {variant} seed {seed} ...", file=sys.stderr,
+                  flush=True)
+            spec = {"student": student, "variant": variant, "seed": seed,
+                    "teacher": str(args.teacher), "data_dir": str(args.data),
+                    "quick": args.quick, "threads": args.threads, "sha256": sha,
+                    "temperature": args.temperature, "alpha": args.alpha,
+                    "augment": [k for k in args.augment.split(",") if k]}
+            start = time.time()
+            rec = H.run_worker(Path(__file__), spec, args.timeout)
+            rec.update(student=student, data=variant, seed=seed, quick=args.quick,
+                       teacher=str(args.teacher), teacher_sha256=sha, threads=args.threads,
+                       temperature=args.temperature, alpha=args.alpha, augment=spec["augment"],
+                       command=H.command_line(),
+                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
+            with args.results.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            f1 = rec.get("macro_f1")
+            print(f"    {rec['status']}: macro-F1 {f1 if f1 is None else round(f1, 4)}, "
+                  f"{rec['wall_s']:.0f} s" + (f" ({rec.get('detail')})"
+                                               if rec["status"] != "ok" else ""),
+                  file=sys.stderr, flush=True)
+    if not args.results.is_file():
+        sys.exit(f"no results in {args.results}: run the benchmark first")
+    body = render(list(H.done_runs(args.results, KEY).values()))
+    H.print_or_write(args.md, "distill:cpu", body, no_write=args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

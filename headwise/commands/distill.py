@@ -1,0 +1,183 @@
+"""``headwise distill``: train a small, fast student on a trained classifier's soft labels."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from headwise.commands._common import add_data_options, check_out_dir, format_threshold, read
+
+#: suffixes of an ``--unlabelled`` file read as CSV / JSON lines (any other: one text a line)
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".ndjson")
+#: the augmentation kinds (``headwise.intent.distillation.AUGMENTATIONS``, repeated here so
+#: that building the parser imports nothing heavy; a test keeps the two equal)
+AUGMENTATIONS = ("typo", "drop", "duplicate", "width", "space", "punct")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "distill", help="distil a trained classifier into a smaller, faster student",
+        description="Train a student (a from-scratch Transformer, the BiLSTM, or the "
+        "teacher's first K encoder layers) on the soft labels of a trained classifier: the "
+        "KL divergence at a temperature T (scaled by T^2) mixed with the gold labels' "
+        "cross-entropy, on the training texts, unlabelled texts and noisy copies of them. "
+        "The teacher's probabilities are computed once and cached in --out (a resumed run "
+        "reads them back). The student is calibrated and thresholded on the validation data "
+        "and saved like `headwise train`'s classifiers (predict, eval, export, serve).")
+    p.add_argument("teacher", metavar="TEACHER",
+                   help="directory of the teacher: a classifier saved by `headwise train` "
+                   "(a network or tfidf), `ensemble` or `soup`")
+    p.add_argument("--data", required=True,
+                   help="labelled training data file (its labels must be the teacher's "
+                   "intents)")
+    p.add_argument("--valid", help="validation data file (default: 10%% of --data, "
+                   "stratified, held out before augmentation)")
+    p.add_argument("--unlabelled", metavar="FILE",
+                   help="texts without labels, learnt from the teacher's soft labels alone: "
+                   "a plain text file (one text a line), or CSV / JSON lines (their text "
+                   "column; --text-column names it)")
+    p.add_argument("--out", required=True, help="directory to save the student in")
+    p.add_argument("--student", default="transformer", metavar="STUDENT",
+                   help="transformer (from scratch; characters for Chinese), bilstm (the "
+                   "baseline) or truncate:K (the teacher's embeddings and first K encoder "
+                   "layers, vocabulary trimmed)")
+    p.add_argument("--temperature", type=float, default=2.0, metavar="T",
+                   help="softmax temperature T of the soft term (its KL divergence is "
+                   "scaled by T^2)")
+    p.add_argument("--alpha", type=float, default=0.5, metavar="A",
+                   help="the soft term's share of a labelled row's loss (the rest: the gold "
+                   "label's cross-entropy); rows without a label learn from the soft term "
+                   "alone")
+    p.add_argument("--augment", metavar="KINDS",
+                   help="label-preserving character noise added as extra rows that the "
+                   "teacher labels, comma-separated: " + ", ".join(AUGMENTATIONS) + " or all "
+                   "(digits and negation cues are never touched)")
+    p.add_argument("--augment-copies", type=int, metavar="N",
+                   help="noisy copies of each text with --augment (default 1)")
+    p.add_argument("--teacher-batch-size", type=int, default=64, metavar="N",
+                   help="texts per forward pass of the teacher")
+    p.add_argument("--config", help="JSON file of the student's recipe fields (sizes, epochs, "
+                   "lr, ...; not model: --student decides it)")
+    p.add_argument("--epochs", type=int, help="override the recipe's epochs (default: the "
+                   "recipe's; else 20 for transformer and bilstm, 4 for truncate:K)")
+    p.add_argument("--seed", type=int, help="override the recipe's seed (default: the "
+                   "recipe's, 0)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run from its cached soft labels and last "
+                   "checkpoint in --out")
+    p.add_argument("--keep-checkpoints", action="store_true",
+                   help="keep the training checkpoints (OUT/checkpoints)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_data_options(p)
+    p.set_defaults(func=run)
+
+
+def read_unlabelled(path: str, args: argparse.Namespace) -> list[str]:
+    """The texts of an ``--unlabelled`` file: CSV / JSON lines by their suffix (read by
+    ``headwise.text.readers``; labels there are not used, and it says so), else one text a
+    line (blank lines skipped).
+
+    Raises:
+        DataError: no such file, no text column, an undecodable line or no text.
+    """
+    from headwise.text.readers import DataError, read_examples
+
+    file = Path(path)
+    if file.suffix.lower() in TABLE_SUFFIXES:
+        data = read_examples(file, text_column=args.text_column,
+                             skip_bad_rows=args.skip_bad_rows, require_labels=False)
+        if data.skipped:
+            print(f"{path}: skipped {len(data.skipped)} bad rows", file=sys.stderr)
+        labelled = sum(y is not None for y in data.labels)
+        if labelled:
+            print(f"{path}: the labels of {labelled} rows are not used (--unlabelled texts "
+                  f"learn from the teacher alone; give labelled rows in --data)")
+        return list(data.texts)
+    if not file.is_file():
+        raise DataError(file, None, "no such file")
+    texts = []
+    for line, raw in enumerate(file.read_bytes().split(b"\n"), 1):
+        try:
+            text = raw.decode("utf-8-sig" if line == 1 else "utf-8").strip()
+        except UnicodeDecodeError as e:
+            raise DataError(file, line, f"not UTF-8 ({e.reason})") from e
+        if text:
+            texts.append(text)
+    if not texts:
+        raise DataError(file, None, "no texts")
+    return texts
+
+
+def read_recipe_fields(path: str) -> dict[str, Any]:
+    """The student's recipe fields in a ``--config`` JSON file (its model is --student's).
+
+    Raises:
+        ValueError: not valid JSON, not an object, or a ``model`` key.
+    """
+    try:
+        fields = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from e
+    if not isinstance(fields, dict):
+        raise ValueError(f"{path} must hold a JSON object of recipe fields")
+    if "model" in fields:
+        raise ValueError(f"{path} names a model ({fields['model']!r}); the student is chosen "
+                         f"by --student: remove it")
+    return fields
+
+
+def run(args: argparse.Namespace) -> int:
+    check_out_dir(args.out)
+    if args.augment_copies is not None and not args.augment:
+        raise ValueError("--augment-copies needs --augment (the kinds of noise to add)")
+    # imported here, not at start: `headwise --help` stays light
+    from headwise.intent.distillation import distill, parse_student
+
+    parse_student(args.student)
+    fields = read_recipe_fields(args.config) if args.config else {}
+    if args.epochs is not None:
+        fields["epochs"] = args.epochs
+    if args.seed is not None:
+        fields["seed"] = args.seed
+    if args.quiet:
+        fields["progress"] = False
+    train = read(args.data, args)
+    valid = read(args.valid, args) if args.valid else None
+    unlabelled = read_unlabelled(args.unlabelled, args) if args.unlabelled else []
+    print(f"training data: {len(train)} rows, {len(train.label_set())} intents ({args.data})")
+    if valid is not None:
+        print(f"validation data: {len(valid)} rows ({args.valid})")
+    if args.unlabelled:
+        print(f"unlabelled texts: {len(unlabelled)} ({args.unlabelled})")
+    kinds = [k.strip() for k in args.augment.split(",") if k.strip()] if args.augment else []
+    if args.augment and not kinds:
+        raise ValueError("--augment names no kind of noise")
+    result = distill(args.teacher, train, valid, out_dir=args.out, student=args.student,
+                     recipe=fields, temperature=args.temperature, alpha=args.alpha,
+                     unlabelled=unlabelled, augment=kinds,
+                     augment_copies=args.augment_copies or 1,
+                     teacher_batch_size=args.teacher_batch_size, resume=args.resume,
+                     keep_checkpoints=args.keep_checkpoints, report=print)
+    info = result.classifier.info
+    print(f"distilled {args.student} in {result.train_seconds:.1f} s (T {args.temperature:g}, "
+          f"alpha {args.alpha:g}, {info['distill']['labelled']} labelled + "
+          f"{info['distill']['unlabelled']} unlabelled texts"
+          + (f" + {info['distill']['augmentation']['rows']} noisy copies"
+             if info["distill"]["augmentation"] else "") + ")")
+    if result.valid_metrics:
+        m = result.valid_metrics
+        print(f"validation: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
+              f"temperature {result.classifier.temperature:.3f}")
+        if m.get("small_validation"):
+            print(f"warning: {m['small_validation']['note']}")
+    else:
+        print("no validation data: the last epoch's weights are kept and confidence is not "
+              "calibrated (temperature 1; `headwise calibrate` fits it on held-out data)")
+    print(f"out-of-scope threshold {format_threshold(result.threshold)}")
+    print(f"saved to {Path(args.out)}")
+    (Path(args.out) / "train_summary.json").write_text(
+        json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0

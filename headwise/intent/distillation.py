@@ -1,0 +1,604 @@
+"""Distillation: train a small, fast student on a trained classifier's soft labels.
+
+A fine-tuned 12-layer encoder is the strongest model and several times slower than a small
+Transformer; :func:`distill` trains the small one to answer as the big one does (Hinton et
+al. 2015), behind ``headwise distill``::
+
+    run = distill("runs/e5", train, valid, student="truncate:3", unlabelled=texts,
+                  augment=["typo", "width"], out_dir="runs/student")
+
+* **Soft targets**: the teacher's calibrated probabilities of every training text (and of
+  each unlabelled text and augmented copy) are computed once, batched, and cached in the
+  output directory (``teacher_targets.json`` + ``teacher_targets.safetensors``, keyed by
+  text and by the teacher's fingerprint), so a resumed run reads them back instead of
+  running the teacher again. The student learns from them through
+  :func:`~headwise.intent.objective.distillation_loss`: ``T**2`` times the KL divergence at
+  temperature ``T``, mixed with the gold label's cross-entropy (``alpha``: the soft term's
+  share) on labelled rows, alone on rows without a label.
+* **Unlabelled texts** (a production log, say) are rows with a soft target and no label;
+  those equal to a training or validation text are left out (the validation data must stay
+  unseen).
+* **Augmentation** (:data:`AUGMENTATIONS`): label-preserving character noise of the kinds
+  customers type -- pinyin-input typos from the demo corpus's table
+  (:data:`headwise.text.demo_phenomena.TYPOS`), a dropped or doubled character, full-width
+  and half-width forms, spaces, punctuation -- added as extra rows whose soft target is the
+  teacher's on the noisy text. Digits and negation cues (不, 没, "not", ...) are never
+  touched: they decide intents.
+* **Students** (:data:`STUDENTS`): ``"transformer"`` (from scratch; characters for Chinese,
+  with the tokenizer it trains, as ``headwise train --model transformer``), ``"bilstm"``
+  (the baseline), or ``"truncate:K"``: the teacher's embeddings and first ``K`` encoder
+  layers, its pooling and head (:func:`truncated_student`), fine-tuned as a pretrained
+  encoder with its vocabulary trimmed to the texts' tokens plus the recipe's reserve
+  (``trim_vocab``).
+
+Training is :func:`~headwise.intent.recipe.train_intent_classifier`'s (the Trainer's
+progress bars, atomic checkpoints, exact resume and seeded determinism), with the soft
+targets passed in (``soft_targets``); the student is a normal classifier: calibrated and
+thresholded on the validation data, exported to ONNX, served and predicted as any other.
+Its ``info["distill"]`` names the teacher (path, model, SHA-256 fingerprint) and the
+settings (``T``, ``alpha``, unlabelled rows, augmentation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+from torch import nn
+from tqdm.auto import tqdm
+
+from headwise.intent.classifier import CalibratedClassifier, IntentClassifier, ProbabilityClassifier
+from headwise.intent.ensemble import load_classifier
+from headwise.intent.examples import in_scope, texts_and_labels, validation_split
+from headwise.intent.objective import SoftTargets
+from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
+from headwise.loading import save_pretrained
+from headwise.models.config import ModelConfig
+from headwise.models.encoder import EncoderClassifier
+from headwise.models.io import build_model, write_json_atomically
+from headwise.text.demo_phenomena import TYPOS
+from headwise.text.negation_tokens import ENGLISH_NEGATION_WORDS, NEGATION_CHARACTERS
+
+__all__ = ["AUGMENTATIONS", "STUDENTS", "STUDENT_INIT", "TARGETS_FILE", "TARGETS_WEIGHTS",
+           "augment_text", "augmented_rows", "check_augmentations", "cached_teacher_logits",
+           "directory_fingerprint", "distill", "load_teacher", "parse_student",
+           "read_soft_targets", "teacher_identity", "teacher_log_probs", "truncated_student"]
+
+#: the students :func:`distill` trains (``"truncate:K"``: the teacher's first K layers)
+STUDENTS = ("transformer", "bilstm", "truncate:K")
+#: the augmentation kinds and what each does to a text
+AUGMENTATIONS: dict[str, str] = {
+    "typo": "a same-sound or same-shape character (the demo corpus's pinyin-input typos, "
+            "还款 -> 换款), or two adjacent letters inside a Latin word swapped",
+    "drop": "one letter or character dropped",
+    "duplicate": "one letter or character doubled",
+    "width": "one run of half-width characters made full-width (card -> ｃａｒｄ), or of "
+             "full-width ones half-width (，？ -> ,?)",
+    "space": "a space put between two characters, or a space doubled",
+    "punct": "the final punctuation dropped or repeated, one added, or an inner comma dropped",
+}
+#: the soft-target cache in a student's directory: its index (texts, teacher) and logits
+TARGETS_FILE = "teacher_targets.json"
+TARGETS_WEIGHTS = "teacher_targets.safetensors"
+#: where a ``truncate:K`` student's starting weights are written (removed after success)
+STUDENT_INIT = "student_init"
+#: files a teacher's fingerprint leaves out: summaries, and a student's own cache
+_UNHASHED = {"train_summary.json", TARGETS_FILE, TARGETS_WEIGHTS}
+_ENDINGS = "？?。.！!～~"
+_NEGATION_WORDS = re.compile(
+    r"(?<![A-Za-z])(?:" + "|".join(re.escape(w) for w in sorted(ENGLISH_NEGATION_WORDS,
+                                                                  key=len, reverse=True))
+    + r")(?![A-Za-z])", re.IGNORECASE)
+
+
+# -- students ----------------------------------------------------------------------------------
+def parse_student(spec: str) -> tuple[str, int | None]:
+    """``("transformer" | "bilstm", None)`` or ``("truncate", K)`` from a student spec.
+
+    Raises:
+        ValueError: another spec, or a ``K`` that is not a positive integer (named).
+    """
+    if spec in ("transformer", "bilstm"):
+        return spec, None
+    name, _, k = spec.partition(":")
+    if name == "truncate":
+        if not k.isdigit() or int(k) < 1:
+            raise ValueError(f"student truncate:K needs a positive number of layers K, got "
+                             f"{spec!r}")
+        return "truncate", int(k)
+    raise ValueError(f"student must be transformer, bilstm or truncate:K, got {spec!r}")
+
+
+def truncated_student(teacher: IntentClassifier, layers: int) -> nn.Module:
+    """A copy of the teacher's network that keeps its embeddings, its first ``layers``
+    encoder layers (their number and negation biases too), its final norm (pre-norm
+    stacks), pooling and head: the hidden states of the copy are the teacher's after
+    ``layers`` layers, and its vocabulary (trimmed or not) is the teacher's.
+
+    Raises:
+        ValueError: a teacher that is not a Transformer-encoder network, or ``layers``
+            outside ``1..`` the teacher's layers.
+    """
+    model = getattr(teacher, "model", None)
+    if not isinstance(model, EncoderClassifier) or not isinstance(model.config, ModelConfig):
+        what = type(model).__name__ if model is not None else type(teacher).__name__
+        raise ValueError(f"student truncate:K needs a Transformer-encoder teacher; this one "
+                         f"is a {what}")
+    total = model.config.num_layers
+    if not 1 <= layers <= total:
+        raise ValueError(f"student truncate:{layers}: the teacher has {total} encoder layers, "
+                         f"so K must be in 1..{total}")
+    student = build_model(model.config.replace(num_layers=layers))
+    state = model.state_dict()
+    wanted = student.state_dict()
+    missing = [k for k in wanted if k not in state]
+    if missing:
+        raise ValueError(f"the teacher's weights lack {missing[:3]} of the truncated model")
+    student.load_state_dict({k: state[k].detach().clone() for k in wanted}, strict=True)
+    param = next(model.parameters())
+    return student.to(device=param.device, dtype=param.dtype).eval()
+
+
+# -- the teacher -------------------------------------------------------------------------------
+def load_teacher(directory: str | Path) -> ProbabilityClassifier:
+    """The single-label classifier saved in ``directory`` (a network, a TF-IDF model or an
+    ensemble, as :func:`~headwise.intent.ensemble.load_classifier` reads them).
+
+    Raises:
+        ValueError: a compound (multi-label) classifier.
+        FileNotFoundError: no classifier there (the message says what is).
+    """
+    from headwise.intent.compound import COMPOUND_FILE  # here: importing it is not light
+
+    directory = Path(directory)
+    if (directory / COMPOUND_FILE).is_file():
+        raise ValueError(f"the teacher {directory} is a compound (multi-label) classifier; "
+                         f"distillation needs a single-label one")
+    return load_classifier(directory)
+
+
+def directory_fingerprint(directory: str | Path) -> str:
+    """Hex SHA-256 of a saved classifier: every ``.json`` and ``.safetensors`` file under
+    ``directory`` (its path and bytes, in sorted order), but for training summaries, a
+    student's soft-target cache and anything under ``checkpoints/`` or ``student_init/``.
+    An exported ONNX file (derived from the same weights) is not part of it."""
+    root = Path(directory)
+    digest = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file()
+                   and p.suffix in (".json", ".safetensors") and p.name not in _UNHASHED
+                   and not {"checkpoints", STUDENT_INIT} & set(p.relative_to(root).parts))
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def teacher_identity(teacher: ProbabilityClassifier, directory: str | Path | None = None
+                     ) -> dict[str, Any]:
+    """What a student records of its teacher: ``path``, ``kind`` (its class), ``model``
+    (its recipe's model, ``tfidf`` or ``ensemble of N``), ``sha256``
+    (:func:`directory_fingerprint`; None for a teacher given as an object), ``intents``,
+    ``temperature``, ``layers`` (a Transformer encoder's) and its validation scores."""
+    info = getattr(teacher, "info", None) or {}
+    recipe = info.get("recipe") or {}
+    members = getattr(teacher, "members", None)
+    model = recipe.get("model") or ("ensemble of " + str(len(members)) if members
+                                    else type(teacher).__name__)
+    config = getattr(getattr(teacher, "model", None), "config", None)
+    return {"path": None if directory is None else str(Path(directory).resolve()),
+            "kind": type(teacher).__name__, "model": model,
+            "sha256": None if directory is None else directory_fingerprint(directory),
+            "intents": len(teacher.labels),
+            "temperature": getattr(teacher, "temperature", None),
+            "layers": config.num_layers if isinstance(config, ModelConfig)
+            and config.model_type != "bilstm" else None,
+            "valid": {k: v for k, v in (info.get("valid") or {}).items()
+                      if k in ("accuracy", "macro_f1")} or None}
+
+
+def teacher_log_probs(teacher: ProbabilityClassifier, texts: Sequence[str], *,
+                      batch_size: int = 64, progress: bool = True) -> np.ndarray:
+    """The teacher's calibrated log-probabilities (len(texts), intents), float64, batched,
+    with a progress bar: ``log_softmax(logits / temperature)`` for a classifier with logits
+    (a network, a TF-IDF model), else the log of its probabilities (an ensemble; clipped
+    at the smallest positive float64)."""
+    texts = list(texts)
+    out = np.empty((len(texts), len(teacher.labels)), dtype=np.float64)
+    chunk = 16 * batch_size
+    with tqdm(total=len(texts), desc="teacher", unit="text", disable=not progress) as bar:
+        for start in range(0, len(texts), chunk):
+            part = texts[start:start + chunk]
+            if isinstance(teacher, CalibratedClassifier):
+                z = teacher.logits(part, batch_size=batch_size) / teacher.temperature
+                z = z - z.max(1, keepdims=True)
+                out[start:start + len(part)] = z - np.log(np.exp(z).sum(1, keepdims=True))
+            else:
+                p = teacher.predict_proba(part, batch_size=batch_size)
+                out[start:start + len(part)] = np.log(np.clip(p, np.finfo(np.float64).tiny,
+                                                              None))
+            bar.update(len(part))
+    return out
+
+
+def read_soft_targets(directory: str | Path) -> tuple[dict[str, Any], np.ndarray] | None:
+    """The soft-target cache of a student directory: its index (``texts``, ``labels``,
+    ``teacher``) and the logits (rows, intents); None when absent, partial or corrupt."""
+    directory = Path(directory)
+    index, weights = directory / TARGETS_FILE, directory / TARGETS_WEIGHTS
+    if not (index.is_file() and weights.is_file()):
+        return None
+    try:
+        meta = json.loads(index.read_text(encoding="utf-8"))
+        logits = load_file(str(weights))["logits"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if meta.get("format") != "headwise-teacher-targets" or \
+            logits.shape != (len(meta.get("texts", ())), len(meta.get("labels", ()))):
+        return None
+    return meta, logits.astype(np.float64)
+
+
+def cached_teacher_logits(out_dir: str | Path, teacher: ProbabilityClassifier,
+                          identity: dict[str, Any], texts: Sequence[str], *,
+                          batch_size: int = 64, progress: bool = True
+                          ) -> tuple[np.ndarray, dict[str, Any]]:
+    """The teacher's log-probabilities of ``texts`` (:func:`teacher_log_probs`), reading
+    back those the cache in ``out_dir`` holds for the same teacher (same fingerprint and
+    intents) and computing only the others; the cache is rewritten (atomically, the
+    index last) to hold exactly ``texts`` when it did not.
+
+    Returns:
+        ``(logits, stats)``: stats are ``rows``, ``computed``, ``reused`` and ``seconds``.
+    """
+    out_dir = Path(out_dir)
+    texts = list(texts)
+    teacher_key = {"sha256": identity.get("sha256"), "path": identity.get("path")}
+    cached = read_soft_targets(out_dir)
+    known: dict[str, np.ndarray] = {}
+    if cached is not None:
+        meta, logits = cached
+        if meta.get("teacher", {}).get("sha256") == teacher_key["sha256"] \
+                and meta.get("labels") == list(teacher.labels):
+            known = dict(zip(meta["texts"], logits, strict=True))
+    missing = [t for t in texts if t not in known]
+    start = time.perf_counter()
+    if missing:
+        fresh = teacher_log_probs(teacher, missing, batch_size=batch_size, progress=progress)
+        known.update(zip(missing, fresh, strict=True))
+    seconds = time.perf_counter() - start
+    rows = np.stack([known[t] for t in texts]) if texts else \
+        np.empty((0, len(teacher.labels)))
+    if cached is None or cached[0]["texts"] != texts or missing:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".teacher_targets-", suffix=".tmp")
+        os.close(fd)
+        save_file({"logits": np.ascontiguousarray(rows)}, tmp)
+        os.replace(tmp, out_dir / TARGETS_WEIGHTS)
+        write_json_atomically(out_dir / TARGETS_FILE, {
+            "format": "headwise-teacher-targets", "version": 1,
+            "what": "the teacher's calibrated log-probabilities, one row per text",
+            "teacher": teacher_key, "labels": list(teacher.labels), "texts": texts})
+    return rows, {"file": TARGETS_FILE, "rows": len(texts), "computed": len(missing),
+                  "reused": len(texts) - len(missing), "seconds": round(seconds, 1)}
+
+
+# -- augmentation ------------------------------------------------------------------------------
+def _protected(text: str) -> set[int]:
+    """Positions noise never touches: digits and negation cues."""
+    keep = {i for i, c in enumerate(text) if c.isdigit() or c in NEGATION_CHARACTERS}
+    for m in _NEGATION_WORDS.finditer(text):
+        keep.update(range(m.start(), m.end()))
+    return keep
+
+
+def _typo(text: str, rng: random.Random) -> str:
+    keep = _protected(text)
+    spots: list[tuple[int, int, tuple[str, ...] | None]] = [
+        (m.start(), m.end(), forms) for word, forms in TYPOS
+        for m in re.finditer(re.escape(word), text)]
+    spots += [(m.start(), m.end(), None) for m in re.finditer(r"[A-Za-z]{4,}", text)
+              if not keep & set(range(m.start(), m.end()))]
+    if not spots:
+        return text
+    start, end, forms = rng.choice(spots)
+    if forms is not None:
+        return text[:start] + rng.choice(forms) + text[end:]
+    i = rng.randrange(start + 1, end - 2)  # the first and last letters stay
+    return text[:i] + text[i + 1] + text[i] + text[i + 2:]
+
+
+def _letters(text: str) -> list[int]:
+    keep = _protected(text)
+    return [i for i, c in enumerate(text) if c.isalpha() and i not in keep]
+
+
+def _drop(text: str, rng: random.Random) -> str:
+    spots = _letters(text)
+    if len(text) < 3 or not spots:
+        return text
+    i = rng.choice(spots)
+    return text[:i] + text[i + 1:]
+
+
+def _duplicate(text: str, rng: random.Random) -> str:
+    spots = _letters(text)
+    if not spots:
+        return text
+    i = rng.choice(spots)
+    return text[:i + 1] + text[i] + text[i + 1:]
+
+
+def _width(text: str, rng: random.Random) -> str:
+    runs = [(m.start(), m.end(), -0xFEE0) for m in re.finditer("[\uff01-\uff5e]+", text)]
+    runs += [(m.start(), m.end(), 0xFEE0) for m in re.finditer("[!-~]+", text)]
+    if not runs:
+        return text
+    start, end, shift = rng.choice(runs)
+    return text[:start] + "".join(chr(ord(c) + shift) for c in text[start:end]) + text[end:]
+
+
+def _space(text: str, rng: random.Random) -> str:
+    keep = _protected(text)
+    spaces = [i for i, c in enumerate(text) if c == " "]
+    if spaces and rng.random() < 0.5:
+        i = rng.choice(spaces)
+        return text[:i] + " " + text[i:]
+    gaps = [i for i in range(1, len(text)) if not text[i - 1].isspace()
+            and not text[i].isspace() and i - 1 not in keep and i not in keep]
+    if not gaps:
+        return text
+    i = rng.choice(gaps)
+    return text[:i] + " " + text[i:]
+
+
+def _punct(text: str, rng: random.Random) -> str:
+    body = text.rstrip(_ENDINGS)
+    commas = [i for i, c in enumerate(body) if c in "，,、" and 0 < i < len(body) - 1]
+    choices = ["comma"] if commas else []
+    choices += ["drop", "repeat"] if body != text and body.strip() else ["add"]
+    how = rng.choice(choices)
+    if how == "comma":
+        i = rng.choice(commas)
+        return text[:i] + text[i + 1:]
+    if how == "drop":
+        return body
+    if how == "repeat":
+        return text + text[-1]
+    return text + rng.choice("？?。!~")
+
+
+_NOISE: dict[str, Callable[[str, random.Random], str]] = {
+    "typo": _typo, "drop": _drop, "duplicate": _duplicate, "width": _width, "space": _space,
+    "punct": _punct}
+
+
+def check_augmentations(kinds: Sequence[str]) -> list[str]:
+    """The kinds, checked (``"all"``: every one of :data:`AUGMENTATIONS`), without repeats.
+
+    Raises:
+        ValueError: an unknown kind (named, with the known ones).
+    """
+    out: list[str] = []
+    for kind in kinds:
+        names = list(AUGMENTATIONS) if kind == "all" else [kind]
+        if kind != "all" and kind not in AUGMENTATIONS:
+            raise ValueError(f"unknown augmentation {kind!r}; known: "
+                             f"{', '.join(AUGMENTATIONS)} or all")
+        out += [n for n in names if n not in out]
+    return out
+
+
+def augment_text(text: str, kinds: Sequence[str], rng: random.Random
+                 ) -> tuple[str, str] | None:
+    """One noisy copy of ``text``: the kinds are tried in a random order and the first that
+    changes the text wins. Returns ``(copy, kind)``, or None when none applies.
+
+    Raises:
+        ValueError: an unknown kind.
+    """
+    order = check_augmentations(kinds)
+    rng.shuffle(order)
+    for kind in order:
+        new = _NOISE[kind](text, rng).strip()
+        if new and new != text:
+            return new, kind
+    return None
+
+
+def augmented_rows(rows: Sequence[tuple[str, str | None]], kinds: Sequence[str], *,
+                   copies: int = 1, seed: int = 0, exclude: set[str] | frozenset[str] = frozenset()
+                   ) -> tuple[list[tuple[str, str | None]], dict[str, int]]:
+    """Noisy copies of ``(text, label)`` rows, each keeping its row's label (None stays
+    None): ``copies`` per row, each drawn from a generator seeded by ``(seed, copy, text)``
+    (the same whatever the row order or the process); copies equal to a text of
+    ``exclude`` or to an earlier copy are left out.
+
+    Returns:
+        ``(rows, per_kind)``: the copies, and how many each kind made.
+
+    Raises:
+        ValueError: ``copies`` below 1, or an unknown kind.
+    """
+    if copies < 1:
+        raise ValueError(f"augment copies must be at least 1, got {copies}")
+    kinds = check_augmentations(kinds)
+    seen, out, per_kind = set(exclude), [], Counter()
+    for copy in range(copies):
+        for text, label in rows:
+            got = augment_text(text, kinds, random.Random(f"{seed}:{copy}:{text}"))
+            if got is not None and got[0] not in seen:
+                seen.add(got[0])
+                out.append((got[0], label))
+                per_kind[got[1]] += 1
+    return out, dict(sorted(per_kind.items()))
+
+
+# -- the whole job ------------------------------------------------------------------------------
+def _student_recipe(recipe: IntentRecipe | dict[str, Any] | None, model: str) -> IntentRecipe:
+    """The student's recipe: ``recipe`` (or its fields) with the student's ``model``; a
+    recipe naming another model (than the default, for a recipe object) is refused, since
+    the student decides it."""
+    if isinstance(recipe, IntentRecipe):
+        named = None if recipe.model == IntentRecipe.model else recipe.model
+        fields = recipe.to_dict()
+    else:
+        fields = dict(recipe or {})
+        named = fields.get("model")
+    if named is not None and named != model:
+        raise ValueError(f"the recipe's model {named!r} is not used: the student (--student) "
+                         f"decides the model; remove it from the recipe")
+    return IntentRecipe.from_dict({**fields, "model": model})
+
+
+def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any = None, *,
+            out_dir: str | Path, student: str = "transformer",
+            recipe: IntentRecipe | dict[str, Any] | None = None, temperature: float = 2.0,
+            alpha: float = 0.5, unlabelled: Sequence[str] = (), augment: Sequence[str] = (),
+            augment_copies: int = 1, teacher_batch_size: int = 64, resume: bool = False,
+            keep_checkpoints: bool = False, report: Callable[[str], None] | None = None
+            ) -> TrainedIntent:
+    """Distil ``teacher`` into a ``student``, then calibrate and save it (``headwise
+    distill``).
+
+    Args:
+        teacher: a saved classifier's directory (a network, a TF-IDF model or an ensemble),
+            or a loaded one (then its fingerprint is unknown: None).
+        train: labelled training data (a reader ``Dataset`` or (text, label) pairs; its
+            out-of-scope rows are left out); every label must be one of the teacher's.
+        valid: validation data (early stopping, calibration, the out-of-scope threshold);
+            default: a stratified ``recipe.valid_fraction`` of ``train``, held out before
+            augmentation, so no noisy copy of a validation text is trained on.
+        out_dir: where the student is saved (with the soft-target cache and, while
+            training, ``checkpoints/``).
+        student: ``"transformer"``, ``"bilstm"`` or ``"truncate:K"`` (:data:`STUDENTS`).
+        recipe: the student's :class:`~headwise.intent.recipe.IntentRecipe`, or its fields
+            as a dict (sizes, epochs, ...: a dict can hold the fields of the student's path
+            that a recipe of the default model refuses, a BiLSTM's or a pretrained
+            encoder's); the student decides the ``model`` (another one is refused).
+        temperature: ``T`` > 0 of the soft term.
+        alpha: the soft term's share of a labelled row's loss, in [0, 1].
+        unlabelled: texts without labels, learnt from the soft targets alone.
+        augment: augmentation kinds (:data:`AUGMENTATIONS`, or ``"all"``), for noisy copies
+            of the training and unlabelled texts.
+        augment_copies: noisy copies per text.
+        teacher_batch_size: texts per forward pass of the teacher.
+        resume: continue an interrupted run in ``out_dir`` (the soft targets are read from
+            its cache, the training from its last checkpoint).
+        keep_checkpoints: keep the training checkpoints (and a truncated student's
+            starting weights).
+        report: called with one-line notes (teacher, soft targets, augmentation, and the
+            training's own).
+
+    Returns:
+        The :class:`~headwise.intent.recipe.TrainedIntent` of the student.
+
+    Raises:
+        ValueError: a bad option (named), a compound teacher, a truncated student of a
+            teacher that is no Transformer encoder, or training intents the teacher does
+            not know.
+        FileNotFoundError: no classifier in the teacher's directory.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature (--temperature) must be positive, got {temperature}")
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha (--alpha) must be in [0, 1], got {alpha}")
+    if teacher_batch_size < 1:
+        raise ValueError(f"teacher batch size must be at least 1, got {teacher_batch_size}")
+    kinds = check_augmentations(augment)
+    if augment_copies < 1:
+        raise ValueError(f"augment copies (--augment-copies) must be at least 1, got "
+                         f"{augment_copies}")
+    kind, layers = parse_student(student)
+    out_dir = Path(out_dir)
+    teacher_dir = None if isinstance(teacher, ProbabilityClassifier) else Path(teacher)
+    if teacher_dir is not None and out_dir.resolve() == teacher_dir.resolve():
+        raise ValueError(f"--out {out_dir} is the teacher's directory; save the student "
+                         f"elsewhere")
+    clf = load_teacher(teacher_dir) if teacher_dir is not None else teacher
+    identity = teacher_identity(clf, teacher_dir)
+    if report is not None:
+        report(f"teacher: {identity['path'] or type(clf).__name__} ({identity['model']}, "
+               f"{identity['intents']} intents"
+               + (f", sha256 {identity['sha256'][:12]}" if identity["sha256"] else "") + ")")
+    init_dir = out_dir / STUDENT_INIT
+    recipe = _student_recipe(recipe, f"pretrained:{init_dir}" if kind == "truncate" else kind)
+    init = truncated_student(clf, layers) if kind == "truncate" else None  # checked early
+
+    texts, labels = in_scope(*texts_and_labels(train), "training")
+    unknown = sorted(set(labels) - set(clf.labels))
+    if unknown:
+        raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
+                         f"{unknown[:5]}; the student predicts the teacher's intents")
+    split = None
+    if valid is None:  # held out here, before the noisy copies are made
+        split = recipe.valid_fraction
+        texts, v_texts, labels, v_labels = validation_split(texts, labels, split, recipe.seed)
+        recipe = dataclasses.replace(recipe, valid_fraction=IntentRecipe.valid_fraction)
+        valid = list(zip(v_texts, v_labels, strict=True))
+    else:
+        v_texts = texts_and_labels(valid)[0]
+    labelled, held_out = set(texts), set(v_texts)
+    bad = next((i for i, t in enumerate(unlabelled) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"unlabelled[{bad}] is {type(unlabelled[bad]).__name__}, not str")
+    pool, dropped = [], Counter()
+    for t in dict.fromkeys(t.strip() for t in unlabelled):
+        if not t:
+            dropped["blank"] += 1
+        elif t in labelled:
+            dropped["a training text"] += 1
+        elif t in held_out:
+            dropped["a validation text"] += 1
+        else:
+            pool.append(t)
+    aug, per_kind = augmented_rows(
+        list(zip(texts, labels, strict=True)) + [(t, None) for t in pool], kinds,
+        copies=augment_copies, seed=recipe.seed,
+        exclude=labelled | set(pool) | held_out) if kinds else ([], {})
+    targets = list(dict.fromkeys([*texts, *pool, *(t for t, _ in aug)]))
+    logits, stats = cached_teacher_logits(out_dir, clf, identity, targets,
+                                          batch_size=teacher_batch_size,
+                                          progress=recipe.progress)
+    if report is not None:
+        report(f"soft targets: {stats['rows']} texts ({stats['computed']} computed in "
+               f"{stats['seconds']:.1f} s, {stats['reused']} read from {out_dir / TARGETS_FILE})")
+        if unlabelled:
+            report(f"unlabelled texts: {len(pool)} used"
+                   + "".join(f", {n} left out ({why})" for why, n in dropped.items()))
+        if kinds:
+            report(f"augmentation: {len(aug)} noisy copies ("
+                   + ", ".join(f"{k} {n}" for k, n in per_kind.items()) + ")")
+    info = {"teacher": identity, "student": student, "temperature": temperature,
+            "alpha": alpha, "labelled": len(texts), "unlabelled": len(pool),
+            "unlabelled_left_out": dict(dropped) or None,
+            "augmentation": {"kinds": kinds, "copies": augment_copies, "rows": len(aug),
+                             "per_kind": per_kind} if kinds else None,
+            "soft_targets": stats, "valid_split": split}
+    soft = SoftTargets(labels=list(clf.labels), texts=targets, logits=logits,
+                       extra=[(t, None) for t in pool] + aug, temperature=temperature,
+                       alpha=alpha, info=info)
+    if init is not None:  # rebuilt on resume too: the truncation is deterministic
+        save_pretrained(init.float().cpu(), clf.tokenizer, init_dir)
+    result = train_intent_classifier(list(zip(texts, labels, strict=True)), valid, recipe,
+                                     out_dir=out_dir, resume=resume,
+                                     keep_checkpoints=keep_checkpoints, report=report,
+                                     soft_targets=soft)
+    if init is not None and not keep_checkpoints:
+        shutil.rmtree(init_dir, ignore_errors=True)
+    return result
