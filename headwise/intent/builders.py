@@ -199,3 +199,24 @@ def train_config(recipe: IntentRecipe, metric: str) -> TrainConfig:
                        early_stopping_metric=metric, early_stopping_mode="max",
                        patience=recipe.patience, keep_checkpoints=1, progress=recipe.progress,
                        device="cpu" if not torch.cuda.is_available() else None)
+
+
+def run_tokenizer(texts: list[str], recipe: IntentRecipe, run_dir: str | Path, *,
+                  resume: bool = False) -> Tokenizer:
+    """The tokenizer of a from-scratch training run, saved with its checkpoints.
+
+    A fresh run trains it (``recipe.tokenizer``, ``recipe.vocab_size``) and writes it to
+    ``run_dir/tokenizer``. A resumed run reads that saved one back instead of training
+    again: the tokenizers library's WordPiece trainer is not deterministic (its tie-breaks
+    follow hash-map order, huggingface/tokenizers#1794), so a second training on the same
+    texts can give other ids, and the checkpoint's embedding rows would be read against the
+    wrong tokens. Without a saved tokenizer a resumed run trains one as a fresh run does.
+    """
+    from headwise.text import train_tokenizer
+
+    saved = Path(run_dir) / "tokenizer"
+    if resume and saved.is_dir():
+        return Tokenizer.from_file(saved)
+    tokenizer = train_tokenizer(texts, kind=recipe.tokenizer, vocab_size=recipe.vocab_size)
+    tokenizer.save(saved)
+    return tokenizer

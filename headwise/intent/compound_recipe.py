@@ -41,6 +41,7 @@ from headwise.intent.builders import (
     build_intent_model,
     load_pretrained_for_task,
     mark_cue_tokens,
+    run_tokenizer,
     train_config,
 )
 from headwise.intent.compound import CompoundClassifier
@@ -122,7 +123,8 @@ def train_compound_classifier(train: Sequence[AnnotatedExample],
     slot_names = sorted({s.name for e in train for s in e.slots}) if slots else []
     tags = bio_tag_names(slot_names) if slot_names else None
     torch.manual_seed(recipe.seed)
-    model, tokenizer = _build(recipe, [e.text for e in train], intents, tags)
+    model, tokenizer = _build(recipe, [e.text for e in train], intents, tags,
+                              out_dir / "checkpoints", resume)
     init_prior_bias(model, train, intents)
     tag_index = {t: i for i, t in enumerate(tags or [])}
     rows = encode_rows(tokenizer, train, intents, tag_index, recipe.max_length)
@@ -341,7 +343,8 @@ def joint_validation(model: nn.Module, loader) -> dict[str, float]:
             "tag_f1": float("nan") if tag_f1 is None else tag_f1, "loss": loss / max(n, 1)}
 
 
-def _build(recipe: IntentRecipe, texts: list[str], intents: list[str], tags: list[str] | None
+def _build(recipe: IntentRecipe, texts: list[str], intents: list[str], tags: list[str] | None,
+           run_dir: Path | None = None, resume: bool = False
            ) -> tuple[JointIntentSlotModel, Tokenizer]:
     joint = dict(model_type="joint_intent_slot", multi_label=True, slot_tags=tags)
     if recipe.kind == "pretrained":
@@ -353,6 +356,9 @@ def _build(recipe: IntentRecipe, texts: list[str], intents: list[str], tags: lis
         if unexpected or stray:
             raise ValueError(f"the pretrained encoder does not fit the joint model: missing "
                              f"{stray}, unexpected {unexpected}")
+    elif run_dir is not None:  # saved with the checkpoints: a resume reads it back
+        tokenizer = run_tokenizer(texts, recipe, run_dir, resume=resume)
+        model = build_intent_model(recipe, tokenizer, intents, **joint)
     else:
         from headwise.text import train_tokenizer
 

@@ -31,6 +31,7 @@ from headwise.intent.builders import (
     describe_pretrained,
     load_pretrained_for_task,
     mark_cue_tokens,
+    run_tokenizer,
     train_config,
 )
 from headwise.intent.classifier import IntentClassifier
@@ -411,10 +412,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             for line in describe_pretrained(pretrained_info):
                 report(line)
     else:
-        from headwise.text import train_tokenizer
-
-        tokenizer = train_tokenizer(texts + extra, kind=recipe.tokenizer,
-                                    vocab_size=recipe.vocab_size)
+        tokenizer = run_tokenizer(texts + extra, recipe, out_dir / "checkpoints", resume=resume)
         model = build_intent_model(recipe, tokenizer, intents)
         mark_cue_tokens(model, tokenizer)
     index = {name: i for i, name in enumerate(intents)}
