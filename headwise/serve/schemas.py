@@ -276,3 +276,47 @@ class Health(BaseModel):
     model: str | None = Field(default=None, description="the model served (its name)")
     runtime: str | None = Field(default=None, description="the inference path: onnx, torch, "
                                                           "tfidf or ensemble")
+
+
+class ReloadRequest(BaseModel):
+    """``POST /admin/reload``: what to reload (the body is optional: everything, the model
+    from the directory it was loaded from)."""
+
+    model_config = ConfigDict(**_STRICT, json_schema_extra={
+        "examples": [{}, {"model_dir": "runs/intent-v2"}, {"model": False}]})
+
+    model_dir: Annotated[str, Field(min_length=1)] | None = Field(
+        default=None, description="a new model directory to serve (default: the one being "
+                                  "served, read again); it must hold the same kind of "
+                                  "classifier (single-label, or compound)")
+    model: bool = Field(default=True, description="reload the model (load and warm up the "
+                                                  "new one beside the old, then swap)")
+    keys: bool = Field(default=True, description="read the API key files again")
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> ReloadRequest:
+        if self.model_dir is not None and not self.model:
+            raise PydanticCustomError("model_dir_without_model",
+                                      "model_dir names a model to load: it needs model true")
+        if not (self.model or self.keys):
+            raise PydanticCustomError("nothing_to_reload",
+                                      "nothing to reload: model and keys are both false")
+        return self
+
+
+class ReloadResponse(BaseModel):
+    """``POST /admin/reload``'s answer: what is served now."""
+
+    model: str = Field(description="the model served now (its name)")
+    model_dir: str = Field(description="its directory")
+    runtime: str = Field(description="its inference path")
+    generation: int = Field(description="1 for the model the service started with, one "
+                                        "more per model reload")
+    reloaded_model: bool = Field(description="the model was loaded again and swapped in")
+    previous_model: str | None = Field(default=None,
+                                       description="the model served before the swap")
+    load_seconds: float | None = Field(default=None, description="time to load and warm up "
+                                                                 "the new model")
+    api_keys: int | None = Field(default=None, description="API keys in use (null: none)")
+    admin_keys: int | None = Field(default=None, description="admin keys in use (null: the "
+                                                             "API keys serve /admin too)")

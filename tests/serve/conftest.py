@@ -39,3 +39,13 @@ def client(encoder_dir):
     with TestClient(app) as c:
         wait_ready(c)
         yield c
+
+
+@pytest.fixture(scope="session")
+def other_encoder_dir(tmp_path_factory):
+    """A second tiny Transformer on the same intents, with other weights and a flatter
+    calibration: its answers differ from ``encoder_dir``'s on every text."""
+    tok = tiny_tokenizer()
+    clf = IntentClassifier(tiny_encoder(tok, seed=7), tok, list(INTENTS), temperature=6.0,
+                           threshold=0.4, max_length=MAX_LENGTH)
+    return clf.save(tmp_path_factory.mktemp("serve") / "other")

@@ -25,7 +25,7 @@ def test_serve_options_make_the_config():
     cfg = config_from_args(args)
     assert cfg == ServeConfig(model_dir="m", runtime="onnx", onnx_path="m.onnx",
                               batching=False, max_batch_size=8, max_wait_ms=1.5,
-                              long_text="chunk", chunk_stride=16, max_texts=4)
+                              long_text="chunk", chunk_stride=16, max_texts=4, workers=2)
     assert ServeConfig.from_json(cfg.to_json()) == cfg
     with pytest.raises(ValueError, match="--workers"):
         config_from_args(build_parser().parse_args(["serve", "m", "--workers", "0"]))
