@@ -17,30 +17,76 @@
   multi-label (compound) intents and slot filling.
 """
 
-from headwise.intent.calibration import calibrated_probs, fit_temperature
-from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier, IntentPrediction
-from headwise.intent.distillation import distill
-from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
-from headwise.intent.multilabel import (
-    Thresholds,
-    decide,
-    multilabel_metrics,
-    span_f1,
-    tune_thresholds,
-)
-from headwise.intent.ood import OodDetector, load_detector, make_detector, save_detector
-from headwise.intent.oos import (
-    ThresholdChoice,
-    choose_score_threshold,
-    choose_threshold,
-    is_oos_label,
-    score_thresholds,
-    threshold_curve,
-)
-from headwise.intent.prior import apply_prior_correction, choose_tau
-from headwise.intent.recalibration import Recalibration, fit_ood_detector, recalibrate
-from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
-from headwise.intent.soup import greedy_soup, uniform_soup
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from headwise.intent.calibration import calibrated_probs, fit_temperature
+    from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier, IntentPrediction
+    from headwise.intent.distillation import distill
+    from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
+    from headwise.intent.multilabel import (
+        Thresholds,
+        decide,
+        multilabel_metrics,
+        span_f1,
+        tune_thresholds,
+    )
+    from headwise.intent.ood import OodDetector, load_detector, make_detector, save_detector
+    from headwise.intent.oos import (
+        ThresholdChoice,
+        choose_score_threshold,
+        choose_threshold,
+        is_oos_label,
+        score_thresholds,
+        threshold_curve,
+    )
+    from headwise.intent.prior import apply_prior_correction, choose_tau
+    from headwise.intent.recalibration import Recalibration, fit_ood_detector, recalibrate
+    from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
+    from headwise.intent.soup import greedy_soup, uniform_soup
+
+#: public name -> the module that defines it, imported on first use (PEP 562), so that
+#: importing one module of this package (a saved classifier's loader, the tokenizer)
+#: does not import every other one and its libraries
+_LAZY: dict[str, str] = {
+    "calibrated_probs": "headwise.intent.calibration",
+    "fit_temperature": "headwise.intent.calibration",
+    "OUT_OF_SCOPE": "headwise.intent.classifier",
+    "IntentClassifier": "headwise.intent.classifier",
+    "IntentPrediction": "headwise.intent.classifier",
+    "distill": "headwise.intent.distillation",
+    "evaluate_classifier": "headwise.intent.evaluation",
+    "format_report": "headwise.intent.evaluation",
+    "measure_latency": "headwise.intent.evaluation",
+    "Thresholds": "headwise.intent.multilabel",
+    "decide": "headwise.intent.multilabel",
+    "multilabel_metrics": "headwise.intent.multilabel",
+    "span_f1": "headwise.intent.multilabel",
+    "tune_thresholds": "headwise.intent.multilabel",
+    "OodDetector": "headwise.intent.ood",
+    "load_detector": "headwise.intent.ood",
+    "make_detector": "headwise.intent.ood",
+    "save_detector": "headwise.intent.ood",
+    "ThresholdChoice": "headwise.intent.oos",
+    "choose_score_threshold": "headwise.intent.oos",
+    "choose_threshold": "headwise.intent.oos",
+    "is_oos_label": "headwise.intent.oos",
+    "score_thresholds": "headwise.intent.oos",
+    "threshold_curve": "headwise.intent.oos",
+    "apply_prior_correction": "headwise.intent.prior",
+    "choose_tau": "headwise.intent.prior",
+    "Recalibration": "headwise.intent.recalibration",
+    "fit_ood_detector": "headwise.intent.recalibration",
+    "recalibrate": "headwise.intent.recalibration",
+    "IntentRecipe": "headwise.intent.recipe",
+    "TrainedIntent": "headwise.intent.recipe",
+    "train_intent_classifier": "headwise.intent.recipe",
+    "greedy_soup": "headwise.intent.soup",
+    "uniform_soup": "headwise.intent.soup",
+}
 
 __all__ = [
     "OUT_OF_SCOPE",
@@ -78,3 +124,16 @@ __all__ = [
     "greedy_soup",
     "uniform_soup",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module when the name is first asked for."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,37 +1,83 @@
 """Text: tokenizers, dataset readers and length-bucketed batching."""
 
-from headwise.text.annotations import (
-    AnnotatedDataset,
-    AnnotatedExample,
-    SlotSpan,
-    looks_multi_label,
-    read_annotated,
-    read_nlupp,
-)
-from headwise.text.batching import LengthBucketSampler, pad_collate
-from headwise.text.bio import (
-    IGNORE_INDEX,
-    bio_tag_names,
-    encode_with_tags,
-    spans_to_tags,
-    tags_to_spans,
-    token_offsets,
-)
-from headwise.text.char_level import train_char_tokenizer, train_tokenizer
-from headwise.text.demo_corpus import (
-    DEMO_INTENTS,
-    OOS_LABEL,
-    DemoExample,
-    Slot,
-    Span,
-    category_lexicon,
-    generate_demo_corpus,
-    read_demo_jsonl,
-    write_demo_corpus,
-)
-from headwise.text.pairs import SentencePair, read_pairs, split_pairs
-from headwise.text.readers import DataError, Dataset, Example, read_examples, unseen_labels
-from headwise.text.tokenizer import Tokenizer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from headwise.text.annotations import (
+        AnnotatedDataset,
+        AnnotatedExample,
+        SlotSpan,
+        looks_multi_label,
+        read_annotated,
+        read_nlupp,
+    )
+    from headwise.text.batching import LengthBucketSampler, pad_collate
+    from headwise.text.bio import (
+        IGNORE_INDEX,
+        bio_tag_names,
+        encode_with_tags,
+        spans_to_tags,
+        tags_to_spans,
+        token_offsets,
+    )
+    from headwise.text.char_level import train_char_tokenizer, train_tokenizer
+    from headwise.text.demo_corpus import (
+        DEMO_INTENTS,
+        OOS_LABEL,
+        DemoExample,
+        Slot,
+        Span,
+        category_lexicon,
+        generate_demo_corpus,
+        read_demo_jsonl,
+        write_demo_corpus,
+    )
+    from headwise.text.pairs import SentencePair, read_pairs, split_pairs
+    from headwise.text.readers import DataError, Dataset, Example, read_examples, unseen_labels
+    from headwise.text.tokenizer import Tokenizer
+
+#: public name -> the module that defines it, imported on first use (PEP 562), so that
+#: importing one module of this package (a saved classifier's loader, the tokenizer)
+#: does not import every other one and its libraries
+_LAZY: dict[str, str] = {
+    "AnnotatedDataset": "headwise.text.annotations",
+    "AnnotatedExample": "headwise.text.annotations",
+    "SlotSpan": "headwise.text.annotations",
+    "looks_multi_label": "headwise.text.annotations",
+    "read_annotated": "headwise.text.annotations",
+    "read_nlupp": "headwise.text.annotations",
+    "LengthBucketSampler": "headwise.text.batching",
+    "pad_collate": "headwise.text.batching",
+    "IGNORE_INDEX": "headwise.text.bio",
+    "bio_tag_names": "headwise.text.bio",
+    "encode_with_tags": "headwise.text.bio",
+    "spans_to_tags": "headwise.text.bio",
+    "tags_to_spans": "headwise.text.bio",
+    "token_offsets": "headwise.text.bio",
+    "train_char_tokenizer": "headwise.text.char_level",
+    "train_tokenizer": "headwise.text.char_level",
+    "DEMO_INTENTS": "headwise.text.demo_corpus",
+    "OOS_LABEL": "headwise.text.demo_corpus",
+    "DemoExample": "headwise.text.demo_corpus",
+    "Slot": "headwise.text.demo_corpus",
+    "Span": "headwise.text.demo_corpus",
+    "category_lexicon": "headwise.text.demo_corpus",
+    "generate_demo_corpus": "headwise.text.demo_corpus",
+    "read_demo_jsonl": "headwise.text.demo_corpus",
+    "write_demo_corpus": "headwise.text.demo_corpus",
+    "SentencePair": "headwise.text.pairs",
+    "read_pairs": "headwise.text.pairs",
+    "split_pairs": "headwise.text.pairs",
+    "DataError": "headwise.text.readers",
+    "Dataset": "headwise.text.readers",
+    "Example": "headwise.text.readers",
+    "read_examples": "headwise.text.readers",
+    "unseen_labels": "headwise.text.readers",
+    "Tokenizer": "headwise.text.tokenizer",
+}
 
 __all__ = ["DEMO_INTENTS", "IGNORE_INDEX", "AnnotatedDataset", "AnnotatedExample", "DataError",
            "Dataset", "DemoExample", "Example", "LengthBucketSampler", "OOS_LABEL",
@@ -40,3 +86,16 @@ __all__ = ["DEMO_INTENTS", "IGNORE_INDEX", "AnnotatedDataset", "AnnotatedExample
            "pad_collate", "read_annotated", "read_demo_jsonl", "read_examples", "read_nlupp",
            "read_pairs", "spans_to_tags", "split_pairs", "tags_to_spans", "token_offsets",
            "train_char_tokenizer", "train_tokenizer", "unseen_labels", "write_demo_corpus"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module when the name is first asked for."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.linalg import pinvh
 
 from headwise.intent.ood.base import OodDetector
 
@@ -77,6 +76,8 @@ class MahalanobisDetector(OodDetector):
             from sklearn.covariance import ledoit_wolf
 
             cov, _ = ledoit_wolf(centred, assume_centered=True)
+        from scipy.linalg import pinvh  # here: loading a classifier need not import scipy
+
         self._set(classes.astype(np.int64), means, pinvh(cov))
 
     def _set(self, classes: np.ndarray, means: np.ndarray, precision: np.ndarray) -> None:

@@ -1,0 +1,39 @@
+"""Loading a saved classifier, or using the tokenizer, imports no library it does not need
+(the start-up of `headwise predict` is the model's, not scikit-learn's or matplotlib's)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("sklearn", "scipy.linalg", "scipy.stats", "matplotlib", "cleanlab", "pandas",
+         "transformers", "fastapi", "onnxruntime")
+
+
+@pytest.mark.parametrize("statement", [
+    "from headwise.intent.ensemble import load_classifier",
+    "from headwise.intent import IntentClassifier",
+    "from headwise.text import Tokenizer",
+    "import headwise.commands.predict",
+])
+def test_the_predict_path_imports_no_heavy_library(statement):
+    code = f"import sys\n{statement}\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]", f"{statement} imported {out}"
+
+
+def test_lazy_package_names_resolve_to_their_modules():
+    import headwise.intent as intent
+    import headwise.text as text
+
+    for package in (intent, text):
+        assert sorted(package.__all__) == sorted(package._LAZY)
+        for name in package.__all__:
+            value = getattr(package, name)
+            assert getattr(__import__(package._LAZY[name], fromlist=[name]), name) is value
+        assert set(package.__all__) <= set(dir(package))
+        with pytest.raises(AttributeError, match="no attribute 'nope'"):
+            package.nope  # noqa: B018
