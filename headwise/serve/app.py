@@ -505,7 +505,8 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
         except InputError as e:
             return input_error_response(e)
         # a compound engine takes its rows as they come, and whether one intent is a must
-        extra = {"at_least_one": body.at_least_one} if served.compound else {}
+        extra = {"at_least_one": body.at_least_one,
+                 "reference_date": body.reference()} if served.compound else {}
         answers = served.engine.answer(texts, items,
                                        rows if served.compound else np.stack(rows),
                                        top_k=body.top_k or config.top_k,

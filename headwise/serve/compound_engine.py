@@ -138,7 +138,7 @@ class CompoundEngine(BucketedEngine):
     # -- model outputs -> answers --------------------------------------------------------
     def answer(self, texts: Sequence[str], items: Sequence[EncodedText],
                rows: Sequence[JointRow], *, top_k: int, threshold: float | None = None,
-               at_least_one: bool = False) -> list[dict]:
+               at_least_one: bool = False, reference_date: date | None = None) -> list[dict]:
         """The response records (``schemas.CompoundPrediction`` fields) of texts.
 
         Args:
@@ -149,6 +149,8 @@ class CompoundEngine(BucketedEngine):
             threshold: one threshold for every intent, replacing the saved (possibly
                 per-intent) ones.
             at_least_one: answer the most probable intent when none passes.
+            reference_date: "today" for relative dates in the slot values; None: the
+                classifier's saved one, else today's date.
 
         Returns:
             One dict per text: :func:`prediction_record` plus ``long_text``.
@@ -161,7 +163,7 @@ class CompoundEngine(BucketedEngine):
         thresholds = clf.thresholds if threshold is None else Thresholds(float(threshold))
         chosen = clf.chosen_intents(probs, thresholds, at_least_one)
         offsets = token_offsets(clf.tokenizer, list(texts), max_length=self.max_length)
-        reference = clf.reference_date or date.today()
+        reference = reference_date or clf.reference_date or date.today()
         names = clf.slot_tags
         out = []
         for text, item, row, p, keep, off in zip(texts, items, rows, probs, chosen, offsets,
@@ -183,8 +185,8 @@ class CompoundEngine(BucketedEngine):
         return out
 
     def predict(self, texts: Sequence[str], *, top_k: int = 3, threshold: float | None = None,
-                at_least_one: bool = False) -> list[dict]:
+                at_least_one: bool = False, reference_date: date | None = None) -> list[dict]:
         """Encode, run and answer in one call (unbatched inference)."""
         items = self.encode(texts)
         return self.answer(texts, items, self.run(items), top_k=top_k, threshold=threshold,
-                           at_least_one=at_least_one)
+                           at_least_one=at_least_one, reference_date=reference_date)

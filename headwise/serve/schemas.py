@@ -13,9 +13,10 @@ A service runs one model kind, and its ``/v1/predict`` (and OpenAPI schema) foll
 
 from __future__ import annotations
 
+import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
@@ -92,6 +93,28 @@ class CompoundPredictRequest(PredictRequest):
     at_least_one: bool = Field(default=False,
                                description="answer the most probable intent when none "
                                            "reaches its threshold (never out-of-scope)")
+    reference_date: str | None = Field(
+        default=None, pattern=r"^\d{4}-\d{2}-\d{2}$",
+        description="the date that relative dates in the slot values (下个月5号, next "
+                    "Friday) count from, as YYYY-MM-DD; default: the model's saved one, "
+                    "else today's date")
+
+    @field_validator("reference_date")
+    @classmethod
+    def _a_real_date(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                datetime.date.fromisoformat(value)
+            except ValueError:
+                raise PydanticCustomError("date_from_datetime_parsing",
+                                          "reference_date {value} is not a calendar date",
+                                          {"value": value}) from None
+        return value
+
+    def reference(self) -> datetime.date | None:
+        """:attr:`reference_date` as a date (None when not given)."""
+        return None if self.reference_date is None \
+            else datetime.date.fromisoformat(self.reference_date)
 
 
 class ExplainRequest(TextsRequest):

@@ -259,3 +259,24 @@ def test_the_engine_follows_the_directory_kind(compound_dir, encoder_dir):
     assert isinstance(engine, CompoundEngine) and engine.kind == "compound"
     assert engine.long_text == "reject" and engine.labels == engine.classifier.intents
     assert load_engine(ServeConfig(model_dir=str(encoder_dir))).kind == "intent"
+
+
+def test_relative_dates_count_from_the_request_reference_date(cclient, monkeypatch):
+    from datetime import date
+
+    from headwise.intent.compound import CompoundClassifier
+
+    seen = []
+    real = CompoundClassifier.resolve_slots.__func__
+
+    def spy(cls, spans, reference):
+        seen.append(reference)
+        return real(cls, spans, reference)
+
+    monkeypatch.setattr(CompoundClassifier, "resolve_slots", classmethod(spy))
+    r = cclient.post("/v1/predict", json={"texts": TEXTS[0], "reference_date": "2026-12-01"})
+    assert r.status_code == 200 and seen[-1] == date(2026, 12, 1)
+    assert cclient.post("/v1/predict", json={"texts": TEXTS[0]}).status_code == 200
+    assert seen[-1] == date.today()
+    bad = cclient.post("/v1/predict", json={"texts": TEXTS[0], "reference_date": "2026-13-01"})
+    assert bad.status_code == 422 and "reference_date" in bad.text
