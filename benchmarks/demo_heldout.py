@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
     p.add_argument("--render", action="store_true", help="only rebuild the section")
+    p.add_argument("--rerun", action="store_true",
+                   help="measure the seeds again (after a change of defaults); the new record "
+                   "replaces the old one in the section")
     p.add_argument("--no-write", action="store_true", help="print the section instead")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 done[rec["seed"]] = rec
     if not args.render:
         for seed in (int(s) for s in args.seeds.split(",")):
-            if seed in done:
+            if seed in done and not args.rerun:
                 continue
             print(f"seed {seed} ...", file=sys.stderr, flush=True)
             start = time.time()

@@ -255,3 +255,62 @@ def check_valid_fraction(recipe: Any, valid_given: bool, *, explicit: Iterable[s
         raise ValueError(f"{_named('valid_fraction')} is not used when validation data is "
                          f"given (--valid): the fraction is held out of the training data "
                          f"only without it; remove one of the two")
+
+
+def recipe_table() -> str:
+    """The recipe's fields as a Markdown table: name, default, the paths that use it (from
+    :data:`USES`) and what it does (the first sentence of its entry in
+    :class:`~headwise.intent.recipe.IntentRecipe`'s docstring). The README holds it, and a
+    test checks that it is this table, so that the two never drift apart."""
+    import re
+
+    from headwise.intent.recipe import IntentRecipe
+
+    doc = (IntentRecipe.__doc__ or "").split("Args:", 1)[1]
+    chunks: list[str] = []  # one per entry: its lines joined
+    for line in doc.splitlines():
+        if re.match(r"^ {8}\S", line):
+            chunks.append(line.strip())
+        elif line.startswith(" " * 12) and chunks:
+            chunks[-1] += " " + line.strip()
+    entries: dict[str, str] = {}
+    for chunk in chunks:
+        head = re.match(r"^([\w, ]+):\s+(.*)$", chunk)
+        if head:
+            for n in (x.strip() for x in head.group(1).split(",")):
+                entries[n] = head.group(2)
+    order = ("transformer", "bilstm", "tfidf", "pretrained", "compound", "compound:pretrained")
+    rows = ["| field | default | used by | what it does |", "| --- | --- | --- | --- |"]
+    for f in dataclasses.fields(IntentRecipe):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        text = re.sub(r":(?:class|func|data|mod|meth):`~?([^`]+)`",
+                      lambda m: "``" + m.group(1).rsplit(".", 1)[-1].strip() + "``",
+                      entries.get(f.name, ""))
+        sentence = _first_sentence(text)
+        sentence = sentence.replace("``", "`").replace("|", "\\|")
+        uses = USES[f.name]
+        where = "all" if uses == _ALL else ", ".join(p for p in order if p in uses)
+        rows.append(f"| `{f.name}` | `{json_default(default)}` | {where} | {sentence} |")
+    return "\n".join(rows)
+
+
+def json_default(value: Any) -> str:
+    """A default value as it is written in a ``--config`` JSON file."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _first_sentence(text: str) -> str:
+    """``text`` up to its first ``. `` or ``; `` outside parentheses and code."""
+    depth, code = 0, False
+    for i, ch in enumerate(text):
+        if text.startswith("``", i):
+            code = not code
+        elif not code and ch in "([":
+            depth += 1
+        elif not code and ch in ")]":
+            depth = max(depth - 1, 0)
+        elif not code and depth == 0 and ch in ".;" and text[i + 1:i + 2] in (" ", ""):
+            return text[:i + 1] if ch == "." else text[:i]
+    return text
