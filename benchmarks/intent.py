@@ -222,11 +222,12 @@ def onnx_latency(clf: Any, texts: list[str], queries: int = 200) -> dict[str, fl
     """Single-query latency of the path ``headwise serve`` runs by default: the fused ONNX
     export in onnxruntime behind ``InferenceEngine.predict`` (tokenize, forward, calibrated
     top-3). None for models without an ONNX export (the BiLSTM)."""
+    from headwise.models import EncoderClassifier
     from headwise.serve import InferenceEngine, OnnxRuntime
     from headwise.serve.onnx_export import export_onnx
 
-    if not hasattr(getattr(clf, "model", None), "encode"):
-        return None  # the BiLSTM, or an ensemble
+    if not isinstance(getattr(clf, "model", None), EncoderClassifier):
+        return None  # the BiLSTM (it has an encode too), a TF-IDF model or an ensemble
     with tempfile.TemporaryDirectory() as tmp:
         path = export_onnx(clf.model, Path(tmp) / "m.onnx", max_length=clf.max_length)
         engine = InferenceEngine(clf, OnnxRuntime(path))
