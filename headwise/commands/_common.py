@@ -187,3 +187,24 @@ def check_combination(out: str, models: list[str], what: str) -> None:
     check_out_dir(out, option="OUT")
     if Path(out).resolve() in {Path(m).resolve() for m in models}:
         raise ValueError(f"OUT {out} is one of the members; write {what} elsewhere")
+
+
+def report_trained(result: Any, out: Path) -> None:
+    """What ``train`` and ``distill`` print after training a single-label classifier (the
+    validation scores and temperature, a small-validation warning, the out-of-scope
+    threshold), and its info written to ``out/train_summary.json``."""
+    import json
+
+    if result.valid_metrics:
+        m = result.valid_metrics
+        print(f"validation: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
+              f"temperature {result.classifier.temperature:.3f}")
+        if m.get("small_validation"):
+            print(f"warning: {m['small_validation']['note']}")
+    else:
+        print("no validation data: the last epoch's weights are kept and confidence is not "
+              "calibrated (temperature 1; `headwise calibrate` fits it on held-out data)")
+    print(f"out-of-scope threshold {format_threshold(result.threshold)}")
+    (Path(out) / "train_summary.json").write_text(
+        json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n",
+        encoding="utf-8")

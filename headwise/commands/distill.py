@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from headwise.commands._common import add_data_options, check_out_dir, format_threshold, read
+from headwise.commands._common import add_data_options, check_out_dir, read, report_trained
 
 #: suffixes of an ``--unlabelled`` file read as CSV / JSON lines (any other: one text a line)
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".ndjson")
@@ -115,14 +114,11 @@ def read_recipe_fields(path: str) -> dict[str, Any]:
     """The student's recipe fields in a ``--config`` JSON file (its model is --student's).
 
     Raises:
-        ValueError: not valid JSON, not an object, or a ``model`` key.
+        ValueError: not valid JSON, not an object, unknown keys, or a ``model`` key.
     """
-    try:
-        fields = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from e
-    if not isinstance(fields, dict):
-        raise ValueError(f"{path} must hold a JSON object of recipe fields")
+    from headwise.intent.recipe import IntentRecipe
+
+    fields = IntentRecipe.read_config(path)
     if "model" in fields:
         raise ValueError(f"{path} names a model ({fields['model']!r}); the student is chosen "
                          f"by --student: remove it")
@@ -167,17 +163,6 @@ def run(args: argparse.Namespace) -> int:
           f"{info['distill']['unlabelled']} unlabelled texts"
           + (f" + {info['distill']['augmentation']['rows']} noisy copies"
              if info["distill"]["augmentation"] else "") + ")")
-    if result.valid_metrics:
-        m = result.valid_metrics
-        print(f"validation: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
-              f"temperature {result.classifier.temperature:.3f}")
-        if m.get("small_validation"):
-            print(f"warning: {m['small_validation']['note']}")
-    else:
-        print("no validation data: the last epoch's weights are kept and confidence is not "
-              "calibrated (temperature 1; `headwise calibrate` fits it on held-out data)")
-    print(f"out-of-scope threshold {format_threshold(result.threshold)}")
+    report_trained(result, Path(args.out))
     print(f"saved to {Path(args.out)}")
-    (Path(args.out) / "train_summary.json").write_text(
-        json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0

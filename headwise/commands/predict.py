@@ -3,6 +3,13 @@
 Each answer echoes at most :data:`ECHO_CHARS` characters of its text (then ``…``), with
 the text's length in ``text_chars``, and says in ``long_text`` when a network read only
 the first ``max_length`` tokens of it (the service's ``long_text`` note, null otherwise).
+
+``--data FILE --out FILE`` streams a file of any size through the model
+(:func:`headwise.intent.batch_predict.predict_file`: constant memory, batched forward
+passes on onnxruntime when the model directory holds its export, a progress bar,
+``--resume`` after an interruption, bad rows skipped or ``--strict``); with ``--ray
+[ADDRESS]`` a directory or glob of files goes over a Ray cluster instead
+(:func:`headwise.integrations.ray.predict_files`).
 """
 
 from __future__ import annotations
@@ -15,8 +22,23 @@ from typing import Any
 
 from headwise.commands._common import is_compound_model
 
-#: characters of a text that an answer repeats (a longer one is cut, and marked with …)
+#: characters of a text that an answer repeats (a longer one is cut, and marked with …):
+#: ``headwise.intent.batch_predict.ECHO_CHARS``, repeated so that building the parser
+#: imports nothing heavy (a test keeps them equal), as are the formats and runtimes
 ECHO_CHARS = 200
+INPUT_FORMATS = ("auto", "csv", "jsonl", "text")
+OUTPUT_FORMATS = ("auto", "jsonl", "csv")
+RUNTIMES = ("auto", "torch", "onnx")
+#: defaults of ``--batch-size`` and ``--chunk-size`` (``headwise.intent.batch_predict``)
+DEFAULT_BATCH_SIZE = 64
+DEFAULT_CHUNK_SIZE = 1024
+#: bad rows printed one by one (the others are counted)
+SHOWN_BAD_ROWS = 20
+#: the options that only apply with --data, and their defaults
+FILE_OPTIONS = {"out": None, "input_format": "auto", "output_format": "auto",
+                "text_column": None, "resume": False, "strict": False, "quiet": False,
+                "batch_size": None, "chunk_size": None, "runtime": "auto", "onnx": None,
+                "threads": None, "ray": None, "num_cpus": None, "actors": None}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +49,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "line from standard input. A compound (multi-label) classifier answers every intent "
         "that passes its threshold, and the slots with their spans and normalised values. "
         f"Each answer repeats the first {ECHO_CHARS} characters of its text (text_chars: its "
-        "length) and notes a text longer than the model reads (long_text).")
+        "length) and notes a text longer than the model reads (long_text). With --data FILE "
+        "--out FILE, streams a file of any size (CSV, JSON lines or plain text) into JSON "
+        "lines or CSV: the --json records plus the input line, batched, on onnxruntime when "
+        "MODEL/model.onnx is an export of the model, resumable with --resume; with --ray, "
+        "a directory of files over a Ray cluster.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train` (or "
                    "by `headwise ensemble` or `EnsembleClassifier.save`)")
     # a default, so that TEXT is not reported missing beside a missing MODEL
@@ -37,13 +63,54 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threshold", type=float,
                    help="override the saved out-of-scope threshold (0 disables it)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    f = p.add_argument_group("files (streaming batch prediction)")
+    f.add_argument("--data", help="a file of texts to predict into --out: CSV or TSV with a "
+                   "header, JSON lines, or plain text (one text a line); with --ray, also a "
+                   "directory or a glob of such files")
+    f.add_argument("--out", metavar="OUT", help="with --data: the file to write, .jsonl or "
+                   ".csv (written as OUT.partial, renamed when complete); with --ray: a "
+                   "directory (NAME.jsonl per input NAME.EXT)")
+    f.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
+                   help="layout of --data (default: from the extension)")
+    f.add_argument("--output-format", choices=OUTPUT_FORMATS, default="auto",
+                   help="layout of --out (default: from the extension; jsonl with --ray)")
+    f.add_argument("--text-column", help="CSV column / JSON key of the text (default: the "
+                   "first of text, sentence, query, utterance)")
+    f.add_argument("--resume", action="store_true", help="continue an interrupted run: "
+                   "after the last complete record of OUT.partial (or OUT), with the same "
+                   "options")
+    f.add_argument("--strict", action="store_true", help="stop at the first bad row "
+                   "(default: skip it, say where, and count it)")
+    f.add_argument("--quiet", action="store_true", help="no progress bar")
+    f.add_argument("--batch-size", type=int, metavar="N", help=f"texts per forward pass "
+                   f"(default {DEFAULT_BATCH_SIZE}, the fastest of benchmarks/serve.py's sweep)")
+    f.add_argument("--chunk-size", type=int, metavar="N", help=f"texts read, predicted and "
+                   f"written at a time (default {DEFAULT_CHUNK_SIZE}); answers do not depend "
+                   f"on it")
+    f.add_argument("--runtime", choices=RUNTIMES, default="auto", help="auto: onnxruntime "
+                   "when MODEL/model.onnx (or --onnx) is an export of these weights, else "
+                   "PyTorch (saying why)")
+    f.add_argument("--onnx", help="the ONNX file for --runtime auto or onnx (default "
+                   "MODEL/model.onnx)")
+    f.add_argument("--threads", type=int, metavar="N", help="intra-op threads of the runtime "
+                   "(default: PyTorch's; 1 per actor with --ray)")
+    r = p.add_argument_group("Ray Data (pip install headwise[ray])")
+    r.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run over a Ray cluster: ADDRESS of a running one (auto, "
+                   "ray://HOST:10001), or, without it, a local one started here")
+    r.add_argument("--num-cpus", type=int, metavar="N", help="CPUs of the local Ray cluster "
+                   "(default: all)")
+    r.add_argument("--actors", type=int, metavar="N",
+                   help="model replicas, each a Ray actor loading the model once (default 1)")
     p.set_defaults(func=run)
 
 
 def echo(text: str, limit: int = ECHO_CHARS) -> str:
     """``text`` as an answer repeats it: whole up to ``limit`` characters, else its first
-    ``limit`` characters and ``…``."""
-    return text if len(text) <= limit else text[:limit] + "…"
+    ``limit`` characters and ``…`` (:func:`headwise.intent.batch_predict.echo`)."""
+    from headwise.intent.batch_predict import echo as cut
+
+    return cut(text, limit)
 
 
 def long_text_notes(classifier: Any, texts: Sequence[str]) -> list[dict[str, Any] | None]:
@@ -78,8 +145,11 @@ def long_text_notes(classifier: Any, texts: Sequence[str]) -> list[dict[str, Any
 
 def record(answer: dict[str, Any], text: str, note: dict[str, Any] | None) -> dict[str, Any]:
     """An answer's ``--json`` object: ``answer`` (``to_dict()`` of a prediction) with
-    its text cut by :func:`echo`, ``text_chars`` and ``long_text``."""
-    return {**answer, "text": echo(text), "text_chars": len(text), "long_text": note}
+    its text cut by :func:`echo`, ``text_chars`` and ``long_text``
+    (:func:`headwise.intent.batch_predict.record`)."""
+    from headwise.intent.batch_predict import record as make
+
+    return make(answer, text, note)
 
 
 def _note_line(text: str, note: dict[str, Any] | None) -> str:
@@ -93,6 +163,14 @@ def _note_line(text: str, note: dict[str, Any] | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.data is not None:
+        return _run_data(args)
+    given = [name for name, default in FILE_OPTIONS.items()
+             if getattr(args, name) != default]
+    if given:
+        options = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise ValueError(f"{options}: for --data FILE (streaming a file of texts), which is "
+                         f"not given")
     texts = list(args.texts) if args.texts else [ln.strip() for ln in sys.stdin if ln.strip()]
     if not texts:
         raise ValueError("no texts: pass them as arguments or on standard input")
@@ -130,4 +208,139 @@ def _run_compound(args: argparse.Namespace, texts: list[str]) -> int:
         for s in p.slots:
             print(f"     {s.name}: {s.text!r} [{s.start}:{s.end}] = "
                   f"{json.dumps(s.value, ensure_ascii=False, default=str)}")
+    return 0
+
+
+# -- --data FILE --out FILE ----------------------------------------------------------------
+def _positive(args: argparse.Namespace, name: str, default: int) -> int:
+    value = getattr(args, name)
+    if value is None:
+        return default
+    if value < 1:
+        raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    return value
+
+
+def _check_data_args(args: argparse.Namespace) -> None:
+    if args.texts:
+        raise ValueError("pass TEXT arguments or --data FILE, not both")
+    if args.json:
+        raise ValueError("--json prints to standard output; with --data the answers go to "
+                         "--out (JSON lines for OUT.jsonl, or --output-format jsonl)")
+    if args.out is None:
+        raise ValueError("--data needs --out, the file to write the answers to (.jsonl or "
+                         ".csv; a directory with --ray)")
+    if args.ray is None:
+        for name in ("num_cpus", "actors"):
+            if getattr(args, name) is not None:
+                raise ValueError(f"--{name.replace('_', '-')} is for --ray, which is not "
+                                 f"given")
+    elif args.resume:
+        raise ValueError("--resume is for one file (--data FILE without --ray); a Ray run "
+                         "writes each output whole, as NAME.jsonl.partial until complete")
+
+
+def _bad_row_printer() -> Any:
+    """A callback printing the first :data:`SHOWN_BAD_ROWS` bad rows as ``FILE:LINE:
+    problem`` (beside a progress bar), then nothing (they are counted)."""
+    from tqdm import tqdm
+
+    shown = [0]
+
+    def show(err: Exception) -> None:
+        shown[0] += 1
+        if shown[0] <= SHOWN_BAD_ROWS:
+            tqdm.write(f"{err} (skipped)", file=sys.stderr)
+        elif shown[0] == SHOWN_BAD_ROWS + 1:
+            tqdm.write(f"(more bad rows are counted, not shown, after the first "
+                       f"{SHOWN_BAD_ROWS})", file=sys.stderr)
+
+    return show
+
+
+def _skipped_line(path: Any, skipped: int, bad_rows: list[tuple[int, str]]) -> str:
+    first = "; ".join(f"line {line}: {why}" for line, why in bad_rows[:3])
+    more = f" (and {skipped - 3} more)" if skipped > 3 else ""
+    return f"{path}: skipped {skipped} bad row{'s' if skipped != 1 else ''}: {first}{more}"
+
+
+def _run_data(args: argparse.Namespace) -> int:
+    _check_data_args(args)
+    batch_size = _positive(args, "batch_size", DEFAULT_BATCH_SIZE)
+    chunk_size = _positive(args, "chunk_size", DEFAULT_CHUNK_SIZE)
+    if args.ray is not None:
+        return _run_ray(args, batch_size, chunk_size)
+    from pathlib import Path
+
+    from headwise.commands._common import check_out_file
+    from headwise.intent.batch_predict import output_format_of, partial_path, predict_file
+    from headwise.serve.config import ServeConfig
+    from headwise.serve.startup import load_engine
+
+    check_out_file(args.out, "--out")
+    output_format_of(args.out, args.output_format)  # before loading the model
+    if Path(args.data).is_dir():
+        raise ValueError(f"--data {args.data} is a directory: name one file, or pass --ray "
+                         f"to predict every file in it")
+    if not Path(args.data).is_file():
+        raise FileNotFoundError(f"--data {args.data}: no such file")
+    threads = 0 if args.threads is None else args.threads
+    engine = load_engine(
+        ServeConfig(model_dir=args.model, runtime=args.runtime, onnx_path=args.onnx,
+                    max_batch_size=batch_size, threads=threads, warmup=False),
+        report=lambda line: print(f"headwise predict: {line}", file=sys.stderr))
+    try:
+        result = predict_file(
+            engine, args.data, args.out, input_format=args.input_format,
+            output_format=args.output_format, text_column=args.text_column,
+            top_k=args.top_k, threshold=args.threshold, chunk_size=chunk_size,
+            resume=args.resume, strict=args.strict, progress=False if args.quiet else None,
+            on_bad_row=_bad_row_printer(),
+            options={"model": str(Path(args.model).resolve()),
+                     "runtime": engine.runtime.name})
+    except BaseException:
+        partial = partial_path(args.out)
+        if partial.exists():
+            print(f"headwise predict: the answers so far are in {partial}; run again with "
+                  f"--resume to continue after them", file=sys.stderr)
+        raise
+    if result.resumed_after is not None:
+        print(f"headwise predict: resumed after line {result.resumed_after} of {args.data} "
+              f"({result.kept} answers kept)", file=sys.stderr)
+    if result.skipped:
+        print(_skipped_line(args.data, result.skipped, result.bad_rows), file=sys.stderr)
+    print(f"headwise predict: wrote {result.written} answers to {result.out} in "
+          f"{result.seconds:.1f} s ({result.texts_per_second:.0f} texts/s, runtime "
+          f"{engine.runtime.name})", file=sys.stderr)
+    return 0
+
+
+def _run_ray(args: argparse.Namespace, batch_size: int, chunk_size: int) -> int:
+    from headwise.commands._common import check_out_dir
+
+    try:
+        from headwise.integrations.ray import import_ray, predict_files
+
+        import_ray()
+    except ImportError as e:
+        raise ValueError(f"--ray needs Ray Data: {e}") from None
+    out_dir = check_out_dir(args.out)
+    output_format = "jsonl" if args.output_format == "auto" else args.output_format
+    results = predict_files(
+        args.model, args.data, out_dir, address=None if args.ray == "local" else args.ray,
+        num_cpus=args.num_cpus, actors=_positive(args, "actors", 1),
+        input_format=args.input_format, output_format=output_format,
+        text_column=args.text_column, top_k=args.top_k, threshold=args.threshold,
+        runtime=args.runtime, onnx_path=args.onnx, batch_size=batch_size,
+        chunk_size=chunk_size, threads=_positive(args, "threads", 1), strict=args.strict,
+        quiet=args.quiet, on_bad_row=_bad_row_printer())
+    written = sum(r.written for r in results.values())
+    seconds = max((r.seconds for r in results.values()), default=0.0)
+    for path, r in results.items():
+        if r.skipped:
+            print(_skipped_line(path, r.skipped, r.bad_rows), file=sys.stderr)
+    rate = written / seconds if seconds > 0 else 0.0
+    print(f"headwise predict: wrote {written} answers from {len(results)} "
+          f"file{'s' if len(results) != 1 else ''} to {out_dir} in {seconds:.1f} s "
+          f"({rate:.0f} texts/s over Ray)", file=sys.stderr)
     return 0

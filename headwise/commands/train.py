@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from headwise.commands._common import (
     add_data_options,
     check_out_dir,
-    format_threshold,
     plural,
     read,
     read_compound,
+    report_trained,
 )
 
 if TYPE_CHECKING:
@@ -221,7 +221,6 @@ def _train(args: argparse.Namespace, out: Path) -> int:
                   + ", ".join(f"{k} ({v})" for k, v in new.items()))
     result = train_intent_classifier(train, valid, recipe, out_dir=out, resume=args.resume,
                                      keep_checkpoints=args.keep_checkpoints, report=print)
-    th = result.threshold
     print(f"trained {recipe.model} in {result.train_seconds:.1f} s")
     info = result.classifier.info
     if info.get("selection"):
@@ -230,19 +229,7 @@ def _train(args: argparse.Namespace, out: Path) -> int:
               + ("" if sel["tau"] is None else f", prior correction tau {sel['tau']:g}"))
     elif info.get("prior_correction"):
         print(f"prior correction tau {info['prior_correction']['tau']:g}")
-    if result.valid_metrics:
-        m = result.valid_metrics
-        print(f"validation: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
-              f"temperature {result.classifier.temperature:.3f}")
-        if m.get("small_validation"):
-            print(f"warning: {m['small_validation']['note']}")
-    else:
-        print("no validation data: the last epoch's weights are kept and confidence is not "
-              "calibrated (temperature 1; `headwise calibrate` fits it on held-out data)")
-    print(f"out-of-scope threshold {format_threshold(th)}")
-    (out / "train_summary.json").write_text(
-        json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n",
-        encoding="utf-8")
+    report_trained(result, out)
     return 0
 
 
