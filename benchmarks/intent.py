@@ -354,58 +354,53 @@ def parameter_count(clf: Any) -> int:
     return int(clf.coef.size + clf.intercept.size)
 
 
+def test_and_keep(clf: Any, spec: dict[str, Any], test: Any, *, onnx: bool) -> dict[str, Any]:
+    """Score a classifier built from kept members on the test split, time it (and its ONNX
+    export when ``onnx``), and keep it under ``spec["keep_dir"]`` when given."""
+    from headwise.intent import evaluate_classifier, measure_latency
+
+    report = evaluate_classifier(clf, test.texts, test.labels)
+    load = os.getloadavg()[0]
+    latency = measure_latency(clf, test.texts, queries=200, batches=20)
+    exported = onnx_latency(clf, test.texts) if onnx else None
+    latency.update(loadavg=load, **({"onnx": exported} if exported else {}))
+    keep = None
+    if spec.get("keep_dir"):
+        keep = Path(spec["keep_dir"]) / f"{spec['dataset']}-{spec['config']}-{spec['seed']}"
+        shutil.rmtree(keep, ignore_errors=True)
+        clf.save(keep)
+    return {"status": "ok", "model_dir": None if keep is None else str(keep),
+            "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
+            "latency": latency, "unseen_test_labels": report["unseen_labels"]}
+
+
 def soup_worker(spec: dict[str, Any], test: Any) -> dict[str, Any]:
     """Average kept member classifiers into one (a uniform soup), then test and time it."""
-    from headwise.intent import IntentClassifier, evaluate_classifier, measure_latency
+    from headwise.intent import IntentClassifier
     from headwise.intent.soup import uniform_soup
 
     members = spec["soup_members"]
     clf = uniform_soup([IntentClassifier.load(m["model_dir"]) for m in members],
                        info={"members": members})
-    report = evaluate_classifier(clf, test.texts, test.labels)
-    load = os.getloadavg()[0]
-    latency = measure_latency(clf, test.texts, queries=200, batches=20)
-    onnx = onnx_latency(clf, test.texts)
-    latency.update(loadavg=load, **({"onnx": onnx} if onnx else {}))
-    keep = None
-    if spec.get("keep_dir"):
-        keep = Path(spec["keep_dir"]) / f"{spec['dataset']}-{spec['config']}-{spec['seed']}"
-        shutil.rmtree(keep, ignore_errors=True)
-        clf.save(keep)
-    return {"status": "ok", "model_dir": None if keep is None else str(keep),
-            "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
+    return {**test_and_keep(clf, spec, test, onnx=True),
             "train_seconds": sum(m["train_seconds"] for m in members),
             "members": [m["seed"] for m in members],
             "parameters": sum(p.numel() for p in clf.model.parameters()),
-            "vocab_size": clf.tokenizer.vocab_size, "latency": latency,
-            "unseen_test_labels": report["unseen_labels"]}
+            "vocab_size": clf.tokenizer.vocab_size}
 
 
 def combine_worker(spec: dict[str, Any], test: Any) -> dict[str, Any]:
     """Average the kept member classifiers of a "combine" run (one per listed configuration,
     all with the run's seed: the same models the run would train), then test and time it."""
-    from headwise.intent import evaluate_classifier, measure_latency
     from headwise.intent.ensemble import EnsembleClassifier, load_classifier
 
     members = spec["combine_members"]
-    models = [load_classifier(m["model_dir"]) for m in members]
-    clf = EnsembleClassifier(models, info={"members": [(m["config"], m["seed"])
-                                                       for m in members]})
-    report = evaluate_classifier(clf, test.texts, test.labels)
-    load = os.getloadavg()[0]
-    latency = measure_latency(clf, test.texts, queries=200, batches=20)
-    latency["loadavg"] = load
-    keep = None
-    if spec.get("keep_dir"):
-        keep = Path(spec["keep_dir"]) / f"{spec['dataset']}-{spec['config']}-{spec['seed']}"
-        shutil.rmtree(keep, ignore_errors=True)
-        clf.save(keep)
-    return {"status": "ok", "model_dir": None if keep is None else str(keep),
-            "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
+    clf = EnsembleClassifier([load_classifier(m["model_dir"]) for m in members],
+                             info={"members": [(m["config"], m["seed"]) for m in members]})
+    return {**test_and_keep(clf, spec, test, onnx=False),
             "train_seconds": sum(m["train_seconds"] for m in members),
             "members": [[m["config"], m["seed"]] for m in members], "reused_members": True,
-            "parameters": sum(m.get("parameters") or 0 for m in members),
-            "latency": latency, "unseen_test_labels": report["unseen_labels"]}
+            "parameters": sum(m.get("parameters") or 0 for m in members)}
 
 
 def combine_members(done: dict[tuple[str, str, int], dict[str, Any]], d: str, c: str,
