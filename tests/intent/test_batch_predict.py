@@ -1,0 +1,521 @@
+"""Streaming batch prediction (``headwise predict MODEL --data FILE --out FILE``): the
+records of ``predict --json``, every input layout, bad rows as the readers report them,
+atomic output, resume after an interruption (and after ``kill -9``), constant memory."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tiny_corpus import INTENTS
+
+from headwise.cli import main
+from headwise.intent import batch_predict as bp
+from headwise.intent.batch_predict import (
+    BatchInvariantRuntime,
+    OutputFile,
+    RowReader,
+    partial_path,
+    predict_file,
+    state_path,
+)
+from headwise.intent.classifier import IntentClassifier
+from headwise.intent.compound import CompoundClassifier
+from headwise.models import EncoderClassifier, ModelConfig
+from headwise.models.joint import JointIntentSlotModel
+from headwise.serve.bucketing import length_bucket
+from headwise.serve.config import ServeConfig
+from headwise.serve.startup import load_engine
+from headwise.text.readers import DataError, read_examples
+from headwise.text.tokenizer import Tokenizer
+
+TEXTS = [t for ts in INTENTS.values() for t in ts]
+#: queries of 1 to 14 words, some over the model's 12 tokens (a long_text note)
+WORDS = " ".join(TEXTS).split()
+#: what the subprocess of the kill test runs: the CLI with each chunk slowed down
+SLOW_CLI = ("import sys, time\n"
+            "import headwise.intent.batch_predict as bp\n"
+            "real = bp.format_records\n"
+            "def slow(*a, **k):\n"
+            "    time.sleep(0.05)\n"
+            "    return real(*a, **k)\n"
+            "bp.format_records = slow\n"
+            "from headwise.cli import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+
+
+def queries(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 15)))) for _ in range(n)]
+
+
+def _tokenizer() -> Tokenizer:
+    return Tokenizer.train_wordpiece(TEXTS * 3, 120, min_frequency=1)
+
+
+def _config(tok: Tokenizer, **extra) -> ModelConfig:
+    return ModelConfig(vocab_size=tok.vocab_size, d_model=32, num_layers=2, num_heads=4,
+                       d_ff=64, max_position=64, pad_token_id=tok.pad_token_id, dropout=0.0,
+                       **extra)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    tok = _tokenizer()
+    torch.manual_seed(0)
+    model = EncoderClassifier(_config(tok, num_labels=3, labels=list(INTENTS))).eval()
+    with torch.no_grad():  # a larger head: probabilities away from 1/3
+        model.classifier.weight.normal_(0, 1.0)
+    clf = IntentClassifier(model, tok, list(INTENTS), temperature=1.5, threshold=0.4,
+                           max_length=12)
+    return clf.save(tmp_path_factory.mktemp("bp") / "model")
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir):
+    return load_engine(ServeConfig(model_dir=str(model_dir), warmup=False), report=None)
+
+
+def _write_text(path: Path, texts: list[str]) -> Path:
+    path.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    return path
+
+
+def _cli_json(model_dir, texts, capsys, *extra) -> list[dict]:
+    assert main(["predict", str(model_dir), "--json", *extra, "--", *texts]) == 0
+    return [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+
+
+def _same_records(got: list[dict], want: list[dict], tol: float = 2e-6) -> None:
+    """Equal records, the probabilities within ``tol`` (``predict --json`` batches texts
+    its own way, whose rounding differs in the 7th digit)."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert list(g) == list(w)
+        for key in g:
+            if key == "confidence":
+                assert g[key] == pytest.approx(w[key], abs=tol)
+            elif key in ("top_k", "intents"):
+                assert [s["intent"] for s in g[key]] == [s["intent"] for s in w[key]]
+                assert [s["confidence"] for s in g[key]] == pytest.approx(
+                    [s["confidence"] for s in w[key]], abs=tol)
+            else:
+                assert g[key] == w[key], key
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+# -- the records --------------------------------------------------------------------------
+def test_records_are_those_of_predict_json_plus_the_line(model_dir, tmp_path, capsys):
+    texts = queries(40) + ["x" * 300]  # one over ECHO_CHARS: echoed and cut
+    data = tmp_path / "chats.csv"
+    with data.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "message", "agent"])
+        w.writerows([i, t, "bot"] for i, t in enumerate(texts))
+    out = tmp_path / "labels.jsonl"
+    assert main(["predict", str(model_dir), "--data", str(data), "--out", str(out),
+                 "--text-column", "message", "--top-k", "2", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"wrote {len(texts)} answers to {out}" in err and "runtime torch" in err
+    got = _jsonl(out)
+    assert [r.pop("line") for r in got] == list(range(2, len(texts) + 2))
+    want = _cli_json(model_dir, texts, capsys, "--top-k", "2")
+    _same_records(got, want)
+    assert got[-1]["text"] == "x" * bp.ECHO_CHARS + "…" and got[-1]["text_chars"] == 300
+    assert any(r["long_text"] is not None for r in got)  # the notes are there too
+    assert not partial_path(out).exists() and not state_path(out).exists()
+
+
+def test_csv_output_holds_the_same_records(model_dir, engine, tmp_path):
+    data = _write_text(tmp_path / "q.txt", queries(30))
+    predict_file(engine, data, tmp_path / "a.jsonl", progress=False)
+    predict_file(engine, data, tmp_path / "a.csv", progress=False)
+    with (tmp_path / "a.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(bp.CSV_COLUMNS["intent"])
+    for row, rec in zip(rows, _jsonl(tmp_path / "a.jsonl"), strict=True):
+        assert int(row["line"]) == rec["line"] and row["text"] == rec["text"]
+        assert int(row["text_chars"]) == rec["text_chars"] and row["intent"] == rec["intent"]
+        assert float(row["confidence"]) == rec["confidence"]
+        assert row["out_of_scope"] == str(rec["out_of_scope"]).lower()
+        assert json.loads(row["top_k"]) == rec["top_k"]
+        assert (json.loads(row["long_text"]) if row["long_text"] else None) == rec["long_text"]
+
+
+def test_answers_do_not_depend_on_the_chunk_size(engine, tmp_path):
+    """A text's answer is the same whether it was batched alone or with others: the
+    records of every chunking are byte-identical (PyTorch's one-row kernel rounds
+    differently; the guard runs one row as two)."""
+    data = _write_text(tmp_path / "q.txt", queries(80, seed=1))
+    texts = {}
+    for size in (1, 7, 1000):
+        out = tmp_path / f"c{size}.jsonl"
+        predict_file(engine, data, out, chunk_size=size, progress=False)
+        texts[size] = out.read_bytes()
+    assert texts[1] == texts[7] == texts[1000]
+
+
+def test_batch_invariant_runtime_answers_a_row_alike_in_any_batch(engine):
+    """Alone, with longer or shorter neighbours, padded to any width of its bucket: the
+    same bits (the engines pad a pass to its longest row; the runtime re-pads)."""
+    inner = engine.runtime.inner if isinstance(engine.runtime, BatchInvariantRuntime) \
+        else engine.runtime
+    rt = BatchInvariantRuntime(inner, pad_id=engine.pad_id, max_length=engine.max_length)
+    assert rt.name == "torch" and rt.model is inner.model
+    rows = [list(it.chunks[0]) for it in engine.encode_truncated(queries(40, seed=2))]
+
+    def run(batch: list[list[int]], width: int | None = None):
+        width = width or max(map(len, batch))
+        ids = np.full((len(batch), width), engine.pad_id, dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for i, r in enumerate(batch):
+            ids[i, :len(r)], mask[i, :len(r)] = r, 1
+        logits, pooled = rt.forward(ids, mask)
+        assert logits.shape == (len(batch), 3) and len(pooled) == len(batch)
+        return logits
+
+    for target in rows[:8]:
+        bucket = [r for r in rows if length_bucket(len(r)) == length_bucket(len(target))]
+        alone = run([target])[0]
+        assert np.array_equal(run([target, *bucket])[0], alone)
+        assert np.array_equal(run([*bucket[:3], target])[3], alone)
+        assert np.array_equal(run([target], width=min(length_bucket(len(target)),
+                                                       engine.max_length))[0], alone)
+
+
+def test_compound_records_are_those_of_predict_json(tmp_path, capsys):
+    tok = _tokenizer()
+    torch.manual_seed(3)
+    tags = ["O", "B-amount_of_money", "I-amount_of_money"]
+    model = JointIntentSlotModel(_config(tok, model_type="joint_intent_slot", multi_label=True,
+                                         slot_tags=tags, num_labels=3,
+                                         labels=list(INTENTS))).eval()
+    with torch.no_grad():
+        model.classifier.weight.normal_(0, 1.0)
+        model.tagger.weight.normal_(0, 1.0)
+    d = CompoundClassifier(model, tok, list(INTENTS), max_length=12).save(tmp_path / "cmp")
+    texts = queries(20, seed=4) + ["send 50 pounds to john"]
+    data = _write_text(tmp_path / "q.txt", texts)
+    out = tmp_path / "c.jsonl"
+    assert main(["predict", str(d), "--data", str(data), "--out", str(out), "--quiet"]) == 0
+    got = _jsonl(out)
+    assert [r.pop("line") for r in got] == list(range(1, len(texts) + 1))
+    _same_records(got, _cli_json(d, texts, capsys))
+    assert list(got[0]) == list(bp.JSONL_KEYS["compound"][1:])
+    predict_file(load_engine(ServeConfig(model_dir=str(d), warmup=False), report=None),
+                 data, tmp_path / "c.csv", progress=False)
+    with (tmp_path / "c.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [json.loads(r["slots"]) for r in rows] == [r["slots"] for r in _jsonl(out)]
+
+
+def test_a_tfidf_model_streams_its_own_answers(tmp_path, capsys):
+    from headwise.intent.tfidf import TfidfClassifier
+
+    labels = [k for k, ts in INTENTS.items() for _ in ts]
+    d = TfidfClassifier.fit(TEXTS, labels).save(tmp_path / "tfidf")
+    texts = queries(25, seed=11)
+    data = _write_text(tmp_path / "q.txt", texts)
+    out = tmp_path / "t.jsonl"
+    assert main(["predict", str(d), "--data", str(data), "--out", str(out), "--quiet"]) == 0
+    assert "runtime tfidf" in capsys.readouterr().err
+    got = _jsonl(out)
+    assert [r.pop("line") for r in got] == list(range(1, 26))
+    _same_records(got, _cli_json(d, texts, capsys))
+
+
+def test_an_onnx_export_beside_the_model_runs_on_onnxruntime(model_dir, tmp_path, capsys):
+    import shutil
+
+    from headwise.models.io import WEIGHTS_NAME
+    from headwise.serve.onnx_export import export_onnx
+    from headwise.serve.runtime import file_sha256
+
+    d = tmp_path / "exported"
+    shutil.copytree(model_dir, d)
+    export_onnx(IntentClassifier.load(d).model, d / "model.onnx", max_length=12,
+                weights_sha256=file_sha256(d / WEIGHTS_NAME))
+    data = _write_text(tmp_path / "q.txt", queries(25, seed=5))
+    assert main(["predict", str(d), "--data", str(data), "--out", str(tmp_path / "o.jsonl"),
+                 "--quiet"]) == 0
+    assert "runtime onnx" in capsys.readouterr().err
+    assert main(["predict", str(d), "--data", str(data), "--out", str(tmp_path / "t.jsonl"),
+                 "--quiet", "--runtime", "torch"]) == 0
+    _same_records(_jsonl(tmp_path / "o.jsonl"), _jsonl(tmp_path / "t.jsonl"), tol=1e-4)
+
+
+# -- input layouts and bad rows -----------------------------------------------------------
+def test_every_layout_reads_the_same_texts_at_their_lines(engine, tmp_path):
+    texts = ["i lost my card", 'send "50" pounds, now', "what is my balance"]
+    (tmp_path / "a.csv").write_bytes(  # a byte-order mark, CRLF, a quoted two-line text
+        b"\xef\xbb\xbfText,label\r\n" + "".join(f'"{t.replace(chr(34), 2 * chr(34))}",x\r\n'
+                                                for t in texts[:2]).encode()
+        + b'"what is\nmy balance",x\r\n')
+    (tmp_path / "a.tsv").write_text("id\tquery\n1\ti lost my card\n\n2\tsend \"50\" pounds, "
+                                    "now\n3\twhat is my balance\n", encoding="utf-8")
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"utterance": t}) + "\n\n"
+                                              for t in texts), encoding="utf-8")
+    (tmp_path / "a.log").write_text("  i lost my card \n\nsend \"50\" pounds, now\r\nwhat is "
+                                    "my balance", encoding="utf-8")
+    lines = {"a.csv": [2, 3, 4], "a.tsv": [2, 4, 5], "a.jsonl": [1, 3, 5], "a.log": [1, 3, 4]}
+    answers = {}
+    for name, want in lines.items():
+        rows = list(RowReader(tmp_path / name))
+        assert [r.line for r in rows] == want, name
+        got = [r.text for r in rows]
+        assert got == (texts if name != "a.csv" else texts[:2] + ["what is\nmy balance"])
+        out = tmp_path / f"{name}.jsonl"
+        predict_file(engine, tmp_path / name, out, progress=False)
+        answers[name] = [r.pop("line") and r for r in _jsonl(out)]
+    assert answers["a.tsv"] == answers["a.jsonl"] == answers["a.log"]
+    # the readers agree on the rows and their lines
+    for name in ("a.csv", "a.tsv", "a.jsonl"):
+        ds = read_examples(tmp_path / name, require_labels=False)
+        assert [(e.line, e.text) for e in ds] == [(r.line, r.text)
+                                                  for r in RowReader(tmp_path / name)]
+    assert RowReader(tmp_path / "a.log", input_format="csv").format == "csv"
+    with pytest.raises(ValueError, match="--text-column t names a CSV column"):
+        RowReader(tmp_path / "a.log", text_column="t")
+
+
+BAD_CSV = (b"text,label\nfine one,a\n,a\n\"two\nlines\",a,extra\nbad \xff byte,a\n"
+           b"another fine,a\n   ,a\nlast,a\n")
+BAD_JSONL = (b'{"text": "fine one"}\n{"text": ""}\n{"text": 5}\n{"txt": "x"}\n[1]\n'
+             b'{"text": "bad \xff"}\n{"text": unquoted}\n{"text": "another fine"}\n')
+
+
+@pytest.mark.parametrize("name, data", [("bad.csv", BAD_CSV), ("bad.jsonl", BAD_JSONL)])
+def test_bad_rows_are_those_the_readers_report(engine, tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    ref = read_examples(path, require_labels=False, skip_bad_rows=True)
+    seen: list[DataError] = []
+    result = predict_file(engine, path, tmp_path / "o.jsonl", progress=False,
+                          on_bad_row=seen.append)
+    assert result.bad_rows == ref.skipped and result.skipped == len(ref.skipped) >= 4
+    assert [str(e) for e in seen] == [f"{path}:{line}: {why}" for line, why in ref.skipped]
+    assert [(r["line"], r["text"]) for r in _jsonl(tmp_path / "o.jsonl")] == \
+        [(e.line, e.text) for e in ref]
+    line, why = ref.skipped[0]
+    with pytest.raises(DataError, match=f"^{re.escape(f'{path}:{line}: {why}')}$"):
+        predict_file(engine, path, tmp_path / "s.jsonl", progress=False, strict=True)
+    assert not (tmp_path / "s.jsonl").exists() and partial_path(tmp_path / "s.jsonl").exists()
+
+
+def test_plain_text_bad_bytes_and_whole_file_problems(engine, tmp_path, capsys):
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"fine\nnot \xc3\x28 utf8\n\nfine again\n")
+    result = predict_file(engine, path, tmp_path / "o.jsonl", progress=False)
+    assert result.bad_rows == [(2, "not UTF-8 (byte 0xc3 at column 5)")]
+    nocol = tmp_path / "nocol.csv"
+    nocol.write_text("message,label\nhi,a\n", encoding="utf-8")
+    out = tmp_path / "x.jsonl"
+    with pytest.raises(DataError, match=r"nocol.csv:1: no text column one of text.*"
+                                        r"--text-column"):
+        predict_file(engine, nocol, out, progress=False)
+    assert not out.exists() and not partial_path(out).exists()  # nothing was started
+    array = tmp_path / "arr.json"
+    array.write_text('[{"text": "hi"}]', encoding="utf-8")
+    with pytest.raises(DataError, match="arr.json:1: a JSON array cannot be read"):
+        predict_file(engine, array, out, progress=False)
+    # the CLI: one line, exit 1
+    assert main(["predict", "M", "--data", str(nocol), "--out", str(tmp_path / "y.txt")]) == 1
+    assert "cannot tell the output format" in capsys.readouterr().err
+
+
+def test_command_line_refusals_name_the_option(model_dir, tmp_path, capsys):
+    data = _write_text(tmp_path / "q.jsonl", ['{"text": "hi"}'])
+    m = str(model_dir)
+    cases = [
+        (["--data", str(data)], "--data needs --out"),
+        (["--out", str(tmp_path / "o.jsonl"), "hi"], "--out: for --data FILE"),
+        (["--resume", "--strict", "hi"], "--resume, --strict: for --data FILE"),
+        (["--data", str(data), "--out", str(tmp_path / "o.jsonl"), "hi"], "not both"),
+        (["--data", str(data), "--out", str(tmp_path / "o.jsonl"), "--json"], "--json prints"),
+        (["--data", str(tmp_path), "--out", str(tmp_path / "o.jsonl")], "is a directory"),
+        (["--data", str(data), "--out", str(tmp_path / "o.jsonl"), "--batch-size", "0"],
+         "--batch-size must be at least 1"),
+        (["--data", str(data), "--out", str(tmp_path / "o.jsonl"), "--actors", "2"],
+         "--actors is for --ray"),
+        (["--data", str(data), "--out", str(tmp_path / "d"), "--ray", "--resume"],
+         "--resume is for one file"),
+        (["--data", str(data), "--out", str(data)], "is the input file"),
+        (["--data", str(data), "--out", str(tmp_path / "o.jsonl"), "--threshold", "2"],
+         "threshold must be in [0, 1]"),
+    ]
+    for extra, message in cases:
+        assert main(["predict", m, *extra]) == 1, extra
+        err = capsys.readouterr().err
+        # one line (after the runtime's, for a run that got as far as loading the model)
+        assert message in err.splitlines()[-1], (extra, err)
+        assert err.count("\n") == 1 or "runtime auto" in err.splitlines()[0], (extra, err)
+
+
+def test_without_ray_the_ray_option_says_what_to_install(model_dir, tmp_path, capsys,
+                                                         monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
+    data = _write_text(tmp_path / "q.txt", ["hi"])
+    assert main(["predict", str(model_dir), "--data", str(data), "--out",
+                 str(tmp_path / "d"), "--ray"]) == 1
+    assert "pip install headwise[ray]" in capsys.readouterr().err
+
+
+def test_repeated_constants_stay_equal():
+    from headwise.commands import predict
+    from headwise.serve.config import RUNTIMES
+
+    assert predict.ECHO_CHARS == bp.ECHO_CHARS
+    assert predict.INPUT_FORMATS == bp.INPUT_FORMATS
+    assert predict.OUTPUT_FORMATS == bp.OUTPUT_FORMATS and predict.RUNTIMES == RUNTIMES
+    assert (predict.DEFAULT_BATCH_SIZE, predict.DEFAULT_CHUNK_SIZE) == \
+        (bp.DEFAULT_BATCH_SIZE, bp.DEFAULT_CHUNK_SIZE)
+
+
+# -- atomic output and resume -------------------------------------------------------------
+class _Interrupt(Exception):
+    pass
+
+
+class _StopAfter:
+    """An engine that is interrupted after ``chunks`` chunks (a failure mid-run)."""
+
+    def __init__(self, engine, chunks: int) -> None:
+        self.engine, self.left = engine, chunks
+        self.kind, self.labels = engine.kind, engine.labels
+
+    def predict(self, texts, **kw):
+        if self.left == 0:
+            raise _Interrupt
+        self.left -= 1
+        return self.engine.predict(texts, **kw)
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv"])
+def test_resume_after_a_failure_and_a_cut_last_line_equals_an_uninterrupted_run(
+        engine, tmp_path, suffix):
+    texts = queries(60, seed=6)
+    texts[16] = "two\nlines"  # the first one resumed (CSV quotes it over two lines)
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    ref = tmp_path / f"ref.{suffix}"
+    predict_file(engine, data, ref, chunk_size=8, progress=False)
+    out = tmp_path / f"out.{suffix}"
+    with pytest.raises(_Interrupt):
+        predict_file(_StopAfter(engine, 2), data, out, chunk_size=8, progress=False)
+    part = partial_path(out)
+    assert not out.exists() and part.exists() and state_path(out).exists()
+    done = part.read_bytes()
+    assert done == ref.read_bytes()[:len(done)] and done.count(b"\n") >= 16
+    # what a kill -9 in the middle of a write leaves: the start of the next record
+    rest = ref.read_bytes()[len(done):]
+    cut = rest.index(b"two") + 4 if suffix == "csv" else 37  # csv: right after "two\n"
+    part.write_bytes(done + rest[:cut])
+    result = predict_file(engine, data, out, chunk_size=5, resume=True, progress=False)
+    assert out.read_bytes() == ref.read_bytes()
+    assert result.resumed_after is not None and result.kept == 16
+    assert result.written == len(texts) - 16
+    assert not part.exists() and not state_path(out).exists()
+
+
+def test_resume_refuses_other_options_and_foreign_files(engine, tmp_path):
+    data = _write_text(tmp_path / "q.txt", queries(30, seed=7))
+    out = tmp_path / "o.jsonl"
+    with pytest.raises(_Interrupt):
+        predict_file(_StopAfter(engine, 1), data, out, chunk_size=8, progress=False)
+    with pytest.raises(ValueError, match=r"other options .*top_k: 3 then, 2 now"):
+        predict_file(engine, data, out, top_k=2, resume=True, progress=False)
+    partial_path(out).write_text('{"not": "ours"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="not the output of `headwise predict --data`"):
+        predict_file(engine, data, out, resume=True, progress=False)
+    state_path(out).unlink()
+    with pytest.raises(ValueError, match="options of the run, is missing"):
+        predict_file(engine, data, out, resume=True, progress=False)
+    # without --resume a run starts again, whatever was left
+    predict_file(engine, data, out, progress=False)
+    assert len(_jsonl(out)) == 30
+
+
+def test_resume_of_a_complete_output_predicts_only_the_new_lines(engine, tmp_path):
+    texts = queries(40, seed=8)
+    data = _write_text(tmp_path / "log.txt", texts[:25])
+    out = tmp_path / "o.csv"
+    predict_file(engine, data, out, progress=False)
+    _write_text(data, texts)  # the log grew
+    result = predict_file(engine, data, out, resume=True, progress=False)
+    assert (result.resumed_after, result.kept, result.written) == (25, 25, 15)
+    predict_file(engine, data, tmp_path / "all.csv", progress=False)
+    assert out.read_bytes() == (tmp_path / "all.csv").read_bytes()
+
+
+def test_output_file_keeps_nothing_of_a_cut_header(tmp_path):
+    out = tmp_path / "o.csv"
+    partial_path(out).write_bytes(b"line,text,te")
+    f = OutputFile(out, fmt="csv", kind="intent", resume=True)
+    assert f.last_line is None and f.records == 0
+    f.commit()
+    assert out.read_text() == ",".join(bp.CSV_COLUMNS["intent"]) + "\n"
+
+
+def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(model_dir, engine, tmp_path):
+    data = _write_text(tmp_path / "q.txt", queries(200, seed=9))
+    out = tmp_path / "o.jsonl"
+    part = partial_path(out)
+    cmd = [sys.executable, "-c", SLOW_CLI, "predict", str(model_dir), "--data", str(data),
+           "--out", str(out), "--chunk-size", "8", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    deadline = time.monotonic() + 120
+    while not (part.exists() and part.read_bytes().count(b"\n") >= 24):
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert time.monotonic() < deadline, "the run did not start writing"
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    assert not out.exists()  # a killed run never looks complete
+    kept = part.read_bytes().count(b"\n")
+    assert 24 <= kept < 200
+    assert main(["predict", str(model_dir), "--data", str(data), "--out", str(out),
+                 "--resume", "--quiet"]) == 0
+    ref = tmp_path / "ref.jsonl"
+    predict_file(engine, data, ref, progress=False)
+    got, want = out.read_text().splitlines(), ref.read_text().splitlines()
+    assert len(got) == len(want) == 200
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g == w, f"line {i + 1} differs"
+
+
+# -- memory -------------------------------------------------------------------------------
+def test_memory_does_not_grow_with_the_input(engine, tmp_path):
+    """Peak Python memory of a run over 10x the input is that of 1x (chunks of 32)."""
+    base = queries(60, seed=10)
+    predict_file(engine, _write_text(tmp_path / "warm.txt", base), tmp_path / "warm.csv",
+                 chunk_size=32, progress=False)
+
+    def peak(times: int) -> int:
+        data = _write_text(tmp_path / f"x{times}.txt", base * times)
+        tracemalloc.start()
+        try:
+            result = predict_file(engine, data, tmp_path / f"o{times}.csv", chunk_size=32,
+                                  progress=False)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            assert result.written == 60 * times
+
+    one, ten = peak(1), peak(10)
+    assert (tmp_path / "o10.csv").stat().st_size > 9 * (tmp_path / "o1.csv").stat().st_size
+    assert ten < 1.25 * one + 64 * 1024, (one, ten)
