@@ -15,6 +15,13 @@ in flight finish (for up to ``--graceful-timeout`` seconds) and are answered wit
 ``Connection: close``; then the batcher finishes and the command exits with status 0.
 SIGHUP reloads the key files and the model (one worker: in place, the new model loaded and
 warmed up beside the old; several workers: uvicorn replaces them one by one).
+
+``--ray`` serves the same app as a Ray Serve deployment instead of under uvicorn
+(:mod:`headwise.integrations.ray_serve`, ``pip install headwise[ray]``): ``--replicas N``
+or ``--autoscale MIN:MAX`` [``--target-ongoing-requests K``] replicas, each with its own
+copy of the model, behind Serve's HTTP proxy on ``--host``/``--port``; on a local Ray
+instance started here, or on the cluster at ``--ray-address``. ``--workers`` and SIGHUP
+reloading are refused there (Serve runs replicas; deploy again to reload them).
 """
 
 from __future__ import annotations
@@ -74,6 +81,38 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def positive_number(text: str) -> float:
+    """``--target-ongoing-requests``' type: a positive, finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def replica_range(text: str) -> tuple[int, int]:
+    """``--autoscale``'s type: ``MIN:MAX`` replicas, ``0 <= MIN <= MAX``, ``MAX >= 1``."""
+    low, sep, high = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        counts = int(low), int(high)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not MIN:MAX replicas (e.g. 1:8): {text!r}"
+                                         ) from None
+    if counts[0] < 0 or counts[1] < 1 or counts[0] > counts[1]:
+        raise argparse.ArgumentTypeError(f"MIN:MAX needs 0 <= MIN <= MAX and MAX >= 1, got "
+                                         f"{text}")
+    return counts
+
+
+#: the options that only --ray reads, by their argparse names
+RAY_OPTIONS = ("ray_address", "replicas", "autoscale", "target_ongoing_requests",
+               "max_ongoing_requests")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -156,7 +195,61 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     access.add_argument("--burst", type=positive_int, metavar="B",
                         help="requests a key may send at once, the bucket's size (default: "
                              "R rounded up). Needs --rate-limit")
+    ray = p.add_argument_group(
+        "Ray Serve (pip install headwise[ray])", "--ray runs the same app, endpoints and "
+        "answers as a Ray Serve deployment: replicas, each with its own copy of the model "
+        "and micro-batcher, behind Serve's HTTP proxy on --host/--port, on a local Ray "
+        "instance started here or on a running cluster. --workers and SIGHUP reloading do "
+        "not apply there (POST /admin/reload answers 409: deploy again to replace the "
+        "replicas); /metrics reports the replica that answered, and --rate-limit applies "
+        "per replica. Each replica reserves --threads CPUs (1 when not given) and runs as "
+        "many inference threads.")
+    ray.add_argument("--ray", action="store_true",
+                     help="serve as a Ray Serve deployment instead of under uvicorn")
+    ray.add_argument("--ray-address", metavar="ADDRESS",
+                     help="a running Ray cluster (auto, HOST:6379 or ray://HOST:10001), "
+                          "which must be able to read MODEL and the key files (default: a "
+                          "local Ray instance started here, ended with the command)")
+    ray.add_argument("--replicas", type=positive_int, metavar="N",
+                     help="a fixed number of replicas (default 1)")
+    ray.add_argument("--autoscale", type=replica_range, metavar="MIN:MAX",
+                     help="let Serve scale the replicas between MIN and MAX by the requests "
+                          "in progress")
+    ray.add_argument("--target-ongoing-requests", type=positive_number, metavar="K",
+                     help="requests in progress per replica the autoscaler aims at "
+                          "(default 2, Serve's). Needs --autoscale")
+    ray.add_argument("--max-ongoing-requests", type=positive_int, metavar="N",
+                     help="most requests a replica takes at once, the rest waiting in the "
+                          "proxy (default: twice --max-batch-size, so that a replica can "
+                          "gather a full batch)")
     p.set_defaults(func=run)
+
+
+def check_ray_options(args: argparse.Namespace) -> None:
+    """Refuse the Ray options without ``--ray``, and with it what cannot work there.
+
+    Raises:
+        ValueError: naming the option.
+    """
+    given = [name for name in RAY_OPTIONS if getattr(args, name, None) is not None]
+    if not getattr(args, "ray", False):
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} is for --ray, which is not "
+                             f"given")
+        return
+    if args.workers != 1:
+        raise ValueError(f"--workers {args.workers} does not apply under --ray: Ray Serve "
+                         f"runs replicas, not uvicorn worker processes; ask for --replicas "
+                         f"N or --autoscale MIN:MAX")
+    if args.replicas is not None and args.autoscale is not None:
+        raise ValueError("--replicas and --autoscale exclude each other: a fixed number of "
+                         "replicas, or a range Serve scales within")
+    if args.target_ongoing_requests is not None and args.autoscale is None:
+        raise ValueError("--target-ongoing-requests needs --autoscale (it is the "
+                         "autoscaler's target)")
+    if args.ray_address is not None and args.port == 0:
+        raise ValueError("--port 0 (a free port) needs the local Ray instance: the proxies "
+                         "of the cluster at --ray-address listen on every node; name a port")
 
 
 def check_address(host: str, port: int) -> int:
@@ -277,7 +370,78 @@ class _Terminated(BaseException):
     """SIGTERM before the service listens: end the command (status 0, nothing to drain)."""
 
 
+def scaling_summary(args: argparse.Namespace, max_ongoing: int) -> str:
+    """The start-up line's words for the replicas of ``--ray``, e.g. ``Ray Serve: 2
+    replicas, up to 64 requests each at once``."""
+    if args.autoscale is not None:
+        low, high = args.autoscale
+        target = args.target_ongoing_requests
+        replicas = (f"{low}-{high} replicas (autoscaled, target {target or 2:g} requests in "
+                    f"progress per replica)")
+    else:
+        n = args.replicas or 1
+        replicas = f"{n} replica{'s' if n != 1 else ''}"
+    where = f"the cluster at {args.ray_address}" if args.ray_address else \
+        "a local Ray instance"
+    rate = "; the rate limit is per replica" if getattr(args, "rate_limit", None) else ""
+    return (f"Ray Serve on {where}: {replicas}, up to {max_ongoing} requests each at "
+            f"once{rate}")
+
+
+def _run_ray(args: argparse.Namespace) -> int:
+    """``headwise serve MODEL --ray``: deploy on Ray Serve, serve until SIGTERM/SIGINT."""
+    from pathlib import Path
+
+    try:
+        from headwise.integrations import ray_serve
+
+        ray_serve.import_serve()
+    except ImportError as e:
+        raise ValueError(f"--ray needs {e}") from None
+    from headwise.serve.app import docs_available
+    from headwise.serve.auth import ApiKeys
+    from headwise.serve.startup import load_engine
+
+    config = config_from_args(args)
+    keys = {name: len(ApiKeys(path)) if path else None for name, path in
+            (("api", config.api_key_file), ("admin", config.admin_key_file))}
+    local = args.ray_address is None
+    summary = "model read by the replicas"
+    if local or Path(config.model_dir).exists():
+        # refuse a bad model directory before Ray starts; a cluster may see other paths
+        engine = load_engine(config)
+        chosen = engine.runtime.name if engine.runtime.name in RUNTIMES else config.runtime
+        auto = args.runtime == "auto" and chosen != "auto"
+        summary = (f"{engine.kind} classifier, {len(engine.labels)} intents, "
+                   f"{runtime_summary(engine.runtime, auto=auto)}")
+        # the replicas serve what was chosen here (and do not decide, or report, again)
+        config = dataclasses.replace(config, runtime=chosen)
+        del engine
+    port = check_address(args.host, args.port) if local else args.port
+    autoscaling = None if args.autoscale is None else ray_serve.Autoscaling(
+        *args.autoscale, **({} if args.target_ongoing_requests is None else
+                            {"target_ongoing_requests": args.target_ongoing_requests}))
+    max_ongoing = args.max_ongoing_requests or 2 * config.max_batch_size
+    docs = "docs at /docs" if docs_available() else "schema at /openapi.json"
+
+    def announce(service: ray_serve.RayService) -> None:
+        if service.http_note:
+            print(f"headwise serve: {service.http_note}", file=sys.stderr)
+        print(f"headwise serve: {summary}, {service.url} ({docs}); "
+              f"{access_summary(config, keys['api'], keys['admin'])}; "
+              f"{scaling_summary(args, max_ongoing)}", file=sys.stderr, flush=True)
+
+    return ray_serve.run(config, on_ready=announce, address=args.ray_address,
+                         host=args.host, port=port, replicas=args.replicas,
+                         autoscaling=autoscaling, max_ongoing_requests=max_ongoing,
+                         graceful_timeout_s=args.graceful_timeout, log_level=args.log_level,
+                         access_log=args.access_log)
+
+
 def run(args: argparse.Namespace) -> int:
+    check_ray_options(args)
+    if getattr(args, "ray", False):
+        return _run_ray(args)
     import uvicorn
 
     from headwise.serve.app import create_app, docs_available

@@ -170,6 +170,9 @@ class ServiceState:
         self.limiter = RateLimiter(config.rate_limit, config.bucket_size) \
             if config.rate_limit is not None else None
         self.reloading = False
+        #: set by a host that runs several copies of the app (Ray Serve's replicas): why
+        #: ``/admin/reload`` cannot work there, answered with 409 instead of reloading one
+        self.reload_refusal: str | None = None
         self._signal_tasks: set[asyncio.Task] = set()
 
     # the served model's parts, as they are now (a request takes ``served`` once instead)
@@ -281,11 +284,13 @@ class ServiceState:
             What is served now.
 
         Raises:
-            InputError: 409 with several workers (one would reload, not the others) or
-                while another reload runs; 503 while shutting down or before the first
-                model is ready; 422 a key file or model that cannot be used (what is in use
-                is kept; the message says why).
+            InputError: 409 with several workers or replicas (one would reload, not the
+                others; :attr:`reload_refusal`) or while another reload runs; 503 while
+                shutting down or before the first model is ready; 422 a key file or model
+                that cannot be used (what is in use is kept; the message says why).
         """
+        if self.reload_refusal is not None:
+            raise InputError(409, "reload_unsupported", self.reload_refusal)
         if self.config.workers > 1:
             raise InputError(409, "reload_unsupported", f"the service runs "
                              f"{self.config.workers} worker processes and this request "
