@@ -63,6 +63,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threshold", type=float,
                    help="override the saved out-of-scope threshold (0 disables it)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--reference-date", type=_iso_date, metavar="YYYY-MM-DD",
+                   help="compound models: the day relative dates in slot values (下个月5号, "
+                   "next Friday) count from (default: the model's saved one, else today)")
     f = p.add_argument_group("files (streaming batch prediction)")
     f.add_argument("--data", help="a file of texts to predict into --out: CSV or TSV with a "
                    "header, JSON lines, or plain text (one text a line); with --ray, also a "
@@ -162,7 +165,25 @@ def _note_line(text: str, note: dict[str, Any] | None) -> str:
     return echo(text) + (f"  [{'; '.join(parts)}]" if parts else "")
 
 
+def _iso_date(text: str) -> Any:
+    """``--reference-date``: a calendar date written YYYY-MM-DD."""
+    from datetime import date
+
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date YYYY-MM-DD: {text!r}") from None
+
+
+def _check_reference_date(args: argparse.Namespace) -> None:
+    """``--reference-date`` is for compound models, whose slot values hold dates."""
+    if getattr(args, "reference_date", None) is not None and not is_compound_model(args.model):
+        raise ValueError(f"--reference-date: {args.model} is a single-label classifier, which "
+                         f"answers no slot values; it is for compound (intents + slots) models")
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_reference_date(args)
     if args.data is not None:
         return _run_data(args)
     given = [name for name, default in FILE_OPTIONS.items()
@@ -197,7 +218,8 @@ def _run_compound(args: argparse.Namespace, texts: list[str]) -> int:
 
     clf = CompoundClassifier.load(args.model)
     thresholds = None if args.threshold is None else Thresholds(args.threshold)
-    answers = clf.predict(texts, top_k=args.top_k, thresholds=thresholds)
+    answers = clf.predict(texts, top_k=args.top_k, thresholds=thresholds,
+                          reference_date=args.reference_date)
     for p, text, note in zip(answers, texts, long_text_notes(clf, texts), strict=True):
         if args.json:
             print(json.dumps(record(p.to_dict(), text, note), ensure_ascii=False, default=str))
@@ -269,6 +291,10 @@ def _run_data(args: argparse.Namespace) -> int:
     batch_size = _positive(args, "batch_size", DEFAULT_BATCH_SIZE)
     chunk_size = _positive(args, "chunk_size", DEFAULT_CHUNK_SIZE)
     if args.ray is not None:
+        if args.reference_date is not None:
+            raise ValueError("--reference-date with --ray: the Ray actors resolve dates "
+                             "against the model's saved date or today; predict without --ray "
+                             "to give another one")
         return _run_ray(args, batch_size, chunk_size)
     from pathlib import Path
 
@@ -289,6 +315,8 @@ def _run_data(args: argparse.Namespace) -> int:
         ServeConfig(model_dir=args.model, runtime=args.runtime, onnx_path=args.onnx,
                     max_batch_size=batch_size, threads=threads, warmup=False),
         report=lambda line: print(f"headwise predict: {line}", file=sys.stderr))
+    if args.reference_date is not None:  # a compound engine: its classifier's "today"
+        engine.classifier.reference_date = args.reference_date
     try:
         result = predict_file(
             engine, args.data, args.out, input_format=args.input_format,

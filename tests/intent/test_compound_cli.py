@@ -76,3 +76,28 @@ def test_bad_annotations_exit_1_with_the_line(trained, tmp_path, capsys):
     assert main(["train", "--data", str(bad), "--out", str(tmp_path / "m"),
                  "--multi-label", "--skip-bad-rows", "--quiet"]) == 1
     assert "two intents" in capsys.readouterr().err
+
+
+def test_predict_reference_date_reaches_the_slot_values(trained, tmp_path, capsys,
+                                                         monkeypatch):
+    from datetime import date
+
+    from headwise.intent.compound import CompoundClassifier
+
+    _, out = trained
+    seen = []
+    real = CompoundClassifier.resolve_slots.__func__
+    monkeypatch.setattr(CompoundClassifier, "resolve_slots", classmethod(
+        lambda cls, spans, reference: seen.append(reference) or real(cls, spans, reference)))
+    assert main(["predict", str(out), "send 50 pounds", "--reference-date", "2026-12-01",
+                 "--json"]) == 0
+    assert seen[-1] == date(2026, 12, 1)
+    data = tmp_path / "texts.txt"
+    data.write_text("send 50 pounds\n", encoding="utf-8")
+    assert main(["predict", str(out), "--data", str(data), "--out", str(tmp_path / "o.jsonl"),
+                 "--reference-date", "2027-03-04", "--quiet"]) == 0
+    assert seen[-1] == date(2027, 3, 4)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["predict", str(out), "x", "--reference-date", "2026-13-01"])
+    assert "not a date YYYY-MM-DD" in capsys.readouterr().err

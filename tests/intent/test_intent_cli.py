@@ -204,3 +204,9 @@ def test_counts_are_said_in_the_right_number():
     assert [plural(1, "intent"), plural(3, "intent"), plural(0, "row"),
             plural(1200, "row"), plural(2, "query", "queries")] == [
         "1 intent", "3 intents", "0 rows", "1,200 rows", "2 queries"]
+
+
+def test_reference_date_is_refused_for_a_single_label_model(trained, capsys):
+    _, out = trained
+    assert main(["predict", str(out), "hello", "--reference-date", "2026-12-01"]) == 1
+    assert "--reference-date" in capsys.readouterr().err
