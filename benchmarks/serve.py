@@ -448,6 +448,12 @@ def main() -> int:
             second_dir = tmp / "minilm-intent-b"
             build_model(second_dir, seed=1)
             runtime = args.access_runtime
+            if runtime == "onnx":  # a reload into a new directory serves NEW/model.onnx
+                from headwise.cli import main as cli
+
+                if cli(["export", str(second_dir), "--onnx",
+                        str(second_dir / "model.onnx")]) != 0:
+                    raise RuntimeError("export of the second model failed")
             results["access"] = access_runs(model_dir, second_dir, texts_file, tmp, args,
                                             runtime, onnx["ONNX"] if runtime == "onnx"
                                             else None, access_point_s, access_rounds)

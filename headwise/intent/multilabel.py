@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
 from headwise.text.annotations import SlotSpan
 
@@ -186,6 +185,9 @@ def multilabel_metrics(pred: np.ndarray, targets: np.ndarray,
     Raises:
         ValueError: shapes that differ, or ``names`` of another length.
     """
+    # imported here: loading a compound classifier (serving, predict) needs no scikit-learn
+    from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
+
     pred, targets = _check_pair(pred, targets, "pred")
     names = [str(k) for k in range(pred.shape[1])] if names is None else list(names)
     if len(names) != pred.shape[1]:
