@@ -33,6 +33,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+#: the same benchmark before the lazy imports of headwise.intent / headwise.text (its
+#: section of 2026-12-01 11:07 UTC, in git history), and before the light CLI
+BEFORE = (
+    "Before: every command took about 3.7 s, `--help` included (the issue's first-hour "
+    "report). After the light CLI, 2026-12-01 11:07 UTC: `--help` 0.0575 s, `predict` 2.92 s "
+    "(TFIDF) and 2.74 s (TINY-TRANSFORMER), of which 2.89 s was `import headwise.intent` "
+    "(it imported scikit-learn, SciPy and every intent module eagerly). With the lazy "
+    "imports the tiny Transformer's `predict` is the torch import, its model and its answer.")
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
@@ -173,6 +182,8 @@ def section(data: dict[str, Any]) -> str:
         f"(`headwise.intent.ensemble.load_classifier`: torch, {H.fmt(torch_s)} s of it, and "
         f"no scikit-learn or matplotlib), the rest the command, the model file and the "
         f"answer.",
+        "",
+        BEFORE,
     ]
     return "\n".join(lines)
 
