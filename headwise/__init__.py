@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+
+from headwise._lazy import lazy_names
 
 try:
     __version__ = version("headwise")
@@ -15,16 +16,4 @@ _LAZY = {"from_pretrained": "headwise.loading", "save_pretrained": "headwise.loa
 
 __all__ = ["__version__", "from_pretrained", "save_pretrained"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'headwise' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

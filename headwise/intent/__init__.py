@@ -19,8 +19,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from headwise._lazy import lazy_names
 
 if TYPE_CHECKING:
     from headwise.intent.calibration import calibrated_probs, fit_temperature
@@ -125,15 +126,4 @@ __all__ = [
     "uniform_soup",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """Import a public name's module when the name is first asked for."""
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)
