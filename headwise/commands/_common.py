@@ -197,8 +197,9 @@ def report_trained(result: Any, out: Path) -> None:
 
     if result.valid_metrics:
         m = result.valid_metrics
+        t = getattr(result.classifier, "temperature", None)  # an ensemble keeps its members'
         print(f"validation: accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
-              f"temperature {result.classifier.temperature:.3f}")
+              + (f"temperature {t:.3f}" if t is not None else "the members' temperatures"))
         if m.get("small_validation"):
             print(f"warning: {m['small_validation']['note']}")
     else:

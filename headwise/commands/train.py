@@ -76,6 +76,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label-smoothing", type=float,
                    help="override the recipe's label smoothing (default 0.1; networks only, "
                    "for compound training each intent's sigmoid target)")
+    p.add_argument("--blend", choices=("none", "tfidf"),
+                   help="tfidf: after training the network, fit a TF-IDF model on the same "
+                   "rows and blend their probabilities, the TF-IDF share (0-0.9) chosen on the "
+                   "validation data; share 0 saves the network alone (recipe field blend; "
+                   "default: the recipe's, none)")
     add_data_options(p)
     p.epilog = ("An option or recipe field that the chosen model does not use (--epochs for "
                 "tfidf, --linear-probe for bilstm, ...) is refused with a message naming it, "
@@ -162,7 +167,7 @@ def swap_into(staging: Path, out: Path) -> None:
 def _train(args: argparse.Namespace, out: Path) -> int:
     """Train as the arguments say, writing the classifier into ``out``."""
     # imported here, not at start: `headwise --help` stays light
-    from headwise.intent.builders import default_model
+    from headwise.intent.builders import default_blend, default_model
     from headwise.intent.recipe import IntentRecipe, train_intent_classifier
     from headwise.intent.recipe_paths import check_recipe_paths, recipe_path
     from headwise.text.annotations import looks_multi_label
@@ -188,6 +193,8 @@ def _train(args: argparse.Namespace, out: Path) -> int:
         changes["linear_probe"] = True
     if args.label_smoothing is not None:
         changes["label_smoothing"] = args.label_smoothing
+    if args.blend is not None:
+        changes["blend"] = args.blend
     if args.no_valid:
         if args.valid:
             raise ValueError("--no-valid and --valid exclude each other")
@@ -209,8 +216,14 @@ def _train(args: argparse.Namespace, out: Path) -> int:
           f"{plural(len(train.label_set()), 'intent')} ({args.data})")
     if not args.model and not named:
         model, reason = default_model([ex.text for ex in train])
+        chosen = {"model": model}
+        if default_blend(fields, valid is not None):
+            chosen["blend"] = "tfidf"
+            reason += ("; a TF-IDF model is fitted beside it and blended in when the "
+                       "validation data shows a significant gain (--blend none: the network "
+                       "alone)")
         print(reason)
-        recipe = IntentRecipe.from_dict({**fields, "model": model})
+        recipe = IntentRecipe.from_dict({**fields, **chosen})
         check_recipe_paths(recipe, {recipe_path(recipe)}, explicit=explicit, settings=settings)
     if valid is not None:
         new = unseen_labels(train, valid)

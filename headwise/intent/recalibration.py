@@ -226,7 +226,7 @@ def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
         return ThresholdChoice.none(), {}
     r = recalibrate(clf, texts, labels, max_reject=max_reject, reject_budget=reject_budget)
     metrics: dict[str, Any] = {"accuracy": r.accuracy, "macro_f1": r.macro_f1,
-                               "temperature": clf.temperature}
+                               "temperature": getattr(clf, "temperature", None)}
     if r.in_scope_rows < MIN_CALIBRATION_ROWS and isinstance(clf, CalibratedClassifier):
         # a handful of rows, all answered right, pulls the fitted temperature towards 0:
         # an over-confident model that never answers out-of-scope. Never sharpen then.

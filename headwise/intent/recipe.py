@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from headwise.intent.blending import blend_with_tfidf
 from headwise.intent.builders import (
     build_intent_model,
     describe_pretrained,
@@ -36,6 +37,7 @@ from headwise.intent.builders import (
 )
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.cleaning import CLEANING_MODES, clean_labels, out_of_fold_probs
+from headwise.intent.ensemble import EnsembleClassifier
 from headwise.intent.examples import encode_texts, in_scope, texts_and_labels, validation_split
 from headwise.intent.linear_probe import fit_linear_probe
 from headwise.intent.objective import (
@@ -117,6 +119,11 @@ class IntentRecipe:
             out-of-fold, :func:`~headwise.intent.cleaning.out_of_fold_probs`): on noisy
             labels, a mislabelled example is pulled towards what the rest of the data says.
         distill_weight: the teacher's share of the target, in [0, 1].
+        blend: ``"none"``, or ``"tfidf"``: after training a network, fit a TF-IDF model
+            (``tfidf_c``, ``prior_correction``, ``class_weighting``) on the same rows and
+            blend the two models' probabilities with the TF-IDF share in 0-0.9 that scores
+            best by ``select_on`` on the validation data (:mod:`headwise.intent.blending`);
+            share 0 keeps the network alone, any other saves a weighted ensemble of the two.
         select_on: the validation metric that picks the best epoch and stops early:
             ``"accuracy"`` or ``"macro_f1"``.
         pretrain_epochs: epochs of masked-LM self-pretraining on the training texts before
@@ -127,7 +134,8 @@ class IntentRecipe:
             pooled vectors (LP-FT, :mod:`headwise.intent.linear_probe`; not the BiLSTM).
         probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
         tfidf_c: the TF-IDF model's inverse L2 strength, or a list of candidates chosen by
-            5-fold out-of-fold macro-F1 (:mod:`headwise.intent.tfidf_selection`).
+            5-fold out-of-fold macro-F1 (:mod:`headwise.intent.tfidf_selection`); also the
+            blended TF-IDF model's (``blend``).
         prior_correction: logit adjustment towards rare intents, for macro-F1
             (:mod:`headwise.intent.prior`): ``"none"``, a fixed ``tau >= 0``, or ``"auto"``:
             ``tau`` chosen by macro-F1, out-of-fold for a TF-IDF model, on the validation
@@ -190,6 +198,7 @@ class IntentRecipe:
     gce_q: float | None = None
     distill: str = "none"
     distill_weight: float = 0.5
+    blend: str = "none"
     select_on: str = "accuracy"
     input_prefix: str | None = None
     trim_vocab: str | int = "auto"
@@ -235,6 +244,12 @@ class IntentRecipe:
         if self.distill not in ("none", "tfidf") or not 0.0 <= self.distill_weight <= 1.0:
             raise ValueError(f"distill must be none or tfidf and distill_weight in [0, 1], "
                              f"got {self.distill!r}, {self.distill_weight}")
+        if self.blend not in ("none", "tfidf"):
+            raise ValueError(f"blend must be none or tfidf, got {self.blend!r}")
+        if self.blend != "none" and self.ood_detector != "max_prob":
+            raise ValueError(f"blend={self.blend!r} answers out-of-scope on the blend's top "
+                             f"probability; ood_detector {self.ood_detector!r} scores the "
+                             f"network alone: keep ood_detector 'max_prob' or remove blend")
         if self.select_on not in ("accuracy", "macro_f1"):
             raise ValueError(f"select_on must be accuracy or macro_f1, got {self.select_on!r}")
         if self.pretrain_epochs < 0:
@@ -312,7 +327,9 @@ class TrainedIntent:
     """What :func:`train_intent_classifier` returns.
 
     Attributes:
-        classifier: the trained, calibrated classifier (also saved in ``directory``).
+        classifier: the trained, calibrated classifier (also saved in ``directory``): with
+            ``blend="tfidf"`` the network's weighted ensemble with a TF-IDF model, unless
+            validation chose the network alone.
         directory: where it was saved.
         threshold: the out-of-scope threshold and its effect on validation data.
         valid_metrics: validation accuracy and macro-F1 (in-scope, no threshold).
@@ -320,7 +337,7 @@ class TrainedIntent:
         train_seconds: wall time of training (calibration excluded).
     """
 
-    classifier: IntentClassifier | TfidfClassifier
+    classifier: IntentClassifier | TfidfClassifier | EnsembleClassifier
     directory: Path
     threshold: ThresholdChoice
     valid_metrics: dict[str, float]
@@ -382,6 +399,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                                                            recipe.seed)
     else:
         v_texts, v_labels = texts_and_labels(valid)
+    if recipe.blend != "none" and not v_texts:
+        raise ValueError("blend='tfidf' chooses the TF-IDF share on validation data; give "
+                         "validation data or a valid_fraction above 0")
     if recipe.prior_correction == "auto" and recipe.kind != "tfidf" and not v_texts:
         raise ValueError("prior_correction='auto' chooses a network's tau on validation data; "
                          "give validation data or a valid_fraction above 0")
@@ -485,10 +505,25 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "oos_threshold": choice.to_dict()}
     fit_ood_detector(clf, texts, labels, v_texts, v_labels, recipe.ood_detector,
                      max_reject=recipe.max_reject, reject_budget=recipe.reject_budget)
-    clf.save(out_dir)
+    saved: IntentClassifier | EnsembleClassifier = clf
+    if recipe.blend == "tfidf":
+        saved, blend, _, tfidf_seconds = blend_with_tfidf(clf, texts, labels, v_texts,
+                                                          v_labels, recipe)
+        clf.info["blend"] = {**blend.to_dict(), "tfidf_seconds": round(tfidf_seconds, 1)}
+        if report is not None:
+            report(blend.describe())
+        if saved is not clf:  # the blend's own threshold, on the same validation rows
+            choice, metrics = calibrate_on_validation(saved, v_texts, v_labels,
+                                                      recipe.max_reject, recipe.reject_budget)
+            saved.info = {"recipe": recipe.to_dict(), "members": [recipe.model, "tfidf"],
+                          "blend": clf.info["blend"], "train_examples": len(texts),
+                          "valid_examples": len(v_texts),
+                          "train_seconds": round(seconds + tfidf_seconds, 1),
+                          "valid": metrics, "oos_threshold": choice.to_dict()}
+    saved.save(out_dir)
     if not keep_checkpoints:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
-    return TrainedIntent(clf, out_dir, choice, metrics, result.history, seconds)
+    return TrainedIntent(saved, out_dir, choice, metrics, result.history, seconds)
 
 
 def _student_intents(recipe: IntentRecipe, soft: SoftTargets, labels: list[str]) -> list[str]:
@@ -498,9 +533,10 @@ def _student_intents(recipe: IntentRecipe, soft: SoftTargets, labels: list[str])
         ValueError: a TF-IDF student, a second teacher (``distill``), ``gce_q``, or gold
             labels the teacher does not know (named).
     """
-    if recipe.kind == "tfidf" or recipe.distill != "none" or recipe.gce_q is not None:
+    if recipe.kind == "tfidf" or recipe.distill != "none" or recipe.gce_q is not None \
+            or recipe.blend != "none":
         raise ValueError("a teacher's soft targets train a network (not tfidf) on the "
-                         "distillation loss: remove distill and gce_q from the recipe")
+                         "distillation loss: remove distill, gce_q and blend from the recipe")
     unknown = sorted(set(labels) - set(soft.labels))
     if unknown:
         raise ValueError(f"{len(unknown)} training intents are not the teacher's: "

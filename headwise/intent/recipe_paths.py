@@ -89,6 +89,7 @@ USES: dict[str, frozenset[str]] = {
     "gce_q": _SINGLE_NETWORKS,
     "distill": _SINGLE_NETWORKS,
     "distill_weight": _SINGLE_NETWORKS,
+    "blend": _SINGLE_NETWORKS,
     "select_on": _SINGLE_NETWORKS,  # compound selects on intent F1 + slot F1
     "input_prefix": _PRETRAINEDS,
     "trim_vocab": _PRETRAINEDS,
@@ -97,7 +98,7 @@ USES: dict[str, frozenset[str]] = {
     "pretrain_mask_prob": _TRANSFORMERS,
     "linear_probe": frozenset({TRANSFORMER, PRETRAINED}),
     "probe_c": frozenset({TRANSFORMER, PRETRAINED}),
-    "tfidf_c": frozenset({TFIDF}),
+    "tfidf_c": _SINGLE,  # a network's only beside blend='tfidf' (NEEDS)
     "prior_correction": _SINGLE,
     "label_cleaning": _SINGLE,
     "class_weighting": _ALL,  # compound: balanced positives and negatives of each intent
@@ -127,12 +128,14 @@ OPTIONS: dict[str, str] = {
     "label_smoothing": "--label-smoothing", "resume": "--resume",
     "keep_checkpoints": "--keep-checkpoints", "per_intent_thresholds": "--per-intent-thresholds",
     "no_slots": "--no-slots", "format": "--format", "text_column": "--text-column",
-    "label_column": "--label-column",
+    "label_column": "--label-column", "blend": "--blend",
 }
 #: fields that mean something only beside another: field -> (what it needs, whether the
 #: recipe has it)
 NEEDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "distill_weight": ("distill='tfidf'", lambda r: r.distill != "none"),
+    "tfidf_c": ("model 'tfidf' or blend='tfidf' (--blend tfidf)",
+                lambda r: r.kind == "tfidf" or r.blend == "tfidf"),
     "pretrain_lr": ("pretrain_epochs above 0 (--pretrain-epochs)", lambda r: r.pretrain_epochs > 0),
     "pretrain_mask_prob": ("pretrain_epochs above 0 (--pretrain-epochs)",
                            lambda r: r.pretrain_epochs > 0),
