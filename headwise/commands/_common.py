@@ -20,9 +20,6 @@ if TYPE_CHECKING:
 #: the data layouts ``--format`` takes: ``headwise.text.readers.FORMATS`` (repeated here so
 #: that building the parser does not import the readers; a test keeps the two equal)
 FORMATS = ("auto", "csv", "jsonl", "banking77", "clue")
-#: the file that marks a compound classifier's directory
-#: (``headwise.intent.compound.COMPOUND_FILE``, kept equal by a test)
-COMPOUND_FILE = "compound.json"
 
 
 def add_data_options(p: argparse.ArgumentParser) -> None:
@@ -57,8 +54,11 @@ def read_compound(path: str, args: argparse.Namespace) -> AnnotatedDataset:
 
 
 def is_compound_model(directory: str) -> bool:
-    """Whether a saved model directory holds a compound (multi-label) classifier."""
-    return (Path(directory) / COMPOUND_FILE).is_file()
+    """Whether a saved model directory holds a multi-label kind (the compound classifier;
+    :func:`headwise.intent.kinds.is_multi_label`, which imports nothing heavy)."""
+    from headwise.intent.kinds import is_multi_label
+
+    return is_multi_label(directory)
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, format_threshold, is_compound_model, read
+from headwise.commands._common import add_data_options, format_threshold, read
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,13 +50,10 @@ def _budget(text: str) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from headwise.intent.ensemble import load_classifier
+    from headwise.intent.kinds import load_single_label
     from headwise.intent.recalibration import recalibrate, save_calibration
 
-    if is_compound_model(args.model):
-        raise ValueError(f"{args.model} is a compound (multi-label) classifier: its per-intent "
-                         f"thresholds are tuned by `headwise train --valid`")
-    clf = load_classifier(args.model)
+    clf = load_single_label(args.model, "calibrate")
     data = read(args.data, args)
     r = recalibrate(clf, data.texts, data.labels, max_reject=args.max_reject,
                     reject_budget=args.reject_budget)

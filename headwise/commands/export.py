@@ -9,7 +9,6 @@ from pathlib import Path
 from headwise.commands._common import (
     add_data_options,
     check_out_file,
-    is_compound_model,
     read,
 )
 
@@ -42,15 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _refuse_other_kinds(model: str) -> None:
-    """Refuse, in words, a directory holding a TF-IDF model or an ensemble (which have no
-    network to export)."""
-    from headwise.intent.ensemble import ENSEMBLE_FILE
-    from headwise.intent.tfidf import TFIDF_FILE
+    """Refuse, in words, a directory whose kind has no ONNX export (a TF-IDF model, an
+    ensemble, a compound classifier: :mod:`headwise.intent.kinds` says why)."""
+    from headwise.intent.kinds import kind_of
 
-    for name, what in ((TFIDF_FILE, "a TF-IDF model"), (ENSEMBLE_FILE, "an ensemble")):
-        if (Path(model) / name).is_file():
-            raise ValueError(f"{model} is {what}, which has no ONNX export (Transformer "
-                             f"classifiers only); `headwise serve {model}` serves it as it is")
+    kind_of(model).require("onnx", model)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,10 +62,6 @@ def run(args: argparse.Namespace) -> int:
     from headwise.serve.runtime import OnnxRuntime, TorchRuntime, file_sha256
     from headwise.serve.startup import ONNX_TOLERANCE
 
-    if is_compound_model(args.model):
-        raise ValueError(f"{args.model} is a compound (multi-label + slots) classifier; ONNX "
-                         f"export supports single-label intent classifiers only (serve it "
-                         f"with `headwise serve {args.model}`, which uses PyTorch)")
     check_out_file(args.onnx, "--onnx")
     if args.int8:
         check_out_file(args.int8, "--int8")

@@ -34,9 +34,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from headwise.intent import IntentClassifier
+    from headwise.intent.kinds import kind_of
     from headwise.intent.soup import greedy_soup, uniform_soup
 
     check_combination(args.out, args.models, "a soup")
+    for m in args.models:
+        kind_of(m).require("soup", m)
     members = [IntentClassifier.load(m) for m in args.models]
     info = {"soup_of": [str(Path(m).resolve()) for m in args.models]}
     if args.greedy:

@@ -55,7 +55,7 @@ from headwise.intent.batch_predict import (
     make_batch_invariant,
 )
 from headwise.intent.classifier import check_answer_options
-from headwise.intent.compound import COMPOUND_FILE
+from headwise.intent.kinds import is_multi_label
 from headwise.text.readers import DataError
 
 __all__ = ["INSTALL_HINT", "IntentPredictor", "expand_inputs", "import_ray", "predict_files"]
@@ -369,7 +369,7 @@ def predict_files(model: str | Path, data: str | Path, out_dir: str | Path, *,
     names = _output_names(files, out_dir, output_format)
     for f in files:  # whole-file problems (a CSV header without the text column) here
         next(iter(RowReader(f, input_format=input_format, text_column=text_column)), None)
-    kind = "compound" if (Path(model) / COMPOUND_FILE).is_file() else "intent"
+    kind = "compound" if is_multi_label(model) else "intent"
     local = address in (None, "local")
     if not local and num_cpus is not None:
         raise ValueError("num_cpus is for a local cluster; a running one at "

@@ -38,12 +38,13 @@ import torch
 from torch import nn
 
 from headwise.intent.calibration import calibrated_probs
+from headwise.intent.kinds import NETWORK, kind_of
 from headwise.intent.ood import OodDetector, load_detector, remove_detector, save_detector
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.text.tokenizer import Tokenizer
 
-INTENT_FILE = "intent.json"
+INTENT_FILE = NETWORK.marker  # "intent.json"
 #: what ``predict`` answers when the top confidence is below the threshold
 OUT_OF_SCOPE = "out_of_scope"
 
@@ -316,13 +317,15 @@ class IntentClassifier(CalibratedClassifier):
         if not directory.is_dir():
             raise FileNotFoundError(f"no model directory at {directory}")
         if not meta_path.is_file():
-            for marker, what in (("tfidf.json", "a TF-IDF classifier"),
-                                 ("ensemble.json", "an ensemble")):
-                if (directory / marker).is_file():
-                    raise FileNotFoundError(
-                        f"{directory} holds {what}, not a network: load it with "
-                        f"headwise.intent.ensemble.load_classifier (`headwise predict`, "
-                        f"`eval` and `serve` take it; ONNX export needs a network)")
+            try:
+                kind = kind_of(directory)
+            except (FileNotFoundError, ValueError):
+                kind = None
+            if kind is not None:
+                raise FileNotFoundError(
+                    f"{directory} holds {kind.description}, not a network: load it with "
+                    f"headwise.intent.kinds.load_classifier (`headwise predict`, `eval` and "
+                    f"`serve` take it; ONNX export needs a network)")
             raise FileNotFoundError(f"{directory} has no {INTENT_FILE}: it is not an intent "
                                     f"classifier saved by `headwise train` (or the save was "
                                     f"interrupted)")

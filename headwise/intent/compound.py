@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from headwise.intent.classifier import check_texts
+from headwise.intent.kinds import COMPOUND
 from headwise.intent.multilabel import Thresholds, decide
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
@@ -36,7 +37,7 @@ from headwise.text.bio import tags_to_spans, token_offsets
 from headwise.text.tokenizer import Tokenizer
 from headwise.text.values import SCHEMAS, normalize_slot
 
-COMPOUND_FILE = "compound.json"
+COMPOUND_FILE = COMPOUND.marker  # "compound.json"
 
 
 @dataclass

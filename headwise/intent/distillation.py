@@ -61,8 +61,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from headwise.intent.classifier import CalibratedClassifier, IntentClassifier, ProbabilityClassifier
-from headwise.intent.ensemble import load_classifier
 from headwise.intent.examples import in_scope, texts_and_labels, validation_split
+from headwise.intent.kinds import load_single_label
 from headwise.intent.objective import SoftTargets
 from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
 from headwise.loading import save_pretrained
@@ -161,13 +161,7 @@ def load_teacher(directory: str | Path) -> ProbabilityClassifier:
         ValueError: a compound (multi-label) classifier.
         FileNotFoundError: no classifier there (the message says what is).
     """
-    from headwise.intent.compound import COMPOUND_FILE  # here: importing it is not light
-
-    directory = Path(directory)
-    if (directory / COMPOUND_FILE).is_file():
-        raise ValueError(f"the teacher {directory} is a compound (multi-label) classifier; "
-                         f"distillation needs a single-label one")
-    return load_classifier(directory)
+    return load_single_label(directory, "teacher")
 
 
 def directory_fingerprint(directory: str | Path) -> str:

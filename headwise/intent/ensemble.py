@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from headwise.intent.classifier import IntentClassifier, ProbabilityClassifier
-from headwise.intent.tfidf import TFIDF_FILE, TfidfClassifier
+from headwise.intent.kinds import ENSEMBLE, load_single_label
+from headwise.intent.tfidf import TfidfClassifier
 from headwise.models.io import write_json_atomically
 
 #: what an ensemble may hold: anything with calibrated ``predict_proba`` over ``labels``
@@ -29,7 +30,7 @@ Member = IntentClassifier | TfidfClassifier
 __all__ = ["ENSEMBLE_FILE", "EnsembleClassifier", "check_weights", "load_classifier"]
 
 #: the file that marks a saved ensemble directory (members in ``member-<i>/``)
-ENSEMBLE_FILE = "ensemble.json"
+ENSEMBLE_FILE = ENSEMBLE.marker  # "ensemble.json"
 #: its format version: 2 added the members' ``weights`` (version 1 files: equal shares)
 VERSION = 2
 
@@ -110,7 +111,7 @@ class EnsembleClassifier(ProbabilityClassifier):
         if version > VERSION:
             raise ValueError(f"{path} is an ensemble file of version {version}, newer than "
                              f"this headwise reads ({VERSION}): upgrade headwise")
-        members = [load_classifier(directory / f"member-{i}") for i in range(count)]
+        members = [load_single_label(directory / f"member-{i}") for i in range(count)]
         return cls(members, threshold=meta.get("threshold"), info=meta.get("info"),
                    weights=meta.get("weights"))  # None in files written before weights
 
@@ -142,14 +143,10 @@ def check_weights(weights: Sequence[float] | None, members: int) -> np.ndarray:
 def load_classifier(directory: str | Path
                     ) -> IntentClassifier | TfidfClassifier | EnsembleClassifier:
     """Whatever single-label classifier ``directory`` holds: an ensemble (``ensemble.json``),
-    a TF-IDF classifier (``tfidf.json``) or a network (``intent.json``).
+    a TF-IDF classifier (``tfidf.json``), a network (``intent.json``) or a registered kind
+    (:func:`headwise.intent.kinds.load_single_label`, which this name stays for).
 
     Raises:
-        FileNotFoundError, ValueError: as the matching ``load``.
+        FileNotFoundError, ValueError: as the matching ``load``; a compound classifier.
     """
-    directory = Path(directory)
-    if (directory / ENSEMBLE_FILE).is_file():
-        return EnsembleClassifier.load(directory)
-    if (directory / TFIDF_FILE).is_file():
-        return TfidfClassifier.load(directory)
-    return IntentClassifier.load(directory)
+    return load_single_label(directory)

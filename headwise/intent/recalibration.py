@@ -31,12 +31,11 @@ from sklearn.metrics import f1_score
 
 from headwise.intent.calibration import calibrated_probs, fit_temperature
 from headwise.intent.classifier import (
-    INTENT_FILE,
     CalibratedClassifier,
     IntentClassifier,
     ProbabilityClassifier,
 )
-from headwise.intent.ensemble import ENSEMBLE_FILE
+from headwise.intent.kinds import metadata_path
 from headwise.intent.ood import OodDetector, make_detector, save_detector
 from headwise.intent.oos import (
     ThresholdChoice,
@@ -44,7 +43,6 @@ from headwise.intent.oos import (
     choose_threshold,
     is_oos_label,
 )
-from headwise.intent.tfidf import TFIDF_FILE
 from headwise.models.io import write_json_atomically
 from headwise.train import expected_calibration_error
 
@@ -186,10 +184,7 @@ def save_calibration(clf: ProbabilityClassifier, directory: str | Path) -> Path:
             detector is not ``clf``'s.
     """
     directory = Path(directory)
-    path = next((directory / f for f in (ENSEMBLE_FILE, TFIDF_FILE, INTENT_FILE)
-                 if (directory / f).is_file()), None)
-    if path is None:
-        raise FileNotFoundError(f"{directory} holds no saved classifier")
+    path = metadata_path(directory)
     meta = json.loads(path.read_text(encoding="utf-8"))
     if "labels" in meta and meta["labels"] != list(clf.labels):
         raise ValueError(f"{path} is a classifier of other intents than the one calibrated")

@@ -24,13 +24,14 @@ from safetensors.numpy import load_file, save_file
 from scipy import sparse
 
 from headwise.intent.classifier import CalibratedClassifier, check_texts
+from headwise.intent.kinds import TFIDF
 from headwise.models.io import write_json_atomically
 from headwise.text.char_level import cjk_fraction
 
 __all__ = ["TFIDF_FILE", "TfidfClassifier", "feature_vectorizers"]
 
 #: the file that marks a saved TF-IDF classifier directory
-TFIDF_FILE = "tfidf.json"
+TFIDF_FILE = TFIDF.marker  # "tfidf.json"
 _WEIGHTS = "tfidf.safetensors"
 #: TfidfVectorizer settings that are saved (all JSON values; the vocabulary and IDF
 #: weights are saved beside them)

@@ -22,7 +22,6 @@ import torch
 
 from headwise.intent.classifier import IntentClassifier, ProbabilityClassifier
 from headwise.intent.ensemble import EnsembleClassifier
-from headwise.intent.tfidf import TfidfClassifier
 from headwise.serve.bucketing import long_text_note
 from headwise.serve.engine import prediction_records
 
@@ -55,12 +54,15 @@ class ClassifierRuntime:
 
 
 def runtime_name(classifier: ProbabilityClassifier) -> str:
-    """``"ensemble"``, ``"tfidf"``, or the class name of any other classifier."""
-    if isinstance(classifier, EnsembleClassifier):
-        return "ensemble"
-    if isinstance(classifier, TfidfClassifier):
-        return "tfidf"
-    return type(classifier).__name__
+    """The name of the classifier's kind (``"ensemble"``, ``"tfidf"``, a registered kind's
+    name; :mod:`headwise.intent.kinds`), or its class name when it is of no registered
+    kind."""
+    from headwise.intent.kinds import kind_of_classifier
+
+    try:
+        return kind_of_classifier(classifier).name
+    except TypeError:
+        return type(classifier).__name__
 
 
 class ProbabilityEngine:

@@ -21,11 +21,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from headwise.intent.classifier import INTENT_FILE, IntentClassifier, ProbabilityClassifier
-from headwise.intent.compound import COMPOUND_FILE, CompoundClassifier
-from headwise.intent.ensemble import ENSEMBLE_FILE, EnsembleClassifier
-from headwise.intent.ensemble import load_classifier as load_single_label
-from headwise.intent.tfidf import TFIDF_FILE
+from headwise.intent import kinds
+from headwise.intent.classifier import IntentClassifier, ProbabilityClassifier
+from headwise.intent.compound import CompoundClassifier
 from headwise.models.heap import steady_heap
 from headwise.models.io import WEIGHTS_NAME
 from headwise.serve.compound_engine import CompoundEngine
@@ -117,12 +115,9 @@ def choose_runtime(config: ServeConfig, classifier: IntentClassifier | CompoundC
     if config.runtime == "torch":
         return TorchRuntime(classifier.model, threads=config.threads), None
     path = onnx_path_for(config)
+    kind = kinds.kind_of_classifier(classifier)
     if config.runtime == "onnx":
-        if isinstance(classifier, CompoundClassifier):
-            raise ValueError(f"{config.model_dir or 'the model'} is a compound (multi-label "
-                             f"+ slots) classifier, which the onnx runtime does not serve "
-                             f"(its slot tags are a second output the export does not "
-                             f"carry); serve it with --runtime torch")
+        kind.require("onnx", config.model_dir or "the model")
         unsupported = onnx_unsupported(classifier)
         if unsupported is not None:
             raise ValueError(f"{config.model_dir or 'the model'} cannot be served with "
@@ -130,10 +125,9 @@ def choose_runtime(config: ServeConfig, classifier: IntentClassifier | CompoundC
         runtime = OnnxRuntime(path, threads=config.threads)
         check_onnx(classifier, runtime, config.model_dir)
         return runtime, None
-    unsupported = None if isinstance(classifier, CompoundClassifier) else \
-        onnx_unsupported(classifier)
-    if isinstance(classifier, CompoundClassifier):
-        reason = "a compound (multi-label + slots) classifier has no ONNX path"
+    unsupported = None if not kind.supports("onnx") else onnx_unsupported(classifier)
+    if not kind.supports("onnx"):
+        reason = f"{kind.description} has no ONNX path"
     elif unsupported is not None:
         # a file beside it is not this model's (export never writes one): say so, and do
         # not suggest an export that would be refused
@@ -172,29 +166,19 @@ def load_classifier(model_dir: str | Path) -> ServedClassifier:
         ValueError: as the classifiers' loaders (pickle files, a config that does not
             match the weights, an invalid metadata file).
     """
-    directory = Path(model_dir)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"no model directory at {directory}")
-    if (directory / COMPOUND_FILE).is_file():
-        return CompoundClassifier.load(directory)
-    if any((directory / name).is_file() for name in (INTENT_FILE, ENSEMBLE_FILE, TFIDF_FILE)):
-        return load_single_label(directory)
-    raise FileNotFoundError(f"{directory} holds none of {INTENT_FILE} (an intent classifier), "
-                            f"{COMPOUND_FILE} (a compound classifier), {TFIDF_FILE} (a TF-IDF "
-                            f"model) or {ENSEMBLE_FILE} (an ensemble): it is not a model saved "
-                            f"by headwise (or the save was interrupted)")
+    return kinds.load_classifier(model_dir)
 
 
 def _proba_engine(config: ServeConfig, classifier: ProbabilityClassifier) -> ProbabilityEngine:
-    """The engine of a TF-IDF model or an ensemble, refusing what it cannot do."""
-    what = "an ensemble" if isinstance(classifier, EnsembleClassifier) else "a TF-IDF model"
+    """The engine of a TF-IDF model, an ensemble or any kind served by its own
+    ``predict_proba``, refusing what its kind cannot do (:mod:`headwise.intent.kinds`)."""
+    kind, where = kinds.kind_of_classifier(classifier), config.model_dir or "the model"
     if config.runtime == "onnx":
-        raise ValueError(f"{config.model_dir or 'the model'} is {what}, which has no ONNX "
-                         f"export; serve it with --runtime auto")
+        kind.require("onnx", where)
+        raise ValueError(f"{where} is {kind.description}, which the onnx runtime does not "
+                         f"serve; serve it with --runtime auto")
     if config.long_text != "truncate":
-        raise ValueError(f"{config.model_dir or 'the model'} is {what}: --long-text "
-                         f"{config.long_text} needs a single network (a TF-IDF model reads "
-                         f"the whole text, an ensemble's networks truncate it); use truncate")
+        kind.require(config.long_text, where)
     return ProbabilityEngine(classifier, threads=config.threads)
 
 
@@ -234,10 +218,9 @@ def load_engine(config: ServeConfig, classifier: ServedClassifier | None = None,
     if not isinstance(classifier, IntentClassifier | CompoundClassifier):
         return _proba_engine(config, classifier)
     runtime, fallback = choose_runtime(config, classifier)
-    if isinstance(classifier, CompoundClassifier) and config.long_text == "chunk":
-        raise ValueError(f"{config.model_dir or 'the model'} is a compound (multi-label + "
-                         f"slots) classifier: --long-text chunk is not supported (slot spans "
-                         f"cannot be pooled over windows); use truncate or reject")
+    if config.long_text != "truncate":
+        kinds.kind_of_classifier(classifier).require(config.long_text,
+                                                     config.model_dir or "the model")
     if fallback is not None and report is not None:
         report(fallback)
     if config.long_text == "chunk":
