@@ -17,12 +17,12 @@ from headwise.inspect.categories import (
     english_lexicon,
 )
 from headwise.inspect.faithfulness import faithfulness, word_scores
-from headwise.inspect.forward import attention_layers, iter_attention, label_ids
+from headwise.inspect.forward import NoAttentionError, attention_layers, iter_attention, label_ids
 from headwise.inspect.importance import ablation, gradient_importance, pruning_curve
 from headwise.inspect.report import write_report
 from headwise.inspect.report_html import build_html
 from headwise.inspect.roles import RoleThresholds, head_roles, heads_with_role
-from headwise.inspect.rollout import attention_rollout, head_rollout
+from headwise.inspect.rollout import attention_rollout, head_rollout, rollout_matrix
 from headwise.inspect.stats import HeadStatistics, row_statistics
 from headwise.inspect.words import Segmented, segment, to_units, words_only
 
@@ -33,6 +33,7 @@ __all__ = [
     "RoleThresholds",
     "Segmented",
     "ablation",
+    "NoAttentionError",
     "attention_layers",
     "attention_rollout",
     "bad_cases",
@@ -46,6 +47,7 @@ __all__ = [
     "gradient_importance",
     "head_roles",
     "head_rollout",
+    "rollout_matrix",
     "heads_with_role",
     "inspect_classifier",
     "iter_attention",

@@ -17,17 +17,24 @@ from headwise.attention import MultiHeadAttention, capture_attention
 from headwise.intent.classifier import IntentClassifier
 
 
+class NoAttentionError(ValueError):
+    """The model has no attention heads to analyse or explain (e.g. the BiLSTM baseline)."""
+
+
 def attention_layers(model: nn.Module) -> list[MultiHeadAttention]:
-    """The model's self-attention layers, input side first.
+    """The model's self-attention layers, input side first: the one finder that the head
+    analysis and the service's ``/v1/explain`` share.
 
     Raises:
-        ValueError: a model without multi-head attention (the BiLSTM), or layers with
-            different head counts.
+        NoAttentionError: a model without multi-head attention (the BiLSTM).
+        ValueError: layers with different head counts.
     """
     layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     if not layers:
-        raise ValueError(f"{type(model).__name__} has no multi-head attention layers to "
-                         f"inspect (the head analysis needs a Transformer classifier)")
+        raise NoAttentionError(f"this model ({type(model).__name__}) has no attention heads: "
+                               f"no multi-head attention layers to inspect or explain (the "
+                               f"head analysis and /v1/explain need a Transformer "
+                               f"classifier)")
     if len({m.num_heads for m in layers}) != 1:
         raise ValueError("the head analysis needs the same number of heads in every layer "
                          "(was the model pruned?)")

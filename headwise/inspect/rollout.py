@@ -6,7 +6,8 @@ Each layer's head-averaged attention is mixed with the identity for the residual
 position ``i`` at the top. The classification token is the classifier's pooled vector:
 position 0 for ``[CLS]`` pooling, the mean of all real positions for mean pooling, so its
 rollout is ``pool @ R`` — computed here as a chain of vector-matrix products from the
-left, which never forms ``R`` (O(L n²), not O(L n³)).
+left, which never forms ``R`` (O(L n²), not O(L n³)); :func:`rollout_matrix` forms it,
+for the service's ``/v1/explain``, which shows the whole matrix.
 
 :func:`head_rollout` gives the same for each head: the pooled row of ``Â_{l,h}`` (that
 head alone at layer ``l``) carried down through the head-averaged layers below it — which
@@ -38,6 +39,39 @@ def pool_vector(n: int, pooling: str) -> np.ndarray:
     if pooling == "mean":
         return np.full(n, 1.0 / n)
     raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+
+
+def rollout_matrix(weights: np.ndarray, residual: float | None = 0.5) -> np.ndarray:
+    """The whole rollout matrix ``R = Â_L ... Â_1`` (what ``/v1/explain`` returns).
+
+    Args:
+        weights: per-layer attention of one example, bottom layer first: (layers, heads,
+            n, n), or a sequence of (heads, n, n) arrays (anything :func:`numpy.asarray`
+            takes, CPU tensors included).
+        residual: weight of the identity in each layer (0.5: the paper's ``(A + I) / 2``);
+            None multiplies the head-averaged weights alone, rows renormalised.
+
+    Returns:
+        (n, n) float64: row ``i`` is how much of each input token reaches position ``i``.
+
+    Raises:
+        ValueError: no layers, or weights that are not (heads, n, n) per layer.
+    """
+    layers = [np.asarray(w, dtype=np.float64) for w in weights]
+    if not layers:
+        raise ValueError("attention rollout needs at least one layer")
+    n = layers[0].shape[-1]
+    out = np.eye(n)
+    for i, w in enumerate(layers):
+        if w.ndim != 3 or w.shape[-2:] != (n, n):
+            raise ValueError(f"layer {i}: weights must be (heads, {n}, {n}), got {w.shape}")
+        a = w.mean(0)
+        if residual is None:
+            a = a / np.maximum(a.sum(-1, keepdims=True), np.finfo(np.float64).tiny)
+        else:
+            a = residual_attention(a, residual)
+        out = a @ out
+    return out
 
 
 def attention_rollout(weights: np.ndarray, pooling: str = "cls",

@@ -224,8 +224,9 @@ def kind_of(directory: str | Path) -> ModelKind:
         return kind
     order = [NETWORK, *(k for k in _KINDS.values() if k is not NETWORK)]
     listed = ", ".join(f"{k.marker} ({k.description})" for k in order)
-    raise FileNotFoundError(f"{directory} holds no saved classifier, none of {listed}: it is "
-                            f"not a model saved by headwise (or the save was interrupted)")
+    raise FileNotFoundError(f"{directory} holds no saved classifier: it holds none of "
+                            f"{listed}; it is not a model saved by headwise (or the save was "
+                            f"interrupted)")
 
 
 def kind_of_classifier(classifier: Any) -> ModelKind:

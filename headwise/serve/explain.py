@@ -14,12 +14,11 @@ import numpy as np
 import torch
 
 from headwise.attention.capture import capture_attention
+from headwise.inspect.forward import NoAttentionError, attention_layers
+from headwise.inspect.rollout import rollout_matrix
 from headwise.intent.classifier import IntentClassifier
-from headwise.serve.rollout import attention_rollout
 
-
-class NoAttentionError(ValueError):
-    """The model has no attention heads to explain (e.g. the BiLSTM baseline)."""
+__all__ = ["Explanation", "NoAttentionError", "attention_modules", "explain_text"]
 
 
 @dataclass(frozen=True)
@@ -44,16 +43,13 @@ class Explanation:
 
 
 def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The self-attention module of each encoder layer, bottom first.
+    """Deprecated: :func:`headwise.inspect.attention_layers`, the one finder (kept for
+    callers of this name; see CHANGELOG.md)."""
+    import warnings
 
-    Raises:
-        NoAttentionError: a model without Transformer encoder layers.
-    """
-    layers = getattr(getattr(model, "encoder", None), "layers", None)
-    if layers is None or not all(hasattr(layer, "attn") for layer in layers):
-        raise NoAttentionError(f"this model ({type(model).__name__}) has no attention heads "
-                               f"to explain; /v1/explain needs a Transformer classifier")
-    return [layer.attn for layer in layers]
+    warnings.warn("headwise.serve.explain.attention_modules is deprecated; use "
+                  "headwise.inspect.attention_layers", DeprecationWarning, stacklevel=2)
+    return list(attention_layers(model))
 
 
 @torch.inference_mode()
@@ -71,7 +67,7 @@ def explain_text(classifier: IntentClassifier, text: str) -> Explanation:
         NoAttentionError: a model without attention heads.
     """
     model = classifier.model
-    modules = attention_modules(model)
+    modules = attention_layers(model)
     tok = classifier.tokenizer
     total = int(tok([text], max_length=None)["attention_mask"].sum())
     batch = tok([text], max_length=classifier.max_length)
@@ -81,9 +77,10 @@ def explain_text(classifier: IntentClassifier, text: str) -> Explanation:
         logits = model(input_ids=batch["input_ids"].to(device),
                        attention_mask=batch["attention_mask"].bool().to(device))["logits"]
     attention = torch.stack([cap[m][0][0] for m in modules]).float()  # (layers, heads, q, k)
+    rollout = torch.from_numpy(rollout_matrix(attention.numpy()))
     return Explanation(tokens=_tokens(classifier, text, ids), attention=attention,
-                       rollout=attention_rollout(attention), logits=logits[0].double().cpu()
-                       .numpy(), truncated=total > len(ids), total_tokens=total)
+                       rollout=rollout, logits=logits[0].double().cpu().numpy(),
+                       truncated=total > len(ids), total_tokens=total)
 
 
 def _tokens(classifier: IntentClassifier, text: str, ids: list[int]

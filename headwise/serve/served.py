@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from headwise.inspect.forward import NoAttentionError, attention_layers
 from headwise.serve.batching import MicroBatcher
 from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import ServeConfig
 from headwise.serve.engine import EncodedText
-from headwise.serve.explain import NoAttentionError, attention_modules
 from headwise.serve.startup import Engine
 
 #: texts of several lengths run once before a model is reported ready (or swapped in)
@@ -51,8 +51,7 @@ class ServedModel:
             on_batch=on_batch)
         model = getattr(engine.classifier, "model", None)  # None: a TF-IDF model, an ensemble
         try:
-            attention_modules(model)
-            self.has_attention = True
+            self.has_attention = model is not None and bool(attention_layers(model))
         except NoAttentionError:
             self.has_attention = False
 

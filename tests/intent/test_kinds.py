@@ -85,8 +85,8 @@ def test_networks_and_compound_classifiers_by_their_files(tmp_path, compound_cor
 def test_broken_or_foreign_directories_are_refused_in_words(saved, tmp_path):
     with pytest.raises(FileNotFoundError, match="no model directory at"):
         kinds.kind_of(tmp_path / "missing")
-    with pytest.raises(FileNotFoundError, match=r"holds no saved classifier, none of "
-                                                r"intent.json \(an intent"):
+    with pytest.raises(FileNotFoundError, match=r"holds no saved classifier: it holds none "
+                                                r"of intent.json \(an intent"):
         kinds.kind_of(tmp_path)
     bad = tmp_path / "bad"
     bad.mkdir()

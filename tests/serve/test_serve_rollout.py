@@ -1,4 +1,5 @@
-"""Attention rollout against a hand-computed example, and explain_text against capture."""
+"""Attention rollout (``headwise.inspect.rollout_matrix``, which /v1/explain uses) against a
+hand-computed example, its deprecated tensor adapter, and explain_text against capture."""
 
 from __future__ import annotations
 
@@ -6,8 +7,13 @@ import numpy as np
 import pytest
 import torch
 
+from headwise.inspect import rollout_matrix
 from headwise.intent.classifier import IntentClassifier
-from headwise.serve import NoAttentionError, attention_rollout, explain_text
+from headwise.serve import NoAttentionError, explain_text
+
+
+def attention_rollout(weights, *, add_residual=True):
+    return torch.from_numpy(rollout_matrix(weights, 0.5 if add_residual else None))
 
 
 def test_rollout_by_hand():
@@ -37,6 +43,20 @@ def test_rollout_rows_stay_distributions_and_one_layer_is_its_own():
         attention_rollout([])
     with pytest.raises(ValueError, match="layer 1"):
         attention_rollout([w[0], w[1, :, :5, :5]])
+
+
+def test_the_deprecated_tensor_adapter_warns_and_equals_rollout_matrix():
+    from headwise.serve import attention_rollout as deprecated
+    from headwise.serve.explain import attention_modules
+
+    torch.manual_seed(1)
+    w = torch.softmax(torch.randn(2, 3, 5, 5), -1)
+    with pytest.warns(DeprecationWarning, match="rollout_matrix"):
+        old = deprecated(w)
+    np.testing.assert_array_equal(old.numpy(), rollout_matrix(w.numpy()))
+    with pytest.warns(DeprecationWarning, match="attention_layers"), \
+            pytest.raises(NoAttentionError, match="Linear"):
+        attention_modules(torch.nn.Linear(2, 2))
 
 
 def test_explain_text_matches_the_models_own_attention(encoder_dir):
