@@ -28,13 +28,9 @@ from typing import Any
 
 import numpy as np
 
-#: labels that mark an out-of-scope example in user data (compared case-insensitively)
-OOS_LABELS = ("oos", "out_of_scope", "out-of-scope", "none", "other")
-
-
-def is_oos_label(label: str | None) -> bool:
-    """Whether a dataset label marks an out-of-scope example."""
-    return label is not None and label.strip().lower() in OOS_LABELS
+# the out-of-scope label is defined once, in the text layer (readers use it too)
+from headwise.text.labels import OOS_LABELS as OOS_LABELS
+from headwise.text.labels import is_oos_label as is_oos_label
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from headwise.attention import RotaryEmbedding
 from headwise.attention import masks as M
 from headwise.attention.number_bias import NumberKeyBias
 from headwise.models.config import ModelConfig
+from headwise.models.hub import PretrainedMixin
 from headwise.nn import EncoderLayer, TransformerEmbeddings, build_norm, maybe_checkpoint
 
 POOLINGS = ("cls", "mean")
@@ -184,7 +185,7 @@ class TransformerEncoder(nn.Module):
         return self.final_norm(x) if self.final_norm is not None else x
 
 
-class EncoderClassifier(nn.Module):
+class EncoderClassifier(PretrainedMixin, nn.Module):
     """A Transformer encoder with a classification head over the pooled sequence.
 
     ``forward(input_ids, attention_mask=None, token_type_ids=None, labels=None)`` returns

@@ -40,11 +40,12 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from torch.utils.checkpoint import checkpoint
 
 from headwise.models.config import ModelConfig
+from headwise.models.hub import PretrainedMixin
 
 POOLINGS = ("max", "attention", "last")
 
 
-class BiLSTMClassifier(nn.Module):
+class BiLSTMClassifier(PretrainedMixin, nn.Module):
     """Embeddings, a bidirectional LSTM, pooling and a linear classification head.
 
     Args:

@@ -38,6 +38,7 @@ from headwise.models.generation import (
     check_generation_args,
     greedy_search,
 )
+from headwise.models.hub import PretrainedMixin
 from headwise.nn import DecoderLayer, build_norm, maybe_checkpoint
 
 #: label value ignored by the loss (padding of the target batch)
@@ -146,7 +147,7 @@ class TransformerDecoder(nn.Module):
         return self.final_norm(x) if self.final_norm is not None else x
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(PretrainedMixin, nn.Module):
     """A Transformer encoder-decoder for sequence-to-sequence tasks (translation).
 
     ``forward`` trains it by teacher forcing and returns ``{"logits": (batch, tgt,

@@ -45,7 +45,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
-from headwise.text.demo_corpus import OOS_LABEL
+from headwise.text.labels import OOS_LABEL, is_oos_label
 from headwise.text.readers import DataError, json_objects, json_type_name
 
 #: how many rows :func:`looks_multi_label` looks at
@@ -290,7 +290,8 @@ def _intents(obj: dict[str, Any]) -> tuple[str, ...]:
     if label is not None and not isinstance(label, str):
         raise _BadRow(f"label must be a string, got {json_type_name(label)}")
     if "intents" not in obj or obj["intents"] is None:
-        return () if label is None or label.strip() in ("", OOS_LABEL) else (label.strip(),)
+        return () if label is None or label.strip() == "" or is_oos_label(label) \
+            else (label.strip(),)
     intents = obj["intents"]
     if not isinstance(intents, list):
         raise _BadRow(f"intents must be a list of strings, got {json_type_name(intents)}")
@@ -301,7 +302,7 @@ def _intents(obj: dict[str, Any]) -> tuple[str, ...]:
     kept = tuple(dict.fromkeys(i.strip() for i in intents))
     if label is not None and kept and label.strip() not in kept:
         raise _BadRow(f"label {label!r} is not one of the intents {list(kept)}")
-    if label is not None and not kept and label.strip() not in ("", OOS_LABEL):
+    if label is not None and not kept and label.strip() != "" and not is_oos_label(label):
         raise _BadRow(f"label {label!r} but intents is empty (only {OOS_LABEL!r} has none)")
     return kept
 

@@ -56,8 +56,8 @@ from headwise.text.demo_lexicon import DOMAIN, NEGATION
 from headwise.text.demo_phenomena import PHENOMENA, apply_surface, slice_names
 from headwise.text.demo_render import Utterance, annotate, render, template_tags
 from headwise.text.demo_templates import DEMO_INTENTS
+from headwise.text.labels import OOS_LABEL
 
-OOS_LABEL = "oos"
 SPAN_CATEGORIES = ("negation", "number", "domain")
 #: share of each intent's examples (per split) that come from minimal-pair templates, when
 #: the split has a minimal-pair family of the intent

@@ -194,6 +194,17 @@ class Tokenizer:
                                                encoding="utf-8")
         return directory
 
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Hugging Face's name for :meth:`save` (``tokenizer.save_pretrained(dir)``)."""
+        return self.save(directory)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> Tokenizer:
+        """Hugging Face's name for :meth:`from_file` on a directory written by :meth:`save`
+        (``Tokenizer.from_pretrained(dir)``; a checkpoint's own tokenizer, ``vocab.txt``
+        included, is read by :func:`headwise.from_pretrained`)."""
+        return cls.from_file(directory)
+
     def with_prefix(self, prefix: str) -> Tokenizer:
         """A copy that reads every text after ``prefix`` (e5's ``"query: "``).
 

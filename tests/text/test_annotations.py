@@ -100,6 +100,21 @@ def test_demo_jsonl_layout_label_oos_and_plain_label(tmp_path):
                                     {"amount": 3500.0, "currency": "CNY"}),)
 
 
+def test_every_out_of_scope_name_the_readers_accept_is_no_intent(tmp_path):
+    """One definition of the out-of-scope label (headwise.text.labels) for the single-label
+    readers and the annotated one alike."""
+    from headwise.intent.oos import OOS_LABELS as INTENT_OOS_LABELS
+    from headwise.text.labels import OOS_LABELS, is_oos_label
+
+    assert INTENT_OOS_LABELS is OOS_LABELS
+    names = ["oos", "OUT_OF_SCOPE", " out-of-scope ", "None", "other"]
+    assert all(is_oos_label(n) for n in names) and not is_oos_label("card_block")
+    rows = [{"text": f"t{i}", "label": n} for i, n in enumerate(names)]
+    rows.append({"text": "x", "label": "other", "intents": []})
+    ds = read_annotated(write(tmp_path, "o.jsonl", jsonl(rows)))
+    assert [e.intents for e in ds] == [()] * len(rows)
+
+
 def test_slot_span_hashes_without_its_value():
     a = SlotSpan("date", 0, 5, "3 May", {"day": 3})
     assert a == SlotSpan("date", 0, 5, "3 May", {"day": 3}) != SlotSpan("date", 0, 5, "3 May")

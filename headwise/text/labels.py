@@ -1,0 +1,21 @@
+"""The out-of-scope label: the one definition that readers, the demo corpus and the intent
+system share.
+
+A dataset marks a question that none of its intents covers with a label of its own;
+headwise reads any of :data:`OOS_LABELS` (compared case-insensitively, spaces trimmed) as
+that mark, and writes :data:`OOS_LABEL`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["OOS_LABEL", "OOS_LABELS", "is_oos_label"]
+
+#: the out-of-scope label headwise writes (the demo corpus, compound annotations)
+OOS_LABEL = "oos"
+#: labels that mark an out-of-scope example in user data (compared case-insensitively)
+OOS_LABELS = (OOS_LABEL, "out_of_scope", "out-of-scope", "none", "other")
+
+
+def is_oos_label(label: str | None) -> bool:
+    """Whether a dataset label marks an out-of-scope example."""
+    return label is not None and label.strip().lower() in OOS_LABELS
