@@ -350,6 +350,8 @@ def provenance(meta: dict[str, Any]) -> str:
     gpu = f"; GPU {m['gpu']} ({m['gpu_mem_gib']:.0f} GiB), CUDA {m['cuda']}" if "gpu" in m else ""
     busy = ("\n\n**Warning**: the machine was busy when the run started; timings are suspect."
             if m["loadavg_start"] > 0.5 else "")
+    if meta.get("note"):  # what the operator recorded of the run's conditions
+        busy += f"\n\nNote: {meta['note']}"
     return (f"Produced by `{meta['command']}` on {meta['date']} in {meta['wall_min']:.1f} min. "
             f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, {m['ram_gib']:.0f} GiB "
             f"RAM{gpu}; torch {m['torch']}, {m['threads']} threads per worker; 1-minute load "
