@@ -402,8 +402,9 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
                 lines.append(f"- `{c}` ({'; '.join(where)}): {text}")
     cleaned = [r for r in runs if r.get("status") == "ok" and r.get("cleaning")]
     if cleaned:
-        lines += ["", "Label cleaning (confident learning, `headwise.intent.cleaning`), rows "
-                  "flagged as mislabelled and dropped before training:"]
+        lines += ["", "Label cleaning (confident learning, "
+                  "`headwise.intent.training.cleaning`), rows flagged as mislabelled and "
+                  "dropped before training:"]
         for r in cleaned:
             c = r["cleaning"]
             top = ", ".join(f"{k} {v}" for k, v in list(c["by_label"].items())[:5])

@@ -1,6 +1,6 @@
 """The recipe field ``blend="tfidf"`` measured on kept classifiers: a fine-tuned network
 and a TF-IDF model trained on the same rows with the same seed, blended with the TF-IDF
-share chosen on the validation rows (``headwise.intent.blending.choose_blend_weight``),
+share chosen on the validation rows (``headwise.intent.training.blending.choose_blend_weight``),
 then scored on the test split, beside each model alone and their equal-weight mean.
 
 DataCLUE CIC: the models kept by ``benchmarks/intent.py --keep-models DIR`` (configurations
@@ -49,8 +49,8 @@ def measure(network_dir: Path, tfidf_dir: Path, valid: tuple[list[str], list[str
     """Choose the share on ``valid``, score every variant on ``test`` (in-scope rows)."""
     import numpy as np
 
-    from headwise.intent.blending import choose_blend_weight
     from headwise.intent.ensemble import load_classifier
+    from headwise.intent.training.blending import choose_blend_weight
 
     net, tf = load_classifier(network_dir), load_classifier(tfidf_dir)
     if net.labels != tf.labels:
@@ -84,8 +84,8 @@ def cic_splits(data_dir: Path, seed: int) -> tuple[tuple[list[str], list[str]],
     """CIC's validation rows of seed ``seed`` (as training held them out) and its test."""
     from intent import DATASETS, load_split
 
-    from headwise.intent.examples import in_scope, validation_split
-    from headwise.intent.recipe import IntentRecipe
+    from headwise.intent.training.data import in_scope, validation_split
+    from headwise.intent.training.recipe import IntentRecipe
 
     ds = DATASETS["dataclue_cic"]
     train = load_split(data_dir, ds, "train")
@@ -198,7 +198,8 @@ def main() -> int:
                   file=sys.stderr)
             with args.results.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(rec) + "\n")
-    records = list(H.done_runs(args.results, ("data", "seed")).values())
+    records = sorted(H.done_runs(args.results, ("data", "seed")).values(),
+                     key=lambda r: (r["data"], r["seed"]))
     H.print_or_write(args.md, SECTION, render(records), no_write=args.no_write)
     return 0
 

@@ -52,7 +52,8 @@ _TRANSFORMER = dict(model="transformer", d_model=128, num_layers=2, num_heads=8,
 CONFIGS: dict[str, dict[str, Any]] = {
     "tfidf": {},
     # the floor's pipeline on the training data after confident-learning cleaning
-    # (headwise.intent.cleaning: out-of-fold TF-IDF probabilities, cleanlab, flagged rows dropped)
+    # (headwise.intent.training.cleaning: out-of-fold TF-IDF probabilities, cleanlab,
+    # flagged rows dropped)
     "tfidf-clean": {},
     "bilstm": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200, lstm_pooling="max",
                    dropout=0.3, epochs=10, patience=3, lr=2e-3, label_smoothing=0.1,
@@ -102,8 +103,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # and C, trained on the 90 % left by the validation split, temperature-calibrated)
     "tfidf-lr": dict(model="tfidf", tfidf_c=10.0),
     # the same model with C (1, 3 or 10) and a prior correction (logit adjustment towards
-    # rare intents, headwise.intent.prior; tau in 0..1.5) chosen together by 5-fold
-    # out-of-fold macro-F1 on the 90 % training rows (headwise.intent.tfidf_selection):
+    # rare intents, headwise.intent.decision.prior; tau in 0..1.5) chosen together by 5-fold
+    # out-of-fold macro-F1 on the 90 % training rows (headwise.intent.training.tfidf_selection):
     # macro-F1 weighs CIC's many small intents equally, noisy labels ask for a smaller C,
     # and a smaller C leans further towards the big intents
     "tfidf-lr-prior": dict(model="tfidf", tfidf_c=[1.0, 3.0, 10.0], prior_correction="auto"),
@@ -125,7 +126,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
                                                     norm="layernorm", position="rope",
                                                     distill="tfidf", distill_weight=0.5,
                                                     ensemble=3),
-    # masked-LM self-pretraining on the training texts first (headwise.intent.pretrain;
+    # masked-LM self-pretraining on the training texts first (headwise.intent.training.pretrain;
     # Krishna et al. 2023): a from-scratch Transformer sees each word in few contexts, a
     # BiLSTM's recurrence makes up for that, attention does not; 40 epochs of BERT masking
     # on the same texts, no labels, then the usual fine-tuning
@@ -269,7 +270,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
         texts, labels, cleaning = list(train.texts), list(train.labels), None
         if spec["config"] == "tfidf-clean":  # confident learning drops probable label errors
-            from headwise.intent.cleaning import clean_labels
+            from headwise.intent.training.cleaning import clean_labels
 
             texts, labels, issues = clean_labels(texts, labels, mode="drop", seed=spec["seed"])
             cleaning = issues.to_dict(examples=0)

@@ -17,7 +17,7 @@ HEAVY = ("sklearn", "scipy.linalg", "scipy.stats", "matplotlib", "cleanlab", "pa
     "from headwise.intent import IntentClassifier",
     "from headwise.text import Tokenizer",
     "import headwise.commands.predict",
-    "from headwise.intent.compound import CompoundClassifier",
+    "from headwise.intent.compound.classifier import CompoundClassifier",
     "from headwise.serve.compound_engine import CompoundEngine",
 ])
 def test_the_predict_path_imports_no_heavy_library(statement):

@@ -50,8 +50,8 @@ def _budget(text: str) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from headwise.intent.decision.recalibration import recalibrate, save_calibration
     from headwise.intent.kinds import load_single_label
-    from headwise.intent.recalibration import recalibrate, save_calibration
 
     clf = load_single_label(args.model, "calibrate")
     data = read(args.data, args)

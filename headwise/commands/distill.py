@@ -11,7 +11,7 @@ from headwise.commands._common import add_data_options, check_out_dir, read, rep
 
 #: suffixes of an ``--unlabelled`` file read as CSV / JSON lines (any other: one text a line)
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".ndjson")
-#: the augmentation kinds (``headwise.intent.distillation.AUGMENTATIONS``, repeated here so
+#: the augmentation kinds (``headwise.intent.training.distillation.AUGMENTATIONS``, repeated here so
 #: that building the parser imports nothing heavy; a test keeps the two equal)
 AUGMENTATIONS = ("typo", "drop", "duplicate", "width", "space", "punct")
 
@@ -116,7 +116,7 @@ def read_recipe_fields(path: str) -> dict[str, Any]:
     Raises:
         ValueError: not valid JSON, not an object, unknown keys, or a ``model`` key.
     """
-    from headwise.intent.recipe import IntentRecipe
+    from headwise.intent.training.recipe import IntentRecipe
 
     fields = IntentRecipe.read_config(path)
     if "model" in fields:
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if args.augment_copies is not None and not args.augment:
         raise ValueError("--augment-copies needs --augment (the kinds of noise to add)")
     # imported here, not at start: `headwise --help` stays light
-    from headwise.intent.distillation import distill, parse_student
+    from headwise.intent.training.distillation import distill, parse_student
 
     parse_student(args.student)
     fields = read_recipe_fields(args.config) if args.config else {}

@@ -13,8 +13,8 @@ from headwise.commands._common import (
     read,
     read_compound,
 )
-from headwise.intent.compound import CompoundClassifier
-from headwise.intent.compound_eval import evaluate_compound, format_compound_report
+from headwise.intent.compound.classifier import CompoundClassifier
+from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
 from headwise.intent.ensemble import load_classifier
 from headwise.intent.evaluation import evaluate_classifier, format_report
 

@@ -128,7 +128,7 @@ def long_text_notes(classifier: Any, texts: Sequence[str]) -> list[dict[str, Any
         texts: the texts it is asked about.
     """
     from headwise.intent.classifier import IntentClassifier
-    from headwise.intent.compound import CompoundClassifier
+    from headwise.intent.compound.classifier import CompoundClassifier
     from headwise.intent.ensemble import EnsembleClassifier
 
     members = classifier.members if isinstance(classifier, EnsembleClassifier) else [classifier]
@@ -213,8 +213,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_compound(args: argparse.Namespace, texts: list[str]) -> int:
-    from headwise.intent.compound import CompoundClassifier
-    from headwise.intent.multilabel import Thresholds
+    from headwise.intent.compound.classifier import CompoundClassifier
+    from headwise.intent.compound.thresholds import Thresholds
 
     clf = CompoundClassifier.load(args.model)
     thresholds = None if args.threshold is None else Thresholds(args.threshold)

@@ -17,7 +17,7 @@ from headwise.commands._common import (
 )
 
 if TYPE_CHECKING:
-    from headwise.intent.recipe import IntentRecipe
+    from headwise.intent.training.recipe import IntentRecipe
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +89,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _given_settings(args: argparse.Namespace) -> list[str]:
-    """The training-call settings (``headwise.intent.recipe_paths.SETTING_USES``) given."""
+    """The training-call settings (``headwise.intent.training.recipe_paths.SETTING_USES``) given."""
     given = {"resume": args.resume, "keep_checkpoints": args.keep_checkpoints,
              "per_intent_thresholds": args.per_intent_thresholds, "no_slots": args.no_slots,
              "format": args.format != "auto", "text_column": args.text_column is not None,
@@ -167,9 +167,9 @@ def swap_into(staging: Path, out: Path) -> None:
 def _train(args: argparse.Namespace, out: Path) -> int:
     """Train as the arguments say, writing the classifier into ``out``."""
     # imported here, not at start: `headwise --help` stays light
-    from headwise.intent.builders import default_blend, default_model
-    from headwise.intent.recipe import IntentRecipe, train_intent_classifier
-    from headwise.intent.recipe_paths import check_recipe_paths, recipe_path
+    from headwise.intent.training.builders import default_blend, default_model
+    from headwise.intent.training.recipe import IntentRecipe, train_intent_classifier
+    from headwise.intent.training.recipe_paths import check_recipe_paths, recipe_path
     from headwise.text.annotations import looks_multi_label
     from headwise.text.readers import unseen_labels
 
@@ -247,7 +247,7 @@ def _train(args: argparse.Namespace, out: Path) -> int:
 
 
 def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path) -> int:
-    from headwise.intent.compound_recipe import train_compound_classifier
+    from headwise.intent.compound.training import train_compound_classifier
 
     train = read_compound(args.data, args)
     valid = read_compound(args.valid, args) if args.valid else None

@@ -8,7 +8,7 @@
 * :func:`fit_temperature`, :func:`choose_threshold` — calibration and out-of-scope;
   :func:`recalibrate` — both again on held-out data, for a saved model (``headwise
   calibrate``);
-* :func:`make_detector` (:mod:`headwise.intent.ood`: max_prob, energy, Mahalanobis, kNN),
+* :func:`make_detector` (:mod:`headwise.intent.decision.ood`: max_prob, energy, Mahalanobis, kNN),
   :func:`fit_ood_detector`, :func:`choose_score_threshold` — out-of-scope scores beyond
   the top probability (recipe ``ood_detector``);
 * :func:`apply_prior_correction`, :func:`choose_tau` — logit adjustment towards rare
@@ -22,21 +22,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from headwise._lazy import lazy_names
+from headwise.intent import _moved
+
+_moved.install()  # the modules the regroup moved keep their old names, with a warning
 
 if TYPE_CHECKING:
-    from headwise.intent.calibration import calibrated_probs, fit_temperature
     from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier, IntentPrediction
-    from headwise.intent.distillation import distill
-    from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
-    from headwise.intent.multilabel import (
+    from headwise.intent.compound.thresholds import (
         Thresholds,
         decide,
         multilabel_metrics,
         span_f1,
         tune_thresholds,
     )
-    from headwise.intent.ood import OodDetector, load_detector, make_detector, save_detector
-    from headwise.intent.oos import (
+    from headwise.intent.decision.ood import (
+        OodDetector,
+        load_detector,
+        make_detector,
+        save_detector,
+    )
+    from headwise.intent.decision.oos import (
         ThresholdChoice,
         choose_score_threshold,
         choose_threshold,
@@ -44,47 +49,50 @@ if TYPE_CHECKING:
         score_thresholds,
         threshold_curve,
     )
-    from headwise.intent.prior import apply_prior_correction, choose_tau
-    from headwise.intent.recalibration import Recalibration, fit_ood_detector, recalibrate
-    from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
+    from headwise.intent.decision.prior import apply_prior_correction, choose_tau
+    from headwise.intent.decision.recalibration import Recalibration, fit_ood_detector, recalibrate
+    from headwise.intent.decision.temperature import calibrated_probs, fit_temperature
+    from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
     from headwise.intent.soup import greedy_soup, uniform_soup
+    from headwise.intent.training.distillation import distill
+    from headwise.intent.training.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
 
 #: public name -> the module that defines it, imported on first use (PEP 562), so that
 #: importing one module of this package (a saved classifier's loader, the tokenizer)
 #: does not import every other one and its libraries
 _LAZY: dict[str, str] = {
-    "calibrated_probs": "headwise.intent.calibration",
-    "fit_temperature": "headwise.intent.calibration",
+    "calibrated_probs": "headwise.intent.decision.temperature",
+    "fit_temperature": "headwise.intent.decision.temperature",
     "OUT_OF_SCOPE": "headwise.intent.classifier",
     "IntentClassifier": "headwise.intent.classifier",
     "IntentPrediction": "headwise.intent.classifier",
-    "distill": "headwise.intent.distillation",
+    "distill": "headwise.intent.training.distillation",
     "evaluate_classifier": "headwise.intent.evaluation",
     "format_report": "headwise.intent.evaluation",
     "measure_latency": "headwise.intent.evaluation",
-    "Thresholds": "headwise.intent.multilabel",
-    "decide": "headwise.intent.multilabel",
-    "multilabel_metrics": "headwise.intent.multilabel",
-    "span_f1": "headwise.intent.multilabel",
-    "tune_thresholds": "headwise.intent.multilabel",
-    "OodDetector": "headwise.intent.ood",
-    "load_detector": "headwise.intent.ood",
-    "make_detector": "headwise.intent.ood",
-    "save_detector": "headwise.intent.ood",
-    "ThresholdChoice": "headwise.intent.oos",
-    "choose_score_threshold": "headwise.intent.oos",
-    "choose_threshold": "headwise.intent.oos",
-    "is_oos_label": "headwise.intent.oos",
-    "score_thresholds": "headwise.intent.oos",
-    "threshold_curve": "headwise.intent.oos",
-    "apply_prior_correction": "headwise.intent.prior",
-    "choose_tau": "headwise.intent.prior",
-    "Recalibration": "headwise.intent.recalibration",
-    "fit_ood_detector": "headwise.intent.recalibration",
-    "recalibrate": "headwise.intent.recalibration",
-    "IntentRecipe": "headwise.intent.recipe",
-    "TrainedIntent": "headwise.intent.recipe",
-    "train_intent_classifier": "headwise.intent.recipe",
+    "Thresholds": "headwise.intent.compound.thresholds",
+    "decide": "headwise.intent.compound.thresholds",
+    "multilabel_metrics": "headwise.intent.compound.thresholds",
+    "span_f1": "headwise.intent.compound.thresholds",
+    "tune_thresholds": "headwise.intent.compound.thresholds",
+    "OodDetector": "headwise.intent.decision.ood",
+    "load_detector": "headwise.intent.decision.ood",
+    "make_detector": "headwise.intent.decision.ood",
+    "save_detector": "headwise.intent.decision.ood",
+    "ThresholdChoice": "headwise.intent.decision.oos",
+    "choose_score_threshold": "headwise.intent.decision.oos",
+    "choose_threshold": "headwise.intent.decision.oos",
+    "is_oos_label": "headwise.intent.decision.oos",
+    "score_thresholds": "headwise.intent.decision.oos",
+    "threshold_curve": "headwise.intent.decision.oos",
+    "apply_prior_correction": "headwise.intent.decision.prior",
+    "choose_tau": "headwise.intent.decision.prior",
+    "Recalibration": "headwise.intent.decision.recalibration",
+    "fit_ood_detector": "headwise.intent.decision.recalibration",
+    "recalibrate": "headwise.intent.decision.recalibration",
+    "IntentRecipe": "headwise.intent.training.recipe",
+    "TrainedIntent": "headwise.intent.training.recipe",
+    "train_intent_classifier": "headwise.intent.training.recipe",
     "greedy_soup": "headwise.intent.soup",
     "uniform_soup": "headwise.intent.soup",
 }

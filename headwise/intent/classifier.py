@@ -10,7 +10,7 @@ A saved classifier is a directory written by :func:`headwise.save_pretrained` (m
 config with the intent names, safetensors weights, tokenizer files) plus ``intent.json``
 (temperature, out-of-scope threshold, maximum length, training summary) and, for a
 classifier with an out-of-scope detector other than the top probability
-(:mod:`headwise.intent.ood`: energy, Mahalanobis, k-nearest neighbours), ``ood.json`` +
+(:mod:`headwise.intent.decision.ood`: energy, Mahalanobis, k-nearest neighbours), ``ood.json`` +
 ``ood.safetensors``. Loading never unpickles anything.
 
 Out-of-scope answers: without a detector, a text is out-of-scope when its calibrated top
@@ -37,9 +37,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from headwise.intent.calibration import calibrated_probs
+from headwise.intent.decision.ood import OodDetector, load_detector, remove_detector, save_detector
+from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.kinds import NETWORK, kind_of
-from headwise.intent.ood import OodDetector, load_detector, remove_detector, save_detector
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.text.tokenizer import Tokenizer
@@ -179,7 +179,7 @@ class IntentClassifier(CalibratedClassifier):
         max_length: longest input in tokens (special tokens included); longer texts are
             truncated.
         info: free-form training summary stored in ``intent.json``.
-        ood: an out-of-scope detector (:mod:`headwise.intent.ood`), fitted and with its
+        ood: an out-of-scope detector (:mod:`headwise.intent.decision.ood`), fitted and with its
             threshold chosen, that decides out-of-scope answers instead of ``threshold``;
             None: the top-probability rule.
 
@@ -355,7 +355,7 @@ def check_detector(detector: OodDetector | None, num_labels: int) -> OodDetector
     """``detector`` if a classifier of ``num_labels`` intents can use it (None passes).
 
     Raises:
-        TypeError: not an :class:`~headwise.intent.ood.OodDetector`.
+        TypeError: not an :class:`~headwise.intent.decision.ood.OodDetector`.
         ValueError: not fitted, no threshold, or fitted on another number of intents.
     """
     if detector is None:

@@ -28,7 +28,7 @@ from headwise.intent.evaluation import (
     format_slice_table,
     measure_latency,
 )
-from headwise.intent.recipe import IntentRecipe, train_intent_classifier
+from headwise.intent.training.recipe import IntentRecipe, train_intent_classifier
 from headwise.text.demo_corpus import (
     OOS_LABEL,
     PHENOMENA,

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from headwise.intent.compound_eval import evaluate_compound, format_compound_report
-from headwise.intent.compound_recipe import train_compound_classifier
-from headwise.intent.recipe import IntentRecipe
+from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
+from headwise.intent.compound.training import train_compound_classifier
+from headwise.intent.training.recipe import IntentRecipe
 from headwise.text.annotations import AnnotatedExample, SlotSpan
 from headwise.text.demo_corpus import DemoExample, generate_demo_corpus
 from headwise.text.demo_values import REFERENCE_DATE

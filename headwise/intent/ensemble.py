@@ -45,7 +45,7 @@ class EnsembleClassifier(ProbabilityClassifier):
             the members' mean threshold).
         info: free-form summary saved with the ensemble.
         weights: each member's share of the mean, non-negative and summing to 1 (default:
-            equal shares; :func:`headwise.intent.blending.blend_with_tfidf` chooses them on
+            equal shares; :func:`headwise.intent.training.blending.blend_with_tfidf` chooses them on
             validation data).
 
     Raises:

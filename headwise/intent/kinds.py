@@ -136,7 +136,7 @@ ENSEMBLE = ModelKind(
         "explain": "its members' heads are not one model's; inspect a member",
         "soup": "list its members instead"})
 COMPOUND = ModelKind(
-    "compound", "compound.json", "headwise-compound", "headwise.intent.compound:"
+    "compound", "compound.json", "headwise-compound", "headwise.intent.compound.classifier:"
     "CompoundClassifier", "a compound (multi-label + slots) classifier", multi_label=True,
     missing={
         "onnx": "its slot tags are a second output the export does not carry; "

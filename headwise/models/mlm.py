@@ -12,7 +12,7 @@ tokens instead of all.
 Pre-training on the task's own unlabelled texts before fine-tuning ("self-pretraining",
 Krishna et al. 2023, *Downstream datasets make surprisingly good pretraining corpora*)
 gives a from-scratch Transformer the contextual statistics a BiLSTM's recurrence gets for
-free; :func:`headwise.intent.pretrain.pretrain_encoder` runs it.
+free; :func:`headwise.intent.training.pretrain.pretrain_encoder` runs it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The compound engine: every intent of a text and its slots, batched like intents.
 
-:class:`CompoundEngine` serves a :class:`~headwise.intent.compound.CompoundClassifier`
+:class:`CompoundEngine` serves a :class:`~headwise.intent.compound.classifier.CompoundClassifier`
 (a joint intent + slot model): one forward pass gives the intent logits and one BIO tag
 per token; the tags are decoded into character spans and their values normalised.
 Its answers are those of :meth:`CompoundClassifier.predict
-<headwise.intent.compound.CompoundClassifier.predict>` (the fields of ``to_dict()``, with
+<headwise.intent.compound.classifier.CompoundClassifier.predict>` (the fields of ``to_dict()``, with
 probabilities not rounded), whatever the other rows of the batch: tokenizing, bucketing
 and padding are those of the intent engine
 (:class:`~headwise.serve.bucketing.BucketedEngine`).
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from headwise.intent.compound import CompoundClassifier, CompoundPrediction
-from headwise.intent.multilabel import Thresholds
+from headwise.intent.compound.classifier import CompoundClassifier, CompoundPrediction
+from headwise.intent.compound.thresholds import Thresholds
 from headwise.serve.bucketing import BucketedEngine, EncodedText
 from headwise.serve.runtime import TorchRuntime
 from headwise.text.bio import tags_to_spans, token_offsets
@@ -47,7 +47,7 @@ class JointRow:
 
 def prediction_record(prediction: CompoundPrediction) -> dict[str, Any]:
     """The fields of :meth:`CompoundPrediction.to_dict
-    <headwise.intent.compound.CompoundPrediction.to_dict>`, probabilities not rounded
+    <headwise.intent.compound.classifier.CompoundPrediction.to_dict>`, probabilities not rounded
     (so batched and unbatched answers agree to float precision).
 
     Args:

@@ -12,7 +12,7 @@ Tokenizing, the long-text policy, bucketing and padding are shared with the comp
 engine (:mod:`headwise.serve.bucketing`).
 
 Out-of-scope answers follow the classifier: its top-probability threshold, or its
-out-of-scope detector (:mod:`headwise.intent.ood`) when it has one. A detector that reads
+out-of-scope detector (:mod:`headwise.intent.decision.ood`) when it has one. A detector that reads
 the pooled vectors (Mahalanobis, k-nearest neighbours) gets them from the same forward pass
 (both runtimes return them; a chunked text's are its windows' mean, the vector its head
 reads), so the micro-batcher's rows (:meth:`InferenceEngine.run`) then carry each text's
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from headwise.intent.calibration import calibrated_probs
 from headwise.intent.classifier import IntentClassifier, answers_from_probs
+from headwise.intent.decision.temperature import calibrated_probs
 from headwise.serve.bucketing import (
     MIN_BUCKET,
     BucketedEngine,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from headwise.intent import kinds
 from headwise.intent.classifier import IntentClassifier, ProbabilityClassifier
-from headwise.intent.compound import CompoundClassifier
+from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.models.heap import steady_heap
 from headwise.models.io import WEIGHTS_NAME
 from headwise.serve.compound_engine import CompoundEngine

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.recipe import IntentRecipe, build_intent_model
+from headwise.intent.training.recipe import IntentRecipe, build_intent_model
 from headwise.text.char_level import train_char_tokenizer
 from headwise.text.demo_corpus import generate_demo_corpus
 

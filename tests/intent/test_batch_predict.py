@@ -31,7 +31,7 @@ from headwise.intent.batch_predict import (
     state_path,
 )
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.compound import CompoundClassifier
+from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.models import EncoderClassifier, ModelConfig
 from headwise.models.joint import JointIntentSlotModel
 from headwise.serve.bucketing import length_bucket

@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
-import headwise.intent.blending as blending
-import headwise.intent.recipe as recipe_mod
+import headwise.intent.training.blending as blending
+import headwise.intent.training.recipe as recipe_mod
 from headwise.cli import main
 from headwise.intent import IntentRecipe, train_intent_classifier
-from headwise.intent.blending import (
+from headwise.intent.ensemble import ENSEMBLE_FILE, EnsembleClassifier, load_classifier
+from headwise.intent.tfidf import TfidfClassifier
+from headwise.intent.training.blending import (
     BLEND_WEIGHTS,
     _resampled_scores,
     choose_blend_weight,
     paired_bootstrap_p,
 )
-from headwise.intent.ensemble import ENSEMBLE_FILE, EnsembleClassifier, load_classifier
-from headwise.intent.tfidf import TfidfClassifier
 
 #: four intents, each told by its own keywords among shared filler words: TF-IDF reads
 #: them at once, a one-epoch network at a tiny learning rate cannot
@@ -255,7 +255,7 @@ def test_cli_blend_then_predict_and_eval(tmp_path, capsys):
 
 def test_cli_default_model_adds_the_blend_where_validation_allows(tmp_path, capsys,
                                                                   monkeypatch):
-    from headwise.intent import builders
+    from headwise.intent.training import builders
 
     monkeypatch.setattr(builders, "default_model",
                         lambda texts: ("transformer", "no --model given: test network"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headwise.intent.calibration import calibrated_probs, fit_temperature
+from headwise.intent.decision.temperature import calibrated_probs, fit_temperature
 
 
 def _nll(z, y, t):
@@ -51,7 +51,7 @@ def test_balanced_weights_and_weighted_smoothed_loss():
     import torch.nn.functional as F
     from torch import nn
 
-    from headwise.intent.objective import SmoothedClassification, balanced_class_weights
+    from headwise.intent.training.losses import SmoothedClassification, balanced_class_weights
 
     w = balanced_class_weights([0, 0, 0, 1], 3)
     torch.testing.assert_close(w, torch.tensor([4 / 9, 4 / 3, 1.0]))  # n/(k*count); absent: 1

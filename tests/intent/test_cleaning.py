@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from headwise.intent import IntentRecipe, train_intent_classifier
-from headwise.intent.cleaning import clean_labels, find_label_issues, out_of_fold_probs
+from headwise.intent.training.cleaning import clean_labels, find_label_issues, out_of_fold_probs
 
 WORDS = {
     "card_lost": ["lost", "card", "stolen", "missing", "wallet", "block"],

@@ -10,10 +10,10 @@ import pytest
 import torch
 from sklearn.metrics import f1_score
 
-from headwise.intent.compound import CompoundClassifier
-from headwise.intent.compound_eval import _same, evaluate_compound, value_accuracy
-from headwise.intent.compound_recipe import encode_rows, train_compound_classifier
-from headwise.intent.recipe import IntentRecipe
+from headwise.intent.compound.classifier import CompoundClassifier
+from headwise.intent.compound.evaluation import _same, evaluate_compound, value_accuracy
+from headwise.intent.compound.training import encode_rows, train_compound_classifier
+from headwise.intent.training.recipe import IntentRecipe
 from headwise.text.annotations import AnnotatedExample, SlotSpan
 
 TINY = IntentRecipe(model="transformer", tokenizer="wordpiece", vocab_size=120, max_length=24,
@@ -147,7 +147,7 @@ def test_relative_dates_follow_the_reference_date_of_each_call(trained, monkeypa
 
 
 def test_intent_biases_start_at_the_training_prior(compound_corpus):
-    from headwise.intent.compound_recipe import _build, init_prior_bias
+    from headwise.intent.compound.training import _build, init_prior_bias
 
     intents = sorted({i for e in compound_corpus for i in e.intents})
     model, _ = _build(TINY, [e.text for e in compound_corpus], intents, None)

@@ -82,7 +82,7 @@ def test_predict_reference_date_reaches_the_slot_values(trained, tmp_path, capsy
                                                          monkeypatch):
     from datetime import date
 
-    from headwise.intent.compound import CompoundClassifier
+    from headwise.intent.compound.classifier import CompoundClassifier
 
     _, out = trained
     seen = []

@@ -9,7 +9,7 @@ import pytest
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.demo import DemoSettings, comparison_table, run_demo, slice_verdicts
 from headwise.intent.ensemble import load_classifier
-from headwise.intent.recipe import IntentRecipe
+from headwise.intent.training.recipe import IntentRecipe
 
 
 def test_demo_trains_compares_and_saves_every_model(tmp_path):
@@ -87,7 +87,7 @@ def test_slice_verdicts_name_the_winner_and_the_lead():
 
 
 def test_compound_demo_trains_scores_and_shows_slots(tmp_path):
-    from headwise.intent.compound import CompoundClassifier
+    from headwise.intent.compound.classifier import CompoundClassifier
     from headwise.intent.demo_compound import DEMO_NUMBER_HEADS, run_compound_demo
     from headwise.text.demo_values import REFERENCE_DATE
 

@@ -1,4 +1,4 @@
-"""Distillation (headwise.intent.distillation, ``headwise distill``): the KL term against a
+"""Distillation (headwise.intent.training.distillation, ``headwise distill``): the KL term against a
 float64 reference and PyTorch's own ``kl_div``, the soft-target-only gradient by hand, the
 augmentations, the soft-target cache and unlabelled texts, a crash and resume against an
 uninterrupted run, the truncated student against transformers' own hidden states, and the
@@ -20,9 +20,10 @@ from safetensors.torch import load_file
 from tiny_corpus import INTENTS
 
 from headwise.cli import main
-from headwise.intent import IntentRecipe, distill, objective
-from headwise.intent import distillation as D
-from headwise.intent.objective import NO_LABEL, SmoothedClassification, distillation_loss
+from headwise.intent import IntentRecipe, distill
+from headwise.intent.training import distillation as D
+from headwise.intent.training import losses as objective
+from headwise.intent.training.losses import NO_LABEL, SmoothedClassification, distillation_loss
 from headwise.text.negation_tokens import NEGATION_CHARACTERS
 
 ROWS = [(t, k) for k, ts in INTENTS.items() for t in ts]
@@ -275,7 +276,7 @@ def test_truncated_student_keeps_the_teachers_first_layers(tmp_path):
     from hf_checkpoints import MIXED, xlmr_unigram
 
     from headwise.intent import IntentClassifier
-    from headwise.intent.trimming import trim_for_task
+    from headwise.intent.training.trimming import trim_for_task
     from headwise.loading import from_pretrained
 
     hf_dir = xlmr_unigram(tmp_path / "xlmr")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from headwise.intent import IntentClassifier, evaluate_classifier
-from headwise.intent.calibration import calibrated_probs
+from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.ensemble import EnsembleClassifier
 from headwise.models import EncoderClassifier, preset
 from headwise.text import train_tokenizer

@@ -63,7 +63,7 @@ def test_the_builtin_kinds_are_found_and_loaded(saved, compound_corpus, tmp_path
 
 def test_networks_and_compound_classifiers_by_their_files(tmp_path, compound_corpus):
     from headwise.intent import IntentRecipe, train_intent_classifier
-    from headwise.intent.compound_recipe import train_compound_classifier
+    from headwise.intent.compound.training import train_compound_classifier
 
     small = dict(d_model=16, num_layers=1, num_heads=2, d_ff=32, epochs=1, progress=False,
                  max_length=16)

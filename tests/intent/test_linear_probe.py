@@ -8,7 +8,11 @@ import torch
 from sklearn.linear_model import LogisticRegression
 
 from headwise.intent import IntentRecipe, train_intent_classifier
-from headwise.intent.linear_probe import fit_linear_probe, fit_logistic_regression, pooled_features
+from headwise.intent.training.linear_probe import (
+    fit_linear_probe,
+    fit_logistic_regression,
+    pooled_features,
+)
 from headwise.models import BiLSTMClassifier, EncoderClassifier, preset
 from headwise.text.demo_corpus import generate_demo_corpus
 

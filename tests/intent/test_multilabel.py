@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score, precision_recall_fscore_support
 
-from headwise.intent.multilabel import (
+from headwise.intent.compound.thresholds import (
     DEFAULT_GRID,
     Thresholds,
     decide,

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from headwise.intent.objective import SmoothedClassification, generalized_cross_entropy
+from headwise.intent.training.losses import SmoothedClassification, generalized_cross_entropy
 
 
 class Fixed(torch.nn.Module):
@@ -106,7 +106,7 @@ def test_recipe_trains_with_gce_and_selects_on_macro_f1(tmp_path):
 
 
 def test_teacher_target_matches_the_formula_and_reaches_the_model():
-    from headwise.intent.objective import soft_target_loss
+    from headwise.intent.training.losses import soft_target_loss
 
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(5, 4, generator=g, dtype=torch.float64)
@@ -135,7 +135,8 @@ def test_teacher_target_matches_the_formula_and_reaches_the_model():
 
 
 def test_recipe_distils_from_out_of_fold_tfidf(tmp_path, monkeypatch):
-    from headwise.intent import IntentRecipe, objective, train_intent_classifier
+    from headwise.intent import IntentRecipe, train_intent_classifier
+    from headwise.intent.training import losses as objective
 
     seen = []
     real = objective.soft_target_loss

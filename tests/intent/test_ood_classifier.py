@@ -21,9 +21,15 @@ from tiny_corpus import INTENTS
 from headwise.cli import main
 from headwise.intent import IntentRecipe, train_intent_classifier
 from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier
-from headwise.intent.ood import OOD_ARRAYS, OOD_FILE, EnergyDetector, KnnDetector, make_detector
-from headwise.intent.oos import choose_score_threshold
-from headwise.intent.recalibration import fit_ood_detector, recalibrate, save_calibration
+from headwise.intent.decision.ood import (
+    OOD_ARRAYS,
+    OOD_FILE,
+    EnergyDetector,
+    KnnDetector,
+    make_detector,
+)
+from headwise.intent.decision.oos import choose_score_threshold
+from headwise.intent.decision.recalibration import fit_ood_detector, recalibrate, save_calibration
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.models import EncoderClassifier, ModelConfig
 from headwise.text.tokenizer import Tokenizer
@@ -141,7 +147,7 @@ def test_save_and_load_keep_the_detector_and_a_plain_save_removes_it(tmp_path):
     # an intent.json that names no detector ignores stray detector files (an older save)
     det = EnergyDetector().fit(None, plain.logits(TEXTS), None)
     det.threshold = 100.0  # would reject everything
-    from headwise.intent.ood import save_detector
+    from headwise.intent.decision.ood import save_detector
 
     save_detector(det, out)
     assert IntentClassifier.load(out).ood is None

@@ -12,7 +12,7 @@ from scipy.special import logsumexp, softmax
 from sklearn.covariance import EmpiricalCovariance, LedoitWolf
 from sklearn.neighbors import NearestNeighbors
 
-from headwise.intent.ood import (
+from headwise.intent.decision.ood import (
     DETECTORS,
     OOD_ARRAYS,
     OOD_FILE,
@@ -108,7 +108,7 @@ def test_knn_is_the_kth_neighbour_distance_of_normalised_vectors(k):
 
 
 def test_knn_chunks_give_the_same_answer(monkeypatch):
-    import headwise.intent.ood.knn as knn
+    import headwise.intent.decision.ood.knn as knn
 
     det = _fitted("knn", k=3)
     whole = det.score(QUERIES, None)

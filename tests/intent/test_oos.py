@@ -7,15 +7,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from headwise.intent.examples import validation_split
-from headwise.intent.oos import (
+from headwise.intent.decision.oos import (
     choose_score_threshold,
     choose_threshold,
     is_oos_label,
     score_thresholds,
     threshold_curve,
 )
-from headwise.intent.recalibration import calibrate_on_validation
+from headwise.intent.decision.recalibration import calibrate_on_validation
+from headwise.intent.training.data import validation_split
 
 # five in-scope rows (three right) and two out-of-scope rows
 CONF = np.array([0.9, 0.8, 0.6, 0.5, 0.4, 0.3, 0.55])

@@ -104,7 +104,7 @@ def test_soup_and_ensemble_of_two_seeds(trained, xlmr, tmp_path):
 
 
 def test_compound_classifier_on_a_chinese_bert(tmp_path):
-    from headwise.intent.compound_recipe import train_compound_classifier
+    from headwise.intent.compound.training import train_compound_classifier
     from headwise.text.annotations import AnnotatedExample, SlotSpan
 
     directory = chinese_bert(tmp_path / "bert")
@@ -128,7 +128,7 @@ def test_compound_classifier_on_a_chinese_bert(tmp_path):
 
 
 def test_default_model_is_the_strongest_installed_encoder(monkeypatch):
-    from headwise.intent import builders
+    from headwise.intent.training import builders
     from headwise.models import catalog
 
     installed = {"multilingual-e5-small": True, "all-minilm-l6-v2": True}
@@ -146,7 +146,7 @@ def test_default_model_is_the_strongest_installed_encoder(monkeypatch):
 
 
 def test_pretrained_names_resolve_or_say_what_to_install(monkeypatch, tmp_path):
-    from headwise.intent.builders import resolve_pretrained
+    from headwise.intent.training.builders import resolve_pretrained
     from headwise.models import catalog
 
     assert resolve_pretrained(str(tmp_path)) == tmp_path
@@ -163,7 +163,7 @@ def test_train_without_model_takes_the_default_and_says_so(xlmr, tmp_path, monke
     import json
 
     from headwise.cli import main
-    from headwise.intent import builders
+    from headwise.intent.training import builders
 
     monkeypatch.setattr(builders, "default_model",
                         lambda texts: (f"pretrained:{xlmr}", "no --model given: test encoder"))

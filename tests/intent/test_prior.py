@@ -12,16 +12,16 @@ from tiny_corpus import INTENTS
 
 from headwise.intent import IntentRecipe, train_intent_classifier
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.ensemble import load_classifier
-from headwise.intent.prior import (
+from headwise.intent.decision.prior import (
     TAUS,
     apply_prior_correction,
     choose_tau,
     correct_on_validation,
     log_prior,
 )
+from headwise.intent.ensemble import load_classifier
 from headwise.intent.tfidf import TfidfClassifier
-from headwise.intent.tfidf_selection import fit_tfidf, fit_tfidf_selected
+from headwise.intent.training.tfidf_selection import fit_tfidf, fit_tfidf_selected
 from headwise.models import EncoderClassifier, ModelConfig
 from headwise.text.tokenizer import Tokenizer
 
@@ -125,7 +125,7 @@ def test_cross_validated_choice_matches_scikit_learn():
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
     from sklearn.pipeline import make_pipeline
 
-    from headwise.intent.cleaning import tfidf_features
+    from headwise.intent.training.cleaning import tfidf_features
 
     rows = ROWS + [("card please", "card_lost"), ("balance please", "balance")]
     texts, labels = [t for t, _ in rows], [y for _, y in rows]

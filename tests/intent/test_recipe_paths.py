@@ -1,6 +1,6 @@
 """Every recipe field and training option on every training path: honoured (the value
 reaches the tokenizer, the model, the Trainer or the fit it configures), or refused with a
-message naming the field and the path (``headwise.intent.recipe_paths``)."""
+message naming the field and the path (``headwise.intent.training.recipe_paths``)."""
 
 from __future__ import annotations
 
@@ -16,21 +16,21 @@ import torch.nn.functional as F
 from sklearn.utils.class_weight import compute_class_weight
 from tiny_corpus import INTENTS
 
-import headwise.intent.cleaning
-import headwise.intent.compound_recipe as compound_mod
-import headwise.intent.recipe as recipe_mod
-import headwise.intent.trimming
+import headwise.intent.compound.training as compound_mod
+import headwise.intent.training.cleaning
+import headwise.intent.training.recipe as recipe_mod
+import headwise.intent.training.trimming
 import headwise.text
 from headwise.cli import build_parser, main
 from headwise.intent import IntentRecipe, train_intent_classifier
-from headwise.intent.builders import build_intent_model
-from headwise.intent.compound_recipe import (
+from headwise.intent.compound.training import (
     CompoundObjective,
     balanced_multilabel_weights,
     multilabel_intent_loss,
     train_compound_classifier,
 )
-from headwise.intent.recipe_paths import (
+from headwise.intent.training.builders import build_intent_model
+from headwise.intent.training.recipe_paths import (
     COMPOUND,
     COMPOUND_PRETRAINED,
     NEEDS,
@@ -282,7 +282,7 @@ def test_every_field_the_path_uses_reaches_its_training(path, encoder_dir, compo
                                         "calibrate_on_validation", "validation_split")),
                           (compound_mod, ("Trainer", "pretrain_encoder")),
                           (headwise.text, ("train_tokenizer",)),
-                          (headwise.intent.trimming, ("trim_for_task",))):
+                          (headwise.intent.training.trimming, ("trim_for_task",))):
         for name in names:
             spy.wrap(module, name)
     # blend excludes ood_detector 'energy' (the blend answers out-of-scope on its own top
@@ -464,7 +464,7 @@ def test_cli_label_smoothing_reaches_the_recipe(multi_label, tmp_path, monkeypat
 def test_the_readme_holds_the_recipe_table_of_the_code():
     from pathlib import Path
 
-    from headwise.intent.recipe_paths import recipe_table
+    from headwise.intent.training.recipe_paths import recipe_table
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     table = readme.split("<!-- recipe-fields:begin -->\n", 1)[1].split(

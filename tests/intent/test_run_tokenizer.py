@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from tiny_corpus import INTENTS
 
-from headwise.intent.builders import run_tokenizer
-from headwise.intent.recipe import IntentRecipe, train_intent_classifier
+from headwise.intent.training.builders import run_tokenizer
+from headwise.intent.training.recipe import IntentRecipe, train_intent_classifier
 
 ROWS = [(t, k) for k, ts in INTENTS.items() for t in ts] * 3
 TEXTS = [t for t, _ in ROWS]

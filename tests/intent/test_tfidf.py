@@ -11,10 +11,10 @@ from tiny_corpus import INTENTS as EN
 
 from headwise.cli import main
 from headwise.intent import IntentRecipe, train_intent_classifier
-from headwise.intent.calibration import calibrated_probs
-from headwise.intent.cleaning import tfidf_features
+from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.ensemble import EnsembleClassifier, load_classifier
 from headwise.intent.tfidf import TFIDF_FILE, TfidfClassifier
+from headwise.intent.training.cleaning import tfidf_features
 
 ZH = {
     "退款": ["我要退款", "怎么申请退款", "退款什么时候到账", "钱退回来了吗", "帮我退一下款"],
@@ -97,7 +97,7 @@ def test_errors(tmp_path):
         TfidfClassifier.load(d)
     with pytest.raises(ValueError, match="linear_probe"):
         IntentRecipe(model="tfidf", linear_probe=True)
-    from headwise.intent.compound_recipe import train_compound_classifier
+    from headwise.intent.compound.training import train_compound_classifier
 
     with pytest.raises(ValueError, match="not a TF-IDF model"):
         train_compound_classifier([], None, IntentRecipe(model="tfidf"), out_dir=tmp_path / "c")

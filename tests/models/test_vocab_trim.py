@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import headwise
-from headwise.intent.trimming import kept_token_ids, trim_for_task
+from headwise.intent.training.trimming import kept_token_ids, trim_for_task
 from headwise.models.vocab_trim import trim_vocabulary
 
 transformers = pytest.importorskip("transformers")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from serve_helpers import TEXTS, post_concurrently
 
-from headwise.intent.calibration import calibrated_probs
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.decision.temperature import calibrated_probs
 from headwise.serve import (
     BatcherClosed,
     InferenceEngine,

@@ -146,8 +146,8 @@ def test_the_old_model_serves_while_the_new_one_loads(encoder_dir, other_encoder
 
 
 def _compound_dir(path):
-    from headwise.intent.compound import CompoundClassifier
-    from headwise.intent.multilabel import Thresholds
+    from headwise.intent.compound.classifier import CompoundClassifier
+    from headwise.intent.compound.thresholds import Thresholds
     from headwise.models import ModelConfig
     from headwise.models.joint import JointIntentSlotModel
 

@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 from serve_helpers import post_concurrently, wait_ready
 
 from headwise.cli import main
-from headwise.intent.compound import CompoundClassifier
-from headwise.intent.compound_recipe import train_compound_classifier
-from headwise.intent.multilabel import Thresholds
-from headwise.intent.recipe import IntentRecipe
+from headwise.intent.compound.classifier import CompoundClassifier
+from headwise.intent.compound.thresholds import Thresholds
+from headwise.intent.compound.training import train_compound_classifier
+from headwise.intent.training.recipe import IntentRecipe
 from headwise.models import ModelConfig
 from headwise.models.joint import JointIntentSlotModel
 from headwise.serve import CompoundEngine, ServeConfig, TorchRuntime, create_app, load_engine
@@ -264,7 +264,7 @@ def test_the_engine_follows_the_directory_kind(compound_dir, encoder_dir):
 def test_relative_dates_count_from_the_request_reference_date(cclient, monkeypatch):
     from datetime import date
 
-    from headwise.intent.compound import CompoundClassifier
+    from headwise.intent.compound.classifier import CompoundClassifier
 
     seen = []
     real = CompoundClassifier.resolve_slots.__func__

@@ -103,7 +103,7 @@ def test_demo_jsonl_layout_label_oos_and_plain_label(tmp_path):
 def test_every_out_of_scope_name_the_readers_accept_is_no_intent(tmp_path):
     """One definition of the out-of-scope label (headwise.text.labels) for the single-label
     readers and the annotated one alike."""
-    from headwise.intent.oos import OOS_LABELS as INTENT_OOS_LABELS
+    from headwise.intent.decision.oos import OOS_LABELS as INTENT_OOS_LABELS
     from headwise.text.labels import OOS_LABELS, is_oos_label
 
     assert INTENT_OOS_LABELS is OOS_LABELS

@@ -7,7 +7,7 @@ from functools import partial
 import pytest
 import torch
 
-from headwise.intent.objective import SmoothedClassification
+from headwise.intent.training.losses import SmoothedClassification
 from headwise.models import EncoderClassifier, ModelConfig
 from headwise.text.batching import pad_collate
 from headwise.train.estimate import TrainingEstimate, estimate_training

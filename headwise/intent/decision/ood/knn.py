@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.ood.base import OodDetector
+from headwise.intent.decision.ood.base import OodDetector
 
 #: queries per matrix product (bounds the (chunk, bank) similarity block's memory)
 CHUNK = 1024

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.ood.base import OodDetector
+from headwise.intent.decision.ood.base import OodDetector
 
 COVARIANCES = ("empirical", "ledoit_wolf")
 

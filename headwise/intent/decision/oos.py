@@ -2,7 +2,7 @@
 
 A closed-set classifier always names one of its intents, even for "what's the weather".
 Below a threshold on the calibrated top probability (or on another in-scope score of
-:mod:`headwise.intent.ood`: the energy score, a Mahalanobis or nearest-neighbour distance)
+:mod:`headwise.intent.decision.ood`: the energy score, a Mahalanobis or nearest-neighbour distance)
 the intent system answers *out-of-scope* instead of guessing. The threshold is chosen on
 validation data (:func:`choose_threshold` for the probability, :func:`choose_score_threshold`
 for any score where higher means more in-scope):
@@ -49,7 +49,7 @@ class ThresholdChoice:
         reject_rate: share of in-scope examples rejected.
         n_in_scope, n_oos: validation counts.
         score: the score thresholded: ``"max_prob"`` (the calibrated top probability) or
-            the name of an out-of-scope detector (:mod:`headwise.intent.ood`).
+            the name of an out-of-scope detector (:mod:`headwise.intent.decision.ood`).
     """
 
     threshold: float

@@ -4,7 +4,7 @@ A detector turns what a classifier computes for a text — the logits and the po
 its head reads — into an *in-scope score*: higher means more like the training data, so one
 rule serves them all: a text is out-of-scope when its score is below the detector's
 ``threshold`` (chosen on validation data by
-:func:`~headwise.intent.oos.choose_score_threshold`)::
+:func:`~headwise.intent.decision.oos.choose_score_threshold`)::
 
     det = make_detector("knn").fit(train_features, train_logits, train_labels)
     det.threshold = choose_score_threshold(det.score(vf, vl), correct, oos).threshold
@@ -13,7 +13,7 @@ rule serves them all: a text is out-of-scope when its score is below the detecto
 Detectors that read only the logits (``needs_features`` False) take ``features=None``, and
 those that read only the features take ``logits=None``. :meth:`OodDetector.to_state`
 gives a JSON-ready dict and the fitted arrays (saved as safetensors by
-:mod:`headwise.intent.ood.persistence`).
+:mod:`headwise.intent.decision.ood.persistence`).
 """
 
 from __future__ import annotations

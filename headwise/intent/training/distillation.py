@@ -12,7 +12,7 @@ al. 2015), behind ``headwise distill``::
   output directory (``teacher_targets.json`` + ``teacher_targets.safetensors``, keyed by
   text and by the teacher's fingerprint), so a resumed run reads them back instead of
   running the teacher again. The student learns from them through
-  :func:`~headwise.intent.objective.distillation_loss`: ``T**2`` times the KL divergence at
+  :func:`~headwise.intent.training.losses.distillation_loss`: ``T**2`` times the KL divergence at
   temperature ``T``, mixed with the gold label's cross-entropy (``alpha``: the soft term's
   share) on labelled rows, alone on rows without a label.
 * **Unlabelled texts** (a production log, say) are rows with a soft target and no label;
@@ -31,7 +31,7 @@ al. 2015), behind ``headwise distill``::
   encoder with its vocabulary trimmed to the texts' tokens plus the recipe's reserve
   (``trim_vocab``).
 
-Training is :func:`~headwise.intent.recipe.train_intent_classifier`'s (the Trainer's
+Training is :func:`~headwise.intent.training.recipe.train_intent_classifier`'s (the Trainer's
 progress bars, atomic checkpoints, exact resume and seeded determinism), with the soft
 targets passed in (``soft_targets``); the student is a normal classifier: calibrated and
 thresholded on the validation data, exported to ONNX, served and predicted as any other.
@@ -61,10 +61,10 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from headwise.intent.classifier import CalibratedClassifier, IntentClassifier, ProbabilityClassifier
-from headwise.intent.examples import in_scope, texts_and_labels, validation_split
 from headwise.intent.kinds import load_single_label
-from headwise.intent.objective import SoftTargets
-from headwise.intent.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
+from headwise.intent.training.data import in_scope, texts_and_labels, validation_split
+from headwise.intent.training.losses import SoftTargets
+from headwise.intent.training.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
 from headwise.loading import save_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
@@ -481,7 +481,7 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
         out_dir: where the student is saved (with the soft-target cache and, while
             training, ``checkpoints/``).
         student: ``"transformer"``, ``"bilstm"`` or ``"truncate:K"`` (:data:`STUDENTS`).
-        recipe: the student's :class:`~headwise.intent.recipe.IntentRecipe`, or its fields
+        recipe: the student's :class:`~headwise.intent.training.recipe.IntentRecipe`, or its fields
             as a dict (sizes, epochs, ...: a dict can hold the fields of the student's path
             that a recipe of the default model refuses, a BiLSTM's or a pretrained
             encoder's); the student decides the ``model`` (another one is refused).
@@ -500,7 +500,7 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
             training's own).
 
     Returns:
-        The :class:`~headwise.intent.recipe.TrainedIntent` of the student.
+        The :class:`~headwise.intent.training.recipe.TrainedIntent` of the student.
 
     Raises:
         ValueError: a bad option (named), a compound teacher, a truncated student of a

@@ -26,8 +26,15 @@ from typing import Any
 
 import torch
 
-from headwise.intent.blending import blend_with_tfidf
-from headwise.intent.builders import (
+from headwise.intent.classifier import IntentClassifier
+from headwise.intent.decision.ood import check_detector_spec
+from headwise.intent.decision.oos import ThresholdChoice
+from headwise.intent.decision.prior import correct_on_validation
+from headwise.intent.decision.recalibration import calibrate_on_validation, fit_ood_detector
+from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.tfidf import TfidfClassifier
+from headwise.intent.training.blending import blend_with_tfidf
+from headwise.intent.training.builders import (
     build_intent_model,
     describe_pretrained,
     load_pretrained_for_task,
@@ -35,32 +42,25 @@ from headwise.intent.builders import (
     run_tokenizer,
     train_config,
 )
-from headwise.intent.classifier import IntentClassifier
-from headwise.intent.cleaning import CLEANING_MODES, clean_labels, out_of_fold_probs
-from headwise.intent.ensemble import EnsembleClassifier
-from headwise.intent.examples import encode_texts, in_scope, texts_and_labels, validation_split
-from headwise.intent.linear_probe import fit_linear_probe
-from headwise.intent.objective import (
+from headwise.intent.training.cleaning import CLEANING_MODES, clean_labels, out_of_fold_probs
+from headwise.intent.training.data import encode_texts, in_scope, texts_and_labels, validation_split
+from headwise.intent.training.linear_probe import fit_linear_probe
+from headwise.intent.training.losses import (
     NO_LABEL,
     SmoothedClassification,
     SoftTargets,
     balanced_class_weights,
     validation_metrics,
 )
-from headwise.intent.ood import check_detector_spec
-from headwise.intent.oos import ThresholdChoice
-from headwise.intent.pretrain import pretrain_encoder
-from headwise.intent.prior import correct_on_validation
-from headwise.intent.recalibration import calibrate_on_validation, fit_ood_detector
-from headwise.intent.recipe_fields import check_field_types
-from headwise.intent.recipe_paths import (
+from headwise.intent.training.pretrain import pretrain_encoder
+from headwise.intent.training.recipe_fields import check_field_types
+from headwise.intent.training.recipe_paths import (
     check_recipe_paths,
     check_valid_fraction,
     kind_paths,
     recipe_path,
 )
-from headwise.intent.tfidf import TfidfClassifier
-from headwise.intent.tfidf_selection import fit_tfidf
+from headwise.intent.training.tfidf_selection import fit_tfidf
 from headwise.text.batching import pad_collate
 from headwise.train import Trainer, load_model_weights
 from headwise.train.estimate import estimate_training
@@ -73,7 +73,7 @@ class IntentRecipe:
     """How to build and train an intent classifier (``--config FILE`` is this as JSON).
 
     Each training path uses some of these fields (the table
-    :data:`~headwise.intent.recipe_paths.USES`); a field that the recipe's path does not
+    :data:`~headwise.intent.training.recipe_paths.USES`); a field that the recipe's path does not
     use is refused when it differs from its default, at construction when no path of the
     model kind uses it, else when training starts (``headwise train`` also refuses one
     that it was given on purpose, in ``--config`` or as an option, even at its default).
@@ -98,50 +98,50 @@ class IntentRecipe:
         lstm_embed_dim, lstm_hidden, lstm_pooling: the BiLSTM's shape.
         epochs, batch_size, lr, weight_decay, warmup_ratio, schedule, patience, seed:
             training (see TrainConfig; ``epochs`` / ``lr`` None: the kind's
-            :data:`~headwise.intent.builders.DEFAULT_EPOCHS` /
-            :data:`~headwise.intent.builders.DEFAULT_LR`: a pretrained encoder fine-tunes in
-            a few epochs, a from-scratch network needs many).
+            :data:`~headwise.intent.training.builders.DEFAULT_EPOCHS` /
+            :data:`~headwise.intent.training.builders.DEFAULT_LR`: a pretrained encoder
+            fine-tunes in a few epochs, a from-scratch network needs many).
         input_prefix: text read before every input of a pretrained encoder (e5 was trained
             with ``"query: "``); None: the checkpoint's own (its ``headwise_source.json``),
             ``""``: none. Saved in the classifier's tokenizer, so predict and serve apply it.
         trim_vocab: vocabulary trimming of a pretrained encoder
             (:mod:`headwise.models.vocab_trim`): ``"auto"`` trims a vocabulary of more than
-            :data:`~headwise.intent.trimming.TRIM_ABOVE` ids (multilingual ones) to the
-            training texts' tokens plus the :data:`~headwise.intent.trimming.
+            :data:`~headwise.intent.training.trimming.TRIM_ABOVE` ids (multilingual ones) to the
+            training texts' tokens plus the :data:`~headwise.intent.training.trimming.
             DEFAULT_RESERVE` most frequent pieces; a number is that reserve (trimming any
             vocabulary); ``"none"`` keeps every row.
         label_smoothing: cross-entropy label smoothing; compound training smooths each
             intent's sigmoid target the same way, ``y * (1 - eps) + eps / 2``.
         gce_q: None (cross-entropy), or the ``q`` in (0, 1] of the noise-robust generalized
-            cross-entropy (:func:`~headwise.intent.objective.generalized_cross_entropy`).
+            cross-entropy (:func:`~headwise.intent.training.losses.generalized_cross_entropy`).
         distill: ``"none"``, or ``"tfidf"``: mix into every training target the intent
             probabilities of a TF-IDF model that did not see the example (5-fold
-            out-of-fold, :func:`~headwise.intent.cleaning.out_of_fold_probs`): on noisy
+            out-of-fold, :func:`~headwise.intent.training.cleaning.out_of_fold_probs`): on noisy
             labels, a mislabelled example is pulled towards what the rest of the data says.
         distill_weight: the teacher's share of the target, in [0, 1].
         blend: ``"none"``, or ``"tfidf"``: after training a network, fit a TF-IDF model
             (``tfidf_c``, ``prior_correction``, ``class_weighting``) on the same rows and
             blend the two models' probabilities with the TF-IDF share in 0-0.9 that scores
-            best by ``select_on`` on the validation data (:mod:`headwise.intent.blending`);
+            best by ``select_on`` on the validation data (:mod:`headwise.intent.training.blending`);
             share 0 keeps the network alone, any other saves a weighted ensemble of the two.
         select_on: the validation metric that picks the best epoch and stops early:
             ``"accuracy"`` or ``"macro_f1"``.
         pretrain_epochs: epochs of masked-LM self-pretraining on the training texts before
-            fine-tuning (:mod:`headwise.intent.pretrain`; Transformer only; 0: none).
+            fine-tuning (:mod:`headwise.intent.training.pretrain`; Transformer only; 0: none).
         pretrain_lr: its peak learning rate (None: ``lr``'s value).
         pretrain_mask_prob: the share of tokens it masks.
         linear_probe: before fine-tuning, fit the head alone on the frozen encoder's
-            pooled vectors (LP-FT, :mod:`headwise.intent.linear_probe`; not the BiLSTM).
+            pooled vectors (LP-FT, :mod:`headwise.intent.training.linear_probe`; not the BiLSTM).
         probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
         tfidf_c: the TF-IDF model's inverse L2 strength, or a list of candidates chosen by
-            5-fold out-of-fold macro-F1 (:mod:`headwise.intent.tfidf_selection`); also the
+            5-fold out-of-fold macro-F1 (:mod:`headwise.intent.training.tfidf_selection`); also the
             blended TF-IDF model's (``blend``).
         prior_correction: logit adjustment towards rare intents, for macro-F1
-            (:mod:`headwise.intent.prior`): ``"none"``, a fixed ``tau >= 0``, or ``"auto"``:
-            ``tau`` chosen by macro-F1, out-of-fold for a TF-IDF model, on the validation
-            data for a network.
+            (:mod:`headwise.intent.decision.prior`): ``"none"``, a fixed ``tau >= 0``, or
+            ``"auto"``: ``tau`` chosen by macro-F1, out-of-fold for a TF-IDF model, on the
+            validation data for a network.
         label_cleaning: ``"none"``, or ``"drop"`` / ``"relabel"`` the training examples
-            that confident learning flags as mislabelled (:mod:`headwise.intent.cleaning`;
+            that confident learning flags as mislabelled (:mod:`headwise.intent.training.cleaning`;
             the validation data is left as given).
         class_weighting: ``"none"`` or ``"balanced"`` (each intent's loss weighted by
             ``n / (intents * count)``, for imbalanced data scored by macro-F1; in compound
@@ -158,7 +158,7 @@ class IntentRecipe:
             that reject at most this share of the in-scope validation queries (None: no
             limit). Default 5 %: the balanced optimum alone rejected 18-24 % of the demo's
             in-scope questions of held-out phrasing.
-        ood_detector: the out-of-scope score (:mod:`headwise.intent.ood`): ``"max_prob"``
+        ood_detector: the out-of-scope score (:mod:`headwise.intent.decision.ood`): ``"max_prob"``
             (the calibrated top probability, the default until ``benchmarks/oos.py`` has
             measured the others), ``"energy"``, ``"mahalanobis"``,
             ``"mahalanobis:ledoit_wolf"`` (a shrunk covariance), ``"knn"`` or ``"knn:K"``;
@@ -366,10 +366,10 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         report: called with one-line notes before and during training (the pretrained
             checkpoint's description, trimming, the measured estimate of the training
             time); ``headwise train`` passes ``print``.
-        soft_targets: a teacher's targets (:class:`~headwise.intent.objective.SoftTargets`,
-            from :func:`headwise.intent.distillation.distill`): the network gets the
+        soft_targets: a teacher's targets (:class:`~headwise.intent.training.losses.SoftTargets`,
+            from :func:`headwise.intent.training.distillation.distill`): the network gets the
             teacher's intents, learns from the teacher's logits on every row
-            (:func:`~headwise.intent.objective.distillation_loss`) and from its extra rows
+            (:func:`~headwise.intent.training.losses.distillation_loss`) and from its extra rows
             (unlabelled texts, augmented copies), whose texts also build the tokenizer or
             the kept vocabulary; recorded in ``info["distill"]``.
 
@@ -379,7 +379,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     Raises:
         ValueError: fewer than two intents, or unlabelled rows; a recipe field or setting
             (``resume``, ``keep_checkpoints``) that the recipe's path does not use
-            (:func:`~headwise.intent.recipe_paths.check_recipe_paths`), or a
+            (:func:`~headwise.intent.training.recipe_paths.check_recipe_paths`), or a
             ``valid_fraction`` beside ``valid``.
     """
     recipe = recipe or IntentRecipe()

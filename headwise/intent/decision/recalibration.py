@@ -6,12 +6,12 @@ can also be calibrated again later (:func:`recalibrate`, ``headwise calibrate``)
 trained with no validation data (``--no-valid``), a model soup (whose temperature is only
 the mean of its members'), an ensemble (whose threshold is the mean of its members'), or
 any model once a fresh sample of real traffic has been labelled. The temperature is fitted
-on the in-scope rows (Guo et al. 2017, :func:`~headwise.intent.calibration.fit_temperature`)
-and changes no prediction; the threshold is chosen as in :mod:`headwise.intent.oos`.
-Ensembles average calibrated members and have no temperature of their own: only their
-threshold is chosen.
+on the in-scope rows (Guo et al. 2017,
+:func:`~headwise.intent.decision.temperature.fit_temperature`) and changes no prediction;
+the threshold is chosen as in :mod:`headwise.intent.decision.oos`. Ensembles average
+calibrated members and have no temperature of their own: only their threshold is chosen.
 
-A network classifier may hold an out-of-scope detector (:mod:`headwise.intent.ood`):
+A network classifier may hold an out-of-scope detector (:mod:`headwise.intent.decision.ood`):
 :func:`fit_ood_detector` fits one on the training rows and chooses its threshold on the
 validation rows (training's last step, recipe ``ood_detector``); :func:`recalibrate`
 chooses the stored detector's threshold again, on the same rows as the temperature.
@@ -29,20 +29,20 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import f1_score
 
-from headwise.intent.calibration import calibrated_probs, fit_temperature
 from headwise.intent.classifier import (
     CalibratedClassifier,
     IntentClassifier,
     ProbabilityClassifier,
 )
-from headwise.intent.kinds import metadata_path
-from headwise.intent.ood import OodDetector, make_detector, save_detector
-from headwise.intent.oos import (
+from headwise.intent.decision.ood import OodDetector, make_detector, save_detector
+from headwise.intent.decision.oos import (
     ThresholdChoice,
     choose_score_threshold,
     choose_threshold,
     is_oos_label,
 )
+from headwise.intent.decision.temperature import calibrated_probs, fit_temperature
+from headwise.intent.kinds import metadata_path
 from headwise.models.io import write_json_atomically
 from headwise.train import expected_calibration_error
 
@@ -112,7 +112,7 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
             thresholds.
         reject_budget: with out-of-scope rows, the largest share of in-scope rows the
             balanced threshold may reject (None: no limit; see
-            :func:`~headwise.intent.oos.choose_threshold`).
+            :func:`~headwise.intent.decision.oos.choose_threshold`).
 
     Returns:
         The :class:`Recalibration` (measured on these same rows: the "after" numbers are
@@ -267,7 +267,7 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
         train_texts, train_labels: the training rows (intents the classifier knows).
         valid_texts, valid_labels: validation rows; out-of-scope labels count as out of
             scope, intents the classifier does not know are left out.
-        detector: a name (:func:`~headwise.intent.ood.make_detector`) or an unfitted
+        detector: a name (:func:`~headwise.intent.decision.ood.make_detector`) or an unfitted
             detector.
         max_reject: without out-of-scope validation rows, the largest share of in-scope
             rows the threshold may reject.

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.compound import CompoundClassifier
-from headwise.intent.multilabel import multilabel_metrics, span_f1
+from headwise.intent.compound.classifier import CompoundClassifier
+from headwise.intent.compound.thresholds import multilabel_metrics, span_f1
 from headwise.text.annotations import AnnotatedExample
 from headwise.text.values import normalize_slot
 

@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from headwise.intent.classifier import check_texts
+from headwise.intent.compound.thresholds import Thresholds, decide
 from headwise.intent.kinds import COMPOUND
-from headwise.intent.multilabel import Thresholds, decide
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.models.joint import JointIntentSlotModel

@@ -2,7 +2,8 @@
 
 Every detector is fitted on the training rows (pooled vectors, logits, labels) and scores a
 text so that higher means more in-scope; a text is out-of-scope below the detector's
-threshold (chosen on validation data by :func:`~headwise.intent.oos.choose_score_threshold`).
+threshold (chosen on validation data by
+:func:`~headwise.intent.decision.oos.choose_score_threshold`).
 
 * ``"max_prob"`` — the top softmax probability (Hendrycks & Gimpel 2017), today's score;
 * ``"energy"`` — the negative free energy ``T * logsumexp(logits / T)`` (Liu et al. 2020);
@@ -15,19 +16,19 @@ A saved classifier keeps its detector in ``ood.json`` + ``ood.safetensors``
 (:func:`save_detector`, :func:`load_detector`).
 """
 
-from headwise.intent.ood.base import OodDetector, check_matrix
-from headwise.intent.ood.energy import EnergyDetector
-from headwise.intent.ood.knn import KnnDetector, l2_normalise
-from headwise.intent.ood.mahalanobis import MahalanobisDetector
-from headwise.intent.ood.max_prob import MaxProbDetector
-from headwise.intent.ood.persistence import (
+from headwise.intent.decision.ood.base import OodDetector, check_matrix
+from headwise.intent.decision.ood.energy import EnergyDetector
+from headwise.intent.decision.ood.knn import KnnDetector, l2_normalise
+from headwise.intent.decision.ood.mahalanobis import MahalanobisDetector
+from headwise.intent.decision.ood.max_prob import MaxProbDetector
+from headwise.intent.decision.ood.persistence import (
     OOD_ARRAYS,
     OOD_FILE,
     load_detector,
     remove_detector,
     save_detector,
 )
-from headwise.intent.ood.registry import (
+from headwise.intent.decision.ood.registry import (
     DETECTORS,
     check_detector_spec,
     detector_from_state,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headwise.intent.ood.base import LogitScoreDetector
+from headwise.intent.decision.ood.base import LogitScoreDetector
 
 
 class EnergyDetector(LogitScoreDetector):

@@ -6,7 +6,7 @@ pretrained model's), a :class:`~headwise.models.joint.JointIntentSlotModel` (fro
 or a BERT-family encoder with fresh heads), joint training with the project's Trainer
 (early stopping on the mean of intent micro-F1 and slot-token F1 on validation), then
 thresholds tuned on validation probabilities, and the saved
-:class:`~headwise.intent.compound.CompoundClassifier`.
+:class:`~headwise.intent.compound.classifier.CompoundClassifier`.
 
 Number-aware heads (``recipe.model_overrides["number_heads"] = [0, 1]``) work for both
 model kinds: the chosen heads of every layer get a learned bias towards number tokens.
@@ -17,7 +17,7 @@ positives and negatives weighted to count equally, :func:`balanced_multilabel_we
 through :class:`CompoundObjective`; the from-scratch Transformer takes the masked-LM
 pre-training (``pretrain_epochs``). A field that compound training does not use
 (``gce_q``, ``distill``, ``linear_probe``, ``label_cleaning``, ...) is refused by
-:func:`~headwise.intent.recipe_paths.check_recipe_paths`, naming it.
+:func:`~headwise.intent.training.recipe_paths.check_recipe_paths`, naming it.
 """
 
 from __future__ import annotations
@@ -37,18 +37,27 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from headwise.intent.builders import (
+from headwise.intent.compound.classifier import CompoundClassifier
+from headwise.intent.compound.thresholds import (
+    Thresholds,
+    decide,
+    multilabel_metrics,
+    tune_thresholds,
+)
+from headwise.intent.training.builders import (
     build_intent_model,
     load_pretrained_for_task,
     mark_cue_tokens,
     run_tokenizer,
     train_config,
 )
-from headwise.intent.compound import CompoundClassifier
-from headwise.intent.multilabel import Thresholds, decide, multilabel_metrics, tune_thresholds
-from headwise.intent.pretrain import pretrain_encoder
-from headwise.intent.recipe import IntentRecipe
-from headwise.intent.recipe_paths import check_recipe_paths, check_valid_fraction, recipe_path
+from headwise.intent.training.pretrain import pretrain_encoder
+from headwise.intent.training.recipe import IntentRecipe
+from headwise.intent.training.recipe_paths import (
+    check_recipe_paths,
+    check_valid_fraction,
+    recipe_path,
+)
 from headwise.models.joint import JointIntentSlotModel
 from headwise.text.annotations import AnnotatedExample
 from headwise.text.batching import pad_collate
@@ -105,7 +114,7 @@ def train_compound_classifier(train: Sequence[AnnotatedExample],
 
     Raises:
         ValueError: a BiLSTM or TF-IDF recipe, a recipe field that compound training does
-            not use (:func:`~headwise.intent.recipe_paths.check_recipe_paths`), a
+            not use (:func:`~headwise.intent.training.recipe_paths.check_recipe_paths`), a
             ``valid_fraction`` beside ``valid``, or fewer than two intents in the training
             data.
     """

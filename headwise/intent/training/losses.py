@@ -15,11 +15,11 @@ mean absolute error ``1 - p_y`` at ``q = 1``. Its gradient is cross-entropy's sc
 ``p_y ** q``, so examples the model finds implausible -- often the mislabelled ones of a
 noisy training set -- pull less.
 
-Distillation from any teacher (Hinton et al. 2015; :mod:`headwise.intent.distillation`):
+Distillation from any teacher (Hinton et al. 2015; :mod:`headwise.intent.training.distillation`):
 :func:`distillation_loss` is the KL divergence between the teacher's and the student's
 distributions at a temperature ``T``, scaled by ``T**2``, mixed with the label's
 cross-entropy where the row has a gold label; :class:`SoftTargets` carries a teacher's
-targets into :func:`~headwise.intent.recipe.train_intent_classifier`.
+targets into :func:`~headwise.intent.training.recipe.train_intent_classifier`.
 """
 
 from __future__ import annotations
@@ -177,8 +177,8 @@ def distillation_loss(logits: Tensor, teacher_logits: Tensor, labels: Tensor, *,
 @dataclass
 class SoftTargets:
     """A teacher's soft targets for a student, as
-    :func:`~headwise.intent.recipe.train_intent_classifier` takes them (``soft_targets``;
-    built by :func:`headwise.intent.distillation.distill`).
+    :func:`~headwise.intent.training.recipe.train_intent_classifier` takes them (``soft_targets``;
+    built by :func:`headwise.intent.training.distillation.distill`).
 
     Attributes:
         labels: the teacher's intents, the column order of ``logits``; the student gets

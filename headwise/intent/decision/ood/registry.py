@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.ood.base import OodDetector
-from headwise.intent.ood.energy import EnergyDetector
-from headwise.intent.ood.knn import KnnDetector
-from headwise.intent.ood.mahalanobis import COVARIANCES, MahalanobisDetector
-from headwise.intent.ood.max_prob import MaxProbDetector
+from headwise.intent.decision.ood.base import OodDetector
+from headwise.intent.decision.ood.energy import EnergyDetector
+from headwise.intent.decision.ood.knn import KnnDetector
+from headwise.intent.decision.ood.mahalanobis import COVARIANCES, MahalanobisDetector
+from headwise.intent.decision.ood.max_prob import MaxProbDetector
 
 #: name -> detector class
 DETECTORS: dict[str, type[OodDetector]] = {

@@ -2,9 +2,9 @@
 
 On noisy labels the held-out split is noisy too, and on a small one macro-F1 swings by
 points between neighbouring settings: picking ``C`` and the prior correction's ``tau``
-(:mod:`headwise.intent.prior`) there picks noise. Cross-validation over all the training
+(:mod:`headwise.intent.decision.prior`) there picks noise. Cross-validation over all the training
 rows is steadier: :func:`fit_tfidf_selected` computes each candidate ``C``'s out-of-fold
-probabilities (:func:`~headwise.intent.cleaning.out_of_fold_probs`), scores every
+probabilities (:func:`~headwise.intent.training.cleaning.out_of_fold_probs`), scores every
 ``(C, tau)`` by out-of-fold macro-F1 against the given labels, and fits the winner on all
 the rows. The cost is ``folds`` extra fits per candidate ``C``.
 """
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from headwise.intent.cleaning import cv_folds, out_of_fold_probs
-from headwise.intent.prior import TAUS, apply_prior_correction, choose_tau, log_prior
+from headwise.intent.decision.prior import TAUS, apply_prior_correction, choose_tau, log_prior
 from headwise.intent.tfidf import TfidfClassifier
+from headwise.intent.training.cleaning import cv_folds, out_of_fold_probs
 
 __all__ = ["fit_tfidf", "fit_tfidf_selected"]
 
@@ -88,7 +88,7 @@ def fit_tfidf_selected(texts: Sequence[str], labels: Sequence[str], *,
 def fit_tfidf(texts: Sequence[str], labels: Sequence[str], *, c: float | Sequence[float],
               prior_correction: str | float = "none", seed: int = 0,
               class_weight: str | None = None, progress: bool = False) -> TfidfClassifier:
-    """The TF-IDF model of an :class:`~headwise.intent.recipe.IntentRecipe`: one ``c`` and
+    """The TF-IDF model of an :class:`~headwise.intent.training.recipe.IntentRecipe`: one ``c`` and
     no or a fixed prior correction fit once; several ``c`` or ``prior_correction="auto"``
     choose by cross-validation (:func:`fit_tfidf_selected`).
 
@@ -97,7 +97,7 @@ def fit_tfidf(texts: Sequence[str], labels: Sequence[str], *, c: float | Sequenc
         labels: their intents.
         c: the inverse L2 strength, or candidates to choose from.
         prior_correction: ``"none"``, ``"auto"`` (``tau`` chosen from
-            :data:`~headwise.intent.prior.TAUS`) or a fixed ``tau >= 0``.
+            :data:`~headwise.intent.decision.prior.TAUS`) or a fixed ``tau >= 0``.
         seed: the folds' seed.
         class_weight: None or ``"balanced"``.
         progress: a progress bar over the cross-validation.

@@ -31,10 +31,10 @@ import numpy as np
 from sklearn.metrics import f1_score
 
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.decision.recalibration import calibrate_on_validation
 from headwise.intent.ensemble import EnsembleClassifier
-from headwise.intent.recalibration import calibrate_on_validation
 from headwise.intent.tfidf import TfidfClassifier
-from headwise.intent.tfidf_selection import fit_tfidf
+from headwise.intent.training.tfidf_selection import fit_tfidf
 
 __all__ = ["ALPHA", "BLEND_WEIGHTS", "BlendChoice", "blend_with_tfidf", "choose_blend_weight",
            "paired_bootstrap_p"]
@@ -226,7 +226,7 @@ def blend_with_tfidf(network: IntentClassifier, texts: list[str], labels: list[s
         texts, labels: its training rows (after any label cleaning).
         v_texts, v_labels: the validation rows (out-of-scope ones are used for the blend's
             threshold only).
-        recipe: the :class:`~headwise.intent.recipe.IntentRecipe`: its ``tfidf_c``,
+        recipe: the :class:`~headwise.intent.training.recipe.IntentRecipe`: its ``tfidf_c``,
             ``prior_correction``, ``class_weighting``, ``seed``, ``select_on``,
             ``max_reject`` and ``reject_budget``.
 

@@ -1,6 +1,6 @@
 """Which training path uses which recipe field: one table, so that no setting is ignored.
 
-An :class:`~headwise.intent.recipe.IntentRecipe` carries the settings of every path, and
+An :class:`~headwise.intent.training.recipe.IntentRecipe` carries the settings of every path, and
 each path reads only some of them. :data:`USES` says, for every recipe field, which paths
 honour it; :data:`SETTING_USES` does the same for the training call's own settings
 (``resume``, ``--per-intent-thresholds``, the data-reading options). Before training,
@@ -203,7 +203,7 @@ def check_recipe_paths(recipe: Any, paths: Iterable[str], *, explicit: Iterable[
     """Refuse every recipe field and call setting that none of ``paths`` uses.
 
     Args:
-        recipe: an :class:`~headwise.intent.recipe.IntentRecipe`.
+        recipe: an :class:`~headwise.intent.training.recipe.IntentRecipe`.
         paths: the training path (or, before the path is known, every path the recipe's
             model kind can take: :func:`kind_paths`).
         explicit: fields set on purpose (a config file's keys, the command-line options
@@ -227,8 +227,9 @@ def check_recipe_paths(recipe: Any, paths: Iterable[str], *, explicit: Iterable[
     for f in dataclasses.fields(recipe):
         name = f.name
         if name not in USES:
-            raise KeyError(f"recipe field {name!r} has no entry in headwise.intent.recipe_paths."
-                           f"USES: declare the paths that use it")
+            raise KeyError(f"recipe field {name!r} has no entry in "
+                           f"headwise.intent.training.recipe_paths.USES: declare the paths "
+                           f"that use it")
         value = getattr(recipe, name)
         changed = name in explicit or value != field_default(recipe, name)
         if changed and not USES[name] & paths:
@@ -263,11 +264,11 @@ def check_valid_fraction(recipe: Any, valid_given: bool, *, explicit: Iterable[s
 def recipe_table() -> str:
     """The recipe's fields as a Markdown table: name, default, the paths that use it (from
     :data:`USES`) and what it does (the first sentence of its entry in
-    :class:`~headwise.intent.recipe.IntentRecipe`'s docstring). The README holds it, and a
+    :class:`~headwise.intent.training.recipe.IntentRecipe`'s docstring). The README holds it, and a
     test checks that it is this table, so that the two never drift apart."""
     import re
 
-    from headwise.intent.recipe import IntentRecipe
+    from headwise.intent.training.recipe import IntentRecipe
 
     doc = (IntentRecipe.__doc__ or "").split("Args:", 1)[1]
     chunks: list[str] = []  # one per entry: its lines joined

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from headwise.intent.calibration import calibrated_probs
-from headwise.intent.ood.base import LogitScoreDetector
+from headwise.intent.decision.ood.base import LogitScoreDetector
+from headwise.intent.decision.temperature import calibrated_probs
 
 
 class MaxProbDetector(LogitScoreDetector):

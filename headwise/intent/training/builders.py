@@ -1,4 +1,4 @@
-"""What an :class:`~headwise.intent.recipe.IntentRecipe` builds: the freshly initialised
+"""What an :class:`~headwise.intent.training.recipe.IntentRecipe` builds: the freshly initialised
 network (Transformer or BiLSTM classifier), its number and negation cue tokens, and the
 Trainer settings."""
 
@@ -19,7 +19,7 @@ from headwise.text.tokenizer import Tokenizer
 from headwise.train import TrainConfig
 
 if TYPE_CHECKING:
-    from headwise.intent.recipe import IntentRecipe
+    from headwise.intent.training.recipe import IntentRecipe
 
 __all__ = ["DEFAULT_EPOCHS", "DEFAULT_LR", "build_intent_model", "default_blend",
            "default_model",
@@ -97,7 +97,7 @@ def default_blend(fields: dict[str, Any], valid_given: bool) -> bool:
     to choose the share on (``valid_given`` or a ``valid_fraction`` above 0) and the
     out-of-scope score is the top probability (``ood_detector`` ``"max_prob"``).
 
-    The blend is gated on validation (:mod:`headwise.intent.blending`): on DataCLUE CIC it
+    The blend is gated on validation (:mod:`headwise.intent.training.blending`): on DataCLUE CIC it
     added about 10 macro-F1 points to fine-tuned multilingual-e5-small, on the demo's
     held-out phrasing it kept the network alone.
     """
@@ -124,7 +124,7 @@ def load_pretrained_for_task(recipe: IntentRecipe, texts: list[str], labels: lis
         ``(model, tokenizer, info)``: ``info`` records the directory, what the checkpoint
         says of itself (``source``), the input prefix and the trimming.
     """
-    from headwise.intent.trimming import DEFAULT_RESERVE, TRIM_ABOVE, trim_for_task
+    from headwise.intent.training.trimming import DEFAULT_RESERVE, TRIM_ABOVE, trim_for_task
     from headwise.loading import from_pretrained
 
     directory = resolve_pretrained(recipe.model.partition(":")[2])

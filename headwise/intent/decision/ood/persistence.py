@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from headwise.intent.ood.base import OodDetector
-from headwise.intent.ood.registry import detector_from_state
+from headwise.intent.decision.ood.base import OodDetector
+from headwise.intent.decision.ood.registry import detector_from_state
 from headwise.models.io import write_json_atomically
 
 OOD_FILE = "ood.json"

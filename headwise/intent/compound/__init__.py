@@ -1,0 +1,50 @@
+"""The compound variant: several intents per text and slot spans with normalised values.
+
+:class:`CompoundClassifier` (:mod:`.classifier`), its training
+(:func:`train_compound_classifier`, :mod:`.training`), its evaluation
+(:func:`evaluate_compound`, :mod:`.evaluation`) and its per-intent thresholds and metrics
+(:mod:`.thresholds`). The main names are importable from this package itself, as they were
+from the single module ``headwise.intent.compound`` before it became a package.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from headwise._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from headwise.intent.compound.classifier import (
+        COMPOUND_FILE,
+        CompoundClassifier,
+        CompoundPrediction,
+    )
+    from headwise.intent.compound.evaluation import evaluate_compound
+    from headwise.intent.compound.training import train_compound_classifier
+
+_LAZY: dict[str, str] = {
+    "COMPOUND_FILE": "headwise.intent.compound.classifier",
+    "CompoundClassifier": "headwise.intent.compound.classifier",
+    "CompoundPrediction": "headwise.intent.compound.classifier",
+    "evaluate_compound": "headwise.intent.compound.evaluation",
+    "train_compound_classifier": "headwise.intent.compound.training",
+}
+
+__all__ = ["COMPOUND_FILE", "CompoundClassifier", "CompoundPrediction", "evaluate_compound",
+           "train_compound_classifier"]
+
+_lazy_getattr, __dir__ = lazy_names(__name__, globals(), _LAZY)
+
+
+def __getattr__(name: str) -> object:
+    """The lazy names above, then any other name of :mod:`.classifier` (what the single
+    module ``headwise.intent.compound`` held before it became this package)."""
+    if name in _LAZY:
+        return _lazy_getattr(name)
+    import importlib
+
+    module = importlib.import_module("headwise.intent.compound.classifier")
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
