@@ -19,12 +19,12 @@ import numpy as np
 
 def build_floor(language: str) -> Any:
     """The scikit-learn pipeline for ``"en"`` or ``"zh"`` (features: the ones label cleaning
-    uses, ``headwise.intent.cleaning.tfidf_features``)."""
+    uses, ``headwise.intent.training.cleaning.tfidf_features``)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.svm import LinearSVC
 
-    from headwise.intent.cleaning import tfidf_features
+    from headwise.intent.training.cleaning import tfidf_features
 
     if language == "zh":
         return make_pipeline(tfidf_features(True), LogisticRegression(C=10.0, max_iter=2000))

@@ -1,7 +1,7 @@
 """Compound intents and slots on NLU++ banking and the demo corpus.
 
 Every (setting, configuration, seed) trains in its own process with the machinery of
-``headwise train --multi-label`` (:func:`headwise.intent.compound_recipe.
+``headwise train --multi-label`` (:func:`headwise.intent.compound.training.
 train_compound_classifier`) and is scored on its test split: intent micro-F1, macro-F1
 and exact match (every intent right, nothing extra) with the thresholds tuned on a seeded
 10 % validation split of the training data, and exact slot span F1. Results are appended
@@ -107,7 +107,7 @@ def run_tfidf(train: list, test: list, seed: int) -> dict[str, Any]:
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.pipeline import make_pipeline, make_union
 
-    from headwise.intent.multilabel import decide, multilabel_metrics, tune_thresholds
+    from headwise.intent.compound.thresholds import decide, multilabel_metrics, tune_thresholds
 
     fit, valid = split_valid(train, seed)
     names = sorted({i for e in train for i in e.intents})
@@ -152,8 +152,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["config"] == "tfidf":
         return run_tfidf(train, test, spec["seed"])
     from headwise.intent import IntentRecipe
-    from headwise.intent.compound_eval import evaluate_compound
-    from headwise.intent.compound_recipe import train_compound_classifier
+    from headwise.intent.compound.evaluation import evaluate_compound
+    from headwise.intent.compound.training import train_compound_classifier
     from headwise.models import minilm_path
     from headwise.text.demo_values import REFERENCE_DATE
 

@@ -86,7 +86,7 @@ def load_cic(root: Path, quick: bool) -> tuple[Any, Any]:
 def split_variant(texts: list[str], labels: list[str], variant: str, seed: int
                   ) -> tuple[list[tuple[str, str]], list[str]]:
     """The labelled rows and the unlabelled texts of a data variant (:data:`VARIANTS`)."""
-    from headwise.intent.examples import validation_split
+    from headwise.intent.training.data import validation_split
 
     if variant == "all":
         return list(zip(texts, labels, strict=True)), []
@@ -115,13 +115,13 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from headwise.intent import distill, evaluate_classifier
-    from headwise.intent.distillation import (
+    from headwise.intent.training.data import in_scope, validation_split
+    from headwise.intent.training.distillation import (
         TARGETS_FILE,
         TARGETS_WEIGHTS,
         load_teacher,
         parse_student,
     )
-    from headwise.intent.examples import in_scope, validation_split
 
     torch.set_num_threads(spec["threads"])
     train, test = load_cic(Path(spec["data_dir"]), spec["quick"])
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.render:
         if args.teacher is None or not args.teacher.is_dir():
             sys.exit(f"--teacher must name the teacher's model directory, got {args.teacher}")
-        from headwise.intent.distillation import directory_fingerprint
+        from headwise.intent.training.distillation import directory_fingerprint
 
         sha = directory_fingerprint(args.teacher)
         done = {} if args.rerun else {k: r for k, r in H.done_runs(args.results, KEY).items()

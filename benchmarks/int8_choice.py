@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from headwise.intent import IntentClassifier
-    from headwise.intent.examples import validation_split
+    from headwise.intent.training.data import validation_split
     from headwise.serve import OnnxRuntime
     from headwise.serve.onnx_export import export_onnx
 

@@ -6,13 +6,13 @@ known intents' train.csv rows are split (stratified, seeded) into 90 % training 
 validation; a 10 % validation share of the held-out intents' train.csv rows joins the
 validation set as out-of-scope (label ``oos``), the rest of them are never used. test.csv is
 the test set: the known intents' questions in scope, the held-out intents' out of scope.
-Thresholds are chosen on the validation set only (``headwise.intent.oos``: the best mean of
+Thresholds are chosen on the validation set only (``headwise.intent.decision.oos``: the best mean of
 in-scope accuracy and out-of-scope recall).
 
 Each (model, seed) trains once, in its own process, with the machinery of ``headwise
 train`` (:func:`headwise.intent.train_intent_classifier`, the validation set as given:
 early stopping on its known rows, temperature calibration, the top-probability threshold),
-then every detector of :data:`DETECTORS` (:mod:`headwise.intent.ood`) is fitted on the
+then every detector of :data:`DETECTORS` (:mod:`headwise.intent.decision.ood`) is fitted on the
 same model's training rows (pooled vectors, logits, labels), its threshold chosen on the
 validation set, and scored on the test set: in-scope accuracy (a rejected in-scope question
 counts as wrong), out-of-scope recall, their mean, the in-scope reject rate, and the
@@ -80,7 +80,7 @@ def oos_protocol(data_dir: Path, seed: int, quick: bool = False) -> dict[str, An
     """
     import numpy as np
 
-    from headwise.intent.examples import validation_split
+    from headwise.intent.training.data import validation_split
     from headwise.text.readers import read_examples
 
     root = data_dir / "banking77"
@@ -142,8 +142,8 @@ def evaluate_detector(config: str, clf: Any, rows: dict[str, tuple[Any, Any, Any
     """
     from sklearn.metrics import roc_auc_score
 
-    from headwise.intent.ood import make_detector
-    from headwise.intent.oos import (
+    from headwise.intent.decision.ood import make_detector
+    from headwise.intent.decision.oos import (
         choose_score_threshold,
         choose_threshold,
         score_thresholds,
@@ -298,7 +298,7 @@ def render(runs: list[dict[str, Any]]) -> str:
         "rest of them is never used. Test: all of test.csv, the held-out intents' questions "
         "out of scope. Each model trains once per seed (`train_intent_classifier`, early "
         "stopping and temperature calibration on the validation set); every detector "
-        "(`headwise.intent.ood`) is then fitted on the same model's training rows (pooled "
+        "(`headwise.intent.decision.ood`) is then fitted on the same model's training rows (pooled "
         "vectors, logits, labels) and its threshold chosen on the validation set "
         "(`choose_score_threshold`: the best mean of in-scope accuracy and out-of-scope "
         "recall), never on the test set. In-scope accuracy counts a rejected in-scope "

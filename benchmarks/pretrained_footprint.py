@@ -99,7 +99,7 @@ def untrimmed(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from headwise.intent import IntentClassifier
-    from headwise.intent.builders import resolve_pretrained
+    from headwise.intent.training.builders import resolve_pretrained
     from headwise.loading import from_pretrained
     from headwise.serve import InferenceEngine, OnnxRuntime
     from headwise.serve.onnx_export import export_onnx
@@ -125,7 +125,7 @@ def training_memory(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from headwise.intent import IntentClassifier
-    from headwise.intent.builders import resolve_pretrained
+    from headwise.intent.training.builders import resolve_pretrained
     from headwise.loading import from_pretrained
 
     torch.set_num_threads(spec["threads"])

@@ -121,7 +121,7 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
         base = engines["ours (PyTorch)"]
         q = engines["ours (int8)"]
         items = base.encode(texts)
-        from headwise.intent.calibration import calibrated_probs
+        from headwise.intent.decision.temperature import calibrated_probs
 
         p = calibrated_probs(base.logits(items), clf.temperature)
         pq = calibrated_probs(q.logits(items), clf.temperature)
