@@ -51,6 +51,11 @@ def test_matches_scikit_learn(corpus, chinese, tmp_path):
                                calibrated_probs(clf.logits(probe), 0.7), atol=1e-12)
     answers = back.predict(probe, top_k=2, threshold=0.0)
     assert [a.intent for a in answers] == [clf.labels[j] for j in clf.logits(probe).argmax(1)]
+    # fitted or loaded (safetensors hands back C order), the product's dense operand is
+    # C-contiguous: scipy would copy the whole matrix on every query otherwise
+    for model in (clf, back):
+        assert model.coef.T.flags.c_contiguous
+    np.testing.assert_array_equal(back.coef, clf.coef)
 
 
 def test_two_intents_match_scikit_learns_binary_model():
