@@ -8,29 +8,13 @@ project's set-up installs one); without one they render as boxes, without warnin
 from __future__ import annotations
 
 import base64
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from headwise.train.metrics import _installed_cjk_font, _pick_cjk_font, _quiet_fonts
-
-
-def cjk_font() -> str | None:
-    """An installed CJK font family, also one installed after matplotlib built its cache."""
-    font = _installed_cjk_font()
-    if font is not None:
-        return font
-    from matplotlib import font_manager
-
-    for path in font_manager.findSystemFonts():
-        if re.search(r"cjk|wqy|wenquanyi|droid|sourcehan", Path(path).name, re.IGNORECASE):
-            try:
-                font_manager.fontManager.addfont(path)
-            except (OSError, RuntimeError, ValueError):
-                continue
-    return _pick_cjk_font(f.name for f in font_manager.fontManager.ttflist)
+from headwise._fonts import cjk_font as cjk_font
+from headwise._fonts import quiet_fonts as _quiet_fonts
 
 
 def _figure(width: float, height: float):

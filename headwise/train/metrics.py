@@ -13,24 +13,17 @@ matplotlib are imported on first use, so importing this module stays cheap.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import logging
 import os
-import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-# Fonts with CJK glyphs, most preferred first; matched as prefixes of installed names.
-CJK_FONTS = (
-    "Noto Sans CJK SC", "Noto Sans CJK", "Noto Sans SC", "Source Han Sans SC",
-    "Source Han Sans", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "Sarasa Gothic SC",
-    "Droid Sans Fallback", "AR PL UMing", "AR PL UKai", "SimHei", "Microsoft YaHei",
-    "PingFang SC", "Heiti SC", "Hiragino Sans GB", "Arial Unicode MS",
-)
+# the CJK font choice is shared with the head-analysis report's figures
+from headwise._fonts import CJK_FONTS as CJK_FONTS
+from headwise._fonts import installed_cjk_font as _installed_cjk_font
+from headwise._fonts import quiet_fonts as _quiet_fonts
 
 
 def _to_numpy(values: Any) -> np.ndarray:
@@ -194,37 +187,6 @@ def expected_calibration_error(probs: Any, y_true: Any, n_bins: int = 15) -> flo
         if in_bin.any():
             ece += in_bin.mean() * abs(correct[in_bin].mean() - confidence[in_bin].mean())
     return float(ece)
-
-
-def _pick_cjk_font(available: Iterable[str]) -> str | None:
-    """The most preferred CJK font among ``available`` family names, or None."""
-    names = set(available)
-    for wanted in CJK_FONTS:
-        hits = sorted(n for n in names if n.startswith(wanted))
-        if hits:
-            return hits[0]
-    return None
-
-
-@functools.lru_cache(maxsize=1)
-def _installed_cjk_font() -> str | None:
-    from matplotlib import font_manager
-
-    return _pick_cjk_font(f.name for f in font_manager.fontManager.ttflist)
-
-
-@contextlib.contextmanager
-def _quiet_fonts() -> Iterator[None]:
-    """Silence missing-glyph warnings and font-matching log lines (the fallbacks are fine)."""
-    logger = logging.getLogger("matplotlib.font_manager")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"Glyph .* missing from")
-            yield
-    finally:
-        logger.setLevel(level)
 
 
 def confusion_matrix_png(cm: Any, labels: Sequence[str], path: str | os.PathLike[str],

@@ -143,10 +143,12 @@ def test_confusion_matrix_png_with_chinese_labels(tmp_path, monkeypatch):
 
 
 def test_cjk_font_choice_prefers_noto_and_falls_back_to_none():
-    found = metrics._pick_cjk_font(["DejaVu Sans", "WenQuanYi Zen Hei", "Noto Sans CJK JP"])
+    from headwise._fonts import pick_cjk_font
+
+    found = pick_cjk_font(["DejaVu Sans", "WenQuanYi Zen Hei", "Noto Sans CJK JP"])
     assert found == "Noto Sans CJK JP"
-    assert metrics._pick_cjk_font(["DejaVu Sans", "WenQuanYi Micro Hei"]) == "WenQuanYi Micro Hei"
-    assert metrics._pick_cjk_font(["DejaVu Sans"]) is None
+    assert pick_cjk_font(["DejaVu Sans", "WenQuanYi Micro Hei"]) == "WenQuanYi Micro Hei"
+    assert pick_cjk_font(["DejaVu Sans"]) is None
 
 
 def test_confusion_matrix_png_rejects_mismatched_inputs(tmp_path):
