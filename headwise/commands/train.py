@@ -70,9 +70,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pretrain-epochs", type=int,
                    help="epochs of masked-LM pre-training on the training texts before "
                    "fine-tuning (from-scratch Transformer)")
-    p.add_argument("--linear-probe", action="store_true",
+    p.add_argument("--linear-probe", action=argparse.BooleanOptionalAction, default=None,
                    help="fit the head on the frozen encoder's features before fine-tuning "
-                   "(LP-FT; for pretrained:DIR and the Transformer)")
+                   "(LP-FT; for pretrained:DIR, where it is the default, and the "
+                   "Transformer); --no-linear-probe fine-tunes a fresh head directly")
     p.add_argument("--label-smoothing", type=float,
                    help="override the recipe's label smoothing (default 0.1; networks only, "
                    "for compound training each intent's sigmoid target)")
@@ -189,8 +190,8 @@ def _train(args: argparse.Namespace, out: Path) -> int:
         changes["model_overrides"] = {**base, **overrides} if isinstance(base, dict) else base
     if args.pretrain_epochs is not None:
         changes["pretrain_epochs"] = args.pretrain_epochs
-    if args.linear_probe:
-        changes["linear_probe"] = True
+    if args.linear_probe is not None:
+        changes["linear_probe"] = args.linear_probe
     if args.label_smoothing is not None:
         changes["label_smoothing"] = args.label_smoothing
     if args.blend is not None:

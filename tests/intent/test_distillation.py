@@ -310,6 +310,9 @@ def test_truncated_student_keeps_the_teachers_first_layers(tmp_path):
     assert run.classifier.model.config.num_layers == 1
     assert run.classifier.labels == labels
     assert run.classifier.info["distill"]["teacher"]["layers"] == 2
+    # it fine-tunes from the teacher's own head: no LP-FT unless asked for
+    assert run.classifier.info["recipe"]["linear_probe"] is False
+    assert run.classifier.info["linear_probe"] is None
     assert not (tmp_path / "student" / D.STUDENT_INIT).exists()
     assert run.classifier.predict(["my card was stolen"])[0].intent in labels + ["out_of_scope"]
 

@@ -137,12 +137,18 @@ def test_default_model_is_the_strongest_installed_encoder(monkeypatch):
                         lambda name: {**real(name), "installed": installed[name]})
     model, reason = builders.default_model(["我的卡被冻结了"])
     assert model == "pretrained:multilingual-e5-small" and "no --model given" in reason
-    installed["multilingual-e5-small"] = False
+    # English text: MiniLM, measured stronger on BANKING77 at 40 % of e5's latency
+    model, reason = builders.default_model(["i lost my card", "top up failed"])
+    assert model == "pretrained:all-minilm-l6-v2" and "English" in reason
+    installed["all-minilm-l6-v2"] = False
+    assert builders.default_model(["i lost my card"])[0] == "pretrained:multilingual-e5-small"
+    installed["all-minilm-l6-v2"], installed["multilingual-e5-small"] = True, False
     assert builders.default_model(["i lost my card"])[0] == "pretrained:all-minilm-l6-v2"
-    assert builders.default_model(["我的卡被冻结了"])[0] == "transformer"  # MiniLM is English
+    model, reason = builders.default_model(["我的卡被冻结了"])  # MiniLM is English
+    assert model == "transformer" and "headwise[e5]" in reason
     installed["all-minilm-l6-v2"] = False
     model, reason = builders.default_model(["i lost my card"])
-    assert model == "transformer" and "headwise[e5]" in reason
+    assert model == "transformer" and "headwise[pretrained]" in reason
 
 
 def test_pretrained_names_resolve_or_say_what_to_install(monkeypatch, tmp_path):

@@ -1,7 +1,8 @@
 """Training an intent classifier: the recipe (:mod:`.recipe`; which path uses which field,
 :mod:`.recipe_paths`; their types, :mod:`.recipe_fields`), building the model
-(:mod:`.builders`), the rows (:mod:`.data`) and the losses (:mod:`.losses`), and the levers:
-LP-FT (:mod:`.linear_probe`), masked-LM self-pretraining (:mod:`.pretrain`), label cleaning
+(:mod:`.builders`; the measured defaults of each kind and encoder family,
+:mod:`.defaults`), the rows (:mod:`.data`) and the losses (:mod:`.losses`), and the
+levers: LP-FT (:mod:`.linear_probe`), masked-LM self-pretraining (:mod:`.pretrain`), label cleaning
 (:mod:`.cleaning`), TF-IDF model selection (:mod:`.tfidf_selection`), vocabulary trimming
 (:mod:`.trimming`), the TF-IDF blend (:mod:`.blending`) and distillation into a student
 (:mod:`.distillation`)."""

@@ -532,6 +532,8 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
                + (f", sha256 {identity['sha256'][:12]}" if identity["sha256"] else "") + ")")
     init_dir = out_dir / STUDENT_INIT
     recipe = _student_recipe(recipe, f"pretrained:{init_dir}" if kind == "truncate" else kind)
+    if kind == "truncate" and recipe.linear_probe is None:  # it starts from the teacher's head
+        recipe = dataclasses.replace(recipe, linear_probe=False)
     init = truncated_student(clf, layers) if kind == "truncate" else None  # checked early
 
     texts, labels = in_scope(*texts_and_labels(train), "training")

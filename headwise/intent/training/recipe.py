@@ -44,6 +44,7 @@ from headwise.intent.training.builders import (
 )
 from headwise.intent.training.cleaning import CLEANING_MODES, clean_labels, out_of_fold_probs
 from headwise.intent.training.data import encode_texts, in_scope, texts_and_labels, validation_split
+from headwise.intent.training.defaults import with_family_defaults
 from headwise.intent.training.linear_probe import fit_linear_probe
 from headwise.intent.training.losses import (
     NO_LABEL,
@@ -97,9 +98,11 @@ class IntentRecipe:
             attention_dropout: the Transformer's shape (``d_ff`` None: ``2 * d_model``).
         lstm_embed_dim, lstm_hidden, lstm_pooling: the BiLSTM's shape.
         epochs, batch_size, lr, weight_decay, warmup_ratio, schedule, patience, seed:
-            training (see TrainConfig; ``epochs`` / ``lr`` None: the kind's
-            :data:`~headwise.intent.training.builders.DEFAULT_EPOCHS` /
-            :data:`~headwise.intent.training.builders.DEFAULT_LR`: a pretrained encoder
+            training (see TrainConfig; ``epochs`` / ``lr`` None: a pretrained encoder's
+            family's :data:`~headwise.intent.training.defaults.FAMILY_DEFAULTS`, chosen by
+            measurement, else the kind's
+            :data:`~headwise.intent.training.defaults.DEFAULT_EPOCHS` /
+            :data:`~headwise.intent.training.defaults.DEFAULT_LR`: a pretrained encoder
             fine-tunes in a few epochs, a from-scratch network needs many).
         input_prefix: text read before every input of a pretrained encoder (e5 was trained
             with ``"query: "``); None: the checkpoint's own (its ``headwise_source.json``),
@@ -131,7 +134,9 @@ class IntentRecipe:
         pretrain_lr: its peak learning rate (None: ``lr``'s value).
         pretrain_mask_prob: the share of tokens it masks.
         linear_probe: before fine-tuning, fit the head alone on the frozen encoder's
-            pooled vectors (LP-FT, :mod:`headwise.intent.training.linear_probe`; not the BiLSTM).
+            pooled vectors (LP-FT, :mod:`headwise.intent.training.linear_probe`; not the
+            BiLSTM). None: the family's default for a pretrained encoder (on for every
+            family: it was the better recipe wherever measured), off for the Transformer.
         probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
         tfidf_c: the TF-IDF model's inverse L2 strength, or a list of candidates chosen by
             5-fold out-of-fold macro-F1 (:mod:`headwise.intent.training.tfidf_selection`); also the
@@ -205,7 +210,7 @@ class IntentRecipe:
     pretrain_epochs: int = 0
     pretrain_lr: float | None = None
     pretrain_mask_prob: float = 0.15
-    linear_probe: bool = False
+    linear_probe: bool | None = None
     probe_c: float = 1.0
     tfidf_c: float | list[float] = 10.0
     prior_correction: str | float = "none"
@@ -428,9 +433,12 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     if recipe.kind == "pretrained":
         model, tokenizer, pretrained_info = load_pretrained_for_task(
             recipe, texts + list(v_texts) + extra, intents)
+        recipe, filled = with_family_defaults(recipe, pretrained_info["family"])
         if report is not None:
             for line in describe_pretrained(pretrained_info):
                 report(line)
+            if filled:
+                report(filled)
     else:
         tokenizer = run_tokenizer(texts + extra, recipe, out_dir / "checkpoints", resume=resume)
         model = build_intent_model(recipe, tokenizer, intents)

@@ -139,7 +139,9 @@ NEEDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "pretrain_lr": ("pretrain_epochs above 0 (--pretrain-epochs)", lambda r: r.pretrain_epochs > 0),
     "pretrain_mask_prob": ("pretrain_epochs above 0 (--pretrain-epochs)",
                            lambda r: r.pretrain_epochs > 0),
-    "probe_c": ("linear_probe (--linear-probe)", lambda r: r.linear_probe),
+    "probe_c": ("linear_probe (--linear-probe; a pretrained encoder's default)",
+                lambda r: bool(r.linear_probe) or (r.linear_probe is None
+                                                   and r.kind == PRETRAINED)),
     "vocab_size": ("a WordPiece tokenizer (tokenizer 'auto' or 'wordpiece'; a character "
                    "vocabulary takes what it needs)", lambda r: r.tokenizer != "char"),
 }
