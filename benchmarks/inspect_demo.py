@@ -133,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
     p.add_argument("--no-write", action="store_true", help="print only")
     args = p.parse_args(argv)
+    from headwise.demo.corpus import generate_demo_corpus
+    from headwise.demo.runner import DemoSettings, demo_recipes
     from headwise.inspect import write_report
     from headwise.intent import IntentClassifier, IntentRecipe, train_intent_classifier
-    from headwise.intent.demo import DemoSettings, demo_recipes
-    from headwise.text.demo_corpus import generate_demo_corpus
 
     start = time.perf_counter()
     s = DemoSettings()

@@ -6,17 +6,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from headwise.inspect import InspectOptions, inspect_classifier, link_slices, write_report
-from headwise.intent.classifier import IntentClassifier
-from headwise.intent.demo import (
+from headwise.demo.compound import run_compound_demo
+from headwise.demo.corpus import generate_demo_corpus
+from headwise.demo.runner import (
     DEMO_PRETRAINED,
     DEMO_PRETRAINED_EPOCHS,
     DemoSettings,
     pretrained_demo_recipe,
     run_demo,
 )
-from headwise.intent.demo_compound import run_compound_demo
-from headwise.text.demo_corpus import generate_demo_corpus
+from headwise.inspect import InspectOptions, inspect_classifier, link_slices, write_report
+from headwise.intent.classifier import IntentClassifier
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

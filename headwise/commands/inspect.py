@@ -57,10 +57,10 @@ def _is_demo_jsonl(path: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    from headwise.demo.corpus import read_demo_jsonl
     from headwise.inspect import CategoryLexicon, InspectOptions, inspect_classifier, write_report
     from headwise.intent.classifier import IntentClassifier
     from headwise.intent.kinds import kind_of
-    from headwise.text.demo_corpus import read_demo_jsonl
 
     check_out_dir(args.out)
     kind_of(args.model).require("explain", args.model)

@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from headwise import showcase
+    from headwise.demo import showcase
 
     n = 256 if args.quick else args.length
     showcase.run(n=n, repeats=2 if args.quick else args.repeats, show_masks=not args.no_masks)

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from headwise.text.banking_lexicon import category_lexicon
 from headwise.text.char_level import NUMBER_PATTERN, cjk_fraction
-from headwise.text.demo_corpus import category_lexicon
 from headwise.text.negation_tokens import ENGLISH_NEGATION_WORDS
 
 #: the text layer's negator words, and verbs that refuse or undo (a category for the

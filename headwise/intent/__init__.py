@@ -22,9 +22,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from headwise._lazy import lazy_names
-from headwise.intent import _moved
-
-_moved.install()  # the modules the regroup moved keep their old names, with a warning
 
 if TYPE_CHECKING:
     from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier, IntentPrediction

@@ -212,7 +212,7 @@ def evaluate_classifier(clf: IntentClassifier, texts: Sequence[str],
     report["oos_recall"] = float(reject[oos].mean()) if oos.any() else None
     report["unseen_labels"] = dict(sorted(unseen.items()))
     if slices is not None and any(s is not None for s in slices):
-        from headwise.text.demo_phenomena import PHENOMENA
+        from headwise.text.slices import PHENOMENA
 
         top = [clf.labels[p] for p in pred]
         answers = [None if r else y for y, r in zip(top, reject, strict=True)]

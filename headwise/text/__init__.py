@@ -1,4 +1,8 @@
-"""Text: tokenizers, dataset readers and length-bucketed batching."""
+"""Text: tokenizers, dataset readers and length-bucketed batching, BIO slot tags, and the
+Chinese data tables (banking lexicon, typing slips, challenge-slice names).
+
+The demo corpus generator moved to :mod:`headwise.demo`; its names here still resolve,
+with a :class:`DeprecationWarning`."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ if TYPE_CHECKING:
         read_annotated,
         read_nlupp,
     )
+    from headwise.text.banking_lexicon import category_lexicon
     from headwise.text.batching import LengthBucketSampler, pad_collate
     from headwise.text.bio import (
         IGNORE_INDEX,
@@ -25,17 +30,7 @@ if TYPE_CHECKING:
         token_offsets,
     )
     from headwise.text.char_level import train_char_tokenizer, train_tokenizer
-    from headwise.text.demo_corpus import (
-        DEMO_INTENTS,
-        OOS_LABEL,
-        DemoExample,
-        Slot,
-        Span,
-        category_lexicon,
-        generate_demo_corpus,
-        read_demo_jsonl,
-        write_demo_corpus,
-    )
+    from headwise.text.labels import OOS_LABEL
     from headwise.text.pairs import SentencePair, read_pairs, split_pairs
     from headwise.text.readers import DataError, Dataset, Example, read_examples, unseen_labels
     from headwise.text.tokenizer import Tokenizer
@@ -60,15 +55,8 @@ _LAZY: dict[str, str] = {
     "token_offsets": "headwise.text.bio",
     "train_char_tokenizer": "headwise.text.char_level",
     "train_tokenizer": "headwise.text.char_level",
-    "DEMO_INTENTS": "headwise.text.demo_corpus",
-    "OOS_LABEL": "headwise.text.demo_corpus",
-    "DemoExample": "headwise.text.demo_corpus",
-    "Slot": "headwise.text.demo_corpus",
-    "Span": "headwise.text.demo_corpus",
-    "category_lexicon": "headwise.text.demo_corpus",
-    "generate_demo_corpus": "headwise.text.demo_corpus",
-    "read_demo_jsonl": "headwise.text.demo_corpus",
-    "write_demo_corpus": "headwise.text.demo_corpus",
+    "OOS_LABEL": "headwise.text.labels",
+    "category_lexicon": "headwise.text.banking_lexicon",
     "SentencePair": "headwise.text.pairs",
     "read_pairs": "headwise.text.pairs",
     "split_pairs": "headwise.text.pairs",
@@ -80,12 +68,15 @@ _LAZY: dict[str, str] = {
     "Tokenizer": "headwise.text.tokenizer",
 }
 
-__all__ = ["DEMO_INTENTS", "IGNORE_INDEX", "AnnotatedDataset", "AnnotatedExample", "DataError",
-           "Dataset", "DemoExample", "Example", "LengthBucketSampler", "OOS_LABEL",
-           "SentencePair", "Slot", "SlotSpan", "Span", "Tokenizer", "bio_tag_names",
-           "category_lexicon", "encode_with_tags", "generate_demo_corpus", "looks_multi_label",
-           "pad_collate", "read_annotated", "read_demo_jsonl", "read_examples", "read_nlupp",
-           "read_pairs", "spans_to_tags", "split_pairs", "tags_to_spans", "token_offsets",
-           "train_char_tokenizer", "train_tokenizer", "unseen_labels", "write_demo_corpus"]
+__all__ = ["IGNORE_INDEX", "OOS_LABEL", "AnnotatedDataset", "AnnotatedExample", "DataError",
+           "Dataset", "Example", "LengthBucketSampler", "SentencePair", "SlotSpan",
+           "Tokenizer", "bio_tag_names", "category_lexicon", "encode_with_tags",
+           "looks_multi_label", "pad_collate", "read_annotated", "read_examples",
+           "read_nlupp", "read_pairs", "spans_to_tags", "split_pairs", "tags_to_spans",
+           "token_offsets", "train_char_tokenizer", "train_tokenizer", "unseen_labels"]
+#: the demo corpus's names, exported here before they moved to headwise.demo
+_MOVED: dict[str, str] = dict.fromkeys(
+    ("DEMO_INTENTS", "DemoExample", "Slot", "Span", "generate_demo_corpus", "read_demo_jsonl",
+     "write_demo_corpus"), "headwise.demo.corpus")
 
-__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY, _MOVED)

@@ -14,7 +14,7 @@ Layouts (each row a JSON object; the file one JSON array of them, or JSON lines)
 
 - NLU++: ``{"text", "intents": [...], "slots": {name: {"text", "span": [start, end],
   "value" | "values"}}}``; ``intents`` and ``slots`` may be absent (no intent, no slot).
-- the demo corpus (:mod:`headwise.text.demo_corpus`): ``{"text", "label", "intents": [...],
+- the demo corpus (:mod:`headwise.demo.corpus`): ``{"text", "label", "intents": [...],
   "slots": [{"name", "start", "end", "text", "value"}]}``; its out-of-scope rows have
   ``"label": "oos"`` and ``"intents": []``.
 - a plain ``"label"`` string without ``intents`` is read as one intent (``"oos"`` as none).

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from headwise.demo.corpus import generate_demo_corpus
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.training.recipe import IntentRecipe, build_intent_model
 from headwise.text.char_level import train_char_tokenizer
-from headwise.text.demo_corpus import generate_demo_corpus
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from headwise.cli import main
+from headwise.demo.corpus import write_demo_corpus
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.training.builders import build_intent_model
 from headwise.intent.training.recipe import IntentRecipe
-from headwise.text.demo_corpus import write_demo_corpus
 
 
 def _embedded(html: str) -> dict:

@@ -7,6 +7,7 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
+from headwise.demo.corpus import generate_demo_corpus
 from headwise.intent import IntentRecipe, train_intent_classifier
 from headwise.intent.training.linear_probe import (
     fit_linear_probe,
@@ -14,7 +15,6 @@ from headwise.intent.training.linear_probe import (
     pooled_features,
 )
 from headwise.models import BiLSTMClassifier, EncoderClassifier, preset
-from headwise.text.demo_corpus import generate_demo_corpus
 
 
 def _blobs(n=240, d=6, k=4, seed=0):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from headwise.demo.corpus import generate_demo_corpus
 from headwise.intent import IntentRecipe, train_intent_classifier
 from headwise.intent.training.builders import build_intent_model
 from headwise.intent.training.data import encode_texts
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.text import train_tokenizer
-from headwise.text.demo_corpus import generate_demo_corpus
 from headwise.train import TrainConfig
 
 

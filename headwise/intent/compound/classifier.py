@@ -32,10 +32,10 @@ from headwise.intent.kinds import COMPOUND
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.models.joint import JointIntentSlotModel
+from headwise.slots import SCHEMAS, normalize_slot
 from headwise.text.annotations import SlotSpan
 from headwise.text.bio import tags_to_spans, token_offsets
 from headwise.text.tokenizer import Tokenizer
-from headwise.text.values import SCHEMAS, normalize_slot
 
 COMPOUND_FILE = COMPOUND.marker  # "compound.json"
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import multilabel_metrics, span_f1
+from headwise.slots import normalize_slot
 from headwise.text.annotations import AnnotatedExample
-from headwise.text.values import normalize_slot
 
 
 def evaluate_compound(clf: CompoundClassifier, examples: Sequence[AnnotatedExample], *,

@@ -20,7 +20,7 @@ al. 2015), behind ``headwise distill``::
   unseen).
 * **Augmentation** (:data:`AUGMENTATIONS`): label-preserving character noise of the kinds
   customers type -- pinyin-input typos from the demo corpus's table
-  (:data:`headwise.text.demo_phenomena.TYPOS`), a dropped or doubled character, full-width
+  (:data:`headwise.text.typos.TYPOS`), a dropped or doubled character, full-width
   and half-width forms, spaces, punctuation -- added as extra rows whose soft target is the
   teacher's on the noisy text. Digits and negation cues (不, 没, "not", ...) are never
   touched: they decide intents.
@@ -69,8 +69,8 @@ from headwise.loading import save_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
 from headwise.models.io import build_model, write_json_atomically
-from headwise.text.demo_phenomena import TYPOS
 from headwise.text.negation_tokens import ENGLISH_NEGATION_WORDS, NEGATION_CHARACTERS
+from headwise.text.typos import TYPOS
 
 __all__ = ["AUGMENTATIONS", "STUDENTS", "STUDENT_INIT", "TARGETS_FILE", "TARGETS_WEIGHTS",
            "augment_text", "augmented_rows", "check_augmentations", "cached_teacher_logits",

@@ -1,0 +1,57 @@
+"""The demo: the built-in Chinese banking corpus, the runs of ``headwise demo``, and the
+attention tour of ``headwise tour``.
+
+* the corpus generator: :mod:`.corpus` (:func:`generate_demo_corpus`, split by template
+  family so that no test question shares its phrasing with training), built from the
+  intents' templates (:mod:`.templates`), shared templates and word lists
+  (:mod:`.lexicon`), template families and splits (:mod:`.families`), rendering
+  (:mod:`.render`), slot values (:mod:`.values`) and the surface phenomena of real
+  customers (:mod:`.phenomena`: fillers, typos, code-mixing, long context ...);
+* the runs: :mod:`.runner` (:func:`run_demo`: TF-IDF, BiLSTM, Transformer and, where
+  installed, a pretrained encoder, compared per slice on held-out phrasing) and
+  :mod:`.compound` (:func:`run_compound_demo`: multi-label intents with slots);
+* :mod:`.showcase`: the attention tour (masks, kernels and their timings).
+
+This package sits above the intent system, which it drives; nothing below imports it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from headwise._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from headwise.demo.compound import run_compound_demo
+    from headwise.demo.corpus import (
+        DEMO_INTENTS,
+        DemoExample,
+        Slot,
+        Span,
+        generate_demo_corpus,
+        read_demo_jsonl,
+        write_demo_corpus,
+    )
+    from headwise.demo.runner import DemoSettings, demo_recipes, pretrained_demo_recipe, run_demo
+
+#: public name -> the module that defines it, imported on first use (PEP 562)
+_LAZY: dict[str, str] = {
+    "run_compound_demo": "headwise.demo.compound",
+    "DEMO_INTENTS": "headwise.demo.corpus",
+    "DemoExample": "headwise.demo.corpus",
+    "Slot": "headwise.demo.corpus",
+    "Span": "headwise.demo.corpus",
+    "generate_demo_corpus": "headwise.demo.corpus",
+    "read_demo_jsonl": "headwise.demo.corpus",
+    "write_demo_corpus": "headwise.demo.corpus",
+    "DemoSettings": "headwise.demo.runner",
+    "demo_recipes": "headwise.demo.runner",
+    "pretrained_demo_recipe": "headwise.demo.runner",
+    "run_demo": "headwise.demo.runner",
+}
+
+__all__ = ["DEMO_INTENTS", "DemoExample", "DemoSettings", "Slot", "Span", "demo_recipes",
+           "generate_demo_corpus", "pretrained_demo_recipe", "read_demo_jsonl",
+           "run_compound_demo", "run_demo", "write_demo_corpus"]
+
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

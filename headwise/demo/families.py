@@ -1,0 +1,105 @@
+"""Template families of the demo corpus and their assignment to splits.
+
+A *family* is one way of phrasing a request; every template belongs to exactly one, and a
+whole family goes to one split (train, valid or test), so no valid or test question shares
+a template, or a phrasing family, with a training question. The families:
+
+* ``<intent>.<k>``: the intent's own families (:data:`~headwise.demo.templates.
+  INTENT_FAMILIES`);
+* ``contrast.<k>`` / ``correction.<k>``: one contrast or correction frame, filled in for
+  every intent that uses it (the frame goes to one split for all of them);
+* ``pair.<k>``: one minimal-pair template (both of its texts, both labels);
+* ``oos.<k>`` / ``oos_near.<k>``: one out-of-scope template, far or near miss (valid or
+  test only; the classifier never trains on out-of-scope rows).
+
+A template's id is ``<family>:<n>``. :func:`assign_families` shuffles each group of families
+(an intent's own, the contrast frames, the correction frames, each minimal-pair family, the
+out-of-scope ones) with the corpus's random source: in each group one family goes to test,
+one to valid and the rest to train (out-of-scope families alternate between valid and test).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from headwise.demo.lexicon import OOS_NEAR_MISS_TEMPLATES, OOS_TEMPLATES, PAIR_TEMPLATES
+from headwise.demo.render import frame_templates
+from headwise.demo.templates import INTENT_FAMILIES
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class Template:
+    """One template of the corpus.
+
+    Attributes:
+        id: ``<family>:<n>``, unique.
+        family: the family the template belongs to.
+        group: the families assigned together (``own:<intent>``, ``contrast``, ``pair:...``).
+        intent: the label of its texts (for a minimal pair: of the side without the
+            negation; ``oos`` for out-of-scope ones).
+        template: the template text.
+        negated: the label of a minimal pair's side with the negation, else None.
+        near_miss: an out-of-scope request that sounds like banking.
+    """
+
+    id: str
+    family: str
+    group: str
+    intent: str
+    template: str
+    negated: str | None = None
+    near_miss: bool = False
+
+
+def family_of(template_id: str) -> str:
+    """The family of a template id (``apply_instalment.3:1`` -> ``apply_instalment.3``)."""
+    return template_id.rpartition(":")[0] or template_id
+
+
+def catalogue() -> list[Template]:
+    """Every template of the corpus, in a fixed order."""
+    out: list[Template] = []
+    for intent, families in INTENT_FAMILIES.items():
+        for k, family in enumerate(families):
+            out += [Template(f"{intent}.{k}:{n}", f"{intent}.{k}", f"own:{intent}", intent, t)
+                    for n, t in enumerate(family)]
+    seen: dict[str, int] = {}
+    for kind, k, intent, template in frame_templates():
+        family = f"{kind}.{k}"
+        n = seen[family] = seen.get(family, -1) + 1
+        out.append(Template(f"{family}:{n}", family, kind, intent, template))
+    for k, (pos, neg, template) in enumerate(PAIR_TEMPLATES):
+        out.append(Template(f"pair.{k}:0", f"pair.{k}", f"pair:{pos}/{neg}", pos, template,
+                            negated=neg))
+    for name, templates, near in (("oos", OOS_TEMPLATES, False),
+                                  ("oos_near", OOS_NEAR_MISS_TEMPLATES, True)):
+        out += [Template(f"{name}.{k}:0", f"{name}.{k}", name, "oos", t, near_miss=near)
+                for k, t in enumerate(templates)]
+    return out
+
+
+def assign_families(templates: list[Template], rng: random.Random) -> dict[str, str]:
+    """Family -> split (``train``, ``valid``, ``test``), deterministic for the ``rng`` state.
+
+    In each group one family goes to test, one to valid, the rest to train; out-of-scope
+    groups alternate valid, test. A group of one or two families keeps its first ones for
+    test and valid, so a small group may have no training family.
+    """
+    groups: dict[str, list[str]] = {}
+    for t in templates:
+        families = groups.setdefault(t.group, [])
+        if t.family not in families:
+            families.append(t.family)
+    split: dict[str, str] = {}
+    for group, families in groups.items():
+        order = list(families)
+        rng.shuffle(order)
+        for i, family in enumerate(order):
+            if group in ("oos", "oos_near"):
+                split[family] = ("valid", "test")[i % 2]
+            else:
+                split[family] = ("test", "valid")[i] if i < 2 else "train"
+    return split

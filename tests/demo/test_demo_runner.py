@@ -1,0 +1,143 @@
+"""The demo job end to end with tiny settings: files, summary, tables, slice verdicts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from headwise.demo.runner import DemoSettings, comparison_table, run_demo, slice_verdicts
+from headwise.intent.classifier import IntentClassifier
+from headwise.intent.ensemble import load_classifier
+from headwise.intent.training.recipe import IntentRecipe
+
+
+def test_demo_trains_compares_and_saves_every_model(tmp_path):
+    lines = []
+    s = DemoSettings(per_intent=6, epochs=1, d_model=32, num_layers=1, latency_queries=3)
+    extra = {"tfidf_c1": IntentRecipe(model="tfidf", tfidf_c=1.0)}  # the extra-model hook
+    summary = run_demo(tmp_path, s, echo=lines.append, extra_models=extra)
+    assert list(summary["models"]) == ["tfidf", "bilstm", "transformer", "tfidf_c1"]
+    for name in summary["models"]:
+        r = summary["models"][name]
+        assert 0.0 <= r["accuracy"] <= 1.0 and 0.0 <= r["macro_f1"] <= 1.0
+        assert r["oos_recall"] is not None  # the corpus has out-of-scope rows in test
+        assert 0.0 <= r["reject_rate"] <= 1.0
+        assert r["latency"]["p50_ms"] > 0 and r["parameters"] > 0
+        clf = load_classifier(tmp_path / name)
+        assert len(clf.labels) == summary["corpus"]["intents"] >= 20
+        assert (tmp_path / name / "eval" / "confusion.png").is_file()
+        # a slice table per model: every row, then each phenomenon of the test split
+        slices = {row["slice"]: row for row in r["slices"]}
+        assert r["slices"][0]["slice"] == "all"
+        assert slices["all"]["n"] == summary["corpus"]["sizes"]["test"]
+        assert {"plain", "negation_scope", "oos_near_miss"} <= set(slices)
+        assert slices["oos_near_miss"]["n_in_scope"] == 0
+        assert slices["oos_near_miss"]["accuracy"] == slices["oos_near_miss"]["oos_recall"]
+    assert summary["corpus"]["split"].startswith("by template family")
+    text = "\n".join(lines)
+    assert "held-out phrasing" in text and "tfidf per slice" in text
+    # one verdict per slice, naming a model and the numbers of this run
+    verdicts = summary["slice_verdicts"]
+    assert len(verdicts) == len(summary["models"]["tfidf"]["slices"])
+    assert all(v in text for v in verdicts)
+    assert all(any(m in v for m in summary["models"]) for v in verdicts)
+    model = IntentClassifier.load(tmp_path / "transformer").model
+    assert model.config.num_heads == 8 and model.config.number_heads == [0, 1]
+    assert model.config.position == "rope"
+    # the number-aware heads know the char tokenizer's number ids ([NUM], 3500, 三千 ...)
+    assert model.encoder.is_number_token.any()
+    for split in ("train", "valid", "test"):
+        assert (tmp_path / "data" / f"{split}.csv").is_file()
+    assert (tmp_path / "tfidf" / "tfidf.json").is_file()
+    saved = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    assert saved["models"]["bilstm"]["accuracy"] == summary["models"]["bilstm"]["accuracy"]
+    table = comparison_table(summary["models"])
+    assert table in text and "| bilstm |" in table and "| transformer |" in table
+    assert "| tfidf |" in table and "in-scope rejected" in table
+    assert len(summary["examples"]) == 8
+
+
+def _rows(*accuracies_by_model, n=100):
+    return {m: {"slices": [{"slice": s, "n": n, "accuracy": a} for s, a in acc.items()]}
+            for m, acc in accuracies_by_model}
+
+
+def test_slice_verdicts_name_the_winner_and_the_lead():
+    results = _rows(("tfidf", {"all": 0.80, "typo": 0.50, "plain": 0.90}),
+                    ("bilstm", {"all": 0.81, "typo": 0.70, "plain": 0.90}),
+                    ("transformer", {"all": 0.60, "typo": 0.65, "plain": 0.30}))
+    verdicts = slice_verdicts(results)
+    assert [v.split(" (n=")[0] for v in verdicts] == ["every test question", "'plain'",
+                                                       "'typo'"]
+    everything, plain, typo = verdicts
+    # 0.81 vs 0.80 on 100 rows: a 1-point lead, standard error about 5.6 points
+    assert everything.startswith("every test question (n=100): no clear winner, bilstm 81.0% "
+                                 "vs tfidf 80.0%")
+    assert "transformer 60.0%" in everything
+    assert typo == ("'typo' (n=100): no clear winner, bilstm 70.0% vs transformer 65.0% "
+                    "(a 5.0-point lead, not above twice its standard error, 2 x 6.6); "
+                    "tfidf 50.0%")
+    assert plain.startswith("'plain' (n=100): no clear winner, bilstm 90.0% vs tfidf 90.0%")
+    big = slice_verdicts(_rows(("a", {"typo": 0.9}), ("b", {"typo": 0.5}), n=400))
+    assert big == ["'typo' (n=400): a wins with 90.0%, 40.0 points ahead of b (50.0%)"]
+    assert slice_verdicts(_rows(("a", {"typo": 0.9}))) == [
+        "'typo' (n=100): a 90.0% (no other model)"]
+    assert slice_verdicts({"a": {"slices": []}}) == []
+
+
+def test_compound_demo_trains_scores_and_shows_slots(tmp_path):
+    from headwise.demo.compound import DEMO_NUMBER_HEADS, run_compound_demo
+    from headwise.demo.values import REFERENCE_DATE
+    from headwise.intent.compound.classifier import CompoundClassifier
+
+    lines = []
+    summary = run_compound_demo(tmp_path, per_intent=6, epochs=1, d_model=32, num_layers=1,
+                                echo=lines.append)
+    report = summary["report"]
+    assert 0.0 <= report["intents"]["micro_f1"] <= 1.0 and "span F1" in "\n".join(lines)
+    # the normaliser alone gets every generated value right from the gold span text
+    assert report["values"] and all(v["normaliser"] == 1.0 for v in report["values"].values())
+    clf = CompoundClassifier.load(tmp_path / "compound")
+    assert clf.model.config.number_heads == DEMO_NUMBER_HEADS
+    # evaluated against the corpus's own today; saved to resolve against each request's
+    assert clf.reference_date is None and clf.model.multi_label
+    assert f"corpus's own today, {REFERENCE_DATE.isoformat()}" in "\n".join(lines)
+    assert summary["examples"] and all("slots" in a for a in summary["examples"])
+    assert (tmp_path / "compound" / "summary.json").is_file()
+
+
+def test_pretrained_row_only_when_the_encoder_is_installed(monkeypatch):
+    from headwise.demo import runner as demo
+    from headwise.models import catalog
+
+    real = catalog.pretrained_info
+    for installed in (True, False):
+        monkeypatch.setattr(catalog, "pretrained_info",
+                            lambda name, i=installed: {**real(name), "installed": i})
+        extra = demo.pretrained_demo_recipe(DemoSettings.quick(seed=3))
+        if installed:
+            r = extra["pretrained"]
+            assert r.model == f"pretrained:{demo.DEMO_PRETRAINED}" and r.linear_probe
+            assert r.epochs == demo.DEMO_PRETRAINED_EPOCHS and r.seed == 3
+        else:
+            assert extra == {}
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_quick_demo_says_it_skips_the_compound_model(quick, monkeypatch, capsys, tmp_path):
+    from headwise.cli import build_parser
+    from headwise.commands import demo as command
+
+    calls = []
+    monkeypatch.setattr(command, "run_demo", lambda *a, **k: calls.append("demo"))
+    monkeypatch.setattr(command, "run_compound_demo", lambda *a, **k: calls.append("compound"))
+    monkeypatch.setattr(command, "pretrained_demo_recipe", lambda s: {})
+    argv = ["demo", "--out", str(tmp_path), "--no-report"] + (["--quick"] if quick else [])
+    args = build_parser(["demo"]).parse_args(argv)
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    if quick:
+        assert calls == ["demo"] and "--quick: the compound classifier" in out
+    else:
+        assert calls == ["demo", "compound"] and "is skipped" not in out
