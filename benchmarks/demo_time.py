@@ -1,0 +1,108 @@
+"""How long ``headwise demo`` takes on this machine: ``--quick`` and the full run without the
+pretrained encoder, each as a user runs it (a fresh process, the console script).
+
+    python benchmarks/demo_time.py                  # 3 runs each, writes demo:time in BENCHMARKS.md
+    python benchmarks/demo_time.py --runs 1 --no-write
+
+The two commands alternate (quick, full, quick, full ...) so that a change in the machine's
+load hits both alike; the table gives the median wall-clock seconds with the fastest and
+slowest run, the median CPU seconds (user + system of the process and its children) and
+the largest peak RSS. Targets (the evaluation issue): ``--quick`` under 2 minutes, the full
+run (``--no-pretrained``) about 6 minutes, on 2 cores. Each run writes into its own
+temporary folder, removed after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+from startup import headwise_command  # noqa: E402
+
+SECTION = "demo:time"
+#: command name -> (extra arguments, target in seconds, how the target reads)
+COMMANDS = {
+    "headwise demo --quick": (["--quick"], 120.0, "under 2 minutes"),
+    "headwise demo --no-pretrained": (["--no-pretrained"], 6 * 60 * 1.1, "about 6 minutes "
+                                      "(at most 6.6)"),
+}
+
+
+def run_once(extra: list[str]) -> dict[str, float]:
+    """One demo run in a fresh process: wall and CPU seconds, peak RSS (MiB)."""
+    out = Path(tempfile.mkdtemp(prefix="headwise-demo-time-"))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    try:
+        subprocess.run(headwise_command() + ["demo", "--out", str(out / "demo"), *extra],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env={**os.environ, "TQDM_DISABLE": "1"})
+    finally:
+        wall = time.perf_counter() - start
+        shutil.rmtree(out, ignore_errors=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": after.ru_maxrss / 1024}
+
+
+def render(results: dict[str, list[dict[str, float]]], runs: int) -> str:
+    rows, verdicts = [], []
+    for name, rs in results.items():
+        walls = [r["wall_s"] for r in rs]
+        median = statistics.median(walls)
+        target = COMMANDS[name][1]
+        ok = median <= target
+        rows.append([f"`{name}`", len(rs), f"{median:.1f}", f"{min(walls):.1f}-{max(walls):.1f}",
+                     f"{statistics.median(r['cpu_s'] for r in rs):.1f}",
+                     f"{max(r['peak_rss_mib'] for r in rs):.0f}"])
+        verdicts.append([f"`{name}` {COMMANDS[name][2]}", "PASS" if ok else "FAIL",
+                         f"median {median:.1f} s over {len(rs)} runs"])
+    info = H.machine_info("cpu", None)
+    return "\n".join([
+        "## How long `headwise demo` takes (CPU)", "",
+        f"`{H.command_line()}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+        f"{info.get('cpu', 'cpu')}, {os.cpu_count()} cores; {runs} runs of each command, "
+        f"alternating, each in a fresh process writing into its own temporary folder; "
+        f"nothing else ran on the machine).", "",
+        H.markdown_table(["target", "verdict", "measured"], verdicts, "lll"), "",
+        H.markdown_table(["command", "runs", "median wall s", "range s", "median CPU s",
+                          "peak RSS MiB (largest process)"], rows), "",
+        "The full run trains the TF-IDF floor, the BiLSTM, the from-scratch Transformer and "
+        "the compound classifier on the generated corpus, scores them on held-out "
+        "phrasing and writes the head-analysis report; `--quick` trains smaller models on "
+        "a smaller corpus and skips the compound classifier."])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--only", choices=sorted(COMMANDS), help="time one command only")
+    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
+    p.add_argument("--no-write", action="store_true", help="print the section instead")
+    args = p.parse_args(argv)
+    names = [args.only] if args.only else list(COMMANDS)
+    results: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+    for i in range(args.runs):
+        for name in names:
+            r = run_once(COMMANDS[name][0])
+            results[name].append(r)
+            print(f"[{i + 1}/{args.runs}] {name}: {r['wall_s']:.1f} s", file=sys.stderr,
+                  flush=True)
+    H.print_or_write(args.md, SECTION, render(results, args.runs), no_write=args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
