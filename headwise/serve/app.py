@@ -46,6 +46,7 @@ import asyncio
 import dataclasses
 import gc
 import importlib.util
+import inspect
 import logging
 import os
 import re
@@ -67,23 +68,21 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from headwise.serve.access import ADMIN_PREFIX, OPEN_PATHS, AccessGuard
 from headwise.serve.auth import ApiKeys, KeyFileError
 from headwise.serve.batching import BatcherClosed, MicroBatcher
-from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import CONFIG_ENV, ServeConfig
 from headwise.serve.engine import EncodedText, LongTextError
 from headwise.serve.explain import explain_text
 from headwise.serve.fastpath import FastRoute
 from headwise.serve.metrics import ServeMetrics
 from headwise.serve.middleware import BodyGuard, RequestMetrics, error_payload
+from headwise.serve.predict_api import PredictApi, api_for
 from headwise.serve.ratelimit import RateLimiter
 from headwise.serve.schemas import (
     CompoundPredictRequest,
-    CompoundPredictResponse,
     ErrorResponse,
     ExplainRequest,
     ExplainResponse,
     Health,
     PredictRequest,
-    PredictResponse,
     ReloadRequest,
     ReloadResponse,
     declare_limits,
@@ -185,8 +184,9 @@ class ServiceState:
         return self.served.batcher
 
     @property
-    def compound(self) -> bool:
-        return self.served.compound
+    def api(self) -> PredictApi:
+        """What ``/v1/predict`` takes and answers for the served engine's kind."""
+        return self.served.api
 
     @property
     def model_name(self) -> str:
@@ -349,11 +349,10 @@ class ServiceState:
         try:
             engine = await asyncio.to_thread(
                 load_engine, config, report=lambda line: log.warning("reload: %s", line))
-            if isinstance(engine, CompoundEngine) != old.compound:
-                kinds = ("a single-label", "a compound (multi-label + slots)")
-                raise ValueError(f"it holds {kinds[not old.compound]} classifier and the "
-                                 f"service serves {kinds[old.compound]} one, whose requests "
-                                 f"and answers differ; start a new service for it")
+            if api_for(engine) is not old.api:
+                raise ValueError(f"it holds {api_for(engine).kind} classifier and the "
+                                 f"service serves {old.api.kind} one, whose requests and "
+                                 f"answers differ; start a new service for it")
             new = ServedModel(engine, config, on_batch=self.metrics.observe_batch,
                               generation=old.generation + 1)
             await new.start()
@@ -462,12 +461,9 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
             await asyncio.gather(warm, *state._signal_tasks, return_exceptions=True)
             await state.batcher.stop()
 
-    about = ("Compound intent recognition: every intent a text expresses, with slot spans "
-             "and normalised values." if state.compound else
-             "Intent recognition with calibrated confidence, out-of-scope detection and "
-             "per-head attention explanations.")
+    api = state.api  # the kind of the engine served (a reload keeps it)
     app = FastAPI(title="headwise intent service", version="1", lifespan=lifespan,
-                  description=about, docs_url=None, redoc_url=None)
+                  description=api.about, docs_url=None, redoc_url=None)
     app.state.serve = state
     _add_docs(app)
     generate_openapi = app.openapi
@@ -498,10 +494,8 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
 
     # /v1/predict is answered by answer_predict, from the FastAPI endpoint (which also
     # gives the OpenAPI schema) or, for a well-formed request, from the fast path
-    request_model: type[BaseModel] = CompoundPredictRequest if state.compound \
-        else PredictRequest
-    response_model: type[BaseModel] = CompoundPredictResponse if state.compound \
-        else PredictResponse
+    request_model: type[BaseModel] = api.request
+    response_model: type[BaseModel] = api.response
 
     async def answer_predict(body: PredictRequest | CompoundPredictRequest) -> Response:
         name, field = body.given()
@@ -509,27 +503,22 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
             served, texts, items, rows = await state.infer(field, name)
         except InputError as e:
             return input_error_response(e)
-        # a compound engine takes its rows as they come, and whether one intent is a must
-        extra = {"at_least_one": body.at_least_one,
-                 "reference_date": body.reference()} if served.compound else {}
-        answers = served.engine.answer(texts, items,
-                                       rows if served.compound else np.stack(rows),
-                                       top_k=body.top_k or config.top_k,
-                                       threshold=body.threshold, **extra)
+        answers = served.api.answer(served.engine, body, texts, items, rows,
+                                    top_k=body.top_k or config.top_k)
         return json_response(response_model(model=served.name,
                                             runtime=served.engine.runtime.name,
                                             predictions=answers))
 
-    if state.compound:
-        @app.post("/v1/predict", response_model=CompoundPredictResponse, responses=_ERRORS,
-                  summary="Every intent and the slots of one or many texts")
-        async def predict_compound(body: CompoundPredictRequest) -> Response:
-            return await answer_predict(body)
-    else:
-        @app.post("/v1/predict", response_model=PredictResponse, responses=_ERRORS,
-                  summary="Top-k intents of one or many texts")
-        async def predict(body: PredictRequest) -> Response:
-            return await answer_predict(body)
+    async def predict(body: BaseModel) -> Response:
+        return await answer_predict(body)
+
+    # the body's model is the engine kind's, which FastAPI reads from the signature
+    predict.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                           annotation=request_model)], return_annotation=Response)
+    predict.__name__ = api.operation
+    app.post("/v1/predict", response_model=response_model, responses=_ERRORS,
+             summary=api.summary)(predict)
 
     @app.post("/v1/explain", response_model=ExplainResponse, responses=_ERRORS,
               summary="Per-head attention and attention rollout of one text",
@@ -537,10 +526,10 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
                           "answered with 409 'unsupported_model'.")
     async def explain(body: ExplainRequest) -> ExplainResponse:
         served = state.served  # one model for the whole answer, as /v1/predict
-        if served.compound:
-            raise InputError(409, "unsupported_model", "/v1/explain does not support a "
-                             "compound (multi-label + slots) classifier; use /v1/predict for "
-                             "its intents and slots")
+        if not served.api.explains:
+            raise InputError(409, "unsupported_model", f"/v1/explain does not support "
+                             f"{served.api.kind} classifier; use /v1/predict for its intents "
+                             f"and slots")
         if not served.has_attention:
             clf = served.engine.classifier
             raise InputError(409, "no_attention", f"this model "

@@ -17,9 +17,9 @@ from typing import Any
 
 from headwise.inspect.forward import NoAttentionError, attention_layers
 from headwise.serve.batching import MicroBatcher
-from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import ServeConfig
 from headwise.serve.engine import EncodedText
+from headwise.serve.predict_api import api_for
 from headwise.serve.startup import Engine
 
 #: texts of several lengths run once before a model is reported ready (or swapped in)
@@ -43,7 +43,7 @@ class ServedModel:
         self.engine = engine
         self.config = config
         self.generation = generation
-        self.compound = isinstance(engine, CompoundEngine)
+        self.api = api_for(engine)  # what /v1/predict takes and answers for it
         self.name = config.model_name or Path(config.model_dir or "model").name
         self.batcher: MicroBatcher[EncodedText, Any] = MicroBatcher(
             engine.run, max_batch_size=config.max_batch_size,

@@ -1,0 +1,99 @@
+"""What ``/v1/predict`` takes and answers for each kind of engine, declared in one place.
+
+A single-label engine (a network, a TF-IDF model, an ensemble: ``kind`` ``"intent"``)
+answers :class:`~headwise.serve.schemas.PredictRequest` with
+:class:`~headwise.serve.schemas.PredictResponse` and explains its answers; a compound engine
+(``kind`` ``"compound"``) answers the compound request (``at_least_one``,
+``reference_date``) with intents and slots, and has no ``/v1/explain``. The app reads the
+served engine's :class:`PredictApi` (:func:`api_for`) instead of testing which kind it is;
+an engine kind added later declares its entry in :data:`PREDICT_APIS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from headwise.serve.schemas import (
+    CompoundPredictRequest,
+    CompoundPredictResponse,
+    PredictRequest,
+    PredictResponse,
+)
+
+__all__ = ["PREDICT_APIS", "PredictApi", "api_for"]
+
+
+@dataclass(frozen=True)
+class PredictApi:
+    """The request and answer of ``/v1/predict`` for one engine kind, and what else the
+    service offers for it.
+
+    Attributes:
+        kind: how messages name the classifier ("a single-label", before "classifier").
+        about: the service's description in its OpenAPI document.
+        summary: the endpoint's summary.
+        operation: the endpoint function's name (the OpenAPI operation id's stem).
+        request, response: the pydantic models of the request and the answer.
+        explains: whether ``/v1/explain`` serves this kind.
+        options: the engine's ``answer`` keyword arguments that a request carries.
+        stack_rows: whether the engine's ``answer`` takes its rows stacked into one array
+            (logits) rather than as the list the batcher returned.
+    """
+
+    kind: str
+    about: str
+    summary: str
+    operation: str
+    request: type[BaseModel]
+    response: type[BaseModel]
+    explains: bool
+    options: Callable[[Any], dict[str, Any]]
+    stack_rows: bool
+
+    def answer(self, engine: Any, body: Any, texts: Sequence[str], items: Sequence[Any],
+               rows: Sequence[Any], *, top_k: int) -> list[dict[str, Any]]:
+        """The engine's answers to a request ``body`` for its texts, their encodings and
+        the batcher's rows."""
+        return engine.answer(texts, items, np.stack(rows) if self.stack_rows else rows,
+                             top_k=top_k, threshold=body.threshold, **self.options(body))
+
+
+#: engine ``kind`` -> its ``/v1/predict``
+PREDICT_APIS: dict[str, PredictApi] = {
+    "intent": PredictApi(
+        kind="a single-label",
+        about="Intent recognition with calibrated confidence, out-of-scope detection and "
+              "per-head attention explanations.",
+        summary="Top-k intents of one or many texts", operation="predict",
+        request=PredictRequest, response=PredictResponse, explains=True,
+        options=lambda body: {}, stack_rows=True),
+    "compound": PredictApi(
+        kind="a compound (multi-label + slots)",
+        about="Compound intent recognition: every intent a text expresses, with slot spans "
+              "and normalised values.",
+        summary="Every intent and the slots of one or many texts",
+        operation="predict_compound", request=CompoundPredictRequest,
+        response=CompoundPredictResponse, explains=False,
+        # whether one intent is a must, and the "today" of relative dates in the slots
+        options=lambda body: {"at_least_one": body.at_least_one,
+                              "reference_date": body.reference()},
+        stack_rows=False),
+}
+
+
+def api_for(engine: Any) -> PredictApi:
+    """The :class:`PredictApi` of an engine, by its ``kind``.
+
+    Raises:
+        ValueError: an engine kind with no entry in :data:`PREDICT_APIS`.
+    """
+    kind = getattr(engine, "kind", None)
+    if kind not in PREDICT_APIS:
+        raise ValueError(f"no /v1/predict is declared for engine kind {kind!r} "
+                         f"({type(engine).__name__}); known: {sorted(PREDICT_APIS)}")
+    return PREDICT_APIS[kind]
