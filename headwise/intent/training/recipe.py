@@ -55,6 +55,7 @@ from headwise.intent.training.losses import (
 )
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe_fields import check_field_types
+from headwise.intent.training.recipe_parts import flatten_recipe, recipe_parts
 from headwise.intent.training.recipe_paths import (
     check_recipe_paths,
     check_valid_fraction,
@@ -287,13 +288,17 @@ class IntentRecipe:
         """``"transformer"``, ``"bilstm"``, ``"tfidf"`` or ``"pretrained"``."""
         return self.model.split(":", 1)[0]
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict."""
-        return dataclasses.asdict(self)
+    def to_dict(self, *, by_part: bool = False) -> dict[str, Any]:
+        """A JSON-serialisable dict: flat, or with ``by_part`` grouped by the recipe's
+        parts (:data:`~headwise.intent.training.recipe_parts.PARTS`)."""
+        flat = dataclasses.asdict(self)
+        return recipe_parts(flat) if by_part else flat
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IntentRecipe:
-        """Build from a dict; unknown keys are an error naming them."""
+        """Build from a dict, flat or by part (:func:`~headwise.intent.training.
+        recipe_parts.flatten_recipe`); unknown keys are an error naming them."""
+        data = flatten_recipe(data)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
@@ -306,8 +311,12 @@ class IntentRecipe:
         built into a recipe: the command adds its options first, and treats every key
         given here as set on purpose.
 
+        The file may be flat or by part (``{"architecture": {...}, "training": {...}}``,
+        :mod:`~headwise.intent.training.recipe_parts`); the fields come back flat.
+
         Raises:
-            ValueError: not valid JSON, not an object, or unknown keys (named).
+            ValueError: not valid JSON, not an object, unknown keys (named), or a field
+                under the wrong part.
         """
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -315,6 +324,7 @@ class IntentRecipe:
             raise ValueError(f"{path} is not valid JSON: {e}") from e
         if not isinstance(data, dict):
             raise ValueError(f"{path} must hold a JSON object of recipe fields")
+        data = flatten_recipe(data, where=str(path))
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
