@@ -45,7 +45,7 @@ TEXTS = [t for ts in INTENTS.values() for t in ts]
 WORDS = " ".join(TEXTS).split()
 #: what the subprocess of the kill test runs: the CLI with each chunk slowed down
 SLOW_CLI = ("import sys, time\n"
-            "import headwise.intent.batch_predict as bp\n"
+            "import headwise.intent.batch.run as bp\n"
             "real = bp.format_records\n"
             "def slow(*a, **k):\n"
             "    time.sleep(0.05)\n"

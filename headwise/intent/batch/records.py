@@ -1,0 +1,126 @@
+"""The records of a batch prediction: what ``headwise predict --json`` prints for a text,
+and their text as JSON lines or CSV rows (:func:`format_records`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+__all__ = ["CSV_COLUMNS", "ECHO_CHARS", "JSONL_KEYS", "Predictor", "echo", "engine_record",
+           "format_records", "record"]
+
+#: characters of a text that an answer repeats (a longer one is cut, and marked with …)
+ECHO_CHARS = 200
+#: the CSV columns of an output, by the kind of model (``Predictor.kind``); the nested
+#: fields (``top_k``, ``intents``, ``slots``, ``long_text``) are JSON, null as an empty cell
+CSV_COLUMNS: dict[str, tuple[str, ...]] = {
+    "intent": ("line", "text", "text_chars", "intent", "confidence", "out_of_scope", "top_k",
+               "long_text"),
+    "compound": ("line", "text", "text_chars", "out_of_scope", "intents", "top_k", "slots",
+                 "long_text"),
+}
+#: the keys of a JSON-lines record, in order, by the kind of model
+JSONL_KEYS: dict[str, tuple[str, ...]] = {
+    "intent": ("line", "text", "intent", "confidence", "out_of_scope", "top_k", "text_chars",
+               "long_text"),
+    "compound": ("line", "text", "out_of_scope", "intents", "top_k", "slots", "text_chars",
+                 "long_text"),
+}
+
+
+def echo(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text`` as an answer repeats it: whole up to ``limit`` characters, else its first
+    ``limit`` characters and ``…``."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def record(answer: dict[str, Any], text: str, note: dict[str, Any] | None) -> dict[str, Any]:
+    """An answer's ``headwise predict --json`` object: ``answer`` (``to_dict()`` of a
+    prediction) with its text cut by :func:`echo`, ``text_chars`` and ``long_text``."""
+    return {**answer, "text": echo(text), "text_chars": len(text), "long_text": note}
+
+
+def _rounded(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**s, "confidence": round(s["confidence"], 6)} for s in scores]
+
+
+def engine_record(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``headwise predict --json`` object of a serve engine's answer (its
+    ``predict``'s records: probabilities not rounded, ``long_text`` inside): the fields of
+    the prediction's ``to_dict()`` (probabilities to 6 decimals), then :func:`record`'s.
+
+    Args:
+        answer: one record of ``InferenceEngine``, ``CompoundEngine`` or
+            ``ProbabilityEngine.predict``.
+
+    Returns:
+        The object ``headwise predict --json`` prints for that text.
+    """
+    out = {}
+    for key, value in answer.items():
+        if key == "long_text":
+            continue
+        if key == "confidence":
+            value = round(value, 6)
+        elif key in ("top_k", "intents"):
+            value = _rounded(value)
+        out[key] = value
+    return record(out, answer["text"], answer.get("long_text"))
+
+
+class Predictor(Protocol):
+    """What :func:`predict_file` predicts with: the service's engines
+    (``InferenceEngine``, ``CompoundEngine``, ``ProbabilityEngine``) are predictors.
+
+    Attributes:
+        kind: ``"intent"`` (single-label answers) or ``"compound"`` (intents and slots).
+        labels: the intents the model answers.
+    """
+
+    kind: str
+    labels: list[str]
+
+    def predict(self, texts: Sequence[str], *, top_k: int = 3,
+                threshold: float | None = None) -> list[dict[str, Any]]:
+        """One answer record per text (the engines' response records)."""
+        ...
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def format_records(lines: Sequence[int], records: Sequence[Mapping[str, Any]], fmt: str,
+                   kind: str) -> str:
+    """The text of output records: JSON lines (``{"line": LINE, **record}``) or CSV rows
+    (:data:`CSV_COLUMNS`), each ended by a newline.
+
+    Args:
+        lines: the input line of each record.
+        records: the records (:func:`engine_record`).
+        fmt: ``"jsonl"`` or ``"csv"``.
+        kind: ``"intent"`` or ``"compound"`` (the CSV columns).
+
+    Returns:
+        The text to append to the output.
+    """
+    if fmt == "jsonl":
+        return "".join(json.dumps({"line": int(n), **r}, ensure_ascii=False, default=str)
+                       + "\n" for n, r in zip(lines, records, strict=True))
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    columns = CSV_COLUMNS[kind][1:]
+    for n, r in zip(lines, records, strict=True):
+        writer.writerow([str(int(n)), *(_cell(r.get(c)) for c in columns)])
+    return buf.getvalue()
