@@ -4,5 +4,5 @@
 :mod:`.defaults`), the rows (:mod:`.data`) and the losses (:mod:`.losses`), and the
 levers: LP-FT (:mod:`.linear_probe`), masked-LM self-pretraining (:mod:`.pretrain`), label cleaning
 (:mod:`.cleaning`), TF-IDF model selection (:mod:`.tfidf_selection`), vocabulary trimming
-(:mod:`.trimming`), the TF-IDF blend (:mod:`.blending`) and distillation into a student
-(:mod:`.distillation`)."""
+(:mod:`.trimming`), the TF-IDF blend (:mod:`.blending`), label-keeping noise
+(:mod:`.augmentation`) and distillation into a student (:mod:`.distillation`)."""
