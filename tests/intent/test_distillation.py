@@ -363,3 +363,30 @@ def test_cli_distill_then_predict_json(teacher, tmp_path, capsys):
         argv = base[:7] + [str(bad), "--quiet"] + extra  # no --config: the recipe's checks
         assert main(argv) == 1, extra
         assert message in capsys.readouterr().err
+
+
+def test_a_weighted_ensemble_teacher_gives_the_log_of_its_blended_probabilities(teacher,
+                                                                                tmp_path):
+    """A blend (TF-IDF models in a weighted ensemble, as ``--blend tfidf`` saves one) is a
+    teacher too: its soft targets are the log of the weighted mean of the members'
+    probabilities, computed here from the members themselves, and a student distils from
+    its saved directory."""
+    from headwise.intent import train_intent_classifier
+    from headwise.intent.ensemble import EnsembleClassifier
+
+    other = tmp_path / "tfidf-c1"
+    train_intent_classifier(ROWS * 2, ROWS, IntentRecipe(model="tfidf", tfidf_c=1.0,
+                                                         progress=False), out_dir=other)
+    members = [D.load_teacher(teacher), D.load_teacher(other)]
+    EnsembleClassifier(members, weights=[0.3, 0.7]).save(tmp_path / "blend")
+    blend = D.load_teacher(tmp_path / "blend")
+    texts = ["i lost my card", "send money to my friend", "what is my balance"]
+    want = np.log(0.3 * members[0].predict_proba(texts) + 0.7 * members[1].predict_proba(texts))
+    np.testing.assert_allclose(D.teacher_log_probs(blend, texts, progress=False), want,
+                               rtol=0, atol=1e-12)
+    run = distill(tmp_path / "blend", ROWS * 2, ROWS, out_dir=tmp_path / "student",
+                  recipe=IntentRecipe(**TINY))
+    info = run.classifier.info["distill"]
+    assert info["teacher"]["model"] == "ensemble of 2"
+    assert info["teacher"]["sha256"] == D.directory_fingerprint(tmp_path / "blend")
+    assert run.classifier.labels == blend.labels
