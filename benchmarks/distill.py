@@ -60,7 +60,7 @@ sys.path.insert(0, str(HERE))
 import _harness as H  # noqa: E402
 
 RESULTS = HERE / "results" / "distill_runs.jsonl"
-KEY = ("dataset", "student", "data", "seed")
+KEY = ("dataset", "teacher_sha256", "student", "data", "seed")
 DATASETS = ("dataclue_cic", "demo", "banking77")
 #: the student's recipe fields per kind (``truncate:K`` takes the "truncate" entry)
 RECIPES: dict[str, dict[str, Any]] = {
@@ -274,21 +274,26 @@ def render(runs: list[dict[str, Any]]) -> str:
              "(BANKING77)."]
     for dataset in DATASETS:
         subset = [r for r in runs if r.get("dataset", "dataclue_cic") == dataset]
-        if subset:
-            parts += ["", render_dataset(dataset, subset)]
+        teachers = list(dict.fromkeys(r.get("teacher_sha256") for r in subset))
+        for sha in teachers:  # one subsection per teacher, in the order first measured
+            own = [r for r in subset if r.get("teacher_sha256") == sha]
+            title = dataset if len(teachers) == 1 else \
+                f"{dataset}, teacher `{Path(own[0]['teacher']).name}`"
+            parts += ["", render_dataset(dataset, own, title)]
     return "\n".join(parts)
 
 
-def render_dataset(dataset: str, runs: list[dict[str, Any]]) -> str:
-    """One dataset's subsection."""
+def render_dataset(dataset: str, runs: list[dict[str, Any]], title: str | None = None) -> str:
+    """One dataset's subsection (``title``: its heading, default the dataset's name)."""
+    title = title or dataset
     teacher, rows = summarise(runs)
     if teacher is None:
-        return f"### {dataset}\n\nThe teacher has not been measured yet."
+        return f"### {title}\n\nThe teacher has not been measured yet."
     commands = sorted({r.get("command", "") for r in runs})
     dates = sorted(r["date"] for r in runs if r.get("date"))
     t = teacher
     lines = [
-        f"### {dataset}",
+        f"### {title}",
         "",
         f"{_ABOUT[dataset]}. Produced by {', '.join(f'`{c}`' for c in commands)} between "
         f"{dates[0]} and {dates[-1]}. Teacher: "
@@ -411,14 +416,14 @@ def main(argv: list[str] | None = None) -> int:
         done = {} if args.rerun else {k: r for k, r in load_runs(args.results).items()
                                       if r.get("teacher_sha256") == sha
                                       and r.get("status") == "ok"}  # failures are retried
-        plan = [(args.dataset, "teacher", "all", 0)] + [
-            (args.dataset, st, v, int(s)) for s in args.seeds.split(",")
+        plan = [(args.dataset, sha, "teacher", "all", 0)] + [
+            (args.dataset, sha, st, v, int(s)) for s in args.seeds.split(",")
             for st in args.students.split(",") for v in args.variants.split(",")]
         todo = [k for k in plan if k not in done]
         print(f"{len(plan)} runs planned, {len(plan) - len(todo)} already measured",
               file=sys.stderr)
         args.results.parent.mkdir(parents=True, exist_ok=True)
-        for i, (dataset, student, variant, seed) in enumerate(todo, 1):
+        for i, (dataset, _, student, variant, seed) in enumerate(todo, 1):
             print(f"[{i}/{len(todo)}] {dataset} {student} {variant} seed {seed} ...",
                   file=sys.stderr, flush=True)
             spec = {"dataset": dataset, "student": student, "variant": variant, "seed": seed,
