@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -43,18 +42,22 @@ COMMANDS = {
 def run_once(extra: list[str]) -> dict[str, float]:
     """One demo run in a fresh process: wall and CPU seconds, peak RSS (MiB)."""
     out = Path(tempfile.mkdtemp(prefix="headwise-demo-time-"))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     try:
-        subprocess.run(headwise_command() + ["demo", "--out", str(out / "demo"), *extra],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env={**os.environ, "TQDM_DISABLE": "1"})
+        proc = subprocess.Popen(headwise_command() + ["demo", "--out", str(out / "demo"),
+                                                      *extra],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "TQDM_DISABLE": "1"})
+        # this child's own usage (RUSAGE_CHILDREN would keep the largest RSS of them all)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     finally:
         wall = time.perf_counter() - start
         shutil.rmtree(out, ignore_errors=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": after.ru_maxrss / 1024}
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, proc.args)
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
 def render(results: dict[str, list[dict[str, float]]], runs: int) -> str:
@@ -78,7 +81,7 @@ def render(results: dict[str, list[dict[str, float]]], runs: int) -> str:
         f"nothing else ran on the machine).", "",
         H.markdown_table(["target", "verdict", "measured"], verdicts, "lll"), "",
         H.markdown_table(["command", "runs", "median wall s", "range s", "median CPU s",
-                          "peak RSS MiB (largest process)"], rows), "",
+                          "peak RSS MiB (largest run)"], rows), "",
         "The full run trains the TF-IDF floor, the BiLSTM, the from-scratch Transformer and "
         "the compound classifier on the generated corpus, scores them on held-out "
         "phrasing and writes the head-analysis report; `--quick` trains smaller models on "
