@@ -349,8 +349,9 @@ class ServiceState:
         try:
             engine = await asyncio.to_thread(
                 load_engine, config, report=lambda line: log.warning("reload: %s", line))
-            if api_for(engine) is not old.api:
-                raise ValueError(f"it holds {api_for(engine).kind} classifier and the "
+            api = api_for(engine)
+            if api is not old.api:
+                raise ValueError(f"it holds {api.kind} classifier and the "
                                  f"service serves {old.api.kind} one, whose requests and "
                                  f"answers differ; start a new service for it")
             new = ServedModel(engine, config, on_batch=self.metrics.observe_batch,

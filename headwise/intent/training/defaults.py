@@ -6,7 +6,9 @@ A recipe's ``epochs``, ``lr`` and ``linear_probe`` left at None take these value
 :func:`with_family_defaults` fills them in once the checkpoint is known, and the saved
 recipe records the values that were used. Each family's entry says what it was measured on
 (BENCHMARKS.md, ``intent:cpu``); a family with no measurement of its own takes the nearest
-measured one and says so.
+measured one and says so. The family defaults are single-label training's (where they
+were measured); compound training of a pretrained encoder takes the kind's
+:data:`DEFAULT_LR` / :data:`DEFAULT_EPOCHS`.
 """
 
 from __future__ import annotations
