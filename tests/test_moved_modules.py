@@ -58,6 +58,23 @@ def test_the_demo_names_headwise_text_exported_warn_and_resolve(name):
     assert name not in dir(headwise.text) and name not in headwise.text.__all__
 
 
+@pytest.mark.parametrize("name,module", [
+    ("train_intent_classifier", "pipeline"), ("TrainedIntent", "pipeline"),
+    ("build_intent_model", "builders"), ("train_config", "builders"),
+    ("load_pretrained_for_task", "builders"), ("run_tokenizer", "builders")])
+def test_the_names_the_recipe_module_exported_warn_and_resolve(name, module):
+    import importlib
+
+    import headwise.intent.training.recipe as recipe
+
+    new = importlib.import_module(f"headwise.intent.training.{module}")
+    with pytest.warns(DeprecationWarning, match=f"recipe.{name} moved to "
+                                                f"headwise.intent.training.{module}.{name}"):
+        value = getattr(recipe, name)
+    assert value is getattr(new, name)
+    assert name not in dir(recipe) and name not in recipe.__all__
+
+
 def test_the_text_layer_loads_no_demo_module():
     code = ("import sys, headwise.text.tokenizer, headwise.text.readers, "
             "headwise.intent.evaluation, headwise.inspect.categories, "

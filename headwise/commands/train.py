@@ -169,7 +169,8 @@ def _train(args: argparse.Namespace, out: Path) -> int:
     """Train as the arguments say, writing the classifier into ``out``."""
     # imported here, not at start: `headwise --help` stays light
     from headwise.intent.training.builders import default_blend, default_model
-    from headwise.intent.training.recipe import IntentRecipe, train_intent_classifier
+    from headwise.intent.training.pipeline import train_intent_classifier
+    from headwise.intent.training.recipe import IntentRecipe
     from headwise.intent.training.recipe_paths import check_recipe_paths, recipe_path
     from headwise.text.annotations import looks_multi_label
     from headwise.text.readers import unseen_labels

@@ -34,7 +34,8 @@ from headwise.intent.evaluation import (
     format_slice_table,
     measure_latency,
 )
-from headwise.intent.training.recipe import IntentRecipe, train_intent_classifier
+from headwise.intent.training.pipeline import train_intent_classifier
+from headwise.intent.training.recipe import IntentRecipe
 
 
 @dataclass(frozen=True)

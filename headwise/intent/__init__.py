@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
     from headwise.intent.soup import greedy_soup, uniform_soup
     from headwise.intent.training.distillation import distill
-    from headwise.intent.training.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
+    from headwise.intent.training.pipeline import TrainedIntent, train_intent_classifier
+    from headwise.intent.training.recipe import IntentRecipe
 
 #: public name -> the module that defines it, imported on first use (PEP 562), so that
 #: importing one module of this package (a saved classifier's loader, the tokenizer)
@@ -88,8 +89,8 @@ _LAZY: dict[str, str] = {
     "fit_ood_detector": "headwise.intent.decision.recalibration",
     "recalibrate": "headwise.intent.decision.recalibration",
     "IntentRecipe": "headwise.intent.training.recipe",
-    "TrainedIntent": "headwise.intent.training.recipe",
-    "train_intent_classifier": "headwise.intent.training.recipe",
+    "TrainedIntent": "headwise.intent.training.pipeline",
+    "train_intent_classifier": "headwise.intent.training.pipeline",
     "greedy_soup": "headwise.intent.soup",
     "uniform_soup": "headwise.intent.soup",
 }

@@ -8,7 +8,8 @@ import torch
 
 from headwise.demo.corpus import generate_demo_corpus
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.training.recipe import IntentRecipe, build_intent_model
+from headwise.intent.training.builders import build_intent_model
+from headwise.intent.training.recipe import IntentRecipe
 from headwise.text.char_level import train_char_tokenizer
 
 

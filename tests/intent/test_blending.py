@@ -11,7 +11,7 @@ import pytest
 from sklearn.metrics import f1_score
 
 import headwise.intent.training.blending as blending
-import headwise.intent.training.recipe as recipe_mod
+import headwise.intent.training.pipeline as pipeline_mod
 from headwise.cli import main
 from headwise.intent import IntentRecipe, train_intent_classifier
 from headwise.intent.ensemble import ENSEMBLE_FILE, EnsembleClassifier, load_classifier
@@ -224,7 +224,7 @@ def test_blend_is_refused_where_it_cannot_work(tmp_path):
                                 out_dir=tmp_path / "m")
     assert not (tmp_path / "m").exists()
     with pytest.raises(ValueError, match="remove distill, gce_q and blend"):
-        recipe_mod._student_intents(IntentRecipe(blend="tfidf"), None, ["a", "b"])
+        pipeline_mod._student_intents(IntentRecipe(blend="tfidf"), None, ["a", "b"])
 
 
 # --- the command line -----------------------------------------------------------------------

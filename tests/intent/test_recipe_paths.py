@@ -18,6 +18,7 @@ from tiny_corpus import INTENTS
 
 import headwise.intent.compound.training as compound_mod
 import headwise.intent.training.cleaning
+import headwise.intent.training.pipeline as pipeline_mod
 import headwise.intent.training.recipe as recipe_mod
 import headwise.intent.training.trimming
 import headwise.text
@@ -277,7 +278,7 @@ def _observe(name, path, spy, clf, info):
 def test_every_field_the_path_uses_reaches_its_training(path, encoder_dir, compound_corpus,
                                                         tmp_path, monkeypatch):
     spy = _Spy(monkeypatch)
-    for module, names in ((recipe_mod, ("Trainer", "pretrain_encoder", "fit_linear_probe",
+    for module, names in ((pipeline_mod, ("Trainer", "pretrain_encoder", "fit_linear_probe",
                                         "clean_labels", "fit_tfidf", "correct_on_validation",
                                         "calibrate_on_validation", "validation_split")),
                           (compound_mod, ("Trainer", "pretrain_encoder")),
@@ -453,7 +454,7 @@ def test_cli_label_smoothing_reaches_the_recipe(multi_label, tmp_path, monkeypat
         data.write_text("".join(json.dumps({"text": e.text, "intents": list(e.intents)})
                                 + "\n" for e in compound_corpus), encoding="utf-8")
     else:
-        monkeypatch.setattr(recipe_mod, "train_intent_classifier", capture)
+        monkeypatch.setattr(pipeline_mod, "train_intent_classifier", capture)
         data = _csv(tmp_path)
     with pytest.raises(_Stop):
         main(["train", "--data", str(data), "--model", "transformer", "--label-smoothing",

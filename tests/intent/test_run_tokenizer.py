@@ -11,7 +11,8 @@ import numpy as np
 from tiny_corpus import INTENTS
 
 from headwise.intent.training.builders import run_tokenizer
-from headwise.intent.training.recipe import IntentRecipe, train_intent_classifier
+from headwise.intent.training.pipeline import train_intent_classifier
+from headwise.intent.training.recipe import IntentRecipe
 
 ROWS = [(t, k) for k, ts in INTENTS.items() for t in ts] * 3
 TEXTS = [t for t, _ in ROWS]

@@ -11,7 +11,8 @@ import pytest
 from headwise.cli import main
 from headwise.inspect import link_slices
 from headwise.intent.evaluation import SliceRow, format_slice_table, slice_report
-from headwise.intent.training.recipe import IntentRecipe, train_intent_classifier
+from headwise.intent.training.pipeline import train_intent_classifier
+from headwise.intent.training.recipe import IntentRecipe
 from headwise.text.readers import DataError, Example, read_examples
 
 GOLD = ["a", "a", "b", "oos", "oos", "b"]

@@ -86,7 +86,7 @@ def test_training_fills_the_family_defaults_says_so_and_saves_them(tmp_path, mon
 
 def test_no_linear_probe_on_the_command_line_turns_it_off(tmp_path, monkeypatch):
     from headwise.cli import main
-    from headwise.intent.training import recipe as recipe_mod
+    from headwise.intent.training import pipeline as pipeline_mod
 
     got = []
 
@@ -97,7 +97,7 @@ def test_no_linear_probe_on_the_command_line_turns_it_off(tmp_path, monkeypatch)
         got.append(recipe)
         raise _Stop
 
-    monkeypatch.setattr(recipe_mod, "train_intent_classifier", capture)
+    monkeypatch.setattr(pipeline_mod, "train_intent_classifier", capture)
     data = tmp_path / "train.csv"
     data.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in ROWS), encoding="utf-8")
     for flag, want in (("--no-linear-probe", False), ("--linear-probe", True), (None, None)):

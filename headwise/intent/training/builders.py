@@ -22,14 +22,27 @@ from headwise.train import TrainConfig
 if TYPE_CHECKING:
     from headwise.intent.training.recipe import IntentRecipe
 
-__all__ = ["DEFAULT_EPOCHS", "DEFAULT_LR", "build_intent_model", "default_blend",
-           "default_model",
-           "describe_pretrained",
-           "load_pretrained_for_task",
-           "mark_cue_tokens", "resolve_pretrained", "train_config"]
+__all__ = ["BILSTM_CONFIG", "DEFAULT_EPOCHS", "DEFAULT_LR", "TRAINER_FIELDS",
+           "TRANSFORMER_CONFIG", "build_intent_model", "default_blend", "default_model",
+           "describe_pretrained", "load_pretrained_for_task", "mark_cue_tokens",
+           "resolve_pretrained", "train_config"]
 
 #: the file a converted or packaged checkpoint describes itself in (lossy, input prefix)
 SOURCE_NAME = "headwise_source.json"
+#: the recipe fields a from-scratch Transformer's ModelConfig takes: recipe name -> config
+#: name (``d_ff`` None means ``2 * d_model``; the vocabulary size is the tokenizer's)
+TRANSFORMER_CONFIG: dict[str, str] = {
+    "d_model": "d_model", "num_layers": "num_layers", "num_heads": "num_heads",
+    "d_ff": "d_ff", "fusion": "fusion", "norm": "norm", "position": "position",
+    "pooling": "pooling", "dropout": "dropout", "attention_dropout": "attention_dropout",
+    "max_length": "max_position"}
+#: the recipe fields the BiLSTM's ModelConfig takes, under the same names
+BILSTM_CONFIG: dict[str, str] = {name: name for name in (
+    "lstm_embed_dim", "lstm_hidden", "lstm_pooling", "dropout")}
+#: the recipe fields the Trainer's TrainConfig takes, under the same names (``lr`` and
+#: ``epochs`` None: the model kind's default)
+TRAINER_FIELDS: tuple[str, ...] = ("lr", "weight_decay", "epochs", "batch_size",
+                                   "warmup_ratio", "schedule", "seed", "patience", "progress")
 
 
 def resolve_pretrained(spec: str) -> Path:
@@ -163,22 +176,18 @@ def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[
     ``model_type``, ``multi_label`` and ``slot_tags``).
     """
     common = dict(vocab_size=tokenizer.vocab_size, num_labels=len(labels), labels=labels,
-                  pad_token_id=tokenizer.pad_token_id, dropout=recipe.dropout)
+                  pad_token_id=tokenizer.pad_token_id)
     if recipe.kind == "tfidf":
         raise ValueError("a TF-IDF recipe has no network to build")
     if recipe.kind == "bilstm":
         if fields:
             raise ValueError(f"the BiLSTM takes no {sorted(fields)}")
-        cfg = ModelConfig(model_type="bilstm", lstm_embed_dim=recipe.lstm_embed_dim,
-                          lstm_hidden=recipe.lstm_hidden, lstm_pooling=recipe.lstm_pooling,
-                          **common, **recipe.model_overrides)
+        shape = {c: getattr(recipe, r) for r, c in BILSTM_CONFIG.items()}
+        cfg = ModelConfig(model_type="bilstm", **shape, **common, **recipe.model_overrides)
     else:
-        cfg = ModelConfig(d_model=recipe.d_model, num_layers=recipe.num_layers,
-                          num_heads=recipe.num_heads, d_ff=recipe.d_ff or 2 * recipe.d_model,
-                          fusion=recipe.fusion, norm=recipe.norm, position=recipe.position,
-                          pooling=recipe.pooling, attention_dropout=recipe.attention_dropout,
-                          max_position=recipe.max_length, **common,
-                          **{**recipe.model_overrides, **fields})
+        shape = {c: getattr(recipe, r) for r, c in TRANSFORMER_CONFIG.items()}
+        shape["d_ff"] = shape["d_ff"] or 2 * recipe.d_model
+        cfg = ModelConfig(**shape, **common, **{**recipe.model_overrides, **fields})
     return build_model(cfg)
 
 
@@ -216,13 +225,13 @@ def mark_cue_tokens(model: nn.Module, tokenizer: Tokenizer) -> None:
 def train_config(recipe: IntentRecipe, metric: str) -> TrainConfig:
     """The Trainer settings of a recipe: validated every epoch, early stopping on the
     validation ``metric`` (larger is better), one checkpoint kept."""
-    lr = recipe.lr if recipe.lr is not None else DEFAULT_LR[recipe.kind]
-    epochs = recipe.epochs if recipe.epochs is not None else DEFAULT_EPOCHS[recipe.kind]
-    return TrainConfig(lr=lr, weight_decay=recipe.weight_decay, epochs=epochs,
-                       batch_size=recipe.batch_size, warmup_ratio=recipe.warmup_ratio,
-                       schedule=recipe.schedule, seed=recipe.seed, eval_every="epoch",
-                       early_stopping_metric=metric, early_stopping_mode="max",
-                       patience=recipe.patience, keep_checkpoints=1, progress=recipe.progress,
+    given = {name: getattr(recipe, name) for name in TRAINER_FIELDS}
+    if given["lr"] is None:
+        given["lr"] = DEFAULT_LR[recipe.kind]
+    if given["epochs"] is None:
+        given["epochs"] = DEFAULT_EPOCHS[recipe.kind]
+    return TrainConfig(**given, eval_every="epoch", early_stopping_metric=metric,
+                       early_stopping_mode="max", keep_checkpoints=1,
                        device="cpu" if not torch.cuda.is_available() else None)
 
 

@@ -31,7 +31,7 @@ al. 2015), behind ``headwise distill``::
   encoder with its vocabulary trimmed to the texts' tokens plus the recipe's reserve
   (``trim_vocab``).
 
-Training is :func:`~headwise.intent.training.recipe.train_intent_classifier`'s (the Trainer's
+Training is :func:`~headwise.intent.training.pipeline.train_intent_classifier`'s (the Trainer's
 progress bars, atomic checkpoints, exact resume and seeded determinism), with the soft
 targets passed in (``soft_targets``); the student is a normal classifier: calibrated and
 thresholded on the validation data, exported to ONNX, served and predicted as any other.
@@ -68,7 +68,8 @@ from headwise.intent.training.augmentation import (
 )
 from headwise.intent.training.data import in_scope, texts_and_labels, validation_split
 from headwise.intent.training.losses import SoftTargets
-from headwise.intent.training.recipe import IntentRecipe, TrainedIntent, train_intent_classifier
+from headwise.intent.training.pipeline import TrainedIntent, train_intent_classifier
+from headwise.intent.training.recipe import IntentRecipe
 from headwise.loading import save_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
@@ -336,7 +337,7 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
             training's own).
 
     Returns:
-        The :class:`~headwise.intent.training.recipe.TrainedIntent` of the student.
+        The :class:`~headwise.intent.training.pipeline.TrainedIntent` of the student.
 
     Raises:
         ValueError: a bad option (named), a compound teacher, a truncated student of a

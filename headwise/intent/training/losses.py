@@ -19,7 +19,7 @@ Distillation from any teacher (Hinton et al. 2015; :mod:`headwise.intent.trainin
 :func:`distillation_loss` is the KL divergence between the teacher's and the student's
 distributions at a temperature ``T``, scaled by ``T**2``, mixed with the label's
 cross-entropy where the row has a gold label; :class:`SoftTargets` carries a teacher's
-targets into :func:`~headwise.intent.training.recipe.train_intent_classifier`.
+targets into :func:`~headwise.intent.training.pipeline.train_intent_classifier`.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def distillation_loss(logits: Tensor, teacher_logits: Tensor, labels: Tensor, *,
 @dataclass
 class SoftTargets:
     """A teacher's soft targets for a student, as
-    :func:`~headwise.intent.training.recipe.train_intent_classifier` takes them (``soft_targets``;
+    :func:`~headwise.intent.training.pipeline.train_intent_classifier` takes them (``soft_targets``;
     built by :func:`headwise.intent.training.distillation.distill`).
 
     Attributes:

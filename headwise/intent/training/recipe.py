@@ -1,71 +1,31 @@
-"""Training an intent classifier: one recipe, four model kinds.
+"""The recipe of an intent classifier: every setting of ``headwise train`` in one value.
 
-``train_intent_classifier(train, valid, recipe, out_dir=...)`` does the whole job behind
-``headwise train``: a tokenizer (trained on the training texts, or the pretrained
-model's), the model (a from-scratch Transformer encoder, the BiLSTM baseline, or an
-imported BERT-family encoder with a fresh head), training with the project's Trainer
-(AdamW, warmup + decay, label smoothing, early stopping on validation accuracy, atomic
-checkpoints that ``resume=True`` continues from), then temperature calibration and the
-out-of-scope threshold on the validation data, and finally the saved
-:class:`~headwise.intent.classifier.IntentClassifier`. The fourth kind, ``"tfidf"``, is no
-network: TF-IDF features and a logistic regression
-(:class:`~headwise.intent.tfidf.TfidfClassifier`), calibrated and saved the same way.
+:class:`IntentRecipe` is what ``--config FILE`` holds (flat, or by part:
+:mod:`.recipe_parts`). It checks each field's type and range (:mod:`.recipe_fields`) and
+refuses, when built, a field that its model kind's training paths never read
+(:mod:`.recipe_paths`). What a recipe builds is :mod:`.builders`'; training one is
+:func:`~headwise.intent.training.pipeline.train_intent_classifier`'s
+(:mod:`.pipeline`). Four model kinds: a from-scratch Transformer encoder, the BiLSTM
+baseline, an imported pretrained encoder with a fresh head (``"pretrained:NAME_OR_DIR"``),
+and ``"tfidf"`` (TF-IDF features and a logistic regression, no network).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from headwise.intent.classifier import IntentClassifier
+from headwise._lazy import lazy_names
 from headwise.intent.decision.ood import check_detector_spec
-from headwise.intent.decision.oos import ThresholdChoice
-from headwise.intent.decision.prior import correct_on_validation
-from headwise.intent.decision.recalibration import calibrate_on_validation, fit_ood_detector
-from headwise.intent.ensemble import EnsembleClassifier
-from headwise.intent.tfidf import TfidfClassifier
-from headwise.intent.training.blending import blend_with_tfidf
-from headwise.intent.training.builders import (
-    build_intent_model,
-    describe_pretrained,
-    load_pretrained_for_task,
-    mark_cue_tokens,
-    run_tokenizer,
-    train_config,
-)
-from headwise.intent.training.cleaning import CLEANING_MODES, clean_labels, out_of_fold_probs
-from headwise.intent.training.data import encode_texts, in_scope, texts_and_labels, validation_split
-from headwise.intent.training.defaults import with_family_defaults
-from headwise.intent.training.linear_probe import fit_linear_probe
-from headwise.intent.training.losses import (
-    NO_LABEL,
-    SmoothedClassification,
-    SoftTargets,
-    balanced_class_weights,
-    validation_metrics,
-)
-from headwise.intent.training.pretrain import pretrain_encoder
+from headwise.intent.training.cleaning import CLEANING_MODES
 from headwise.intent.training.recipe_fields import check_field_types
 from headwise.intent.training.recipe_parts import flatten_recipe, recipe_parts
-from headwise.intent.training.recipe_paths import (
-    check_recipe_paths,
-    check_valid_fraction,
-    kind_paths,
-    recipe_path,
-)
-from headwise.intent.training.tfidf_selection import fit_tfidf
-from headwise.text.batching import pad_collate
-from headwise.train import Trainer, load_model_weights
-from headwise.train.estimate import estimate_training
+from headwise.intent.training.recipe_paths import check_recipe_paths, kind_paths
+
+__all__ = ["MODEL_KINDS", "IntentRecipe"]
 
 MODEL_KINDS = ("transformer", "bilstm", "tfidf")  # and "pretrained:DIR"
 
@@ -337,226 +297,13 @@ class IntentRecipe:
         return cls.from_dict(cls.read_config(path))
 
 
-@dataclass
-class TrainedIntent:
-    """What :func:`train_intent_classifier` returns.
-
-    Attributes:
-        classifier: the trained, calibrated classifier (also saved in ``directory``): with
-            ``blend="tfidf"`` the network's weighted ensemble with a TF-IDF model, unless
-            validation chose the network alone.
-        directory: where it was saved.
-        threshold: the out-of-scope threshold and its effect on validation data.
-        valid_metrics: validation accuracy and macro-F1 (in-scope, no threshold).
-        history: the Trainer's evaluation history.
-        train_seconds: wall time of training (calibration excluded).
-    """
-
-    classifier: IntentClassifier | TfidfClassifier | EnsembleClassifier
-    directory: Path
-    threshold: ThresholdChoice
-    valid_metrics: dict[str, float]
-    history: list[dict[str, Any]]
-    train_seconds: float
-
-
-def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe | None = None,
-                            *, out_dir: str | Path, resume: bool = False,
-                            keep_checkpoints: bool = False,
-                            report: Callable[[str], None] | None = None,
-                            soft_targets: SoftTargets | None = None) -> TrainedIntent:
-    """Train, calibrate and save an intent classifier.
-
-    Args:
-        train: labelled training data (a reader ``Dataset`` or (text, label) pairs).
-            Out-of-scope rows (label ``oos``, ...) are not a class: they are left out.
-        valid: validation data for early stopping, calibration and the out-of-scope
-            threshold (its out-of-scope rows are used there); default: a stratified
-            ``recipe.valid_fraction`` of ``train``.
-        recipe: the :class:`IntentRecipe` (default: a small Transformer).
-        out_dir: the classifier is saved here; training checkpoints go to
-            ``out_dir/checkpoints`` (removed after success unless ``keep_checkpoints``).
-        resume: continue from the newest checkpoint in ``out_dir/checkpoints``.
-        keep_checkpoints: keep the training checkpoints.
-        report: called with one-line notes before and during training (the pretrained
-            checkpoint's description, trimming, the measured estimate of the training
-            time); ``headwise train`` passes ``print``.
-        soft_targets: a teacher's targets (:class:`~headwise.intent.training.losses.SoftTargets`,
-            from :func:`headwise.intent.training.distillation.distill`): the network gets the
-            teacher's intents, learns from the teacher's logits on every row
-            (:func:`~headwise.intent.training.losses.distillation_loss`) and from its extra rows
-            (unlabelled texts, augmented copies), whose texts also build the tokenizer or
-            the kept vocabulary; recorded in ``info["distill"]``.
-
-    Returns:
-        The :class:`TrainedIntent`.
-
-    Raises:
-        ValueError: fewer than two intents, or unlabelled rows; a recipe field or setting
-            (``resume``, ``keep_checkpoints``) that the recipe's path does not use
-            (:func:`~headwise.intent.training.recipe_paths.check_recipe_paths`), or a
-            ``valid_fraction`` beside ``valid``.
-    """
-    recipe = recipe or IntentRecipe()
-    check_recipe_paths(recipe, {recipe_path(recipe)},
-                       settings=[k for k, v in (("resume", resume),
-                                                ("keep_checkpoints", keep_checkpoints)) if v])
-    check_valid_fraction(recipe, valid is not None)
-    out_dir = Path(out_dir)
-    texts, labels = in_scope(*texts_and_labels(train), "training")
-    intents = sorted(set(labels)) if soft_targets is None else \
-        _student_intents(recipe, soft_targets, labels)
-    extra = [] if soft_targets is None else [t for t, _ in soft_targets.extra]
-    if len(intents) < 2:
-        raise ValueError(f"training data must have at least two intents, found {intents}")
-    if valid is None:
-        texts, v_texts, labels, v_labels = validation_split(texts, labels, recipe.valid_fraction,
-                                                           recipe.seed)
-    else:
-        v_texts, v_labels = texts_and_labels(valid)
-    if recipe.blend != "none" and not v_texts:
-        raise ValueError("blend='tfidf' chooses the TF-IDF share on validation data; give "
-                         "validation data or a valid_fraction above 0")
-    if recipe.prior_correction == "auto" and recipe.kind != "tfidf" and not v_texts:
-        raise ValueError("prior_correction='auto' chooses a network's tau on validation data; "
-                         "give validation data or a valid_fraction above 0")
-    cleaning = None
-    if recipe.label_cleaning != "none":
-        texts, labels, issues = clean_labels(texts, labels, mode=recipe.label_cleaning,
-                                             seed=recipe.seed)
-        cleaning = issues.to_dict()
-    if recipe.kind == "tfidf":
-        start = time.perf_counter()
-        clf = fit_tfidf(texts, labels, c=recipe.tfidf_c, seed=recipe.seed,
-                        prior_correction=recipe.prior_correction, progress=recipe.progress,
-                        class_weight=None if recipe.class_weighting == "none" else "balanced")
-        seconds = time.perf_counter() - start
-        choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject,
-                                              recipe.reject_budget)
-        clf.info.update(recipe=recipe.to_dict(), train_examples=len(texts),
-                        valid_examples=len(v_texts), train_seconds=round(seconds, 1),
-                        valid=metrics, label_cleaning=cleaning, oos_threshold=choice.to_dict())
-        clf.save(out_dir)
-        return TrainedIntent(clf, out_dir, choice, metrics, [], seconds)
-    torch.manual_seed(recipe.seed)
-    pretrained_info = None
-    if recipe.kind == "pretrained":
-        model, tokenizer, pretrained_info = load_pretrained_for_task(
-            recipe, texts + list(v_texts) + extra, intents)
-        recipe, filled = with_family_defaults(recipe, pretrained_info["family"])
-        if report is not None:
-            for line in describe_pretrained(pretrained_info):
-                report(line)
-            if filled:
-                report(filled)
-    else:
-        tokenizer = run_tokenizer(texts + extra, recipe, out_dir / "checkpoints", resume=resume)
-        model = build_intent_model(recipe, tokenizer, intents)
-        mark_cue_tokens(model, tokenizer)
-    index = {name: i for i, name in enumerate(intents)}
-    ids = encode_texts(tokenizer, texts, recipe.max_length)
-    pretrained = None
-    if recipe.pretrain_epochs:
-        base = train_config(recipe, "accuracy")
-        pretrained = pretrain_encoder(
-            model, tokenizer, ids, dataclasses.replace(
-                base, epochs=recipe.pretrain_epochs, lr=recipe.pretrain_lr or base.lr),
-            out_dir=out_dir / "pretrain", probability=recipe.pretrain_mask_prob)
-    probe = fit_linear_probe(model, ids, [index[y] for y in labels], c=recipe.probe_c,
-                             pad_id=tokenizer.pad_token_id) if recipe.linear_probe else None
-    train_rows = [{"input_ids": x, "labels": index[y]} for x, y in zip(ids, labels, strict=True)]
-    distill = None
-    if recipe.distill == "tfidf":  # columns: the sorted intents, as `intents`
-        start = time.perf_counter()
-        teacher, _ = out_of_fold_probs(texts, labels, seed=recipe.seed)
-        for row, probs in zip(train_rows, teacher, strict=True):
-            row["teacher"] = probs.tolist()
-        distill = {"teacher": "tfidf", "seconds": round(time.perf_counter() - start, 1)}
-    known = [i for i, y in enumerate(v_labels) if y in index]
-    v_ids = encode_texts(tokenizer, [v_texts[i] for i in known], recipe.max_length)
-    valid_rows = [{"input_ids": x, "labels": index[v_labels[i]]}
-                  for x, i in zip(v_ids, known, strict=True)]
-    weights = (balanced_class_weights([r["labels"] for r in train_rows], len(intents))
-               if recipe.class_weighting == "balanced" else None)
-    teacher_weight = recipe.distill_weight if recipe.distill != "none" else 0.0
-    if soft_targets is not None:  # the teacher's logits on every row; extra rows appended
-        x_ids = encode_texts(tokenizer, extra, recipe.max_length)
-        train_rows += [{"input_ids": x, "labels": NO_LABEL if y is None else index[y]}
-                       for x, (_, y) in zip(x_ids, soft_targets.extra, strict=True)]
-        for row, z in zip(train_rows, soft_targets.logits_for(texts + extra), strict=True):
-            row["teacher"] = z.tolist()
-        teacher_weight, distill = soft_targets.alpha, soft_targets.info
-    wrapper = SmoothedClassification(
-        model, recipe.label_smoothing, weights, recipe.gce_q, teacher_weight,
-        distill_temperature=None if soft_targets is None else soft_targets.temperature)
-    config = train_config(recipe, recipe.select_on)
-    ckpt_dir = out_dir / "checkpoints"
-    trainer_collate = partial(pad_collate, pad_id=tokenizer.pad_token_id)
-    trainer = Trainer(wrapper, config, train_rows, valid_data=valid_rows or None,
-                      collate_fn=trainer_collate,
-                      evaluate_fn=validation_metrics if valid_rows else None, out_dir=ckpt_dir)
-    estimate = None
-    if report is not None and not resume:
-        estimate = estimate_training(wrapper, train_rows, trainer_collate,
-                                     batch_size=config.batch_size, epochs=config.epochs,
-                                     valid_rows=len(valid_rows), seed=recipe.seed)
-        report(f"estimated training time: {estimate.describe(config.epochs)}")
-    start = time.perf_counter()
-    result = trainer.train(resume=resume)
-    seconds = time.perf_counter() - start
-    if result.best_checkpoint is not None:
-        load_model_weights(result.best_checkpoint, wrapper)
-    model = wrapper.model.cpu().eval()
-    clf = IntentClassifier(model, tokenizer, intents, max_length=recipe.max_length)
-    prior = correct_on_validation(clf, labels, v_texts, v_labels, recipe.prior_correction)
-    choice, metrics = calibrate_on_validation(clf, v_texts, v_labels, recipe.max_reject,
-                                              recipe.reject_budget)
-    clf.info = {"recipe": recipe.to_dict(), "train_examples": len(texts),
-                "valid_examples": len(v_texts), "train_seconds": round(seconds, 1),
-                "steps": result.steps, "epochs": result.epochs,
-                "stopped_early": result.stopped_early, "valid": metrics,
-                "pretrain": None if pretrained is None else dataclasses.asdict(pretrained),
-                "linear_probe": None if probe is None else dataclasses.asdict(probe),
-                "label_cleaning": cleaning, "distill": distill, "prior_correction": prior,
-                "pretrained": pretrained_info,
-                "estimate": None if estimate is None else dataclasses.asdict(estimate),
-                "oos_threshold": choice.to_dict()}
-    fit_ood_detector(clf, texts, labels, v_texts, v_labels, recipe.ood_detector,
-                     max_reject=recipe.max_reject, reject_budget=recipe.reject_budget)
-    saved: IntentClassifier | EnsembleClassifier = clf
-    if recipe.blend == "tfidf":
-        saved, blend, _, tfidf_seconds = blend_with_tfidf(clf, texts, labels, v_texts,
-                                                          v_labels, recipe)
-        clf.info["blend"] = {**blend.to_dict(), "tfidf_seconds": round(tfidf_seconds, 1)}
-        if report is not None:
-            report(blend.describe())
-        if saved is not clf:  # the blend's own threshold, on the same validation rows
-            choice, metrics = calibrate_on_validation(saved, v_texts, v_labels,
-                                                      recipe.max_reject, recipe.reject_budget)
-            saved.info = {"recipe": recipe.to_dict(), "members": [recipe.model, "tfidf"],
-                          "blend": clf.info["blend"], "train_examples": len(texts),
-                          "valid_examples": len(v_texts),
-                          "train_seconds": round(seconds + tfidf_seconds, 1),
-                          "valid": metrics, "oos_threshold": choice.to_dict()}
-    saved.save(out_dir)
-    if not keep_checkpoints:
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
-    return TrainedIntent(saved, out_dir, choice, metrics, result.history, seconds)
-
-
-def _student_intents(recipe: IntentRecipe, soft: SoftTargets, labels: list[str]) -> list[str]:
-    """The intents of a student distilled from ``soft``: the teacher's, in its order.
-
-    Raises:
-        ValueError: a TF-IDF student, a second teacher (``distill``), ``gce_q``, or gold
-            labels the teacher does not know (named).
-    """
-    if recipe.kind == "tfidf" or recipe.distill != "none" or recipe.gce_q is not None \
-            or recipe.blend != "none":
-        raise ValueError("a teacher's soft targets train a network (not tfidf) on the "
-                         "distillation loss: remove distill, gce_q and blend from the recipe")
-    unknown = sorted(set(labels) - set(soft.labels))
-    if unknown:
-        raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
-                         f"{unknown[:5]}; the student predicts the teacher's intents")
-    return list(soft.labels)
+#: names this module once exported, now in the modules that define them: they still
+#: resolve from here, with a DeprecationWarning (CHANGELOG.md lists them)
+_MOVED = {
+    "TrainedIntent": "headwise.intent.training.pipeline",
+    "train_intent_classifier": "headwise.intent.training.pipeline",
+    **{name: "headwise.intent.training.builders" for name in (
+        "build_intent_model", "describe_pretrained", "load_pretrained_for_task",
+        "mark_cue_tokens", "run_tokenizer", "train_config")},
+}
+__getattr__, __dir__ = lazy_names(__name__, globals(), {}, moved=_MOVED)

@@ -1,0 +1,392 @@
+"""Training an intent classifier from a recipe: the stages behind ``headwise train``.
+
+``train_intent_classifier(train, valid, recipe, out_dir=...)`` runs them in order:
+
+1. **data**: the in-scope training rows, the validation rows (given, or a stratified share
+   of the training rows), optional label cleaning;
+2. **model**: TF-IDF features and a logistic regression (the ``"tfidf"`` kind, which then
+   skips to 5), or a network: the pretrained encoder with a fresh head and its tokenizer,
+   or a tokenizer trained on the texts and a from-scratch Transformer or BiLSTM;
+3. **levers**: masked-LM self-pretraining, the linear probe of LP-FT, a teacher's targets;
+4. **training**: the project's Trainer (AdamW, warmup + decay, label smoothing, early
+   stopping on validation, atomic checkpoints that ``resume=True`` continues from);
+5. **decision**: the prior correction, temperature calibration and the out-of-scope
+   threshold on the validation rows, the out-of-scope detector, the TF-IDF blend;
+6. the saved classifier (:class:`~headwise.intent.classifier.IntentClassifier`,
+   :class:`~headwise.intent.tfidf.TfidfClassifier` or, blended,
+   :class:`~headwise.intent.ensemble.EnsembleClassifier`).
+
+What a recipe is (its fields, their parts, which path reads which) is
+:mod:`headwise.intent.training.recipe`'s; what it builds is
+:mod:`headwise.intent.training.builders`'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from headwise.intent.classifier import IntentClassifier
+from headwise.intent.decision.oos import ThresholdChoice
+from headwise.intent.decision.prior import correct_on_validation
+from headwise.intent.decision.recalibration import calibrate_on_validation, fit_ood_detector
+from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.tfidf import TfidfClassifier
+from headwise.intent.training.blending import blend_with_tfidf
+from headwise.intent.training.builders import (
+    build_intent_model,
+    describe_pretrained,
+    load_pretrained_for_task,
+    mark_cue_tokens,
+    run_tokenizer,
+    train_config,
+)
+from headwise.intent.training.cleaning import clean_labels, out_of_fold_probs
+from headwise.intent.training.data import encode_texts, in_scope, texts_and_labels, validation_split
+from headwise.intent.training.defaults import with_family_defaults
+from headwise.intent.training.linear_probe import fit_linear_probe
+from headwise.intent.training.losses import (
+    NO_LABEL,
+    SmoothedClassification,
+    SoftTargets,
+    balanced_class_weights,
+    validation_metrics,
+)
+from headwise.intent.training.pretrain import pretrain_encoder
+from headwise.intent.training.recipe import IntentRecipe
+from headwise.intent.training.recipe_paths import (
+    check_recipe_paths,
+    check_valid_fraction,
+    recipe_path,
+)
+from headwise.intent.training.tfidf_selection import fit_tfidf
+from headwise.text.batching import pad_collate
+from headwise.text.tokenizer import Tokenizer
+from headwise.train import Trainer, load_model_weights
+from headwise.train.estimate import estimate_training
+
+__all__ = ["TrainedIntent", "train_intent_classifier"]
+
+
+@dataclass
+class TrainedIntent:
+    """What :func:`train_intent_classifier` returns.
+
+    Attributes:
+        classifier: the trained, calibrated classifier (also saved in ``directory``): with
+            ``blend="tfidf"`` the network's weighted ensemble with a TF-IDF model, unless
+            validation chose the network alone.
+        directory: where it was saved.
+        threshold: the out-of-scope threshold and its effect on validation data.
+        valid_metrics: validation accuracy and macro-F1 (in-scope, no threshold).
+        history: the Trainer's evaluation history.
+        train_seconds: wall time of training (calibration excluded).
+    """
+
+    classifier: IntentClassifier | TfidfClassifier | EnsembleClassifier
+    directory: Path
+    threshold: ThresholdChoice
+    valid_metrics: dict[str, float]
+    history: list[dict[str, Any]]
+    train_seconds: float
+
+
+@dataclass
+class _Data:
+    """Stage 1's output: the rows a training run reads."""
+
+    texts: list[str]
+    labels: list[str]
+    valid_texts: list[str]
+    valid_labels: list[str | None]
+    intents: list[str]
+    #: a teacher's extra texts (unlabelled, augmented); empty without a teacher
+    extra: list[str]
+    #: what label cleaning found (None when off)
+    cleaning: dict[str, Any] | None
+
+
+def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe | None = None,
+                            *, out_dir: str | Path, resume: bool = False,
+                            keep_checkpoints: bool = False,
+                            report: Callable[[str], None] | None = None,
+                            soft_targets: SoftTargets | None = None) -> TrainedIntent:
+    """Train, calibrate and save an intent classifier.
+
+    Args:
+        train: labelled training data (a reader ``Dataset`` or (text, label) pairs).
+            Out-of-scope rows (label ``oos``, ...) are not a class: they are left out.
+        valid: validation data for early stopping, calibration and the out-of-scope
+            threshold (its out-of-scope rows are used there); default: a stratified
+            ``recipe.valid_fraction`` of ``train``.
+        recipe: the :class:`~headwise.intent.training.recipe.IntentRecipe` (default: a
+            small Transformer).
+        out_dir: the classifier is saved here; training checkpoints go to
+            ``out_dir/checkpoints`` (removed after success unless ``keep_checkpoints``).
+        resume: continue from the newest checkpoint in ``out_dir/checkpoints``.
+        keep_checkpoints: keep the training checkpoints.
+        report: called with one-line notes before and during training (the pretrained
+            checkpoint's description, trimming, the measured estimate of the training
+            time); ``headwise train`` passes ``print``.
+        soft_targets: a teacher's targets (:class:`~headwise.intent.training.losses.SoftTargets`,
+            from :func:`headwise.intent.training.distillation.distill`): the network gets the
+            teacher's intents, learns from the teacher's logits on every row
+            (:func:`~headwise.intent.training.losses.distillation_loss`) and from its extra rows
+            (unlabelled texts, augmented copies), whose texts also build the tokenizer or
+            the kept vocabulary; recorded in ``info["distill"]``.
+
+    Returns:
+        The :class:`TrainedIntent`.
+
+    Raises:
+        ValueError: fewer than two intents, or unlabelled rows; a recipe field or setting
+            (``resume``, ``keep_checkpoints``) that the recipe's path does not use
+            (:func:`~headwise.intent.training.recipe_paths.check_recipe_paths`), or a
+            ``valid_fraction`` beside ``valid``.
+    """
+    recipe = recipe or IntentRecipe()
+    check_recipe_paths(recipe, {recipe_path(recipe)},
+                       settings=[k for k, v in (("resume", resume),
+                                                ("keep_checkpoints", keep_checkpoints)) if v])
+    check_valid_fraction(recipe, valid is not None)
+    out_dir = Path(out_dir)
+    data = _prepare_data(train, valid, recipe, soft_targets)
+    if recipe.kind == "tfidf":
+        return _train_tfidf(recipe, data, out_dir)
+    torch.manual_seed(recipe.seed)
+    model, tokenizer, recipe, pretrained_info = _network(recipe, data, out_dir, resume, report)
+    index = {name: i for i, name in enumerate(data.intents)}
+    ids = encode_texts(tokenizer, data.texts, recipe.max_length)
+    pretrained = None
+    if recipe.pretrain_epochs:
+        base = train_config(recipe, "accuracy")
+        pretrained = pretrain_encoder(
+            model, tokenizer, ids, dataclasses.replace(
+                base, epochs=recipe.pretrain_epochs, lr=recipe.pretrain_lr or base.lr),
+            out_dir=out_dir / "pretrain", probability=recipe.pretrain_mask_prob)
+    probe = fit_linear_probe(model, ids, [index[y] for y in data.labels], c=recipe.probe_c,
+                             pad_id=tokenizer.pad_token_id) if recipe.linear_probe else None
+    train_rows, valid_rows, teacher_weight, distill = _training_rows(
+        recipe, data, tokenizer, ids, index, soft_targets)
+    weights = (balanced_class_weights([r["labels"] for r in train_rows], len(data.intents))
+               if recipe.class_weighting == "balanced" else None)
+    wrapper = SmoothedClassification(
+        model, recipe.label_smoothing, weights, recipe.gce_q, teacher_weight,
+        distill_temperature=None if soft_targets is None else soft_targets.temperature)
+    config = train_config(recipe, recipe.select_on)
+    ckpt_dir = out_dir / "checkpoints"
+    trainer_collate = partial(pad_collate, pad_id=tokenizer.pad_token_id)
+    trainer = Trainer(wrapper, config, train_rows, valid_data=valid_rows or None,
+                      collate_fn=trainer_collate,
+                      evaluate_fn=validation_metrics if valid_rows else None, out_dir=ckpt_dir)
+    estimate = None
+    if report is not None and not resume:
+        estimate = estimate_training(wrapper, train_rows, trainer_collate,
+                                     batch_size=config.batch_size, epochs=config.epochs,
+                                     valid_rows=len(valid_rows), seed=recipe.seed)
+        report(f"estimated training time: {estimate.describe(config.epochs)}")
+    start = time.perf_counter()
+    result = trainer.train(resume=resume)
+    seconds = time.perf_counter() - start
+    if result.best_checkpoint is not None:
+        load_model_weights(result.best_checkpoint, wrapper)
+    clf = IntentClassifier(wrapper.model.cpu().eval(), tokenizer, data.intents,
+                           max_length=recipe.max_length)
+    # stage 5: how answers are decided, all on the validation rows
+    prior = correct_on_validation(clf, data.labels, data.valid_texts, data.valid_labels,
+                                  recipe.prior_correction)
+    choice, metrics = calibrate_on_validation(clf, data.valid_texts, data.valid_labels,
+                                              recipe.max_reject, recipe.reject_budget)
+    clf.info = {"recipe": recipe.to_dict(), "train_examples": len(data.texts),
+                "valid_examples": len(data.valid_texts), "train_seconds": round(seconds, 1),
+                "steps": result.steps, "epochs": result.epochs,
+                "stopped_early": result.stopped_early, "valid": metrics,
+                "pretrain": None if pretrained is None else dataclasses.asdict(pretrained),
+                "linear_probe": None if probe is None else dataclasses.asdict(probe),
+                "label_cleaning": data.cleaning, "distill": distill, "prior_correction": prior,
+                "pretrained": pretrained_info,
+                "estimate": None if estimate is None else dataclasses.asdict(estimate),
+                "oos_threshold": choice.to_dict()}
+    fit_ood_detector(clf, data.texts, data.labels, data.valid_texts, data.valid_labels,
+                     recipe.ood_detector, max_reject=recipe.max_reject,
+                     reject_budget=recipe.reject_budget)
+    saved: IntentClassifier | EnsembleClassifier = clf
+    if recipe.blend == "tfidf":
+        saved, choice, metrics = _blend(clf, recipe, data, seconds, report, choice, metrics)
+    saved.save(out_dir)
+    if not keep_checkpoints:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+    return TrainedIntent(saved, out_dir, choice, metrics, result.history, seconds)
+
+
+# --- stage 1: the data ----------------------------------------------------------------------
+def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
+                  soft_targets: SoftTargets | None) -> _Data:
+    """The training and validation rows, the intents, a teacher's extra texts and the
+    cleaned labels.
+
+    Raises:
+        ValueError: fewer than two intents; blend or ``prior_correction="auto"`` without
+            validation rows.
+    """
+    texts, labels = in_scope(*texts_and_labels(train), "training")
+    intents = sorted(set(labels)) if soft_targets is None else \
+        _student_intents(recipe, soft_targets, labels)
+    extra = [] if soft_targets is None else [t for t, _ in soft_targets.extra]
+    if len(intents) < 2:
+        raise ValueError(f"training data must have at least two intents, found {intents}")
+    if valid is None:
+        texts, v_texts, labels, v_labels = validation_split(texts, labels, recipe.valid_fraction,
+                                                           recipe.seed)
+    else:
+        v_texts, v_labels = texts_and_labels(valid)
+    if recipe.blend != "none" and not v_texts:
+        raise ValueError("blend='tfidf' chooses the TF-IDF share on validation data; give "
+                         "validation data or a valid_fraction above 0")
+    if recipe.prior_correction == "auto" and recipe.kind != "tfidf" and not v_texts:
+        raise ValueError("prior_correction='auto' chooses a network's tau on validation data; "
+                         "give validation data or a valid_fraction above 0")
+    cleaning = None
+    if recipe.label_cleaning != "none":
+        texts, labels, issues = clean_labels(texts, labels, mode=recipe.label_cleaning,
+                                             seed=recipe.seed)
+        cleaning = issues.to_dict()
+    return _Data(list(texts), list(labels), list(v_texts), list(v_labels), intents, extra,
+                 cleaning)
+
+
+def _student_intents(recipe: IntentRecipe, soft: SoftTargets, labels: list[str]) -> list[str]:
+    """The intents of a student distilled from ``soft``: the teacher's, in its order.
+
+    Raises:
+        ValueError: a TF-IDF student, a second teacher (``distill``), ``gce_q``, or gold
+            labels the teacher does not know (named).
+    """
+    if recipe.kind == "tfidf" or recipe.distill != "none" or recipe.gce_q is not None \
+            or recipe.blend != "none":
+        raise ValueError("a teacher's soft targets train a network (not tfidf) on the "
+                         "distillation loss: remove distill, gce_q and blend from the recipe")
+    unknown = sorted(set(labels) - set(soft.labels))
+    if unknown:
+        raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
+                         f"{unknown[:5]}; the student predicts the teacher's intents")
+    return list(soft.labels)
+
+
+# --- stage 2: the model ---------------------------------------------------------------------
+def _train_tfidf(recipe: IntentRecipe, data: _Data, out_dir: Path) -> TrainedIntent:
+    """The ``"tfidf"`` kind: fit (choosing ``C`` when the recipe gives several), calibrate
+    on validation, save."""
+    start = time.perf_counter()
+    clf = fit_tfidf(data.texts, data.labels, c=recipe.tfidf_c, seed=recipe.seed,
+                    prior_correction=recipe.prior_correction, progress=recipe.progress,
+                    class_weight=None if recipe.class_weighting == "none" else "balanced")
+    seconds = time.perf_counter() - start
+    choice, metrics = calibrate_on_validation(clf, data.valid_texts, data.valid_labels,
+                                              recipe.max_reject, recipe.reject_budget)
+    clf.info.update(recipe=recipe.to_dict(), train_examples=len(data.texts),
+                    valid_examples=len(data.valid_texts), train_seconds=round(seconds, 1),
+                    valid=metrics, label_cleaning=data.cleaning, oos_threshold=choice.to_dict())
+    clf.save(out_dir)
+    return TrainedIntent(clf, out_dir, choice, metrics, [], seconds)
+
+
+def _network(recipe: IntentRecipe, data: _Data, out_dir: Path, resume: bool,
+             report: Callable[[str], None] | None
+             ) -> tuple[nn.Module, Tokenizer, IntentRecipe, dict[str, Any] | None]:
+    """The network and its tokenizer: the pretrained encoder with a fresh head (and the
+    recipe with its family's defaults filled in), or a freshly built one.
+
+    Returns:
+        ``(model, tokenizer, recipe, pretrained_info)``; ``pretrained_info`` is None for a
+        from-scratch network.
+    """
+    if recipe.kind == "pretrained":
+        model, tokenizer, info = load_pretrained_for_task(
+            recipe, data.texts + data.valid_texts + data.extra, data.intents)
+        recipe, filled = with_family_defaults(recipe, info["family"])
+        if report is not None:
+            for line in describe_pretrained(info):
+                report(line)
+            if filled:
+                report(filled)
+        return model, tokenizer, recipe, info
+    tokenizer = run_tokenizer(data.texts + data.extra, recipe, out_dir / "checkpoints",
+                              resume=resume)
+    model = build_intent_model(recipe, tokenizer, data.intents)
+    mark_cue_tokens(model, tokenizer)
+    return model, tokenizer, recipe, None
+
+
+# --- stage 3: the rows the Trainer reads, with a teacher's targets ---------------------------
+def _training_rows(recipe: IntentRecipe, data: _Data, tokenizer: Tokenizer,
+                   ids: list[list[int]], index: dict[str, int],
+                   soft_targets: SoftTargets | None
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float,
+                              dict[str, Any] | None]:
+    """The training rows (with the TF-IDF teacher's or ``soft_targets``' targets) and the
+    validation rows of known intents.
+
+    Returns:
+        ``(train_rows, valid_rows, teacher_weight, distill_info)``.
+    """
+    train_rows = [{"input_ids": x, "labels": index[y]}
+                  for x, y in zip(ids, data.labels, strict=True)]
+    distill = None
+    if recipe.distill == "tfidf":  # columns: the sorted intents, as `intents`
+        start = time.perf_counter()
+        teacher, _ = out_of_fold_probs(data.texts, data.labels, seed=recipe.seed)
+        for row, probs in zip(train_rows, teacher, strict=True):
+            row["teacher"] = probs.tolist()
+        distill = {"teacher": "tfidf", "seconds": round(time.perf_counter() - start, 1)}
+    known = [i for i, y in enumerate(data.valid_labels) if y in index]
+    v_ids = encode_texts(tokenizer, [data.valid_texts[i] for i in known], recipe.max_length)
+    valid_rows = [{"input_ids": x, "labels": index[data.valid_labels[i]]}
+                  for x, i in zip(v_ids, known, strict=True)]
+    teacher_weight = recipe.distill_weight if recipe.distill != "none" else 0.0
+    if soft_targets is not None:  # the teacher's logits on every row; extra rows appended
+        x_ids = encode_texts(tokenizer, data.extra, recipe.max_length)
+        train_rows += [{"input_ids": x, "labels": NO_LABEL if y is None else index[y]}
+                       for x, (_, y) in zip(x_ids, soft_targets.extra, strict=True)]
+        for row, z in zip(train_rows, soft_targets.logits_for(data.texts + data.extra),
+                          strict=True):
+            row["teacher"] = z.tolist()
+        teacher_weight, distill = soft_targets.alpha, soft_targets.info
+    return train_rows, valid_rows, teacher_weight, distill
+
+
+# --- stage 5: the TF-IDF blend --------------------------------------------------------------
+def _blend(clf: IntentClassifier, recipe: IntentRecipe, data: _Data, seconds: float,
+           report: Callable[[str], None] | None, choice: ThresholdChoice,
+           metrics: dict[str, float]
+           ) -> tuple[IntentClassifier | EnsembleClassifier, ThresholdChoice, dict[str, float]]:
+    """The network blended with a TF-IDF model at the share validation chooses (the
+    network alone when that is best), with the blend's own threshold.
+
+    Returns:
+        ``(classifier to save, threshold choice, validation metrics)``.
+    """
+    saved, blend, _, tfidf_seconds = blend_with_tfidf(clf, data.texts, data.labels,
+                                                      data.valid_texts, data.valid_labels,
+                                                      recipe)
+    clf.info["blend"] = {**blend.to_dict(), "tfidf_seconds": round(tfidf_seconds, 1)}
+    if report is not None:
+        report(blend.describe())
+    if saved is not clf:  # the blend's own threshold, on the same validation rows
+        choice, metrics = calibrate_on_validation(saved, data.valid_texts, data.valid_labels,
+                                                  recipe.max_reject, recipe.reject_budget)
+        saved.info = {"recipe": recipe.to_dict(), "members": [recipe.model, "tfidf"],
+                      "blend": clf.info["blend"], "train_examples": len(data.texts),
+                      "valid_examples": len(data.valid_texts),
+                      "train_seconds": round(seconds + tfidf_seconds, 1),
+                      "valid": metrics, "oos_threshold": choice.to_dict()}
+    return saved, choice, metrics
