@@ -398,7 +398,7 @@ def _run_ray(args: argparse.Namespace) -> int:
         ray_serve.import_serve()
     except ImportError as e:
         raise ValueError(f"--ray needs {e}") from None
-    from headwise.serve.app import docs_available
+    from headwise.serve.docs_pages import docs_available
     from headwise.serve.auth import ApiKeys
     from headwise.serve.startup import load_engine
 
@@ -444,7 +444,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_ray(args)
     import uvicorn
 
-    from headwise.serve.app import create_app, docs_available
+    from headwise.serve.app import create_app
+    from headwise.serve.docs_pages import docs_available
     from headwise.serve.auth import ApiKeys
     from headwise.serve.config import CONFIG_ENV
     from headwise.serve.startup import load_engine

@@ -174,7 +174,7 @@ class ServiceApp:
 
     @property
     def state(self) -> Any:
-        """The built app's :class:`~headwise.serve.app.ServiceState`; None before."""
+        """The built app's :class:`~headwise.serve.state.ServiceState`; None before."""
         return None if self._app is None else self._app.state.serve
 
     def build(self) -> Any:

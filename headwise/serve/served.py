@@ -1,7 +1,7 @@
 """One loaded model as the service runs it: its engine, its own micro-batcher, its name.
 
 The service holds one :class:`ServedModel` at a time and swaps it whole on a reload
-(:meth:`headwise.serve.app.ServiceState.reload`): the new one is loaded, started and warmed
+(:meth:`headwise.serve.state.ServiceState.reload`): the new one is loaded, started and warmed
 up beside the old, then a single reference is replaced. A request takes the current
 ``ServedModel`` once, at its start, and encodes, batches and answers with that one only, so
 its answer comes entirely from one model; its batcher runs only that model's batches, so a

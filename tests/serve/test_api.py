@@ -189,10 +189,10 @@ def test_docs_pages_load_their_scripts_from_the_service(client):
 def test_without_the_docs_files_there_are_no_pages(encoder_dir, monkeypatch):
     from fastapi.testclient import TestClient
 
-    from headwise.serve import ServeConfig, app
+    from headwise.serve import ServeConfig, docs_pages
     from headwise.serve.app import create_app
 
-    monkeypatch.setattr(app, "docs_assets", lambda: None)
+    monkeypatch.setattr(docs_pages, "docs_assets", lambda: None)
     with TestClient(create_app(ServeConfig(model_dir=str(encoder_dir), warmup=False))) as c:
         assert c.get("/docs").status_code == 404 and c.get("/redoc").status_code == 404
         assert c.get("/openapi.json").status_code == 200

@@ -17,7 +17,7 @@ from serve_helpers import TEXTS, tiny_tokenizer, wait_ready
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.serve import ServeConfig, create_app
-from headwise.serve import app as app_module
+from headwise.serve import state as state_module
 
 KEY = "reload-key-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -109,7 +109,7 @@ def test_answers_across_a_swap_each_come_from_one_model(encoder_dir, other_encod
 def test_the_old_model_serves_while_the_new_one_loads(encoder_dir, other_encoder_dir,
                                                       key_file, monkeypatch):
     started, release = threading.Event(), threading.Event()
-    real = app_module.load_engine
+    real = state_module.load_engine
 
     def slow_load(*args, **kwargs):  # a slow disk: the load waits until told
         started.set()
@@ -117,7 +117,7 @@ def test_the_old_model_serves_while_the_new_one_loads(encoder_dir, other_encoder
         return real(*args, **kwargs)
 
     app = create_app(ServeConfig(model_dir=str(encoder_dir), api_key_file=str(key_file)))
-    monkeypatch.setattr(app_module, "load_engine", slow_load)  # the reload's, not the first
+    monkeypatch.setattr(state_module, "load_engine", slow_load)  # the reload's, not the first
 
     async def run() -> list[httpx.Response]:
         async with app.router.lifespan_context(app):
