@@ -270,3 +270,121 @@ def test_evaluation_counts_the_detectors_rejections():
     assert report["oos_recall"] == pytest.approx(reject[oos].mean())
     assert report["reject_rate"] == pytest.approx(reject[~oos].mean())
     assert report["ood_detector"] == "knn"
+
+
+# --- ood_detector="auto": the detector chosen on validation ---------------------------------
+def test_select_detector_takes_the_best_validation_balance_ties_to_the_simplest():
+    from headwise.intent.decision.ood import AUTO_CANDIDATES, balanced_mean, select_detector
+
+    def c(acc, recall):
+        return {"in_scope_accuracy": acc, "oos_recall": recall}
+
+    assert balanced_mean(c(0.8, 0.6)) == pytest.approx(0.7)
+    assert balanced_mean(c(0.8, None)) is None and balanced_mean(c(float("nan"), 0.5)) is None
+    assert select_detector({"max_prob": c(0.8, 0.5), "knn:1": c(0.7, 0.7),
+                            "energy": c(0.9, 0.4)}) == "knn:1"
+    # a tie goes to the candidate listed first (the top probability: nothing to store)
+    assert select_detector({"knn": c(0.8, 0.6), "max_prob": c(0.6, 0.8)}) == "max_prob"
+    assert AUTO_CANDIDATES[0] == "max_prob"
+    with pytest.raises(ValueError, match="out-of-scope validation rows"):
+        select_detector({"max_prob": c(0.8, None)})
+    with pytest.raises(ValueError):
+        select_detector({})
+
+
+def _own_threshold(clf):
+    """What calibrate_on_validation records before a detector is fitted (the reference:
+    the top-probability rule on the validation rows, by hand)."""
+    from headwise.intent.decision.oos import choose_threshold
+
+    _, v_l = one_at_a_time(clf, VALID[0])
+    gold = np.array([NAMES.index(y) if y in NAMES else -1 for y in VALID[1]])
+    conf = softmax(v_l / clf.temperature, axis=1).max(1)
+    clf.info["oos_threshold"] = choose_threshold(conf, v_l.argmax(1) == gold,
+                                                 gold < 0).to_dict()
+    return clf
+
+
+def test_auto_keeps_the_candidate_best_on_validation():
+    from headwise.intent.decision.ood import AUTO_CANDIDATES, balanced_mean
+
+    clf = _own_threshold(tiny_classifier())
+    # the reference: each candidate fitted on its own (same model), its validation balance
+    want = {"max_prob": balanced_mean(clf.info["oos_threshold"])}
+    for spec in AUTO_CANDIDATES[1:]:
+        want[spec] = balanced_mean(fit_ood_detector(clf, TEXTS, LABELS, *VALID, spec))
+    fit_ood_detector(clf, TEXTS, LABELS, *VALID, "auto")
+    info = clf.info["ood"]
+    scores = info["auto"]["valid_mean"]
+    assert list(scores) == list(AUTO_CANDIDATES)
+    assert scores == pytest.approx(want)
+    best = max(AUTO_CANDIDATES, key=lambda s: (round(want[s], 12),
+                                               -AUTO_CANDIDATES.index(s)))
+    assert info["auto"]["chosen"] == best
+    if best == "max_prob":
+        assert clf.ood is None and info["detector"] == "max_prob"
+    else:
+        assert clf.ood is not None and info["stored"]
+        assert clf.ood.describe() == make_detector(best).describe()
+        assert clf.ood.threshold == info["valid"]["threshold"]
+
+
+def test_auto_picks_a_distance_detector_when_it_separates_better(monkeypatch):
+    """Validation rows where the top probability cannot tell the out-of-scope ones and
+    the pooled vectors can: auto keeps a feature detector."""
+    from headwise.intent.decision import recalibration
+
+    clf = tiny_classifier()
+    rng = np.random.default_rng(0)
+    n_train, d = len(TEXTS), 8
+    train_f = rng.normal(0, 0.1, (n_train, d)) + np.eye(d)[[NAMES.index(y) for y in LABELS]]
+    vf = np.vstack([np.eye(d)[[NAMES.index(y) for y in VALID[1][:4]]],
+                    rng.normal(0, 0.1, (3, d)) + 5.0])
+    # logits: the right intent on top for the in-scope rows, equally sure everywhere
+    lg = lambda ids: 4.0 * np.eye(len(NAMES))[ids]  # noqa: E731
+    train_l = lg([NAMES.index(y) for y in LABELS])
+    v_l = lg([NAMES.index(y) for y in VALID[1][:4]] + [0, 1, 2])
+
+    def fake(texts, batch_size=64):
+        return (train_f, train_l) if len(texts) == n_train else (vf, v_l)
+
+    monkeypatch.setattr(clf, "features_and_logits", fake)
+    conf = softmax(v_l / clf.temperature, axis=1).max(1)
+    gold = np.array([NAMES.index(y) if y in NAMES else -1 for y in VALID[1]])
+    from headwise.intent.decision.oos import choose_threshold
+
+    clf.info["oos_threshold"] = choose_threshold(conf, v_l.argmax(1) == gold,
+                                                 gold < 0).to_dict()
+    choice = recalibration.fit_ood_detector(clf, TEXTS, LABELS, *VALID, "auto")
+    info = clf.info["ood"]
+    # the top probability is the same for every row: no threshold separates them
+    assert info["auto"]["valid_mean"]["max_prob"] < 0.75
+    assert info["auto"]["valid_mean"][info["auto"]["chosen"]] == 1.0
+    assert info["auto"]["chosen"] in ("knn:1", "knn", "mahalanobis:ledoit_wolf")
+    assert choice.oos_recall == 1.0 and choice.in_scope_accuracy == 1.0
+    assert clf.ood is not None and info["stored"]
+
+
+def test_auto_without_out_of_scope_validation_keeps_max_prob():
+    clf = _own_threshold(tiny_classifier())
+    assert fit_ood_detector(clf, TEXTS, LABELS, VALID[0][:4], VALID[1][:4], "auto") is None
+    assert clf.ood is None and clf.info["ood"]["detector"] == "max_prob"
+    assert "out-of-scope" in clf.info["ood"]["note"] and clf.info["ood"]["auto"] is None
+    with pytest.raises(ValueError, match="keeps the max_prob threshold"):
+        fit_ood_detector(TfidfClassifier.fit(TEXTS, LABELS), TEXTS, LABELS, *VALID, "auto")
+
+
+def test_the_recipe_takes_auto(tmp_path):
+    rows = list(zip(TEXTS, LABELS, strict=True)) * 4
+    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=1,
+                          batch_size=8, vocab_size=200, lr=3e-3, progress=False,
+                          ood_detector="auto")
+    run = train_intent_classifier(rows, list(zip(*VALID, strict=True)), recipe,
+                                  out_dir=tmp_path / "a")
+    info = run.classifier.info["ood"]
+    assert info["auto"]["chosen"] in info["auto"]["candidates"]
+    back = IntentClassifier.load(tmp_path / "a")
+    assert (back.ood is None) == (info["auto"]["chosen"] == "max_prob")
+    assert (tmp_path / "a" / OOD_FILE).exists() == (back.ood is not None)
+    with pytest.raises(ValueError, match="ood_detector"):
+        IntentRecipe(ood_detector="auto", blend="tfidf")

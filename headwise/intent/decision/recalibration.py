@@ -35,6 +35,12 @@ from headwise.intent.classifier import (
     ProbabilityClassifier,
 )
 from headwise.intent.decision.ood import OodDetector, make_detector, save_detector
+from headwise.intent.decision.ood.selection import (
+    AUTO,
+    AUTO_CANDIDATES,
+    balanced_mean,
+    select_detector,
+)
 from headwise.intent.decision.oos import (
     ThresholdChoice,
     choose_score_threshold,
@@ -267,8 +273,11 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
         train_texts, train_labels: the training rows (intents the classifier knows).
         valid_texts, valid_labels: validation rows; out-of-scope labels count as out of
             scope, intents the classifier does not know are left out.
-        detector: a name (:func:`~headwise.intent.decision.ood.make_detector`) or an unfitted
-            detector.
+        detector: a name (:func:`~headwise.intent.decision.ood.make_detector`), an unfitted
+            detector, or ``"auto"``: the best of
+            :data:`~headwise.intent.decision.ood.selection.AUTO_CANDIDATES` on the
+            validation rows (:mod:`~headwise.intent.decision.ood.selection`; without
+            out-of-scope validation rows the top probability stays).
         max_reject: without out-of-scope validation rows, the largest share of in-scope
             rows the threshold may reject.
         batch_size: texts per forward pass.
@@ -282,6 +291,10 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
         ValueError: a detector other than ``"max_prob"`` for a TF-IDF model or an ensemble,
             training labels the classifier does not know, or mismatched lengths.
     """
+    if isinstance(detector, str) and detector == AUTO:
+        return _fit_auto(clf, train_texts, train_labels, valid_texts, valid_labels,
+                         max_reject=max_reject, batch_size=batch_size,
+                         reject_budget=reject_budget)
     det = make_detector(detector) if isinstance(detector, str) else detector
     if det.name == "max_prob":
         if isinstance(clf, IntentClassifier):
@@ -289,16 +302,7 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
         clf.info["ood"] = {"detector": "max_prob", "params": {},
                            "valid": clf.info.get("oos_threshold")}
         return None
-    if not isinstance(clf, IntentClassifier):
-        raise ValueError(f"the {det.name} out-of-scope detector reads a network's logits or "
-                         f"pooled vectors; a {type(clf).__name__} (a TF-IDF model or an "
-                         f"ensemble) keeps the max_prob threshold")
-    if len(train_texts) != len(train_labels) or len(valid_texts) != len(valid_labels):
-        raise ValueError("texts and labels of different lengths")
-    index = {name: i for i, name in enumerate(clf.labels)}
-    unknown = sorted({y for y in train_labels if y not in index})
-    if unknown:
-        raise ValueError(f"training labels the classifier does not know: {unknown[:5]}")
+    index = _check_rows(clf, det.name, train_texts, train_labels, valid_texts, valid_labels)
     start = time.perf_counter()
     features, logits = _forward(clf, det, list(train_texts), batch_size)
     det.fit(features, logits, np.array([index[y] for y in train_labels], dtype=np.int64))
@@ -321,6 +325,86 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
     det.threshold = choice.threshold
     clf.ood = det
     clf.info["ood"] = {**record, "valid": choice.to_dict(), "stored": True}
+    return choice
+
+
+def _check_rows(clf: ProbabilityClassifier, name: str, train_texts: Sequence[str],
+                train_labels: Sequence[str], valid_texts: Sequence[str],
+                valid_labels: Sequence[str | None]) -> dict[str, int]:
+    """The classifier's intent -> id, after checking that ``clf`` is a network and that
+    the rows fit it.
+
+    Raises:
+        ValueError: not a network, mismatched lengths, or training labels the classifier
+            does not know.
+    """
+    if not isinstance(clf, IntentClassifier):
+        raise ValueError(f"the {name} out-of-scope detector reads a network's logits or "
+                         f"pooled vectors; a {type(clf).__name__} (a TF-IDF model or an "
+                         f"ensemble) keeps the max_prob threshold")
+    if len(train_texts) != len(train_labels) or len(valid_texts) != len(valid_labels):
+        raise ValueError("texts and labels of different lengths")
+    index = {label: i for i, label in enumerate(clf.labels)}
+    unknown = sorted({y for y in train_labels if y not in index})
+    if unknown:
+        raise ValueError(f"training labels the classifier does not know: {unknown[:5]}")
+    return index
+
+
+def _fit_auto(clf: ProbabilityClassifier, train_texts: Sequence[str],
+              train_labels: Sequence[str], valid_texts: Sequence[str],
+              valid_labels: Sequence[str | None], *, max_reject: float, batch_size: int,
+              reject_budget: float | None) -> ThresholdChoice | None:
+    """``ood_detector="auto"``: fit every detector of
+    :data:`~headwise.intent.decision.ood.selection.AUTO_CANDIDATES` on the training rows,
+    choose each one's threshold on the validation rows, keep the best by the balance of
+    in-scope accuracy and out-of-scope recall there
+    (:func:`~headwise.intent.decision.ood.selection.select_detector`). The top
+    probability's choice is the classifier's own (``info["oos_threshold"]``, from
+    :func:`calibrate_on_validation`). Without out-of-scope validation rows the top
+    probability stays, and ``info["ood"]`` says why."""
+    index = _check_rows(clf, AUTO, train_texts, train_labels, valid_texts, valid_labels)
+    rows = [i for i, y in enumerate(valid_labels) if y in index or is_oos_label(y)]
+    gold = np.array([index.get(valid_labels[i], -1) for i in rows], dtype=np.int64)
+    own = clf.info.get("oos_threshold")
+    if not (gold < 0).any() or not (gold >= 0).any() or own is None:
+        clf.ood = None
+        clf.info["ood"] = {"detector": "max_prob", "params": {}, "valid": own,
+                           "auto": None,
+                           "note": "auto needs in-scope and out-of-scope (label oos) "
+                                   "validation rows to choose a detector on: the top "
+                                   "probability stays"}
+        return None
+    start = time.perf_counter()
+    tr_f, tr_l = clf.features_and_logits(list(train_texts), batch_size=batch_size)
+    v_f, v_l = clf.features_and_logits([valid_texts[i] for i in rows], batch_size=batch_size)
+    y = np.array([index[label] for label in train_labels], dtype=np.int64)
+    correct, oos = v_l.argmax(1) == gold, gold < 0
+    choices: dict[str, Any] = {"max_prob": own}
+    fitted: dict[str, OodDetector] = {}
+    for spec in AUTO_CANDIDATES:
+        if spec == "max_prob":
+            continue
+        det = make_detector(spec).fit(tr_f, tr_l, y)
+        choices[spec] = choose_score_threshold(det.score(v_f, v_l), correct, oos,
+                                               max_reject=max_reject, name=det.name,
+                                               reject_budget=reject_budget)
+        fitted[spec] = det
+    best = select_detector(choices)
+    scores = {spec: balanced_mean(c) for spec, c in choices.items()}
+    record = {"auto": {"candidates": list(AUTO_CANDIDATES), "valid_mean": scores,
+                       "chosen": best},
+              "fit_rows": len(train_texts),
+              "fit_seconds": round(time.perf_counter() - start, 2)}
+    if best == "max_prob":
+        clf.ood = None
+        clf.info["ood"] = {"detector": "max_prob", "params": {}, "valid": own, **record}
+        return None
+    det, choice = fitted[best], choices[best]
+    det.threshold = choice.threshold
+    clf.ood = det
+    clf.info["ood"] = {"detector": det.name, "params": det.params(),
+                       "valid": choice.to_dict(), "stored": True, **record}
     return choice
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from headwise._lazy import lazy_names
-from headwise.intent.decision.ood import check_detector_spec
+from headwise.intent.decision.ood import AUTO, check_detector_spec
 from headwise.intent.training.cleaning import CLEANING_MODES
 from headwise.intent.training.recipe_fields import check_field_types
 from headwise.intent.training.recipe_parts import flatten_recipe, recipe_parts
@@ -130,7 +130,9 @@ class IntentRecipe:
             ``"mahalanobis:ledoit_wolf"`` (a shrunk covariance), ``"knn"`` or ``"knn:K"``;
             fitted on the training rows after training, its threshold chosen on the
             validation data, and saved with the classifier (networks only; a TF-IDF model
-            keeps ``"max_prob"``).
+            keeps ``"max_prob"``); or ``"auto"``, the one of several that does best on the
+            validation rows (:mod:`headwise.intent.decision.ood.selection`; it needs
+            out-of-scope validation rows, without them the top probability stays).
         model_overrides: any further ModelConfig fields.
         progress: progress bars.
     """
@@ -240,7 +242,8 @@ class IntentRecipe:
                 self.reject_budget is not None and not 0.0 <= self.reject_budget < 1.0):
             raise ValueError(f"max_reject and reject_budget must be in [0, 1), got "
                              f"{self.max_reject}, {self.reject_budget}")
-        check_detector_spec(self.ood_detector)
+        if self.ood_detector != AUTO:
+            check_detector_spec(self.ood_detector)
         check_recipe_paths(self, kind_paths(self.kind))
 
     @property

@@ -12,6 +12,9 @@ threshold (chosen on validation data by
 * ``"knn"`` — minus the distance to the k-th nearest L2-normalised training vector (Sun et
   al. 2022).
 
+``"auto"`` is no detector of its own: training fits several and keeps the one that does
+best on the validation rows (:mod:`~headwise.intent.decision.ood.selection`).
+
 A saved classifier keeps its detector in ``ood.json`` + ``ood.safetensors``
 (:func:`save_detector`, :func:`load_detector`).
 """
@@ -34,8 +37,16 @@ from headwise.intent.decision.ood.registry import (
     detector_from_state,
     make_detector,
 )
+from headwise.intent.decision.ood.selection import (
+    AUTO,
+    AUTO_CANDIDATES,
+    balanced_mean,
+    select_detector,
+)
 
 __all__ = [
+    "AUTO",
+    "AUTO_CANDIDATES",
     "DETECTORS",
     "OOD_ARRAYS",
     "OOD_FILE",
@@ -52,4 +63,6 @@ __all__ = [
     "make_detector",
     "remove_detector",
     "save_detector",
+    "balanced_mean",
+    "select_detector",
 ]
