@@ -292,6 +292,14 @@ def test_select_detector_takes_the_best_validation_balance_ties_to_the_simplest(
         select_detector({})
 
 
+@pytest.fixture
+def few_oos(monkeypatch):
+    """Let auto compare detectors on these tests' 3 out-of-scope validation rows."""
+    from headwise.intent.decision.ood import selection
+
+    monkeypatch.setattr(selection, "AUTO_MIN_OOS_ROWS", 1)
+
+
 def _own_threshold(clf):
     """What calibrate_on_validation records before a detector is fitted (the reference:
     the top-probability rule on the validation rows, by hand)."""
@@ -305,7 +313,7 @@ def _own_threshold(clf):
     return clf
 
 
-def test_auto_keeps_the_candidate_best_on_validation():
+def test_auto_keeps_the_candidate_best_on_validation(few_oos):
     from headwise.intent.decision.ood import AUTO_CANDIDATES, balanced_mean
 
     clf = _own_threshold(tiny_classifier())
@@ -329,7 +337,7 @@ def test_auto_keeps_the_candidate_best_on_validation():
         assert clf.ood.threshold == info["valid"]["threshold"]
 
 
-def test_auto_picks_a_distance_detector_when_it_separates_better(monkeypatch):
+def test_auto_picks_a_distance_detector_when_it_separates_better(monkeypatch, few_oos):
     """Validation rows where the top probability cannot tell the out-of-scope ones and
     the pooled vectors can: auto keeps a feature detector."""
     from headwise.intent.decision import recalibration
@@ -365,16 +373,21 @@ def test_auto_picks_a_distance_detector_when_it_separates_better(monkeypatch):
     assert clf.ood is not None and info["stored"]
 
 
-def test_auto_without_out_of_scope_validation_keeps_max_prob():
-    clf = _own_threshold(tiny_classifier())
-    assert fit_ood_detector(clf, TEXTS, LABELS, VALID[0][:4], VALID[1][:4], "auto") is None
-    assert clf.ood is None and clf.info["ood"]["detector"] == "max_prob"
-    assert "out-of-scope" in clf.info["ood"]["note"] and clf.info["ood"]["auto"] is None
+def test_auto_without_enough_out_of_scope_validation_keeps_max_prob():
+    from headwise.intent.decision.ood import AUTO_MIN_OOS_ROWS
+
+    assert AUTO_MIN_OOS_ROWS == 20
+    for rows in (VALID, (VALID[0][:4], VALID[1][:4])):  # 3 out-of-scope rows, then none
+        clf = _own_threshold(tiny_classifier())
+        assert fit_ood_detector(clf, TEXTS, LABELS, *rows, "auto") is None
+        assert clf.ood is None and clf.info["ood"]["detector"] == "max_prob"
+        assert clf.info["ood"]["auto"] is None
+        assert f"there were {3 if rows is VALID else 0} out-of-scope" in clf.info["ood"]["note"]
     with pytest.raises(ValueError, match="keeps the max_prob threshold"):
         fit_ood_detector(TfidfClassifier.fit(TEXTS, LABELS), TEXTS, LABELS, *VALID, "auto")
 
 
-def test_the_recipe_takes_auto(tmp_path):
+def test_the_recipe_takes_auto(tmp_path, few_oos):
     rows = list(zip(TEXTS, LABELS, strict=True)) * 4
     recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=1,
                           batch_size=8, vocab_size=200, lr=3e-3, progress=False,
@@ -386,5 +399,8 @@ def test_the_recipe_takes_auto(tmp_path):
     back = IntentClassifier.load(tmp_path / "a")
     assert (back.ood is None) == (info["auto"]["chosen"] == "max_prob")
     assert (tmp_path / "a" / OOD_FILE).exists() == (back.ood is not None)
+    # with a blend, auto is the default too (it applies when validation keeps the network
+    # alone); a detector by name reads the network alone, so a blend refuses it
+    assert IntentRecipe(blend="tfidf").ood_detector == "auto"
     with pytest.raises(ValueError, match="ood_detector"):
-        IntentRecipe(ood_detector="auto", blend="tfidf")
+        IntentRecipe(ood_detector="energy", blend="tfidf")

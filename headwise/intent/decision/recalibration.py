@@ -34,7 +34,7 @@ from headwise.intent.classifier import (
     IntentClassifier,
     ProbabilityClassifier,
 )
-from headwise.intent.decision.ood import OodDetector, make_detector, save_detector
+from headwise.intent.decision.ood import OodDetector, make_detector, save_detector, selection
 from headwise.intent.decision.ood.selection import (
     AUTO,
     AUTO_CANDIDATES,
@@ -367,13 +367,15 @@ def _fit_auto(clf: ProbabilityClassifier, train_texts: Sequence[str],
     rows = [i for i, y in enumerate(valid_labels) if y in index or is_oos_label(y)]
     gold = np.array([index.get(valid_labels[i], -1) for i in rows], dtype=np.int64)
     own = clf.info.get("oos_threshold")
-    if not (gold < 0).any() or not (gold >= 0).any() or own is None:
+    n_oos = int((gold < 0).sum())
+    if n_oos < selection.AUTO_MIN_OOS_ROWS or not (gold >= 0).any() or own is None:
         clf.ood = None
         clf.info["ood"] = {"detector": "max_prob", "params": {}, "valid": own,
                            "auto": None,
-                           "note": "auto needs in-scope and out-of-scope (label oos) "
-                                   "validation rows to choose a detector on: the top "
-                                   "probability stays"}
+                           "note": f"auto compares detectors on at least "
+                                   f"{selection.AUTO_MIN_OOS_ROWS} out-of-scope (label oos) "
+                                   f"validation rows and some in-scope ones; there were "
+                                   f"{n_oos} out-of-scope: the top probability stays"}
         return None
     start = time.perf_counter()
     tr_f, tr_l = clf.features_and_logits(list(train_texts), batch_size=batch_size)
@@ -393,7 +395,7 @@ def _fit_auto(clf: ProbabilityClassifier, train_texts: Sequence[str],
     best = select_detector(choices)
     scores = {spec: balanced_mean(c) for spec, c in choices.items()}
     record = {"auto": {"candidates": list(AUTO_CANDIDATES), "valid_mean": scores,
-                       "chosen": best},
+                       "chosen": best, "oos_rows": n_oos},
               "fit_rows": len(train_texts),
               "fit_seconds": round(time.perf_counter() - start, 2)}
     if best == "max_prob":

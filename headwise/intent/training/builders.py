@@ -115,7 +115,8 @@ def default_blend(fields: dict[str, Any], valid_given: bool) -> bool:
     """Whether ``headwise train`` without ``--model`` adds ``blend="tfidf"`` to the recipe
     ``fields`` the user gave: unless they set ``blend`` themselves, there is validation data
     to choose the share on (``valid_given`` or a ``valid_fraction`` above 0) and the
-    out-of-scope score is the top probability (``ood_detector`` ``"max_prob"``).
+    out-of-scope score may be the blend's top probability (``ood_detector`` ``"max_prob"``
+    or ``"auto"``, which with a blend applies only if validation keeps the network alone).
 
     The blend is gated on validation (:mod:`headwise.intent.training.blending`): on DataCLUE CIC it
     added about 10 macro-F1 points to fine-tuned multilingual-e5-small, on the demo's
@@ -123,7 +124,7 @@ def default_blend(fields: dict[str, Any], valid_given: bool) -> bool:
     """
     return ("blend" not in fields
             and (valid_given or fields.get("valid_fraction", 0.1) > 0)
-            and fields.get("ood_detector", "max_prob") == "max_prob")
+            and fields.get("ood_detector", "auto") in ("max_prob", "auto"))
 
 
 def checkpoint_source(directory: str | Path) -> dict[str, Any]:

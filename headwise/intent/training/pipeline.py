@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.decision.ood.selection import describe_auto
 from headwise.intent.decision.oos import ThresholdChoice
 from headwise.intent.decision.prior import correct_on_validation
 from headwise.intent.decision.recalibration import calibrate_on_validation, fit_ood_detector
@@ -216,12 +217,15 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "pretrained": pretrained_info,
                 "estimate": None if estimate is None else dataclasses.asdict(estimate),
                 "oos_threshold": choice.to_dict()}
-    fit_ood_detector(clf, data.texts, data.labels, data.valid_texts, data.valid_labels,
-                     recipe.ood_detector, max_reject=recipe.max_reject,
-                     reject_budget=recipe.reject_budget)
     saved: IntentClassifier | EnsembleClassifier = clf
     if recipe.blend == "tfidf":
         saved, choice, metrics = _blend(clf, recipe, data, seconds, report, choice, metrics)
+    if saved is clf:  # a blend answers out-of-scope on its own top probability
+        fit_ood_detector(clf, data.texts, data.labels, data.valid_texts, data.valid_labels,
+                         recipe.ood_detector, max_reject=recipe.max_reject,
+                         reject_budget=recipe.reject_budget)
+        if report is not None and clf.info["ood"].get("auto"):
+            report(describe_auto(clf.info["ood"]))
     saved.save(out_dir)
     if not keep_checkpoints:
         shutil.rmtree(ckpt_dir, ignore_errors=True)

@@ -40,13 +40,16 @@ from headwise.intent.decision.ood.registry import (
 from headwise.intent.decision.ood.selection import (
     AUTO,
     AUTO_CANDIDATES,
+    AUTO_MIN_OOS_ROWS,
     balanced_mean,
+    describe_auto,
     select_detector,
 )
 
 __all__ = [
     "AUTO",
     "AUTO_CANDIDATES",
+    "AUTO_MIN_OOS_ROWS",
     "DETECTORS",
     "OOD_ARRAYS",
     "OOD_FILE",
@@ -64,5 +67,6 @@ __all__ = [
     "remove_detector",
     "save_detector",
     "balanced_mean",
+    "describe_auto",
     "select_detector",
 ]
