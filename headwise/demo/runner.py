@@ -156,6 +156,7 @@ def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
             "accuracy_with_threshold": report["in_scope_accuracy_with_threshold"],
             "reject_rate": report["reject_rate"],
             "oos_recall": report["oos_recall"], "threshold": clf.threshold,
+            "ood_detector": ood_detector_name(clf),
             "temperature": clf.temperature, "train_seconds": trained.train_seconds,
             "parameters": _parameters(clf), "latency": latency, "directory": str(out / name),
             "slices": report["slices"], "errors": report["errors"][:20]}
@@ -231,18 +232,28 @@ def slice_verdicts(results: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def ood_detector_name(clf: Any) -> str:
+    """The out-of-scope score a trained classifier answers with: ``"max_prob"``, a
+    detector's name, and ``" (auto)"`` when the recipe's ``"auto"`` chose it on
+    validation."""
+    ood = (getattr(clf, "info", None) or {}).get("ood") or {}
+    auto = ood.get("auto")
+    name = (auto or {}).get("chosen") or ood.get("detector") or "max_prob"
+    return f"{name} (auto)" if auto else name
+
+
 def comparison_table(results: dict[str, dict[str, Any]]) -> str:
     """The Markdown comparison table of the demo's models."""
     head = ("| model | parameters | accuracy | macro-F1 | accuracy with threshold | "
-            "in-scope rejected | out-of-scope recall | p50 ms | p99 ms | texts/s (batch 32) | "
-            "train s |")
-    rows = [head, "|" + " --- |" * 11]
+            "in-scope rejected | out-of-scope recall | out-of-scope score | p50 ms | p99 ms | "
+            "texts/s (batch 32) | train s |")
+    rows = [head, "|" + " --- |" * 12]
     for name, r in results.items():
         lat = r["latency"]
         oos = "n/a" if r["oos_recall"] is None else f"{r['oos_recall']:.3f}"
         rows.append(f"| {name} | {r['parameters']:,} | {r['accuracy']:.4f} | "
                     f"{r['macro_f1']:.4f} | {r['accuracy_with_threshold']:.4f} | "
-                    f"{r['reject_rate']:.3f} | {oos} | "
+                    f"{r['reject_rate']:.3f} | {oos} | {r.get('ood_detector', 'max_prob')} | "
                     f"{lat['p50_ms']:.2f} | {lat['p99_ms']:.2f} | "
                     f"{lat['throughput_per_s']:.0f} | {r['train_seconds']:.0f} |")
     return "\n".join(rows)

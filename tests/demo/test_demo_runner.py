@@ -55,6 +55,9 @@ def test_demo_trains_compares_and_saves_every_model(tmp_path):
     table = comparison_table(summary["models"])
     assert table in text and "| bilstm |" in table and "| transformer |" in table
     assert "| tfidf |" in table and "in-scope rejected" in table
+    # each model names its out-of-scope score; TF-IDF has only the top probability
+    assert summary["models"]["tfidf"]["ood_detector"] == "max_prob"
+    assert "out-of-scope score" in table
     assert len(summary["examples"]) == 8
 
 
