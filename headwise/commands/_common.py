@@ -205,7 +205,9 @@ def report_trained(result: Any, out: Path) -> None:
     else:
         print("no validation data: the last epoch's weights are kept and confidence is not "
               "calibrated (temperature 1; `headwise calibrate` fits it on held-out data)")
-    print(f"out-of-scope threshold {format_threshold(result.threshold)}")
+    score = getattr(result.threshold, "score", "max_prob")
+    what = "top probability" if score == "max_prob" else f"{score} detector score"
+    print(f"out-of-scope threshold on the {what} {format_threshold(result.threshold)}")
     (Path(out) / "train_summary.json").write_text(
         json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n",
         encoding="utf-8")

@@ -87,7 +87,9 @@ class TrainedIntent:
             ``blend="tfidf"`` the network's weighted ensemble with a TF-IDF model, unless
             validation chose the network alone.
         directory: where it was saved.
-        threshold: the out-of-scope threshold and its effect on validation data.
+        threshold: the out-of-scope threshold and its effect on validation data: the
+            stored detector's (its ``score``) when one decides, else the top
+            probability's.
         valid_metrics: validation accuracy and macro-F1 (in-scope, no threshold).
         history: the Trainer's evaluation history.
         train_seconds: wall time of training (calibration excluded).
@@ -221,9 +223,12 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     if recipe.blend == "tfidf":
         saved, choice, metrics = _blend(clf, recipe, data, seconds, report, choice, metrics)
     if saved is clf:  # a blend answers out-of-scope on its own top probability
-        fit_ood_detector(clf, data.texts, data.labels, data.valid_texts, data.valid_labels,
-                         recipe.ood_detector, max_reject=recipe.max_reject,
-                         reject_budget=recipe.reject_budget)
+        detector_choice = fit_ood_detector(
+            clf, data.texts, data.labels, data.valid_texts, data.valid_labels,
+            recipe.ood_detector, max_reject=recipe.max_reject,
+            reject_budget=recipe.reject_budget)
+        if detector_choice is not None:  # the stored detector decides out-of-scope
+            choice = detector_choice
         if report is not None and clf.info["ood"].get("auto"):
             report(describe_auto(clf.info["ood"]))
     saved.save(out_dir)
