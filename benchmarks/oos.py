@@ -69,6 +69,24 @@ DETECTORS: dict[str, str] = {
     "knn-k50": "knn:50",
 }
 MIN_SEEDS = 3
+#: the row of ``ood_detector="auto"``: per run, the candidate that
+#: :func:`headwise.intent.decision.ood.select_detector` keeps on the validation rows (what
+#: training does), scored on the test rows
+AUTO_ROW = "auto"
+
+
+def with_auto(detectors: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A run's detectors with the :data:`AUTO_ROW` added: the record of the candidate of
+    ``AUTO_CANDIDATES`` with the best validation balance, and which one it was."""
+    from headwise.intent.decision.ood import AUTO_CANDIDATES, select_detector
+
+    config_of = {spec: c for c, spec in DETECTORS.items() if c in detectors}
+    choices = {spec: detectors[config_of[spec]]["valid"] for spec in AUTO_CANDIDATES
+               if spec in config_of}
+    if len(choices) < len(AUTO_CANDIDATES):
+        return detectors
+    best = config_of[select_detector(choices)]
+    return {**detectors, AUTO_ROW: {**detectors[best], "chosen": best}}
 
 
 # --- the protocol ---------------------------------------------------------------------------
@@ -131,8 +149,9 @@ def recipe_for(model: str, seed: int, quick: bool) -> Any:
 
 
 # --- one run --------------------------------------------------------------------------------
-def evaluate_detector(config: str, clf: Any, rows: dict[str, tuple[Any, Any, Any]],
-                      ) -> dict[str, Any]:
+def evaluate_detector(config: str, clf: Any, rows: dict[str, tuple[Any, Any, Any]], *,
+                      reject_budget: float | None = None,
+                      oos_groups: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fit one detector configuration on the training rows, choose its threshold on the
     validation rows, and score it on the test rows.
 
@@ -141,6 +160,11 @@ def evaluate_detector(config: str, clf: Any, rows: dict[str, tuple[Any, Any, Any
         clf: the trained classifier (its labels and temperature).
         rows: ``{"train" | "valid" | "test": (features, logits, gold)}``; gold is -1 on
             out-of-scope rows.
+        reject_budget: the largest share of in-scope validation rows the threshold may
+            reject (None: the balanced optimum, this protocol's rule).
+        oos_groups: name -> (test rows,) bool mask of a group of out-of-scope test rows:
+            each group's recall and AUROC (its rows against the in-scope ones) are added
+            under ``"groups"``.
     """
     from sklearn.metrics import roc_auc_score
 
@@ -170,7 +194,7 @@ def evaluate_detector(config: str, clf: Any, rows: dict[str, tuple[Any, Any, Any
         correct, oos = lg.argmax(1) == gold, gold < 0
         if split == "valid":
             choose = choose_threshold if name == "max_prob" else choose_score_threshold
-            choice = choose(score, correct, oos)
+            choice = choose(score, correct, oos, reject_budget=reject_budget)
             out["threshold"] = choice.threshold
             out["valid"] = choice.to_dict()
             continue
@@ -185,6 +209,10 @@ def evaluate_detector(config: str, clf: Any, rows: dict[str, tuple[Any, Any, Any
                    best_test_mean=float(((curve["in_scope_accuracy"]
                                           + curve["oos_recall"]) / 2).max()),
                    score_ms_per_1k=1e3 * seconds / len(score) * 1e3)
+        out["groups"] = {
+            g: {"rows": int(m.sum()), "recall": float((~kept & m).sum() / m.sum()),
+                "auroc": float(roc_auc_score(ins[ins | m], score[ins | m]))}
+            for g, m in (oos_groups or {}).items() if m.any()}
     return out
 
 
@@ -245,8 +273,9 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         s["closed_set_accuracy"] = _mean(rs, "closed_set_accuracy")
         s["train_s"] = statistics.median(r["train_seconds"] for r in rs)
         s["detectors"] = {}
-        for c in DETECTORS:
-            ds = [r["detectors"][c] for r in rs if c in r.get("detectors", {})]
+        per_run = [with_auto(r.get("detectors", {})) for r in rs]
+        for c in (*DETECTORS, AUTO_ROW):
+            ds = [d[c] for d in per_run if c in d]
             if not ds:
                 continue
             means = [d["mean"] for d in ds]
@@ -257,7 +286,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "valid_mean": statistics.fmean(
                     (d["valid"]["in_scope_accuracy"] + d["valid"]["oos_recall"]) / 2
                     for d in ds),
-                "mean_std": statistics.stdev(means) if len(means) > 1 else 0.0}
+                "mean_std": statistics.stdev(means) if len(means) > 1 else 0.0,
+                "chosen": [d["chosen"] for d in ds if "chosen" in d]}
     return out
 
 
@@ -265,7 +295,7 @@ def winner(summary: dict[str, dict[str, Any]], exclude: tuple[str, ...] = ()) ->
     """The detector configuration with the best mean (in-scope accuracy + OOS recall) / 2,
     averaged over the models measured, among those measured on every model (and not in
     ``exclude``)."""
-    common = set(DETECTORS) - set(exclude)
+    common = {*DETECTORS, AUTO_ROW} - set(exclude)
     for s in summary.values():
         common &= set(s["detectors"])
     if not common:
@@ -330,10 +360,23 @@ def render(runs: list[dict[str, Any]]) -> str:
                      f"{_pct(d[own]['mean'])})"])
     lines += [H.markdown_table(["target", "verdict", "measured"], rows, "lll"), ""]
     if best is not None:
-        kept = ("so the default stays the top probability (recipe `ood_detector=\"max_prob\"`)"
-                if best == "max_prob" else
-                f"so it is the one a default should take (recipe "
-                f"`ood_detector=\"{DETECTORS[best]}\"`)")
+        means = {c: statistics.fmean(s["detectors"][c]["mean"] for s in summary.values())
+                 for c in (best, "max_prob", AUTO_ROW)
+                 if all(c in s["detectors"] for s in summary.values())}
+        if best == AUTO_ROW:
+            kept = "the recipe's default (`ood_detector=\"auto\"`)"
+        else:
+            kept = (f"ahead of the recipe's default, auto ({_pct(means[best])} against "
+                    f"{_pct(means[AUTO_ROW])}; `demo:ood` measures the two on held-out "
+                    f"phrasing)" if AUTO_ROW in means else "")
+        if AUTO_ROW in means and "max_prob" in means:
+            gap = means[AUTO_ROW] - means["max_prob"]
+            spread = min(s["detectors"][c]["mean_std"] for s in summary.values()
+                         for c in (AUTO_ROW, "max_prob"))
+            kept += (f"; auto against the top probability: {_pct(means[AUTO_ROW])} vs "
+                     f"{_pct(means['max_prob'])} ({100 * gap:+.2f} points"
+                     + (f", less than the smallest spread over seeds, {100 * spread:.2f})"
+                        if abs(gap) < spread else ")"))
         lines += [f"Best detector over the models measured (mean of their means): "
                   f"**{best}**, {kept}. A verdict is PASS (incomplete) with fewer than "
                   f"{MIN_SEEDS} seeds.", ""]
@@ -344,7 +387,8 @@ def render(runs: list[dict[str, Any]]) -> str:
                   f"{s['train_s']:.0f} s.", ""]
         table = []
         for c, d in sorted(s["detectors"].items(), key=lambda kv: -kv[1]["mean"]):
-            table.append([c, d["n"], _pct(d["in_scope_accuracy"]), _pct(d["oos_recall"]),
+            name = f"{c} (chose {', '.join(d['chosen'])})" if d.get("chosen") else c
+            table.append([name, d["n"], _pct(d["in_scope_accuracy"]), _pct(d["oos_recall"]),
                           f"{_pct(d['mean'])} ± {100 * d['mean_std']:.2f}",
                           _pct(d["reject_rate"]), _pct(d["auroc"]), _pct(d["valid_mean"]),
                           _pct(d["best_test_mean"]), f"{d['score_ms_per_1k']:.1f}"])
@@ -353,7 +397,11 @@ def render(runs: list[dict[str, Any]]) -> str:
                                     "best on test %", "score ms / 1k texts"], table), ""]
     lines += ["Detectors (their recipe `ood_detector` values): " + "; ".join(
         f"`{c}` = `{spec}`" for c, spec in DETECTORS.items()) + " (max_prob at the "
-        "calibrated temperature, energy at T = 1, knn's k 10 unless given).",
+        "calibrated temperature, energy at T = 1, knn's k 10 unless given). `auto` = "
+        "`auto`: per run, the candidate of `AUTO_CANDIDATES` (max_prob, energy, knn:1, knn, "
+        "mahalanobis:ledoit_wolf) with the best validation mean, as training keeps it "
+        "(`headwise.intent.decision.ood.select_detector` on the same validation choices); "
+        "the row names the ones it chose per seed.",
         "", "Recipes: " + "; ".join(
             f"`{m}`: " + ", ".join(f"{k}={v}" for k, v in f.items()) for m, f in MODELS.items())]
     notes = sorted({r["note"] for r in runs if r.get("note")})
