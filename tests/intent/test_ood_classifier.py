@@ -404,3 +404,33 @@ def test_the_recipe_takes_auto(tmp_path, few_oos):
     assert IntentRecipe(blend="tfidf").ood_detector == "auto"
     with pytest.raises(ValueError, match="ood_detector"):
         IntentRecipe(ood_detector="energy", blend="tfidf")
+
+
+def test_training_with_enough_out_of_scope_rows_reports_what_auto_kept(tmp_path, capsys):
+    """The default recipe with 24 out-of-scope validation rows: auto compares the detectors
+    (no patched minimum), ``train`` prints each one's validation score and the kept
+    detector's threshold, and the saved model answers with the kept score."""
+    from headwise.intent.decision.ood import AUTO_CANDIDATES, AUTO_MIN_OOS_ROWS
+
+    oos = [f"what is the weather in city number {i}" for i in range(12)] + \
+          [f"play song {i} for me please" for i in range(12)]
+    assert len(oos) >= AUTO_MIN_OOS_ROWS
+    valid = _write(tmp_path / "valid.csv", [*zip(*VALID, strict=True), *((t, "oos") for t in oos)])
+    train = _write(tmp_path / "train.csv", list(zip(TEXTS, LABELS, strict=True)) * 4)
+    config = tmp_path / "recipe.json"
+    config.write_text(json.dumps({"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
+                                  "epochs": 2, "batch_size": 8, "vocab_size": 200,
+                                  "lr": 3e-3, "progress": False}), encoding="utf-8")
+    out = tmp_path / "m"
+    assert main(["train", "--data", str(train), "--valid", str(valid), "--model",
+                 "transformer", "--config", str(config), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    info = IntentClassifier.load(out).info["ood"]
+    auto = info["auto"]
+    assert auto["oos_rows"] == len(oos) + 3 and auto["candidates"] == list(AUTO_CANDIDATES)
+    assert f"kept {auto['chosen']}" in printed
+    assert all(spec in printed for spec in AUTO_CANDIDATES)
+    score = "top probability" if auto["chosen"] == "max_prob" else f"{info['detector']} detector"
+    assert f"out-of-scope threshold on the {score}" in printed
+    back = IntentClassifier.load(out)
+    assert (back.ood is None) == (auto["chosen"] == "max_prob")
