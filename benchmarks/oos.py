@@ -16,7 +16,8 @@ then every detector of :data:`DETECTORS` (:mod:`headwise.intent.decision.ood`) i
 same model's training rows (pooled vectors, logits, labels), its threshold chosen on the
 validation set, and scored on the test set: in-scope accuracy (a rejected in-scope question
 counts as wrong), out-of-scope recall, their mean, the in-scope reject rate, and the
-threshold-free AUROC. Records are appended to a JSON-lines file as each run finishes (an
+threshold-free AUROC. The ``auto`` row is the recipe's default: per run, the candidate that
+:func:`headwise.intent.decision.ood.select_detector` keeps on the same validation choices. Records are appended to a JSON-lines file as each run finishes (an
 interrupted benchmark resumes; ``--render`` rebuilds the BENCHMARKS.md section)::
 
     python benchmarks/oos.py                         # MiniLM and the Transformer, 3 seeds
