@@ -17,8 +17,9 @@ same model's training rows (pooled vectors, logits, labels), its threshold chose
 validation set, and scored on the test set: in-scope accuracy (a rejected in-scope question
 counts as wrong), out-of-scope recall, their mean, the in-scope reject rate, and the
 threshold-free AUROC. The ``auto`` row is the recipe's default: per run, the candidate that
-:func:`headwise.intent.decision.ood.select_detector` keeps on the same validation choices. Records are appended to a JSON-lines file as each run finishes (an
-interrupted benchmark resumes; ``--render`` rebuilds the BENCHMARKS.md section)::
+:func:`headwise.intent.decision.ood.select_detector` keeps on the same validation choices.
+Records are appended to a JSON-lines file as each run finishes (an interrupted benchmark
+resumes; ``--render`` rebuilds the BENCHMARKS.md section)::
 
     python benchmarks/oos.py                         # MiniLM and the Transformer, 3 seeds
     python benchmarks/oos.py --models transformer --seeds 0
