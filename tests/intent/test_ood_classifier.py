@@ -434,3 +434,15 @@ def test_training_with_enough_out_of_scope_rows_reports_what_auto_kept(tmp_path,
     assert f"out-of-scope threshold on the {score}" in printed
     back = IntentClassifier.load(out)
     assert (back.ood is None) == (auto["chosen"] == "max_prob")
+
+
+def test_auto_refuses_what_every_detector_refuses_and_the_recipe_names_auto():
+    clf = _own_threshold(tiny_classifier())
+    with pytest.raises(ValueError, match="does not know"):
+        fit_ood_detector(clf, TEXTS, ["nonsense"] * len(TEXTS), *VALID, "auto")
+    with pytest.raises(ValueError, match="different lengths"):
+        fit_ood_detector(clf, TEXTS, LABELS[:-1], *VALID, "auto")
+    with pytest.raises(ValueError, match="'auto'.*knn:K"):
+        IntentRecipe(ood_detector="bogus")
+    with pytest.raises(ValueError, match="knn:K"):
+        make_detector("auto")  # a setting, not a detector

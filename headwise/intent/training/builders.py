@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from headwise.intent.decision.ood.selection import AUTO, BLEND_SETTINGS
 from headwise.intent.training.defaults import DEFAULT_EPOCHS, DEFAULT_LR, checkpoint_family
 from headwise.models.config import ModelConfig
 from headwise.models.io import build_model
@@ -124,7 +125,7 @@ def default_blend(fields: dict[str, Any], valid_given: bool) -> bool:
     """
     return ("blend" not in fields
             and (valid_given or fields.get("valid_fraction", 0.1) > 0)
-            and fields.get("ood_detector", "auto") in ("max_prob", "auto"))
+            and fields.get("ood_detector", AUTO) in BLEND_SETTINGS)
 
 
 def checkpoint_source(directory: str | Path) -> dict[str, Any]:

@@ -41,7 +41,9 @@ from headwise.intent.decision.ood.selection import (
     AUTO,
     AUTO_CANDIDATES,
     AUTO_MIN_OOS_ROWS,
+    BLEND_SETTINGS,
     balanced_mean,
+    check_ood_setting,
     describe_auto,
     select_detector,
 )
@@ -50,6 +52,7 @@ __all__ = [
     "AUTO",
     "AUTO_CANDIDATES",
     "AUTO_MIN_OOS_ROWS",
+    "BLEND_SETTINGS",
     "DETECTORS",
     "OOD_ARRAYS",
     "OOD_FILE",
@@ -67,6 +70,7 @@ __all__ = [
     "remove_detector",
     "save_detector",
     "balanced_mean",
+    "check_ood_setting",
     "describe_auto",
     "select_detector",
 ]

@@ -20,8 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["AUTO", "AUTO_CANDIDATES", "AUTO_MIN_OOS_ROWS", "balanced_mean", "describe_auto",
-           "select_detector"]
+from headwise.intent.decision.ood.registry import check_detector_spec
+
+__all__ = ["AUTO", "AUTO_CANDIDATES", "AUTO_MIN_OOS_ROWS", "BLEND_SETTINGS", "balanced_mean",
+           "check_ood_setting", "describe_auto", "select_detector"]
 
 #: the ``ood_detector`` value that chooses among :data:`AUTO_CANDIDATES` on validation
 AUTO = "auto"
@@ -31,9 +33,28 @@ AUTO = "auto"
 #: ``"knn"`` and ``"mahalanobis:ledoit_wolf"``.
 AUTO_CANDIDATES: tuple[str, ...] = ("max_prob", "energy", "knn:1", "knn",
                                     "mahalanobis:ledoit_wolf")
+#: the ``ood_detector`` settings a TF-IDF blend takes: the blend answers out-of-scope on its
+#: own top probability (``"auto"`` applies when validation keeps the network alone)
+BLEND_SETTINGS: tuple[str, ...] = ("max_prob", AUTO)
 #: the fewest out-of-scope validation rows ``"auto"`` compares detectors on; with fewer,
 #: one row moves a detector's balance by over 2.5 points, and the top probability stays
 AUTO_MIN_OOS_ROWS = 20
+
+
+def check_ood_setting(setting: str) -> str:
+    """``setting`` if it is a recipe's ``ood_detector`` value: :data:`AUTO` or a detector
+    (:func:`~headwise.intent.decision.ood.check_detector_spec`).
+
+    Raises:
+        ValueError: anything else (the message names ``"auto"`` and the detectors).
+    """
+    if setting == AUTO:
+        return setting
+    try:
+        return check_detector_spec(setting)
+    except ValueError as e:
+        raise ValueError(f"ood_detector must be 'auto' (the detector best on the validation "
+                         f"rows) or a detector: {e}") from None
 
 
 def balanced_mean(choice: Any) -> float | None:
