@@ -270,6 +270,26 @@ def worker_or_render(args: argparse.Namespace, worker: Callable[[dict[str, Any]]
     return True
 
 
+def append_record(path: Path, rec: dict[str, Any], start: float, **fields: Any
+                  ) -> dict[str, Any]:
+    """Append one run's record to a JSON-lines results file, with ``fields``, the command
+    line and the run's start (``start``: ``time.time()``) as a UTC date; the record back."""
+    rec.update(**fields, command=command_line(),
+               date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    return rec
+
+
+def record_run(script: Path, spec: dict[str, Any], path: Path, timeout_s: float,
+               **fields: Any) -> dict[str, Any]:
+    """Run one configuration in its own process (:func:`run_worker`) and append its record
+    (:func:`append_record`, with ``fields``) to the results file ``path``."""
+    start = time.time()
+    return append_record(path, run_worker(script, spec, timeout_s), start, **fields)
+
+
 def done_runs(path: Path, key: Sequence[str]) -> dict[tuple, dict[str, Any]]:
     """The records of a JSON-lines results file by their ``key`` fields (the last record of
     a key wins: a re-run replaces the earlier one)."""

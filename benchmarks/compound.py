@@ -243,13 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{i}/{len(todo)}] {st} {c} seed {s} ...", file=sys.stderr, flush=True)
             spec = {"setting": st, "config": c, "seed": s, "data_dir": str(args.data_dir),
                     "quick": args.quick, "threads": args.threads}
-            start = time.time()
-            rec = H.run_worker(Path(__file__), spec, args.timeout)
-            rec.update(setting=st, config=c, seed=s, quick=args.quick, recipe=CONFIGS[c],
-                       command=H.command_line(),
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
-            with args.results.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            rec = H.record_run(Path(__file__), spec, args.results, args.timeout, setting=st,
+                               config=c, seed=s, quick=args.quick, recipe=CONFIGS[c])
             print(f"    {rec['status']}: micro-F1 {rec.get('micro_f1')}, span F1 "
                   f"{rec.get('span_f1')}, {rec['wall_s']:.0f} s", file=sys.stderr, flush=True)
     body = render(list(done_runs(args.results).values()), HERE / "results", args.md.parent)

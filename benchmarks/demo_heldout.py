@@ -18,7 +18,6 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -166,13 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             if seed in done and not args.rerun:
                 continue
             print(f"seed {seed} ...", file=sys.stderr, flush=True)
-            start = time.time()
-            rec = H.run_worker(Path(__file__), {"seed": seed, "threads": args.threads}, 3600.0)
-            rec.update(seed=seed, command=H.command_line(),
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
-            args.results.parent.mkdir(parents=True, exist_ok=True)
-            with args.results.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            rec = H.record_run(Path(__file__), {"seed": seed, "threads": args.threads},
+                               args.results, 3600.0, seed=seed)
             if rec.get("status") == "ok":
                 done[seed] = rec
             print(f"    {rec.get('status')} in {rec['wall_s']:.0f} s", file=sys.stderr)

@@ -29,7 +29,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -267,12 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{i}/{len(todo)}] seed {seed} ...", file=sys.stderr, flush=True)
             spec = {"seed": seed, "threads": args.threads,
                     "models": args.models.split(",") if args.models else None}
-            start = time.time()
-            rec = H.run_worker(Path(__file__), spec, args.timeout)
-            rec.update(seed=seed, command=H.command_line(),
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
-            with args.results.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            rec = H.record_run(Path(__file__), spec, args.results, args.timeout, seed=seed)
             if rec["status"] == "ok":
                 for model, m in rec["models"].items():
                     ranked = sorted(m["detectors"].items(), key=lambda kv: -kv[1]["mean"])

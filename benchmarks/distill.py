@@ -50,7 +50,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -431,16 +430,12 @@ def main(argv: list[str] | None = None) -> int:
                     "quick": args.quick, "threads": args.threads, "sha256": sha,
                     "temperature": args.temperature, "alpha": args.alpha,
                     "augment": [k for k in args.augment.split(",") if k]}
-            start = time.time()
-            rec = H.run_worker(Path(__file__), spec, args.timeout)
-            rec.update(dataset=dataset, student=student, data=variant, seed=seed,
-                       quick=args.quick,
-                       teacher=str(args.teacher), teacher_sha256=sha, threads=args.threads,
-                       temperature=args.temperature, alpha=args.alpha, augment=spec["augment"],
-                       command=H.command_line(),
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
-            with args.results.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            rec = H.record_run(Path(__file__), spec, args.results, args.timeout,
+                               dataset=dataset, student=student, data=variant, seed=seed,
+                               quick=args.quick, teacher=str(args.teacher),
+                               teacher_sha256=sha, threads=args.threads,
+                               temperature=args.temperature, alpha=args.alpha,
+                               augment=spec["augment"])
             f1 = rec.get("macro_f1")
             print(f"    {rec['status']}: macro-F1 {f1 if f1 is None else round(f1, 4)}, "
                   f"{rec['wall_s']:.0f} s" + (f" ({rec.get('detail')})"

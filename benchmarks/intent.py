@@ -535,11 +535,8 @@ def main(argv: list[str] | None = None) -> int:
                 rec = H.run_worker(Path(__file__), spec, args.timeout)
             except ValueError as e:
                 rec = {"status": "error", "error": str(e), "wall_s": 0.0}
-            rec.update(dataset=d, config=c, seed=s, quick=args.quick,
-                       recipe=CONFIGS[c], command=H.command_line(),
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
-            with args.results.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            H.append_record(args.results, rec, start, dataset=d, config=c, seed=s,
+                            quick=args.quick, recipe=CONFIGS[c])
             acc = rec.get("accuracy")
             print(f"    {rec['status']}: accuracy {acc if acc is None else round(acc, 4)}, "
                   f"{rec['wall_s']:.0f} s", file=sys.stderr, flush=True)

@@ -464,13 +464,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{i}/{len(todo)}] {m} seed {s} ...", file=sys.stderr, flush=True)
             spec = {"model": m, "seed": s, "data_dir": str(args.data), "quick": args.quick,
                     "threads": args.threads}
-            start = time.time()
-            rec = H.run_worker(Path(__file__), spec, args.timeout)
-            rec.update(model=m, seed=s, quick=args.quick, recipe=MODELS[m],
-                       command=H.command_line(),
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
-            with args.results.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            rec = H.record_run(Path(__file__), spec, args.results, args.timeout, model=m,
+                               seed=s, quick=args.quick, recipe=MODELS[m])
             if rec["status"] == "ok":
                 ranked = sorted(rec["detectors"].items(), key=lambda kv: -kv[1]["mean"])
                 text = ", ".join(f"{c} {100 * d['mean']:.1f}" for c, d in ranked)
