@@ -82,3 +82,12 @@ def test_the_text_layer_loads_no_demo_module():
             "bad = sorted(m for m in sys.modules if m.startswith('headwise.demo')); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_answering_names_are_the_same_from_their_old_module():
+    import headwise.intent.answering as answering
+    import headwise.intent.classifier as classifier
+
+    for name in answering.__all__:
+        assert getattr(classifier, name) is getattr(answering, name), name
+        assert name in classifier.__all__

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from headwise.intent.answering import check_answer_options
 from headwise.intent.batch_predict import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CHUNK_SIZE,
@@ -54,7 +55,6 @@ from headwise.intent.batch_predict import (
     format_records,
     make_batch_invariant,
 )
-from headwise.intent.classifier import check_answer_options
 from headwise.intent.kinds import is_multi_label
 from headwise.text.readers import DataError
 

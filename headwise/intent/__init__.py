@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from headwise._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier, IntentPrediction
+    from headwise.intent.answering import OUT_OF_SCOPE, IntentPrediction
+    from headwise.intent.classifier import IntentClassifier
     from headwise.intent.compound.thresholds import (
         Thresholds,
         decide,
@@ -61,9 +62,9 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "calibrated_probs": "headwise.intent.decision.temperature",
     "fit_temperature": "headwise.intent.decision.temperature",
-    "OUT_OF_SCOPE": "headwise.intent.classifier",
+    "OUT_OF_SCOPE": "headwise.intent.answering",
     "IntentClassifier": "headwise.intent.classifier",
-    "IntentPrediction": "headwise.intent.classifier",
+    "IntentPrediction": "headwise.intent.answering",
     "distill": "headwise.intent.training.distillation",
     "evaluate_classifier": "headwise.intent.evaluation",
     "format_report": "headwise.intent.evaluation",

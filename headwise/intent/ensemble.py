@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.classifier import IntentClassifier, ProbabilityClassifier
+from headwise.intent.answering import ProbabilityClassifier
+from headwise.intent.classifier import IntentClassifier
 from headwise.intent.kinds import ENSEMBLE, load_single_label
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.models.io import write_json_atomically

@@ -25,7 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from headwise.intent.classifier import IntentClassifier, answers_from_probs
+from headwise.intent.answering import answers_from_probs
+from headwise.intent.classifier import IntentClassifier
 from headwise.intent.decision.temperature import calibrated_probs
 from headwise.serve.bucketing import (
     MIN_BUCKET,

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from headwise.intent.classifier import IntentClassifier, ProbabilityClassifier
+from headwise.intent.answering import ProbabilityClassifier
+from headwise.intent.classifier import IntentClassifier
 from headwise.intent.ensemble import EnsembleClassifier
 from headwise.serve.bucketing import long_text_note
 from headwise.serve.engine import prediction_records

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from headwise.intent import kinds
-from headwise.intent.classifier import IntentClassifier, ProbabilityClassifier
+from headwise.intent.answering import ProbabilityClassifier
+from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.models.heap import steady_heap
 from headwise.models.io import WEIGHTS_NAME

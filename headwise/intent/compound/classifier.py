@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from headwise.intent.classifier import check_texts
+from headwise.intent.answering import check_texts
 from headwise.intent.compound.thresholds import Thresholds, decide
 from headwise.intent.kinds import COMPOUND
 from headwise.loading import from_pretrained, save_pretrained

@@ -29,11 +29,8 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import f1_score
 
-from headwise.intent.classifier import (
-    CalibratedClassifier,
-    IntentClassifier,
-    ProbabilityClassifier,
-)
+from headwise.intent.answering import CalibratedClassifier, ProbabilityClassifier
+from headwise.intent.classifier import IntentClassifier
 from headwise.intent.decision.ood import OodDetector, make_detector, save_detector, selection
 from headwise.intent.decision.ood.selection import (
     AUTO,

@@ -58,7 +58,8 @@ from safetensors.numpy import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from headwise.intent.classifier import CalibratedClassifier, IntentClassifier, ProbabilityClassifier
+from headwise.intent.answering import CalibratedClassifier, ProbabilityClassifier
+from headwise.intent.classifier import IntentClassifier
 from headwise.intent.kinds import load_single_label
 from headwise.intent.training.augmentation import (
     AUGMENTATIONS,
