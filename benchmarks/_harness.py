@@ -270,6 +270,21 @@ def worker_or_render(args: argparse.Namespace, worker: Callable[[dict[str, Any]]
     return True
 
 
+def add_record_args(p: argparse.ArgumentParser, results: Path, md: Path, *,
+                    timeout_s: float, unit: str = "run") -> None:
+    """The options every script that records runs in a JSON-lines file shares:
+    ``--results``, ``--md``, ``--no-write``, ``--render``, ``--rerun``, ``--threads``,
+    ``--timeout`` (seconds per ``unit``) and the hidden ``--worker``."""
+    p.add_argument("--results", type=Path, default=results, help="JSON-lines results file")
+    p.add_argument("--md", type=Path, default=md)
+    p.add_argument("--no-write", action="store_true", help="print the section instead")
+    p.add_argument("--render", action="store_true", help="only rebuild the section")
+    p.add_argument("--rerun", action="store_true", help=f"measure {unit}s already in the file")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=timeout_s, help=f"seconds per {unit}")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+
+
 def append_record(path: Path, rec: dict[str, Any], start: float, **fields: Any
                   ) -> dict[str, Any]:
     """Append one run's record to a JSON-lines results file, with ``fields``, the command

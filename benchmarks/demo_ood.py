@@ -242,14 +242,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--models", default=None,
                    help="comma-separated subset of bilstm,transformer,pretrained")
-    p.add_argument("--results", type=Path, default=RESULTS, help="JSON-lines results file")
-    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
-    p.add_argument("--no-write", action="store_true", help="print the section instead")
-    p.add_argument("--render", action="store_true", help="only rebuild the section")
-    p.add_argument("--rerun", action="store_true", help="measure seeds already in the file")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per seed")
-    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=3600.0,
+                      unit="seed")
     return p.parse_args(argv)
 
 

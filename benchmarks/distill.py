@@ -379,17 +379,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--temperature", type=float, default=2.0)
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--augment", default="", help="augmentation kinds, comma-separated")
-    p.add_argument("--results", type=Path, default=RESULTS, help="JSON-lines results file")
-    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
-    p.add_argument("--no-write", action="store_true", help="print the section instead")
-    p.add_argument("--render", action="store_true", help="only rebuild the section")
-    p.add_argument("--rerun", action="store_true", help="measure runs already in the file")
+    H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=7200.0,
+                      unit="run")
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: a 20th of the data, 1 epoch, short timings; results "
                    "in a temporary file, BENCHMARKS.md untouched")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--timeout", type=float, default=7200.0, help="seconds per run")
-    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 

@@ -484,18 +484,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--datasets", default=",".join(DATASETS))
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--results", type=Path, default=RESULTS, help="JSON-lines results file")
-    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
-    p.add_argument("--no-write", action="store_true", help="print the section instead")
-    p.add_argument("--render", action="store_true", help="only rebuild the section")
-    p.add_argument("--rerun", action="store_true", help="measure runs already in the file")
+    H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=3600.0,
+                      unit="run")
     p.add_argument("--quick", action="store_true", help="a tenth of the data, 1 epoch")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
     p.add_argument("--keep-models", type=Path, help="copy each trained classifier here")
     p.add_argument("--latency-only", action="store_true",
                    help="re-measure the latency of the kept classifiers (on a quiet machine)")
-    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
