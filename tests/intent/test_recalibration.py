@@ -142,3 +142,33 @@ def test_tiny_validation_never_sharpens_and_says_so(tmp_path, capsys):
     assert clf.temperature >= 1.0
     note = clf.info["valid"]["small_validation"]
     assert note["in_scope_rows"] == 6 and note["minimum"] == MIN_CALIBRATION_ROWS
+
+
+def test_command_keeps_the_reject_budget_with_the_confidence_asked(tfidf, tmp_path, capsys):
+    model = tfidf.save(tmp_path / "tfidf")
+    held = _write(tmp_path / "held.csv", HELD)
+    assert main(["calibrate", str(model), "--data", str(held)]) == 0
+    out = capsys.readouterr().out
+    record = load_classifier(model).info["calibration"]["threshold"]
+    # six in-scope rows: rejecting none of them still bounds the rate by 1 - 0.05 ** (1/6)
+    assert record["reject_confidence"] == 0.95 and record["reject_budget"] == 0.05
+    assert record["reject_bound"] == pytest.approx(1 - 0.05 ** (1 / 6))
+    assert record["reject_rate"] == 0.0
+    assert f"95% upper bound {record['reject_bound']:.1%}, budget 5%" in out
+    assert main(["calibrate", str(model), "--data", str(held), "--reject-confidence", "0.8",
+                 "--reject-budget", "0.5", "--json"]) == 0
+    record = load_classifier(model).info["calibration"]["threshold"]
+    assert record["reject_confidence"] == 0.8 and record["reject_budget"] == 0.5
+    assert record["reject_bound"] == pytest.approx(
+        1 - 0.2 ** (1 / 6) if record["reject_rate"] == 0 else record["reject_bound"])
+    assert record["reject_bound"] <= 0.5 or record["reject_rate"] == 0
+    capsys.readouterr()
+    assert main(["calibrate", str(model), "--data", str(held), "--reject-confidence",
+                 "none"]) == 0
+    record = load_classifier(model).info["calibration"]["threshold"]
+    assert record["reject_confidence"] is None and record["reject_bound"] is None
+    assert "upper bound" not in capsys.readouterr().out
+    for bad in ("1", "0", "sure"):
+        with pytest.raises(SystemExit):
+            main(["calibrate", str(model), "--data", str(held), "--reject-confidence", bad])
+    assert "--reject-confidence" in capsys.readouterr().err

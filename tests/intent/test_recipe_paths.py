@@ -62,7 +62,8 @@ VALUES = {
     "input_prefix": "query: ", "trim_vocab": 8, "pretrain_epochs": 1, "pretrain_lr": 5e-3,
     "pretrain_mask_prob": 0.2, "linear_probe": True, "probe_c": 2.0, "tfidf_c": 3.0,
     "prior_correction": 0.5, "label_cleaning": "drop", "class_weighting": "balanced",
-    "valid_fraction": 0.25, "max_reject": 0.05, "reject_budget": 0.2, "ood_detector": "energy",
+    "valid_fraction": 0.25, "max_reject": 0.05, "reject_budget": 0.2, "reject_confidence": 0.9,
+    "ood_detector": "energy",
     "model_overrides": {"number_heads": [0]}, "progress": False,
 }
 #: a value that fits one path better (the BiLSTM has no attention heads)
@@ -268,6 +269,7 @@ def _observe(name, path, spy, clf, info):
         COMPOUNDS else info["valid_examples"] / (info["train_examples"] + info["valid_examples"]),
         "max_reject": lambda: spy.arg("calibrate_on_validation", "max_reject"),
         "reject_budget": lambda: spy.arg("calibrate_on_validation", "reject_budget"),
+        "reject_confidence": lambda: spy.arg("calibrate_on_validation", "reject_confidence"),
         "ood_detector": lambda: info["ood"]["detector"],
         "model_overrides": lambda: {k: getattr(model_config(clf.model), k)
                                     for k in value("model_overrides", path)},

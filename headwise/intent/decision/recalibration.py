@@ -39,6 +39,7 @@ from headwise.intent.decision.ood.selection import (
     select_detector,
 )
 from headwise.intent.decision.oos import (
+    REJECT_CONFIDENCE,
     ThresholdChoice,
     choose_score_threshold,
     choose_threshold,
@@ -98,8 +99,8 @@ class Recalibration:
 
 def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
                 labels: Sequence[str | None], *, max_reject: float = 0.02,
-                temperature: bool = True, reject_budget: float | None = None
-                ) -> Recalibration:
+                temperature: bool = True, reject_budget: float | None = None,
+                reject_confidence: float | None = REJECT_CONFIDENCE) -> Recalibration:
     """Fit ``clf``'s temperature (when it has one) and choose its out-of-scope threshold on
     labelled held-out rows — and its out-of-scope detector's threshold, when it has one;
     all are set on ``clf`` (save it to keep them).
@@ -116,6 +117,8 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
         reject_budget: with out-of-scope rows, the largest share of in-scope rows the
             balanced threshold may reject (None: no limit; see
             :func:`~headwise.intent.decision.oos.choose_threshold`).
+        reject_confidence: the confidence the budget is kept with (the upper bound of the
+            reject rate must be within it; None: the rate on these rows).
 
     Returns:
         The :class:`Recalibration` (measured on these same rows: the "after" numbers are
@@ -152,14 +155,16 @@ def recalibrate(clf: ProbabilityClassifier, texts: Sequence[str],
     pred = after.argmax(1)
     threshold_before = clf.threshold
     choice = choose_threshold(after.max(1), pred == gold, oos, max_reject=max_reject,
-                              reject_budget=reject_budget)
+                              reject_budget=reject_budget,
+                              reject_confidence=reject_confidence)
     clf.threshold = choice.threshold
     ood_before = ood_choice = None
     if det is not None:
         ood_before = det.threshold
         ood_choice = choose_score_threshold(det.score(features, logits), pred == gold, oos,
                                             max_reject=max_reject, name=det.name,
-                                            reject_budget=reject_budget)
+                                            reject_budget=reject_budget,
+                                            reject_confidence=reject_confidence)
         det.threshold = ood_choice.threshold
     return Recalibration(
         in_scope_rows=int(ins.sum()), oos_rows=int(oos.sum()),
@@ -205,7 +210,8 @@ def save_calibration(clf: ProbabilityClassifier, directory: str | Path) -> Path:
 
 def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
                             labels: list[str | None], max_reject: float,
-                            reject_budget: float | None = None
+                            reject_budget: float | None = None,
+                            reject_confidence: float | None = REJECT_CONFIDENCE
                             ) -> tuple[ThresholdChoice, dict[str, float]]:
     """Training's calibration: :func:`recalibrate` on the validation rows, answering
     ``(choice, metrics)`` with the calibrated in-scope ``accuracy``, ``macro_f1`` and
@@ -222,7 +228,8 @@ def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
     if not any(y in known or is_oos_label(y) for y in labels):
         clf.threshold = 0.0
         return ThresholdChoice.none(), {}
-    r = recalibrate(clf, texts, labels, max_reject=max_reject, reject_budget=reject_budget)
+    r = recalibrate(clf, texts, labels, max_reject=max_reject, reject_budget=reject_budget,
+                    reject_confidence=reject_confidence)
     metrics: dict[str, Any] = {"accuracy": r.accuracy, "macro_f1": r.macro_f1,
                                "temperature": getattr(clf, "temperature", None)}
     if r.in_scope_rows < MIN_CALIBRATION_ROWS and isinstance(clf, CalibratedClassifier):
@@ -232,7 +239,8 @@ def calibrate_on_validation(clf: CalibratedClassifier, texts: list[str],
         clf.temperature = max(fitted, 1.0)
         if clf.temperature != fitted:  # the threshold again, at the kept temperature
             r = recalibrate(clf, texts, labels, max_reject=max_reject, temperature=False,
-                            reject_budget=reject_budget)
+                            reject_budget=reject_budget,
+                            reject_confidence=reject_confidence)
         metrics.update(temperature=clf.temperature, small_validation={
             "in_scope_rows": r.in_scope_rows, "minimum": MIN_CALIBRATION_ROWS,
             "fitted_temperature": fitted,
@@ -253,7 +261,9 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
                      train_labels: Sequence[str], valid_texts: Sequence[str],
                      valid_labels: Sequence[str | None], detector: str | OodDetector, *,
                      max_reject: float = 0.02, batch_size: int = 64,
-                     reject_budget: float | None = None) -> ThresholdChoice | None:
+                     reject_budget: float | None = None,
+                     reject_confidence: float | None = REJECT_CONFIDENCE
+                     ) -> ThresholdChoice | None:
     """Fit an out-of-scope detector on the training rows and choose its threshold on the
     validation rows; it is set as ``clf.ood`` and recorded in ``clf.info["ood"]`` (the
     detector, its hyperparameters, its threshold choice on validation, the rows and seconds
@@ -280,6 +290,8 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
         batch_size: texts per forward pass.
         reject_budget: with out-of-scope validation rows, the largest share of in-scope
             rows the balanced threshold may reject (None: no limit).
+        reject_confidence: the confidence the budget is kept with (None: the validation
+            rate alone; see :func:`~headwise.intent.decision.oos.choose_threshold`).
 
     Returns:
         The detector's :class:`ThresholdChoice`, or None when none was stored.
@@ -291,7 +303,8 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
     if isinstance(detector, str) and detector == AUTO:
         return _fit_auto(clf, train_texts, train_labels, valid_texts, valid_labels,
                          max_reject=max_reject, batch_size=batch_size,
-                         reject_budget=reject_budget)
+                         reject_budget=reject_budget,
+                         reject_confidence=reject_confidence)
     det = make_detector(detector) if isinstance(detector, str) else detector
     if det.name == "max_prob":
         if isinstance(clf, IntentClassifier):
@@ -318,7 +331,8 @@ def fit_ood_detector(clf: ProbabilityClassifier, train_texts: Sequence[str],
     choice = choose_score_threshold(det.score(v_features, v_logits),
                                     v_logits.argmax(1) == gold, gold < 0,
                                     max_reject=max_reject, name=det.name,
-                                    reject_budget=reject_budget)
+                                    reject_budget=reject_budget,
+                                    reject_confidence=reject_confidence)
     det.threshold = choice.threshold
     clf.ood = det
     clf.info["ood"] = {**record, "valid": choice.to_dict(), "stored": True}
@@ -351,7 +365,8 @@ def _check_rows(clf: ProbabilityClassifier, name: str, train_texts: Sequence[str
 def _fit_auto(clf: ProbabilityClassifier, train_texts: Sequence[str],
               train_labels: Sequence[str], valid_texts: Sequence[str],
               valid_labels: Sequence[str | None], *, max_reject: float, batch_size: int,
-              reject_budget: float | None) -> ThresholdChoice | None:
+              reject_budget: float | None, reject_confidence: float | None
+              ) -> ThresholdChoice | None:
     """``ood_detector="auto"``: fit every detector of
     :data:`~headwise.intent.decision.ood.selection.AUTO_CANDIDATES` on the training rows,
     choose each one's threshold on the validation rows, keep the best by the balance of
@@ -387,7 +402,8 @@ def _fit_auto(clf: ProbabilityClassifier, train_texts: Sequence[str],
         det = make_detector(spec).fit(tr_f, tr_l, y)
         choices[spec] = choose_score_threshold(det.score(v_f, v_l), correct, oos,
                                                max_reject=max_reject, name=det.name,
-                                               reject_budget=reject_budget)
+                                               reject_budget=reject_budget,
+                                               reject_confidence=reject_confidence)
         fitted[spec] = det
     best = select_detector(choices)
     scores = {spec: balanced_mean(c) for spec, c in choices.items()}

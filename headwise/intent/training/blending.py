@@ -228,7 +228,7 @@ def blend_with_tfidf(network: IntentClassifier, texts: list[str], labels: list[s
             threshold only).
         recipe: the :class:`~headwise.intent.training.recipe.IntentRecipe`: its ``tfidf_c``,
             ``prior_correction``, ``class_weighting``, ``seed``, ``select_on``,
-            ``max_reject`` and ``reject_budget``.
+            ``max_reject``, ``reject_budget`` and ``reject_confidence``.
 
     Returns:
         ``(classifier, choice, tfidf, seconds)``: the network itself when the chosen share
@@ -254,7 +254,7 @@ def blend_with_tfidf(network: IntentClassifier, texts: list[str], labels: list[s
         raise ValueError("the TF-IDF model's intents differ from the network's; blend needs "
                          "the same training intents for both")
     calibrate_on_validation(tfidf, list(v_texts), list(v_labels), recipe.max_reject,
-                            recipe.reject_budget)
+                            recipe.reject_budget, recipe.reject_confidence)
     rows = [v_texts[i] for i in known]
     gold = np.array([index[v_labels[i]] for i in known])  # type: ignore[index]
     choice = choose_blend_weight(network.predict_proba(rows), tfidf.predict_proba(rows), gold,

@@ -208,7 +208,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     prior = correct_on_validation(clf, data.labels, data.valid_texts, data.valid_labels,
                                   recipe.prior_correction)
     choice, metrics = calibrate_on_validation(clf, data.valid_texts, data.valid_labels,
-                                              recipe.max_reject, recipe.reject_budget)
+                                              recipe.max_reject, recipe.reject_budget,
+                                              recipe.reject_confidence)
     clf.info = {"recipe": recipe.to_dict(), "train_examples": len(data.texts),
                 "valid_examples": len(data.valid_texts), "train_seconds": round(seconds, 1),
                 "steps": result.steps, "epochs": result.epochs,
@@ -226,7 +227,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         detector_choice = fit_ood_detector(
             clf, data.texts, data.labels, data.valid_texts, data.valid_labels,
             recipe.ood_detector, max_reject=recipe.max_reject,
-            reject_budget=recipe.reject_budget)
+            reject_budget=recipe.reject_budget, reject_confidence=recipe.reject_confidence)
         if detector_choice is not None:  # the stored detector decides out-of-scope
             choice = detector_choice
         if report is not None and clf.info["ood"].get("auto"):
@@ -301,7 +302,8 @@ def _train_tfidf(recipe: IntentRecipe, data: _Data, out_dir: Path) -> TrainedInt
                     class_weight=None if recipe.class_weighting == "none" else "balanced")
     seconds = time.perf_counter() - start
     choice, metrics = calibrate_on_validation(clf, data.valid_texts, data.valid_labels,
-                                              recipe.max_reject, recipe.reject_budget)
+                                              recipe.max_reject, recipe.reject_budget,
+                                              recipe.reject_confidence)
     clf.info.update(recipe=recipe.to_dict(), train_examples=len(data.texts),
                     valid_examples=len(data.valid_texts), train_seconds=round(seconds, 1),
                     valid=metrics, label_cleaning=data.cleaning, oos_threshold=choice.to_dict())
@@ -392,7 +394,8 @@ def _blend(clf: IntentClassifier, recipe: IntentRecipe, data: _Data, seconds: fl
         report(blend.describe())
     if saved is not clf:  # the blend's own threshold, on the same validation rows
         choice, metrics = calibrate_on_validation(saved, data.valid_texts, data.valid_labels,
-                                                  recipe.max_reject, recipe.reject_budget)
+                                                  recipe.max_reject, recipe.reject_budget,
+                                                  recipe.reject_confidence)
         saved.info = {"recipe": recipe.to_dict(), "members": [recipe.model, "tfidf"],
                       "blend": clf.info["blend"], "train_examples": len(data.texts),
                       "valid_examples": len(data.valid_texts),

@@ -44,7 +44,8 @@ PARTS: dict[str, tuple[str, ...]] = {
         "distill", "distill_weight", "blend", "pretrain_epochs", "pretrain_lr",
         "pretrain_mask_prob", "linear_probe", "probe_c", "tfidf_c", "label_cleaning"),
     # how an answer is decided once the model is trained
-    "decision": ("prior_correction", "max_reject", "reject_budget", "ood_detector"),
+    "decision": ("prior_correction", "max_reject", "reject_budget",
+                 "reject_confidence", "ood_detector"),
 }
 _PART_OF = {name: part for part, names in PARTS.items() for name in names}
 

@@ -105,6 +105,7 @@ USES: dict[str, frozenset[str]] = {
     "valid_fraction": _ALL,
     "max_reject": _SINGLE,  # compound thresholds are tuned for F1
     "reject_budget": _SINGLE,
+    "reject_confidence": _SINGLE,
     "ood_detector": _SINGLE_NETWORKS,
     "model_overrides": _SCRATCH | {COMPOUND_PRETRAINED},
     "progress": _ALL,
