@@ -38,12 +38,12 @@ model and the layout are checked then (the record fields, the CSV header).
 
 An answer does not depend on the texts it was batched with: the engines pad a forward
 pass to its longest row, and PyTorch's kernels round differently (in the 7th digit) for
-another width of a short sequence, or for a single row, so the engine's runtime is made
-to pad every pass to its length bucket and to run a single row as two
-(:class:`BatchInvariantRuntime`). A resumed run, a run with another chunk or batch size
-and a Ray Data run (:mod:`headwise.integrations.ray`) therefore write the very records of
-an uninterrupted run. (An ensemble's networks batch texts themselves and keep that
-rounding difference.)
+another width of a short sequence, or for a product of few rows (one row; up to 15 on
+AVX-512 CPUs), so the engine's runtime is made to pad every pass to its length bucket and
+to at least 16 rows (:class:`BatchInvariantRuntime`). A resumed run, a run with another
+chunk or batch size and a Ray Data run (:mod:`headwise.integrations.ray`) therefore write
+the very records of an uninterrupted run. (An ensemble's networks batch texts themselves
+and keep that rounding difference.)
 
 The code is in :mod:`headwise.intent.batch`, one concept a module: the records
 (:mod:`~headwise.intent.batch.records`), the input (:mod:`~headwise.intent.batch.reader`),
