@@ -162,6 +162,9 @@ def format_threshold(th: Any) -> str:
     if th.reject_bound is not None and th.reject_budget is not None:
         bound = (f" ({th.reject_confidence:.0%} upper bound {th.reject_bound:.1%}, budget "
                  f"{th.reject_budget:.0%})")
+        if th.reject_bound > th.reject_budget:  # only thresholds rejecting none were allowed
+            bound += (f"; {th.n_in_scope} in-scope rows are too few to keep the budget with "
+                      f"any rejection: give more validation data")
     return (f"{th.threshold:.3f} ({th.method}): in-scope accuracy "
             f"{th.in_scope_accuracy_no_reject:.4f} -> {th.in_scope_accuracy:.4f}, "
             f"{th.reject_rate:.1%} of in-scope rejected{bound}{oos}")

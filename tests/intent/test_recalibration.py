@@ -155,6 +155,7 @@ def test_command_keeps_the_reject_budget_with_the_confidence_asked(tfidf, tmp_pa
     assert record["reject_bound"] == pytest.approx(1 - 0.05 ** (1 / 6))
     assert record["reject_rate"] == 0.0
     assert f"95% upper bound {record['reject_bound']:.1%}, budget 5%" in out
+    assert "6 in-scope rows are too few to keep the budget with any rejection" in out
     assert main(["calibrate", str(model), "--data", str(held), "--reject-confidence", "0.8",
                  "--reject-budget", "0.5", "--json"]) == 0
     record = load_classifier(model).info["calibration"]["threshold"]
