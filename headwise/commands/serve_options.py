@@ -73,19 +73,15 @@ def positive_number(text: str) -> float:
 
 
 def replica_range(text: str) -> tuple[int, int]:
-    """``--autoscale``'s type: ``MIN:MAX`` replicas, ``0 <= MIN <= MAX``, ``MAX >= 1``."""
-    low, sep, high = text.partition(":")
+    """``--autoscale``'s type: ``MIN:MAX`` replicas, ``0 <= MIN <= MAX``, ``MAX >= 1``
+    (read and checked by :meth:`~headwise.integrations.ray_serve.Autoscaling.parse`)."""
+    from headwise.integrations.ray_serve import Autoscaling  # imports no Ray
+
     try:
-        if not sep:
-            raise ValueError
-        counts = int(low), int(high)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not MIN:MAX replicas (e.g. 1:8): {text!r}"
-                                         ) from None
-    if counts[0] < 0 or counts[1] < 1 or counts[0] > counts[1]:
-        raise argparse.ArgumentTypeError(f"MIN:MAX needs 0 <= MIN <= MAX and MAX >= 1, got "
-                                         f"{text}")
-    return counts
+        scaling = Autoscaling.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return scaling.min_replicas, scaling.max_replicas
 
 
 #: the options that only --ray reads, by their argparse names

@@ -14,13 +14,13 @@ serves single-label classifiers only.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from headwise._files import file_sha256
 from headwise.intent.classifier import pooled_vectors
 
 __all__ = ["META_QUANTIZED", "META_WEIGHTS_SHA256", "OnnxRuntime", "TorchRuntime",
@@ -29,15 +29,6 @@ __all__ = ["META_QUANTIZED", "META_WEIGHTS_SHA256", "OnnxRuntime", "TorchRuntime
 #: ONNX metadata keys written by :func:`headwise.serve.onnx_export.export_onnx`
 META_WEIGHTS_SHA256 = "headwise.weights_sha256"
 META_QUANTIZED = "headwise.quantized"
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of a file (the weights an ONNX file was exported from)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class TorchRuntime:

@@ -58,6 +58,7 @@ from safetensors.numpy import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
+from headwise._files import hash_file_into
 from headwise.intent.answering import CalibratedClassifier, ProbabilityClassifier
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.kinds import load_single_label
@@ -165,9 +166,7 @@ def directory_fingerprint(directory: str | Path) -> str:
                    and not {"checkpoints", STUDENT_INIT} & set(p.relative_to(root).parts))
     for path in files:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
+        hash_file_into(digest, path)
         digest.update(b"\0")
     return digest.hexdigest()
 

