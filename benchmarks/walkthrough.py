@@ -1,11 +1,11 @@
 """The README's first hour, run as written: the demo, then the commands of *Intent recognition
-in four commands* and *Querying the service*, each checked.
+in four commands* (train, eval, predict, serve and a request to it), each checked.
 
     python benchmarks/walkthrough.py              # in a scratch folder, with this checkout's .venv
     python benchmarks/walkthrough.py --fresh      # a fresh `git clone` of HEAD, set up by its ./run
     python benchmarks/walkthrough.py --keep DIR   # leave the scratch folder at DIR
 
-The script reads the README's fenced ``bash`` blocks under those two headings, joins the
+The script reads the README's fenced ``bash`` blocks under that heading, joins the
 lines continued with ``\\``, and runs each command with bash in the scratch folder, after
 ``./run demo --quick`` has written ``headwise-demo/`` there (the README's demo command, in
 its quick form so the walkthrough takes minutes; ``--full-demo`` runs the whole one). A
@@ -45,7 +45,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 #: the README sections whose bash blocks the walkthrough runs, in order
-SECTIONS = ("Intent recognition in four commands", "Querying the service")
+SECTIONS = ("Intent recognition in four commands",)
 
 
 @dataclass

@@ -24,8 +24,9 @@ def test_it_reads_the_readme_commands_in_order(tmp_path):
     readme.write_text("# A\n## Intent recognition in four commands\n```bash\nheadwise train \\\n"
                       "  --data 'a # b.csv' --out r   # train\n\n```\n## Querying the service\n"
                       "```bash\ncurl -s x\n```\n## Next\n```bash\nnot me\n```\n")
-    assert W.readme_commands(readme) == ["headwise train --data 'a # b.csv' --out r",
-                                         "curl -s x"]
+    sections = ("Intent recognition in four commands", "Querying the service")
+    assert W.readme_commands(readme, sections) == ["headwise train --data 'a # b.csv' --out r",
+                                                   "curl -s x"]
 
 
 def test_output_checks_hold_the_readme_to_its_promises(tmp_path):

@@ -463,16 +463,3 @@ def test_cli_label_smoothing_reaches_the_recipe(multi_label, tmp_path, monkeypat
               "0.25", "--out", str(tmp_path / "m")])
     assert got[0].label_smoothing == 0.25
 
-
-def test_the_readme_holds_the_recipe_table_of_the_code():
-    from pathlib import Path
-
-    from headwise.intent.training.recipe_paths import recipe_table
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    table = readme.split("<!-- recipe-fields:begin -->\n", 1)[1].split(
-        "\n<!-- recipe-fields:end -->", 1)[0]
-    assert table == recipe_table(), "README's recipe table is stale: paste recipe_table()"
-    rows = [r for r in table.splitlines()[2:]]
-    assert len(rows) == len(dataclasses.fields(IntentRecipe))
-    assert all(r.count(" | ") >= 3 and not r.endswith("|  |") for r in rows)

@@ -267,8 +267,8 @@ def check_valid_fraction(recipe: Any, valid_given: bool, *, explicit: Iterable[s
 def recipe_table() -> str:
     """The recipe's fields as a Markdown table: name, default, the paths that use it (from
     :data:`USES`) and what it does (the first sentence of its entry in
-    :class:`~headwise.intent.training.recipe.IntentRecipe`'s docstring). The README holds it, and a
-    test checks that it is this table, so that the two never drift apart."""
+    :class:`~headwise.intent.training.recipe.IntentRecipe`'s docstring). docs/recipe.md holds it,
+    and a test checks that it is this table, so that the two never drift apart."""
     import re
 
     from headwise.intent.training.recipe import IntentRecipe
