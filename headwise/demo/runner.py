@@ -76,9 +76,9 @@ def demo_recipes(s: DemoSettings) -> dict[str, IntentRecipe]:
         # heads, learned): amounts and instalment numbers decide several intents. Rotary
         # positions: a head can look "two characters back" at any position, which is how
         # "我不是要X，我是要Y" is read; with learned absolute positions the same model
-        # reached 92 % on the test split and no head attended to negations (lift < 2),
-        # with RoPE 99 % and negation heads form on their own (measured on the earlier
-        # corpus, whose test split shared its templates with training).
+        # scored lower on the test split and no head attended to negations, with RoPE
+        # negation heads form on their own (BENCHMARKS inspect_demo:cpu, measured on the
+        # earlier corpus, whose test split shared its templates with training).
         "transformer": IntentRecipe(model="transformer", d_model=s.d_model,
                                     num_layers=s.num_layers, num_heads=8, position="rope",
                                     model_overrides={"number_heads": [0, 1]}, **common),

@@ -217,10 +217,10 @@ def quantize_int8(src: str | Path, dst: str | Path) -> Path:
     Weights get one scale per output channel (``per_channel``), not one per matrix: a
     fine-tuned 12-layer encoder's matrices hold a few large columns that a single scale
     crushes the rest against. Chosen on DataCLUE CIC's validation rows (never its test
-    split) with multilingual-e5-small fine-tuned: the int8 model's top intent agreed with
-    fp32's on 90.4 % of the rows per matrix and on 95.8 % per channel (accuracy change
-    -1.17 and -0.08 points), at the same file size; leaving the embeddings or every
-    operator but MatMul in float did no better and doubled the file.
+    split) with multilingual-e5-small fine-tuned: per channel, the int8 model's top intent
+    agreed with fp32's more often and its accuracy moved less than per matrix, at the same
+    file size; leaving the embeddings or every operator but MatMul in float did no better
+    and doubled the file (BENCHMARKS ``int8:choice``).
 
     Args:
         src: the float32 ``.onnx`` written by :func:`export_onnx`.

