@@ -478,6 +478,21 @@ def with_machine_line(body: str, records: Sequence[dict[str, Any]], left_out: in
     return "\n".join(lines[:at] + extra + lines[at:])
 
 
+def merge_refusal(results: Path) -> str | None:
+    """Why this process may not merge re-measured records into the results file
+    ``results`` (``{"meta": ...}``): its records were measured on another commit or machine,
+    or predate provenance, so that a row would mix them; None when it may."""
+    base = json.loads(results.read_text(encoding="utf-8"))["meta"].get("provenance")
+    if not base:
+        return (f"{results} predates provenance (no commit or machine recorded): re-run the "
+                f"whole benchmark instead of merging into it")
+    if fingerprint(base) != fingerprint(here := collect_provenance()):
+        return (f"{results} was measured at commit {base.get('commit')} on {base.get('cpu')}, "
+                f"this is commit {here['commit']} on {here['cpu']} (or the tree is dirty "
+                f"differently): re-run the whole benchmark instead of merging into it")
+    return None
+
+
 def render_records(render: Callable[[list[dict[str, Any]]], str],
                    records: Sequence[dict[str, Any]], row: Sequence[str]) -> str:
     """A section from per-run records: ``render`` of those :func:`unmixed` keeps by the

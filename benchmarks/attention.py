@@ -292,6 +292,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.merge is not None and args.quick and args.merge.resolve().is_relative_to(
             ROOT / "benchmarks" / "results"):
         p.error("--quick numbers are not merged into benchmarks/results: merge into a copy")
+    if args.merge is not None and args.worker is None and (why := hx.merge_refusal(args.merge)):
+        p.error(f"--merge: {why}")
     return args
 
 

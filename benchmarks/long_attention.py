@@ -363,6 +363,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.preset = args.preset or "minilm-l6"
     args.chunk_len, args.chunk_stride = args.chunk_len or CHUNK_LEN, args.chunk_stride or \
         CHUNK_STRIDE
+    if args.merge is not None and args.worker is None and (why := hx.merge_refusal(args.merge)):
+        p.error(f"--merge: {why}")
     return args
 
 

@@ -134,3 +134,17 @@ def test_stale_files_reports_changed_modules_since_a_commit(tmp_path: Path) -> N
     assert H.stale_files(first, ["kernel.py"], cwd=tmp_path) == ["kernel.py"]
     assert H.stale_files("0" * 40, ["kernel.py"], cwd=tmp_path) is None  # not in this clone
     assert H.stale_files(None, ["kernel.py"], cwd=tmp_path) is None
+
+
+def test_merge_refused_unless_same_commit_and_machine(tmp_path: Path) -> None:
+    import json
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"meta": {}, "records": []}))
+    assert "predates provenance" in H.merge_refusal(path)
+    here = H.collect_provenance()
+    path.write_text(json.dumps({"meta": {"provenance": here}, "records": []}))
+    assert H.merge_refusal(path) is None
+    path.write_text(json.dumps({"meta": {"provenance": {**here, "cpu": "another CPU"}},
+                                "records": []}))
+    assert "another CPU" in H.merge_refusal(path)
