@@ -569,10 +569,50 @@ def sections_of(text: str) -> dict[str, str]:
         r"<!-- ([\w:.\-]+):begin -->\n(.*?)\n<!-- \1:end -->", text, re.S)}
 
 
+KEPT_MARK = "Text kept from an earlier run, no structured record"
+"""How a section that shows kept text (no structured record) says so."""
+
+
+HEADLINES = {
+    "intent:pretrained-footprint": "int8 changes accuracy by",
+    "blend": "3 seeds: mean macro-F1",
+    "batch_predict:cpu": "**One more machine**",
+}
+"""Sections whose summary line is the sentence of their text holding this phrase (the
+others: :func:`headline`'s verdicts or bold line)."""
+
+
+def headline(body: str, key: str = "", width: int = 70) -> str:
+    """A section's line in the summary: the sentence holding its :data:`HEADLINES` phrase;
+    else the tally of its targets' verdicts (the rows of its "| target | verdict | ... |"
+    tables) with the first targets it fails; else its bold headline (a whole line in bold,
+    not the kept-text flag); else "-"."""
+    if key in HEADLINES:
+        for line in body.splitlines():
+            if HEADLINES[key] in line:
+                at = line.index(HEADLINES[key])
+                begin = max((m.end() for m in re.finditer(r"[.)] (?=[A-Z*])", line[:at])),
+                            default=0)
+                end = re.search(r"[.)](?= [A-Z]|$)", line[at:])
+                text = line[begin:at + end.end() if end else len(line)]
+                return text if len(text) <= 3 * width else text[:3 * width - 3] + "..."
+    rows = re.findall(r"^\| ([^|]+) \| (PASS|FAIL|PASS \(incomplete\)|NOT MEASURED)[^|]*\|",
+                      body, re.M)
+    if rows:
+        verdicts = [v for _, v in rows]
+        text = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+        fails = [t.strip() for t, v in rows if v == "FAIL"]
+        short = [t if len(t) <= width else t[:width - 3].rstrip() + "..." for t in fails[:2]]
+        more = f"; and {len(fails) - 2} more" if len(fails) > 2 else ""
+        return text + (f"; failed: {'; '.join(short)}{more}" if short else "")
+    bold = re.search(r"^\*\*([^*]+)\*\*$", body, re.M)
+    return bold.group(1) if bold and not bold.group(1).startswith(KEPT_MARK) else "-"
+
+
 def summary(bodies: dict[str, str]) -> str:
     """The text of ``BENCHMARKS.md``: per area, a table of its sections (``bodies``: name ->
-    body as on the page) with the machine they were measured on and the tally of their
-    targets' verdicts, each linking to its page; then the sections whose text was kept
+    body as on the page) with the machine they were measured on and its :func:`headline`,
+    each linking to its page; then the sections whose text was kept
     without a structured record (:data:`KEPT_MARK`) and the commands that re-run them."""
     kept = {k: m.group(1) for k in PAGES if k in bodies
             and (m := re.search(KEPT_MARK + r"; rerun with `([^`]*)`", bodies[k]))}
@@ -589,19 +629,17 @@ def summary(bodies: dict[str, str]) -> str:
         if not keys:
             continue
         page = f"{PAGES_DIR.as_posix()}/{area}.md"
-        out += [f"## [{title}]({page})", "", "| section | measured on | targets |",
+        out += [f"## [{title}]({page})", "", "| section | measured on | headline |",
                 "| --- | --- | --- |"]
         for k in keys:
             body = bodies[k]
             head = next((ln for ln in body.splitlines() if ln.startswith("#")), k)
             name = head.lstrip("#").strip().replace("|", "\\|") if head != k else k
             m = re.search(r"^\*Measured on: (.*?)\*", body, re.M)
-            verdicts = re.findall(r"^\| [^|]+ \| (PASS|FAIL|PASS \(incomplete\)|NOT MEASURED)"
-                                  r"(?: [^|]*)? \|", body, re.M)
-            tally = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) or "-"
+            tally = headline(body, k)
             note = " (to re-run)" if k in kept else ""
             out.append(f"| [{name}]({page}#{_anchor(head)}){note} | "
-                       f"{m.group(1) if m else 'not recorded'} | {tally} |")
+                       f"{m.group(1) if m else 'not recorded'} | {tally.replace('|', '/')} |")
         out.append("")
     if kept:
         out += ["## To re-run", "",
@@ -624,10 +662,6 @@ def write_pages(md: Path, bodies: dict[str, str]) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     md.write_text(summary(bodies), encoding="utf-8")
-
-
-KEPT_MARK = "Text kept from an earlier run, no structured record"
-"""How a section that shows kept text (no structured record) says so."""
 
 
 def read_pages(md: Path) -> dict[str, str]:

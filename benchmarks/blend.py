@@ -122,6 +122,7 @@ def render(records: list[dict[str, Any]]) -> str:
         return f"{100 * x:.2f}"
 
     lines = [
+        "## Blending the TF-IDF floor into a fine-tuned network (`blend=\"tfidf\"`)", "",
         "The recipe field `blend=\"tfidf\"` (`headwise train --blend tfidf`) on kept "
         "classifiers: the TF-IDF share chosen on the validation rows by the recipe's "
         "`select_on` metric (grid 0-0.9, the smallest share winning a tie) and kept only when "
