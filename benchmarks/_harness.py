@@ -285,7 +285,9 @@ def add_record_args(p: argparse.ArgumentParser, results: Path, md: Path, *,
     ``--results``, ``--md``, ``--no-write``, ``--render``, ``--rerun``, ``--threads``,
     ``--timeout`` (seconds per ``unit``) and the hidden ``--worker``."""
     p.add_argument("--results", type=Path, default=results, help="JSON-lines results file")
-    p.add_argument("--md", type=Path, default=md)
+    p.add_argument("--md", type=Path, default=md,
+                   help="the summary markdown file; the section goes into its page under "
+                        "docs/benchmarks/ beside it")
     p.add_argument("--no-write", action="store_true", help="print the section instead")
     p.add_argument("--render", action="store_true", help="only rebuild the section")
     p.add_argument("--rerun", action="store_true", help=f"measure {unit}s already in the file")
@@ -724,7 +726,8 @@ def add_common_args(p: argparse.ArgumentParser, out: Path) -> None:
     add("--timeout", type=float, default=600.0, help="seconds per configuration")
     add("--mem-limit-gib", type=float, default=20.0, help="RLIMIT_DATA per CPU worker (0: off)")
     add("--out", type=Path, default=out, help="results folder")
-    add("--no-write", action="store_true", help="print the section, leave BENCHMARKS.md alone")
+    add("--no-write", action="store_true",
+        help="print the section, leave BENCHMARKS.md and its pages alone")
     add("--render", type=Path, default=None, help="redo plots and section from a results JSON")
     add("--worker", default=None, help=argparse.SUPPRESS)
 

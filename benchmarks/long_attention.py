@@ -38,7 +38,8 @@ Usage::
     python benchmarks/long_attention.py --render benchmarks/results/long_attention_cpu.json
 
 Writes ``<out>/long_attention_<device>.json``, PNG plots beside it and the section between
-``<!-- long_attention:<device>:begin/end -->`` of ``--md`` (default ``BENCHMARKS.md``).
+``<!-- long_attention:<device>:begin/end -->`` of the attention page beside ``--md``
+(default ``BENCHMARKS.md``: ``docs/benchmarks/attention.md``).
 """
 
 from __future__ import annotations

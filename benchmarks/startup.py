@@ -198,7 +198,8 @@ def main() -> None:
                    help="where the small models are trained, or kept from an earlier run "
                         "(default: a temporary folder, removed at the end)")
     p.add_argument("--md", type=Path, default=ROOT / "BENCHMARKS.md",
-                   help="the markdown file to write the section in (default BENCHMARKS.md)")
+                   help="the summary markdown file; the section goes into its page "
+                        "docs/benchmarks/serving.md beside it (default BENCHMARKS.md)")
     p.add_argument("--json", type=Path,
                    help=f"save the results here instead of benchmarks/results/{RESULTS.name} "
                         f"(with --no-write: not saved unless given)")
