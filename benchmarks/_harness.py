@@ -352,14 +352,14 @@ def _git(*args: str, cwd: Path = ROOT) -> str | None:
 
 def _cpu() -> tuple[str, list[str]]:
     """The CPU's model name and which of :data:`CPU_FLAGS` it has."""
-    model, flags = platform.processor() or "unknown CPU", set()
+    model, flags = None, set()
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name") and model in ("", platform.processor()):
+            if line.startswith("model name") and model is None:
                 model = line.split(":", 1)[1].strip()
             elif line.startswith("flags") and not flags:
                 flags = set(line.split(":", 1)[1].split())
-    return model, [x for x in CPU_FLAGS if x in flags]
+    return model or platform.processor() or "unknown CPU", [x for x in CPU_FLAGS if x in flags]
 
 
 def collect_provenance(threads: int | None = None) -> dict[str, Any]:

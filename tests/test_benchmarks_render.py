@@ -100,6 +100,15 @@ def test_collect_provenance_reads_this_machine_and_checkout() -> None:
     p = H.finish_provenance(H.collect_provenance(3))
     assert p["threads"] == 3 and p["cores"] >= 1 and "python" in p["versions"]
     assert set(p["cpu_flags"]) <= set(H.CPU_FLAGS)
+    info = Path("/proc/cpuinfo")
+    if info.exists():  # the same facts read independently
+        lines = info.read_text().splitlines()
+        model = next((ln.split(":", 1)[1].strip() for ln in lines
+                      if ln.startswith("model name")), None)
+        flags = next((set(ln.split(":", 1)[1].split()) for ln in lines
+                      if ln.startswith("flags")), set())
+        assert model is None or p["cpu"] == model
+        assert p["cpu_flags"] == [f for f in H.CPU_FLAGS if f in flags]
     assert p["loadavg_before"] >= 0 and p["loadavg_after"] >= 0
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                           text=True)
