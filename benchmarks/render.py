@@ -218,6 +218,20 @@ def _translate(res: Path, pages: Path) -> str | None:
                                         [data["meta"]])
 
 
+def _int8(res: Path, pages: Path) -> str | None:
+    import int8_choice
+
+    data = _json(res / "int8_choice.json")
+    return data and int8_choice.section(data)
+
+
+def _walkthrough(res: Path, pages: Path) -> str | None:
+    import walkthrough
+
+    data = _json(res / "walkthrough.json")
+    return data and walkthrough.section(data)
+
+
 def _none(res: Path, pages: Path) -> None:
     """No structured record is written: the section is written by hand from the output."""
     return None
@@ -261,9 +275,9 @@ SOURCES: dict[str, Source] = {
                                "python benchmarks/serve.py --parts access"),
     "batch_predict:cpu": Source(_batch, _SERVE, "python benchmarks/batch_predict.py"),
     "ray-serve:cpu": Source(_ray, _SERVE, "python benchmarks/ray_serve.py"),
-    "int8:choice": Source(_none, ("headwise/serve",),
+    "int8:choice": Source(_int8, ("headwise/serve",),
                           "python benchmarks/int8_choice.py --model-dir MODEL"),
-    "walkthrough": Source(_none, ("README.md", "headwise/cli.py", "headwise/commands"),
+    "walkthrough": Source(_walkthrough, ("README.md", "headwise/cli.py", "headwise/commands"),
                           "python benchmarks/walkthrough.py"),
     "inspect_demo:cpu": Source(_inspect, ("headwise/inspect", "headwise/demo"),
                                "python benchmarks/inspect_demo.py"),
