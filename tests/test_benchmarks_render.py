@@ -157,3 +157,16 @@ def test_merge_refused_unless_same_commit_and_machine(tmp_path: Path) -> None:
     path.write_text(json.dumps({"meta": {"provenance": {**here, "cpu": "another CPU"}},
                                 "records": []}))
     assert "another CPU" in H.merge_refusal(path)
+
+
+@pytest.mark.parametrize("script", ["oos", "demo_ood", "demo_heldout", "distill"])
+def test_a_script_writes_its_section_as_the_render_does(tmp_path: Path, script: str) -> None:
+    """What ``SCRIPT.py --render --md`` writes (the path of a real run's end) is what
+    ``benchmarks/render.py`` renders: the pages and the summary stay the same."""
+    import importlib
+
+    md = tmp_path / "BENCHMARKS.md"
+    render.render(md)
+    before = {p: p.read_text() for p in [md, *(tmp_path / "docs").rglob("*.md")]}
+    importlib.import_module(script).main(["--render", "--md", str(md)])
+    assert {p: p.read_text() for p in before} == before
