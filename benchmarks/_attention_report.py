@@ -185,8 +185,9 @@ def targets(data: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 # --- plots and section ----------------------------------------------------------------------
-def plots(data: dict[str, Any], out: Path) -> list[tuple[str, Path]]:
-    """Time and memory vs N per mask (fwd/fwdbwd panels), the MHA ratio; (label, path)s."""
+def plots(data: dict[str, Any], out: Path, draw: bool = True) -> list[tuple[str, Path]]:
+    """Time and memory vs N per mask (fwd/fwdbwd panels), the MHA ratio; (label, path)s.
+    ``draw=False``: only the paths, nothing drawn (re-rendering the section)."""
     recs, st, dev = data["records"], data["meta"]["settings"], data["meta"]["device"]
     idx, paths = _index(recs), []
 
@@ -201,13 +202,16 @@ def plots(data: dict[str, Any], out: Path) -> list[tuple[str, Path]]:
                     "series": series(mask, mode, what)} for mode in st["modes"]]
                   for what, ylabel in (("ms", "median time (ms)"), ("mib", "peak memory (MiB)"))]
         paths.append((f"time and memory, mask {mask}", out / f"attention_{dev}_{mask}.png"))
-        hx.plot_panels(paths[-1][1], panels, f"attention on {dev}, B=1 H=8 D=64, mask {mask}")
+        if draw:
+            hx.plot_panels(paths[-1][1], panels,
+                           f"attention on {dev}, B=1 H=8 D=64, mask {mask}")
     mha = {f"{mode}, {mask}": [(r["n"], r["ours/bare"]["median"]) for r in recs
                                if r["kind"] == "mha" and r["status"] == "ok"
                                and (r["mode"], r["mask"]) == (mode, mask)]
            for mode in st["modes"] for mask in st["masks"]}
     if any(mha.values()):
         paths.append(("MultiHeadAttention overhead", out / f"attention_{dev}_mha.png"))
+    if any(mha.values()) and draw:
         hx.plot_panels(paths[-1][1], [[{"title": "MultiHeadAttention / bare, median of per-run "
                                         "ratios", "ylabel": "time ratio", "series": mha,
                                         "logy": False, "hline": 1.05}]],

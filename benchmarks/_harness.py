@@ -5,8 +5,14 @@
   OOM killer or a crash becomes a record instead of ending the run;
 * timing (:func:`measure`, :func:`compare`): warm-up, adaptive repeats, medians and
   quartiles (:func:`summarize`); peak memory (:class:`PeakMemory`) on CPU and CUDA;
+* provenance (:func:`collect_provenance`): the commit, the CPU and its instruction sets, the
+  library versions and the load of every new record; :func:`machine_line` renders it under a
+  section's heading, :func:`unmixed` keeps a row from mixing two commits or machines and
+  :func:`stale_files` says which benchmarked modules changed since a record's commit;
 * reporting: machine facts, markdown tables, verdicts, plots (:func:`plot_panels`) and
-  :func:`write_section`, which replaces or appends a marked section of ``BENCHMARKS.md``.
+  :func:`write_section`, which replaces or appends a marked section of its area's page
+  (:data:`PAGES`: ``docs/benchmarks/<area>.md``) and rebuilds the summary ``BENCHMARKS.md``
+  (:func:`summary`). ``benchmarks/render.py`` re-renders all of them from the records alone.
 
 The workers import this module too, so torch is imported only where it is needed.
 """
@@ -18,9 +24,12 @@ import contextlib
 import ctypes
 import datetime
 import gc
+import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
+import re
 import resource
 import shlex
 import signal
@@ -276,7 +285,9 @@ def add_record_args(p: argparse.ArgumentParser, results: Path, md: Path, *,
     ``--results``, ``--md``, ``--no-write``, ``--render``, ``--rerun``, ``--threads``,
     ``--timeout`` (seconds per ``unit``) and the hidden ``--worker``."""
     p.add_argument("--results", type=Path, default=results, help="JSON-lines results file")
-    p.add_argument("--md", type=Path, default=md)
+    p.add_argument("--md", type=Path, default=md,
+                   help="the summary markdown file; the section goes into its page under "
+                        "docs/benchmarks/ beside it")
     p.add_argument("--no-write", action="store_true", help="print the section instead")
     p.add_argument("--render", action="store_true", help="only rebuild the section")
     p.add_argument("--rerun", action="store_true", help=f"measure {unit}s already in the file")
@@ -288,9 +299,12 @@ def add_record_args(p: argparse.ArgumentParser, results: Path, md: Path, *,
 def append_record(path: Path, rec: dict[str, Any], start: float, **fields: Any
                   ) -> dict[str, Any]:
     """Append one run's record to a JSON-lines results file, with ``fields``, the command
-    line and the run's start (``start``: ``time.time()``) as a UTC date; the record back."""
+    line, the run's start (``start``: ``time.time()``) as a UTC date and its ``provenance``
+    (from ``fields``, collected before the run, else collected now); the record back."""
+    prov = fields.pop("provenance", None) or collect_provenance(fields.get("threads"))
     rec.update(**fields, command=command_line(),
-               date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)))
+               date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)),
+               provenance=finish_provenance(prov))
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as f:
         f.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -301,8 +315,9 @@ def record_run(script: Path, spec: dict[str, Any], path: Path, timeout_s: float,
                **fields: Any) -> dict[str, Any]:
     """Run one configuration in its own process (:func:`run_worker`) and append its record
     (:func:`append_record`, with ``fields``) to the results file ``path``."""
-    start = time.time()
-    return append_record(path, run_worker(script, spec, timeout_s), start, **fields)
+    start, prov = time.time(), collect_provenance(spec.get("threads"))
+    return append_record(path, run_worker(script, spec, timeout_s), start, provenance=prov,
+                         **fields)
 
 
 def done_runs(path: Path, key: Sequence[str]) -> dict[tuple, dict[str, Any]]:
@@ -315,6 +330,350 @@ def done_runs(path: Path, key: Sequence[str]) -> dict[tuple, dict[str, Any]]:
                 r = json.loads(line)
                 runs[tuple(r[k] for k in key)] = r
     return runs
+
+
+# --- provenance ----------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
+"""The instruction sets that change what the CPU kernels run (``/proc/cpuinfo`` flags)."""
+LIBRARIES = ("torch", "numpy", "onnxruntime", "transformers")
+
+
+def _git(*args: str, cwd: Path = ROOT) -> str | None:
+    """``git args`` in ``cwd``: its stripped output, None when git or the repository is
+    unavailable or the command fails."""
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _cpu() -> tuple[str, list[str]]:
+    """The CPU's model name and which of :data:`CPU_FLAGS` it has."""
+    model, flags = None, set()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name") and model is None:
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    return model or platform.processor() or "unknown CPU", [x for x in CPU_FLAGS if x in flags]
+
+
+def collect_provenance(threads: int | None = None) -> dict[str, Any]:
+    """What a record must say of where and how it was measured: the git ``commit`` and
+    whether tracked files differed from it (``dirty``; both None outside a repository), the
+    ``cpu`` model, its ``cpu_flags`` (of :data:`CPU_FLAGS`), logical ``cores``, the torch
+    ``threads`` of the measured code (None when not given), the ``versions`` of python and
+    of :data:`LIBRARIES` that are installed (read from their metadata, none imported), the
+    1-minute ``loadavg_before`` and the UTC ``date``. :func:`finish_provenance` adds the
+    load after."""
+    commit = _git("rev-parse", "HEAD")
+    dirty = None if commit is None else bool(_git("status", "--porcelain",
+                                                  "--untracked-files=no"))
+    cpu, flags = _cpu()
+    versions = {"python": platform.python_version()}
+    for lib in LIBRARIES:
+        if importlib.util.find_spec(lib) is not None:
+            with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+                versions[lib] = importlib.metadata.version(lib)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return {"commit": commit, "dirty": dirty, "cpu": cpu, "cpu_flags": flags,
+            "cores": os.cpu_count(), "threads": threads, "versions": versions,
+            "loadavg_before": round(os.getloadavg()[0], 2), "date": f"{now:%Y-%m-%d %H:%M} UTC"}
+
+
+def finish_provenance(prov: dict[str, Any]) -> dict[str, Any]:
+    """``prov`` (from :func:`collect_provenance`) with the 1-minute ``loadavg_after`` set,
+    unless it already is."""
+    prov.setdefault("loadavg_after", round(os.getloadavg()[0], 2))
+    return prov
+
+
+def fingerprint(prov: dict[str, Any] | None) -> tuple:
+    """What two records must share to stand in one row: commit, dirty, CPU and its flags."""
+    if not prov:
+        return ()
+    return (prov.get("commit"), prov.get("dirty"), prov.get("cpu"),
+            tuple(prov.get("cpu_flags", ())))
+
+
+def unmixed(records: Sequence[dict[str, Any]], row: Sequence[str]
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Split ``records`` so that no row (the records sharing the ``row`` fields) mixes two
+    commits or machines: a row whose records differ in :func:`fingerprint` keeps those of
+    its newest record's (by ``provenance.date``, then ``date``), the others are left out.
+    Returns (kept, left out), each in the input order."""
+    newest: dict[tuple, tuple] = {}
+    for r in records:
+        k = tuple(r.get(f) for f in row)
+        when = ((r.get("provenance") or {}).get("date", ""), r.get("date", ""))
+        if k not in newest or when >= newest[k][0]:
+            newest[k] = (when, fingerprint(r.get("provenance")))
+    kept, out = [], []
+    for r in records:
+        same = fingerprint(r.get("provenance")) == newest[tuple(r.get(f) for f in row)][1]
+        (kept if same else out).append(r)
+    return kept, out
+
+
+def stale_files(commit: str | None, modules: Sequence[str], cwd: Path = ROOT
+                ) -> list[str] | None:
+    """The files among ``modules`` (paths from the repository root) changed between
+    ``commit`` and HEAD (``git diff --name-only COMMIT..HEAD -- modules``, committed
+    changes only); None when that cannot be told: no commit, no git, or the commit is not
+    in this clone (a shallow CI clone)."""
+    if not commit or not modules:
+        return None
+    out = _git("diff", "--name-only", f"{commit}..HEAD", "--", *modules, cwd=cwd)
+    return None if out is None else [x for x in out.splitlines() if x]
+
+
+def machine_line(records: Sequence[dict[str, Any]], left_out: int = 0) -> str:
+    """The line under a section's heading: the machine(s), commit(s) and dates of the
+    ``provenance`` of ``records`` (one group per distinct :func:`fingerprint`, in the
+    records' order), "not recorded" for records without one; ``left_out`` records of
+    another commit or machine were kept out of their rows (:func:`unmixed`). The text before
+    " - " is the short form the summary quotes."""
+    groups: dict[tuple, list[dict[str, Any] | None]] = {}
+    for r in records:
+        groups.setdefault(fingerprint(r.get("provenance")), []).append(r.get("provenance"))
+    parts, short = [], []
+    for provs in groups.values():
+        p = provs[0]
+        n = f" ({len(provs)} of {len(records)} records)" if len(groups) > 1 else ""
+        if not p:
+            parts.append(f"provenance not recorded{n}")
+            short.append("not recorded")
+            continue
+        commit = (f"commit {p['commit'][:10]}{' with uncommitted changes' if p['dirty'] else ''}"
+                  if p.get("commit") else "commit unknown")
+        flags = ", ".join(p.get("cpu_flags") or []) or "none of " + "/".join(CPU_FLAGS)
+        dates = sorted(x["date"] for x in provs if x and x.get("date"))
+        when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+        loads = [f"{x['loadavg_before']:.2f}->{x['loadavg_after']:.2f}" for x in provs
+                 if x.get("loadavg_after") is not None]
+        libs = ", ".join(f"{k} {v}" for k, v in p.get("versions", {}).items())
+        threads = f", {p['threads']} torch threads" if p.get("threads") else ""
+        parts.append(f"{p['cpu']} ({flags}), {p['cores']} logical CPUs{threads}; {commit}; "
+                     f"{when}; {libs}" + (f"; 1-minute load {', '.join(loads[:4])}"
+                                          f"{' ...' if len(loads) > 4 else ''}" if loads else "")
+                     + n)
+        short.append(f"{p['cpu']}, {commit.replace(' with uncommitted changes', '+dirty')}")
+    if not parts:
+        parts, short = ["no records"], ["no records"]
+    line = f"*Measured on: {' / '.join(short)}* - {'; and '.join(parts)}."
+    if left_out:
+        line += (f" {left_out} older records of another commit or machine are left out of "
+                 f"their rows (re-run them).")
+    return line
+
+
+def with_machine_line(body: str, records: Sequence[dict[str, Any]], left_out: int = 0) -> str:
+    """``body`` with :func:`machine_line` put under its first heading (at the top when it
+    has none)."""
+    lines = body.strip("\n").split("\n")
+    at = next((i + 1 for i, ln in enumerate(lines) if ln.startswith("#")), 0)
+    extra = ["", machine_line(records, left_out)] if at else [machine_line(records, left_out), ""]
+    return "\n".join(lines[:at] + extra + lines[at:])
+
+
+def merge_refusal(results: Path) -> str | None:
+    """Why this process may not merge re-measured records into the results file
+    ``results`` (``{"meta": ...}``): its records were measured on another commit or machine,
+    or predate provenance, so that a row would mix them; None when it may."""
+    base = json.loads(results.read_text(encoding="utf-8"))["meta"].get("provenance")
+    if not base:
+        return (f"{results} predates provenance (no commit or machine recorded): re-run the "
+                f"whole benchmark instead of merging into it")
+    if fingerprint(base) != fingerprint(here := collect_provenance()):
+        return (f"{results} was measured at commit {base.get('commit')} on {base.get('cpu')}, "
+                f"this is commit {here['commit']} on {here['cpu']} (or the tree is dirty "
+                f"differently): re-run the whole benchmark instead of merging into it")
+    return None
+
+
+def render_records(render: Callable[[list[dict[str, Any]]], str],
+                   records: Sequence[dict[str, Any]], row: Sequence[str]) -> str:
+    """A section from per-run records: ``render`` of those :func:`unmixed` keeps by the
+    ``row`` fields, with :func:`machine_line` under its heading (the left-out ones
+    counted). What a script writes and what ``benchmarks/render.py`` renders."""
+    kept, out = unmixed(records, row)
+    return with_machine_line(render(kept), kept, len(out))
+
+
+def commits_of(body: str) -> list[str]:
+    """The (abbreviated) commits a section's :func:`machine_line` names."""
+    m = re.search(r"^\*Measured on: .*$", body, re.M)
+    return list(dict.fromkeys(re.findall(r"commit ([0-9a-f]{7,40})", m.group(0)))) if m else []
+
+
+# --- pages -----------------------------------------------------------------------------------
+AREAS = {
+    "attention": "Attention kernels, long inputs and decoding",
+    "training": "Training throughput, head pruning and hardening",
+    "intent": "Intent recognition: quality, out-of-scope detection, distillation",
+    "compound": "Compound intents and slots",
+    "serving": "Serving: latency, start-up, batch prediction, Ray, int8 export",
+    "inspect": "Head analysis",
+    "translate": "Translation",
+}
+"""Each area's page (``docs/benchmarks/<area>.md``) and its title."""
+PAGES = {
+    "attention:cpu": "attention", "long_attention:cpu": "attention", "decode:cpu": "attention",
+    "train_throughput:cpu": "training", "pruning:cpu": "training",
+    "hardening:hypothesis": "training",
+    "intent:cpu": "intent", "intent:pretrained-footprint": "intent",
+    "e5_fidelity:cpu": "intent", "demo:heldout": "intent", "demo:ood": "intent",
+    "demo:time": "intent", "oos:cpu": "intent", "blend": "intent", "distill:cpu": "intent",
+    "compound:cpu": "compound",
+    "serve:cpu": "serving", "startup:cpu": "serving", "serve-access:cpu": "serving",
+    "batch_predict:cpu": "serving", "ray-serve:cpu": "serving", "int8:choice": "serving",
+    "walkthrough": "serving",
+    "inspect_demo:cpu": "inspect",
+    "translate:cpu": "translate",
+}
+"""Section name -> area: the one place that says which page a section lives on (in this
+order on the page)."""
+PAGES_DIR = Path("docs") / "benchmarks"
+
+
+def page_path(md: Path, key: str) -> Path:
+    """The page of section ``key`` for the summary file ``md``: ``docs/benchmarks/<area>.md``
+    beside it (a section of no area: ``md`` itself)."""
+    return md.parent / PAGES_DIR / f"{PAGES[key]}.md" if key in PAGES else md
+
+
+def page_dir(md: Path) -> Path:
+    """The folder of the pages of the summary ``md`` (what image links are relative to)."""
+    return md.parent / PAGES_DIR
+
+
+def _page_head(area: str) -> str:
+    return (f"# Benchmarks: {AREAS[area]}\n\nGenerated from the records in `benchmarks/results/` "
+            f"by `python benchmarks/render.py` (each benchmark script writes its section here "
+            f"too); the summary of every area is [BENCHMARKS.md](../../BENCHMARKS.md). Each "
+            f"section says under its heading the machine and commit its records were measured "
+            f"on.\n")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.lstrip("#").strip().lower())
+    return text.replace(" ", "-")
+
+
+def sections_of(text: str) -> dict[str, str]:
+    """The marked sections of a markdown text: name -> body (without the markers)."""
+    return {m.group(1): m.group(2).strip("\n") for m in re.finditer(
+        r"<!-- ([\w:.\-]+):begin -->\n(.*?)\n<!-- \1:end -->", text, re.S)}
+
+
+KEPT_MARK = "Text kept from an earlier run, no structured record"
+"""How a section that shows kept text (no structured record) says so."""
+
+
+HEADLINES = {
+    "intent:pretrained-footprint": "int8 changes accuracy by",
+    "blend": "3 seeds: mean macro-F1",
+    "batch_predict:cpu": "**One more machine**",
+}
+"""Sections whose summary line is the sentence of their text holding this phrase (the
+others: :func:`headline`'s verdicts or bold line)."""
+
+
+def headline(body: str, key: str = "", width: int = 70) -> str:
+    """A section's line in the summary: the sentence holding its :data:`HEADLINES` phrase;
+    else the tally of its targets' verdicts (the rows of its "| target | verdict | ... |"
+    tables) with the first targets it fails; else its bold headline (a whole line in bold,
+    not the kept-text flag); else "-"."""
+    if key in HEADLINES:
+        for line in body.splitlines():
+            if HEADLINES[key] in line:
+                at = line.index(HEADLINES[key])
+                begin = max((m.end() for m in re.finditer(r"[.)] (?=[A-Z*])", line[:at])),
+                            default=0)
+                end = re.search(r"[.)](?= [A-Z]|$)", line[at:])
+                text = line[begin:at + end.end() if end else len(line)]
+                return text if len(text) <= 3 * width else text[:3 * width - 3] + "..."
+    rows = re.findall(r"^\| ([^|]+) \| (PASS|FAIL|PASS \(incomplete\)|NOT MEASURED)[^|]*\|",
+                      body, re.M)
+    if rows:
+        verdicts = [v for _, v in rows]
+        text = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+        fails = [t.strip() for t, v in rows if v == "FAIL"]
+        short = [t if len(t) <= width else t[:width - 3].rstrip() + "..." for t in fails[:2]]
+        more = f"; and {len(fails) - 2} more" if len(fails) > 2 else ""
+        return text + (f"; failed: {'; '.join(short)}{more}" if short else "")
+    bold = re.search(r"^\*\*([^*]+)\*\*$", body, re.M)
+    return bold.group(1) if bold and not bold.group(1).startswith(KEPT_MARK) else "-"
+
+
+def summary(bodies: dict[str, str]) -> str:
+    """The text of ``BENCHMARKS.md``: per area, a table of its sections (``bodies``: name ->
+    body as on the page) with the machine they were measured on and its :func:`headline`,
+    each linking to its page; then the sections whose text was kept
+    without a structured record (:data:`KEPT_MARK`) and the commands that re-run them."""
+    kept = {k: m.group(1) for k in PAGES if k in bodies
+            and (m := re.search(KEPT_MARK + r"; rerun with `([^`]*)`", bodies[k]))}
+    out = ["# Benchmarks", "",
+           "A summary, generated with the pages from the records in `benchmarks/results/` by "
+           "`python benchmarks/render.py` (no measurement; `tests/test_benchmarks_render.py` "
+           "fails when a committed page differs from what its records render). Each area has "
+           "its page under `docs/benchmarks/`; each section there names the machine, the "
+           "commit and the library versions its records were measured with (\"not recorded\": "
+           "the records predate provenance). `python benchmarks/render.py --stale` lists the "
+           "sections whose benchmarked modules changed since their records' commit.", ""]
+    for area, title in AREAS.items():
+        keys = [k for k, a in PAGES.items() if a == area and k in bodies]
+        if not keys:
+            continue
+        page = f"{PAGES_DIR.as_posix()}/{area}.md"
+        out += [f"## [{title}]({page})", "", "| section | measured on | headline |",
+                "| --- | --- | --- |"]
+        for k in keys:
+            body = bodies[k]
+            head = next((ln for ln in body.splitlines() if ln.startswith("#")), k)
+            name = head.lstrip("#").strip().replace("|", "\\|") if head != k else k
+            m = re.search(r"^\*Measured on: (.*?)\*", body, re.M)
+            tally = headline(body, k)
+            note = " (to re-run)" if k in kept else ""
+            out.append(f"| [{name}]({page}#{_anchor(head)}){note} | "
+                       f"{m.group(1) if m else 'not recorded'} | {tally.replace('|', '/')} |")
+        out.append("")
+    if kept:
+        out += ["## To re-run", "",
+                "These sections keep text from an earlier run, without a structured record; "
+                "their pages show that text until the command re-runs them:", ""]
+        out += [f"- `{k}`: `{cmd}`" for k, cmd in kept.items()] + [""]
+    return "\n".join(out)
+
+
+def write_pages(md: Path, bodies: dict[str, str]) -> None:
+    """Write every section of ``bodies`` into its page (:func:`page_path`), in
+    :data:`PAGES` order, and the summary (:func:`summary`) at ``md``; sections not in
+    ``bodies`` are dropped from the pages (``bodies`` is all of them)."""
+    for area in AREAS:
+        keys = [k for k, a in PAGES.items() if a == area and k in bodies]
+        if keys:
+            text = _page_head(area) + "".join(
+                f"\n<!-- {k}:begin -->\n{bodies[k].strip()}\n<!-- {k}:end -->\n" for k in keys)
+            path = md.parent / PAGES_DIR / f"{area}.md"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    md.write_text(summary(bodies), encoding="utf-8")
+
+
+def read_pages(md: Path) -> dict[str, str]:
+    """The sections on the pages of the summary ``md``: name -> body."""
+    bodies: dict[str, str] = {}
+    for area in AREAS:
+        page = md.parent / PAGES_DIR / f"{area}.md"
+        if page.exists():
+            bodies.update(sections_of(page.read_text(encoding="utf-8")))
+    return bodies
 
 
 # --- reporting -----------------------------------------------------------------------------
@@ -367,16 +726,19 @@ def add_common_args(p: argparse.ArgumentParser, out: Path) -> None:
     add("--timeout", type=float, default=600.0, help="seconds per configuration")
     add("--mem-limit-gib", type=float, default=20.0, help="RLIMIT_DATA per CPU worker (0: off)")
     add("--out", type=Path, default=out, help="results folder")
-    add("--no-write", action="store_true", help="print the section, leave BENCHMARKS.md alone")
+    add("--no-write", action="store_true",
+        help="print the section, leave BENCHMARKS.md and its pages alone")
     add("--render", type=Path, default=None, help="redo plots and section from a results JSON")
     add("--worker", default=None, help=argparse.SUPPRESS)
 
 
 def results_meta(device: str, threads: int, settings: dict[str, Any]) -> dict[str, Any]:
-    """The ``meta`` of a results file: command, date, machine, device, settings."""
+    """The ``meta`` of a results file: command, date, machine, device, settings and the
+    run's :func:`collect_provenance` (:func:`publish` adds the load after)."""
     now = datetime.datetime.now(datetime.timezone.utc)
     return {"command": command_line(), "date": f"{now:%Y-%m-%d %H:%M} UTC",
-            "machine": machine_info(device, threads), "device": device, "settings": settings}
+            "machine": machine_info(device, threads), "device": device, "settings": settings,
+            "provenance": collect_provenance(threads)}
 
 
 def provenance(meta: dict[str, Any]) -> str:
@@ -395,13 +757,19 @@ def provenance(meta: dict[str, Any]) -> str:
 
 def publish(path: Path | None, data: dict[str, Any], md: Path | None, key: str,
             section: Callable[[Path], str]) -> None:
-    """Save ``data`` as JSON at ``path`` (unless None) and write ``section(md folder)`` as
-    the ``key`` section of ``md``, or print it when ``md`` is None."""
+    """Save ``data`` as JSON at ``path`` (unless None; the load after the run goes into its
+    ``meta``'s provenance) and write ``section(folder of the pages)``, with
+    :func:`machine_line` of ``data["meta"]`` under its heading, as the ``key`` section of
+    ``md`` (:func:`write_section`: its page), or print it when ``md`` is None."""
+    if isinstance(data.get("meta"), dict) and data["meta"].get("provenance"):
+        finish_provenance(data["meta"]["provenance"])
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=1))
         print(f"results: {path}", file=sys.stderr)
-    body = section(md.parent if md else Path.cwd())
+    body = section(page_dir(md or ROOT / "BENCHMARKS.md"))
+    if isinstance(data.get("meta"), dict):
+        body = with_machine_line(body, [data["meta"]])
     if md is None:
         print(body)
     else:
@@ -454,8 +822,16 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
 
 
 def write_section(path: Path, key: str, body: str, title: str = "# Benchmarks") -> None:
-    """Put ``body`` between ``<!-- key:begin -->`` and ``<!-- key:end -->`` in ``path``,
-    replacing that section, or appending it (to a new file headed ``title``)."""
+    """Put ``body`` between ``<!-- key:begin -->`` and ``<!-- key:end -->``. A section of
+    :data:`PAGES` goes into its area's page beside the summary ``path``
+    (:func:`page_path`), replacing it there, and the summary ``path`` is rebuilt from the
+    pages (:func:`write_pages`); any other section is replaced or appended in ``path`` itself
+    (a new file headed ``title``)."""
+    if key in PAGES:
+        bodies = read_pages(path)
+        bodies[key] = body.strip()
+        write_pages(path, bodies)
+        return
     begin, end = f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
     section = f"{begin}\n{body.strip()}\n{end}"
     text = path.read_text() if path.exists() else f"{title}\n"
@@ -468,8 +844,8 @@ def write_section(path: Path, key: str, body: str, title: str = "# Benchmarks") 
 
 
 def print_or_write(md: Path, key: str, body: str, *, no_write: bool) -> None:
-    """Print a benchmark's section (``--no-write``) or put it into ``md`` and say so on
-    stderr."""
+    """Print a benchmark's section (``--no-write``) or put it into ``md``'s page
+    (:func:`write_section`) and say so on stderr."""
     if no_write:
         print(body)
     else:

@@ -315,14 +315,17 @@ def why_cic_misses(runs: list[dict[str, Any]], summary: dict[tuple[str, str], di
     return [text, ""]
 
 
-def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path) -> str:
-    """The Markdown section (smoke runs from ``--quick`` only when there is nothing else)."""
+def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path, draw: bool = True
+           ) -> str:
+    """The Markdown section (smoke runs from ``--quick`` only when there is nothing else);
+    the plot is redrawn into ``results_dir`` unless ``draw`` is False."""
     runs = [r for r in runs if not r.get("quick")] or runs
     summary = summarise(runs)
     if not summary:
         return "## Intent classification on cpu\n\nNothing measured yet."
     png = results_dir / "intent_cpu.png"
-    plot(summary, png)
+    if draw:
+        plot(summary, png)
     commands = sorted({r["command"] for r in runs})
     dates = sorted(r["date"] for r in runs)
     failed = [r for r in runs if r.get("status") != "ok"]

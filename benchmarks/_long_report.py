@@ -218,8 +218,21 @@ def _axes(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
     ax.legend(fontsize=7)
 
 
-def plots(data: dict[str, Any], out: Path) -> list[tuple[str, Path]]:
-    """The scaling, error and chunked-memory figures; returns (label, path) pairs."""
+def image_paths(data: dict[str, Any], out: Path) -> list[tuple[str, Path]]:
+    """The (label, path) pairs :func:`plots` draws, nothing drawn."""
+    dev, recs = data["meta"]["device"], data["records"]
+    return [(label, out / f"long_attention_{dev}_{name}.png") for label, name, there in (
+        ("long attention: time and memory against N", "scaling", bool(_scaling(data))),
+        ("approximation error", "errors", any(r["part"] == "errors" and _ok(r) for r in recs)),
+        ("chunked encoder memory", "chunked",
+         any(r["part"] == "chunked" and _ok(r) for r in recs))) if there]
+
+
+def plots(data: dict[str, Any], out: Path, draw: bool = True) -> list[tuple[str, Path]]:
+    """The scaling, error and chunked-memory figures; returns (label, path) pairs
+    (``draw=False``: :func:`image_paths`, nothing drawn)."""
+    if not draw:
+        return image_paths(data, out)
     import matplotlib
 
     matplotlib.use("Agg")

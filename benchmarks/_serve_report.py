@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
+
+import _harness as H
+
+PARTS = ("single", "sweep", "load", "access")
+"""The parts of ``benchmarks/serve.py``, in its order."""
 
 
 def _verdict(ok: bool | None) -> str:
@@ -156,8 +160,7 @@ def access_block(r: dict[str, Any], command: str | None) -> str:
     m = r["machine"]
     head = []
     if command is not None:
-        head = [f"Produced by `{command}` on "
-                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} in {r['minutes']:.1f} "
+        head = [f"Produced by `{command}` on {r['date']} in {r['minutes']:.1f} "
                 f"min. Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; 1-minute load "
                 f"average {m['loadavg_start']:.2f} at the start.", ""]
         if r["quick"]:
@@ -169,6 +172,23 @@ def access_block(r: dict[str, Any], command: str | None) -> str:
     return "\n".join([rows[0], "", *head, *targets, "", *rows[2:]]) + "\n"
 
 
+def command_of(r: dict[str, Any]) -> str:
+    """The command that produced the results ``r`` (``benchmarks/serve.py``'s flags)."""
+    parts = r.get("parts", list(PARTS))
+    return "python benchmarks/serve.py" + (" --quick" if r["quick"] else "") + (
+        f" --parts {','.join(parts)}" if parts != list(PARTS) else "")
+
+
+def full_section(r: dict[str, Any]) -> str:
+    """The ``serve:cpu`` section of a results file, the machine line under its heading."""
+    return H.with_machine_line(section(r, command_of(r)), [r])
+
+
+def access_section(r: dict[str, Any]) -> str:
+    """The ``serve-access:cpu`` section of a results file of ``--parts access`` alone."""
+    return H.with_machine_line(access_block(r, command_of(r)), [r])
+
+
 def section(r: dict[str, Any], command: str) -> str:
     """Markdown for the ``serve:cpu`` section."""
     m = r["machine"]
@@ -176,8 +196,8 @@ def section(r: dict[str, Any], command: str) -> str:
     lines = [
         "## Intent service on cpu: latency, throughput, micro-batching, ONNX",
         "",
-        f"Produced by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} in "
-        f"{r['minutes']:.1f} min. Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; "
+        f"Produced by `{command}` on {r['date']} in {r['minutes']:.1f} min. Machine: "
+        f"{m['cpu']}, {m['logical_cpus']} logical CPUs; "
         f"torch {m['torch']}; 1-minute load average {m['loadavg_start']:.2f} at the start.",
         "",
     ]

@@ -15,7 +15,8 @@ every correct backend. One process per configuration::
         --backends auto --no-mha        # rerun some configurations into an earlier run
 
 Writes ``<out>/attention_<device>.json``, PNG plots beside it, and the section between
-``<!-- attention:<device>:begin/end -->`` of ``BENCHMARKS.md`` (machinery: ``_harness.py``;
+``<!-- attention:<device>:begin/end -->`` of ``docs/benchmarks/attention.md`` (summed up in
+``BENCHMARKS.md``; machinery: ``_harness.py``;
 report: ``_attention_report.py``). ``--merge PATH`` runs only the configurations selected
 (--sizes, --backends, --masks, --modes, --no-mha / --only-mha), replaces their records in
 the JSON at PATH, records the run in its meta ("merged_runs") and redraws the plots beside
@@ -292,6 +293,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.merge is not None and args.quick and args.merge.resolve().is_relative_to(
             ROOT / "benchmarks" / "results"):
         p.error("--quick numbers are not merged into benchmarks/results: merge into a copy")
+    if args.merge is not None and args.worker is None and (why := hx.merge_refusal(args.merge)):
+        p.error(f"--merge: {why}")
     return args
 
 

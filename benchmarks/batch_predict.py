@@ -342,12 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--md", type=Path, default=ROOT / "BENCHMARKS.md")
     p.add_argument("--no-ray", action="store_true", help="skip the Ray Data rows")
     args = p.parse_args(argv)
-    if H.worker_or_render(args, worker, lambda d: print(section(d)),
+    if H.worker_or_render(args, worker, lambda d: H.publish(
+            None, d, None if args.no_write else args.md, KEY, lambda _: section(d)),
                           publishes=not args.no_write):
         return 0
     base = args.base or (200 if args.quick else 1000)
     target_s = 0.5 if args.quick else args.target_s
-    started = time.perf_counter()
+    started, prov = time.perf_counter(), H.collect_provenance(args.threads)
     folder = args.model_dir or Path(tempfile.mkdtemp(prefix="headwise-batch-"))
     try:
         print(f"building the models in {folder} ...", file=sys.stderr)
@@ -376,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 "threads": args.threads,
                                                 "target_s": target_s})
     meta["wall_min"] = (time.perf_counter() - started) / 60
+    meta["provenance"] = prov  # collected before the run; publish adds the load after
     data = {"meta": meta, "results": results}
     for r in results:
         print(json.dumps(r), file=sys.stderr)

@@ -107,11 +107,22 @@ def demo_splits(demo: Path) -> tuple[tuple[list[str], list[str]], tuple[list[str
     return out[0], out[1]
 
 
+ROW = ("data", "seed")
+"""A row of the section (one record each)."""
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    """The records of the results file, the last one per data and seed, in that order."""
+    return sorted(H.done_runs(path, ("data", "seed")).values(),
+                  key=lambda r: (r["data"], r["seed"]))
+
+
 def render(records: list[dict[str, Any]]) -> str:
     def pct(x: float) -> str:
         return f"{100 * x:.2f}"
 
     lines = [
+        "## Blending the TF-IDF floor into a fine-tuned network (`blend=\"tfidf\"`)", "",
         "The recipe field `blend=\"tfidf\"` (`headwise train --blend tfidf`) on kept "
         "classifiers: the TF-IDF share chosen on the validation rows by the recipe's "
         "`select_on` metric (grid 0-0.9, the smallest share winning a tie) and kept only when "
@@ -184,6 +195,7 @@ def main() -> int:
 
             metric = load_classifier(net).info.get("recipe", {}).get("select_on", "accuracy")
             valid, test = splits()
+            start, prov = time.time(), H.collect_provenance(args.threads)
             rec = measure(net, tf, valid, test, metric)
             saved = (rec["saved_valid_network"] or {}).get("accuracy")
             if saved is not None and abs(saved - rec["valid_network"]["accuracy"]) > 1e-6:
@@ -191,16 +203,12 @@ def main() -> int:
                                  f"accuracy {rec['valid_network']['accuracy']:.6f}, the "
                                  f"network saved {saved:.6f}: not the rows it was "
                                  f"calibrated on")
-            rec.update(data=data, seed=seed, network_dir=str(net), tfidf_dir=str(tf),
-                       command=H.command_line(),
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+            H.append_record(args.results, rec, start, data=data, seed=seed,
+                            network_dir=str(net), tfidf_dir=str(tf), provenance=prov)
             print(json.dumps({k: rec[k] for k in ("data", "seed", "chosen_share", "test")}),
                   file=sys.stderr)
-            with args.results.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(rec) + "\n")
-    records = sorted(H.done_runs(args.results, ("data", "seed")).values(),
-                     key=lambda r: (r["data"], r["seed"]))
-    H.print_or_write(args.md, SECTION, render(records), no_write=args.no_write)
+    H.print_or_write(args.md, SECTION, H.render_records(render, records(args.results), ROW),
+                     no_write=args.no_write)
     return 0
 
 

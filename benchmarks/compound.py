@@ -194,6 +194,10 @@ def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     return H.done_runs(path, ("setting", "config", "seed"))
 
 
+ROW = ("setting", "config")
+"""A row of the section: its seeds' records share one commit and machine (H.unmixed)."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data-dir", type=Path, default=HERE.parent.parent / "shared" / "data")
@@ -241,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
                                config=c, seed=s, quick=args.quick, recipe=CONFIGS[c])
             print(f"    {rec['status']}: micro-F1 {rec.get('micro_f1')}, span F1 "
                   f"{rec.get('span_f1')}, {rec['wall_s']:.0f} s", file=sys.stderr, flush=True)
-    body = render(list(done_runs(args.results).values()), HERE / "results", args.md.parent)
+    body = H.render_records(lambda rs: render(rs, HERE / "results", H.page_dir(args.md)),
+                            list(done_runs(args.results).values()), ROW)
     if args.no_write:
         print(body)
     else:

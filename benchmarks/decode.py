@@ -22,7 +22,8 @@ Usage::
 Uncached runs whose time, extrapolated from the previous length (x4 per doubling), exceeds
 ``--uncached-budget-s`` are skipped and reported as such (never estimated in the tables).
 Writes ``<out>/decode_cpu.json``, ``<out>/decode_cpu.png`` and the section between
-``<!-- decode:cpu:begin/end -->`` of ``BENCHMARKS.md``.
+``<!-- decode:cpu:begin/end -->`` of ``docs/benchmarks/attention.md`` (summed up in
+``BENCHMARKS.md``).
 """
 
 from __future__ import annotations

@@ -151,6 +151,17 @@ def render(runs: list[dict[str, Any]]) -> str:
         "is right when rejected):", "", stable, ""])
 
 
+def ok_runs(path: Path) -> list[dict[str, Any]]:
+    """The last "ok" record of each seed in the results file, by seed."""
+    done: dict[int, dict[str, Any]] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            if rec.get("status") == "ok":
+                done[rec["seed"]] = rec
+    return [done[s] for s in sorted(done)]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seeds", default="0,1,2")
@@ -167,12 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
-    done = {}
-    if args.results.is_file():
-        for line in args.results.read_text(encoding="utf-8").splitlines():
-            rec = json.loads(line)
-            if rec.get("status") == "ok":
-                done[rec["seed"]] = rec
+    done = {r["seed"]: r for r in ok_runs(args.results)}
     if not args.render:
         for seed in (int(s) for s in args.seeds.split(",")):
             if seed in done and not args.rerun:
@@ -185,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {rec.get('status')} in {rec['wall_s']:.0f} s", file=sys.stderr)
     if not done:
         raise SystemExit("no seed has been measured")
-    body = render([done[s] for s in sorted(done)])
+    body = H.render_records(render, [done[s] for s in sorted(done)], ())
     H.print_or_write(args.md, SECTION, body, no_write=args.no_write)
     return 0
 

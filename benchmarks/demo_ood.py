@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"    {model}: {text}", file=sys.stderr, flush=True)
             else:
                 print(f"    {rec['status']}: {rec.get('detail')}", file=sys.stderr, flush=True)
-    body = render(list(H.done_runs(args.results, ("seed",)).values()))
+    body = H.render_records(render, list(H.done_runs(args.results, ("seed",)).values()), ())
     H.print_or_write(args.md, SECTION, body, no_write=args.no_write)
     return 0
 

@@ -15,6 +15,7 @@ temporary folder, removed after.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -31,6 +33,7 @@ import _harness as H  # noqa: E402
 from startup import headwise_command  # noqa: E402
 
 SECTION = "demo:time"
+RESULTS = HERE / "results" / "demo_time.json"
 #: command name -> (extra arguments, target in seconds, how the target reads)
 COMMANDS = {
     "headwise demo --quick": (["--quick"], 120.0, "under 2 minutes"),
@@ -60,9 +63,11 @@ def run_once(extra: list[str]) -> dict[str, float]:
             "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
-def render(results: dict[str, list[dict[str, float]]], runs: int) -> str:
+def section(data: dict[str, Any]) -> str:
+    """The section of a results file (``results``: command -> its runs, ``runs``,
+    ``command``, ``date``, ``provenance``), the machine line under the heading."""
     rows, verdicts = [], []
-    for name, rs in results.items():
+    for name, rs in data["results"].items():
         walls = [r["wall_s"] for r in rs]
         median = statistics.median(walls)
         target = COMMANDS[name][1]
@@ -72,20 +77,17 @@ def render(results: dict[str, list[dict[str, float]]], runs: int) -> str:
                      f"{max(r['peak_rss_mib'] for r in rs):.0f}"])
         verdicts.append([f"`{name}` {COMMANDS[name][2]}", "PASS" if ok else "FAIL",
                          f"median {median:.1f} s over {len(rs)} runs"])
-    info = H.machine_info("cpu", None)
-    return "\n".join([
+    return H.with_machine_line("\n".join([
         "## How long `headwise demo` takes (CPU)", "",
-        f"`{H.command_line()}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
-        f"{info.get('cpu', 'cpu')}, {os.cpu_count()} cores; {runs} runs of each command, "
-        f"alternating, each in a fresh process writing into its own temporary folder; "
-        f"nothing else ran on the machine).", "",
+        f"`{data['command']}` ({data['date']}; {data['runs']} runs of each command, "
+        f"alternating, each in a fresh process writing into its own temporary folder).", "",
         H.markdown_table(["target", "verdict", "measured"], verdicts, "lll"), "",
         H.markdown_table(["command", "runs", "median wall s", "range s", "median CPU s",
                           "peak RSS MiB (largest run)"], rows), "",
         "The full run trains the TF-IDF floor, the BiLSTM, the from-scratch Transformer and "
         "the compound classifier on the generated corpus, scores them on held-out "
         "phrasing and writes the head-analysis report; `--quick` trains smaller models on "
-        "a smaller corpus and skips the compound classifier."])
+        "a smaller corpus and skips the compound classifier."]), [data])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,17 +95,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--only", choices=sorted(COMMANDS), help="time one command only")
     p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
-    p.add_argument("--no-write", action="store_true", help="print the section instead")
+    p.add_argument("--no-write", action="store_true",
+                   help=f"print the section instead (and leave {RESULTS.name} alone)")
     args = p.parse_args(argv)
     names = [args.only] if args.only else list(COMMANDS)
     results: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+    data = {"command": H.command_line(), "runs": args.runs, "results": results,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "provenance": H.collect_provenance()}
     for i in range(args.runs):
         for name in names:
             r = run_once(COMMANDS[name][0])
             results[name].append(r)
             print(f"[{i + 1}/{args.runs}] {name}: {r['wall_s']:.1f} s", file=sys.stderr,
                   flush=True)
-    H.print_or_write(args.md, SECTION, render(results, args.runs), no_write=args.no_write)
+    H.finish_provenance(data["provenance"])
+    if not args.no_write:
+        RESULTS.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    H.print_or_write(args.md, SECTION, section(data), no_write=args.no_write)
     return 0
 
 

@@ -365,6 +365,10 @@ def load_runs(path: Path) -> dict[tuple, dict[str, Any]]:
     return runs
 
 
+ROW = ("dataset", "student", "data")
+"""A row of the section: its seeds' records share one commit and machine (H.unmixed)."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--teacher", type=Path, help="the teacher's model directory")
@@ -437,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr, flush=True)
     if not args.results.is_file():
         sys.exit(f"no results in {args.results}: run the benchmark first")
-    body = render(list(load_runs(args.results).values()))
+    body = H.render_records(render, list(load_runs(args.results).values()), ROW)
     H.print_or_write(args.md, "distill:cpu", body, no_write=args.no_write)
     return 0
 

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from headwise.models import pretrained_path
 
-    start = time.perf_counter()
+    start, prov = time.perf_counter(), H.collect_provenance(args.threads)
     torch.set_num_threads(args.threads)
     path = pretrained_path("multilingual-e5-small", cache_dir=args.cache_dir)
     if path is None:
@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                      "worst": texts[int(cos.argmin())]})
     meta = H.results_meta("cpu", args.threads, {k: str(v) for k, v in vars(args).items()})
     meta["wall_min"] = (time.perf_counter() - start) / 60
+    meta["provenance"] = H.finish_provenance(prov)  # collected before the run
     return {"meta": meta, "checkpoint": str(path), "source": source["source"],
             "transformers": transformers.__version__, "rows": rows}
 

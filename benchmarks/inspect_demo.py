@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _harness import command_line, write_section  # noqa: E402
+import _harness as H  # noqa: E402
+
+RESULTS = HERE / "results" / "inspect_demo_cpu.json"
 
 
 def reference_lifts(clf, examples, category: str) -> dict[tuple[int, int], float]:
@@ -87,12 +89,15 @@ def analyse(clf, test, echo) -> dict:
     return out
 
 
-def _section(results: dict, demo: str, seconds: float) -> str:
+def section(data: dict) -> str:
+    """The section of a results file (``results`` by position scheme, ``demo``: the demo's
+    scheme, ``seconds``, ``command``, ``date``, ``provenance``), the machine line under the
+    heading."""
+    results, demo = data["results"], data["demo"]
     lines = [
         "## Head analysis on the demo corpus (issue 6 acceptance)", "",
-        f"Produced by `{command_line()}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
-        f" in {seconds / 60:.1f} min (1-minute load average {os.getloadavg()[0]:.2f} at the "
-        "end). The demo's 8-head Transformer (`headwise demo`'s recipe: d_model 128, 2 "
+        f"Produced by `{data['command']}` on {data['date']} in {data['seconds'] / 60:.1f} min."
+        " The demo's 8-head Transformer (`headwise demo`'s recipe: d_model 128, 2 "
         "layers, 20 epochs, character tokens, number-aware heads 0-1 in each layer) trained "
         "on the generated corpus (seed 0), analysed by `headwise.inspect` on the 561 held-out "
         "questions with the generator's negation and number spans; lift = the words-view "
@@ -120,7 +125,7 @@ def _section(results: dict, demo: str, seconds: float) -> str:
             grid = r["categories"][cat]["lift"]
             lines.append(f"- {pos}, {cat}: " + "; ".join(
                 f"L{la} " + " ".join(f"{v:.2f}" for v in row) for la, row in enumerate(grid)))
-    return "\n".join(lines) + "\n"
+    return H.with_machine_line("\n".join(lines) + "\n", [data])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     from headwise.inspect import write_report
     from headwise.intent import IntentClassifier, IntentRecipe, train_intent_classifier
 
-    start = time.perf_counter()
+    start, prov = time.perf_counter(), H.collect_provenance()
     s = DemoSettings()
     corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)
     demo = demo_recipes(s)["transformer"]
@@ -164,10 +169,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{pos}: accuracy {r['accuracy']:.4f}; " + "; ".join(
             f"{cat} heads {c['heads'] or 'none'}, float64 {c['float64_rel_diff']:.1e}"
             for cat, c in r["categories"].items()))
-    section = _section(results, demo.position, time.perf_counter() - start)
-    print(section)
+    data = {"command": H.command_line(), "results": results, "demo": demo.position,
+            "seconds": time.perf_counter() - start, "provenance": H.finish_provenance(prov),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    body = section(data)
+    print(body)
     if not args.no_write:
-        write_section(args.md, "inspect_demo:cpu", section)
+        RESULTS.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        H.write_section(args.md, "inspect_demo:cpu", body)
     ok = results.get(demo.position, {}).get("ok", False)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

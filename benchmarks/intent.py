@@ -458,6 +458,10 @@ def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     return H.done_runs(path, ("dataset", "config", "seed"))
 
 
+ROW = ("dataset", "config")
+"""A row of the section: its seeds' records share one commit and machine (H.unmixed)."""
+
+
 def relatency(args: argparse.Namespace) -> None:
     """Re-measure the latency of every kept classifier of the chosen configurations and
     datasets; the new record replaces the old."""
@@ -467,13 +471,20 @@ def relatency(args: argparse.Namespace) -> None:
         if rec.get("status") != "ok" or not rec.get("model_dir") \
                 or not Path(rec["model_dir"]).is_dir():
             continue
+        here = H.collect_provenance(args.threads)
+        if not rec.get("provenance") or H.fingerprint(rec["provenance"]) != H.fingerprint(here):
+            print(f"latency of {d} {c} seed {s}: not re-measured, the record is of another "
+                  f"commit or machine (or predates provenance); re-run it with --rerun",
+                  file=sys.stderr)
+            continue
         print(f"latency of {d} {c} seed {s} ...", file=sys.stderr, flush=True)
         spec = {"dataset": d, "config": c, "seed": s, "data_dir": str(args.data_dir),
                 "quick": rec.get("quick", False), "threads": args.threads,
                 "latency_of": rec["model_dir"]}
         new = H.run_worker(Path(__file__), spec, args.timeout)
         if new.get("status") == "ok":
-            rec = {**rec, "latency": new["latency"], "latency_command": H.command_line()}
+            rec = {**rec, "latency": new["latency"], "latency_command": H.command_line(),
+                   "latency_provenance": H.finish_provenance(here)}
             with args.results.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
@@ -520,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
             spec = {"dataset": d, "config": c, "seed": s, "data_dir": str(args.data_dir),
                     "quick": args.quick, "threads": args.threads,
                     "keep_dir": str(args.keep_models) if args.keep_models else None}
-            start = time.time()
+            start, prov = time.time(), H.collect_provenance(args.threads)
             try:
                 if "soup_of" in CONFIGS[c]:
                     spec["soup_members"] = soup_members(done_runs(args.results), d, c, s)
@@ -530,14 +541,14 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as e:
                 rec = {"status": "error", "error": str(e), "wall_s": 0.0}
             H.append_record(args.results, rec, start, dataset=d, config=c, seed=s,
-                            quick=args.quick, recipe=CONFIGS[c])
+                            quick=args.quick, recipe=CONFIGS[c], provenance=prov)
             acc = rec.get("accuracy")
             print(f"    {rec['status']}: accuracy {acc if acc is None else round(acc, 4)}, "
                   f"{rec['wall_s']:.0f} s", file=sys.stderr, flush=True)
     runs = list(done_runs(args.results).values())
     # --no-write (and --quick) leave the committed plot alone
     png_dir = Path(tempfile.mkdtemp(prefix="intent-plot-")) if args.no_write else HERE / "results"
-    body = render(runs, png_dir, args.md.parent)
+    body = H.render_records(lambda rs: render(rs, png_dir, H.page_dir(args.md)), runs, ROW)
     if args.no_write:
         print(body)
     else:

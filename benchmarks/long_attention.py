@@ -38,7 +38,8 @@ Usage::
     python benchmarks/long_attention.py --render benchmarks/results/long_attention_cpu.json
 
 Writes ``<out>/long_attention_<device>.json``, PNG plots beside it and the section between
-``<!-- long_attention:<device>:begin/end -->`` of ``--md`` (default ``BENCHMARKS.md``).
+``<!-- long_attention:<device>:begin/end -->`` of the attention page beside ``--md``
+(default ``BENCHMARKS.md``: ``docs/benchmarks/attention.md``).
 """
 
 from __future__ import annotations
@@ -363,6 +364,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.preset = args.preset or "minilm-l6"
     args.chunk_len, args.chunk_stride = args.chunk_len or CHUNK_LEN, args.chunk_stride or \
         CHUNK_STRIDE
+    if args.merge is not None and args.worker is None and (why := hx.merge_refusal(args.merge)):
+        p.error(f"--merge: {why}")
     return args
 
 

@@ -427,6 +427,10 @@ def done_runs(path: Path) -> dict[tuple, dict[str, Any]]:
     return H.done_runs(path, ("model", "seed"))
 
 
+ROW = ("model",)
+"""A row of the section: its seeds' records share one commit and machine (H.unmixed)."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", type=Path, default=HERE.parent.parent / "shared" / "data",
@@ -471,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
             else:
                 print(f"    {rec['status']}: {rec.get('detail')}", file=sys.stderr, flush=True)
-    body = render(list(done_runs(args.results).values()))
+    body = H.render_records(render, list(done_runs(args.results).values()), ROW)
     H.print_or_write(args.md, SECTION, body, no_write=args.no_write)
     return 0
 

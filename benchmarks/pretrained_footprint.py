@@ -159,6 +159,11 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", **part[spec["part"]](spec)}
 
 
+def section(res: dict[str, Any]) -> str:
+    """The section of a results file: :func:`render` with the machine line."""
+    return H.with_machine_line(render(res, res["command"]), [res])
+
+
 def render(res: dict[str, Any], command: str) -> str:
     s, u = res["serving"], res["untrimmed"]
     mt, mu = res["memory_trimmed"], res["memory_untrimmed"]
@@ -231,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     results = HERE / "results" / "pretrained_footprint.json"
     if args.render:
         res = json.loads(results.read_text(encoding="utf-8"))
-        H.write_section(args.md, SECTION, render(res, res["command"]))
+        H.write_section(args.md, SECTION, section(res))
         return 0
     if args.model_dir is None:
         p.error("--model-dir is required")
@@ -240,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             "threads": args.threads}
     res: dict[str, Any] = {"model_dir_name": args.model_dir.name, "dataset": args.dataset,
                            "threads": args.threads, "queries": args.queries,
-                           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                           "provenance": H.collect_provenance(args.threads)}
     for key, part, extra in (("serving", "serving", {}), ("untrimmed", "untrimmed", {}),
                              ("memory_trimmed", "memory", {"trimmed": True}),
                              ("memory_untrimmed", "memory", {"trimmed": False})):
@@ -250,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{key} failed: {rec}")
         res[key] = rec
     res["command"] = H.command_line()
-    body = render(res, res["command"])
+    H.finish_provenance(res["provenance"])
+    body = section(res)
     results.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
     H.print_or_write(args.md, SECTION, body, no_write=args.no_write)
     return 0

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.quick:
         train.examples[:] = train.examples[::10]
         test.examples[:] = test.examples[::10]
-    start = time.perf_counter()
+    start, prov = time.perf_counter(), H.collect_provenance(args.threads)
     with tempfile.TemporaryDirectory(prefix="headwise-pruning-") as tmp:
         clf, origin = load_classifier(args, train, Path(tmp) / "model")
         rng = np.random.default_rng(args.seed)
@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               random_repeats=args.random_repeats, seed=args.seed)
     meta = H.results_meta("cpu", args.threads, {k: str(v) for k, v in vars(args).items()})
     meta["wall_min"] = (time.perf_counter() - start) / 60
+    meta["provenance"] = H.finish_provenance(prov)  # collected before the run
     return {"meta": meta, "model": origin, "test_examples": len(test),
             "importance_examples": len(imp), "curve": curve}
 
@@ -116,7 +117,7 @@ def section(result: dict[str, Any], png: Path, md_dir: Path) -> str:
              H.markdown_table(["heads removed", "count", "by importance: accuracy %",
                                "random: mean accuracy % (min-max)"], rows), "",
              *H.image_links([("pruning curve", png)], md_dir)]
-    return "\n".join(lines)
+    return H.with_machine_line("\n".join(lines), [result["meta"]])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     png = pruning_png(result["curve"], results_dir / f"{name}.png")
     print(f"results: {results_dir / f'{name}.json'}, plot: {png}", file=sys.stderr)
-    body = section(result, png, args.md.parent)
+    body = section(result, png, H.page_dir(args.md))
     if args.no_write or args.quick:  # a smoke run never lands in BENCHMARKS.md
         print(body)
     else:

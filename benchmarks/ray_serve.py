@@ -173,7 +173,8 @@ def main() -> int:
     p.add_argument("--max-batch-size", type=int, default=32)
     p.add_argument("--max-wait-ms", type=float, default=2.0)
     p.add_argument("--md", type=Path, default=ROOT / "BENCHMARKS.md",
-                   help="the markdown file to write the section in (default BENCHMARKS.md)")
+                   help="the summary markdown file; the section goes into its page "
+                        "docs/benchmarks/serving.md beside it (default BENCHMARKS.md)")
     p.add_argument("--json", type=Path, help=f"where to save the results (default {RESULTS} "
                    f"for a full run, none for --quick)")
     p.add_argument("--no-write", action="store_true",

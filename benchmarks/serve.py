@@ -46,8 +46,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _harness import machine_info, write_section  # noqa: E402
-from _serve_report import ACCESS_KEY, access_block, section  # noqa: E402
+import _harness as H  # noqa: E402
+from _serve_report import ACCESS_KEY, PARTS, access_section, full_section  # noqa: E402
 
 INTENTS = [f"intent_{i}" for i in range(10)]
 SUBJECTS = ["my card", "the transfer", "my account balance", "a new mortgage", "my pin",
@@ -384,14 +384,14 @@ def access_runs(model_dir: Path, second_dir: Path, texts_file: Path, tmp: Path, 
     return out
 
 
-PARTS = ("single", "sweep", "load", "access")
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description="Benchmark the intent service.")
     p.add_argument("--quick", action="store_true", help="short smoke run (< 90 s)")
     p.add_argument("--md", type=Path, default=ROOT / "BENCHMARKS.md", help="markdown to write")
-    p.add_argument("--json", type=Path, help="also save the raw results here")
+    p.add_argument("--json", type=Path,
+                   help="save the raw results here instead of benchmarks/results/"
+                        "serve_cpu.json (serve_access_cpu.json for --parts access alone; "
+                        "with --quick: not saved unless given)")
     p.add_argument("--max-batch-size", type=int, default=32)
     p.add_argument("--max-wait-ms", type=float, default=2.0)
     p.add_argument("--parts", default=",".join(PARTS),
@@ -411,8 +411,10 @@ def main() -> int:
     warmup_s = 0.5 if q else 1.0
     concurrencies = (1, 8, 32, 64)
     started = time.time()
-    info = machine_info("cpu", torch.get_num_threads())
-    results: dict = {"quick": q, "machine": info, "parts": parts, "settings": {
+    info = H.machine_info("cpu", torch.get_num_threads())
+    results: dict = {"quick": q, "machine": info, "parts": parts,
+                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                     "provenance": H.collect_provenance(torch.get_num_threads()), "settings": {
         "max_batch_size": args.max_batch_size, "max_wait_ms": args.max_wait_ms,
         "rounds": rounds, "point_s": point_s, "soak_s": soak_s, "warmup_s": warmup_s,
         "access_rounds": access_rounds, "access_point_s": access_point_s}}
@@ -458,16 +460,15 @@ def main() -> int:
                                             runtime, onnx["ONNX"] if runtime == "onnx"
                                             else None, access_point_s, access_rounds)
     results["minutes"] = (time.time() - started) / 60
-    command = "python benchmarks/serve.py" + (" --quick" if q else "") + (
-        f" --parts {','.join(parts)}" if parts != list(PARTS) else "")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
-    if parts == ["access"]:  # its own block (inside the serve section once a full run wrote it)
-        text = access_block(results, command)
-        write_section(args.md, ACCESS_KEY, text)
-    else:
-        text = section(results, command)
-        write_section(args.md, "serve:cpu", text)
+    H.finish_provenance(results["provenance"])
+    access = parts == ["access"]  # its own section (inside serve:cpu once a full run wrote it)
+    saved = args.json or (None if q else HERE / "results" / (
+        "serve_access_cpu.json" if access else "serve_cpu.json"))
+    if saved:
+        saved.write_text(json.dumps(results, indent=2))
+    text = access_section(results) if access else full_section(results)
+    if not q or args.md != ROOT / "BENCHMARKS.md":  # a smoke run stays out of the project's
+        H.write_section(args.md, ACCESS_KEY if access else "serve:cpu", text)
     print(text)
     return 0
 

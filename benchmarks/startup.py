@@ -49,6 +49,7 @@ sys.path.insert(0, str(HERE))
 import _harness as H  # noqa: E402
 
 SECTION = "startup:cpu"
+RESULTS = HERE / "results" / "startup_cpu.json"
 #: what ``headwise --help`` must take (wall-clock seconds, median)
 HELP_TARGET_S = 0.5
 INTENTS = {
@@ -197,8 +198,11 @@ def main() -> None:
                    help="where the small models are trained, or kept from an earlier run "
                         "(default: a temporary folder, removed at the end)")
     p.add_argument("--md", type=Path, default=ROOT / "BENCHMARKS.md",
-                   help="the markdown file to write the section in (default BENCHMARKS.md)")
-    p.add_argument("--json", type=Path, help="also save the results here")
+                   help="the summary markdown file; the section goes into its page "
+                        "docs/benchmarks/serving.md beside it (default BENCHMARKS.md)")
+    p.add_argument("--json", type=Path,
+                   help=f"save the results here instead of benchmarks/results/{RESULTS.name} "
+                        f"(with --no-write: not saved unless given)")
     p.add_argument("--no-write", action="store_true",
                    help="print the section, leave the markdown file alone")
     args = p.parse_args()
@@ -218,9 +222,11 @@ def main() -> None:
             shutil.rmtree(folder, ignore_errors=True)
     meta["wall_min"] = (time.perf_counter() - start) / 60
     data = {"meta": meta, "results": results}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    H.finish_provenance(meta["provenance"])
+    saved = args.json or (None if args.no_write else RESULTS)
+    if saved:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(json.dumps(data, indent=1), encoding="utf-8")
     for name, r in results.items():
         w = r["wall_s"]
         print(f"{name:36s} wall {w['median']:6.3f} s "

@@ -22,7 +22,8 @@ Usage::
     python benchmarks/train_throughput.py --render benchmarks/results/train_throughput_cpu.json
 
 Writes ``<out>/train_throughput_cpu.json`` and the section between
-``<!-- train_throughput:cpu:begin/end -->`` of ``BENCHMARKS.md``.
+``<!-- train_throughput:cpu:begin/end -->`` of ``docs/benchmarks/training.md`` (summed up
+in ``BENCHMARKS.md``).
 """
 
 from __future__ import annotations

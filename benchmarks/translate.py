@@ -28,7 +28,8 @@ Usage::
     python benchmarks/translate.py --render benchmarks/results/translate_cpu.json
 
 Writes ``<out>/translate_cpu.json``, ``<out>/translate_cpu.png`` and the section between
-``<!-- translate:cpu:begin/end -->`` of ``BENCHMARKS.md``; checkpoints and the final model
+``<!-- translate:cpu:begin/end -->`` of ``docs/benchmarks/translate.md`` (summed up in
+``BENCHMARKS.md``); checkpoints and the final model
 (``save_model`` plus both tokenizers) go to ``--work-dir`` (default: a new temp folder).
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: sacrebleu).
 """

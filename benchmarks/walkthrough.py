@@ -21,8 +21,10 @@ have the shape the README promises:
 * ``curl .../v1/predict``: JSON with one prediction per text sent.
 
 Exit status 0 when every step passed; the table of steps (command, seconds, verdict) is
-printed either way. Nothing here is timed for a benchmark: the seconds say where the hour
-goes.
+printed either way, and, unless ``--no-write``, stored (with its provenance) in
+``benchmarks/results/walkthrough.json`` and written as the ``walkthrough`` section of its
+page (``docs/benchmarks/serving.md``, beside ``--md``). Nothing here is timed for a
+benchmark: the seconds say where the hour goes.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+
+SECTION = "walkthrough"
+RESULTS = HERE / "results" / "walkthrough.json"
 #: the README sections whose bash blocks the walkthrough runs, in order
 SECTIONS = ("Intent recognition in four commands",)
 
@@ -200,13 +208,41 @@ def run_steps(workdir: Path, commands: list[str], demo: str) -> list[Step]:
     return steps
 
 
+def section(data: dict) -> str:
+    """The ``walkthrough`` section of a results file, the machine line under its heading."""
+    where = ("a fresh `git clone` of HEAD set up by its own `./run`" if data["fresh"] else
+             "a scratch copy of the working tree with this checkout's `.venv`")
+    rows = [[f"`{s['command']}`".replace("|", "\\|") + (" (until `/readyz` is 200)"
+                                                        if s["command"].endswith("&") else ""),
+             f"{s['seconds']:.1f}", "ok" if s["ok"] else f"FAIL: {s['why']}".replace("|", "/")]
+            for s in data["steps"]]
+    passed, ran = sum(s["ok"] for s in data["steps"]), len(data["steps"])
+    return H.with_machine_line("\n".join([
+        "## The README's first hour, run as written", "",
+        f"`{data['command']}` ({data['date']}; {where}). Each command of "
+        f"{' and '.join(f'*{x}*' for x in SECTIONS)}, after `{data['demo']}`, must exit 0 and "
+        f"print what the README promises.", "",
+        H.markdown_table(["step", "seconds", "verdict"], rows, "lrl"), "",
+        f"{passed} of {data['planned']} steps passed"
+        + (f"; {data['planned'] - ran} not run after the demo failed"
+           if ran < data["planned"] else "") + "."]), [data])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fresh", action="store_true",
                    help="a fresh git clone of HEAD, set up by its own ./run (needs the registry)")
     p.add_argument("--full-demo", action="store_true", help="./run demo instead of --quick")
     p.add_argument("--keep", type=Path, help="work in this folder and leave it")
+    p.add_argument("--md", type=Path, default=ROOT / "BENCHMARKS.md",
+                   help="the summary markdown file; the section goes into its page under "
+                        "docs/benchmarks/ beside it")
+    p.add_argument("--no-write", action="store_true",
+                   help=f"leave {RESULTS.name} and the markdown alone")
     args = p.parse_args(argv)
+    data = {"command": H.command_line(), "fresh": args.fresh,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "provenance": H.collect_provenance()}
     commands = readme_commands(ROOT / "README.md")
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="headwise-walkthrough-")) / "headwise"
     if workdir.exists():
@@ -220,6 +256,13 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir.parent, ignore_errors=True)
     failed = [s for s in steps if not s.ok]
     ran = len(steps)
+    data.update(demo=demo, planned=len(commands) + 1, provenance=H.finish_provenance(
+        data["provenance"]), steps=[{"command": s.command, "seconds": s.seconds, "ok": s.ok,
+                                     "why": s.why} for s in steps])
+    if not args.no_write:
+        RESULTS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n",
+                           encoding="utf-8")
+        H.write_section(args.md, SECTION, section(data))
     print(f"\n{ran - len(failed)} of {len(commands) + 1} steps passed"
           + (f"; {len(commands) + 1 - ran} not run after the demo failed"
              if ran < len(commands) + 1 else ""))

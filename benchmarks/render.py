@@ -1,0 +1,383 @@
+"""Re-render ``BENCHMARKS.md`` and every page ``docs/benchmarks/<area>.md`` from the stored
+records in ``benchmarks/results/`` alone: no measurement, no model, no network, nothing
+outside the repository.
+
+    python benchmarks/render.py                 # rewrite BENCHMARKS.md and the pages
+    python benchmarks/render.py --out DIR       # write them under DIR instead (DIR/BENCHMARKS.md)
+    python benchmarks/render.py --check         # exit 1 when the committed files differ
+    python benchmarks/render.py --stale         # the sections whose modules changed since
+
+:data:`SOURCES` says, for every section of :data:`_harness.PAGES`, how its body is rendered
+from its records (the same function the benchmark script writes it with), which modules it
+benchmarks (for ``--stale``) and the command that re-runs it. A section with no structured
+record shows the text kept from an earlier run (``results/kept_sections.json``), flagged so,
+until that command re-runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+
+RESULTS = HERE / "results"
+KEPT = RESULTS / "kept_sections.json"
+
+
+@dataclass(frozen=True)
+class Source:
+    """How one section is rendered: ``render(results folder, pages folder)`` gives its body
+    (None: no structured record, the kept text stands), ``modules`` are what it benchmarks
+    (paths from the repository root) and ``rerun`` the command that measures it again."""
+
+    render: Callable[[Path, Path], str | None]
+    modules: tuple[str, ...]
+    rerun: str
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+def _attention(res: Path, pages: Path) -> str | None:
+    import _attention_report as report
+
+    data = _json(res / "attention_cpu.json")
+    return data and H.with_machine_line(
+        report.section(data, report.plots(data, res, draw=False), pages), [data["meta"]])
+
+
+def _long(res: Path, pages: Path) -> str | None:
+    import _long_report as report
+
+    data = _json(res / "long_attention_cpu.json")
+    return data and H.with_machine_line(
+        report.section(data, report.plots(data, res, draw=False), pages), [data["meta"]])
+
+
+def _decode(res: Path, pages: Path) -> str | None:
+    import decode
+
+    data = _json(res / "decode_cpu.json")
+    return data and H.with_machine_line(decode.section(data, res / "decode_cpu.png", pages),
+                                        [data["meta"]])
+
+
+def _train(res: Path, pages: Path) -> str | None:
+    import _report_train as report
+
+    data = _json(res / "train_throughput_cpu.json")
+    return data and H.with_machine_line(report.section(data), [data["meta"]])
+
+
+def _pruning(res: Path, pages: Path) -> str | None:
+    import pruning
+
+    data = _json(res / "pruning_cpu.json")
+    return data and pruning.section(data, res / "pruning_cpu.png", pages)
+
+
+def _intent(res: Path, pages: Path) -> str | None:
+    import _intent_report as report
+    import intent
+
+    runs = list(intent.done_runs(res / "intent_runs.jsonl").values())
+    return H.render_records(lambda rs: report.render(rs, res, pages, draw=False), runs,
+                            intent.ROW) if runs else None
+
+
+def _footprint(res: Path, pages: Path) -> str | None:
+    import pretrained_footprint as fp
+
+    data = _json(res / "pretrained_footprint.json")
+    return data and fp.section(data)
+
+
+def _e5(res: Path, pages: Path) -> str | None:
+    import e5_fidelity
+
+    data = _json(res / "e5_fidelity_cpu.json")
+    return data and H.with_machine_line(e5_fidelity.section(data), [data["meta"]])
+
+
+def _heldout(res: Path, pages: Path) -> str | None:
+    import demo_heldout
+
+    done = demo_heldout.ok_runs(res / "demo_heldout.jsonl")
+    return H.render_records(demo_heldout.render, done, ()) if done else None
+
+
+def _ood(res: Path, pages: Path) -> str | None:
+    import demo_ood
+
+    runs = list(H.done_runs(res / "demo_ood.jsonl", ("seed",)).values())
+    return H.render_records(demo_ood.render, runs, ()) if runs else None
+
+
+def _demo_time(res: Path, pages: Path) -> str | None:
+    import demo_time
+
+    data = _json(res / "demo_time.json")
+    return data and demo_time.section(data)
+
+
+def _oos(res: Path, pages: Path) -> str | None:
+    import oos
+
+    runs = list(oos.done_runs(res / "oos_runs.jsonl").values())
+    return H.render_records(oos.render, runs, oos.ROW) if runs else None
+
+
+def _blend(res: Path, pages: Path) -> str | None:
+    import blend
+
+    runs = blend.records(res / "blend.jsonl")
+    return H.render_records(blend.render, runs, blend.ROW) if runs else None
+
+
+def _distill(res: Path, pages: Path) -> str | None:
+    import distill
+
+    runs = list(distill.load_runs(res / "distill_runs.jsonl").values())
+    return H.render_records(distill.render, runs, distill.ROW) if runs else None
+
+
+def _compound(res: Path, pages: Path) -> str | None:
+    import _compound_report as report
+    import compound
+
+    runs = list(compound.done_runs(res / "compound_runs.jsonl").values())
+    return H.render_records(lambda rs: report.render(rs, res, pages, draw=False), runs,
+                            compound.ROW) if runs else None
+
+
+def _serve(res: Path, pages: Path) -> str | None:
+    import _serve_report as report
+
+    data = _json(res / "serve_cpu.json")
+    return data and report.full_section(data)
+
+
+def _serve_access(res: Path, pages: Path) -> str | None:
+    import _serve_report as report
+
+    data = _json(res / "serve_access_cpu.json")
+    return data and report.access_section(data)
+
+
+def _startup(res: Path, pages: Path) -> str | None:
+    import startup
+
+    data = _json(res / "startup_cpu.json")
+    return data and H.with_machine_line(startup.section(data), [data["meta"]])
+
+
+def _batch(res: Path, pages: Path) -> str | None:
+    import batch_predict
+
+    data = _json(res / "batch_predict_cpu.json")
+    return data and H.with_machine_line(batch_predict.section(data), [data["meta"]])
+
+
+def _ray(res: Path, pages: Path) -> str | None:
+    import ray_serve
+
+    data = _json(res / "ray_serve_cpu.json")
+    return data and H.with_machine_line(ray_serve.section(data), [data["meta"]])
+
+
+def _inspect(res: Path, pages: Path) -> str | None:
+    import inspect_demo
+
+    data = _json(res / "inspect_demo_cpu.json")
+    return data and inspect_demo.section(data)
+
+
+def _translate(res: Path, pages: Path) -> str | None:
+    import _translate_report as report
+
+    data = _json(res / "translate_cpu.json")
+    return data and H.with_machine_line(report.section(data, res / "translate_cpu.png", pages),
+                                        [data["meta"]])
+
+
+def _int8(res: Path, pages: Path) -> str | None:
+    import int8_choice
+
+    data = _json(res / "int8_choice.json")
+    return data and int8_choice.section(data)
+
+
+def _walkthrough(res: Path, pages: Path) -> str | None:
+    import walkthrough
+
+    data = _json(res / "walkthrough.json")
+    return data and walkthrough.section(data)
+
+
+def _none(res: Path, pages: Path) -> None:
+    """No structured record is written: the section is written by hand from the output."""
+    return None
+
+
+_ATTN = ("headwise/attention",)
+_INTENT = ("headwise/intent", "headwise/nn")
+_SERVE = ("headwise/serve", "headwise/intent/classifier.py")
+SOURCES: dict[str, Source] = {
+    "attention:cpu": Source(_attention, _ATTN, "python benchmarks/attention.py"),
+    "long_attention:cpu": Source(_long, _ATTN, "python benchmarks/long_attention.py"),
+    "decode:cpu": Source(_decode, (*_ATTN, "headwise/nn"), "python benchmarks/decode.py"),
+    "train_throughput:cpu": Source(_train, ("headwise/nn", "headwise/attention", "headwise/train"),
+                                   "python benchmarks/train_throughput.py"),
+    "pruning:cpu": Source(_pruning, ("headwise/inspect", "headwise/nn"),
+                          "python benchmarks/pruning.py"),
+    "hardening:hypothesis": Source(
+        _none, ("headwise/attention", "headwise/nn"),
+        "OMP_NUM_THREADS=1 python -m pytest -q tests/attention/test_grad_layouts.py "
+        "tests/nn/test_grad_layouts_models.py --hypothesis-profile=long"),
+    "intent:cpu": Source(_intent, _INTENT, "python benchmarks/intent.py"),
+    "intent:pretrained-footprint": Source(
+        _footprint, (*_INTENT, *_SERVE, "headwise/models"),
+        "python benchmarks/pretrained_footprint.py --model-dir MODEL"),
+    "e5_fidelity:cpu": Source(_e5, ("headwise/models",),
+                              "python benchmarks/e5_fidelity.py --write"),
+    "demo:heldout": Source(_heldout, (*_INTENT, "headwise/demo"),
+                           "python benchmarks/demo_heldout.py --rerun"),
+    "demo:ood": Source(_ood, (*_INTENT, "headwise/demo"), "python benchmarks/demo_ood.py --rerun"),
+    "demo:time": Source(_demo_time, ("headwise",), "python benchmarks/demo_time.py --runs 3"),
+    "oos:cpu": Source(_oos, _INTENT, "python benchmarks/oos.py"),
+    "blend": Source(_blend, _INTENT, "python benchmarks/blend.py"),
+    "distill:cpu": Source(_distill, _INTENT, "python benchmarks/distill.py --teacher MODEL"),
+    "compound:cpu": Source(_compound, ("headwise/intent", "headwise/slots", "headwise/nn"),
+                           "python benchmarks/compound.py"),
+    "serve:cpu": Source(_serve, _SERVE, "python benchmarks/serve.py"),
+    "startup:cpu": Source(_startup, ("headwise/cli.py", "headwise/commands", "headwise/_lazy.py",
+                                     "headwise/__init__.py"),
+                          "python benchmarks/startup.py"),
+    "serve-access:cpu": Source(_serve_access, _SERVE,
+                               "python benchmarks/serve.py --parts access"),
+    "batch_predict:cpu": Source(_batch, _SERVE, "python benchmarks/batch_predict.py"),
+    "ray-serve:cpu": Source(_ray, _SERVE, "python benchmarks/ray_serve.py"),
+    "int8:choice": Source(_int8, ("headwise/serve",),
+                          "python benchmarks/int8_choice.py --model-dir MODEL"),
+    "walkthrough": Source(_walkthrough, ("README.md", "headwise/cli.py", "headwise/commands"),
+                          "python benchmarks/walkthrough.py"),
+    "inspect_demo:cpu": Source(_inspect, ("headwise/inspect", "headwise/demo"),
+                               "python benchmarks/inspect_demo.py"),
+    "translate:cpu": Source(_translate, ("headwise/nn", "headwise/attention"),
+                            "python benchmarks/translate.py"),
+}
+"""Section name -> its :class:`Source`; the same names as :data:`_harness.PAGES`."""
+
+
+def kept_body(key: str, kept: dict[str, Any]) -> str:
+    """The body of a section with no structured record: its kept text (from
+    ``kept_sections.json``), "provenance not recorded" under the heading and the flag that
+    names the command re-running it."""
+    body = H.with_machine_line(kept["text"], [{}])
+    flag = f"**{H.KEPT_MARK}; rerun with `{kept['rerun']}`.**"
+    head, sep, rest = body.partition("\n\n")
+    first, sep2, tail = rest.partition("\n\n")
+    return f"{head}{sep}{first}{sep2 or chr(10) * 2}{flag}\n\n{tail}".rstrip() + "\n"
+
+
+def bodies(results: Path = RESULTS, pages: Path = ROOT / H.PAGES_DIR) -> dict[str, str]:
+    """Every section's body, rendered from the records under ``results`` with image links
+    relative to ``pages``; a section with no record shows its kept text."""
+    kept = _json(results / KEPT.name) or {}
+    out = {}
+    for key in H.PAGES:
+        body = SOURCES[key].render(results, pages)
+        if body is None:
+            if key not in kept:
+                raise SystemExit(f"{key}: no record and no kept text; run "
+                                 f"`{SOURCES[key].rerun}`")
+            body = kept_body(key, kept[key])
+        out[key] = body.strip()
+    return out
+
+
+def render(md: Path, results: Path = RESULTS) -> None:
+    """Write the summary ``md`` and its pages (``docs/benchmarks/`` beside it) from the
+    records under ``results``."""
+    H.write_pages(md, bodies(results, H.page_dir(ROOT / "BENCHMARKS.md")))
+
+
+def stale(results: Path = RESULTS) -> list[str]:
+    """One line per section: the commit of its records and the benchmarked modules changed
+    since (``git diff``), or why that cannot be told."""
+    lines = []
+    for key, text in bodies(results).items():
+        commits = sorted(set(H.commits_of(text)))
+        if not commits:
+            lines.append(f"{key}: commit not recorded, cannot tell")
+        for c in commits:
+            changed = H.stale_files(c, SOURCES[key].modules)
+            what = ("cannot tell (no git or the commit is not in this clone)" if changed is None
+                    else f"STALE: {', '.join(changed)} changed since" if changed
+                    else "current")
+            lines.append(f"{key} (commit {c}): {what}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=None,
+                   help="write BENCHMARKS.md and docs/benchmarks/ under this folder instead")
+    p.add_argument("--check", action="store_true",
+                   help="render into a temporary folder; exit 1 when a committed file differs")
+    p.add_argument("--stale", action="store_true",
+                   help="list the sections whose benchmarked modules changed since their "
+                        "records' commit")
+    args = p.parse_args(argv)
+    if args.stale:
+        print("\n".join(stale()))
+        return 0
+    if args.check:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            render(Path(tmp) / "BENCHMARKS.md")
+            diff = differing(Path(tmp), ROOT)
+        for d in diff:
+            print(f"differs from its records: {d}", file=sys.stderr)
+        return 1 if diff else 0
+    out = args.out or ROOT
+    render(out / "BENCHMARKS.md")
+    print(f"wrote {out / 'BENCHMARKS.md'} and {out / H.PAGES_DIR}/", file=sys.stderr)
+    return 0
+
+
+def differing(rendered: Path, committed: Path) -> list[str]:
+    """The files of a render under ``rendered`` (BENCHMARKS.md and the pages) that differ
+    from, or are missing under, ``committed``; also pages under ``committed`` the render
+    has not."""
+    names = ["BENCHMARKS.md", *sorted(f"{H.PAGES_DIR.as_posix()}/{p.name}"
+                                      for p in (rendered / H.PAGES_DIR).glob("*.md"))]
+    extra = sorted(f"{H.PAGES_DIR.as_posix()}/{p.name}"
+                   for p in (committed / H.PAGES_DIR).glob("*.md")
+                   if not (rendered / H.PAGES_DIR / p.name).exists())
+    return [n for n in names if not (committed / n).is_file()
+            or (committed / n).read_text(encoding="utf-8")
+            != (rendered / n).read_text(encoding="utf-8")] + extra
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""BENCHMARKS.md and docs/benchmarks/*.md are what ``benchmarks/render.py`` renders from the
+stored records (no measurement, no torch work), and the provenance machinery of
+``benchmarks/_harness.py`` says what it should."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _harness as H  # noqa: E402
+import render  # noqa: E402
+
+
+def test_committed_pages_equal_their_render(tmp_path: Path) -> None:
+    render.render(tmp_path / "BENCHMARKS.md")
+    assert render.differing(tmp_path, ROOT) == [], (
+        "BENCHMARKS.md or a page under docs/benchmarks/ differs from what its records "
+        "render: run `python benchmarks/render.py` (or re-run the benchmark)")
+
+
+def test_render_is_deterministic(tmp_path: Path) -> None:
+    render.render(tmp_path / "a" / "BENCHMARKS.md")
+    render.render(tmp_path / "b" / "BENCHMARKS.md")
+    assert render.differing(tmp_path / "a", tmp_path / "b") == []
+
+
+def test_every_section_has_a_page_and_a_source() -> None:
+    assert set(render.SOURCES) == set(H.PAGES)
+    assert set(H.PAGES.values()) <= set(H.AREAS)
+    pages = H.read_pages(ROOT / "BENCHMARKS.md")
+    assert list(pages) == list(H.PAGES)  # every section once, on its page, in PAGES order
+    for body in pages.values():
+        assert body.split("\n")[0].startswith("#")
+        assert "*Measured on: " in body
+
+
+def test_sections_without_a_record_are_flagged_and_listed() -> None:
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    pages = H.read_pages(ROOT / "BENCHMARKS.md")
+    kept = [k for k, b in pages.items() if H.KEPT_MARK in b]
+    assert set(kept) >= {"startup:cpu", "hardening:hypothesis", "serve-access:cpu",
+                         "walkthrough", "int8:choice", "demo:time"}
+    for k in kept:
+        assert f"- `{k}`: `{render.SOURCES[k].rerun}`" in text
+
+
+def test_write_section_puts_a_section_on_its_page_and_rebuilds_the_summary(
+        tmp_path: Path) -> None:
+    md = tmp_path / "BENCHMARKS.md"
+    H.write_section(md, "decode:cpu", "## Decoding\n\n| target | verdict | measured |\n"
+                    "| --- | --- | --- |\n| fast | PASS | yes |")
+    H.write_section(md, "blend", "*Measured on: x* - y.\n\nblend text")
+    H.write_section(md, "decode:cpu", "## Decoding again\n\n*Measured on: somewhere* - z.")
+    page = (tmp_path / "docs" / "benchmarks" / "attention.md").read_text()
+    assert page.count("<!-- decode:cpu:begin -->") == 1 and "Decoding again" in page
+    assert "blend text" in (tmp_path / "docs" / "benchmarks" / "intent.md").read_text()
+    summary = md.read_text()
+    assert "[Decoding again](docs/benchmarks/attention.md#decoding-again) | somewhere |" \
+        in summary
+    other = tmp_path / "other.md"  # a section of no area stays in the file given
+    H.write_section(other, "scratch", "hello")
+    assert "<!-- scratch:begin -->\nhello\n<!-- scratch:end -->" in other.read_text()
+
+
+def _prov(commit: str, cpu: str = "CPU A", date: str = "2026-12-01 10:00 UTC") -> dict:
+    return {"commit": commit, "dirty": False, "cpu": cpu, "cpu_flags": ["avx2"], "cores": 2,
+            "threads": 2, "versions": {"python": "3.11"}, "loadavg_before": 0.1,
+            "loadavg_after": 0.2, "date": date}
+
+
+def test_unmixed_keeps_each_row_to_one_commit_and_machine() -> None:
+    old = {"config": "a", "seed": 0, "provenance": None}
+    a1 = {"config": "a", "seed": 1, "provenance": _prov("1" * 40, date="2026-12-02 10:00 UTC")}
+    b0 = {"config": "b", "seed": 0, "provenance": _prov("2" * 40)}
+    b1 = {"config": "b", "seed": 1, "provenance": _prov("2" * 40, cpu="CPU B",
+                                                         date="2026-11-30 10:00 UTC")}
+    kept, out = H.unmixed([old, a1, b0, b1], ("config",))
+    assert kept == [a1, b0] and out == [old, b1]
+    kept, out = H.unmixed([old, a1, b0, b1], ("config", "seed"))  # one record per row
+    assert out == []
+
+
+def test_machine_line_names_each_provenance_and_not_recorded() -> None:
+    assert H.machine_line([{}]).startswith("*Measured on: not recorded* - provenance not "
+                                           "recorded")
+    line = H.machine_line([{"provenance": _prov("a" * 40)}, {"provenance": None}], left_out=1)
+    assert "CPU A (avx2), 2 logical CPUs, 2 torch threads; commit aaaaaaaaaa" in line
+    assert "(1 of 2 records)" in line and "provenance not recorded (1 of 2 records)" in line
+    assert "1 older records of another commit or machine are left out" in line
+    assert H.commits_of(f"## x\n\n{line}") == ["aaaaaaaaaa"]
+
+
+def test_collect_provenance_reads_this_machine_and_checkout() -> None:
+    p = H.finish_provenance(H.collect_provenance(3))
+    assert p["threads"] == 3 and p["cores"] >= 1 and "python" in p["versions"]
+    assert set(p["cpu_flags"]) <= set(H.CPU_FLAGS)
+    info = Path("/proc/cpuinfo")
+    if info.exists():  # the same facts read independently
+        lines = info.read_text().splitlines()
+        model = next((ln.split(":", 1)[1].strip() for ln in lines
+                      if ln.startswith("model name")), None)
+        flags = next((set(ln.split(":", 1)[1].split()) for ln in lines
+                      if ln.startswith("flags")), set())
+        assert model is None or p["cpu"] == model
+        assert p["cpu_flags"] == [f for f in H.CPU_FLAGS if f in flags]
+    assert p["loadavg_before"] >= 0 and p["loadavg_after"] >= 0
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True)
+    if head.returncode == 0:
+        assert p["commit"] == head.stdout.strip() and isinstance(p["dirty"], bool)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True, env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                                          "GIT_COMMITTER_NAME": "t",
+                                          "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(cwd)}
+                          ).stdout.strip()
+
+
+def test_stale_files_reports_changed_modules_since_a_commit(tmp_path: Path) -> None:
+    try:
+        _git(tmp_path, "init", "-q")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("git unavailable")
+    (tmp_path / "kernel.py").write_text("a = 1\n")
+    (tmp_path / "other.py").write_text("b = 1\n")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "one")
+    first = _git(tmp_path, "rev-parse", "HEAD")
+    assert H.stale_files(first, ["kernel.py"], cwd=tmp_path) == []
+    (tmp_path / "other.py").write_text("b = 2\n")
+    _git(tmp_path, "commit", "-qam", "two")
+    assert H.stale_files(first, ["kernel.py"], cwd=tmp_path) == []
+    (tmp_path / "kernel.py").write_text("a = 2\n")
+    _git(tmp_path, "commit", "-qam", "three")
+    assert H.stale_files(first, ["kernel.py"], cwd=tmp_path) == ["kernel.py"]
+    assert H.stale_files("0" * 40, ["kernel.py"], cwd=tmp_path) is None  # not in this clone
+    assert H.stale_files(None, ["kernel.py"], cwd=tmp_path) is None
+
+
+def test_merge_refused_unless_same_commit_and_machine(tmp_path: Path) -> None:
+    import json
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"meta": {}, "records": []}))
+    assert "predates provenance" in H.merge_refusal(path)
+    here = H.collect_provenance()
+    path.write_text(json.dumps({"meta": {"provenance": here}, "records": []}))
+    assert H.merge_refusal(path) is None
+    path.write_text(json.dumps({"meta": {"provenance": {**here, "cpu": "another CPU"}},
+                                "records": []}))
+    assert "another CPU" in H.merge_refusal(path)
+
+
+@pytest.mark.parametrize("script", ["oos", "demo_ood", "demo_heldout", "distill"])
+def test_a_script_writes_its_section_as_the_render_does(tmp_path: Path, script: str) -> None:
+    """What ``SCRIPT.py --render --md`` writes (the path of a real run's end) is what
+    ``benchmarks/render.py`` renders: the pages and the summary stay the same."""
+    import importlib
+
+    md = tmp_path / "BENCHMARKS.md"
+    render.render(md)
+    before = {p: p.read_text() for p in [md, *(tmp_path / "docs").rglob("*.md")]}
+    importlib.import_module(script).main(["--render", "--md", str(md)])
+    assert {p: p.read_text() for p in before} == before
