@@ -172,7 +172,7 @@ def test_the_driver_writes_in_order_reports_bad_rows_and_stops_when_strict(model
     files = [a, b]
     names = _output_names(files, tmp_path / "out", "jsonl")
     seen = []
-    results = _write(_InProcess(model_dir, files), files, names, "jsonl", "intent", False,
+    results = _write(_InProcess(model_dir, files), files, names, "jsonl", False,
                      seen.append)
     assert [str(e) for e in seen] == [f"{b}:3: empty text"]
     assert (results[a].written, results[b].written, results[b].skipped) == (9, 2, 1)
@@ -183,14 +183,14 @@ def test_the_driver_writes_in_order_reports_bad_rows_and_stops_when_strict(model
         assert names[f].read_bytes() == ref.read_bytes()
     strict = _output_names(files, tmp_path / "strict", "jsonl")
     with pytest.raises(DataError, match=r"b.csv:3: empty text"):
-        _write(_InProcess(model_dir, files), files, strict, "jsonl", "intent", True, None)
+        _write(_InProcess(model_dir, files), files, strict, "jsonl", True, None)
     assert strict[a].exists() and not strict[b].exists()  # a done; b never looks complete
     assert partial_path(strict[b]).read_text().count("\n") == 1
     backwards = _InProcess(model_dir, files)
     backwards.batches.append(backwards.batches[0])
     with pytest.raises(RuntimeError, match="came back out of order"):
         _write(backwards, files, _output_names(files, tmp_path / "o2", "jsonl"), "jsonl",
-               "intent", False, None)
+               False, None)
     with pytest.raises(ValueError, match="would all be written to"):
         _output_names([a, tmp_path / "a.csv"], tmp_path / "x", "jsonl")
     with pytest.raises(ValueError, match="is one of the inputs"):
