@@ -197,7 +197,7 @@ def test_train_without_model_takes_the_default_and_says_so(xlmr, tmp_path, monke
     capsys.readouterr()
     assert main(["predict", str(tmp_path / "p"), "--json", "我的card被冻结了"]) == 0
     answer = json.loads(capsys.readouterr().out.splitlines()[0])
-    assert {"intent", "confidence", "out_of_scope", "top_k"} <= set(answer)
+    assert {"intents", "out_of_scope", "slots", "top_k", "decision"} <= set(answer)
     # a config that names its model is obeyed, not overridden by the default
     cfg.write_text(json.dumps({"model": "tfidf"}))
     assert main(["train", "--data", str(data), "--config", str(cfg), "--out",
