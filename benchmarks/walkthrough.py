@@ -13,8 +13,8 @@ command that ends with ``&`` (the server) is started in the background and the n
 waits until its ``/readyz`` answers 200. Every command must exit 0, and its output must
 have the shape the README promises:
 
-* ``headwise predict ... --json``: one JSON object per line with ``intent``,
-  ``confidence``, ``out_of_scope`` and ``top_k``;
+* ``headwise predict ... --json``: one JSON object per line with ``intents``,
+  ``out_of_scope``, ``slots``, ``top_k`` and ``decision``;
 * ``headwise predict`` (text): a line per text;
 * ``headwise eval``: accuracy and macro-F1;
 * ``headwise train``: the model directory it names exists afterwards;
@@ -116,7 +116,7 @@ def check_output(command: str, output: str, workdir: Path) -> str:
         sent = json.loads(words[words.index("-d") + 1]) if "-d" in words else {}
         want = len(sent.get("texts", [])) or 1
         got = body.get("predictions", [])
-        return "" if len(got) == want and all("intent" in p for p in got) else \
+        return "" if len(got) == want and all("intents" in p for p in got) else \
             f"{len(got)} predictions for {want} texts"
     if words[:2] == ["headwise", "predict"]:
         lines = [x for x in output.splitlines() if x.strip()]
@@ -126,7 +126,7 @@ def check_output(command: str, output: str, workdir: Path) -> str:
                     rec = json.loads(x)
                 except json.JSONDecodeError:
                     return f"not a JSON line: {x[:120]!r}"
-                missing = {"intent", "confidence", "out_of_scope", "top_k"} - set(rec)
+                missing = {"intents", "out_of_scope", "slots", "top_k", "decision"} - set(rec)
                 if missing:
                     return f"a record lacks {sorted(missing)}"
             return "" if lines else "no output"

@@ -79,15 +79,15 @@ def test_predictor_answers_numpy_and_pandas_batches_with_the_records(model_dir, 
     p = IntentPredictor(model_dir, top_k=2, text_column="message")
     ids = np.arange(len(texts))
     got = p({"id": ids, "message": np.array(texts, dtype=object)})
-    assert list(got) == ["id", *RECORD_FIELDS["intent"]]
-    assert np.array_equal(got["id"], ids) and got["confidence"].dtype == np.float64
-    assert [{k: got[k][i] for k in RECORD_FIELDS["intent"]} for i in range(len(texts))] == [
-        {k: r[k] for k in RECORD_FIELDS["intent"]} for r in want]
+    assert list(got) == ["id", *RECORD_FIELDS]
+    assert np.array_equal(got["id"], ids) and got["out_of_scope"].dtype == np.bool_
+    assert [{k: got[k][i] for k in RECORD_FIELDS} for i in range(len(texts))] == [
+        {k: r[k] for k in RECORD_FIELDS} for r in want]
     frame = pd.DataFrame({"message": texts, "agent": "bot"}, index=ids + 100)
     out = p(frame)
-    assert list(out.columns) == ["agent", *RECORD_FIELDS["intent"]]
+    assert list(out.columns) == ["agent", *RECORD_FIELDS]
     assert list(out.index) == list(frame.index) and (out["agent"] == "bot").all()
-    assert out[list(RECORD_FIELDS["intent"])].to_dict("records") == want
+    assert out[list(RECORD_FIELDS)].to_dict("records") == want
     as_json = IntentPredictor(model_dir, top_k=2, text_column="message", output="json")
     lines = as_json({"message": np.array(texts, dtype=object)})["record"]
     assert [json.loads(x) for x in lines] == want
@@ -96,9 +96,9 @@ def test_predictor_answers_numpy_and_pandas_batches_with_the_records(model_dir, 
         p({"text": np.array(["hi"])})
     with pytest.raises(ValueError, match="row 1 of the batch has no text in column 'message'"):
         p({"message": np.array(["hi", "  "], dtype=object)})
-    with pytest.raises(ValueError, match=r"input columns \['intent'\] have the names"):
-        p({"message": np.array(["hi"]), "intent": np.array(["gold"])})
-    assert list(p({"message": np.array([], dtype=object)})["intent"]) == []
+    with pytest.raises(ValueError, match=r"input columns \['intents'\] have the names"):
+        p({"message": np.array(["hi"]), "intents": np.array(["gold"])})
+    assert list(p({"message": np.array([], dtype=object)})["intents"]) == []
 
 
 def test_map_batches_over_a_local_cluster_gives_the_records(model_dir, tmp_path, cluster):
@@ -172,7 +172,7 @@ def test_the_driver_writes_in_order_reports_bad_rows_and_stops_when_strict(model
     files = [a, b]
     names = _output_names(files, tmp_path / "out", "jsonl")
     seen = []
-    results = _write(_InProcess(model_dir, files), files, names, "jsonl", "intent", False,
+    results = _write(_InProcess(model_dir, files), files, names, "jsonl", False,
                      seen.append)
     assert [str(e) for e in seen] == [f"{b}:3: empty text"]
     assert (results[a].written, results[b].written, results[b].skipped) == (9, 2, 1)
@@ -183,14 +183,14 @@ def test_the_driver_writes_in_order_reports_bad_rows_and_stops_when_strict(model
         assert names[f].read_bytes() == ref.read_bytes()
     strict = _output_names(files, tmp_path / "strict", "jsonl")
     with pytest.raises(DataError, match=r"b.csv:3: empty text"):
-        _write(_InProcess(model_dir, files), files, strict, "jsonl", "intent", True, None)
+        _write(_InProcess(model_dir, files), files, strict, "jsonl", True, None)
     assert strict[a].exists() and not strict[b].exists()  # a done; b never looks complete
     assert partial_path(strict[b]).read_text().count("\n") == 1
     backwards = _InProcess(model_dir, files)
     backwards.batches.append(backwards.batches[0])
     with pytest.raises(RuntimeError, match="came back out of order"):
         _write(backwards, files, _output_names(files, tmp_path / "o2", "jsonl"), "jsonl",
-               "intent", False, None)
+               False, None)
     with pytest.raises(ValueError, match="would all be written to"):
         _output_names([a, tmp_path / "a.csv"], tmp_path / "x", "jsonl")
     with pytest.raises(ValueError, match="is one of the inputs"):

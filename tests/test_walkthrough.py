@@ -30,17 +30,18 @@ def test_it_reads_the_readme_commands_in_order(tmp_path):
 
 
 def test_output_checks_hold_the_readme_to_its_promises(tmp_path):
-    rec = {"intent": "a", "confidence": 0.9, "out_of_scope": False, "top_k": []}
+    rec = {"intents": [{"intent": "a", "confidence": 0.9}], "out_of_scope": False,
+           "slots": [], "top_k": [], "decision": None}
     assert W.check_output("echo x | headwise predict m --json", json.dumps(rec), tmp_path) == ""
-    bad = json.dumps({"intent": "a"})
+    bad = json.dumps({"intents": []})
     assert "lacks" in W.check_output("headwise predict m --json x", bad, tmp_path)
     assert W.check_output('headwise predict m "a" "b"', "a -> x\nb -> y\n", tmp_path) == ""
     assert "1 lines for 2" in W.check_output('headwise predict m "a" "b"', "a\n", tmp_path)
     assert W.check_output("headwise eval m --data t.csv", "accuracy 0.9 macro-F1 0.8",
                           tmp_path) == ""
     assert "was not written" in W.check_output("headwise train --data d --out r", "", tmp_path)
-    body = json.dumps({"predictions": [{"intent": "a"}, {"intent": "b"}]})
+    body = json.dumps({"predictions": [{"intents": []}, {"intents": []}]})
     curl = "curl -s h -d '{\"texts\": [\"x\", \"y\"]}'"
     assert W.check_output(curl, body, tmp_path) == ""
     assert "1 predictions for 2" in W.check_output(
-        curl, json.dumps({"predictions": [{"intent": "a"}]}), tmp_path)
+        curl, json.dumps({"predictions": [{"intents": []}]}), tmp_path)

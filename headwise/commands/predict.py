@@ -201,15 +201,40 @@ def run(args: argparse.Namespace) -> int:
 
     clf = load_classifier(args.model)
     answers = clf.predict(texts, top_k=args.top_k, threshold=args.threshold)
+    _print_answers(args, clf, answers, texts)
+    return 0
+
+
+def _decision_text(p: Any) -> str:
+    """How the plain output says which score decided, e.g. ``max_prob 0.312 < threshold
+    0.405``."""
+    d = p.decision
+    if d is None:
+        return ""
+    sign = "<" if d.rejects else ">="
+    return f"{d.score} {d.value:.3f} {sign} threshold {d.threshold:.3f}"
+
+
+def _print_answers(args: argparse.Namespace, clf: Any, answers: Sequence[Any],
+                   texts: Sequence[str]) -> None:
+    """Print each answer (a :class:`~headwise.intent.prediction.Prediction`): its
+    ``--json`` object, or the plain lines (the answered intents, or OUT OF SCOPE with the
+    score that decided; the most probable intents; the slots)."""
     for p, text, note in zip(answers, texts, long_text_notes(clf, texts), strict=True):
         if args.json:
-            print(json.dumps(record(p.to_dict(), text, note), ensure_ascii=False))
+            print(json.dumps(record(p.to_dict(), text, note), ensure_ascii=False, default=str))
             continue
-        head = "OUT OF SCOPE" if p.out_of_scope else p.intent
-        print(f"{_note_line(text, note)}\n  -> {head}  ({p.confidence:.3f})")
+        decided = _decision_text(p)
+        if p.out_of_scope:
+            head = f"OUT OF SCOPE  ({decided})" if decided else "OUT OF SCOPE"
+        else:
+            head = ", ".join(f"{name} ({prob:.3f})" for name, prob in p.intents)
+        print(f"{_note_line(text, note)}\n  -> {head}")
         for name, prob in p.top_k:
             print(f"     {prob:6.3f}  {name}")
-    return 0
+        for s in p.slots:
+            print(f"     {s.name}: {s.text!r} [{s.start}:{s.end}] = "
+                  f"{json.dumps(s.value, ensure_ascii=False, default=str)}")
 
 
 def _run_compound(args: argparse.Namespace, texts: list[str]) -> int:
@@ -220,16 +245,7 @@ def _run_compound(args: argparse.Namespace, texts: list[str]) -> int:
     thresholds = None if args.threshold is None else Thresholds(args.threshold)
     answers = clf.predict(texts, top_k=args.top_k, thresholds=thresholds,
                           reference_date=args.reference_date)
-    for p, text, note in zip(answers, texts, long_text_notes(clf, texts), strict=True):
-        if args.json:
-            print(json.dumps(record(p.to_dict(), text, note), ensure_ascii=False, default=str))
-            continue
-        head = "OUT OF SCOPE" if p.out_of_scope else ", ".join(
-            f"{name} ({prob:.3f})" for name, prob in p.intents)
-        print(f"{_note_line(text, note)}\n  -> {head}")
-        for s in p.slots:
-            print(f"     {s.name}: {s.text!r} [{s.start}:{s.end}] = "
-                  f"{json.dumps(s.value, ensure_ascii=False, default=str)}")
+    _print_answers(args, clf, answers, texts)
     return 0
 
 

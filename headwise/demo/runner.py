@@ -274,9 +274,9 @@ def _example_answers(out: Path, texts: list[str]) -> dict[str, Any]:
     from headwise.intent.classifier import IntentClassifier
 
     clf = IntentClassifier.load(out / "transformer")
-    answers = [p.to_dict() for p in clf.predict(texts, top_k=2)]
+    predictions = clf.predict(texts, top_k=2)
     lines = ["\nexample answers of the Transformer:"]
-    for a in answers:
-        tag = "OUT OF SCOPE" if a["out_of_scope"] else a["intent"]
-        lines.append(f"  {a['text']}  ->  {tag} ({a['confidence']:.2f})")
-    return {"answers": answers, "lines": lines}
+    for p in predictions:
+        tag = "OUT OF SCOPE" if p.out_of_scope else p.intent
+        lines.append(f"  {p.text}  ->  {tag} ({p.confidence:.2f})")
+    return {"answers": [p.to_dict() for p in predictions], "lines": lines}

@@ -48,6 +48,7 @@ from headwise.intent.answering import check_answer_options
 from headwise.intent.batch_predict import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CHUNK_SIZE,
+    JSONL_KEYS,
     BatchPredictResult,
     OutputFile,
     RowReader,
@@ -55,21 +56,15 @@ from headwise.intent.batch_predict import (
     format_records,
     make_batch_invariant,
 )
-from headwise.intent.kinds import is_multi_label
 from headwise.text.readers import DataError
 
 __all__ = ["INSTALL_HINT", "IntentPredictor", "expand_inputs", "import_ray", "predict_files"]
 
 #: what to install for this module
 INSTALL_HINT = "pip install headwise[ray]"
-#: the record fields, in order, by the kind of model (``text`` is the echoed text)
-RECORD_FIELDS = {
-    "intent": ("text", "intent", "confidence", "out_of_scope", "top_k", "text_chars",
-               "long_text"),
-    "compound": ("text", "out_of_scope", "intents", "top_k", "slots", "text_chars",
-                 "long_text"),
-}
-_DTYPES = {"confidence": np.float64, "out_of_scope": np.bool_, "text_chars": np.int64}
+#: the record fields, in order, for every kind of model (``text`` is the echoed text)
+RECORD_FIELDS = JSONL_KEYS[1:]
+_DTYPES = {"out_of_scope": np.bool_, "text_chars": np.int64}
 #: the largest block of rows read from a file (Ray's default is 128 MiB): a large input
 #: file is read into many blocks, which the actors share
 BLOCK_BYTES = 4 << 20
@@ -149,7 +144,7 @@ class IntentPredictor:
     @property
     def fields(self) -> tuple[str, ...]:
         """The columns an answer adds: the record's fields, or ``("record",)``."""
-        return RECORD_FIELDS[self.kind] if self.output == "columns" else ("record",)
+        return RECORD_FIELDS if self.output == "columns" else ("record",)
 
     def records(self, texts: Sequence[str]) -> list[dict[str, Any]]:
         """The ``headwise predict --json`` record of each text."""
@@ -280,7 +275,7 @@ class _FilePredictor(IntentPredictor):
         records = self.records([batch["text"][i] for i in good])
         out = [""] * len(batch["line"])
         for i, rec in zip(good, records, strict=True):
-            out[i] = format_records([int(batch["line"][i])], [rec], self.fmt, self.kind)
+            out[i] = format_records([int(batch["line"][i])], [rec], self.fmt)
         return {"file": batch["file"], "line": batch["line"], "problem": batch["problem"],
                 "out": _objects(out)}
 
@@ -369,7 +364,6 @@ def predict_files(model: str | Path, data: str | Path, out_dir: str | Path, *,
     names = _output_names(files, out_dir, output_format)
     for f in files:  # whole-file problems (a CSV header without the text column) here
         next(iter(RowReader(f, input_format=input_format, text_column=text_column)), None)
-    kind = "compound" if is_multi_label(model) else "intent"
     local = address in (None, "local")
     if not local and num_cpus is not None:
         raise ValueError("num_cpus is for a local cluster; a running one at "
@@ -405,7 +399,7 @@ def predict_files(model: str | Path, data: str | Path, out_dir: str | Path, *,
                 "threshold": threshold, "runtime": runtime,
                 "onnx_path": None if onnx_path is None else str(onnx_path),
                 "batch_size": batch_size, "threads": threads})
-        results = _write(ds, files, names, output_format, kind, strict, on_bad_row)
+        results = _write(ds, files, names, output_format, strict, on_bad_row)
     finally:
         (ctx.execution_options.preserve_order, ctx.enable_progress_bars,
          ctx.target_max_block_size) = saved
@@ -417,7 +411,7 @@ def predict_files(model: str | Path, data: str | Path, out_dir: str | Path, *,
     return results
 
 
-def _write(ds: Any, files: list[Path], names: dict[Path, Path], fmt: str, kind: str,
+def _write(ds: Any, files: list[Path], names: dict[Path, Path], fmt: str,
            strict: bool, on_bad_row: Callable[[DataError], None] | None
            ) -> dict[Path, BatchPredictResult]:
     """Drive the dataset and write each file's lines, in order, to its output."""
@@ -439,7 +433,7 @@ def _write(ds: Any, files: list[Path], names: dict[Path, Path], fmt: str, kind: 
                         done.add(current[0])
                     if f in done:
                         raise RuntimeError(f"the rows of {f} came back out of order")
-                    current = (f, OutputFile(names[f], fmt=fmt, kind=kind))
+                    current = (f, OutputFile(names[f], fmt=fmt))
                 r = results[f]
                 if problem:
                     err = DataError(f, int(line), str(problem))
@@ -462,7 +456,7 @@ def _write(ds: Any, files: list[Path], names: dict[Path, Path], fmt: str, kind: 
             current = None
         for f in files:  # no rows at all (empty, or every row bad): an empty output
             if f not in done:
-                OutputFile(names[f], fmt=fmt, kind=kind).commit()
+                OutputFile(names[f], fmt=fmt).commit()
     finally:
         if current is not None:
             current[1].close()

@@ -1,5 +1,8 @@
 """The intent-recognition system: train, calibrate, evaluate and predict.
 
+* :class:`Prediction` — the one answer of every classifier kind: the answered intents
+  with calibrated confidences, the out-of-scope decision and the score that made it, the
+  slots with normalised values;
 * :class:`IntentClassifier` — a model, its tokenizer, intents, temperature and
   out-of-scope threshold; ``predict``, ``save``, ``load``;
 * :func:`train_intent_classifier` with an :class:`IntentRecipe` — the whole training job
@@ -24,7 +27,6 @@ from typing import TYPE_CHECKING
 from headwise._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from headwise.intent.answering import OUT_OF_SCOPE, IntentPrediction
     from headwise.intent.classifier import IntentClassifier
     from headwise.intent.compound.thresholds import (
         Thresholds,
@@ -51,6 +53,12 @@ if TYPE_CHECKING:
     from headwise.intent.decision.recalibration import Recalibration, fit_ood_detector, recalibrate
     from headwise.intent.decision.temperature import calibrated_probs, fit_temperature
     from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
+    from headwise.intent.prediction import (
+        OUT_OF_SCOPE,
+        OutOfScopeDecision,
+        OutOfScopeScores,
+        Prediction,
+    )
     from headwise.intent.soup import greedy_soup, uniform_soup
     from headwise.intent.training.distillation import distill
     from headwise.intent.training.pipeline import TrainedIntent, train_intent_classifier
@@ -62,9 +70,11 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "calibrated_probs": "headwise.intent.decision.temperature",
     "fit_temperature": "headwise.intent.decision.temperature",
-    "OUT_OF_SCOPE": "headwise.intent.answering",
+    "OUT_OF_SCOPE": "headwise.intent.prediction",
+    "OutOfScopeDecision": "headwise.intent.prediction",
+    "OutOfScopeScores": "headwise.intent.prediction",
+    "Prediction": "headwise.intent.prediction",
     "IntentClassifier": "headwise.intent.classifier",
-    "IntentPrediction": "headwise.intent.answering",
     "distill": "headwise.intent.training.distillation",
     "evaluate_classifier": "headwise.intent.evaluation",
     "format_report": "headwise.intent.evaluation",
@@ -99,7 +109,9 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "OUT_OF_SCOPE",
     "IntentClassifier",
-    "IntentPrediction",
+    "OutOfScopeDecision",
+    "OutOfScopeScores",
+    "Prediction",
     "IntentRecipe",
     "OodDetector",
     "Recalibration",

@@ -5,7 +5,8 @@ ensembles.
 intents, out-of-scope below the threshold, or where an out-of-scope detector says so) on a
 subclass's calibrated probabilities; :class:`CalibratedClassifier` gives those
 probabilities from raw logits and a temperature. :func:`answers_from_probs` turns
-probabilities into :class:`IntentPrediction` answers (the service's engines call it too);
+probabilities into :class:`~headwise.intent.prediction.Prediction` answers (the service's
+engines call it too);
 :func:`check_answer_options` and :func:`check_texts` refuse bad calls the same way
 everywhere.
 """
@@ -14,47 +15,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from headwise.intent.decision.temperature import calibrated_probs
+from headwise.intent.prediction import OutOfScopeScores, Prediction
 
 if TYPE_CHECKING:
     from headwise.intent.decision.ood import OodDetector
 
-__all__ = ["OUT_OF_SCOPE", "CalibratedClassifier", "IntentPrediction", "ProbabilityClassifier",
-           "answers_from_probs", "check_answer_options", "check_texts"]
-
-#: what ``predict`` answers when the top confidence is below the threshold
-OUT_OF_SCOPE = "out_of_scope"
-
-
-@dataclass(frozen=True)
-class IntentPrediction:
-    """One answer of :meth:`IntentClassifier.predict`.
-
-    Attributes:
-        text: the input text.
-        intent: the top intent, or :data:`OUT_OF_SCOPE` when out-of-scope.
-        confidence: calibrated probability of the top intent (even when out-of-scope).
-        top_k: ``[(intent, probability), ...]`` best first.
-        out_of_scope: whether the confidence fell below the threshold (or, for a
-            classifier with an out-of-scope detector, the detector's score below its own).
-    """
-
-    text: str
-    intent: str
-    confidence: float
-    top_k: list[tuple[str, float]] = field(default_factory=list)
-    out_of_scope: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (``top_k`` as a list of ``{"intent", "confidence"}``)."""
-        return {"text": self.text, "intent": self.intent,
-                "confidence": round(self.confidence, 6), "out_of_scope": self.out_of_scope,
-                "top_k": [{"intent": k, "confidence": round(p, 6)} for k, p in self.top_k]}
+__all__ = ["CalibratedClassifier", "ProbabilityClassifier", "answers_from_probs",
+           "check_answer_options", "check_texts"]
 
 
 class ProbabilityClassifier(ABC):
@@ -75,35 +47,36 @@ class ProbabilityClassifier(ABC):
 
     def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
                 threshold: float | None = None, batch_size: int = 64
-                ) -> list[IntentPrediction]:
+                ) -> list[Prediction]:
         """Top intents of each text, answering out-of-scope below the threshold.
 
         Args:
             texts: one text or a list.
             top_k: how many intents to list per text (capped at the number of intents).
-            threshold: override the saved threshold (0 never answers out-of-scope).
+            threshold: decide out-of-scope by the top probability at this threshold
+                instead of the saved rule (0 never answers out-of-scope); each answer's
+                ``decision`` names the score that decided.
             batch_size: texts per forward pass.
 
         Returns:
-            One :class:`IntentPrediction` per text, in input order.
+            One :class:`~headwise.intent.prediction.Prediction` per text, in input order.
 
         Raises:
             ValueError: an empty list or text, ``top_k < 1``, a threshold outside [0, 1].
             TypeError: a non-string item.
         """
         texts = [texts] if isinstance(texts, str) else texts
-        t = check_answer_options(top_k, self.threshold if threshold is None else threshold)
-        probs, rejected = self.predict_proba_and_reject(texts, threshold=threshold,
-                                                        batch_size=batch_size)
-        return answers_from_probs(texts, probs, self.labels, top_k=top_k, threshold=t,
-                                  out_of_scope=rejected)
+        check_answer_options(top_k, self.threshold if threshold is None else threshold)
+        probs, scores = self.predict_proba_and_scores(texts, threshold=threshold,
+                                                      batch_size=batch_size)
+        return answers_from_probs(texts, probs, self.labels, top_k=top_k, scores=scores)
 
-    def predict_proba_and_reject(self, texts: Sequence[str], *,
+    def predict_proba_and_scores(self, texts: Sequence[str], *,
                                  threshold: float | None = None, batch_size: int = 64
-                                 ) -> tuple[np.ndarray, np.ndarray]:
-        """Calibrated probabilities (n, intents) and whether each text is out-of-scope
-        (n,) bool: the top probability below ``threshold`` (default: the saved one).
-        :class:`IntentClassifier` uses its detector instead when it has one and no
+                                 ) -> tuple[np.ndarray, OutOfScopeScores]:
+        """Calibrated probabilities (n, intents) and the out-of-scope score that decides
+        for each text: here the top probability against ``threshold`` (default: the saved
+        one). :class:`IntentClassifier` uses its detector instead when it has one and no
         ``threshold`` is given.
 
         Raises:
@@ -112,7 +85,7 @@ class ProbabilityClassifier(ABC):
         """
         t = check_answer_options(1, self.threshold if threshold is None else threshold)
         probs = self.predict_proba(texts, batch_size=batch_size)
-        return probs, probs.max(1) < t
+        return probs, OutOfScopeScores.top_probability(probs, t)
 
 
 class CalibratedClassifier(ProbabilityClassifier):
@@ -162,30 +135,27 @@ def check_answer_options(top_k: int, threshold: float) -> float:
 
 
 def answers_from_probs(texts: Sequence[str], probs: np.ndarray, labels: Sequence[str], *,
-                       top_k: int, threshold: float, out_of_scope: np.ndarray | None = None
-                       ) -> list[IntentPrediction]:
-    """One :class:`IntentPrediction` per text from its calibrated probabilities (n, intents):
-    the ``top_k`` intents best first, out-of-scope when the best is below ``threshold`` or,
-    when ``out_of_scope`` (n,) bool is given (an out-of-scope detector's decision), where
-    it is True (``threshold`` is then not used).
+                       top_k: int, scores: OutOfScopeScores) -> list[Prediction]:
+    """One :class:`~headwise.intent.prediction.Prediction` per text from its calibrated
+    probabilities (n, intents): the ``top_k`` intents best first, the top one answered
+    unless ``scores`` (the top probability's or a detector's, with its threshold) rejects
+    the text.
 
     Raises:
-        ValueError: ``out_of_scope`` of another length than the texts.
+        ValueError: ``scores`` of another length than the texts.
     """
     k = min(top_k, len(labels))
-    if out_of_scope is not None:
-        out_of_scope = np.asarray(out_of_scope, dtype=bool)
-        if out_of_scope.shape != (len(texts),):
-            raise ValueError(f"out_of_scope must be ({len(texts)},) bool, got shape "
-                             f"{out_of_scope.shape}")
+    values = np.asarray(scores.values)
+    if values.shape != (len(texts),):
+        raise ValueError(f"scores must be ({len(texts)},), got shape {values.shape}")
+    rejected = scores.rejected
     answers = []
     for i, (text, p) in enumerate(zip(texts, probs, strict=True)):
         best = np.argsort(-p, kind="stable")[:k]
-        conf = float(p[best[0]])
-        oos = conf < threshold if out_of_scope is None else bool(out_of_scope[i])
-        answers.append(IntentPrediction(
-            text=text, intent=OUT_OF_SCOPE if oos else labels[best[0]], confidence=conf,
-            top_k=[(labels[j], float(p[j])) for j in best], out_of_scope=oos))
+        ranked = [(labels[j], float(p[j])) for j in best]
+        oos = bool(rejected[i])
+        answers.append(Prediction(text=text, intents=[] if oos else ranked[:1], top_k=ranked,
+                                  out_of_scope=oos, decision=scores.decision(i)))
     return answers
 
 

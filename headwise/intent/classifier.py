@@ -4,7 +4,7 @@ This is what ``headwise train`` writes and ``eval`` / ``predict`` / ``serve`` re
 
     clf = IntentClassifier.load("runs/intent")
     clf.predict(["我想提前还款，违约金怎么算？"], top_k=3)[0]
-    # IntentPrediction(intent='early_repayment_penalty', confidence=0.93, ...)
+    # Prediction(intents=[('early_repayment_penalty', 0.93)], out_of_scope=False, ...)
 
 A saved classifier is a directory written by :func:`headwise.save_pretrained` (model
 config with the intent names, safetensors weights, tokenizer files) plus ``intent.json``
@@ -38,9 +38,7 @@ import torch
 from torch import nn
 
 from headwise.intent.answering import (
-    OUT_OF_SCOPE,
     CalibratedClassifier,
-    IntentPrediction,
     ProbabilityClassifier,
     answers_from_probs,
     check_answer_options,
@@ -49,14 +47,15 @@ from headwise.intent.answering import (
 from headwise.intent.decision.ood import OodDetector, load_detector, remove_detector, save_detector
 from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.kinds import NETWORK, kind_of
+from headwise.intent.prediction import OutOfScopeScores
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.text.tokenizer import Tokenizer
 
 #: the answering names are :mod:`headwise.intent.answering`'s; they are exported here too,
 #: where they were first defined
-__all__ = ["INTENT_FILE", "OUT_OF_SCOPE", "CalibratedClassifier", "IntentClassifier",
-           "IntentPrediction", "ProbabilityClassifier", "answers_from_probs",
+__all__ = ["INTENT_FILE", "CalibratedClassifier", "IntentClassifier",
+           "ProbabilityClassifier", "answers_from_probs",
            "check_answer_options", "check_detector", "check_texts", "pooled_vectors"]
 
 INTENT_FILE = NETWORK.marker  # "intent.json"
@@ -156,12 +155,12 @@ class IntentClassifier(CalibratedClassifier):
             logits[idx] = self.model.classifier(pooled).double().cpu().numpy()
         return features, logits
 
-    def predict_proba_and_reject(self, texts: Sequence[str], *,
+    def predict_proba_and_scores(self, texts: Sequence[str], *,
                                  threshold: float | None = None, batch_size: int = 64
-                                 ) -> tuple[np.ndarray, np.ndarray]:
-        """Calibrated probabilities (n, intents) and whether each text is out-of-scope
-        (n,) bool: by the detector when there is one and ``threshold`` is None, otherwise
-        the top probability below ``threshold`` (default: the saved one).
+                                 ) -> tuple[np.ndarray, OutOfScopeScores]:
+        """Calibrated probabilities (n, intents) and the out-of-scope score that decides
+        for each text: the detector's when there is one and ``threshold`` is None,
+        otherwise the top probability against ``threshold`` (default: the saved one).
 
         Raises:
             ValueError: a threshold outside [0, 1], an empty list or text; TypeError: a
@@ -169,13 +168,14 @@ class IntentClassifier(CalibratedClassifier):
         """
         det = self.ood
         if det is None or threshold is not None:
-            return super().predict_proba_and_reject(texts, threshold=threshold,
+            return super().predict_proba_and_scores(texts, threshold=threshold,
                                                     batch_size=batch_size)
         if det.needs_features:
             features, logits = self.features_and_logits(texts, batch_size=batch_size)
         else:
             features, logits = None, self.logits(texts, batch_size=batch_size)
-        return calibrated_probs(logits, self.temperature), det.reject(features, logits)
+        return calibrated_probs(logits, self.temperature), OutOfScopeScores.of_detector(
+            det, features, logits)
 
     # -- persistence -------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:

@@ -178,8 +178,9 @@ def evaluate_classifier(clf: IntentClassifier, texts: Sequence[str],
         raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
     if any(y is None for y in labels):
         raise ValueError("evaluation needs a label on every row")
-    if hasattr(clf, "predict_proba_and_reject"):  # the detector's decision, when it has one
-        probs, reject = clf.predict_proba_and_reject(texts, batch_size=batch_size)
+    if hasattr(clf, "predict_proba_and_scores"):  # the detector's decision, when it has one
+        probs, scores = clf.predict_proba_and_scores(texts, batch_size=batch_size)
+        reject = scores.rejected
     else:
         probs = clf.predict_proba(texts, batch_size=batch_size)
         reject = probs.max(1) < clf.threshold

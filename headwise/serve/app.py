@@ -18,9 +18,11 @@ over a key's rate limit 429 with ``Retry-After``; ``/admin/*`` is 403 without ke
 
 For a compound (multi-label + slots) classifier, ``/v1/predict`` takes
 :class:`~headwise.serve.schemas.CompoundPredictRequest` (``threshold`` and
-``at_least_one`` overrides) and answers every predicted intent and the slot spans with
-their values (:class:`~headwise.serve.schemas.CompoundPredictResponse`); the OpenAPI
-schema shows the kind being served. ``/v1/explain`` refuses a compound classifier (409).
+``at_least_one`` overrides). Every kind answers with
+:class:`~headwise.serve.schemas.PredictResponse`: the answered intents, the out-of-scope
+decision and the score that made it, and the slot spans with their values (empty for a
+single-label model); the OpenAPI schema shows the request of the kind being served.
+``/v1/explain`` refuses a compound classifier (409).
 
 Bad input is answered with a 4xx and a JSON ``{"error": {status, type, message}}``:
 400 malformed JSON or invalid UTF-8, 413 an oversized body, 415 a body that is not JSON,

@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
 
 import numpy as np
 import torch
 
-from headwise.intent.compound.classifier import CompoundClassifier, CompoundPrediction
+from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import Thresholds
 from headwise.serve.bucketing import BucketedEngine, EncodedText
 from headwise.serve.runtime import TorchRuntime
@@ -43,24 +42,6 @@ class JointRow:
 
     logits: np.ndarray
     tags: np.ndarray
-
-
-def prediction_record(prediction: CompoundPrediction) -> dict[str, Any]:
-    """The fields of :meth:`CompoundPrediction.to_dict
-    <headwise.intent.compound.classifier.CompoundPrediction.to_dict>`, probabilities not rounded
-    (so batched and unbatched answers agree to float precision).
-
-    Args:
-        prediction: one text's answer.
-
-    Returns:
-        ``{text, out_of_scope, intents, top_k, slots}``.
-    """
-    return {"text": prediction.text, "out_of_scope": prediction.out_of_scope,
-            "intents": [{"intent": k, "confidence": p} for k, p in prediction.intents],
-            "top_k": [{"intent": k, "confidence": p} for k, p in prediction.scores],
-            "slots": [{"name": s.name, "start": s.start, "end": s.end, "text": s.text,
-                       "value": s.value} for s in prediction.slots]}
 
 
 class CompoundEngine(BucketedEngine):
@@ -139,7 +120,7 @@ class CompoundEngine(BucketedEngine):
     def answer(self, texts: Sequence[str], items: Sequence[EncodedText],
                rows: Sequence[JointRow], *, top_k: int, threshold: float | None = None,
                at_least_one: bool = False, reference_date: date | None = None) -> list[dict]:
-        """The response records (``schemas.CompoundPrediction`` fields) of texts.
+        """The response records (``schemas.Prediction`` fields) of texts.
 
         Args:
             texts: the texts.
@@ -153,35 +134,33 @@ class CompoundEngine(BucketedEngine):
                 classifier's saved one, else today's date.
 
         Returns:
-            One dict per text: :func:`prediction_record` plus ``long_text``.
+            One dict per text: :meth:`Prediction.to_dict
+            <headwise.intent.prediction.Prediction.to_dict>` (probabilities not rounded, so
+            batched and unbatched answers agree to float precision) plus ``long_text``.
 
         Raises:
             RuntimeError: tags that do not line up with the text's tokens.
         """
         clf = self.classifier
         probs = self.probabilities(rows)
-        thresholds = clf.thresholds if threshold is None else Thresholds(float(threshold))
-        chosen = clf.chosen_intents(probs, thresholds, at_least_one)
         offsets = token_offsets(clf.tokenizer, list(texts), max_length=self.max_length)
-        reference = reference_date or clf.reference_date or date.today()
         names = clf.slot_tags
-        out = []
-        for text, item, row, p, keep, off in zip(texts, items, rows, probs, chosen, offsets,
-                                                  strict=True):
-            spans = []
+        spans = []
+        for text, row, off in zip(texts, rows, offsets, strict=True):
+            found = []
             if names and len(row.tags):
                 if len(row.tags) != len(off):
                     raise RuntimeError(f"{len(row.tags)} tags for {len(off)} tokens of "
                                        f"{text[:40]!r}")
-                spans = clf.resolve_slots(tags_to_spans(row.tags.tolist(), off, text, names),
-                                          reference)
-            order = np.argsort(-p, kind="stable")
-            intents = [(self.labels[j], float(p[j])) for j in order if keep[j]]
-            answer = prediction_record(CompoundPrediction(
-                text=text, intents=intents, slots=spans, out_of_scope=not intents,
-                scores=[(self.labels[j], float(p[j])) for j in order[:top_k]]))
-            answer["long_text"] = self.long_text_note(item)
-            out.append(answer)
+                found = tags_to_spans(row.tags.tolist(), off, text, names)
+            spans.append(found)
+        answers = clf.answers(texts, probs, spans, top_k=top_k,
+                              thresholds=None if threshold is None else Thresholds(
+                                  float(threshold)),
+                              at_least_one=at_least_one, reference_date=reference_date)
+        out = []
+        for answer, item in zip(answers, items, strict=True):
+            out.append({**answer.to_dict(digits=None), "long_text": self.long_text_note(item)})
         return out
 
     def predict(self, texts: Sequence[str], *, top_k: int = 3, threshold: float | None = None,

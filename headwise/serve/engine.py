@@ -28,6 +28,7 @@ import numpy as np
 from headwise.intent.answering import answers_from_probs
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.decision.temperature import calibrated_probs
+from headwise.intent.prediction import OutOfScopeScores
 from headwise.serve.bucketing import (
     MIN_BUCKET,
     BucketedEngine,
@@ -42,17 +43,15 @@ __all__ = ["MIN_BUCKET", "EncodedText", "InferenceEngine", "LongTextError", "len
 
 
 def prediction_records(texts: Sequence[str], probs: np.ndarray, labels: Sequence[str], *,
-                       top_k: int, threshold: float, notes: Sequence[dict | None],
-                       out_of_scope: np.ndarray | None = None) -> list[dict]:
+                       top_k: int, scores: OutOfScopeScores, notes: Sequence[dict | None]
+                       ) -> list[dict]:
     """The response records (``schemas.Prediction`` fields) of texts from their calibrated
-    probabilities (n, intents): the ``top_k`` intents best first, out-of-scope when the best
-    is below ``threshold`` (or where ``out_of_scope`` (n,) bool says so, when given: an
-    out-of-scope detector's decision), and each text's long-text note."""
-    answers = answers_from_probs(texts, probs, labels, top_k=top_k, threshold=threshold,
-                                 out_of_scope=out_of_scope)
-    return [{"text": a.text, "intent": a.intent, "confidence": a.confidence,
-             "out_of_scope": a.out_of_scope,
-             "top_k": [{"intent": k, "confidence": c} for k, c in a.top_k], "long_text": note}
+    probabilities (n, intents): :meth:`Prediction.to_dict
+    <headwise.intent.prediction.Prediction.to_dict>` of each answer (probabilities not
+    rounded, so batched and unbatched answers agree to float precision), out of scope where
+    ``scores`` rejects, and each text's long-text note."""
+    answers = answers_from_probs(texts, probs, labels, top_k=top_k, scores=scores)
+    return [{**a.to_dict(digits=None), "long_text": note}
             for a, note in zip(answers, notes, strict=True)]
 
 
@@ -159,16 +158,16 @@ class InferenceEngine(BucketedEngine):
         logits = rows[:, :n_labels]
         pooled = rows[:, n_labels:] if rows.shape[1] > n_labels else None
         t = clf.threshold if threshold is None else float(threshold)
-        rejected = None
+        probs = calibrated_probs(logits, clf.temperature)
         det = clf.ood
         if det is not None and threshold is None:
             if det.needs_features and pooled is None:
                 pooled = self.forward(self.encode_truncated(texts))[1]
-            rejected = det.reject(pooled if det.needs_features else None, logits)
-        return prediction_records(texts, calibrated_probs(logits, clf.temperature),
-                                  self.labels, top_k=top_k, threshold=t,
-                                  notes=[self.long_text_note(item) for item in items],
-                                  out_of_scope=rejected)
+            scores = OutOfScopeScores.of_detector(det, pooled, logits)
+        else:
+            scores = OutOfScopeScores.top_probability(probs, t)
+        return prediction_records(texts, probs, self.labels, top_k=top_k, scores=scores,
+                                  notes=[self.long_text_note(item) for item in items])
 
     def predict(self, texts: Sequence[str], *, top_k: int = 3,
                 threshold: float | None = None) -> list[dict]:

@@ -1,10 +1,11 @@
 """What ``/v1/predict`` takes and answers for each kind of engine, declared in one place.
 
-A single-label engine (a network, a TF-IDF model, an ensemble: ``kind`` ``"intent"``)
-answers :class:`~headwise.serve.schemas.PredictRequest` with
-:class:`~headwise.serve.schemas.PredictResponse` and explains its answers; a compound engine
-(``kind`` ``"compound"``) answers the compound request (``at_least_one``,
-``reference_date``) with intents and slots, and has no ``/v1/explain``. The app reads the
+Every engine answers with :class:`~headwise.serve.schemas.PredictResponse` (the one answer
+of every model kind: intents, out-of-scope decision, slots). A single-label engine (a
+network, a TF-IDF model, an ensemble: ``kind`` ``"intent"``) takes
+:class:`~headwise.serve.schemas.PredictRequest` and explains its answers; a compound engine
+(``kind`` ``"compound"``) takes the compound request (``at_least_one``,
+``reference_date``), and has no ``/v1/explain``. The app reads the
 served engine's :class:`PredictApi` (:func:`api_for`) instead of testing which kind it is;
 an engine kind added later declares its entry in :data:`PREDICT_APIS`.
 """
@@ -18,12 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from headwise.serve.schemas import (
-    CompoundPredictRequest,
-    CompoundPredictResponse,
-    PredictRequest,
-    PredictResponse,
-)
+from headwise.serve.schemas import CompoundPredictRequest, PredictRequest, PredictResponse
 
 __all__ = ["PREDICT_APIS", "PredictApi", "api_for"]
 
@@ -78,7 +74,7 @@ PREDICT_APIS: dict[str, PredictApi] = {
               "and normalised values.",
         summary="Every intent and the slots of one or many texts",
         operation="predict_compound", request=CompoundPredictRequest,
-        response=CompoundPredictResponse, explains=False,
+        response=PredictResponse, explains=False,
         # whether one intent is a must, and the "today" of relative dates in the slots
         options=lambda body: {"at_least_one": body.at_least_one,
                               "reference_date": body.reference()},

@@ -23,6 +23,7 @@ import torch
 from headwise.intent.answering import ProbabilityClassifier
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.prediction import OutOfScopeScores
 from headwise.serve.bucketing import long_text_note
 from headwise.serve.engine import prediction_records
 
@@ -116,7 +117,8 @@ class ProbabilityEngine:
         probabilities (n, intents), from :meth:`run`; ``threshold`` overrides the
         classifier's out-of-scope threshold."""
         t = self.classifier.threshold if threshold is None else float(threshold)
-        return prediction_records(texts, probs, self.labels, top_k=top_k, threshold=t,
+        return prediction_records(texts, probs, self.labels, top_k=top_k,
+                                  scores=OutOfScopeScores.top_probability(probs, t),
                                   notes=[item.note() for item in items])
 
     def predict(self, texts: Sequence[str], *, top_k: int = 3,

@@ -190,26 +190,6 @@ class LongText(BaseModel):
     chunks: int = Field(description="windows read (1 when truncated)")
 
 
-class Prediction(BaseModel):
-    """The answer for one text."""
-
-    text: str
-    intent: str = Field(description="the top intent, or 'out_of_scope' below the threshold")
-    confidence: float = Field(description="calibrated probability of the top intent")
-    out_of_scope: bool
-    top_k: list[Intent]
-    long_text: LongText | None = Field(
-        default=None, description="set when the text was over the maximum length")
-
-
-class PredictResponse(BaseModel):
-    """``POST /v1/predict``'s answer: one prediction per text, in request order."""
-
-    model: str
-    runtime: str
-    predictions: list[Prediction]
-
-
 #: a slot's normalised value: a number, a string, or a JSON object of them
 SlotValue = int | float | str | bool | dict[str, Any] | list[Any]
 
@@ -226,26 +206,41 @@ class Slot(BaseModel):
                     "when the span does not parse as its slot's kind")
 
 
-class CompoundPrediction(BaseModel):
-    """The compound answer for one text: every predicted intent, and the slots."""
+class Decision(BaseModel):
+    """The score that decided whether the text is out of scope."""
+
+    score: str = Field(description="'max_prob' (the top calibrated probability), an "
+                                   "out-of-scope detector's name ('energy', 'mahalanobis', "
+                                   "'knn' ...), or 'intent_threshold' (a multi-label model: "
+                                   "the intent nearest to its own threshold)")
+    value: float = Field(description="the text's score; higher is more in scope")
+    threshold: float = Field(description="the text is out of scope when value < threshold")
+
+
+class Prediction(BaseModel):
+    """The answer for one text, the same for every kind of model."""
 
     text: str
-    out_of_scope: bool = Field(description="no intent reached its threshold")
-    intents: list[Intent] = Field(description="every predicted intent with its probability "
-                                              "(a sigmoid each), most probable first")
-    top_k: list[Intent] = Field(description="the most probable intents, predicted or not")
-    slots: list[Slot] = Field(description="slot spans in text order")
+    intents: list[Intent] = Field(
+        description="the answered intents, best first: one for a single-label model, zero "
+                    "or more for a multi-label one; empty when out of scope")
+    out_of_scope: bool = Field(description="whether the text was rejected (see decision)")
+    slots: list[Slot] = Field(description="slot spans in text order, with normalised values; "
+                                          "empty for a model without a slot head")
+    top_k: list[Intent] = Field(description="the most probable intents, answered or not")
+    decision: Decision | None = Field(
+        description="the score that decided out_of_scope; null when no rule applied (a "
+                    "compound request with at_least_one)")
     long_text: LongText | None = Field(
         default=None, description="set when the text was over the maximum length")
 
 
-class CompoundPredictResponse(BaseModel):
-    """``POST /v1/predict``'s answer for a compound classifier: one prediction per text,
-    in request order."""
+class PredictResponse(BaseModel):
+    """``POST /v1/predict``'s answer: one prediction per text, in request order."""
 
     model: str
     runtime: str
-    predictions: list[CompoundPrediction]
+    predictions: list[Prediction]
 
 
 class Token(BaseModel):

@@ -105,8 +105,10 @@ def _same_records(got: list[dict], want: list[dict], tol: float = 2e-6) -> None:
     for g, w in zip(got, want, strict=True):
         assert list(g) == list(w)
         for key in g:
-            if key == "confidence":
-                assert g[key] == pytest.approx(w[key], abs=tol)
+            if key == "decision" and g[key] is not None:
+                assert g[key]["score"] == w[key]["score"]
+                assert [g[key]["value"], g[key]["threshold"]] == pytest.approx(
+                    [w[key]["value"], w[key]["threshold"]], abs=tol)
             elif key in ("top_k", "intents"):
                 assert [s["intent"] for s in g[key]] == [s["intent"] for s in w[key]]
                 assert [s["confidence"] for s in g[key]] == pytest.approx(
@@ -147,13 +149,15 @@ def test_csv_output_holds_the_same_records(model_dir, engine, tmp_path):
     predict_file(engine, data, tmp_path / "a.csv", progress=False)
     with (tmp_path / "a.csv").open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == list(bp.CSV_COLUMNS["intent"])
+    assert list(rows[0]) == list(bp.CSV_COLUMNS)
     for row, rec in zip(rows, _jsonl(tmp_path / "a.jsonl"), strict=True):
         assert int(row["line"]) == rec["line"] and row["text"] == rec["text"]
-        assert int(row["text_chars"]) == rec["text_chars"] and row["intent"] == rec["intent"]
-        assert float(row["confidence"]) == rec["confidence"]
+        assert int(row["text_chars"]) == rec["text_chars"]
+        assert json.loads(row["intents"]) == rec["intents"]
         assert row["out_of_scope"] == str(rec["out_of_scope"]).lower()
         assert json.loads(row["top_k"]) == rec["top_k"]
+        assert json.loads(row["decision"]) == rec["decision"]
+        assert json.loads(row["slots"]) == rec["slots"] == []
         assert (json.loads(row["long_text"]) if row["long_text"] else None) == rec["long_text"]
 
 
@@ -220,7 +224,7 @@ def test_compound_records_are_those_of_predict_json(tmp_path, capsys):
     got = _jsonl(out)
     assert [r.pop("line") for r in got] == list(range(1, len(texts) + 1))
     _same_records(got, _cli_json(d, texts, capsys))
-    assert list(got[0]) == list(bp.JSONL_KEYS["compound"][1:])
+    assert list(got[0]) == list(bp.JSONL_KEYS[1:])
     predict_file(load_engine(ServeConfig(model_dir=str(d), warmup=False), report=None),
                  data, tmp_path / "c.csv", progress=False)
     with (tmp_path / "c.csv").open(newline="", encoding="utf-8") as f:
@@ -469,10 +473,10 @@ def test_resume_of_a_complete_output_predicts_only_the_new_lines(engine, tmp_pat
 def test_output_file_keeps_nothing_of_a_cut_header(tmp_path):
     out = tmp_path / "o.csv"
     partial_path(out).write_bytes(b"line,text,te")
-    f = OutputFile(out, fmt="csv", kind="intent", resume=True)
+    f = OutputFile(out, fmt="csv", resume=True)
     assert f.last_line is None and f.records == 0
     f.commit()
-    assert out.read_text() == ",".join(bp.CSV_COLUMNS["intent"]) + "\n"
+    assert out.read_text() == ",".join(bp.CSV_COLUMNS) + "\n"
 
 
 def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(model_dir, engine, tmp_path):

@@ -43,11 +43,22 @@ def test_top_k_order_and_out_of_scope(clf):
     for a, p in zip(answers, probs, strict=True):
         assert [k for k, _ in a.top_k] == [clf.labels[i] for i in np.argsort(-p)[:2]]
         assert a.confidence == pytest.approx(p.max()) and not a.out_of_scope
+        # one answered intent, the top one; the decision is the top probability's
+        assert a.intents == a.top_k[:1] and a.intent == a.top_k[0][0]
+        assert a.decision.score == "max_prob" and a.decision.value == pytest.approx(p.max())
+        assert a.decision.threshold == clf.threshold and not a.decision.rejects
     high = clf.predict(TEXTS, threshold=1.0)
-    assert all(a.out_of_scope and a.intent == OUT_OF_SCOPE for a in high)
+    assert all(a.out_of_scope and a.intent == OUT_OF_SCOPE and a.intents == [] for a in high)
+    # a rejection says which score decided, its value and the threshold it fell below
+    assert all(a.decision.rejects and a.decision.threshold == 1.0
+               and a.decision.value == pytest.approx(a.confidence) for a in high)
     assert len(clf.predict("balance", top_k=10)[0].top_k) == 3
     d = answers[0].to_dict()
-    assert set(d) == {"text", "intent", "confidence", "out_of_scope", "top_k"}
+    assert set(d) == {"text", "intents", "out_of_scope", "slots", "top_k", "decision"}
+    assert d["intents"] == [{"intent": a.intent, "confidence": round(a.confidence, 6)}
+                            for a in answers[:1]] and d["slots"] == []
+    assert d["decision"] == {"score": "max_prob", "value": round(probs[0].max(), 6),
+                             "threshold": clf.threshold}
 
 
 def test_bad_input(clf):

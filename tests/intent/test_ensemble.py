@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from answers import intent_of
 
 from headwise.intent import IntentClassifier, evaluate_classifier
 from headwise.intent.decision.temperature import calibrated_probs
@@ -75,7 +76,7 @@ def test_predict_and_eval_commands_take_a_saved_ensemble(members, tmp_path, caps
     path = ens.save(tmp_path / "ens")
     assert main(["predict", str(path), TEXTS[0], TEXTS[1], "--json", "--top-k", "2"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert [x["intent"] for x in lines] == [a.intent for a in ens.predict(TEXTS[:2])]
+    assert [intent_of(x) for x in lines] == [a.intent for a in ens.predict(TEXTS[:2])]
     data = tmp_path / "test.csv"
     data.write_text("text,label\n" + "".join(f"{t},card\n" for t in TEXTS), encoding="utf-8")
     assert main(["eval", str(path), "--data", str(data), "--json"]) == 0

@@ -20,7 +20,7 @@ from tiny_corpus import INTENTS
 
 from headwise.cli import main
 from headwise.intent import IntentRecipe, train_intent_classifier
-from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier
+from headwise.intent.classifier import IntentClassifier
 from headwise.intent.decision.ood import (
     OOD_ARRAYS,
     OOD_FILE,
@@ -30,6 +30,7 @@ from headwise.intent.decision.ood import (
 )
 from headwise.intent.decision.oos import choose_score_threshold
 from headwise.intent.decision.recalibration import fit_ood_detector, recalibrate, save_calibration
+from headwise.intent.prediction import OUT_OF_SCOPE
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.models import EncoderClassifier, ModelConfig
 from headwise.text.tokenizer import Tokenizer
@@ -262,7 +263,8 @@ def test_evaluation_counts_the_detectors_rejections():
     fit_ood_detector(clf, TEXTS, LABELS, *VALID, "knn:3")
     labels = ["card_lost", "transfer", "balance", "oos", "oos", "card_lost"]
     clf.ood.threshold = float(np.median(clf.ood.score(*clf.features_and_logits(QUERIES))))
-    _, reject = clf.predict_proba_and_reject(QUERIES)
+    _, scores = clf.predict_proba_and_scores(QUERIES)
+    reject = scores.rejected
     answers = clf.predict(QUERIES)
     assert [a.out_of_scope for a in answers] == reject.tolist()
     report = evaluate_classifier(clf, QUERIES, labels, slices=[("plain",)] * len(QUERIES))

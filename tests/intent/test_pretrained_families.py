@@ -12,6 +12,7 @@ import torch
 from headwise.intent import IntentClassifier, IntentRecipe, train_intent_classifier
 
 transformers = pytest.importorskip("transformers")
+from answers import confidence_of, intent_of  # noqa: E402
 from hf_checkpoints import chinese_bert, xlmr_unigram  # noqa: E402
 
 ROWS = [("我的信用卡被冻结了", "freeze"), ("卡被冻结了怎么解冻", "freeze"),
@@ -78,11 +79,11 @@ def test_onnx_and_int8_serving_match_pytorch(trained, tmp_path):
     torch_answers = InferenceEngine(clf, TorchRuntime(clf.model)).predict(TEXTS, top_k=2)
     onnx_answers = InferenceEngine(clf, OnnxRuntime(path)).predict(TEXTS, top_k=2)
     for a, b in zip(torch_answers, onnx_answers, strict=True):
-        assert a["intent"] == b["intent"]
-        assert a["confidence"] == pytest.approx(b["confidence"], abs=1e-4)
+        assert intent_of(a) == intent_of(b)
+        assert confidence_of(a) == pytest.approx(confidence_of(b), abs=1e-4)
     q = quantize_int8(path, tmp_path / "m8.onnx")
     int8 = InferenceEngine(clf, OnnxRuntime(q)).predict(TEXTS, top_k=2)
-    assert len(int8) == len(TEXTS) and all(0.0 <= a["confidence"] <= 1.0 for a in int8)
+    assert len(int8) == len(TEXTS) and all(0.0 <= confidence_of(a) <= 1.0 for a in int8)
 
 
 def test_soup_and_ensemble_of_two_seeds(trained, xlmr, tmp_path):
@@ -196,7 +197,7 @@ def test_train_without_model_takes_the_default_and_says_so(xlmr, tmp_path, monke
     capsys.readouterr()
     assert main(["predict", str(tmp_path / "p"), "--json", "我的card被冻结了"]) == 0
     answer = json.loads(capsys.readouterr().out.splitlines()[0])
-    assert {"intent", "confidence", "out_of_scope", "top_k"} <= set(answer)
+    assert {"intents", "out_of_scope", "slots", "top_k", "decision"} <= set(answer)
     # a config that names its model is obeyed, not overridden by the default
     cfg.write_text(json.dumps({"model": "tfidf"}))
     assert main(["train", "--data", str(data), "--config", str(cfg), "--out",

@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pytest
+from answers import confidence_of
 from fastapi.testclient import TestClient
 from serve_helpers import MAX_LENGTH, wait_ready
 
@@ -149,7 +150,7 @@ def test_long_text_policies_say_what_they_did(encoder_dir):
         assert info["max_length"] == MAX_LENGTH
         assert (info["chunks"] == 1) == (policy == "truncate")
         if policy == "truncate":  # what IntentClassifier.predict does
-            assert p[0]["confidence"] == pytest.approx(clf.predict([LONG])[0].confidence,
+            assert confidence_of(p[0]) == pytest.approx(clf.predict([LONG])[0].confidence,
                                                        abs=1e-6)
     app = create_app(ServeConfig(model_dir=str(encoder_dir), long_text="reject"))
     with TestClient(app) as c:

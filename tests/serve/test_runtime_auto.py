@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from answers import confidence_of, intent_of
 from fastapi.testclient import TestClient
 from serve_helpers import MAX_LENGTH, TEXTS, wait_ready
 
@@ -45,8 +46,8 @@ def test_auto_serves_a_matching_export_on_onnxruntime(exported_dir):
     torch_engine, _ = _engine(exported_dir, runtime="torch")
     assert torch_engine.runtime.name == "torch"  # an explicit choice ignores the file
     for got, want in zip(engine.predict(TEXTS), torch_engine.predict(TEXTS), strict=True):
-        assert got["intent"] == want["intent"]
-        assert got["confidence"] == pytest.approx(want["confidence"], abs=1e-4)
+        assert intent_of(got) == intent_of(want)
+        assert confidence_of(got) == pytest.approx(confidence_of(want), abs=1e-4)
     with TestClient(create_app(ServeConfig(model_dir=str(exported_dir)))) as c:
         wait_ready(c)
         assert c.post("/v1/predict", json={"texts": TEXTS[:2]}).json()["runtime"] == "onnx"

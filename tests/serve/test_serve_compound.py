@@ -17,7 +17,6 @@ from headwise.intent.training.recipe import IntentRecipe
 from headwise.models import ModelConfig
 from headwise.models.joint import JointIntentSlotModel
 from headwise.serve import CompoundEngine, ServeConfig, TorchRuntime, create_app, load_engine
-from headwise.serve.compound_engine import prediction_record
 from headwise.serve.onnx_export import export_onnx
 
 RECIPE = IntentRecipe(model="transformer", tokenizer="wordpiece", vocab_size=120, max_length=24,
@@ -64,6 +63,12 @@ def _same(got: list[dict], want: list[dict]) -> None:
             np.testing.assert_allclose([k["confidence"] for k in g[key]],
                                        [k["confidence"] for k in w[key]], atol=1e-6, rtol=0)
         assert g["slots"] == w["slots"]
+        assert (g["decision"] is None) == (w["decision"] is None)
+        if g["decision"] is not None:
+            assert g["decision"]["score"] == w["decision"]["score"] == "intent_threshold"
+            np.testing.assert_allclose(
+                [g["decision"]["value"], g["decision"]["threshold"]],
+                [w["decision"]["value"], w["decision"]["threshold"]], atol=1e-6, rtol=0)
 
 
 def test_predict_end_to_end_equals_the_classifier(cclient, clf):
@@ -73,8 +78,8 @@ def test_predict_end_to_end_equals_the_classifier(cclient, clf):
     assert body["runtime"] == "torch" and body["model"] == "model"
     got = body["predictions"]
     want = clf.predict(TEXTS, top_k=3)
-    _same(got, [prediction_record(p) for p in want])
-    # the content of CompoundPrediction.to_dict() (unrounded), plus the long-text note
+    _same(got, [p.to_dict(digits=None) for p in want])
+    # the content of Prediction.to_dict() (unrounded), plus the long-text note
     assert set(got[0]) == set(want[0].to_dict()) | {"long_text"}
     assert [g["slots"] for g in got] == [w.to_dict()["slots"] for w in want]
     # the tiny model has learned the corpus: intents and a valued slot
@@ -94,12 +99,15 @@ def test_predict_end_to_end_equals_the_classifier(cclient, clf):
 def test_openapi_shows_the_compound_schemas(cclient):
     spec = cclient.get("/openapi.json").json()
     schemas = spec["components"]["schemas"]
-    assert {"CompoundPredictRequest", "CompoundPredictResponse", "CompoundPrediction",
+    assert {"CompoundPredictRequest", "PredictResponse", "Prediction", "Decision",
             "Slot"} <= set(schemas)
     assert "at_least_one" in schemas["CompoundPredictRequest"]["properties"]
     assert set(schemas["Slot"]["properties"]) == {"name", "start", "end", "text", "value"}
     ok = spec["paths"]["/v1/predict"]["post"]["responses"]["200"]["content"]
-    assert ok["application/json"]["schema"]["$ref"].endswith("/CompoundPredictResponse")
+    assert ok["application/json"]["schema"]["$ref"].endswith("/PredictResponse")
+    # one answer for every kind: the compound answer has the fields a single-label one has
+    assert set(schemas["Prediction"]["properties"]) == {
+        "text", "intents", "out_of_scope", "slots", "top_k", "decision", "long_text"}
     assert "compound" in spec["paths"]["/v1/explain"]["post"]["description"]
 
 
@@ -116,7 +124,7 @@ def test_batched_outputs_equal_unbatched(clf, max_rows, compound_corpus):
         np.testing.assert_array_equal(a.tags, b.tags)
         assert len(a.tags) == len(item.chunks[0])
     answers = engine.answer(texts, items, together, top_k=3)
-    _same(answers, [prediction_record(p) for p in clf.predict(texts, top_k=3)])
+    _same(answers, [p.to_dict(digits=None) for p in clf.predict(texts, top_k=3)])
     _same(answers, engine.predict(texts[:1]) + engine.predict(texts[1:]))
 
 
@@ -155,7 +163,7 @@ def test_threshold_and_at_least_one_overrides(cclient, clf):
         [p["top_k"][0]["intent"] for p in nothing]
     for t in (0.3, 0.7):
         want = clf.predict(texts, thresholds=Thresholds(t))
-        _same(ask(threshold=t), [prediction_record(p) for p in want])
+        _same(ask(threshold=t), [p.to_dict(digits=None) for p in want])
     assert ask(at_least_one=False) == ask()  # the default keeps the saved thresholds
 
 
@@ -219,7 +227,7 @@ def test_a_joint_model_without_tagger_and_a_single_label_head(clf):
                                max_length=24)
     engine = CompoundEngine(plain, TorchRuntime(model), max_rows=3)
     got = engine.predict(TEXTS, top_k=2)
-    _same(got, [prediction_record(p) for p in plain.predict(TEXTS, top_k=2)])
+    _same(got, [p.to_dict(digits=None) for p in plain.predict(TEXTS, top_k=2)])
     assert all(p["slots"] == [] for p in got)
 
 

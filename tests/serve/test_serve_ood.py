@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from answers import confidence_of, intent_of
 from serve_helpers import INTENTS, MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer, wait_ready
 
 from headwise.intent.classifier import IntentClassifier
@@ -46,7 +47,7 @@ def knn_dir(knn_clf, tmp_path_factory):
 
 
 def _key(records):
-    return [(r["intent"], r["out_of_scope"]) for r in records]
+    return [(intent_of(r), r["out_of_scope"]) for r in records]
 
 
 def test_engine_rows_carry_the_pooled_vectors_and_answer_as_predict(knn_clf):
@@ -64,7 +65,7 @@ def test_engine_rows_carry_the_pooled_vectors_and_answer_as_predict(knn_clf):
     assert [r["out_of_scope"] for r in records] == want.tolist()
     assert 0 < want.sum() < len(QUERIES)
     for r, a in zip(records, answers, strict=True):
-        assert r["confidence"] == pytest.approx(a.confidence, abs=1e-6)
+        assert confidence_of(r) == pytest.approx(a.confidence, abs=1e-6)
     # the explain endpoint's path: logits alone, the engine runs the texts again
     again = engine.answer(QUERIES, engine.encode(QUERIES), logits, top_k=2)
     assert _key(again) == _key(records)

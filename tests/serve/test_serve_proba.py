@@ -4,6 +4,7 @@ service reports, and what it refuses at start-up."""
 from __future__ import annotations
 
 import pytest
+from answers import confidence_of, intent_of
 from fastapi.testclient import TestClient
 from serve_helpers import INTENTS, MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer, wait_ready
 
@@ -59,13 +60,13 @@ def test_the_service_answers_what_predict_answers(kind, tfidf_dir, ensemble_dir)
         strict = client.post("/v1/predict", json={"texts": QUERIES, "threshold": 1.0}).json()
     assert body["runtime"] == kind
     for got, want, was_cut in zip(body["predictions"], expected, cut, strict=True):
-        assert got["intent"] == want.intent and got["out_of_scope"] == want.out_of_scope
-        assert got["confidence"] == pytest.approx(want.confidence, abs=1e-9)
+        assert intent_of(got) == want.intent and got["out_of_scope"] == want.out_of_scope
+        assert confidence_of(got) == pytest.approx(want.confidence, abs=1e-9)
         assert [k["intent"] for k in got["top_k"]] == [k for k, _ in want.top_k]
         assert [k["confidence"] for k in got["top_k"]] == pytest.approx(
             [p for _, p in want.top_k], abs=1e-9)
         assert (got["long_text"] is not None) == was_cut
-    assert one["predictions"][0]["intent"] == expected[0].intent
+    assert intent_of(one["predictions"][0]) == expected[0].intent
     assert all(p["out_of_scope"] for p in strict["predictions"])
 
 
@@ -94,7 +95,7 @@ def test_engine_predict_equals_the_batched_path(ensemble_dir):
     assert isinstance(engine, ProbabilityEngine) and engine.kind == "intent"
     direct = engine.predict(QUERIES, top_k=3)
     expected = load_classifier(ensemble_dir).predict(QUERIES, top_k=3)
-    assert [d["intent"] for d in direct] == [e.intent for e in expected]
+    assert [intent_of(d) for d in direct] == [e.intent for e in expected]
 
 
 def test_serve_command_starts_a_tfidf_model(tfidf_dir, monkeypatch, capsys):
@@ -124,8 +125,8 @@ def test_an_ensemble_reports_the_texts_its_network_truncates(ensemble_dir):
     assert cut["long_text"] == {"policy": "truncated", "tokens": tokens,
                                 "max_length": net.max_length, "chunks": 1}
     assert short["long_text"] is None
-    assert cut["intent"] == expected[0].intent
-    assert cut["confidence"] == pytest.approx(expected[0].confidence, abs=1e-9)
+    assert intent_of(cut) == expected[0].intent
+    assert confidence_of(cut) == pytest.approx(expected[0].confidence, abs=1e-9)
     assert 'headwise_texts_total{long_text="truncated"} 1.0' in metrics
 
 

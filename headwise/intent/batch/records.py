@@ -14,21 +14,15 @@ __all__ = ["CSV_COLUMNS", "ECHO_CHARS", "JSONL_KEYS", "Predictor", "echo", "engi
 
 #: characters of a text that an answer repeats (a longer one is cut, and marked with …)
 ECHO_CHARS = 200
-#: the CSV columns of an output, by the kind of model (``Predictor.kind``); the nested
-#: fields (``top_k``, ``intents``, ``slots``, ``long_text``) are JSON, null as an empty cell
-CSV_COLUMNS: dict[str, tuple[str, ...]] = {
-    "intent": ("line", "text", "text_chars", "intent", "confidence", "out_of_scope", "top_k",
-               "long_text"),
-    "compound": ("line", "text", "text_chars", "out_of_scope", "intents", "top_k", "slots",
-                 "long_text"),
-}
-#: the keys of a JSON-lines record, in order, by the kind of model
-JSONL_KEYS: dict[str, tuple[str, ...]] = {
-    "intent": ("line", "text", "intent", "confidence", "out_of_scope", "top_k", "text_chars",
-               "long_text"),
-    "compound": ("line", "text", "out_of_scope", "intents", "top_k", "slots", "text_chars",
-                 "long_text"),
-}
+#: the CSV columns of an output, for every kind of model; the nested fields (``intents``,
+#: ``slots``, ``top_k``, ``decision``, ``long_text``) are JSON, null as an empty cell
+CSV_COLUMNS: tuple[str, ...] = ("line", "text", "text_chars", "intents", "out_of_scope",
+                                "slots", "top_k", "decision", "long_text")
+#: the keys of a JSON-lines record, in order, for every kind of model (those of
+#: :meth:`Prediction.to_dict <headwise.intent.prediction.Prediction.to_dict>`, then the
+#: line, the text's length and the long-text note)
+JSONL_KEYS: tuple[str, ...] = ("line", "text", "intents", "out_of_scope", "slots", "top_k",
+                               "decision", "text_chars", "long_text")
 
 
 def echo(text: str, limit: int = ECHO_CHARS) -> str:
@@ -63,10 +57,11 @@ def engine_record(answer: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in answer.items():
         if key == "long_text":
             continue
-        if key == "confidence":
-            value = round(value, 6)
-        elif key in ("top_k", "intents"):
+        if key in ("top_k", "intents"):
             value = _rounded(value)
+        elif key == "decision" and value is not None:
+            value = {**value, "value": round(value["value"], 6),
+                     "threshold": round(value["threshold"], 6)}
         out[key] = value
     return record(out, answer["text"], answer.get("long_text"))
 
@@ -101,8 +96,8 @@ def _cell(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def format_records(lines: Sequence[int], records: Sequence[Mapping[str, Any]], fmt: str,
-                   kind: str) -> str:
+def format_records(lines: Sequence[int], records: Sequence[Mapping[str, Any]], fmt: str
+                   ) -> str:
     """The text of output records: JSON lines (``{"line": LINE, **record}``) or CSV rows
     (:data:`CSV_COLUMNS`), each ended by a newline.
 
@@ -110,7 +105,6 @@ def format_records(lines: Sequence[int], records: Sequence[Mapping[str, Any]], f
         lines: the input line of each record.
         records: the records (:func:`engine_record`).
         fmt: ``"jsonl"`` or ``"csv"``.
-        kind: ``"intent"`` or ``"compound"`` (the CSV columns).
 
     Returns:
         The text to append to the output.
@@ -120,7 +114,7 @@ def format_records(lines: Sequence[int], records: Sequence[Mapping[str, Any]], f
                        + "\n" for n, r in zip(lines, records, strict=True))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    columns = CSV_COLUMNS[kind][1:]
+    columns = CSV_COLUMNS[1:]
     for n, r in zip(lines, records, strict=True):
         writer.writerow([str(int(n)), *(_cell(r.get(c)) for c in columns)])
     return buf.getvalue()

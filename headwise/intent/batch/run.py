@@ -117,7 +117,7 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
              **(options or {})}
     rows = iter(reader)
     first = next(rows, None)  # a problem with the whole file shows before any output
-    output = OutputFile(out, fmt=fmt, kind=predictor.kind, resume=resume, state=state)
+    output = OutputFile(out, fmt=fmt, resume=resume, state=state)
     result = BatchPredictResult(out, fmt, kept=output.records,
                                 resumed_after=output.last_line if output.resumed else None)
     after = output.last_line or 0
@@ -128,8 +128,7 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
 
     def flush() -> None:
         answers = predictor.predict(texts, top_k=top_k, threshold=threshold)
-        output.write(format_records(lines, [engine_record(a) for a in answers], fmt,
-                                    predictor.kind))
+        output.write(format_records(lines, [engine_record(a) for a in answers], fmt))
         result.written += len(texts)
         bar.update(len(texts))
         if reader.size:

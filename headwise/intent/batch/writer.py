@@ -66,7 +66,6 @@ class OutputFile:
     Args:
         path: ``OUT``.
         fmt: ``"jsonl"`` or ``"csv"``.
-        kind: ``"intent"`` or ``"compound"``.
         resume: continue an earlier output.
         state: the run's options, saved beside the partial file and checked on resume
             (None: none saved, the output cannot be resumed with a check).
@@ -81,13 +80,11 @@ class OutputFile:
             without them, or an output that is not one of these records.
     """
 
-    def __init__(self, path: str | Path, *, fmt: str, kind: str, resume: bool = False,
+    def __init__(self, path: str | Path, *, fmt: str, resume: bool = False,
                  state: Mapping[str, Any] | None = None) -> None:
         if fmt not in ("jsonl", "csv"):
             raise ValueError(f"output format must be jsonl or csv, got {fmt!r}")
-        if kind not in CSV_COLUMNS:
-            raise ValueError(f"model kind must be one of {tuple(CSV_COLUMNS)}, got {kind!r}")
-        self.path, self.fmt, self.kind = Path(path), fmt, kind
+        self.path, self.fmt = Path(path), fmt
         self.partial, self.state_file = partial_path(path), state_path(path)
         self.last_line: int | None = None
         self.records = 0
@@ -109,7 +106,7 @@ class OutputFile:
         self._file.truncate(keep)
         self._file.seek(keep)
         if keep == 0 and fmt == "csv":
-            self.write(",".join(CSV_COLUMNS[kind]) + "\n")
+            self.write(",".join(CSV_COLUMNS) + "\n")
 
     # -- resume -------------------------------------------------------------------------
     def _save_state(self, state: Mapping[str, Any] | None) -> None:
@@ -145,7 +142,7 @@ class OutputFile:
 
     def _not_ours(self, why: str) -> ValueError:
         return ValueError(f"cannot resume {self.partial}: {why}; it is not the output of "
-                          f"`headwise predict --data` for a {self.kind} classifier in "
+                          f"`headwise predict --data` in "
                           f"{self.fmt} (start again without --resume)")
 
     def _scan_jsonl(self) -> int:
@@ -167,10 +164,10 @@ class OutputFile:
             rec = json.loads(last)
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise self._not_ours("its last complete line is not JSON") from None
-        if not isinstance(rec, dict) or tuple(rec) != JSONL_KEYS[self.kind] \
+        if not isinstance(rec, dict) or tuple(rec) != JSONL_KEYS \
                 or not isinstance(rec["line"], int):
             raise self._not_ours("its last record does not have the fields "
-                                 + ", ".join(JSONL_KEYS[self.kind]))
+                                 + ", ".join(JSONL_KEYS))
         self.last_line = rec["line"]
         return end + 1
 
@@ -188,7 +185,7 @@ class OutputFile:
 
         size = self.partial.stat().st_size
         reader = csv.reader(lines())
-        columns = list(CSV_COLUMNS[self.kind])
+        columns = list(CSV_COLUMNS)
         header = None
         self.records = 0
         try:

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from headwise.intent.compound.classifier import (
         COMPOUND_FILE,
         CompoundClassifier,
-        CompoundPrediction,
     )
     from headwise.intent.compound.evaluation import evaluate_compound
     from headwise.intent.compound.training import train_compound_classifier
@@ -25,12 +24,11 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "COMPOUND_FILE": "headwise.intent.compound.classifier",
     "CompoundClassifier": "headwise.intent.compound.classifier",
-    "CompoundPrediction": "headwise.intent.compound.classifier",
     "evaluate_compound": "headwise.intent.compound.evaluation",
     "train_compound_classifier": "headwise.intent.compound.training",
 }
 
-__all__ = ["COMPOUND_FILE", "CompoundClassifier", "CompoundPrediction", "evaluate_compound",
+__all__ = ["COMPOUND_FILE", "CompoundClassifier", "evaluate_compound",
            "train_compound_classifier"]
 
 _lazy_getattr, __dir__ = lazy_names(__name__, globals(), _LAZY)

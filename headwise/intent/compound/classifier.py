@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import torch
 from headwise.intent.answering import check_texts
 from headwise.intent.compound.thresholds import Thresholds, decide
 from headwise.intent.kinds import COMPOUND
+from headwise.intent.prediction import INTENT_THRESHOLD, OutOfScopeDecision, Prediction
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.models.joint import JointIntentSlotModel
@@ -38,34 +38,6 @@ from headwise.text.bio import tags_to_spans, token_offsets
 from headwise.text.tokenizer import Tokenizer
 
 COMPOUND_FILE = COMPOUND.marker  # "compound.json"
-
-
-@dataclass
-class CompoundPrediction:
-    """The answer for one text.
-
-    Attributes:
-        text: the input text.
-        intents: ``(intent, probability)`` of every predicted intent, most probable first.
-        scores: ``(intent, probability)`` of the ``top_k`` most probable intents.
-        slots: the slot spans found, with normalised values (None where the text does not
-            parse as the slot's kind).
-        out_of_scope: no intent passed its threshold.
-    """
-
-    text: str
-    intents: list[tuple[str, float]]
-    scores: list[tuple[str, float]]
-    slots: list[SlotSpan] = field(default_factory=list)
-    out_of_scope: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict."""
-        return {"text": self.text, "out_of_scope": self.out_of_scope,
-                "intents": [{"intent": k, "confidence": round(p, 6)} for k, p in self.intents],
-                "top_k": [{"intent": k, "confidence": round(p, 6)} for k, p in self.scores],
-                "slots": [{"name": s.name, "start": s.start, "end": s.end, "text": s.text,
-                           "value": s.value} for s in self.slots]}
 
 
 class CompoundClassifier:
@@ -150,24 +122,22 @@ class CompoundClassifier:
     def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
                 thresholds: Thresholds | None = None, at_least_one: bool = False,
                 batch_size: int = 64, reference_date: date | None = None
-                ) -> list[CompoundPrediction]:
+                ) -> list[Prediction]:
         """Intents, slots and normalised values of each text.
 
         Args:
             texts: one text or a list.
-            top_k: how many of the most probable intents to list in ``scores``.
+            top_k: how many of the most probable intents to list in ``top_k``.
             thresholds: override the saved thresholds.
             at_least_one: answer the most probable intent when none passes (never
-                out-of-scope).
+                out-of-scope; the answers then carry no out-of-scope ``decision``).
             batch_size: texts per forward pass.
             reference_date: "today" for relative dates in the slot values (下个月5号, next
                 Friday); None: the classifier's :attr:`reference_date`, else today's date.
 
         Returns:
-            One :class:`CompoundPrediction` per text. A slot span of a known kind whose text
-            does not parse as a value of that kind (a tagger's stray 后 as
-            ``rate_change_bp``) is left out; a slot name no schema knows keeps its span with
-            value None (there is no normaliser for it).
+            One :class:`~headwise.intent.prediction.Prediction` per text (see
+            :meth:`answers`).
 
         Raises:
             ValueError: an empty list or text, ``top_k < 1``.
@@ -177,18 +147,47 @@ class CompoundClassifier:
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
         probs, spans = self.analyse(texts, batch_size=batch_size)
-        chosen = self.chosen_intents(probs, thresholds or self.thresholds, at_least_one)
+        return self.answers(texts, probs, spans, top_k=top_k, thresholds=thresholds,
+                            at_least_one=at_least_one, reference_date=reference_date)
+
+    def answers(self, texts: Sequence[str], probs: np.ndarray,
+                spans: Sequence[Sequence[SlotSpan]], *, top_k: int,
+                thresholds: Thresholds | None = None, at_least_one: bool = False,
+                reference_date: date | None = None) -> list[Prediction]:
+        """The answers to texts from their calibrated probabilities (n, intents) and slot
+        spans (:meth:`analyse`, or the service's batched forward passes).
+
+        Every intent that passes its threshold is answered, best first; a text with none is
+        out of scope, and its ``decision`` names the intent nearest to its threshold (its
+        probability and threshold). A slot span of a known kind whose text does not parse as
+        a value of that kind (a tagger's stray 后 as ``rate_change_bp``) is left out; a slot
+        name no schema knows keeps its span with value None (there is no normaliser for it).
+        """
+        thresholds = thresholds or self.thresholds
+        chosen = self.chosen_intents(probs, thresholds, at_least_one)
         reference = reference_date or self.reference_date or date.today()
+        limits = self.intent_thresholds(thresholds)
         answers = []
         for text, p, keep, found in zip(texts, probs, chosen, spans, strict=True):
             order = np.argsort(-p, kind="stable")
             intents = [(self.intents[j], float(p[j])) for j in order if keep[j]]
-            answers.append(CompoundPrediction(
+            nearest = int(np.argmax(p - limits))
+            decision = None if at_least_one else OutOfScopeDecision(
+                INTENT_THRESHOLD, float(p[nearest]), float(limits[nearest]))
+            answers.append(Prediction(
                 text=text, intents=intents,
-                scores=[(self.intents[j], float(p[j])) for j in order[:top_k]],
-                slots=self.resolve_slots(found, reference),
-                out_of_scope=not intents))
+                top_k=[(self.intents[j], float(p[j])) for j in order[:top_k]],
+                out_of_scope=not intents, slots=self.resolve_slots(found, reference),
+                decision=decision))
         return answers
+
+    def intent_thresholds(self, thresholds: Thresholds) -> np.ndarray:
+        """The threshold each intent must reach (intents,): the per-intent ones of a
+        multi-label head; the one threshold of a single-label head (whose top intent alone
+        can be answered)."""
+        if self.model.multi_label:
+            return thresholds.for_intents(len(self.intents))
+        return np.full(len(self.intents), float(thresholds.threshold))
 
     def chosen_intents(self, probs: np.ndarray, thresholds: Thresholds, at_least_one: bool
                        ) -> np.ndarray:
