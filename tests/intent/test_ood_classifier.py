@@ -20,7 +20,8 @@ from tiny_corpus import INTENTS
 
 from headwise.cli import main
 from headwise.intent import IntentRecipe, train_intent_classifier
-from headwise.intent.classifier import OUT_OF_SCOPE, IntentClassifier
+from headwise.intent.answering import OUT_OF_SCOPE
+from headwise.intent.classifier import IntentClassifier
 from headwise.intent.decision.ood import (
     OOD_ARRAYS,
     OOD_FILE,
