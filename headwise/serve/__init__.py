@@ -23,7 +23,7 @@ from headwise.serve.onnx_export import export_onnx, quantize_int8
 from headwise.serve.ratelimit import RateLimiter
 from headwise.serve.runtime import OnnxRuntime, TorchRuntime
 from headwise.serve.served import ServedModel
-from headwise.serve.startup import load_classifier, load_engine
+from headwise.serve.startup import load_engine
 
 __all__ = [
     "LONG_TEXT_POLICIES",
@@ -49,7 +49,6 @@ __all__ = [
     "create_app",
     "explain_text",
     "export_onnx",
-    "load_classifier",
     "load_engine",
     "quantize_int8",
 ]
