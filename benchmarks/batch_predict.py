@@ -82,10 +82,10 @@ def build_models(folder: Path, quick: bool) -> dict[str, str]:
     ONNX export as ``model.onnx`` (what ``--runtime auto`` takes)."""
     import torch
 
+    from headwise._files import file_sha256
     from headwise.intent.classifier import IntentClassifier
     from headwise.models.io import WEIGHTS_NAME
     from headwise.serve.onnx_export import export_onnx
-    from headwise.serve.runtime import file_sha256
 
     torch.manual_seed(0)
     if quick:
@@ -127,7 +127,7 @@ def _engine(model: str, runtime: str, threads: int):
 def ceiling(spec: dict[str, Any]) -> dict[str, Any]:
     """In-process texts/s of ``engine.logits`` (batches of 64, pre-tokenized) and of
     ``engine.predict`` (chunks of 1024 texts)."""
-    from headwise.intent.batch_predict import make_batch_invariant
+    from headwise.intent.batch import make_batch_invariant
 
     engine = make_batch_invariant(_engine(spec["model"], spec["runtime"], spec["threads"]))
     texts = bench_texts(spec["base"] * spec["times"])
@@ -149,7 +149,7 @@ def ceiling(spec: dict[str, Any]) -> dict[str, Any]:
 
 def stream(spec: dict[str, Any]) -> dict[str, Any]:
     """``predict_file`` over ``times`` x the base texts: texts/s and peak memory."""
-    from headwise.intent.batch_predict import predict_file
+    from headwise.intent.batch import predict_file
 
     engine = _engine(spec["model"], spec["runtime"], spec["threads"])
     with tempfile.TemporaryDirectory() as tmp:

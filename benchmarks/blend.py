@@ -49,7 +49,7 @@ def measure(network_dir: Path, tfidf_dir: Path, valid: tuple[list[str], list[str
     """Choose the share on ``valid``, score every variant on ``test`` (in-scope rows)."""
     import numpy as np
 
-    from headwise.intent.ensemble import load_classifier
+    from headwise.intent.kinds import load_classifier
     from headwise.intent.training.blending import choose_blend_weight
 
     net, tf = load_classifier(network_dir), load_classifier(tfidf_dir)
@@ -191,7 +191,7 @@ def main() -> int:
                          lambda: demo_splits(args.demo)))
         args.results.parent.mkdir(parents=True, exist_ok=True)
         for data, seed, net, tf, splits in jobs:
-            from headwise.intent.ensemble import load_classifier
+            from headwise.intent.kinds import load_classifier
 
             metric = load_classifier(net).info.get("recipe", {}).get("select_on", "accuracy")
             valid, test = splits()

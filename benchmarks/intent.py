@@ -283,7 +283,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     from headwise.intent import evaluate_classifier, measure_latency, train_intent_classifier
 
     if spec.get("latency_of"):  # re-measure a kept classifier (a quiet-machine pass)
-        from headwise.intent.ensemble import load_classifier
+        from headwise.intent.kinds import load_classifier
 
         clf = load_classifier(spec["latency_of"])
         load = os.getloadavg()[0]
@@ -397,7 +397,8 @@ def soup_worker(spec: dict[str, Any], test: Any) -> dict[str, Any]:
 def combine_worker(spec: dict[str, Any], test: Any) -> dict[str, Any]:
     """Average the kept member classifiers of a "combine" run (one per listed configuration,
     all with the run's seed: the same models the run would train), then test and time it."""
-    from headwise.intent.ensemble import EnsembleClassifier, load_classifier
+    from headwise.intent.ensemble import EnsembleClassifier
+    from headwise.intent.kinds import load_classifier
 
     members = spec["combine_members"]
     clf = EnsembleClassifier([load_classifier(m["model_dir"]) for m in members],

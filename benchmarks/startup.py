@@ -13,9 +13,10 @@ here (a TF-IDF model and a tiny 2-layer Transformer), unless ``--model-dir`` hol
 from an earlier run.
 
 Rows ``python -c pass`` (the interpreter), ``import torch`` and ``import load_classifier``
-(``from headwise.intent.ensemble import load_classifier``: what loading any saved
-classifier imports) are the floors the ``headwise`` rows are read against: ``predict``'s
-time minus the last is what the command, the model file and the answer cost.
+(``from headwise.intent.kinds import load_classifier`` and the single-label kinds'
+classes, ``import headwise.intent.ensemble``: what loading any saved classifier imports)
+are the floors the ``headwise`` rows are read against: ``predict``'s time minus the last
+is what the command, the model file and the answer cost.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def commands(models: dict[str, Path]) -> dict[str, list[str]]:
         "headwise serve --help": [*hw, "serve", "--help"],
         "import torch": [sys.executable, "-c", "import torch"],
         "import load_classifier": [sys.executable, "-c",
-                                   "from headwise.intent.ensemble import load_classifier"],
+                                   "from headwise.intent.kinds import load_classifier; "
+                                   "import headwise.intent.ensemble"],
         "headwise predict TFIDF": [*hw, "predict", str(models["tfidf"]), QUERY],
         "headwise predict TINY-TRANSFORMER": [*hw, "predict", str(models["transformer"]),
                                               QUERY],
@@ -180,7 +182,8 @@ def section(data: dict[str, Any]) -> str:
         + ", ".join(f"{H.fmt(rows[n]['wall_s']['median'])} s ({n.split()[-1]})"
                     for n in ("headwise predict TFIDF", "headwise predict TINY-TRANSFORMER"))
         + f", of which {H.fmt(floor)} s is importing what loads a saved classifier "
-        f"(`headwise.intent.ensemble.load_classifier`: torch, {H.fmt(torch_s)} s of it, and "
+        f"(`headwise.intent.kinds.load_classifier` and the kinds' classes: torch, "
+        f"{H.fmt(torch_s)} s of it, and "
         f"no scikit-learn or matplotlib), the rest the command, the model file and the "
         f"answer.",
         "",

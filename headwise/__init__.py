@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from headwise import _moved
 from headwise._lazy import lazy_names
-
-_moved.install()  # the modules the regroups moved keep their old names, with a warning
 
 try:
     __version__ = version("headwise")

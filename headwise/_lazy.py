@@ -9,13 +9,11 @@ not import every other one and the libraries they need.
 from __future__ import annotations
 
 import importlib
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 
-def lazy_names(package: str, namespace: dict[str, Any], names: dict[str, str],
-               moved: dict[str, str] | None = None
+def lazy_names(package: str, namespace: dict[str, Any], names: dict[str, str]
                ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of a package whose public ``names`` live in the
     modules they map to; a name, once imported, is kept in ``namespace``.
@@ -24,25 +22,16 @@ def lazy_names(package: str, namespace: dict[str, Any], names: dict[str, str],
         package: the package's ``__name__`` (for the AttributeError message).
         namespace: the package's ``globals()``.
         names: public name -> the dotted module that defines it.
-        moved: names the package no longer exports -> the module that has them now; each
-            still resolves, with a :class:`DeprecationWarning` naming the new place, and is
-            left out of ``__dir__``.
     """
-    moved = moved or {}
 
     def __getattr__(name: str) -> Any:
         if name in names:
             value = getattr(importlib.import_module(names[name]), name)
             namespace[name] = value
             return value
-        if name in moved:
-            warnings.warn(f"{package}.{name} moved to {moved[name]}.{name}; import it from "
-                          f"there (the old name goes in a later release)", DeprecationWarning,
-                          stacklevel=2)
-            return getattr(importlib.import_module(moved[name]), name)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:
-        return sorted((set(namespace) | set(names)) - set(moved))
+        return sorted(set(namespace) | set(names))
 
     return __getattr__, __dir__

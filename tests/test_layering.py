@@ -9,8 +9,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "headwise"
 #: bottom to top; a module may import its own layer and those below it. The package root
 #: (``headwise/__init__.py``: ``__version__`` and lazy re-exports) may be imported by all.
-LAYERS = ("_moved", "_lazy", "_fonts", "_files", "attention", "nn", "models", "text", "slots",
-          "loading", "train", "intent", "inspect", "serve", "integrations", "demo", "commands",
+LAYERS = ("_lazy", "_fonts", "_files", "attention", "nn", "models", "text", "slots", "loading",
+          "train", "intent", "inspect", "serve", "integrations", "demo", "commands",
           "cli")
 
 

@@ -13,7 +13,8 @@ HEAVY = ("sklearn", "scipy.linalg", "scipy.stats", "matplotlib", "cleanlab", "pa
 
 
 @pytest.mark.parametrize("statement", [
-    "from headwise.intent.ensemble import load_classifier",
+    "from headwise.intent.kinds import load_classifier",
+    "from headwise.intent.ensemble import EnsembleClassifier",
     "from headwise.intent import IntentClassifier",
     "from headwise.text import Tokenizer",
     "import headwise.commands.predict",
@@ -29,9 +30,11 @@ def test_the_predict_path_imports_no_heavy_library(statement):
 
 def test_lazy_package_names_resolve_to_their_modules():
     import headwise.intent as intent
+    import headwise.intent.batch as batch
+    import headwise.intent.compound as compound
     import headwise.text as text
 
-    for package in (intent, text):
+    for package in (intent, batch, compound, text):
         assert sorted(package.__all__) == sorted(package._LAZY)
         for name in package.__all__:
             value = getattr(package, name)
@@ -39,3 +42,12 @@ def test_lazy_package_names_resolve_to_their_modules():
         assert set(package.__all__) <= set(dir(package))
         with pytest.raises(AttributeError, match="no attribute 'nope'"):
             package.nope  # noqa: B018
+
+
+def test_the_text_layer_loads_no_demo_module():
+    code = ("import sys, headwise.text.tokenizer, headwise.text.readers, "
+            "headwise.intent.evaluation, headwise.inspect.categories, "
+            "headwise.intent.training.distillation; "
+            "bad = sorted(m for m in sys.modules if m.startswith('headwise.demo')); "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.classifier import ProbabilityClassifier
+from headwise.intent.answering import ProbabilityClassifier
 from headwise.intent.kinds import ModelKind
 
 MARKER = "keywords.json"

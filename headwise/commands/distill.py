@@ -11,7 +11,7 @@ from headwise.commands._common import add_data_options, check_out_dir, read, rep
 
 #: suffixes of an ``--unlabelled`` file read as CSV / JSON lines (any other: one text a line)
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".ndjson")
-#: the augmentation kinds (``headwise.intent.training.distillation.AUGMENTATIONS``, repeated here so
+#: the augmentation kinds (``headwise.intent.training.augmentation.AUGMENTATIONS``, repeated here so
 #: that building the parser imports nothing heavy; a test keeps the two equal)
 AUGMENTATIONS = ("typo", "drop", "duplicate", "width", "space", "punct")
 

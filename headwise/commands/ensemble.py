@@ -28,10 +28,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from headwise.intent.ensemble import EnsembleClassifier, load_classifier
+    from headwise.intent.ensemble import EnsembleClassifier
+    from headwise.intent.kinds import load_single_label
 
     check_combination(args.out, args.models, "an ensemble")
-    members = [load_classifier(m) for m in args.models]
+    members = [load_single_label(m) for m in args.models]
     if any(isinstance(m, EnsembleClassifier) for m in members):
         raise ValueError("a member is itself an ensemble; list its members instead")
     ens = EnsembleClassifier(members, threshold=args.threshold,

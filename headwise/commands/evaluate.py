@@ -15,8 +15,8 @@ from headwise.commands._common import (
 )
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
-from headwise.intent.ensemble import load_classifier
 from headwise.intent.evaluation import evaluate_classifier, format_report
+from headwise.intent.kinds import load_single_label
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.model) / f"eval-{Path(args.data).stem}"
     if is_compound_model(args.model):
         return _run_compound(args, out)
-    clf = load_classifier(args.model)
+    clf = load_single_label(args.model)
     data = read(args.data, args)
     out.mkdir(parents=True, exist_ok=True)
     report = evaluate_classifier(clf, data.texts, data.labels, out_dir=out,

@@ -49,6 +49,7 @@ def _refuse_other_kinds(model: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from headwise._files import file_sha256
     from headwise.intent.classifier import IntentClassifier
     from headwise.models.io import WEIGHTS_NAME
     from headwise.serve.onnx_export import (
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         quantize_int8,
     )
     from headwise.serve.onnx_fusion import fused_op_counts, unfusable_reason
-    from headwise.serve.runtime import OnnxRuntime, TorchRuntime, file_sha256
+    from headwise.serve.runtime import OnnxRuntime, TorchRuntime
     from headwise.serve.startup import ONNX_TOLERANCE
 
     check_out_file(args.onnx, "--onnx")

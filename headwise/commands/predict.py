@@ -5,7 +5,7 @@ the text's length in ``text_chars``, and says in ``long_text`` when a network re
 the first ``max_length`` tokens of it (the service's ``long_text`` note, null otherwise).
 
 ``--data FILE --out FILE`` streams a file of any size through the model
-(:func:`headwise.intent.batch_predict.predict_file`: constant memory, batched forward
+(:func:`headwise.intent.batch.predict_file`: constant memory, batched forward
 passes on onnxruntime when the model directory holds its export, a progress bar,
 ``--resume`` after an interruption, bad rows skipped or ``--strict``); with ``--ray
 [ADDRESS]`` a directory or glob of files goes over a Ray cluster instead
@@ -23,13 +23,13 @@ from typing import Any
 from headwise.commands._common import is_compound_model
 
 #: characters of a text that an answer repeats (a longer one is cut, and marked with …):
-#: ``headwise.intent.batch_predict.ECHO_CHARS``, repeated so that building the parser
+#: ``headwise.intent.batch.ECHO_CHARS``, repeated so that building the parser
 #: imports nothing heavy (a test keeps them equal), as are the formats and runtimes
 ECHO_CHARS = 200
 INPUT_FORMATS = ("auto", "csv", "jsonl", "text")
 OUTPUT_FORMATS = ("auto", "jsonl", "csv")
 RUNTIMES = ("auto", "torch", "onnx")
-#: defaults of ``--batch-size`` and ``--chunk-size`` (``headwise.intent.batch_predict``)
+#: defaults of ``--batch-size`` and ``--chunk-size`` (``headwise.intent.batch``)
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_CHUNK_SIZE = 1024
 #: bad rows printed one by one (the others are counted)
@@ -110,8 +110,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def echo(text: str, limit: int = ECHO_CHARS) -> str:
     """``text`` as an answer repeats it: whole up to ``limit`` characters, else its first
-    ``limit`` characters and ``…`` (:func:`headwise.intent.batch_predict.echo`)."""
-    from headwise.intent.batch_predict import echo as cut
+    ``limit`` characters and ``…`` (:func:`headwise.intent.batch.echo`)."""
+    from headwise.intent.batch import echo as cut
 
     return cut(text, limit)
 
@@ -149,8 +149,8 @@ def long_text_notes(classifier: Any, texts: Sequence[str]) -> list[dict[str, Any
 def record(answer: dict[str, Any], text: str, note: dict[str, Any] | None) -> dict[str, Any]:
     """An answer's ``--json`` object: ``answer`` (``to_dict()`` of a prediction) with
     its text cut by :func:`echo`, ``text_chars`` and ``long_text``
-    (:func:`headwise.intent.batch_predict.record`)."""
-    from headwise.intent.batch_predict import record as make
+    (:func:`headwise.intent.batch.record`)."""
+    from headwise.intent.batch import record as make
 
     return make(answer, text, note)
 
@@ -197,9 +197,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("no texts: pass them as arguments or on standard input")
     if is_compound_model(args.model):
         return _run_compound(args, texts)
-    from headwise.intent.ensemble import load_classifier
+    from headwise.intent.kinds import load_single_label
 
-    clf = load_classifier(args.model)
+    clf = load_single_label(args.model)
     answers = clf.predict(texts, top_k=args.top_k, threshold=args.threshold)
     _print_answers(args, clf, answers, texts)
     return 0
@@ -315,7 +315,7 @@ def _run_data(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from headwise.commands._common import check_out_file
-    from headwise.intent.batch_predict import output_format_of, partial_path, predict_file
+    from headwise.intent.batch import output_format_of, partial_path, predict_file
     from headwise.serve.config import ServeConfig
     from headwise.serve.startup import load_engine
 

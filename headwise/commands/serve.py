@@ -36,28 +36,17 @@ import threading
 from typing import TYPE_CHECKING
 
 from headwise.commands.serve_options import (
-    LOG_LEVELS,
-    LONG_TEXT_POLICIES,
-    RAY_OPTIONS,
     RUNTIMES,
     add_serve_options,
     check_ray_options,
     config_from_args,
-    port_number,
-    positive_int,
-    positive_number,
-    positive_rate,
-    replica_range,
 )
 
 if TYPE_CHECKING:
     from headwise.serve.config import ServeConfig
     from headwise.serve.runtime import OnnxRuntime, TorchRuntime
 
-#: the option names and checks are :mod:`headwise.commands.serve_options`'; exported here too
-__all__ = ["LOG_LEVELS", "LONG_TEXT_POLICIES", "RAY_OPTIONS", "RUNTIMES", "add_parser",
-           "check_address", "check_ray_options", "config_from_args", "port_number",
-           "positive_int", "positive_number", "positive_rate", "replica_range", "run", "url"]
+__all__ = ["add_parser", "check_address", "run", "url"]
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

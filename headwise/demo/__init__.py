@@ -24,7 +24,6 @@ from headwise._lazy import lazy_names
 if TYPE_CHECKING:
     from headwise.demo.compound import run_compound_demo
     from headwise.demo.corpus import (
-        DEMO_INTENTS,
         DemoExample,
         Slot,
         Span,
@@ -33,11 +32,12 @@ if TYPE_CHECKING:
         write_demo_corpus,
     )
     from headwise.demo.runner import DemoSettings, demo_recipes, pretrained_demo_recipe, run_demo
+    from headwise.demo.templates import DEMO_INTENTS
 
 #: public name -> the module that defines it, imported on first use (PEP 562)
 _LAZY: dict[str, str] = {
     "run_compound_demo": "headwise.demo.compound",
-    "DEMO_INTENTS": "headwise.demo.corpus",
+    "DEMO_INTENTS": "headwise.demo.templates",
     "DemoExample": "headwise.demo.corpus",
     "Slot": "headwise.demo.corpus",
     "Span": "headwise.demo.corpus",

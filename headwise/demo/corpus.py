@@ -52,10 +52,9 @@ from pathlib import Path
 from typing import Any
 
 from headwise.demo.families import SPLITS, Template, assign_families, catalogue, family_of
-from headwise.demo.phenomena import PHENOMENA, apply_surface, slice_names
+from headwise.demo.phenomena import apply_surface, slice_names
 from headwise.demo.render import Utterance, annotate, render, template_tags
 from headwise.demo.templates import DEMO_INTENTS
-from headwise.text.banking_lexicon import category_lexicon
 from headwise.text.labels import OOS_LABEL
 
 SPAN_CATEGORIES = ("negation", "number", "domain")
@@ -65,9 +64,8 @@ PAIR_SHARE = 0.25
 #: share of the out-of-scope examples of a split that are near misses
 NEAR_MISS_SHARE = 0.4
 
-__all__ = ["DEMO_INTENTS", "OOS_LABEL", "PHENOMENA", "SPAN_CATEGORIES", "SPLITS", "DemoExample",
-           "Slot", "Span", "category_lexicon", "generate_demo_corpus", "read_demo_jsonl",
-           "write_demo_corpus"]
+__all__ = ["SPAN_CATEGORIES", "DemoExample", "Slot", "Span", "generate_demo_corpus",
+           "read_demo_jsonl", "write_demo_corpus"]
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,13 @@ inserts a slot value (the placeholders of :data:`headwise.demo.values.PLACEHOLDE
 `` @+intent`` lists further intents the utterance also expresses, and trailing tags
 (`` #neg``, `` #order``, `` #long``) name the slices the template exercises.
 The negation and domain word lists are the text layer's
-(:mod:`headwise.text.banking_lexicon`), re-exported here.
+(:mod:`headwise.text.banking_lexicon`).
 """
 
 from __future__ import annotations
 
-from headwise.text.banking_lexicon import DOMAIN, NEGATION, NON_NEGATION
-
-__all__ = ["CONTRASTS", "CONTRAST_FRAMES", "CORRECTIONS", "CORRECTION_FRAMES", "DOMAIN",
-           "NEGATION", "NON_NEGATION", "OOS_NEAR_MISS_TEMPLATES", "OOS_TEMPLATES",
-           "PAIR_TEMPLATES"]
+__all__ = ["CONTRASTS", "CONTRAST_FRAMES", "CORRECTIONS", "CORRECTION_FRAMES",
+           "OOS_NEAR_MISS_TEMPLATES", "OOS_TEMPLATES", "PAIR_TEMPLATES"]
 
 #: out-of-scope requests: chit-chat and other domains (label "oos")
 OOS_TEMPLATES: tuple[str, ...] = (

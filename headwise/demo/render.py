@@ -15,18 +15,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwise.demo.lexicon import (
-    CONTRAST_FRAMES,
-    CONTRASTS,
-    CORRECTION_FRAMES,
-    CORRECTIONS,
-    DOMAIN,
-    NEGATION,
-    NON_NEGATION,
-)
+from headwise.demo.lexicon import CONTRAST_FRAMES, CONTRASTS, CORRECTION_FRAMES, CORRECTIONS
 from headwise.demo.phenomena import TEMPLATE_TAGS
 from headwise.demo.templates import DEMO_INTENTS, INTENT_TEMPLATES
 from headwise.demo.values import PLACEHOLDERS
+from headwise.text.banking_lexicon import DOMAIN, NEGATION, NON_NEGATION
 
 _PIECE = re.compile(r"\(([^()]*)\)|\{(\w+)\}|<([^<>|]*)\|([^<>]*)>|([^({<]+)")
 _FINAL = "？。！"
@@ -193,7 +186,7 @@ def annotate(text: str, numbers: list[tuple[int, int, Any]]) -> list[tuple[int, 
     Number spans are the given numerals; negation and domain spans are found by scanning
     left to right with the lexicons, longest word first, outside the numerals. The 不/没 of
     an A-not-A question (要不要, 有没有) and the fixed words of
-    :data:`~headwise.demo.lexicon.NON_NEGATION` (不好意思, 别人) are not negations.
+    :data:`~headwise.text.banking_lexicon.NON_NEGATION` (不好意思, 别人) are not negations.
     """
     blocked = [False] * len(text)
     spans: list[tuple[int, int, str, Any]] = [(s, e, "number", v) for s, e, v in numbers]

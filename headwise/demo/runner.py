@@ -22,12 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from headwise.demo.corpus import (
-    OOS_LABEL,
-    PHENOMENA,
-    generate_demo_corpus,
-    write_demo_corpus,
-)
+from headwise.demo.corpus import generate_demo_corpus, write_demo_corpus
 from headwise.intent.evaluation import (
     ALL_ROWS,
     evaluate_classifier,
@@ -36,6 +31,8 @@ from headwise.intent.evaluation import (
 )
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
+from headwise.text.labels import OOS_LABEL
+from headwise.text.slices import PHENOMENA
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from headwise._fonts import cjk_font as cjk_font
+from headwise._fonts import cjk_font
 from headwise._fonts import quiet_fonts as _quiet_fonts
 
 

@@ -23,10 +23,10 @@ text, the exact line ``headwise predict --json`` prints.
 
 :func:`predict_files` is ``headwise predict MODEL --data DIR_OR_GLOB --out DIR --ray
 [ADDRESS]``: every input file (CSV, JSON lines or plain text, read as
-:func:`headwise.intent.batch_predict.predict_file` reads them, on the workers) becomes
+:func:`headwise.intent.batch.predict_file` reads them, on the workers) becomes
 ``DIR/NAME.jsonl`` (or ``.csv``) holding exactly the records ``headwise predict --data FILE
 --out DIR/NAME.jsonl`` writes, in input order: answers do not depend on how texts are
-batched (:class:`~headwise.intent.batch_predict.BatchInvariantRuntime`). The driver writes the
+batched (:class:`~headwise.intent.batch.BatchInvariantRuntime`). The driver writes the
 files, each as ``NAME.jsonl.partial`` renamed when complete; the workers must be able to
 read the input paths (a local cluster, or storage every node mounts) and have headwise
 installed.
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from headwise.intent.answering import check_answer_options
-from headwise.intent.batch_predict import (
+from headwise.intent.batch import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CHUNK_SIZE,
     JSONL_KEYS,
@@ -322,7 +322,7 @@ def predict_files(model: str | Path, data: str | Path, out_dir: str | Path, *,
             already has Ray initialised, that one is used.
         num_cpus: CPUs of the local cluster (default: all).
         actors: model replicas (Ray actors), each loading the model once.
-        input_format: as :func:`~headwise.intent.batch_predict.predict_file`.
+        input_format: as :func:`~headwise.intent.batch.predict_file`.
         output_format: ``"jsonl"`` or ``"csv"``.
         text_column: the CSV column or JSON key of the text.
         top_k: intents listed per text.
@@ -337,7 +337,7 @@ def predict_files(model: str | Path, data: str | Path, out_dir: str | Path, *,
         on_bad_row: called with each bad row skipped.
 
     Returns:
-        Each input file's :class:`~headwise.intent.batch_predict.BatchPredictResult`.
+        Each input file's :class:`~headwise.intent.batch.BatchPredictResult`.
 
     Raises:
         ImportError: Ray Data is not installed.

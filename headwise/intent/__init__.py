@@ -45,7 +45,6 @@ if TYPE_CHECKING:
         ThresholdChoice,
         choose_score_threshold,
         choose_threshold,
-        is_oos_label,
         score_thresholds,
         threshold_curve,
     )
@@ -91,7 +90,6 @@ _LAZY: dict[str, str] = {
     "ThresholdChoice": "headwise.intent.decision.oos",
     "choose_score_threshold": "headwise.intent.decision.oos",
     "choose_threshold": "headwise.intent.decision.oos",
-    "is_oos_label": "headwise.intent.decision.oos",
     "score_thresholds": "headwise.intent.decision.oos",
     "threshold_curve": "headwise.intent.decision.oos",
     "apply_prior_correction": "headwise.intent.decision.prior",
@@ -129,7 +127,6 @@ __all__ = [
     "fit_ood_detector",
     "fit_temperature",
     "format_report",
-    "is_oos_label",
     "load_detector",
     "make_detector",
     "measure_latency",

@@ -39,9 +39,6 @@ from torch import nn
 
 from headwise.intent.answering import (
     CalibratedClassifier,
-    ProbabilityClassifier,
-    answers_from_probs,
-    check_answer_options,
     check_texts,
 )
 from headwise.intent.decision.ood import OodDetector, load_detector, remove_detector, save_detector
@@ -52,11 +49,7 @@ from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.text.tokenizer import Tokenizer
 
-#: the answering names are :mod:`headwise.intent.answering`'s; they are exported here too,
-#: where they were first defined
-__all__ = ["INTENT_FILE", "CalibratedClassifier", "IntentClassifier",
-           "ProbabilityClassifier", "answers_from_probs",
-           "check_answer_options", "check_detector", "check_texts", "pooled_vectors"]
+__all__ = ["INTENT_FILE", "IntentClassifier", "check_detector", "pooled_vectors"]
 
 INTENT_FILE = NETWORK.marker  # "intent.json"
 

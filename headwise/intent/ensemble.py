@@ -28,7 +28,7 @@ from headwise.models.io import write_json_atomically
 #: what an ensemble may hold: anything with calibrated ``predict_proba`` over ``labels``
 Member = IntentClassifier | TfidfClassifier
 
-__all__ = ["ENSEMBLE_FILE", "EnsembleClassifier", "check_weights", "load_classifier"]
+__all__ = ["ENSEMBLE_FILE", "EnsembleClassifier", "check_weights"]
 
 #: the file that marks a saved ensemble directory (members in ``member-<i>/``)
 ENSEMBLE_FILE = ENSEMBLE.marker  # "ensemble.json"
@@ -139,15 +139,3 @@ def check_weights(weights: Sequence[float] | None, members: int) -> np.ndarray:
     if not np.isfinite(w).all() or (w < 0).any() or abs(w.sum() - 1.0) > 1e-6:
         raise ValueError(f"weights must be non-negative shares summing to 1, got {w.tolist()}")
     return w
-
-
-def load_classifier(directory: str | Path
-                    ) -> IntentClassifier | TfidfClassifier | EnsembleClassifier:
-    """Whatever single-label classifier ``directory`` holds: an ensemble (``ensemble.json``),
-    a TF-IDF classifier (``tfidf.json``), a network (``intent.json``) or a registered kind
-    (:func:`headwise.intent.kinds.load_single_label`, which this name stays for).
-
-    Raises:
-        FileNotFoundError, ValueError: as the matching ``load``; a compound classifier.
-    """
-    return load_single_label(directory)

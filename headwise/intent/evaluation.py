@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.decision.oos import is_oos_label
+from headwise.text.labels import is_oos_label
 from headwise.train.metrics import classification_metrics, confusion_matrix_png
 
 #: the name of :func:`slice_report`'s row over every example
@@ -79,7 +79,7 @@ def slice_report(gold: Sequence[str], predicted: Sequence[str | None],
 
     Args:
         gold: the gold labels; out-of-scope rows labelled as
-            :func:`headwise.intent.decision.oos.is_oos_label` recognises (``oos`` ...).
+            :func:`headwise.text.labels.is_oos_label` recognises (``oos`` ...).
         predicted: the answers with the threshold: an intent, or None / an out-of-scope
             label for a rejected row.
         slices: each row's slice names (or None).

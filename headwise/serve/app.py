@@ -63,9 +63,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from headwise.serve.access import ADMIN_PREFIX, OPEN_PATHS, AccessGuard
 from headwise.serve.batching import BatcherClosed
+from headwise.serve.bucketing import EncodedText
 from headwise.serve.config import CONFIG_ENV, ServeConfig
-from headwise.serve.docs_pages import DOCS_ASSETS, add_docs, docs_assets, docs_available
-from headwise.serve.engine import EncodedText
+from headwise.serve.docs_pages import add_docs
 from headwise.serve.explain import explain_text
 from headwise.serve.fastpath import FastRoute
 from headwise.serve.middleware import BodyGuard, RequestMetrics, error_payload
@@ -83,10 +83,7 @@ from headwise.serve.schemas import (
 from headwise.serve.startup import Engine, load_engine
 from headwise.serve.state import InputError, ServiceState
 
-#: the names this module exported before the service's state and its documentation pages
-#: moved to their own modules (:mod:`headwise.serve.state`, :mod:`headwise.serve.docs_pages`)
-__all__ = ["DOCS_ASSETS", "ENDPOINTS", "InputError", "ServiceState", "app_from_environment",
-           "create_app", "docs_assets", "docs_available", "input_error_response",
+__all__ = ["ENDPOINTS", "app_from_environment", "create_app", "input_error_response",
            "json_response"]
 
 log = logging.getLogger("headwise.serve")

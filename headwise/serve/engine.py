@@ -30,16 +30,12 @@ from headwise.intent.classifier import IntentClassifier
 from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.prediction import OutOfScopeScores
 from headwise.serve.bucketing import (
-    MIN_BUCKET,
     BucketedEngine,
     EncodedText,
-    LongTextError,
-    length_bucket,
 )
 from headwise.serve.runtime import OnnxRuntime, TorchRuntime
 
-__all__ = ["MIN_BUCKET", "EncodedText", "InferenceEngine", "LongTextError", "length_bucket",
-           "prediction_records"]
+__all__ = ["InferenceEngine", "prediction_records"]
 
 
 def prediction_records(texts: Sequence[str], probs: np.ndarray, labels: Sequence[str], *,

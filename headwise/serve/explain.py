@@ -14,11 +14,11 @@ import numpy as np
 import torch
 
 from headwise.attention.capture import capture_attention
-from headwise.inspect.forward import NoAttentionError, attention_layers
+from headwise.inspect.forward import attention_layers
 from headwise.inspect.rollout import rollout_matrix
 from headwise.intent.classifier import IntentClassifier
 
-__all__ = ["Explanation", "NoAttentionError", "attention_modules", "explain_text"]
+__all__ = ["Explanation", "explain_text"]
 
 
 @dataclass(frozen=True)
@@ -42,16 +42,6 @@ class Explanation:
     total_tokens: int
 
 
-def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """Deprecated: :func:`headwise.inspect.attention_layers`, the one finder (kept for
-    callers of this name; see CHANGELOG.md)."""
-    import warnings
-
-    warnings.warn("headwise.serve.explain.attention_modules is deprecated; use "
-                  "headwise.inspect.attention_layers", DeprecationWarning, stacklevel=2)
-    return list(attention_layers(model))
-
-
 @torch.inference_mode()
 def explain_text(classifier: IntentClassifier, text: str) -> Explanation:
     """Per-head attention, rollout and logits of one text.
@@ -64,7 +54,7 @@ def explain_text(classifier: IntentClassifier, text: str) -> Explanation:
         An :class:`Explanation`.
 
     Raises:
-        NoAttentionError: a model without attention heads.
+        ~headwise.inspect.NoAttentionError: a model without attention heads.
     """
     model = classifier.model
     modules = attention_layers(model)

@@ -2,7 +2,7 @@
 
 :class:`ProbabilityEngine` answers with the classifier's own calibrated probabilities
 (:meth:`ProbabilityClassifier.predict_proba
-<headwise.intent.classifier.ProbabilityClassifier.predict_proba>`), gathered into batches
+<headwise.intent.answering.ProbabilityClassifier.predict_proba>`), gathered into batches
 by the service's micro-batcher like a network's texts; its answers are those of
 ``classifier.predict``. A TF-IDF model reads a text whole; a network inside an ensemble
 truncates it at its own maximum length, as ``predict`` does. So only the ``"truncate"``

@@ -20,11 +20,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from headwise._files import file_sha256
 from headwise.intent.classifier import pooled_vectors
 
-__all__ = ["META_QUANTIZED", "META_WEIGHTS_SHA256", "OnnxRuntime", "TorchRuntime",
-           "file_sha256", "pooled_vectors"]
+__all__ = ["META_QUANTIZED", "META_WEIGHTS_SHA256", "OnnxRuntime", "TorchRuntime"]
 
 #: ONNX metadata keys written by :func:`headwise.serve.onnx_export.export_onnx`
 META_WEIGHTS_SHA256 = "headwise.weights_sha256"

@@ -17,8 +17,8 @@ from typing import Any
 
 from headwise.inspect.forward import NoAttentionError, attention_layers
 from headwise.serve.batching import MicroBatcher
+from headwise.serve.bucketing import EncodedText
 from headwise.serve.config import ServeConfig
-from headwise.serve.engine import EncodedText
 from headwise.serve.predict_api import api_for
 from headwise.serve.startup import Engine
 

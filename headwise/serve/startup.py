@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from headwise._files import file_sha256
 from headwise.intent import kinds
 from headwise.intent.answering import ProbabilityClassifier
 from headwise.intent.classifier import IntentClassifier
@@ -32,7 +33,7 @@ from headwise.serve.config import ServeConfig
 from headwise.serve.engine import InferenceEngine
 from headwise.serve.onnx_export import ExportableClassifier, max_logit_difference, probe_batches
 from headwise.serve.proba_engine import ProbabilityEngine
-from headwise.serve.runtime import META_WEIGHTS_SHA256, OnnxRuntime, TorchRuntime, file_sha256
+from headwise.serve.runtime import META_WEIGHTS_SHA256, OnnxRuntime, TorchRuntime
 
 #: what a model directory may hold for the service: a network, a compound classifier, a
 #: TF-IDF model or an ensemble (the last two are ProbabilityClassifiers)
@@ -150,26 +151,6 @@ def choose_runtime(config: ServeConfig, classifier: IntentClassifier | CompoundC
             f"runtime auto: using torch: {reason}")
 
 
-def load_classifier(model_dir: str | Path) -> ServedClassifier:
-    """The classifier saved in a directory, of whichever kind it is.
-
-    Args:
-        model_dir: a directory written by ``headwise train``, ``soup`` or ``ensemble``.
-
-    Returns:
-        A :class:`CompoundClassifier` when the directory holds ``compound.json``, an
-        :class:`~headwise.intent.ensemble.EnsembleClassifier` (``ensemble.json``), a
-        :class:`~headwise.intent.tfidf.TfidfClassifier` (``tfidf.json``), else an
-        :class:`IntentClassifier`.
-
-    Raises:
-        FileNotFoundError: no such directory, or one holding none of those files.
-        ValueError: as the classifiers' loaders (pickle files, a config that does not
-            match the weights, an invalid metadata file).
-    """
-    return kinds.load_classifier(model_dir)
-
-
 def _proba_engine(config: ServeConfig, classifier: ProbabilityClassifier) -> ProbabilityEngine:
     """The engine of a TF-IDF model, an ensemble or any kind served by its own
     ``predict_proba``, refusing what its kind cannot do (:mod:`headwise.intent.kinds`)."""
@@ -215,7 +196,7 @@ def load_engine(config: ServeConfig, classifier: ServedClassifier | None = None,
     if classifier is None:
         if not config.model_dir:
             raise ValueError("no model directory given")
-        classifier = load_classifier(config.model_dir)
+        classifier = kinds.load_classifier(config.model_dir)
     if not isinstance(classifier, IntentClassifier | CompoundClassifier):
         return _proba_engine(config, classifier)
     runtime, fallback = choose_runtime(config, classifier)

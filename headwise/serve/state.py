@@ -19,8 +19,8 @@ from typing import Any
 
 from headwise.serve.auth import ApiKeys, KeyFileError
 from headwise.serve.batching import BatcherClosed, MicroBatcher
+from headwise.serve.bucketing import EncodedText, LongTextError
 from headwise.serve.config import ServeConfig
-from headwise.serve.engine import EncodedText, LongTextError
 from headwise.serve.metrics import ServeMetrics
 from headwise.serve.predict_api import PredictApi, api_for
 from headwise.serve.ratelimit import RateLimiter

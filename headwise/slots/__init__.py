@@ -22,8 +22,6 @@ arithmetic and the week conventions), :mod:`~headwise.slots.dates_zh`,
 point), :mod:`~headwise.slots.converters` (the slot converters schemas name),
 :mod:`~headwise.slots.schema` (schemas as data: :func:`load_schema`,
 :func:`register_schema`) and :mod:`~headwise.slots.slot_values` (:func:`normalize_slot`).
-Until this release the package was ``headwise.text.values``; that name still imports, with
-a :class:`DeprecationWarning`.
 """
 
 from headwise.slots.amount import Amount, parse_amount

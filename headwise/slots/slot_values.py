@@ -34,10 +34,9 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from headwise.slots.converters import parse_card_tail
-from headwise.slots.schema import REFERENCE_DATES, SCHEMAS, SlotSchema
+from headwise.slots.schema import SCHEMAS, SlotSchema
 
-__all__ = ["REFERENCE_DATES", "SCHEMAS", "normalize_slot", "parse_card_tail"]
+__all__ = ["normalize_slot"]
 
 
 def normalize_slot(name: str, text: str, *, reference: date | None = None,

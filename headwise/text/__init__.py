@@ -1,8 +1,5 @@
 """Text: tokenizers, dataset readers and length-bucketed batching, BIO slot tags, and the
-Chinese data tables (banking lexicon, typing slips, challenge-slice names).
-
-The demo corpus generator moved to :mod:`headwise.demo`; its names here still resolve,
-with a :class:`DeprecationWarning`."""
+Chinese data tables (banking lexicon, typing slips, challenge-slice names)."""
 
 from __future__ import annotations
 
@@ -74,9 +71,5 @@ __all__ = ["IGNORE_INDEX", "OOS_LABEL", "AnnotatedDataset", "AnnotatedExample", 
            "looks_multi_label", "pad_collate", "read_annotated", "read_examples",
            "read_nlupp", "read_pairs", "spans_to_tags", "split_pairs", "tags_to_spans",
            "token_offsets", "train_char_tokenizer", "train_tokenizer", "unseen_labels"]
-#: the demo corpus's names, exported here before they moved to headwise.demo
-_MOVED: dict[str, str] = dict.fromkeys(
-    ("DEMO_INTENTS", "DemoExample", "Slot", "Span", "generate_demo_corpus", "read_demo_jsonl",
-     "write_demo_corpus"), "headwise.demo.corpus")
 
-__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY, _MOVED)
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 # the CJK font choice is shared with the head-analysis report's figures
-from headwise._fonts import CJK_FONTS as CJK_FONTS
 from headwise._fonts import installed_cjk_font as _installed_cjk_font
 from headwise._fonts import quiet_fonts as _quiet_fonts
 

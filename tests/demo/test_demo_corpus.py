@@ -24,9 +24,8 @@ from headwise.demo import (
     read_demo_jsonl,
     write_demo_corpus,
 )
-from headwise.demo.corpus import PHENOMENA
 from headwise.demo.families import assign_families, catalogue, family_of
-from headwise.demo.phenomena import CODE_MIX, TYPOS, surface_pool
+from headwise.demo.phenomena import CODE_MIX, surface_pool
 from headwise.demo.render import annotate
 from headwise.demo.values import (
     parse_amount,
@@ -39,6 +38,8 @@ from headwise.demo.values import (
 )
 from headwise.text import OOS_LABEL, category_lexicon
 from headwise.text.chinese_numerals import chinese_numeral, parse_chinese_numeral
+from headwise.text.slices import PHENOMENA
+from headwise.text.typos import TYPOS
 
 CATEGORIES = {"negation", "number", "domain"}
 SLOT_NAMES = {"amount", "rate_change_bp", "rate_spread_bp", "rate_percent", "ordinal",

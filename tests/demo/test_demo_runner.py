@@ -8,7 +8,7 @@ import pytest
 
 from headwise.demo.runner import DemoSettings, comparison_table, run_demo, slice_verdicts
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.ensemble import load_classifier
+from headwise.intent.kinds import load_classifier
 from headwise.intent.training.recipe import IntentRecipe
 
 

@@ -21,9 +21,8 @@ import torch
 from tiny_corpus import INTENTS
 
 from headwise.cli import main
-from headwise.intent import batch_predict as bp
-from headwise.intent.batch.invariance import MIN_ROWS
-from headwise.intent.batch_predict import (
+from headwise.intent import batch as bp
+from headwise.intent.batch import (
     BatchInvariantRuntime,
     OutputFile,
     RowReader,
@@ -31,6 +30,7 @@ from headwise.intent.batch_predict import (
     predict_file,
     state_path,
 )
+from headwise.intent.batch.invariance import MIN_ROWS
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.models import EncoderClassifier, ModelConfig
@@ -250,9 +250,9 @@ def test_a_tfidf_model_streams_its_own_answers(tmp_path, capsys):
 def test_an_onnx_export_beside_the_model_runs_on_onnxruntime(model_dir, tmp_path, capsys):
     import shutil
 
+    from headwise._files import file_sha256
     from headwise.models.io import WEIGHTS_NAME
     from headwise.serve.onnx_export import export_onnx
-    from headwise.serve.runtime import file_sha256
 
     d = tmp_path / "exported"
     shutil.copytree(model_dir, d)

@@ -15,7 +15,8 @@ import headwise.intent.training.blending as blending
 import headwise.intent.training.pipeline as pipeline_mod
 from headwise.cli import main
 from headwise.intent import IntentRecipe, train_intent_classifier
-from headwise.intent.ensemble import ENSEMBLE_FILE, EnsembleClassifier, load_classifier
+from headwise.intent.ensemble import ENSEMBLE_FILE, EnsembleClassifier
+from headwise.intent.kinds import load_classifier
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.training.blending import (
     BLEND_WEIGHTS,

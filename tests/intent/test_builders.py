@@ -10,13 +10,12 @@ import pytest
 
 from headwise.intent.training.builders import (
     BILSTM_CONFIG,
-    DEFAULT_EPOCHS,
-    DEFAULT_LR,
     TRAINER_FIELDS,
     TRANSFORMER_CONFIG,
     build_intent_model,
     train_config,
 )
+from headwise.intent.training.defaults import DEFAULT_EPOCHS, DEFAULT_LR
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.models.config import ModelConfig
 from headwise.models.io import model_config

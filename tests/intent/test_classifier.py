@@ -98,7 +98,7 @@ def test_load_errors(tmp_path, clf):
 
 
 def test_the_shared_bases_are_abstract_and_a_subclass_gets_predict_from_its_logits():
-    from headwise.intent.classifier import CalibratedClassifier, ProbabilityClassifier
+    from headwise.intent.answering import CalibratedClassifier, ProbabilityClassifier
 
     with pytest.raises(TypeError, match="abstract"):
         ProbabilityClassifier()

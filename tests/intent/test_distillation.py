@@ -22,6 +22,7 @@ from tiny_corpus import INTENTS
 
 from headwise.cli import main
 from headwise.intent import IntentRecipe, distill
+from headwise.intent.training import augmentation as A
 from headwise.intent.training import distillation as D
 from headwise.intent.training import losses as objective
 from headwise.intent.training.losses import NO_LABEL, SmoothedClassification, distillation_loss
@@ -153,12 +154,12 @@ def _digits(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKC", text) if c.isdigit())
 
 
-@pytest.mark.parametrize("kind", list(D.AUGMENTATIONS))
+@pytest.mark.parametrize("kind", list(A.AUGMENTATIONS))
 def test_each_augmentation_changes_the_text_and_keeps_digits_and_negations(kind):
     made = []
     for text in SAMPLES:
         for seed in range(4):
-            got = D.augment_text(text, [kind], random.Random(seed))
+            got = A.augment_text(text, [kind], random.Random(seed))
             assert got is not None, text
             new, used = got
             assert used == kind and new != text and abs(len(new) - len(text)) <= 2
@@ -174,23 +175,23 @@ def test_each_augmentation_changes_the_text_and_keeps_digits_and_negations(kind)
     if kind == "width":
         assert any("ｃａｒｄ" in t for t in made) and any("５０００" in t for t in made)
     rows = [(t, "x") for t in SAMPLES] + [(SAMPLES[0], None)]
-    copies, per_kind = D.augmented_rows(rows, [kind], copies=2, seed=3)
+    copies, per_kind = A.augmented_rows(rows, [kind], copies=2, seed=3)
     assert per_kind == {kind: len(copies)} and len(copies) >= len(SAMPLES)
-    assert copies == D.augmented_rows(rows, [kind], copies=2, seed=3)[0]  # seeded
-    assert copies != D.augmented_rows(rows, [kind], copies=2, seed=4)[0]
+    assert copies == A.augmented_rows(rows, [kind], copies=2, seed=3)[0]  # seeded
+    assert copies != A.augmented_rows(rows, [kind], copies=2, seed=4)[0]
     assert {label for _, label in copies} == {"x"}  # a repeated text's copies are not repeated
     assert not {t for t, _ in copies} & set(SAMPLES)
 
 
 def test_augmentation_options_are_checked():
-    assert D.check_augmentations(["all"]) == list(D.AUGMENTATIONS)
+    assert A.check_augmentations(["all"]) == list(A.AUGMENTATIONS)
     with pytest.raises(ValueError, match="'blur'"):
-        D.check_augmentations(["typo", "blur"])
+        A.check_augmentations(["typo", "blur"])
     with pytest.raises(ValueError, match="copies"):
-        D.augmented_rows([("a b c", None)], ["typo"], copies=0)
+        A.augmented_rows([("a b c", None)], ["typo"], copies=0)
     from headwise.commands.distill import AUGMENTATIONS
 
-    assert AUGMENTATIONS == tuple(D.AUGMENTATIONS)
+    assert AUGMENTATIONS == tuple(A.AUGMENTATIONS)
 
 
 # --- the whole job: cache, unlabelled texts, resume ------------------------------------------
@@ -231,7 +232,7 @@ def test_unlabelled_texts_cache_and_resume_after_a_crash(teacher, tmp_path, monk
     np.testing.assert_allclose(logits[rows], np.log(clf.predict_proba(UNLABELLED[:3])),
                                rtol=0, atol=1e-9)
     # each epoch's batches carried the 3 unlabelled texts and their noisy copies, label-less
-    aug, _ = D.augmented_rows(ROWS * 2 + [(t, None) for t in UNLABELLED[:3]],
+    aug, _ = A.augmented_rows(ROWS * 2 + [(t, None) for t in UNLABELLED[:3]],
                               ["typo", "punct"], seed=0,
                               exclude={t for t, _ in ROWS} | set(UNLABELLED))
     assert set(meta["texts"]) == {t for t, _ in ROWS} | set(UNLABELLED) | {t for t, _ in aug}

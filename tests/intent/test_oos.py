@@ -11,13 +11,13 @@ import pytest
 from headwise.intent.decision.oos import (
     choose_score_threshold,
     choose_threshold,
-    is_oos_label,
     reject_upper_bound,
     score_thresholds,
     threshold_curve,
 )
 from headwise.intent.decision.recalibration import calibrate_on_validation
 from headwise.intent.training.data import validation_split
+from headwise.text.labels import is_oos_label
 
 # five in-scope rows (three right) and two out-of-scope rows
 CONF = np.array([0.9, 0.8, 0.6, 0.5, 0.4, 0.3, 0.55])

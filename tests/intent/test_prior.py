@@ -19,7 +19,7 @@ from headwise.intent.decision.prior import (
     correct_on_validation,
     log_prior,
 )
-from headwise.intent.ensemble import load_classifier
+from headwise.intent.kinds import load_classifier
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.training.tfidf_selection import fit_tfidf, fit_tfidf_selected
 from headwise.models import EncoderClassifier, ModelConfig

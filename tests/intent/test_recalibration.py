@@ -13,7 +13,8 @@ from tiny_corpus import INTENTS
 
 from headwise.cli import main
 from headwise.intent.decision.recalibration import recalibrate, save_calibration
-from headwise.intent.ensemble import EnsembleClassifier, load_classifier
+from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.kinds import load_classifier
 from headwise.intent.tfidf import TfidfClassifier
 
 TRAIN = [(t, k) for k, ts in INTENTS.items() for t in ts]

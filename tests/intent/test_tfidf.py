@@ -13,7 +13,8 @@ from tiny_corpus import INTENTS as EN
 from headwise.cli import main
 from headwise.intent import IntentRecipe, train_intent_classifier
 from headwise.intent.decision.temperature import calibrated_probs
-from headwise.intent.ensemble import EnsembleClassifier, load_classifier
+from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.kinds import load_classifier
 from headwise.intent.tfidf import TFIDF_FILE, TfidfClassifier
 from headwise.intent.training.cleaning import tfidf_features
 

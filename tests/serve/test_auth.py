@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from serve_helpers import wait_ready
 
 from headwise.cli import build_parser
-from headwise.commands.serve import config_from_args
+from headwise.commands.serve_options import config_from_args
 from headwise.serve import ServeConfig, create_app
 from headwise.serve import auth as auth_module
 from headwise.serve.access import UNAUTHORIZED, presented_keys

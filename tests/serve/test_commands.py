@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from serve_helpers import wait_ready
 
 from headwise.cli import build_parser
-from headwise.commands.serve import config_from_args
+from headwise.commands.serve_options import config_from_args
 from headwise.serve import ServeConfig, app_from_environment, create_app
 from headwise.serve.config import CONFIG_ENV
 

@@ -19,7 +19,7 @@ from headwise.serve import (
     TorchRuntime,
     create_app,
 )
-from headwise.serve.engine import length_bucket
+from headwise.serve.bucketing import length_bucket
 
 LONG = "send money to my friend and then transfer fifty pounds to my savings account now " \
        "and check my balance"

@@ -13,13 +13,13 @@ from answers import confidence_of, intent_of
 from fastapi.testclient import TestClient
 from serve_helpers import MAX_LENGTH, TEXTS, wait_ready
 
+from headwise._files import file_sha256
 from headwise.cli import main
 from headwise.intent.classifier import IntentClassifier
 from headwise.models.io import WEIGHTS_NAME
 from headwise.serve import ServeConfig, create_app, load_engine
 from headwise.serve.config import CONFIG_ENV
 from headwise.serve.onnx_export import export_onnx
-from headwise.serve.runtime import file_sha256
 
 
 @pytest.fixture(scope="module")

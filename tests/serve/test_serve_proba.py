@@ -10,7 +10,8 @@ from serve_helpers import INTENTS, MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokeniz
 
 from headwise.cli import build_parser
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.ensemble import EnsembleClassifier, load_classifier
+from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.kinds import load_classifier
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.serve import ServeConfig, create_app, load_engine
 from headwise.serve.proba_engine import ProbabilityEngine

@@ -103,10 +103,8 @@ def test_demo_jsonl_layout_label_oos_and_plain_label(tmp_path):
 def test_every_out_of_scope_name_the_readers_accept_is_no_intent(tmp_path):
     """One definition of the out-of-scope label (headwise.text.labels) for the single-label
     readers and the annotated one alike."""
-    from headwise.intent.decision.oos import OOS_LABELS as INTENT_OOS_LABELS
-    from headwise.text.labels import OOS_LABELS, is_oos_label
+    from headwise.text.labels import is_oos_label
 
-    assert INTENT_OOS_LABELS is OOS_LABELS
     names = ["oos", "OUT_OF_SCOPE", " out-of-scope ", "None", "other"]
     assert all(is_oos_label(n) for n in names) and not is_oos_label("card_block")
     rows = [{"text": f"t{i}", "label": n} for i, n in enumerate(names)]

@@ -3,8 +3,7 @@
 :class:`CompoundClassifier` (:mod:`.classifier`), its training
 (:func:`train_compound_classifier`, :mod:`.training`), its evaluation
 (:func:`evaluate_compound`, :mod:`.evaluation`) and its per-intent thresholds and metrics
-(:mod:`.thresholds`). The main names are importable from this package itself, as they were
-from the single module ``headwise.intent.compound`` before it became a package.
+(:mod:`.thresholds`). The main names are importable from this package itself.
 """
 
 from __future__ import annotations
@@ -31,18 +30,4 @@ _LAZY: dict[str, str] = {
 __all__ = ["COMPOUND_FILE", "CompoundClassifier", "evaluate_compound",
            "train_compound_classifier"]
 
-_lazy_getattr, __dir__ = lazy_names(__name__, globals(), _LAZY)
-
-
-def __getattr__(name: str) -> object:
-    """The lazy names above, then any other name of :mod:`.classifier` (what the single
-    module ``headwise.intent.compound`` held before it became this package)."""
-    if name in _LAZY:
-        return _lazy_getattr(name)
-    import importlib
-
-    module = importlib.import_module("headwise.intent.compound.classifier")
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

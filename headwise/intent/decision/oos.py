@@ -7,11 +7,12 @@ the intent system answers *out-of-scope* instead of guessing. The threshold is c
 validation data (:func:`choose_threshold` for the probability, :func:`choose_score_threshold`
 for any score where higher means more in-scope):
 
-* when the validation set holds out-of-scope examples (label :data:`OOS_LABELS`), the
-  threshold maximises the mean of in-scope accuracy (a rejected in-scope query counts as
-  wrong) and out-of-scope recall — the two numbers of the CLINC150 protocol
-  (Larson et al. 2019), weighted equally — among the thresholds that reject at most
-  ``reject_budget`` of the in-scope queries (None: any threshold). The budget
+* when the validation set holds out-of-scope examples (a label of
+  :data:`~headwise.text.labels.OOS_LABELS`), the threshold maximises the mean of in-scope
+  accuracy (a rejected in-scope query counts as wrong) and out-of-scope recall — the two
+  numbers of the CLINC150 protocol (Larson et al. 2019), weighted equally — among the
+  thresholds that reject at most ``reject_budget`` of the in-scope queries (None: any
+  threshold). The budget
   is what a customer-service team fixes first: the share of real questions answered "I
   don't understand". The balanced optimum alone rejected far more of the demo's in-scope
   questions of held-out phrasing (BENCHMARKS ``demo:heldout``). The budget is a promise
@@ -35,10 +36,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-
-# the out-of-scope label is defined once, in the text layer (readers use it too)
-from headwise.text.labels import OOS_LABELS as OOS_LABELS
-from headwise.text.labels import is_oos_label as is_oos_label
 
 #: the default confidence with which a reject budget is kept (:func:`reject_upper_bound`)
 REJECT_CONFIDENCE = 0.95

@@ -43,11 +43,11 @@ from headwise.intent.decision.oos import (
     ThresholdChoice,
     choose_score_threshold,
     choose_threshold,
-    is_oos_label,
 )
 from headwise.intent.decision.temperature import calibrated_probs, fit_temperature
 from headwise.intent.kinds import metadata_path
 from headwise.models.io import write_json_atomically
+from headwise.text.labels import is_oos_label
 from headwise.train import expected_calibration_error
 
 #: fewer in-scope validation rows than this make training's calibration rough: the

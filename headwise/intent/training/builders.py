@@ -23,10 +23,9 @@ from headwise.train import TrainConfig
 if TYPE_CHECKING:
     from headwise.intent.training.recipe import IntentRecipe
 
-__all__ = ["BILSTM_CONFIG", "DEFAULT_EPOCHS", "DEFAULT_LR", "TRAINER_FIELDS",
-           "TRANSFORMER_CONFIG", "build_intent_model", "default_blend", "default_model",
-           "describe_pretrained", "load_pretrained_for_task", "mark_cue_tokens",
-           "resolve_pretrained", "train_config"]
+__all__ = ["BILSTM_CONFIG", "TRAINER_FIELDS", "TRANSFORMER_CONFIG", "build_intent_model",
+           "default_blend", "default_model", "describe_pretrained", "load_pretrained_for_task",
+           "mark_cue_tokens", "resolve_pretrained", "train_config"]
 
 #: the file a converted or packaged checkpoint describes itself in (lossy, input prefix)
 SOURCE_NAME = "headwise_source.json"

@@ -8,7 +8,7 @@ from typing import Any
 
 from sklearn.model_selection import train_test_split
 
-from headwise.intent.decision.oos import is_oos_label
+from headwise.text.labels import is_oos_label
 from headwise.text.tokenizer import Tokenizer
 
 __all__ = ["encode_texts", "in_scope", "texts_and_labels", "validation_split"]

@@ -63,8 +63,6 @@ from headwise.intent.answering import CalibratedClassifier, ProbabilityClassifie
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.kinds import load_single_label
 from headwise.intent.training.augmentation import (
-    AUGMENTATIONS,
-    augment_text,
     augmented_rows,
     check_augmentations,
 )
@@ -77,10 +75,9 @@ from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
 from headwise.models.io import build_model, write_json_atomically
 
-__all__ = ["AUGMENTATIONS", "STUDENTS", "STUDENT_INIT", "TARGETS_FILE", "TARGETS_WEIGHTS",
-           "augment_text", "augmented_rows", "check_augmentations", "cached_teacher_logits",
-           "directory_fingerprint", "distill", "load_teacher", "parse_student",
-           "read_soft_targets", "teacher_identity", "teacher_log_probs", "truncated_student"]
+__all__ = ["STUDENTS", "STUDENT_INIT", "TARGETS_FILE", "TARGETS_WEIGHTS", "cached_teacher_logits",
+           "directory_fingerprint", "distill", "load_teacher", "parse_student", "read_soft_targets",
+           "teacher_identity", "teacher_log_probs", "truncated_student"]
 
 #: the students :func:`distill` trains (``"truncate:K"``: the teacher's first K layers)
 STUDENTS = ("transformer", "bilstm", "truncate:K")
@@ -145,7 +142,7 @@ def truncated_student(teacher: IntentClassifier, layers: int) -> nn.Module:
 # -- the teacher -------------------------------------------------------------------------------
 def load_teacher(directory: str | Path) -> ProbabilityClassifier:
     """The single-label classifier saved in ``directory`` (a network, a TF-IDF model or an
-    ensemble, as :func:`~headwise.intent.ensemble.load_classifier` reads them).
+    ensemble, as :func:`~headwise.intent.kinds.load_single_label` reads them).
 
     Raises:
         ValueError: a compound (multi-label) classifier.

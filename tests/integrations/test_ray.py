@@ -21,7 +21,7 @@ pd = pytest.importorskip("pandas")
 
 from headwise.cli import main  # noqa: E402
 from headwise.integrations.ray import RECORD_FIELDS, IntentPredictor, expand_inputs  # noqa: E402
-from headwise.intent.batch_predict import predict_file  # noqa: E402
+from headwise.intent.batch import predict_file  # noqa: E402
 from headwise.intent.classifier import IntentClassifier  # noqa: E402
 from headwise.models import EncoderClassifier, ModelConfig  # noqa: E402
 from headwise.serve.config import ServeConfig  # noqa: E402
@@ -163,7 +163,7 @@ class _InProcess:
 def test_the_driver_writes_in_order_reports_bad_rows_and_stops_when_strict(model_dir,
                                                                            tmp_path):
     from headwise.integrations.ray import _output_names, _write
-    from headwise.intent.batch_predict import partial_path
+    from headwise.intent.batch import partial_path
     from headwise.text.readers import DataError
 
     a, b = tmp_path / "a.txt", tmp_path / "b.csv"

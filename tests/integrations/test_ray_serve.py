@@ -20,7 +20,7 @@ import torch
 from tiny_corpus import INTENTS
 
 from headwise.cli import build_parser, main
-from headwise.commands.serve import check_ray_options
+from headwise.commands.serve_options import check_ray_options
 from headwise.intent.classifier import IntentClassifier
 from headwise.models import EncoderClassifier, ModelConfig
 from headwise.serve import ServeConfig
