@@ -75,7 +75,8 @@ from headwise.intent.training.recipe import IntentRecipe
 from headwise.loading import save_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
-from headwise.models.io import build_model, write_json_atomically
+from headwise.models.io import write_json_atomically
+from headwise.models.registry import build_model
 
 __all__ = ["AUGMENTATIONS", "STUDENTS", "STUDENT_INIT", "TARGETS_FILE", "TARGETS_WEIGHTS",
            "augment_text", "augmented_rows", "check_augmentations", "cached_teacher_logits",
