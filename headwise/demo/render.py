@@ -24,7 +24,6 @@ from headwise.demo.lexicon import (
     NEGATION,
     NON_NEGATION,
 )
-from headwise.demo.phenomena import TEMPLATE_TAGS
 from headwise.demo.templates import DEMO_INTENTS, INTENT_TEMPLATES
 from headwise.demo.values import PLACEHOLDERS
 
@@ -33,6 +32,9 @@ _FINAL = "？。！"
 _FINAL_VARIANTS = {"？": ("？", "？", "？", "?", "", "？？"), "。": ("。", "。", "", "！"),
                    "！": ("！", "！", "", "。"), "": ("", "", "", "。")}
 _COMMAS = "，，，，，，，， ,"  # a comma typed three ways, as in real chats
+#: template tags (`` #neg``) -> the slice names (:mod:`headwise.demo.phenomena`) they give
+TEMPLATE_TAGS: dict[str, str] = {"neg": "negation_scope", "order": "word_order",
+                                 "long": "long_context"}
 
 
 @dataclass
@@ -60,7 +62,7 @@ def template_tags(template: str) -> tuple[str, ...]:
 
     Raises:
         ValueError: a tag that is not one of
-            :data:`~headwise.demo.phenomena.TEMPLATE_TAGS`.
+            :data:`TEMPLATE_TAGS`.
     """
     tags = tuple(template.split(" #")[1:])
     for tag in tags:
