@@ -12,14 +12,14 @@ from tiny_corpus import INTENTS
 
 from headwise.intent import IntentRecipe, train_intent_classifier
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.decision.prior import (
+from headwise.intent.ensemble import load_classifier
+from headwise.intent.posthoc.prior import (
     TAUS,
     apply_prior_correction,
     choose_tau,
     correct_on_validation,
     log_prior,
 )
-from headwise.intent.ensemble import load_classifier
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.training.tfidf_selection import fit_tfidf, fit_tfidf_selected
 from headwise.models import EncoderClassifier, ModelConfig
