@@ -105,7 +105,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # and C, trained on the 90 % left by the validation split, temperature-calibrated)
     "tfidf-lr": dict(model="tfidf", tfidf_c=10.0),
     # the same model with C (1, 3 or 10) and a prior correction (logit adjustment towards
-    # rare intents, headwise.intent.decision.prior; tau in 0..1.5) chosen together by 5-fold
+    # rare intents, headwise.intent.posthoc.prior; tau in 0..1.5) chosen together by 5-fold
     # out-of-fold macro-F1 on the 90 % training rows (headwise.intent.training.tfidf_selection):
     # macro-F1 weighs CIC's many small intents equally, noisy labels ask for a smaller C,
     # and a smaller C leans further towards the big intents

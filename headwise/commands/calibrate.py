@@ -65,8 +65,8 @@ def _confidence(text: str) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from headwise.intent.decision.recalibration import recalibrate, save_calibration
     from headwise.intent.kinds import load_single_label
+    from headwise.intent.posthoc.recalibration import recalibrate, save_calibration
 
     clf = load_single_label(args.model, "calibrate")
     data = read(args.data, args)

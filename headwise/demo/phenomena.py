@@ -32,17 +32,12 @@ import functools
 import random
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from headwise.demo.render import TEMPLATE_TAGS, Utterance
 from headwise.text.slices import PHENOMENA, PLAIN
 from headwise.text.typos import TYPOS
 
-if TYPE_CHECKING:
-    from headwise.demo.render import Utterance
-
-#: template tags (`` #neg``) -> slice names
-TEMPLATE_TAGS: dict[str, str] = {"neg": "negation_scope", "order": "word_order",
-                                 "long": "long_context"}
 #: probability of each surface layer, applied in this order (designed once, never tuned)
 RATES: dict[str, float] = {"long_context": 0.15, "synonym": 0.3, "code_mixed": 0.15,
                            "typo": 0.2, "filler": 0.35}

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwise.demo.lexicon import CONTRAST_FRAMES, CONTRASTS, CORRECTION_FRAMES, CORRECTIONS
-from headwise.demo.phenomena import TEMPLATE_TAGS
 from headwise.demo.templates import DEMO_INTENTS, INTENT_TEMPLATES
 from headwise.demo.values import PLACEHOLDERS
 from headwise.text.banking_lexicon import DOMAIN, NEGATION, NON_NEGATION
@@ -26,6 +25,9 @@ _FINAL = "？。！"
 _FINAL_VARIANTS = {"？": ("？", "？", "？", "?", "", "？？"), "。": ("。", "。", "", "！"),
                    "！": ("！", "！", "", "。"), "": ("", "", "", "。")}
 _COMMAS = "，，，，，，，， ,"  # a comma typed three ways, as in real chats
+#: template tags (`` #neg``) -> the slice names (:mod:`headwise.demo.phenomena`) they give
+TEMPLATE_TAGS: dict[str, str] = {"neg": "negation_scope", "order": "word_order",
+                                 "long": "long_context"}
 
 
 @dataclass
@@ -53,7 +55,7 @@ def template_tags(template: str) -> tuple[str, ...]:
 
     Raises:
         ValueError: a tag that is not one of
-            :data:`~headwise.demo.phenomena.TEMPLATE_TAGS`.
+            :data:`TEMPLATE_TAGS`.
     """
     tags = tuple(template.split(" #")[1:])
     for tag in tags:

@@ -18,7 +18,7 @@ Each intent's own templates come in *families* (:data:`INTENT_FAMILIES`): a fami
 way of phrasing the request (a direct request, a question about an amount, a story, the
 topic fronted ...). Whole families go to one split, so a test question never shares its
 phrasing with a training question. A template's tags (`` #neg``, `` #order``, `` #long``)
-name the slices it exercises (:data:`headwise.demo.phenomena.TEMPLATE_TAGS`).
+name the slices it exercises (:data:`headwise.demo.render.TEMPLATE_TAGS`).
 """
 
 from __future__ import annotations

@@ -48,10 +48,10 @@ if TYPE_CHECKING:
         score_thresholds,
         threshold_curve,
     )
-    from headwise.intent.decision.prior import apply_prior_correction, choose_tau
-    from headwise.intent.decision.recalibration import Recalibration, fit_ood_detector, recalibrate
     from headwise.intent.decision.temperature import calibrated_probs, fit_temperature
     from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
+    from headwise.intent.posthoc.prior import apply_prior_correction, choose_tau
+    from headwise.intent.posthoc.recalibration import Recalibration, fit_ood_detector, recalibrate
     from headwise.intent.prediction import (
         OUT_OF_SCOPE,
         OutOfScopeDecision,
@@ -92,11 +92,11 @@ _LAZY: dict[str, str] = {
     "choose_threshold": "headwise.intent.decision.oos",
     "score_thresholds": "headwise.intent.decision.oos",
     "threshold_curve": "headwise.intent.decision.oos",
-    "apply_prior_correction": "headwise.intent.decision.prior",
-    "choose_tau": "headwise.intent.decision.prior",
-    "Recalibration": "headwise.intent.decision.recalibration",
-    "fit_ood_detector": "headwise.intent.decision.recalibration",
-    "recalibrate": "headwise.intent.decision.recalibration",
+    "apply_prior_correction": "headwise.intent.posthoc.prior",
+    "choose_tau": "headwise.intent.posthoc.prior",
+    "Recalibration": "headwise.intent.posthoc.recalibration",
+    "fit_ood_detector": "headwise.intent.posthoc.recalibration",
+    "recalibrate": "headwise.intent.posthoc.recalibration",
     "IntentRecipe": "headwise.intent.training.recipe",
     "TrainedIntent": "headwise.intent.training.pipeline",
     "train_intent_classifier": "headwise.intent.training.pipeline",

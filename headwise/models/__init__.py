@@ -1,12 +1,19 @@
-"""Models on the attention core: encoder classifier, encoder-decoder, BiLSTM baseline."""
+"""Models on the attention core: encoder classifier, joint intent-slot model,
+encoder-decoder, BiLSTM baseline.
+
+Every model module is imported here: each registers its ``model_type`` in
+:mod:`headwise.models.registry`, which :func:`build_model` and :func:`load_model` read.
+"""
 
 from headwise.models.catalog import PRETRAINED_NAMES, pretrained_info, pretrained_path
 from headwise.models.chunked import ChunkPooling, HierarchicalEncoder, split_into_chunks
 from headwise.models.config import PRESETS, ModelConfig, preset
 from headwise.models.encoder import EncoderClassifier, TransformerEncoder, mean_pool
-from headwise.models.io import build_model, load_model, save_model
+from headwise.models.io import load_model, save_model
+from headwise.models.joint import JointIntentSlotModel
 from headwise.models.lstm import BiLSTMClassifier
 from headwise.models.pretrained import load_bert, minilm_path
+from headwise.models.registry import build_model
 from headwise.models.seq2seq import DecoderState, EncoderDecoder, TransformerDecoder
 
 __all__ = [
@@ -18,6 +25,7 @@ __all__ = [
     "EncoderDecoder",
     "EncoderClassifier",
     "HierarchicalEncoder",
+    "JointIntentSlotModel",
     "ModelConfig",
     "TransformerDecoder",
     "TransformerEncoder",

@@ -13,6 +13,7 @@ from headwise.attention import masks as M
 from headwise.attention.number_bias import NumberKeyBias
 from headwise.models.config import ModelConfig
 from headwise.models.hub import PretrainedMixin
+from headwise.models.registry import register_model
 from headwise.nn import EncoderLayer, TransformerEmbeddings, build_norm, maybe_checkpoint
 
 POOLINGS = ("cls", "mean")
@@ -229,6 +230,9 @@ class EncoderClassifier(PretrainedMixin, nn.Module):
     def set_gradient_checkpointing(self, enabled: bool) -> None:
         """Recompute each encoder layer's activations in the backward pass (less memory)."""
         self.encoder.gradient_checkpointing = bool(enabled)
+
+
+register_model("encoder_classifier", EncoderClassifier)
 
 
 def mean_pool(hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
+from headwise.models.io import load_model, save_model
+
 __all__ = ["PretrainedMixin"]
 
 M = TypeVar("M", bound="PretrainedMixin")
@@ -25,8 +27,6 @@ class PretrainedMixin:
         Returns:
             The directory.
         """
-        from headwise.models.io import save_model  # io builds models: imported on use
-
         return save_model(self, directory)  # type: ignore[arg-type]
 
     @classmethod
@@ -38,8 +38,6 @@ class PretrainedMixin:
             TypeError: the directory holds another kind of model than ``cls``.
             FileNotFoundError, ValueError: as :func:`~headwise.models.io.load_model`.
         """
-        from headwise.models.io import load_model
-
         model = load_model(directory, **kwargs)
         if not isinstance(model, cls):
             raise TypeError(f"{directory} holds a {type(model).__name__}, not a "

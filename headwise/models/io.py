@@ -3,7 +3,8 @@
 A saved model is a directory with two files:
 
 * ``config.json``: the :class:`~headwise.models.config.ModelConfig` (with ``model_type``),
-  enough to rebuild the architecture through :func:`build_model`;
+  enough to rebuild the architecture through
+  :func:`~headwise.models.registry.build_model`;
 * ``model.safetensors``: the state dict. Tied parameters (one tensor under several
   names, e.g. tied embeddings) are stored once, and the aliases are recorded in the
   file's metadata; heads removed with ``MultiHeadAttention.prune_heads`` are recorded
@@ -30,6 +31,7 @@ from torch import Tensor, nn
 
 from headwise.attention import MultiHeadAttention
 from headwise.models.config import ModelConfig
+from headwise.models.registry import build_model
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -62,63 +64,6 @@ def pickle_refusal(files: list[Path]) -> UnsafeCheckpointError:
         "weights_only=True), 'model.safetensors')`, or for a Hugging Face model "
         "`AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)`, and "
         "remove the pickle file(s).")
-
-
-# -- the registry ---------------------------------------------------------------------
-def _build_encoder_classifier(config: ModelConfig) -> nn.Module:
-    from headwise.models.encoder import EncoderClassifier
-
-    return EncoderClassifier(config)
-
-
-def _build_joint(config: ModelConfig) -> nn.Module:
-    from headwise.models.joint import JointIntentSlotModel
-
-    return JointIntentSlotModel(config)
-
-
-def _build_seq2seq(config: ModelConfig) -> nn.Module:
-    from headwise.models.seq2seq import EncoderDecoder
-
-    return EncoderDecoder(config)
-
-
-def _build_bilstm(config: ModelConfig) -> nn.Module:
-    from headwise.models.lstm import BiLSTMClassifier
-
-    return BiLSTMClassifier(config.vocab_size, config.num_labels, embed_dim=config.lstm_embed_dim,
-                            hidden_size=config.lstm_hidden, num_layers=config.lstm_layers,
-                            pooling=config.lstm_pooling, dropout=config.dropout,
-                            pad_token_id=config.pad_token_id)
-
-
-#: model_type -> a function that builds a freshly initialised model from a config
-MODEL_BUILDERS: dict[str, Callable[[ModelConfig], nn.Module]] = {
-    "encoder_classifier": _build_encoder_classifier,
-    "seq2seq": _build_seq2seq,
-    "bilstm": _build_bilstm,
-    "joint_intent_slot": _build_joint,
-}
-
-
-def build_model(config: ModelConfig) -> nn.Module:
-    """A freshly initialised model of ``config.model_type``.
-
-    Args:
-        config: the architecture.
-
-    Returns:
-        ``EncoderClassifier`` (``encoder_classifier``), ``EncoderDecoder`` (``seq2seq``),
-        ``BiLSTMClassifier`` (``bilstm``) or ``JointIntentSlotModel``
-        (``joint_intent_slot``).
-
-    Raises:
-        ValueError: a model type without a builder.
-    """
-    if config.model_type not in MODEL_BUILDERS:
-        raise ValueError(f"no model is registered for model_type {config.model_type!r}; "
-                         f"known: {sorted(MODEL_BUILDERS)}")
-    return MODEL_BUILDERS[config.model_type](config)
 
 
 def model_config(model: nn.Module) -> ModelConfig:

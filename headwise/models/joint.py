@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
+from headwise.models.registry import register_model
 
 __all__ = ["JointIntentSlotModel"]
 
@@ -125,3 +126,6 @@ class JointIntentSlotModel(EncoderClassifier):
         if labels.ndim != 1:
             raise ValueError(f"single-label targets must be (batch,), got {tuple(labels.shape)}")
         return F.cross_entropy(logits.float(), labels)
+
+
+register_model("joint_intent_slot", JointIntentSlotModel)

@@ -41,6 +41,7 @@ from torch.utils.checkpoint import checkpoint
 
 from headwise.models.config import ModelConfig
 from headwise.models.hub import PretrainedMixin
+from headwise.models.registry import register_model
 
 POOLINGS = ("max", "attention", "last")
 
@@ -295,6 +296,9 @@ class BiLSTMClassifier(PretrainedMixin, nn.Module):
         if return_attention:
             out["pool_weights"] = weights
         return out
+
+
+register_model("bilstm", BiLSTMClassifier.from_config)
 
 
 def _lstm_layer(layer: nn.LSTM, data: Tensor, batch_sizes: Tensor, sorted_indices: Tensor | None,

@@ -39,6 +39,7 @@ from headwise.models.generation import (
     greedy_search,
 )
 from headwise.models.hub import PretrainedMixin
+from headwise.models.registry import register_model
 from headwise.nn import DecoderLayer, build_norm, maybe_checkpoint
 
 #: label value ignored by the loss (padding of the target batch)
@@ -386,3 +387,6 @@ class EncoderDecoder(PretrainedMixin, nn.Module):
         """Recompute each encoder and decoder layer's activations in the backward pass."""
         self.encoder.gradient_checkpointing = bool(enabled)
         self.decoder.gradient_checkpointing = bool(enabled)
+
+
+register_model("seq2seq", EncoderDecoder)

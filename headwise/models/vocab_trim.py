@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from headwise.models.config import ModelConfig
-from headwise.models.io import build_model
+from headwise.models.registry import build_model
 
 __all__ = ["trim_vocabulary"]
 

@@ -29,7 +29,7 @@ from headwise.intent.decision.ood import (
     make_detector,
 )
 from headwise.intent.decision.oos import choose_score_threshold
-from headwise.intent.decision.recalibration import fit_ood_detector, recalibrate, save_calibration
+from headwise.intent.posthoc.recalibration import fit_ood_detector, recalibrate, save_calibration
 from headwise.intent.prediction import OUT_OF_SCOPE
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.models import EncoderClassifier, ModelConfig
@@ -342,7 +342,7 @@ def test_auto_keeps_the_candidate_best_on_validation(few_oos):
 def test_auto_picks_a_distance_detector_when_it_separates_better(monkeypatch, few_oos):
     """Validation rows where the top probability cannot tell the out-of-scope ones and
     the pooled vectors can: auto keeps a feature detector."""
-    from headwise.intent.decision import recalibration
+    from headwise.intent.posthoc import recalibration
 
     clf = tiny_classifier()
     rng = np.random.default_rng(0)

@@ -15,7 +15,7 @@ from headwise.intent.decision.oos import (
     score_thresholds,
     threshold_curve,
 )
-from headwise.intent.decision.recalibration import calibrate_on_validation
+from headwise.intent.posthoc.recalibration import calibrate_on_validation
 from headwise.intent.training.data import validation_split
 from headwise.text.labels import is_oos_label
 

@@ -12,7 +12,8 @@ from tiny_corpus import INTENTS
 
 from headwise.intent import IntentRecipe, train_intent_classifier
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.decision.prior import (
+from headwise.intent.ensemble import load_classifier
+from headwise.intent.posthoc.prior import (
     TAUS,
     apply_prior_correction,
     choose_tau,

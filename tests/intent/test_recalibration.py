@@ -12,9 +12,9 @@ import pytest
 from tiny_corpus import INTENTS
 
 from headwise.cli import main
-from headwise.intent.decision.recalibration import recalibrate, save_calibration
 from headwise.intent.ensemble import EnsembleClassifier
 from headwise.intent.kinds import load_classifier
+from headwise.intent.posthoc.recalibration import recalibrate, save_calibration
 from headwise.intent.tfidf import TfidfClassifier
 
 TRAIN = [(t, k) for k, ts in INTENTS.items() for t in ts]
@@ -125,7 +125,7 @@ def test_tiny_validation_never_sharpens_and_says_so(tmp_path, capsys):
     1 or above, records why and prints a warning."""
     from headwise.cli import main
     from headwise.intent import IntentClassifier
-    from headwise.intent.decision.recalibration import MIN_CALIBRATION_ROWS
+    from headwise.intent.posthoc.recalibration import MIN_CALIBRATION_ROWS
 
     rows = [(f"{w} please {i}", k) for i in range(20)
             for w, k in (("card lost", "card"), ("refund order", "refund"),

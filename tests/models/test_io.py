@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
 from torch import nn
 
-from headwise.models import EncoderClassifier, ModelConfig, io, preset
+from headwise.models import EncoderClassifier, ModelConfig, io, preset, registry
+from headwise.models.config import MODEL_TYPES
 
 
 def _assert_same_tensors(a: nn.Module, b: nn.Module) -> None:
@@ -89,7 +92,7 @@ class _TiedToy(nn.Module):
 
 @pytest.mark.parametrize("tied", [True, False])
 def test_tied_weights_round_trip(tmp_path, monkeypatch, tied):
-    monkeypatch.setitem(io.MODEL_BUILDERS, "seq2seq", _TiedToy)
+    monkeypatch.setitem(registry.MODEL_BUILDERS, "seq2seq", _TiedToy)
     torch.manual_seed(0)
     model = _TiedToy(ModelConfig(model_type="seq2seq", vocab_size=50, d_model=8,
                                  num_heads=2, tie_embeddings=tied))
@@ -131,7 +134,7 @@ def test_bilstm_round_trip(tmp_path):
 def test_seq2seq_round_trip(tmp_path):
     seq2seq = pytest.importorskip("headwise.models.seq2seq")
     torch.manual_seed(0)
-    model = io.build_model(preset("tiny-seq2seq"))
+    model = registry.build_model(preset("tiny-seq2seq"))
     assert isinstance(model, seq2seq.EncoderDecoder)
     io.save_model(model.eval(), tmp_path)
     loaded = io.load_model(tmp_path)
@@ -176,9 +179,21 @@ def test_bad_inputs(tmp_path):
 
 
 def test_build_model_registry():
-    assert isinstance(io.build_model(preset("tiny")), EncoderClassifier)
+    assert isinstance(registry.build_model(preset("tiny")), EncoderClassifier)
     lstm = pytest.importorskip("headwise.models.lstm")
-    model = io.build_model(preset("bilstm", lstm_layers=2, lstm_pooling="last"))
+    model = registry.build_model(preset("bilstm", lstm_layers=2, lstm_pooling="last"))
     assert isinstance(model, lstm.BiLSTMClassifier)
     assert model.config["num_layers"] == 2 and model.config["pooling"] == "last"
     assert io.model_config(model) == preset("bilstm", lstm_layers=2, lstm_pooling="last")
+
+
+def test_every_model_type_is_registered_once_any_models_module_is_imported():
+    """The registry knows no model class; the package's ``__init__`` imports every model
+    module, so even a fresh interpreter that imports the registry alone builds each type."""
+    code = ("from headwise.models.registry import MODEL_BUILDERS; "
+            "print(' '.join(sorted(MODEL_BUILDERS)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == sorted(MODEL_TYPES)
+    with pytest.raises(ValueError, match="model_type must be one of"):
+        registry.register_model("gpt", EncoderClassifier)

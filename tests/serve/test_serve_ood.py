@@ -10,7 +10,7 @@ from answers import confidence_of, intent_of
 from serve_helpers import INTENTS, MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer, wait_ready
 
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.decision.recalibration import fit_ood_detector
+from headwise.intent.posthoc.recalibration import fit_ood_detector
 from headwise.serve import InferenceEngine, OnnxRuntime, ServeConfig, TorchRuntime, create_app
 from headwise.serve.onnx_export import export_onnx
 

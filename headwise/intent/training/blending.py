@@ -32,8 +32,8 @@ import numpy as np
 from sklearn.metrics import f1_score
 
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.decision.recalibration import calibrate_on_validation
 from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.posthoc.recalibration import calibrate_on_validation
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.training.tfidf_selection import fit_tfidf
 

@@ -14,7 +14,7 @@ from torch import nn
 from headwise.intent.decision.ood.selection import AUTO, BLEND_SETTINGS
 from headwise.intent.training.defaults import DEFAULT_EPOCHS, DEFAULT_LR, checkpoint_family
 from headwise.models.config import ModelConfig
-from headwise.models.io import build_model
+from headwise.models.registry import build_model
 from headwise.text.negation_tokens import negation_token_ids
 from headwise.text.number_tokens import number_token_ids
 from headwise.text.tokenizer import Tokenizer

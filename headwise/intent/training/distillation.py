@@ -73,7 +73,8 @@ from headwise.intent.training.recipe import IntentRecipe
 from headwise.loading import save_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
-from headwise.models.io import build_model, write_json_atomically
+from headwise.models.io import write_json_atomically
+from headwise.models.registry import build_model
 
 __all__ = ["STUDENTS", "STUDENT_INIT", "TARGETS_FILE", "TARGETS_WEIGHTS", "cached_teacher_logits",
            "directory_fingerprint", "distill", "load_teacher", "parse_student", "read_soft_targets",

@@ -38,9 +38,9 @@ from torch import nn
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.decision.ood.selection import describe_auto
 from headwise.intent.decision.oos import ThresholdChoice
-from headwise.intent.decision.prior import correct_on_validation
-from headwise.intent.decision.recalibration import calibrate_on_validation, fit_ood_detector
 from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.posthoc.prior import correct_on_validation
+from headwise.intent.posthoc.recalibration import calibrate_on_validation, fit_ood_detector
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.training.blending import blend_with_tfidf
 from headwise.intent.training.builders import (

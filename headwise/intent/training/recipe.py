@@ -103,7 +103,7 @@ class IntentRecipe:
             5-fold out-of-fold macro-F1 (:mod:`headwise.intent.training.tfidf_selection`); also the
             blended TF-IDF model's (``blend``).
         prior_correction: logit adjustment towards rare intents, for macro-F1
-            (:mod:`headwise.intent.decision.prior`): ``"none"``, a fixed ``tau >= 0``, or
+            (:mod:`headwise.intent.posthoc.prior`): ``"none"``, a fixed ``tau >= 0``, or
             ``"auto"``: ``tau`` chosen by macro-F1, out-of-fold for a TF-IDF model, on the
             validation data for a network.
         label_cleaning: ``"none"``, or ``"drop"`` / ``"relabel"`` the training examples

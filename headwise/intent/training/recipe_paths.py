@@ -264,16 +264,20 @@ def check_valid_fraction(recipe: Any, valid_given: bool, *, explicit: Iterable[s
                          f"only without it; remove one of the two")
 
 
-def recipe_table() -> str:
+def recipe_table(recipe_type: type) -> str:
     """The recipe's fields as a Markdown table: name, default, the paths that use it (from
-    :data:`USES`) and what it does (the first sentence of its entry in
-    :class:`~headwise.intent.training.recipe.IntentRecipe`'s docstring). docs/recipe.md holds it,
-    and a test checks that it is this table, so that the two never drift apart."""
+    :data:`USES`) and what it does (the first sentence of its entry in the recipe class's
+    docstring). docs/recipe.md holds it, and a test checks that it is this table, so that the
+    two never drift apart.
+
+    Args:
+        recipe_type: :class:`~headwise.intent.training.recipe.IntentRecipe` (passed in, as
+            the recipe is everywhere in this module: the recipe checks its fields with this
+            module, which therefore does not import it).
+    """
     import re
 
-    from headwise.intent.training.recipe import IntentRecipe
-
-    doc = (IntentRecipe.__doc__ or "").split("Args:", 1)[1]
+    doc = (recipe_type.__doc__ or "").split("Args:", 1)[1]
     chunks: list[str] = []  # one per entry: its lines joined
     for line in doc.splitlines():
         if re.match(r"^ {8}\S", line):
@@ -288,7 +292,7 @@ def recipe_table() -> str:
                 entries[n] = head.group(2)
     order = ("transformer", "bilstm", "tfidf", "pretrained", "compound", "compound:pretrained")
     rows = ["| field | default | used by | what it does |", "| --- | --- | --- | --- |"]
-    for f in dataclasses.fields(IntentRecipe):
+    for f in dataclasses.fields(recipe_type):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         text = re.sub(r":(?:class|func|data|mod|meth):`~?([^`]+)`",
                       lambda m: "``" + m.group(1).rsplit(".", 1)[-1].strip() + "``",

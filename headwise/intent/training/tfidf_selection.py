@@ -2,7 +2,7 @@
 
 On noisy labels the held-out split is noisy too, and on a small one macro-F1 swings by
 points between neighbouring settings: picking ``C`` and the prior correction's ``tau``
-(:mod:`headwise.intent.decision.prior`) there picks noise. Cross-validation over all the training
+(:mod:`headwise.intent.posthoc.prior`) there picks noise. Cross-validation over all the training
 rows is steadier: :func:`fit_tfidf_selected` computes each candidate ``C``'s out-of-fold
 probabilities (:func:`~headwise.intent.training.cleaning.out_of_fold_probs`), scores every
 ``(C, tau)`` by out-of-fold macro-F1 against the given labels, and fits the winner on all
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from headwise.intent.decision.prior import TAUS, apply_prior_correction, choose_tau, log_prior
+from headwise.intent.posthoc.prior import TAUS, apply_prior_correction, choose_tau, log_prior
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.training.cleaning import cv_folds, out_of_fold_probs
 
@@ -97,7 +97,7 @@ def fit_tfidf(texts: Sequence[str], labels: Sequence[str], *, c: float | Sequenc
         labels: their intents.
         c: the inverse L2 strength, or candidates to choose from.
         prior_correction: ``"none"``, ``"auto"`` (``tau`` chosen from
-            :data:`~headwise.intent.decision.prior.TAUS`) or a fixed ``tau >= 0``.
+            :data:`~headwise.intent.posthoc.prior.TAUS`) or a fixed ``tau >= 0``.
         seed: the folds' seed.
         class_weight: None or ``"balanced"``.
         progress: a progress bar over the cross-validation.
