@@ -12,7 +12,7 @@ from tiny_corpus import INTENTS
 
 from headwise.intent import IntentRecipe, train_intent_classifier
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.ensemble import load_classifier
+from headwise.intent.kinds import load_classifier
 from headwise.intent.posthoc.prior import (
     TAUS,
     apply_prior_correction,
@@ -20,7 +20,6 @@ from headwise.intent.posthoc.prior import (
     correct_on_validation,
     log_prior,
 )
-from headwise.intent.kinds import load_classifier
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.training.tfidf_selection import fit_tfidf, fit_tfidf_selected
 from headwise.models import EncoderClassifier, ModelConfig
