@@ -14,6 +14,7 @@ A service runs one model kind, and its ``/v1/predict`` (and OpenAPI schema) foll
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -71,6 +72,17 @@ def _texts_schema(examples: list[dict[str, Any]]) -> Callable[[dict[str, Any]], 
         schema["examples"] = examples
 
     return extra
+
+
+#: YYYY-MM-DD in ASCII digits, from year 0001 (a Python date's first; JSON Schema's
+#: ``date`` format allows 0000)
+DATE_PATTERN = (r"^(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
+                r"-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])$")
+#: a calendar date as the schema states it: :data:`DATE_PATTERN` and JSON Schema's ``date``
+#: format (RFC 3339 full-date: no 2026-02-30); the service checks both itself
+#: (:meth:`CompoundPredictRequest._a_real_date`), with one message
+CalendarDate = Annotated[str, Field(json_schema_extra={"format": "date",
+                                                       "pattern": DATE_PATTERN})]
 
 
 class TextsRequest(BaseModel):
@@ -146,8 +158,8 @@ class CompoundPredictRequest(PredictRequest):
     at_least_one: bool = Field(default=False,
                                description="answer the most probable intent when none "
                                            "reaches its threshold (never out-of-scope)")
-    reference_date: str | None = Field(
-        default=None, pattern=r"^\d{4}-\d{2}-\d{2}$",
+    reference_date: CalendarDate | None = Field(
+        default=None,
         description="the date that relative dates in the slot values (下个月5号, next "
                     "Friday) count from, as YYYY-MM-DD; default: the model's saved one, "
                     "else today's date")
@@ -157,11 +169,13 @@ class CompoundPredictRequest(PredictRequest):
     def _a_real_date(cls, value: str | None) -> str | None:
         if value is not None:
             try:
+                if not re.fullmatch(DATE_PATTERN, value):
+                    raise ValueError(value)
                 datetime.date.fromisoformat(value)
             except ValueError:
                 raise PydanticCustomError("date_from_datetime_parsing",
-                                          "reference_date {value} is not a calendar date",
-                                          {"value": value}) from None
+                                          "reference_date {value} is not a calendar date "
+                                          "(YYYY-MM-DD)", {"value": value}) from None
         return value
 
     def reference(self) -> datetime.date | None:

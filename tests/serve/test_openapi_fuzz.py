@@ -82,7 +82,7 @@ def _operations(app) -> set[str]:
 def test_schemathesis_finds_nothing_on_an_open_service(encoder_dir):
     app = create_app(ServeConfig(model_dir=str(encoder_dir), **SERVICE))
     failures, checks, tested = _fuzz(app)
-    assert failures == []
+    assert failures == [], "\n\n".join(failures)
     assert tested == _operations(app) and len(tested) == 6 and checks > 500
 
 
@@ -93,7 +93,7 @@ def test_schemathesis_finds_nothing_behind_api_and_admin_keys(encoder_dir, key_f
     # the key in X-API-Key, so the fuzzer's own Authorization headers are wrong keys beside
     # it (its ignored_auth check): refused
     failures, checks, tested = _fuzz(app, {"X-API-Key": API_KEY}, {"X-API-Key": ADMIN_KEY})
-    assert failures == []
+    assert failures == [], "\n\n".join(failures)
     assert tested == _operations(app) and checks > 500
 
 
@@ -102,7 +102,26 @@ def test_schemathesis_finds_nothing_behind_a_rate_limit(encoder_dir, key_files):
     app = create_app(ServeConfig(model_dir=str(encoder_dir), api_key_file=str(api),
                                  rate_limit=5.0, burst=5, **SERVICE))
     failures, _, tested = _fuzz(app, {"Authorization": f"Bearer {API_KEY}"})
-    assert failures == []  # the 429s included: declared, with the error body
+    # the 429s included: declared, with the error body
+    assert failures == [], "\n\n".join(failures)
+    assert tested == _operations(app)
+
+
+def test_schemathesis_finds_nothing_on_a_compound_classifier(compound_corpus,
+                                                             tmp_path_factory):
+    from headwise.intent.compound.training import train_compound_classifier
+    from headwise.intent.training.recipe import IntentRecipe
+
+    recipe = IntentRecipe(model="transformer", tokenizer="wordpiece", vocab_size=120,
+                          max_length=24, d_model=32, num_layers=1, num_heads=4, d_ff=64,
+                          epochs=2, batch_size=8, patience=None, progress=False)
+    out = tmp_path_factory.mktemp("openapi_compound") / "model"
+    train_compound_classifier(compound_corpus, compound_corpus, recipe, out_dir=out)
+    app = create_app(ServeConfig(model_dir=str(out), **SERVICE))
+    assert "CompoundPredictRequest" in app.openapi()["components"]["schemas"]
+    failures, _, tested = _fuzz(app)
+    # /v1/explain included: 409 unsupported_model, declared
+    assert failures == [], "\n\n".join(failures)
     assert tested == _operations(app)
 
 
