@@ -30,9 +30,9 @@ limit under the ``reject`` policy), 409 ``/v1/explain`` on a model without atten
 compound classifier, 503 before the model is ready or while shutting down; 404 an unknown
 path, 405 with ``Allow`` a method the path does not take (``PUT /healthz``, ``TRACE
 /admin/reload``: the body checks apply only to the endpoints that read a body, and
-``/admin/*``'s 403 only to its methods; with keys, only once a valid key is given). The
-OpenAPI schema states exactly what is accepted: one of ``text`` and ``texts`` (``oneOf``),
-neither null.
+``/admin/*``'s 403 only to its methods; with keys, on a path that needs one, only once a
+valid key comes with it: a 401 before). The OpenAPI schema states exactly what is
+accepted: one of ``text`` and ``texts`` (``oneOf``), neither null.
 Shutting down (SIGINT/SIGTERM under uvicorn) closes the listening socket at once (new
 connections are refused), closes idle keep-alive connections, lets requests in flight
 finish (answered with ``Connection: close``, for up to the graceful timeout), then drains
