@@ -10,15 +10,23 @@ token bucket (:class:`~headwise.serve.ratelimit.RateLimiter`) answers 429 with
 404 that maps the service. ``/admin/*`` takes the admin keys when there are some, else the
 API keys, and is refused (403) when the service has no keys at all.
 
+A method the path does not take (``TRACE /admin/reload``) is the router's 405 with
+``Allow`` wherever the service's map is public: on the open paths, and everywhere when the
+service has no keys (so ``/admin/*``'s 403 answers only the methods its endpoints take).
+With keys, a request without a valid one learns nothing of the map: 401, as for an unknown
+path; with a valid key, the router answers 405 (or 404).
+
 A key travels as ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``; a request is let in
-when either header holds a valid key. Keys are never logged: refusals are logged (at debug
-level) with the path and the client's address only.
+when it carries a key and every key it carries is valid (one wrong key, beside a valid one
+in the other header, is a 401: :meth:`~headwise.serve.auth.ApiKeys.identify`). Keys are
+never logged: refusals are logged (at debug level) with the path and the client's address
+only.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from starlette.responses import JSONResponse
@@ -42,20 +50,21 @@ ADMIN_DISABLED = ("the admin endpoints need API keys: start the service with --a
 
 
 def presented_keys(scope: Scope) -> list[str]:
-    """The keys a request carries: the token of every ``Authorization: Bearer`` header
-    (the scheme in any case) and every ``X-API-Key`` header, stripped; empty ones left out.
-    """
+    """The keys a request carries, one per ``Authorization`` and ``X-API-Key`` header: the
+    token of ``Authorization: Bearer TOKEN`` (the scheme in any case) and the value of
+    ``X-API-Key``, stripped. A header that carries no key (an empty one, an
+    ``Authorization`` of another scheme or without one) is presented as ``""``, which is
+    never a key: like a wrong key, it gets the request refused
+    (:meth:`~headwise.serve.auth.ApiKeys.identify` lets a request in only when every key it
+    presents is valid)."""
     keys = []
     for name, value in scope.get("headers", ()):
         name = name.lower()
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").strip().partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                keys.append(token.strip())
+            keys.append(token.strip() if scheme.lower() == "bearer" else "")
         elif name == b"x-api-key":
-            key = value.decode("latin-1").strip()
-            if key:
-                keys.append(key)
+            keys.append(value.decode("latin-1").strip())
     return keys
 
 
@@ -67,7 +76,7 @@ def _route(scope: Scope) -> str:
 
 class AccessGuard:
     """Refuse requests without a valid API key (401), over their key's rate (429), and to
-    ``/admin/*`` when there are no keys (403).
+    ``/admin/*`` when there are no keys (403, to the methods its endpoints take).
 
     Args:
         app: the wrapped ASGI app.
@@ -75,16 +84,22 @@ class AccessGuard:
         admin_keys: the keys ``/admin/*`` takes instead of ``keys`` (None: ``keys``).
         limiter: the per-key rate limit (None: no limit).
         open_paths: the paths that never need a key.
+        methods: the methods each of the app's paths takes: without keys, a request to
+            one of these paths with another method goes to the app (the router's 405 with
+            ``Allow``) instead of ``/admin/*``'s 403. A path not in it: 403.
     """
 
     def __init__(self, app: ASGIApp, *, keys: ApiKeys | None, admin_keys: ApiKeys | None = None,
                  limiter: RateLimiter | None = None,
-                 open_paths: Collection[str] = OPEN_PATHS) -> None:
+                 open_paths: Collection[str] = OPEN_PATHS,
+                 methods: Mapping[str, Collection[str]] | None = None) -> None:
         self.app = app
         self.keys = keys
         self.admin_keys = admin_keys
         self.limiter = limiter
         self.open_paths = frozenset(open_paths)
+        self.methods = {path: frozenset(m.upper() for m in ms)
+                        for path, ms in (methods or {}).items()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and self.keys is not None:
@@ -103,7 +118,8 @@ class AccessGuard:
         admin = route.startswith(ADMIN_PREFIX)
         keys = (self.admin_keys or self.keys) if admin else self.keys
         if keys is None:
-            if admin:
+            taken = self.methods.get(route)
+            if admin and (taken is None or scope.get("method") in taken):
                 await _refuse(scope, receive, send, 403, "admin_disabled", ADMIN_DISABLED)
             else:
                 await self.app(scope, receive, send)

@@ -26,12 +26,15 @@ single-label model); the OpenAPI schema shows the request of the kind being serv
 
 Bad input is answered with a 4xx and a JSON ``{"error": {status, type, message}}``:
 400 malformed JSON or invalid UTF-8, 413 an oversized body, 415 a body that is not JSON,
-422 wrong types, unknown fields, both or neither of ``text`` and ``texts``, empty texts,
-too many texts, a text over the character limit (or over the token limit under the
-``reject`` policy), 409 ``/v1/explain`` on a model without attention heads or on a
+422 wrong types, unknown fields, both or neither of ``text`` and ``texts`` (or one of them
+null), empty texts, too many texts, a text over the character limit (or over the token
+limit under the ``reject`` policy), 409 ``/v1/explain`` on a model without attention heads or on a
 compound classifier, 503 before the model is ready or while shutting down; 404 an unknown
-path, 405 a method the path does not take (``PUT /healthz``: the body checks apply only
-to the endpoints that read a body).
+path, 405 with ``Allow`` a method the path does not take (``PUT /healthz``, ``TRACE
+/admin/reload``: the body checks apply only to the endpoints that read a body, and
+``/admin/*``'s 403 only to its methods; with keys, on a path that needs one, only once a
+valid key comes with it: a 401 before). The OpenAPI schema states exactly what is
+accepted: one of ``text`` and ``texts`` (``oneOf``), neither null.
 Shutting down (SIGINT/SIGTERM under uvicorn) closes the listening socket at once (new
 connections are refused), closes idle keep-alive connections, lets requests in flight
 finish (answered with ``Connection: close``, for up to the graceful timeout), then drains
@@ -200,7 +203,11 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_payload(exc.status_code, kind, str(exc.detail)),
+        message = str(exc.detail)
+        if exc.status_code == 405 and exc.headers and exc.headers.get("Allow"):
+            message = (f"{request.method} is not a method of {request.url.path}; it takes "
+                       f"{exc.headers['Allow']}")
+        return JSONResponse(error_payload(exc.status_code, kind, message),
                             status_code=exc.status_code, headers=exc.headers)
 
     # /v1/predict is answered by answer_predict, from the FastAPI endpoint (which also
@@ -316,7 +323,9 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
                        optional_body=OPTIONAL_BODY_ROUTES)
     app.add_middleware(AccessGuard, keys=state.keys, admin_keys=state.admin_keys,
                        limiter=state.limiter,
-                       open_paths=OPEN_PATHS + (("/metrics",) if config.open_metrics else ()))
+                       open_paths=OPEN_PATHS + (("/metrics",) if config.open_metrics else ()),
+                       methods={route.path: route.methods for route in app.routes
+                                if getattr(route, "methods", None)})
     app.add_middleware(RequestMetrics, metrics=state.metrics, endpoints=ENDPOINTS)
     return app
 

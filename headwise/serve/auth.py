@@ -164,8 +164,11 @@ class ApiKeys:
         self._failed_signature = signature
 
     def identify(self, presented: Iterable[str]) -> str | None:
-        """Which key, if any, the presented ones hold.
+        """Which key the presented ones hold, when every one of them is a valid key.
 
+        A request that carries a wrong key beside a valid one (a bearer token that is not
+        a key, and a valid ``X-API-Key``) is not let in: a credential that was presented
+        and is invalid is refused (RFC 6750, section 3.1), whatever else came with it.
         Every presented key is compared with every key of the file, in constant time
         (:func:`hmac.compare_digest` on SHA-256 digests, no early exit).
 
@@ -173,13 +176,17 @@ class ApiKeys:
             presented: the keys a request carried (none, one or two headers).
 
         Returns:
-            The matching key's identity (:data:`KEY_ID_CHARS` hex characters of its
-            digest), or None.
+            The identity (:data:`KEY_ID_CHARS` hex characters of its digest) of the first
+            presented key, or None: no key presented, or one that is not valid.
         """
         found: bytes | None = None
+        every = True
         for candidate in presented:
             d = _digest(candidate)
+            match: bytes | None = None
             for known in self._digests:
-                if hmac.compare_digest(d, known) and found is None:
-                    found = known
-        return None if found is None else found.hex()[:KEY_ID_CHARS]
+                if hmac.compare_digest(d, known) and match is None:
+                    match = known
+            every = every and match is not None
+            found = found or match
+        return found.hex()[:KEY_ID_CHARS] if found is not None and every else None

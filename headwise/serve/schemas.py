@@ -14,16 +14,28 @@ A service runs one model kind, and its ``/v1/predict`` (and OpenAPI schema) foll
 from __future__ import annotations
 
 import datetime
+import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 #: what the service requires of every text, declared in the schema (JSON Schema's
 #: ``pattern`` searches: at least one character that is not white space); the service
-#: checks it itself, answering 422 ``empty_text``
-TEXT_PATTERN = r"\S"
+#: checks it itself (``str.strip``), answering 422 ``empty_text``. White space is Python's
+#: (``str.isspace``) spelled out: JSON Schema's ``\s`` (ECMA-262's) is another set, without
+#: U+001C..U+001F and U+0085 and with U+FEFF
+TEXT_PATTERN = r"[^\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 #: the schema of one text; the app adds ``maxLength`` (its ``max_text_chars``,
 #: :func:`declare_limits`), which the service checks (422 ``text_too_long``)
 Text = Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": TEXT_PATTERN})]
@@ -31,11 +43,64 @@ Text = Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": TEXT_P
 TEXT_FIELDS = ("text", "texts")
 
 
+def _whole_number(value: Any) -> Any:
+    # JSON Schema's integer is any number without a fractional part (3.0 is one): taken as
+    # the int it is; anything else is left to strict validation ("3" is not an integer)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: ``top_k`` of a request: an integer, as JSON Schema's ``integer`` says (``3`` or ``3.0``)
+TopK = Annotated[int, Field(ge=1, le=1000), BeforeValidator(_whole_number)]
+
+
+def _texts_schema(examples: list[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:
+    """A texts request's ``json_schema_extra``: its examples, and the contract
+    :class:`TextsRequest` enforces, stated exactly: ``oneOf`` a request with ``text`` and
+    one with ``texts`` (exactly one of the two fields), neither of them null (their
+    Python default None stands for a field left out, not for a value a client may send)."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        for name in TEXT_FIELDS:
+            prop = schema["properties"][name]
+            prop.pop("default", None)
+            branches = [b for b in prop.pop("anyOf") if b.get("type") != "null"]
+            if len(branches) == 1:
+                prop.update(branches[0])
+            else:
+                prop["anyOf"] = branches
+        schema["oneOf"] = [{"required": [name]} for name in TEXT_FIELDS]
+        schema["examples"] = examples
+
+    return extra
+
+
+#: YYYY-MM-DD in ASCII digits, from year 0001 (a Python date's first; JSON Schema's
+#: ``date`` format allows 0000)
+DATE_PATTERN = (r"^(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
+                r"-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])$")
+#: a calendar date as the schema states it: :data:`DATE_PATTERN` and JSON Schema's ``date``
+#: format (RFC 3339 full-date: no 2026-02-30); the service checks both itself
+#: (:meth:`CompoundPredictRequest._a_real_date`), with one message
+CalendarDate = Annotated[str, Field(json_schema_extra={"format": "date",
+                                                       "pattern": DATE_PATTERN})]
+
+
 class TextsRequest(BaseModel):
     """What a request with texts shares: ``text`` (one text) or ``texts`` (one text or a
-    list), exactly one of the two."""
+    list), exactly one of the two, and neither null (the JSON schema says so:
+    :func:`_texts_schema`)."""
 
     model_config = _STRICT
+
+    @field_validator(*TEXT_FIELDS, mode="before", check_fields=False)
+    @classmethod
+    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
+        # runs only on a value the request gave (a left-out field keeps its default)
+        if value is None:
+            raise PydanticCustomError(
+                "text_null", "{field} is null: give a text, or leave the field out",
+                {"field": info.field_name})
+        return value
 
     @model_validator(mode="after")
     def _one_of_text_and_texts(self) -> TextsRequest:
@@ -56,9 +121,9 @@ class PredictRequest(TextsRequest):
     """``POST /v1/predict``: one text (``text``, or ``texts`` as a string) or a list of
     texts (``texts``); give one of the two fields."""
 
-    model_config = ConfigDict(**_STRICT, json_schema_extra={
-        "examples": [{"texts": ["i lost my card", "what is my balance"], "top_k": 3},
-                     {"text": "i lost my card"}]})
+    model_config = ConfigDict(**_STRICT, json_schema_extra=_texts_schema(
+        [{"texts": ["i lost my card", "what is my balance"], "top_k": 3},
+         {"text": "i lost my card"}]))
 
     text: Text | None = Field(
         default=None, description="one text; must hold a non-space character (at most the "
@@ -67,8 +132,8 @@ class PredictRequest(TextsRequest):
         default=None, description="one text, or a non-empty list of texts (at most the "
                                   "service's max_texts, each at most max_text_chars); each "
                                   "must hold a non-space character; or give text")
-    top_k: int | None = Field(default=None, ge=1, le=1000,
-                              description="intents listed per text (capped at the number "
+    top_k: TopK | None = Field(default=None,
+                               description="intents listed per text (capped at the number "
                                           "of intents); default: the service's setting")
     threshold: float | None = Field(default=None, ge=0.0, le=1.0,
                                     description="override the model's out-of-scope "
@@ -78,12 +143,12 @@ class PredictRequest(TextsRequest):
 class CompoundPredictRequest(PredictRequest):
     """``POST /v1/predict`` of a compound classifier: texts, and how intents are chosen."""
 
-    model_config = ConfigDict(**_STRICT, json_schema_extra={
-        "examples": [{"texts": ["i was charged twice for 50 pounds, refund it"],
-                      "threshold": 0.4, "at_least_one": False}]})
+    model_config = ConfigDict(**_STRICT, json_schema_extra=_texts_schema(
+        [{"texts": ["i was charged twice for 50 pounds, refund it"], "threshold": 0.4,
+          "at_least_one": False}]))
 
-    top_k: int | None = Field(default=None, ge=1, le=1000,
-                              description="most probable intents listed in top_k per text "
+    top_k: TopK | None = Field(default=None,
+                               description="most probable intents listed in top_k per text "
                                           "(default: the service's setting)")
     threshold: float | None = Field(default=None, ge=0.0, le=1.0,
                                     description="one threshold for every intent, replacing "
@@ -93,8 +158,8 @@ class CompoundPredictRequest(PredictRequest):
     at_least_one: bool = Field(default=False,
                                description="answer the most probable intent when none "
                                            "reaches its threshold (never out-of-scope)")
-    reference_date: str | None = Field(
-        default=None, pattern=r"^\d{4}-\d{2}-\d{2}$",
+    reference_date: CalendarDate | None = Field(
+        default=None,
         description="the date that relative dates in the slot values (下个月5号, next "
                     "Friday) count from, as YYYY-MM-DD; default: the model's saved one, "
                     "else today's date")
@@ -104,11 +169,13 @@ class CompoundPredictRequest(PredictRequest):
     def _a_real_date(cls, value: str | None) -> str | None:
         if value is not None:
             try:
+                if not re.fullmatch(DATE_PATTERN, value):
+                    raise ValueError(value)
                 datetime.date.fromisoformat(value)
             except ValueError:
                 raise PydanticCustomError("date_from_datetime_parsing",
-                                          "reference_date {value} is not a calendar date",
-                                          {"value": value}) from None
+                                          "reference_date {value} is not a calendar date "
+                                          "(YYYY-MM-DD)", {"value": value}) from None
         return value
 
     def reference(self) -> datetime.date | None:
@@ -121,8 +188,8 @@ class ExplainRequest(TextsRequest):
     """``POST /v1/explain``: one text, as ``text`` or as ``texts`` (a string or a list of
     one); give one of the two fields."""
 
-    model_config = ConfigDict(**_STRICT, json_schema_extra={
-        "examples": [{"text": "i lost my card"}]})
+    model_config = ConfigDict(**_STRICT, json_schema_extra=_texts_schema(
+        [{"text": "i lost my card"}, {"texts": ["i lost my card"]}]))
 
     text: Text | None = Field(
         default=None, description="the text to explain; must hold a non-space character "

@@ -2,10 +2,12 @@
 Schema accepts, and bodies one change away from that.
 
 Handles what the service's schemas use: ``$ref`` to ``components/schemas``, ``anyOf`` /
-``oneOf``, ``const`` / ``enum``, the JSON types with ``minimum`` / ``maximum``,
-``minLength`` / ``maxLength`` / ``pattern``, ``minItems`` / ``maxItems``, and objects
-with optional properties and ``additionalProperties: false``. Strings and lists are kept
-short (a fuzz is about shapes, not sizes; the size limits have their own tests).
+``oneOf`` (also beside an object's properties, with branches that name required
+properties: exactly one of ``text`` and ``texts``), ``const`` / ``enum``, the JSON types
+with ``minimum`` / ``maximum``, ``minLength`` / ``maxLength`` / ``pattern``, ``minItems`` /
+``maxItems``, and objects with optional properties and ``additionalProperties: false``.
+Strings and lists are kept short (a fuzz is about shapes, not sizes; the size limits have
+their own tests).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def valid(schema: dict[str, Any], document: dict[str, Any]) -> st.SearchStrategy
     schema = resolve(schema, document)
     for key in ("anyOf", "oneOf"):
         if key in schema:
-            return st.one_of([valid(s, document) for s in schema[key]])
+            return _alternatives(schema, key, document)
     if "const" in schema:
         return st.just(schema["const"])
     if "enum" in schema:
@@ -89,6 +91,23 @@ def valid(schema: dict[str, Any], document: dict[str, Any]) -> st.SearchStrategy
             {k: valid(v, document) for k, v in props.items() if k in required},
             optional={k: valid(v, document) for k, v in props.items() if k not in required})
     return JSON_VALUES  # no constraint
+
+
+def _alternatives(schema: dict[str, Any], key: str, document: dict[str, Any]
+                  ) -> st.SearchStrategy[Any]:
+    """Values of an ``anyOf`` / ``oneOf`` schema; beside other keywords, each branch is the
+    schema with the branch's required properties, and a ``oneOf`` value meets the required
+    of exactly one branch."""
+    branches = schema[key]
+    rest = {k: v for k, v in schema.items() if k != key}
+    if not rest:
+        return st.one_of([valid(s, document) for s in branches])
+    merged = st.one_of([valid({**rest, **b, "required": [
+        *rest.get("required", ()), *b.get("required", ())]}, document) for b in branches])
+    if key == "anyOf":
+        return merged
+    return merged.filter(lambda v: sum(
+        all(name in v for name in b.get("required", ())) for b in branches) == 1)
 
 
 def object_schema(schema: dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from answers import confidence_of, intent_of
 from serve_helpers import INTENTS, MAX_LENGTH, TEXTS
 
 from headwise.intent.classifier import IntentClassifier
+from headwise.serve.schemas import TEXT_PATTERN
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +155,13 @@ def test_openapi_schema_declares_what_the_service_enforces(client):
             found = list(strings(props[field]))
             assert found, (name, field)
             for s in found:  # the fixture's service: 400 characters a text, 8 texts
-                assert s["minLength"] == 1 and s["pattern"] == r"\S" and s["maxLength"] == 400
-        assert "text" in props and "texts" in props
+                assert s["minLength"] == 1 and s["pattern"] == TEXT_PATTERN
+                assert s["maxLength"] == 400
+        # exactly one of the two, neither null (no null branch, no default)
+        assert comps[name]["oneOf"] == [{"required": ["text"]}, {"required": ["texts"]}]
+        assert "required" not in comps[name]
+        for field in fields:
+            assert "default" not in props[field] and "null" not in json.dumps(props[field])
     lists = [b for b in comps["PredictRequest"]["properties"]["texts"]["anyOf"]
              if b.get("type") == "array"]
     assert lists[0]["maxItems"] == 8 and lists[0]["minItems"] == 1

@@ -50,7 +50,11 @@ def test_key_file_skips_blank_lines_comments_and_repeats(key_file):
     # the commented key, a prefix, a key with a character more, nothing: no key
     for bad in ([WRONG], [KEY[:-1]], [KEY + "x"], [""], []):
         assert keys.identify(bad) is None
-    assert keys.identify([WRONG, OTHER]) == keys.identify([OTHER])  # either header
+    # every presented key must be valid: a wrong one beside a valid one is refused
+    assert keys.identify([WRONG, OTHER]) is None and keys.identify([OTHER, ""]) is None
+    # valid keys only: the first one is the request's identity
+    assert keys.identify([KEY, OTHER]) == keys.identify([KEY])
+    assert keys.identify([OTHER, OTHER]) == keys.identify([OTHER])
 
 
 @pytest.mark.parametrize("line, problem", [
@@ -100,7 +104,8 @@ def test_headers_that_carry_a_key():
     scope = {"headers": [(b"authorization", b"bearer  tok-1 "), (b"x-api-key", b" tok-2"),
                          (b"authorization", b"Basic dXNlcjpwYXNz"), (b"x-api-key", b""),
                          (b"authorization", b"Bearer")]}
-    assert presented_keys(scope) == ["tok-1", "tok-2"]
+    # a header that carries no key is presented as "" (never a key: the request is refused)
+    assert presented_keys(scope) == ["tok-1", "tok-2", "", "", ""]
 
 
 def test_missing_and_wrong_keys_get_the_same_401(keyed):
@@ -120,6 +125,19 @@ def test_missing_and_wrong_keys_get_the_same_401(keyed):
 def test_a_valid_key_in_either_header_is_let_in(keyed, headers):
     r = keyed.post("/v1/predict", json={"texts": "i lost my card"}, headers=headers)
     assert r.status_code == 200 and intent_of(r.json()["predictions"][0])
+
+
+@pytest.mark.parametrize("authorization", [f"Bearer {WRONG}", "Bearer ", "", f"Basic {KEY}",
+                                           "#.cQ*id"])
+def test_a_wrong_credential_beside_a_valid_key_is_refused(keyed, authorization):
+    # what a schema fuzzer sends (schemathesis's ignored_auth): a generated Authorization
+    # beside the valid X-API-Key; a presented credential that is not a valid key is a 401
+    r = keyed.post("/v1/predict", json={"texts": "i lost my card"},
+                   headers={"Authorization": authorization, "X-API-Key": KEY})
+    assert r.status_code == 401 and r.json()["error"]["type"] == "unauthorized"
+    both = keyed.post("/v1/predict", json={"texts": "i lost my card"},
+                      headers={**BEARER, "X-API-Key": OTHER})
+    assert both.status_code == 200
 
 
 def test_only_the_probes_are_open(keyed):
