@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
@@ -13,14 +14,39 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from headwise.text.annotations import AnnotatedExample, SlotSpan
 
-# Hypothesis profiles: "ci" (the default) keeps property tests to a few seconds and their
-# examples reproducible; "long" (`pytest ... --hypothesis-profile=long`) explores far more.
-# Tests that set max_examples themselves keep their own count under both.
-settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True,
+# Hypothesis profiles: "ci" (the default) keeps property tests to a few seconds; "long"
+# (`pytest ... --hypothesis-profile=long`) explores far more. Tests that set max_examples
+# themselves keep their own count under both. Both draw fresh examples every run, from one
+# seed for the session that the report header prints; `--hypothesis-seed=N` replays a run.
+# The inputs of bugs found before are pinned with @example, so every run tries them.
+settings.register_profile("ci", max_examples=30, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("long", max_examples=2000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Draw the session's hypothesis seed when none is given (before hypothesis's own plugin
+    reads ``--hypothesis-seed``), so that the header can print it."""
+    if config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
+
+
+def _seed_line(config: pytest.Config) -> str:
+    seed = config.getoption("hypothesis_seed", None)
+    return f"hypothesis seed: {seed} (replay with --hypothesis-seed={seed})"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return _seed_line(config)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The seed again under a failing run: ``-q`` (./run test) hides the header."""
+    if terminalreporter.stats.get("failed") or terminalreporter.stats.get("error"):
+        terminalreporter.write_line(_seed_line(config))
 
 AMOUNTS = ["20", "50", "300", "1,200", "75", "90"]
 

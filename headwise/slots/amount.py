@@ -2,9 +2,11 @@
 
 ``parse_amount("三千五百元")`` is ``Amount(3500.0, "CNY")``; likewise ``两万块``, ``1.5万``
 (no currency stated: ``None``), ``3万5``, ``¥3,500``, ``3,500.00元``, ``三块五`` (3.5 yuan),
-``$20``, ``£50``, ``20 pounds``, ``EUR 1,200``, ``3.5k``, ``a grand`` (1000), ``five hundred
-dollars``, ``1.2m``. Currencies are ISO 4217 codes: CNY, USD, GBP, EUR. ``¥`` is read as
-the yuan (this package serves Chinese banks), ``$`` as the US dollar.
+``$20``, ``£50``, ``20 pounds``, ``EUR 1,200``, ``3.5k``, ``1.5w`` and ``2w块`` (``w`` is 万,
+ten thousand, as Chinese customers type it), ``5000元整`` (整: "exactly", as written on
+forms), ``a grand`` (1000), ``five hundred dollars``, ``1.2m``. Currencies are ISO 4217
+codes: CNY, USD, GBP, EUR. ``¥`` is read as the yuan (this package serves Chinese banks),
+``$`` as the US dollar.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ _SUFFIXES = {"元人民币": "CNY", "块钱": "CNY", "元钱": "CNY", "元": "CN
              "bucks": "USD", "buck": "USD", "$": "USD", "gbp": "GBP", "pounds sterling": "GBP",
              "pounds": "GBP", "pound": "GBP", "quid": "GBP", "£": "GBP", "eur": "EUR",
              "euros": "EUR", "euro": "EUR", "€": "EUR", "¥": "CNY"}
+#: 1.5w, 2W: w stands for 万 (wan, ten thousand) in typed Chinese
+_WAN = re.compile(r"(\d[\d,]*(?:\.\d+)?|\.\d+)\s*w")
 _CENTS = {"USD": ("cents", "cent"), "EUR": ("cents", "cent"), "GBP": ("pence", "p")}
 _ZH_DIGIT = r"[0-9零〇一二两三四五六七八九]"
 #: 三块五, 3元5角, 三块五毛, 12元3角4分 (after the 元/块 come 角 and 分, tenths and hundredths)
@@ -66,6 +70,8 @@ def parse_amount(text: str) -> Amount:
         s = strip_cjk_spaces(s)
     if s.endswith("钱") and not s.endswith("块钱") and not s.endswith("元钱"):
         s = s[:-1]  # 三块五毛钱
+    if s.endswith("整") and len(s) > 1:
+        s = s[:-1]  # 5000元整, 三千元整: "exactly"
     prefix, s = _take(s, _PREFIXES, at_start=True)
     zh = _chinese_yuan(s)
     if zh is not None:
@@ -78,6 +84,9 @@ def parse_amount(text: str) -> Amount:
     currency = _agree(prefix, suffix, text)
     if not s:
         raise ValueError(f"no number in the amount {text!r}")
+    wan = _WAN.fullmatch(s)
+    if wan is not None:
+        return _amount(Decimal(wan.group(1).replace(",", "")) * 10_000, currency, text)
     try:
         value = parse_number(s)
     except ValueError:

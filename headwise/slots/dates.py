@@ -3,8 +3,10 @@
 ``parse_date("下个月5号", reference=date(2026, 1, 15))`` is ``"2026-02-05"``;
 ``parse_date("next week", ...)`` the :class:`~headwise.slots.periods.DateRange`
 2026-01-19..2026-01-25; ``parse_date("每月10号", ...)`` the recurrence ``"R/2026-02-10/P1M"``.
-Numeric dates (``2026-03-05``, ``2026/3/5``, ``2026.03.05``) are read in either language;
-day-first and month-first forms such as ``05/03/2026`` are refused as ambiguous.
+Numeric dates (``2026-03-05``, ``2026/3/5``, ``2026.03.05``) are read in either language.
+Day and month in either order (``3/15``, ``15/3/2026``) are read when only one order names a
+day (a number above 12 is the day); ``05/03/2026`` and ``3/5``, which both orders read, are
+refused as ambiguous.
 
 Ranges: ``between March 3 and 5``, ``from March 3 to March 5``, ``March 3-5``,
 ``3月1日到3月5日``, ``from 3月1日到3月5日``, ``3月1日至5日``, ``从下周一到下周三``. An end that is
@@ -26,6 +28,8 @@ from headwise.slots.periods import DateRange, make_date
 
 _ISO = re.compile(r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})")
 _AMBIGUOUS = re.compile(r"\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}")
+#: 3/15, 15/3, 15/03/2026: month and day in an order that only a day above 12 settles
+_DAY_MONTH = re.compile(r"(\d{1,2})/(\d{1,2})(?:/(\d{4}))?")
 #: (separator, whether it may only be used after "between")
 _SEPARATORS = ((" and ", True), (" to ", False), (" until ", False), (" till ", False),
                (" through ", False), (" thru ", False), ("到", False), ("至", False),
@@ -83,11 +87,31 @@ def _single(s: str, reference: date, months_ahead: bool) -> str | DateRange:
     m = _ISO.fullmatch(s)
     if m is not None:
         return make_date(int(m.group(1)), int(m.group(2)), int(m.group(3)), s).isoformat()
+    m = _DAY_MONTH.fullmatch(s)
+    if m is not None:
+        return _day_month(m, reference, months_ahead, s)
     if _AMBIGUOUS.fullmatch(s):
         raise ValueError(f"{s!r} is ambiguous (day or month first?); write 2026-03-05")
     if has_cjk(s):
         return parse_chinese_date(strip_cjk_spaces(s), reference, months_ahead=months_ahead)
     return parse_english_date(s, reference, months_ahead=months_ahead)
+
+
+def _day_month(m: re.Match[str], reference: date, months_ahead: bool, s: str) -> str:
+    """``3/15`` or ``15/3`` (the year written, else the reference's, or with
+    ``months_ahead`` the next for an earlier month): the order in which only one number can
+    be a month."""
+    a, b = int(m.group(1)), int(m.group(2))
+    year = int(m.group(3)) if m.group(3) else reference.year
+    readings = {(month, day) for month, day in ((a, b), (b, a)) if 1 <= month <= 12}
+    if len(readings) != 1:
+        if len(readings) > 1:
+            raise ValueError(f"{s!r} is ambiguous (day or month first?); write 2026-03-05")
+        raise ValueError(f"{s!r} is not a date: neither number is a month")
+    (month, day), = readings
+    if m.group(3) is None and months_ahead and month < reference.month:
+        year += 1
+    return make_date(year, month, day, s).isoformat()
 
 
 def _range(start_text: str, end_text: str, reference: date, months_ahead: bool

@@ -2,14 +2,53 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
+from collections import Counter
 
 import pytest
 
-from headwise.demo.runner import DemoSettings, comparison_table, run_demo, slice_verdicts
+from headwise.demo.corpus import OOS_LABEL, generate_demo_corpus
+from headwise.demo.runner import (
+    DemoSettings,
+    comparison_table,
+    demo_recipes,
+    run_demo,
+    slice_verdicts,
+)
+from headwise.intent import train_intent_classifier
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.evaluation import evaluate_classifier
 from headwise.intent.kinds import load_classifier
 from headwise.intent.training.recipe import IntentRecipe
+
+
+def learning_bar(labels: list[str]) -> tuple[float, float]:
+    """``(bar, chance)`` of closed-set accuracy on in-scope test rows with these labels.
+
+    ``chance`` is the best a classifier blind to the text does on average: the share of the
+    commonest label (at least one over the number of labels). ``bar`` is at least three
+    times that, and high enough that such a classifier reaches it with probability below
+    1e-4 (the binomial tail over these rows): a test split of 27 rows gives it room."""
+    from scipy.stats import binom
+
+    n = len(labels)
+    chance = max(max(Counter(labels).values()) / n, 1 / len(set(labels)))
+    k = next(k for k in range(n + 1) if binom.sf(k - 1, n, chance) < 1e-4)
+    return max(3 * chance, k / n), chance
+
+
+def held_out(corpus) -> tuple[list[str], list[str]]:
+    return [e.text for e in corpus["test"]], [e.label for e in corpus["test"]]
+
+
+def shuffled(rows: list[tuple[str, str]], seed: int = 0) -> list[tuple[str, str]]:
+    """The same texts with their labels permuted: a model trained on them learns nothing
+    about the texts (the negative control)."""
+    labels = [y for _, y in rows]
+    random.Random(seed).shuffle(labels)
+    return [(t, y) for (t, _), y in zip(rows, labels, strict=True)]
 
 
 def test_demo_trains_compares_and_saves_every_model(tmp_path):
@@ -18,6 +57,21 @@ def test_demo_trains_compares_and_saves_every_model(tmp_path):
     extra = {"tfidf_c1": IntentRecipe(model="tfidf", tfidf_c=1.0)}  # the extra-model hook
     summary = run_demo(tmp_path, s, echo=lines.append, extra_models=extra)
     assert list(summary["models"]) == ["tfidf", "bilstm", "transformer", "tfidf_c1"]
+    # the TF-IDF models learn the held-out phrasing (measured 0.59 on 27 in-scope rows of 27
+    # intents; the bar is 7/27 = 0.26, chance 1/27) and the same recipe on shuffled labels
+    # does not (measured 0.04; 0.11 and 0 with other permutations): the neural models, one
+    # epoch here, are held to learning in the test below
+    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)
+    texts, labels = held_out(corpus)
+    bar, chance = learning_bar([y for y in labels if y != OOS_LABEL])
+    assert chance < 0.05 and bar < 0.3
+    assert summary["models"]["tfidf"]["accuracy"] >= bar
+    assert summary["models"]["tfidf_c1"]["accuracy"] >= bar
+    control = train_intent_classifier(
+        shuffled([(e.text, e.label) for e in corpus["train"]]),
+        [(e.text, e.label) for e in corpus["valid"]], demo_recipes(s)["tfidf"],
+        out_dir=tmp_path / "control").classifier
+    assert evaluate_classifier(control, texts, labels)["accuracy"] < bar
     for name in summary["models"]:
         r = summary["models"][name]
         assert 0.0 <= r["accuracy"] <= 1.0 and 0.0 <= r["macro_f1"] <= 1.0
@@ -59,6 +113,26 @@ def test_demo_trains_compares_and_saves_every_model(tmp_path):
     assert summary["models"]["tfidf"]["ood_detector"] == "max_prob"
     assert "out-of-scope score" in table
     assert len(summary["examples"]) == 8
+
+
+def test_demo_transformer_learns_the_held_out_phrasing(tmp_path):
+    """The demo's Transformer recipe (tiny: width 32, one layer, 15 epochs over 10 questions
+    per intent) against held-out template families, and the same recipe on shuffled labels.
+    Measured: 0.37 on 54 in-scope rows of 27 intents (bar 10/54 = 0.19, chance 1/27); the
+    control 0.037 (the same with three permutations). The BiLSTM recipe (hidden 128) needs
+    about a minute of training to clear the bar, too long for the suite."""
+    s = DemoSettings(per_intent=10, epochs=15, d_model=32, num_layers=1)
+    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)
+    recipe = dataclasses.replace(demo_recipes(s)["transformer"], progress=False)
+    train = [(e.text, e.label) for e in corpus["train"]]
+    valid = [(e.text, e.label) for e in corpus["valid"]]
+    texts, labels = held_out(corpus)
+    bar, chance = learning_bar([y for y in labels if y != OOS_LABEL])
+    accuracy = {}
+    for name, rows in (("trained", train), ("control", shuffled(train))):
+        clf = train_intent_classifier(rows, valid, recipe, out_dir=tmp_path / name).classifier
+        accuracy[name] = evaluate_classifier(clf, texts, labels)["accuracy"]
+    assert accuracy["trained"] >= bar > accuracy["control"], (accuracy, bar, chance)
 
 
 def _rows(*accuracies_by_model, n=100):

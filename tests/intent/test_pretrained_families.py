@@ -30,7 +30,9 @@ def xlmr(tmp_path_factory):
 
 
 def _recipe(directory, seed=0, **fields):
-    return IntentRecipe(model=f"pretrained:{directory}", epochs=2, batch_size=4, lr=1e-3,
+    # enough to fit the rows (2 epochs left every probability near 1/3: int8's agreement
+    # with fp32 on the top intent meant nothing there)
+    return IntentRecipe(model=f"pretrained:{directory}", epochs=10, batch_size=4, lr=3e-3,
                         max_length=24, seed=seed, progress=False, input_prefix="query: ",
                         trim_vocab=8, **fields)
 
@@ -52,7 +54,7 @@ def test_training_reports_prefix_trimming_and_an_estimate(trained):
     info = result.classifier.info
     assert info["pretrained"]["input_prefix"] == "query: "
     trim = info["pretrained"]["trim_vocab"]
-    assert trim["kept"] < trim["vocab_size"] and info["estimate"]["steps"] == 2 * 6
+    assert trim["kept"] < trim["vocab_size"] and info["estimate"]["steps"] == 10 * 6
 
 
 def test_saved_classifier_keeps_prefix_and_trimmed_table(trained):
@@ -81,9 +83,32 @@ def test_onnx_and_int8_serving_match_pytorch(trained, tmp_path):
     for a, b in zip(torch_answers, onnx_answers, strict=True):
         assert intent_of(a) == intent_of(b)
         assert confidence_of(a) == pytest.approx(confidence_of(b), abs=1e-4)
+    # int8 against fp32 PyTorch: the same top intent on (nearly) every text, every
+    # probability close. Measured (two runs): agreement 12/12, largest probability change
+    # 0.002-0.005, where fp32's top two intents are 0.08 or more apart
     q = quantize_int8(path, tmp_path / "m8.onnx")
-    int8 = InferenceEngine(clf, OnnxRuntime(q)).predict(TEXTS, top_k=2)
-    assert len(int8) == len(TEXTS) and all(0.0 <= confidence_of(a) <= 1.0 for a in int8)
+    assert OnnxRuntime(q).quantized
+    import onnx
+
+    graph = onnx.load(str(q)).graph  # int8 weights, integer matrix products, none in float
+    assert not [i.name for i in graph.initializer
+                if i.data_type == onnx.TensorProto.FLOAT and len(i.dims) == 2]
+    assert not {"MatMul", "Gemm", "Attention"} & {node.op_type for node in graph.node}
+    assert any(node.op_type == "MatMulInteger" for node in graph.node)
+    n = len(clf.labels)
+    int8_answers = InferenceEngine(clf, OnnxRuntime(q)).predict(TEXTS, top_k=n)
+    fp32 = _probabilities(InferenceEngine(clf, TorchRuntime(clf.model)).predict(TEXTS, top_k=n))
+    int8 = _probabilities(int8_answers)
+    agreement = np.mean([intent_of(a) == intent_of(b)
+                         for a, b in zip(torch_answers, int8_answers, strict=True)])
+    assert agreement >= 0.9, agreement
+    assert np.abs(fp32 - int8).max() <= 0.03, np.abs(fp32 - int8).max()
+
+
+def _probabilities(answers: list[dict]) -> np.ndarray:
+    """(texts, intents) probabilities of answers listing every intent, intents sorted."""
+    return np.asarray([[c for _, c in sorted((k["intent"], k["confidence"]) for k in a["top_k"])]
+                       for a in answers])
 
 
 def test_soup_and_ensemble_of_two_seeds(trained, xlmr, tmp_path):

@@ -38,6 +38,10 @@ FLOOR = {torch.float64: 1e-12, torch.float32: 2e-6, torch.bfloat16: 2e-2}
 #: these sweeps run a quarter of its examples, under "ci" as many as it does
 SWEEP = settings(max_examples=max(settings.default.max_examples // 4,
                                   min(30, settings.default.max_examples)))
+#: a whole classifier costs several module cases: under "ci" half as many examples (fresh
+#: draws every run cost about twice the fixed ones they replaced), under "long" the same
+MODEL_SWEEP = settings(max_examples=max(settings.default.max_examples // 4,
+                                        min(15, settings.default.max_examples)))
 BACKENDS = ["auto", "math", "sdpa", "tiled", "blocksparse"]
 #: layouts of a (batch, seq, width) input
 X_LAYOUTS = ["contiguous", "seq_first", "offset_slice", "batch_expanded"]
@@ -409,7 +413,7 @@ def model_cases(draw) -> dict[str, Any]:
                 block=draw(st.sampled_from([4, 8])), seed=draw(st.integers(0, 2**16)))
 
 
-@SWEEP
+@MODEL_SWEEP
 @given(c=model_cases())
 def test_encoder_classifier_gradients_match_float64(c: dict) -> None:
     config = preset("tiny", d_model=16, num_heads=4, d_ff=32, max_position=32, num_labels=3,
