@@ -263,9 +263,10 @@ def apply_surface(u: Utterance, rng: random.Random, *, seed: int, train: bool) -
 
 
 def slice_names(template_tags: Sequence[str], applied: Sequence[str], has_slots: bool, *,
-                near_miss: bool = False) -> tuple[str, ...]:
-    """The slices of one example, in :data:`PHENOMENA` order (``("plain",)`` for none)."""
-    names = {TEMPLATE_TAGS[t] for t in template_tags} | set(applied)
+                near_miss: bool = False, extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """The slices of one example, in :data:`PHENOMENA` order (``("plain",)`` for none);
+    ``extra``: further slice names (a compound message's, :mod:`headwise.demo.joins`)."""
+    names = {TEMPLATE_TAGS[t] for t in template_tags} | set(applied) | set(extra)
     if has_slots:
         names.add("numbers")
     if near_miss:

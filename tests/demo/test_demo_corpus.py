@@ -38,7 +38,7 @@ from headwise.demo.values import (
 )
 from headwise.text import OOS_LABEL, category_lexicon
 from headwise.text.chinese_numerals import chinese_numeral, parse_chinese_numeral
-from headwise.text.slices import PHENOMENA
+from headwise.text.slices import COMPOUND_PHENOMENA, PHENOMENA
 from headwise.text.typos import TYPOS
 
 CATEGORIES = {"negation", "number", "domain"}
@@ -202,11 +202,14 @@ def test_family_assignment_is_by_seed_and_holds_out_one_family_per_group():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_every_phenomenon_is_in_the_test_split(seed):
-    corpus = generate_demo_corpus(seed=seed)
-    for name in ("valid", "test"):
-        counts = Counter(x for ex in corpus[name] for x in ex.slices)
-        assert set(counts) == set(PHENOMENA), (name, counts)
-        assert min(counts.values()) >= 10, counts
+    # compound questions only come with compound_share (tests/demo/test_demo_compound.py)
+    for share, names in ((0.0, set(PHENOMENA) - set(COMPOUND_PHENOMENA)),
+                         (0.25, set(PHENOMENA))):
+        corpus = generate_demo_corpus(seed=seed, compound_share=share)
+        for name in ("valid", "test"):
+            counts = Counter(x for ex in corpus[name] for x in ex.slices)
+            assert set(counts) == names, (name, counts)
+            assert min(counts.values()) >= 10, counts
 
 
 def test_slices_say_what_the_text_shows(corpus):
