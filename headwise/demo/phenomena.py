@@ -22,8 +22,9 @@ rate, ordinal, date, card), and ``plain`` one that has none of these.
 Held-out surface forms: for each inventory a third of its entries (chosen by the seed) is
 kept out of the training split, so the valid and test splits also meet typos, English words,
 synonyms, fillers and context clauses never seen in training. No inventory entry holds a
-digit or a negation character (不没别未无拒), so the number and negation annotations of the
-template stay exact.
+digit; the few that hold a negation character negate nothing the label hangs on (a context
+clause's 没人接, 不太懂; 找不着了, 不好意思), and the spans are found on the final text, so
+the number and negation annotations stay exact.
 """
 
 from __future__ import annotations
