@@ -36,6 +36,15 @@ first: ``("early_repayment_penalty", "early_repayment")`` for 我想提前还款
 (a request and a question), ``("report_card_loss", "reissue_card")`` for 挂失，再补办一张;
 a one-intent example has ``(label,)`` and an out-of-scope one ``()``.
 
+Compound questions: ``generate_demo_corpus(compound_share=0.25)`` adds messages that join two
+or three intents' clauses (顺便, 另外, 还有, ……？帮我……, 不行的话就……, a comma ...) and
+messages that take one request back (提额就不用了，帮我把年费免了: one intent), until that
+share of each split has several intents; join and clause families are held out like
+template families, and some intent pairs are kept out of training for valid and test
+(:mod:`headwise.demo.joins`). Their slices: ``compound``, ``unseen_pair``,
+``dropped_request``, ``numbers_in_second``. The default, 0, leaves the corpus as it was,
+with only the few compounds its templates declare.
+
 Spans are found by scanning the text with the lexicons of :mod:`headwise.demo.lexicon`
 (longest match first; A-not-A questions such as 要不要 and fixed words such as 不好意思 are
 not negations); number spans are the numerals of the slots and carry the slot's normalised
@@ -59,7 +68,7 @@ from headwise.demo.joins import (
     TOPICS,
     Clause,
     Join,
-    Rendered,
+    Message,
     assign_compound_families,
     clause_catalogue,
     fits,
@@ -354,7 +363,7 @@ class _Compounds:
                 return self._example(out, join, (keep,), ("dropped_request", "negation_scope"))
         return None
 
-    def _example(self, out: Rendered, join: Join, intents: tuple[str, ...],
+    def _example(self, out: Message, join: Join, intents: tuple[str, ...],
                  names: tuple[str, ...]) -> DemoExample:
         u = out.utterance
         applied = apply_surface(u, self.rng, seed=self.seed, train=self.train)

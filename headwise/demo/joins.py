@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from headwise.demo.render import Utterance, render
 
 __all__ = ["CLAUSES", "CONFLICTING_PAIRS", "DROP_FAMILIES", "FEE_INTENTS", "JOIN_FAMILIES",
-           "RELATED_PAIRS", "TOPICS", "Clause", "Join", "Rendered", "assign_compound_families",
+           "RELATED_PAIRS", "TOPICS", "Clause", "Join", "Message", "assign_compound_families",
            "clause_catalogue", "fits", "join_catalogue", "render_compound", "render_dropped",
            "unordered"]
 
@@ -273,7 +273,7 @@ JOIN_FAMILIES: tuple[tuple[str, ...], ...] = (
 DROP_FAMILIES: tuple[tuple[str, ...], ...] = (
     ("我不是来[X]的，(我|)是(来|)(想|)[2R]的", "不是要[X]啊，(我|)(是|)想[2R]"),
     ("[X](就|)不用了，(帮我|)[2R]就行", "[X](就|)不用了，[2]"),
-    ("[X](先|)不办了，[2]", "[X]的事(先|)不办了，(帮我|)[2R]就好"),
+    ("[X]的事(先|)不(用|)管了，[2]", "[X](先|)不弄了，(帮我|)[2R]就好"),
     ("(先|)别[X]了，(帮我|)[2R]", "(先|)别[X]，[2]"),
     ("(我|)没说要[X]，(我|)(是想|只想)[2R]", "没想[X]，[2]"),
 )
@@ -357,7 +357,7 @@ def assign_compound_families(rng: random.Random) -> dict[str, str]:
 
 
 @dataclass
-class Rendered:
+class Message:
     """A rendered compound message: the utterance, the slot indices of its second and later
     requests, and the ids of its clauses."""
 
@@ -377,9 +377,9 @@ def _literal(text: str, rng: random.Random) -> Utterance:
     return render(text, rng, final=False) if text else Utterance()
 
 
-def _write(join: str, parts: dict[str, tuple[Clause | str, str]], rng: random.Random,
-           ) -> Rendered:
-    """Write a join template with its parts: ``parts[n] = (clause or topic text, kind)``."""
+def _write(join: str, parts: dict[str, Clause | str], rng: random.Random) -> Message:
+    """Write a join template with its parts (part number, or ``X``, -> a clause, or the text
+    of the topic taken back)."""
     out = Utterance()
     later: set[int] = set()
     pieces = _PART.split(join)  # text, number, kind, text, number, kind, ..., text
@@ -390,7 +390,7 @@ def _write(join: str, parts: dict[str, tuple[Clause | str, str]], rng: random.Ra
         if i + 1 >= len(pieces):
             break
         number, wanted = pieces[i + 1], pieces[i + 2]
-        source, _ = parts[number]
+        source = parts[number]
         if isinstance(source, str):  # a topic taken back
             _append(out, Utterance(source))
             continue
@@ -409,8 +409,8 @@ def _write(join: str, parts: dict[str, tuple[Clause | str, str]], rng: random.Ra
     if not out.text or out.text[-1] not in _PUNCT:
         out.text += rng.choice(_QUESTION_END if last_kind == "Q" else _REQUEST_END)
     first = parts.get("1", parts.get("2"))
-    out.question = first is not None and isinstance(first[0], Clause) and first[0].question
-    return Rendered(out, later, tuple(clauses))
+    out.question = isinstance(first, Clause) and first.question
+    return Message(out, later, tuple(clauses))
 
 
 def fits(join: Join, clauses: dict[str, Clause]) -> bool:
@@ -427,14 +427,14 @@ def fits(join: Join, clauses: dict[str, Clause]) -> bool:
                                  and first.intent in FEE_INTENTS)
 
 
-def render_compound(join: Join, clauses: list[Clause], rng: random.Random) -> Rendered:
+def render_compound(join: Join, clauses: list[Clause], rng: random.Random) -> Message:
     """One message joining ``clauses`` (which :func:`fits` the join) with ``join``."""
-    return _write(join.template, {str(k): (c, "") for k, c in enumerate(clauses, 1)}, rng)
+    return _write(join.template, {str(k): c for k, c in enumerate(clauses, 1)}, rng)
 
 
-def render_dropped(join: Join, topic: str, kept: Clause, rng: random.Random) -> Rendered:
+def render_dropped(join: Join, topic: str, kept: Clause, rng: random.Random) -> Message:
     """One message taking ``topic`` back and keeping the request of ``kept``."""
-    return _write(join.template, {"X": (topic, ""), "2": (kept, "")}, rng)
+    return _write(join.template, {"X": topic, "2": kept}, rng)
 
 
 def unordered(a: str, b: str) -> tuple[str, str]:

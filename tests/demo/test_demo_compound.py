@@ -35,7 +35,7 @@ KEYWORDS: dict[str, str] = {
     "instalment_fee_query": "手续费|费率|利息",
     "report_card_loss": "挂失|冻结",
     "unfreeze_card": "解冻|冻结|解锁",
-    "reissue_card": "补|新卡",
+    "reissue_card": "补|新卡|办一张",
     "cancel_card": "注销|销户|销卡",
     "transfer_limit_query": "限额|转多少",
     "raise_transfer_limit": "限额|额度",
@@ -219,3 +219,39 @@ def test_compound_files_parse_back_and_share_is_checked(tmp_path):
     for bad in (-0.1, 0.8):
         with pytest.raises(ValueError, match="compound_share"):
             generate_demo_corpus(compound_share=bad)
+
+
+def test_clauses_joins_and_pairs_are_sound_data():
+    import random
+
+    from headwise.demo.joins import (
+        CLAUSES,
+        CONFLICTING_PAIRS,
+        DROP_FAMILIES,
+        JOIN_FAMILIES,
+        TOPICS,
+        clause_catalogue,
+        join_catalogue,
+    )
+    from headwise.demo.render import render
+
+    assert set(CLAUSES) == set(DEMO_INTENTS)
+    for intent, families in CLAUSES.items():  # one family each for test, valid and training
+        assert len(families) >= 3, intent
+    for clause in clause_catalogue():  # each clause names its intent's request
+        for seed in range(5):
+            text = render(clause.template, random.Random(seed), final=False).text
+            assert re.search(KEYWORDS[clause.intent], text), (clause.id, text)
+    joins = join_catalogue()
+    assert len({j.family for j in joins}) == len(JOIN_FAMILIES) + len(DROP_FAMILIES)
+    for k in range(len(JOIN_FAMILIES)):  # every join family joins two intents of any kind
+        assert any(j.family == f"join.{k}" and j.parts == 2 and not j.fee_only
+                   for j in joins), k
+    conflicting = {i for pair in CONFLICTING_PAIRS for i in pair}
+    for intent, topics in TOPICS.items():  # taking it back must not be an intent of its own
+        assert intent in DEMO_INTENTS and intent not in conflicting, intent
+        assert all(not re.search("[不没别未无拒{}()0-9]", t) for t in topics), topics
+        assert all(re.search(KEYWORDS[intent], t) for t in topics), topics
+    for a, b in RELATED_PAIRS:
+        assert a in DEMO_INTENTS and b in DEMO_INTENTS and a != b
+        assert {a, b} not in [set(p) for p in CONFLICTING_PAIRS]
