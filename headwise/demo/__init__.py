@@ -5,8 +5,9 @@ attention tour of ``headwise tour``.
   family so that no test question shares its phrasing with training), built from the
   intents' templates (:mod:`.templates`), shared templates and word lists
   (:mod:`.lexicon`), template families and splits (:mod:`.families`), rendering
-  (:mod:`.render`), slot values (:mod:`.values`) and the surface phenomena of real
-  customers (:mod:`.phenomena`: fillers, typos, code-mixing, long context ...);
+  (:mod:`.render`), slot values (:mod:`.values`), the surface phenomena of real
+  customers (:mod:`.phenomena`: fillers, typos, code-mixing, long context ...) and compound
+  questions (:mod:`.joins`: several requests joined in one message, or one taken back);
 * the runs: :mod:`.runner` (:func:`run_demo`: TF-IDF, BiLSTM, Transformer and, where
   installed, a pretrained encoder, compared per slice on held-out phrasing) and
   :mod:`.compound` (:func:`run_compound_demo`: multi-label intents with slots);

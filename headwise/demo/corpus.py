@@ -36,6 +36,15 @@ first: ``("early_repayment_penalty", "early_repayment")`` for 我想提前还款
 (a request and a question), ``("report_card_loss", "reissue_card")`` for 挂失，再补办一张;
 a one-intent example has ``(label,)`` and an out-of-scope one ``()``.
 
+Compound questions: ``generate_demo_corpus(compound_share=0.25)`` adds messages that join two
+or three intents' clauses (顺便, 另外, 还有, ……？帮我……, 不行的话就……, a comma ...) and
+messages that take one request back (提额就不用了，帮我把年费免了: one intent), until that
+share of each split has several intents; join and clause families are held out like
+template families, and some intent pairs are kept out of training for valid and test
+(:mod:`headwise.demo.joins`). Their slices: ``compound``, ``unseen_pair``,
+``dropped_request``, ``numbers_in_second``. The default, 0, leaves the corpus as it was,
+with only the few compounds its templates declare.
+
 Spans are found by scanning the text with the lexicons of :mod:`headwise.demo.lexicon`
 (longest match first; A-not-A questions such as 要不要 and fixed words such as 不好意思 are
 not negations); number spans are the numerals of the slots and carry the slot's normalised
@@ -47,15 +56,32 @@ from __future__ import annotations
 import csv
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from headwise.demo.families import SPLITS, Template, assign_families, catalogue, family_of
+from headwise.demo.joins import (
+    CONFLICTING_PAIRS,
+    RELATED_PAIRS,
+    TOPICS,
+    Clause,
+    Join,
+    Message,
+    assign_compound_families,
+    clause_catalogue,
+    fits,
+    join_catalogue,
+    render_compound,
+    render_dropped,
+    unordered,
+)
 from headwise.demo.phenomena import apply_surface, slice_names
 from headwise.demo.render import Utterance, annotate, render, template_tags
 from headwise.demo.templates import DEMO_INTENTS
 from headwise.text.labels import OOS_LABEL
+from headwise.text.slices import PHENOMENA, PLAIN
 
 SPAN_CATEGORIES = ("negation", "number", "domain")
 #: share of each intent's examples (per split) that come from minimal-pair templates, when
@@ -63,6 +89,18 @@ SPAN_CATEGORIES = ("negation", "number", "domain")
 PAIR_SHARE = 0.25
 #: share of the out-of-scope examples of a split that are near misses
 NEAR_MISS_SHARE = 0.4
+#: with ``compound_share > 0``: examples that take a request back (one intent kept) per
+#: compound example, the share of compound examples whose intents belong together
+#: (:data:`~headwise.demo.joins.RELATED_PAIRS`), the share with three intents, and the share
+#: of a split's compound examples drawn from its held-out intent pairs
+DROPPED_SHARE = 0.25
+RELATED_SHARE = 0.5
+TRIPLE_SHARE = 0.2
+UNSEEN_SHARE: dict[str, float] = {"train": 0.0, "valid": 0.3, "test": 0.5}
+#: intent pairs held out of training for (valid, test): related pairs, and the share of the
+#: other pairs
+HELD_RELATED = {"valid": 2, "test": 3}
+HELD_OTHER = {"valid": 0.08, "test": 0.12}
 
 __all__ = ["SPAN_CATEGORIES", "DemoExample", "Slot", "Span", "generate_demo_corpus",
            "read_demo_jsonl", "write_demo_corpus"]
@@ -105,9 +143,13 @@ class DemoExample:
         intents: every intent it expresses, ``label`` first (``()`` out of scope).
         spans: its negation, number and domain spans.
         slots: its slot values.
-        template: the id of its template, ``<family>:<n>`` (empty when unknown).
+        template: the id of its template, ``<family>:<n>`` (empty when unknown); of a
+            compound message, its join (``join.3:1``, ``drop.2:0``:
+            :mod:`headwise.demo.joins`).
         slices: the names of its phenomena (:data:`PHENOMENA`; ``("plain",)`` for none,
             ``()`` when unknown).
+        clauses: the ids of the clauses a compound message joins (``clause.bill_query.1:0``,
+            in order; ``()`` for any other).
     """
 
     text: str
@@ -117,6 +159,7 @@ class DemoExample:
     slots: tuple[Slot, ...]
     template: str = ""
     slices: tuple[str, ...] = ()
+    clauses: tuple[str, ...] = ()
 
     @property
     def family(self) -> str:
@@ -145,8 +188,8 @@ def _make(t: Template, rng: random.Random, *, seed: int, train: bool,
 
 
 # -- the corpus ------------------------------------------------------------------------------
-def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120,
-                         oos: int = 150) -> dict[str, list[DemoExample]]:
+def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120, oos: int = 150,
+                         compound_share: float = 0.0) -> dict[str, list[DemoExample]]:
     """Generate the demo corpus, deterministically for a seed.
 
     Args:
@@ -156,19 +199,32 @@ def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120,
             each split's come from that split's template families only.
         oos: out-of-scope examples, half in valid and half in test (none in train), about
             :data:`NEAR_MISS_SHARE` of them near misses.
+        compound_share: the share of each split's examples that are compound questions
+            (several intents). 0 (the default) gives the corpus as before: only the few
+            compounds its templates declare (`` @+intent``). Above 0, compound messages
+            joined from two or three intents' clauses (:mod:`headwise.demo.joins`) are
+            added until that share of the split has several intents, and
+            :data:`DROPPED_SHARE` as many again take one request back (one intent); every
+            example with several intents gets the slice ``compound``, those of valid and
+            test with a pair of intents no training example has together ``unseen_pair``,
+            those taking a request back ``dropped_request`` (and ``negation_scope``), and
+            those with a slot value after the first request ``numbers_in_second``.
 
     Returns:
         ``{"train": [...], "valid": [...], "test": [...]}``, each list shuffled; no text is
-        in two splits, and no template family either.
+        in two splits, and no template family either (nor a clause or join family).
 
     Raises:
-        ValueError: ``per_intent < 3`` (one example per split) or ``oos < 0``.
+        ValueError: ``per_intent < 3`` (one example per split), ``oos < 0`` or a
+            ``compound_share`` outside ``[0, 0.75]``.
         RuntimeError: the templates cannot give that many distinct texts.
     """
     if per_intent < 3:
         raise ValueError(f"per_intent must be at least 3 (one per split), got {per_intent}")
     if oos < 0:
         raise ValueError(f"oos must be >= 0, got {oos}")
+    if not 0 <= compound_share <= 0.75:
+        raise ValueError(f"compound_share must be in [0, 0.75], got {compound_share}")
     rng = random.Random(seed)
     templates = catalogue()
     split_of = assign_families(templates, rng)
@@ -206,9 +262,163 @@ def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120,
             for is_near, quota in ((True, near), (False, oos_sizes[name] - near)):
                 pool = [t for t in here if t.intent == OOS_LABEL and t.near_miss == is_near]
                 splits[name] += _unique(rng, pool, quota, seen, seed=seed, train=train)
+    if compound_share > 0:
+        _add_compounds(splits, seen, compound_share, seed)
     for name in SPLITS:
         rng.shuffle(splits[name])
     return splits
+
+
+# -- compound questions ----------------------------------------------------------------------
+def _pairs(intents: tuple[str, ...]) -> set[tuple[str, str]]:
+    return {unordered(a, b) for a, b in combinations(intents, 2)}
+
+
+def _held_out_pairs(rng: random.Random, existing: set[tuple[str, str]],
+                    ) -> dict[str, set[tuple[str, str]]]:
+    """The intent pairs kept out of training for valid and for test (none that a template
+    already puts together): a few related pairs and a share of the others."""
+    conflicting = {unordered(*p) for p in CONFLICTING_PAIRS}
+    related = sorted({unordered(*p) for p in RELATED_PAIRS} - existing)
+    other = sorted({unordered(a, b) for a, b in combinations(DEMO_INTENTS, 2)}
+                   - conflicting - set(related) - {unordered(*p) for p in RELATED_PAIRS}
+                   - existing)
+    rng.shuffle(related)
+    rng.shuffle(other)
+    held: dict[str, set[tuple[str, str]]] = {}
+    r = o = 0
+    for name in ("test", "valid"):
+        n_other = round(HELD_OTHER[name] * len(other))
+        held[name] = set(related[r:r + HELD_RELATED[name]]) | set(other[o:o + n_other])
+        r, o = r + HELD_RELATED[name], o + n_other
+    return held
+
+
+class _Compounds:
+    """Draws the compound examples of one split."""
+
+    def __init__(self, name: str, rng: random.Random, seed: int, split_of: dict[str, str],
+                 allowed: set[tuple[str, str]], held: set[tuple[str, str]]) -> None:
+        self.name, self.rng, self.seed, self.train = name, rng, seed, name == "train"
+        self.clauses: dict[str, list[Clause]] = {}
+        for c in clause_catalogue():
+            if split_of[c.family] == name:
+                self.clauses.setdefault(c.intent, []).append(c)
+        joins = [j for j in join_catalogue() if split_of[j.family] == name]
+        self.joins = {k: [j for j in joins if j.family.startswith("join.") and j.parts == k]
+                      for k in (2, 3)}
+        self.drops = [j for j in joins if j.family.startswith("drop.")]
+        self.allowed = allowed  # pairs this split may hold (training's and its held-out)
+        related = {unordered(*p) for p in RELATED_PAIRS}
+        train_pairs = allowed - held
+        self.pools = {(unseen, rel): sorted(p for p in (held if unseen else train_pairs)
+                                            if (p in related) == rel)
+                      for unseen in (False, True) for rel in (False, True)}
+        conflicting = {unordered(*p) for p in CONFLICTING_PAIRS}
+        self.partners = {x: sorted({b for a, b in related if a == x} |
+                                   {a for a, b in related if b == x})
+                         for x in TOPICS}
+        self.keepable = {x: [i for i in DEMO_INTENTS if i != x
+                             and unordered(i, x) not in conflicting] for x in TOPICS}
+
+    def intents(self) -> list[str]:
+        """Two or three intents, in the order of the message."""
+        rng = self.rng
+        unseen = rng.random() < UNSEEN_SHARE[self.name]
+        rel = rng.random() < RELATED_SHARE
+        pool = self.pools[unseen, rel] or self.pools[unseen, not rel] or \
+            self.pools[False, rel] or self.pools[False, not rel]
+        chosen = list(rng.choice(pool))
+        if self.joins[3] and rng.random() < TRIPLE_SHARE:
+            a, b = chosen
+            third = [c for c in DEMO_INTENTS if c not in chosen
+                     and unordered(a, c) in self.allowed and unordered(b, c) in self.allowed]
+            if third:
+                chosen.append(rng.choice(third))
+        rng.shuffle(chosen)
+        return chosen
+
+    def compound(self) -> DemoExample | None:
+        rng = self.rng
+        intents = self.intents()
+        joins = self.joins[len(intents)]
+        for _ in range(20):
+            join = rng.choice(joins)
+            parts = {str(k): rng.choice(self.clauses[i]) for k, i in enumerate(intents, 1)}
+            if fits(join, parts):
+                out = render_compound(join, [parts[str(k)] for k in range(1, len(intents) + 1)],
+                                      rng)
+                return self._example(out, join, tuple(intents), ("compound",))
+        return None
+
+    def dropped(self) -> DemoExample | None:
+        rng = self.rng
+        dropped = rng.choice(sorted(TOPICS))
+        keep = rng.choice(self.partners[dropped] if self.partners[dropped]
+                          and rng.random() < RELATED_SHARE else self.keepable[dropped])
+        for _ in range(20):
+            join, kept = rng.choice(self.drops), rng.choice(self.clauses[keep])
+            if fits(join, {"2": kept}):
+                out = render_dropped(join, rng.choice(TOPICS[dropped]), kept, rng)
+                return self._example(out, join, (keep,), ("dropped_request", "negation_scope"))
+        return None
+
+    def _example(self, out: Message, join: Join, intents: tuple[str, ...],
+                 names: tuple[str, ...]) -> DemoExample:
+        u = out.utterance
+        applied = apply_surface(u, self.rng, seed=self.seed, train=self.train)
+        extra = names + (("numbers_in_second",) if out.later_slots else ())
+        slices = slice_names((), applied, bool(u.slots), extra=extra)
+        return DemoExample(u.text, intents[0], intents,
+                           tuple(Span(*span) for span in annotate(u.text, u.numbers)),
+                           tuple(Slot(*slot) for slot in u.slots), join.id, slices,
+                           out.clauses)
+
+
+def _with_slices(ex: DemoExample, names: set[str]) -> DemoExample:
+    merged = (set(ex.slices) - {PLAIN}) | names
+    return replace(ex, slices=tuple(n for n in PHENOMENA if n in merged) or (PLAIN,))
+
+
+def _add_compounds(splits: dict[str, list[DemoExample]], seen: set[str], share: float,
+                   seed: int) -> None:
+    """Add compound examples to each split (``share`` of it with several intents, and
+    :data:`DROPPED_SHARE` as many taking a request back) and tag every example with several
+    intents: ``compound``, and ``unseen_pair`` in valid and test when a pair of its intents is
+    in no training example."""
+    rng = random.Random(f"{seed}:compound")  # a str seed: the same in every process
+    split_of = assign_compound_families(rng)
+    existing = {p for split in splits.values() for ex in split for p in _pairs(ex.intents)}
+    held = _held_out_pairs(rng, existing)
+    every_pair = {unordered(a, b) for a, b in combinations(DEMO_INTENTS, 2)} - {
+        unordered(*p) for p in CONFLICTING_PAIRS}
+    train_pairs = every_pair - held["test"] - held["valid"]
+    for name in SPLITS:
+        here = held.get(name, set())
+        draw = _Compounds(name, rng, seed, split_of, train_pairs | here, here)
+        rows = splits[name]
+        multi = sum(len(ex.intents) > 1 for ex in rows)
+        total = round(share * (len(rows) - multi) / (1 - share * (1 + DROPPED_SHARE)))
+        quotas = ((draw.compound, max(0, total - multi)),
+                  (draw.dropped, round(DROPPED_SHARE * total)))
+        for make, quota in quotas:
+            made, tries = 0, 0
+            while made < quota:
+                tries += 1
+                if tries > 200 * quota + 1000:
+                    raise RuntimeError(f"only {made} distinct compound texts of {quota} in "
+                                       f"{name}; lower compound_share or per_intent")
+                ex = make()
+                if ex is not None and ex.text not in seen:
+                    seen.add(ex.text)
+                    rows.append(ex)
+                    made += 1
+    trained = {p for ex in splits["train"] for p in _pairs(ex.intents)}
+    for name in SPLITS:
+        splits[name] = [
+            _with_slices(ex, {"compound"} | ({"unseen_pair"} if _pairs(ex.intents) - trained
+                                             else set()))
+            if len(ex.intents) > 1 else ex for ex in splits[name]]
 
 
 def _unique(rng: random.Random, templates: list[Template], n: int, seen: set[str], *,
@@ -241,7 +451,8 @@ def _to_json(ex: DemoExample) -> dict[str, Any]:
             "spans": [[s.start, s.end, s.category, s.value] for s in ex.spans],
             "slots": [{"name": s.name, "start": s.start, "end": s.end, "text": s.text,
                        "value": s.value} for s in ex.slots],
-            "template": ex.template, "slices": list(ex.slices)}
+            "template": ex.template, "slices": list(ex.slices)} | (
+                {"clauses": list(ex.clauses)} if ex.clauses else {})
 
 
 def _from_json(obj: dict[str, Any]) -> DemoExample:
@@ -249,31 +460,34 @@ def _from_json(obj: dict[str, Any]) -> DemoExample:
                        tuple(Span(*s) for s in obj["spans"]),
                        tuple(Slot(s["name"], s["start"], s["end"], s["text"], s["value"])
                              for s in obj["slots"]),
-                       str(obj.get("template", "")), tuple(obj.get("slices", ())))
+                       str(obj.get("template", "")), tuple(obj.get("slices", ())),
+                       tuple(obj.get("clauses", ())))
 
 
 def write_demo_corpus(directory: str | Path, *, seed: int = 0, per_intent: int = 120,
-                      oos: int = 150) -> dict[str, Path]:
+                      oos: int = 150, compound_share: float = 0.0) -> dict[str, Path]:
     """Generate the corpus and write it as CSV and JSON lines.
 
     The CSV files have the columns ``text,label,slices,template`` (``slices`` joined by
     ``;``), which ``headwise train``/``eval`` read (``eval`` reports accuracy per slice). The
     JSON lines hold every annotation: ``{"text", "label", "intents", "spans": [[start, end,
     category, value], ...], "slots": [{"name", "start", "end", "text", "value"}, ...],
-    "template", "slices": [...]}``.
+    "template", "slices": [...]}``, and ``"clauses": [...]`` for a compound message.
 
     Args:
         directory: where to write (created if needed).
         seed: as in :func:`generate_demo_corpus`.
         per_intent: as in :func:`generate_demo_corpus`.
         oos: as in :func:`generate_demo_corpus`.
+        compound_share: as in :func:`generate_demo_corpus`.
 
     Returns:
         File name (``train.csv``, ``train.jsonl``, ``valid.csv`` ...) -> path.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    corpus = generate_demo_corpus(seed=seed, per_intent=per_intent, oos=oos)
+    corpus = generate_demo_corpus(seed=seed, per_intent=per_intent, oos=oos,
+                                  compound_share=compound_share)
     paths: dict[str, Path] = {}
     for name in SPLITS:
         csv_path, jsonl_path = directory / f"{name}.csv", directory / f"{name}.jsonl"

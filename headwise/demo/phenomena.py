@@ -22,8 +22,9 @@ rate, ordinal, date, card), and ``plain`` one that has none of these.
 Held-out surface forms: for each inventory a third of its entries (chosen by the seed) is
 kept out of the training split, so the valid and test splits also meet typos, English words,
 synonyms, fillers and context clauses never seen in training. No inventory entry holds a
-digit or a negation character (不没别未无拒), so the number and negation annotations of the
-template stay exact.
+digit; the few that hold a negation character negate nothing the label hangs on (a context
+clause's 没人接, 不太懂; 找不着了, 不好意思), and the spans are found on the final text, so
+the number and negation annotations stay exact.
 """
 
 from __future__ import annotations
@@ -263,9 +264,10 @@ def apply_surface(u: Utterance, rng: random.Random, *, seed: int, train: bool) -
 
 
 def slice_names(template_tags: Sequence[str], applied: Sequence[str], has_slots: bool, *,
-                near_miss: bool = False) -> tuple[str, ...]:
-    """The slices of one example, in :data:`PHENOMENA` order (``("plain",)`` for none)."""
-    names = {TEMPLATE_TAGS[t] for t in template_tags} | set(applied)
+                near_miss: bool = False, extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """The slices of one example, in :data:`PHENOMENA` order (``("plain",)`` for none);
+    ``extra``: further slice names (a compound message's, :mod:`headwise.demo.joins`)."""
+    names = {TEMPLATE_TAGS[t] for t in template_tags} | set(applied) | set(extra)
     if has_slots:
         names.add("numbers")
     if near_miss:

@@ -105,7 +105,8 @@ def _pieces(body: str, template: str) -> tuple[tuple[str, Any], ...]:
     return tuple(pieces)
 
 
-def render(template: str, rng: random.Random, *, negate: bool = False) -> Utterance:
+def render(template: str, rng: random.Random, *, negate: bool = False,
+           final: bool = True) -> Utterance:
     """Render a template into one message.
 
     Args:
@@ -113,12 +114,14 @@ def render(template: str, rng: random.Random, *, negate: bool = False) -> Uttera
         rng: the random source of every choice.
         negate: which side of a ``<pos|neg>`` marker to write. Both sides take the same
             draws, so two renderings from equal ``rng`` states differ only there.
+        final: type the final punctuation one of several ways (a message); False writes it
+            as the template has it (a piece of a compound message, :mod:`headwise.demo.joins`).
 
     Returns:
         The message with its slots and numerals.
     """
-    pieces, final, also = parse_template(template)
-    out = Utterance(also=also, question=final == "？")
+    pieces, last, also = parse_template(template)
+    out = Utterance(also=also, question=last == "？")
 
     def literal(s: str) -> None:
         out.text += "".join(rng.choice(_COMMAS) if c == "，" else c for c in s)
@@ -141,7 +144,7 @@ def render(template: str, rng: random.Random, *, negate: bool = False) -> Uttera
                 literal(sides[int(rng.random() * len(sides))])  # one draw, whichever side
 
     write(pieces)
-    literal(rng.choice(_FINAL_VARIANTS[final]))
+    literal(rng.choice(_FINAL_VARIANTS[last]) if final else last)
     return out
 
 
