@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from headwise.demo.corpus import OOS_LABEL, generate_demo_corpus
+from headwise.demo.corpus import generate_demo_corpus
 from headwise.demo.runner import (
     DemoSettings,
     comparison_table,
@@ -22,6 +22,7 @@ from headwise.intent.classifier import IntentClassifier
 from headwise.intent.evaluation import evaluate_classifier
 from headwise.intent.kinds import load_classifier
 from headwise.intent.training.recipe import IntentRecipe
+from headwise.text.labels import OOS_LABEL
 
 
 def learning_bar(labels: list[str]) -> tuple[float, float]:
