@@ -9,13 +9,13 @@ import pytest
 from headwise.demo.runner import DemoSettings, comparison_table, run_demo, slice_verdicts
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.kinds import load_classifier
-from headwise.intent.training.recipe import IntentRecipe
+from headwise.intent.training.recipe import IntentRecipe, Tfidf
 
 
 def test_demo_trains_compares_and_saves_every_model(tmp_path):
     lines = []
     s = DemoSettings(per_intent=6, epochs=1, d_model=32, num_layers=1, latency_queries=3)
-    extra = {"tfidf_c1": IntentRecipe(model="tfidf", tfidf_c=1.0)}  # the extra-model hook
+    extra = {"tfidf_c1": IntentRecipe(architecture=Tfidf(c=1.0))}  # the extra-model hook
     summary = run_demo(tmp_path, s, echo=lines.append, extra_models=extra)
     assert list(summary["models"]) == ["tfidf", "bilstm", "transformer", "tfidf_c1"]
     for name in summary["models"]:
@@ -121,8 +121,8 @@ def test_pretrained_row_only_when_the_encoder_is_installed(monkeypatch):
         extra = demo.pretrained_demo_recipe(DemoSettings.quick(seed=3))
         if installed:
             r = extra["pretrained"]
-            assert r.model == f"pretrained:{demo.DEMO_PRETRAINED}" and r.linear_probe
-            assert r.epochs == demo.DEMO_PRETRAINED_EPOCHS and r.seed == 3
+            assert r.architecture.spec == f"pretrained:{demo.DEMO_PRETRAINED}" and r.linear_probe
+            assert r.train.epochs == demo.DEMO_PRETRAINED_EPOCHS and r.train.seed == 3
         else:
             assert extra == {}
 
