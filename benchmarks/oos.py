@@ -410,7 +410,9 @@ def render(runs: list[dict[str, Any]]) -> str:
         "(`headwise.intent.decision.ood.select_detector` on the same validation choices); "
         "the row names the ones it chose per seed.",
         "", "Recipes: " + "; ".join(
-            f"`{m}`: " + ", ".join(f"{k}={v}" for k, v in f.items()) for m, f in MODELS.items())]
+            f"`{m}`: " + ", ".join(f"{part}.{k}={v}" for part, fields in f.items()
+                                   for k, v in fields.items())
+            for m, f in MODELS.items())]
     notes = sorted({r["note"] for r in runs if r.get("note")})
     if notes:  # what was noted about the machine while the runs ran
         lines += ["", "Notes on the runs: " + " ".join(notes)]
