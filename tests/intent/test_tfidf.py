@@ -1,4 +1,4 @@
-"""TfidfClassifier against scikit-learn's own pipeline; the tfidf recipe kind; mixed
+"""TfidfClassifier against scikit-learn's own pipeline; the tfidf recipe architecture; mixed
 ensembles and the `headwise ensemble` command."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_errors(tmp_path):
                                 "task": {"type": "multi_label"}})
 
 
-def test_recipe_kind_calibrates_and_ensembles_with_a_network(tmp_path):
+def test_the_tfidf_architecture_calibrates_and_ensembles_with_a_network(tmp_path):
     rows = _rows(EN) * 2
     recipe = IntentRecipe.from_dict({
         "architecture": {"type": "tfidf", "c": 5.0},

@@ -1,4 +1,4 @@
-"""Training defaults chosen by measurement: the learning rate and epochs of each model kind,
+"""Training defaults chosen by measurement: the learning rate and epochs of each architecture,
 and for a pretrained encoder those of its checkpoint family (``config.json``'s
 ``model_type``), with LP-FT on.
 

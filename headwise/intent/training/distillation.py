@@ -375,7 +375,7 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
     if augment_copies < 1:
         raise ValueError(f"augment copies (--augment-copies) must be at least 1, got "
                          f"{augment_copies}")
-    kind, layers = parse_student(student)
+    architecture, layers = parse_student(student)
     out_dir = Path(out_dir)
     teacher_dir = None if isinstance(teacher, ProbabilityClassifier) else Path(teacher)
     if teacher_dir is not None and out_dir.resolve() == teacher_dir.resolve():
@@ -388,10 +388,11 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
                f"{identity['intents']} intents"
                + (f", sha256 {identity['sha256'][:12]}" if identity["sha256"] else "") + ")")
     init_dir = out_dir / STUDENT_INIT
-    recipe = _student_recipe(recipe, f"pretrained:{init_dir}" if kind == "truncate" else kind)
-    if kind == "truncate" and recipe.levers.linear_probe is None:  # the teacher's head
+    recipe = _student_recipe(recipe, f"pretrained:{init_dir}" if architecture == "truncate"
+                             else architecture)
+    if architecture == "truncate" and recipe.levers.linear_probe is None:  # the teacher's head
         recipe = recipe.replace(levers__linear_probe=False)
-    init = truncated_student(clf, layers) if kind == "truncate" else None  # checked early
+    init = truncated_student(clf, layers) if architecture == "truncate" else None  # checked early
 
     texts, labels = in_scope(*texts_and_labels(train), "training")
     unknown = sorted(set(labels) - set(clf.labels))

@@ -852,8 +852,8 @@ def recipe_table() -> str:
                           lambda m: "``" + m.group(1).rsplit(".", 1)[-1].strip() + "``",
                           docs.get(f.name, ""))
             what = _first_sentence(text).replace("``", "`").replace("|", "\\|")
-            kind = _describe(hints[f.name]).replace("|", "\\|")
-            rows.append(f"| {label} | `{f.name}` | {kind} | "
+            typed = _describe(hints[f.name]).replace("|", "\\|")
+            rows.append(f"| {label} | `{f.name}` | {typed} | "
                         f"`{json.dumps(default, ensure_ascii=False)}` | {what} |")
     rows.append("| (recipe) | `valid_fraction` | a number | `0.1` | "
                 + _first_sentence(_field_docs(IntentRecipe)["valid_fraction"]) + " |")
