@@ -38,7 +38,7 @@ def _exposed_options() -> list[tuple[str, str, Any, str]]:
     import dataclasses
     import typing
 
-    from headwise.intent.training.recipe import PARTS, _field_docs, _first_sentence
+    from headwise.intent.training.recipe import PARTS, field_docs, first_sentence
 
     out = []
     for path in EXPOSED:
@@ -48,7 +48,7 @@ def _exposed_options() -> list[tuple[str, str, Any, str]]:
         base = next((t for t in (bool, int, float, str)
                      if t is hint or t in typing.get_args(hint)), str)
         doc = re.sub(r":\w+:`~?([^`]+)`", lambda m: m.group(1).rsplit(".", 1)[-1],
-                     _first_sentence(_field_docs(cls_).get(name, "")))
+                     first_sentence(field_docs(cls_).get(name, "")))
         text = f"{path}: {doc}".replace("``", "").replace("%", "%%")
         out.append((path, option_of(path), base, text))
     return out
@@ -233,11 +233,12 @@ def _train(args: argparse.Namespace, out: Path) -> int:
 
     data = recipe_data(args)
     task = data.get("task") if isinstance(data.get("task"), dict) else {}
-    if task.get("type") != "multi_label" and looks_multi_label(args.data):
+    multi_label = task.get("type") == "multi_label" or looks_multi_label(args.data)
+    if multi_label:
         set_path(data, "task.type", "multi_label")
     arch = data.get("architecture") if isinstance(data.get("architecture"), dict) else {}
     recipe = IntentRecipe.from_dict(data) if "type" in arch else None  # known: check early
-    if data.get("task", {}).get("type") == "multi_label":
+    if multi_label:
         if recipe is None:
             recipe = IntentRecipe.from_dict(data)
         return _run_compound(args, recipe, out)

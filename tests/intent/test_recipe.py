@@ -339,3 +339,17 @@ def test_train_help_is_short():
     assert len(lines) < 96, len(lines)  # 96 before the recipe had parts
     for path in EXPOSED:
         assert any(line.strip().startswith(option_of(path)) for line in lines), path
+
+
+@pytest.mark.parametrize("model", [["--model", "transformer"], []])
+def test_headwise_train_checks_the_recipe_once(model, tmp_path, captured, monkeypatch):
+    import headwise.intent.training.recipe as recipe_mod
+    from headwise.intent.training import builders
+
+    monkeypatch.setattr(builders, "default_model", lambda texts: ("bilstm", "test default"))
+    real, calls = recipe_mod._what_does_not_apply, []
+    monkeypatch.setattr(recipe_mod, "_what_does_not_apply",
+                        lambda r: calls.append(r) or real(r))
+    with pytest.raises(_Stop):
+        main(["train", "--data", str(_csv(tmp_path)), *model, "--out", str(tmp_path / "m")])
+    assert len(calls) == 1 and calls[0] is captured[-1]

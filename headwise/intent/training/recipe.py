@@ -47,7 +47,8 @@ from headwise.train import TrainConfig
 
 __all__ = ["ARCHITECTURES", "PARTS", "TASKS", "BiLSTM", "Decision", "IntentRecipe", "Levers",
            "MultiLabel", "PretrainedEncoder", "SingleLabel", "Tfidf", "Transformer",
-           "architecture_from_spec", "default_train", "recipe_table"]
+           "architecture_from_spec", "default_train", "field_docs", "first_sentence",
+           "recipe_table"]
 
 
 # --- field types ---------------------------------------------------------------------------
@@ -788,7 +789,7 @@ def _refuse_old_form(data: dict[str, Any], where: str) -> None:
 
 
 # --- the reference table -------------------------------------------------------------------
-def _field_docs(cls_: type) -> dict[str, str]:
+def field_docs(cls_: type) -> dict[str, str]:
     """Each field's entry in a dataclass's ``Attributes:`` (or ``Args:``) docstring section,
     its lines joined."""
     doc = cls_.__doc__ or ""
@@ -808,7 +809,7 @@ def _field_docs(cls_: type) -> dict[str, str]:
     return entries
 
 
-def _first_sentence(text: str) -> str:
+def first_sentence(text: str) -> str:
     """``text`` up to its first ``. `` or ``; `` outside parentheses and code."""
     depth, code = 0, False
     for i, ch in enumerate(text):
@@ -837,7 +838,7 @@ def recipe_table() -> str:
         ("levers", Levers, None, None), ("decision", Decision, None, None),
         *((f"task ({c.NAME})", c, None, None) for c in TASKS.values())]
     for label, cls_, instance, shown in groups:
-        docs = _field_docs(cls_)
+        docs = field_docs(cls_)
         hints = typing.get_type_hints(cls_)
         for f in dataclasses.fields(cls_):
             if shown is not None and f.name not in shown:
@@ -851,10 +852,10 @@ def recipe_table() -> str:
             text = re.sub(r":(?:class|func|data|mod|meth):`~?([^`]+)`",
                           lambda m: "``" + m.group(1).rsplit(".", 1)[-1].strip() + "``",
                           docs.get(f.name, ""))
-            what = _first_sentence(text).replace("``", "`").replace("|", "\\|")
+            what = first_sentence(text).replace("``", "`").replace("|", "\\|")
             typed = _describe(hints[f.name]).replace("|", "\\|")
             rows.append(f"| {label} | `{f.name}` | {typed} | "
                         f"`{json.dumps(default, ensure_ascii=False)}` | {what} |")
     rows.append("| (recipe) | `valid_fraction` | a number | `0.1` | "
-                + _first_sentence(_field_docs(IntentRecipe)["valid_fraction"]) + " |")
+                + first_sentence(field_docs(IntentRecipe)["valid_fraction"]) + " |")
     return "\n".join(rows)
