@@ -338,10 +338,11 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
         out_dir: where the student is saved (with the soft-target cache and, while
             training, ``checkpoints/``).
         student: ``"transformer"``, ``"bilstm"`` or ``"truncate:K"`` (:data:`STUDENTS`).
-        recipe: the student's :class:`~headwise.intent.training.recipe.IntentRecipe`, or its fields
-            as a dict (sizes, epochs, ...: a dict can hold the fields of the student's path
-            that a recipe of the default model refuses, a BiLSTM's or a pretrained
-            encoder's); the student decides the ``model`` (another one is refused).
+        recipe: the student's :class:`~headwise.intent.training.recipe.IntentRecipe`, or its
+            parts as a dict (a ``--config`` file's shape; its ``architecture`` may hold the
+            fields of the student's architecture, a BiLSTM's or a pretrained encoder's,
+            without a ``type``); the student decides the architecture (another one is
+            refused).
         temperature: ``T`` > 0 of the soft term.
         alpha: the soft term's share of a labelled row's loss, in [0, 1].
         unlabelled: texts without labels, learnt from the soft targets alone.
