@@ -46,6 +46,19 @@ GIB = 2.0**30
 
 
 # --- running one configuration per process ------------------------------------------------
+def recipe_with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A recipe given by part (``{"architecture": {...}, "train": {...}, ...}``, as a
+    ``--config`` file holds it) with some parts' fields changed: a part's changes (a dict)
+    are merged into that part, any other key is set as it is."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
 def run_worker(script: Path, spec: dict[str, Any], timeout_s: float,
                env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``python script --worker '<spec json>'``; return the last JSON line it prints,

@@ -193,7 +193,8 @@ def main() -> int:
         for data, seed, net, tf, splits in jobs:
             from headwise.intent.kinds import load_classifier
 
-            metric = load_classifier(net).info.get("recipe", {}).get("select_on", "accuracy")
+            recipe = load_classifier(net).info.get("recipe", {})
+            metric = recipe.get("task", {}).get("select_on", "accuracy")
             valid, test = splits()
             start, prov = time.time(), H.collect_provenance(args.threads)
             rec = measure(net, tf, valid, test, metric)

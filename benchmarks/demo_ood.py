@@ -89,8 +89,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             "closed_set_accuracy": float((rows["test"][1][ins].argmax(1) == gold[ins]).mean()),
             "temperature": clf.temperature, "train_seconds": run.train_seconds,
             "detectors": {c: evaluate_detector(c, clf, rows,
-                                               reject_budget=recipe.reject_budget,
-                                               reject_confidence=recipe.reject_confidence,
+                                               reject_budget=recipe.decision.reject_budget,
+                                               reject_confidence=(
+                                                   recipe.decision.reject_confidence),
                                                oos_groups=groups) for c in DETECTORS}}
         # max_prob here is the classifier's own threshold (same rows, same rule)
         models[name]["max_prob_is_the_classifiers_threshold"] = bool(

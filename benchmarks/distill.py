@@ -61,20 +61,23 @@ import _harness as H  # noqa: E402
 RESULTS = HERE / "results" / "distill_runs.jsonl"
 KEY = ("dataset", "teacher_sha256", "student", "data", "seed")
 DATASETS = ("dataclue_cic", "demo", "banking77")
-#: the student's recipe fields per kind (``truncate:K`` takes the "truncate" entry)
+#: the student's recipe by part, per kind (``truncate:K`` takes the "truncate" entry)
 RECIPES: dict[str, dict[str, Any]] = {
     # benchmarks/intent.py's transformer-concat-ln-rope, its best from-scratch Transformer
-    "transformer": dict(d_model=128, num_layers=2, num_heads=8, d_ff=512, position="rope",
-                        dropout=0.1, attention_dropout=0.1, epochs=10, patience=3, lr=1e-3,
-                        label_smoothing=0.1, warmup_ratio=0.1, max_length=64,
-                        select_on="macro_f1"),
+    "transformer": {"architecture": {"d_model": 128, "num_layers": 2, "num_heads": 8,
+                                     "d_ff": 512, "position": "rope", "dropout": 0.1,
+                                     "attention_dropout": 0.1, "max_length": 64},
+                    "train": {"epochs": 10, "patience": 3, "lr": 1e-3, "warmup_ratio": 0.1},
+                    "levers": {"label_smoothing": 0.1}, "task": {"select_on": "macro_f1"}},
     # benchmarks/intent.py's bilstm
-    "bilstm": dict(lstm_embed_dim=200, lstm_hidden=200, lstm_pooling="max", dropout=0.3,
-                   epochs=10, patience=3, lr=2e-3, label_smoothing=0.1, max_length=64,
-                   select_on="macro_f1"),
+    "bilstm": {"architecture": {"lstm_embed_dim": 200, "lstm_hidden": 200,
+                                "lstm_pooling": "max", "dropout": 0.3, "max_length": 64},
+               "train": {"epochs": 10, "patience": 3, "lr": 2e-3},
+               "levers": {"label_smoothing": 0.1}, "task": {"select_on": "macro_f1"}},
     # the teacher's first K layers fine-tune as a pretrained encoder does, a little faster
-    "truncate": dict(epochs=4, patience=2, lr=1e-4, label_smoothing=0.1, warmup_ratio=0.1,
-                     max_length=64, select_on="macro_f1"),
+    "truncate": {"architecture": {"max_length": 64},
+                 "train": {"epochs": 4, "patience": 2, "lr": 1e-4, "warmup_ratio": 0.1},
+                 "levers": {"label_smoothing": 0.1}, "task": {"select_on": "macro_f1"}},
 }
 STUDENTS = ("transformer", "bilstm", "truncate:2", "truncate:4")
 VARIANTS = ("all", "half", "half+unl")
@@ -158,9 +161,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                 "parameters": sum(p.numel() for p in clf.model.parameters())
                 if hasattr(clf, "model") else None}
     kind, _ = parse_student(spec["student"])
-    recipe = dict(RECIPES[kind], seed=spec["seed"], progress=False)
-    if spec["quick"]:
-        recipe["epochs"] = 1
+    recipe = H.recipe_with(RECIPES[kind], train={
+        "seed": spec["seed"], "progress": False, **({"epochs": 1} if spec["quick"] else {})})
     texts, labels = in_scope(list(train.texts), list(train.labels), "training")
     if valid is None:
         texts, v_texts, labels, v_labels = validation_split(texts, labels, 0.1, spec["seed"])

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     from headwise.demo.corpus import generate_demo_corpus
     from headwise.demo.runner import DemoSettings, demo_recipes
     from headwise.inspect import write_report
-    from headwise.intent import IntentClassifier, IntentRecipe, train_intent_classifier
+    from headwise.intent import IntentClassifier, train_intent_classifier
 
     start, prov = time.perf_counter(), H.collect_provenance()
     s = DemoSettings()
@@ -149,11 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     demo = demo_recipes(s)["transformer"]
     results = {}
     for pos in [x for x in args.positions.split(",") if x]:
-        model_dir = args.model if (args.model is not None and pos == demo.position) \
+        model_dir = args.model if (args.model is not None
+                                   and pos == demo.architecture.position) \
             else args.work / f"transformer-{pos}"
         if model_dir != args.model:
-            recipe = IntentRecipe.from_dict({**demo.to_dict(), "position": pos,
-                                             "progress": False})
+            recipe = demo.replace(architecture__position=pos, train__progress=False)
             train_intent_classifier([(e.text, e.label) for e in corpus["train"]],
                                     [(e.text, e.label) for e in corpus["valid"]], recipe,
                                     out_dir=model_dir)

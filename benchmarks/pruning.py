@@ -30,11 +30,26 @@ sys.path.insert(0, str(HERE))
 import _harness as H  # noqa: E402
 
 KEPT = Path("/tmp/intent_models/banking77-transformer-concat-ln-0")
-RECIPE = dict(model="transformer", d_model=128, num_layers=2, num_heads=8, d_ff=512,
-              fusion="concat", norm="layernorm", dropout=0.1, attention_dropout=0.1,
-              epochs=20, patience=4, lr=1e-3, label_smoothing=0.1, warmup_ratio=0.1,
-              max_length=64, vocab_size=8000, progress=False)
-QUICK = dict(RECIPE, d_model=64, num_layers=1, d_ff=128, epochs=2)
+RECIPE = {
+    "architecture": {
+        "type": "transformer",
+        "d_model": 128,
+        "num_layers": 2,
+        "num_heads": 8,
+        "d_ff": 512,
+        "fusion": "concat",
+        "norm": "layernorm",
+        "dropout": 0.1,
+        "attention_dropout": 0.1,
+        "max_length": 64,
+        "vocab_size": 8000,
+    },
+    "train": {"epochs": 20, "patience": 4, "lr": 1e-3, "warmup_ratio": 0.1, "progress": False},
+    "levers": {"label_smoothing": 0.1},
+}
+QUICK = H.recipe_with(
+    RECIPE, architecture={"d_model": 64, "num_layers": 1, "d_ff": 128}, train={"epochs": 2}
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,10 +74,14 @@ def load_classifier(args: argparse.Namespace, train: Any, out: Path) -> tuple[An
     path = args.model or (KEPT if KEPT.is_dir() and not args.quick else None)
     if path is not None:
         return IntentClassifier.load(path), f"the kept classifier {path}"
-    recipe = IntentRecipe.from_dict(dict(QUICK if args.quick else RECIPE, seed=args.seed))
+    recipe = IntentRecipe.from_dict(H.recipe_with(QUICK if args.quick else RECIPE,
+                                                  train={"seed": args.seed}))
     start = time.perf_counter()
     trained = train_intent_classifier(train, None, recipe, out_dir=out)
-    shown = {k: v for k, v in recipe.to_dict().items() if k in RECIPE and k != "progress"}
+    given = QUICK if args.quick else RECIPE  # the parts' fields the recipe sets, as set
+    saved = recipe.to_dict()
+    shown = {part: {k: saved[part][k] for k in fields if k != "progress"}
+             for part, fields in given.items()}
     return trained.classifier, (f"trained here in {time.perf_counter() - start:.0f} s "
                                 f"(recipe {json.dumps(shown)})")
 

@@ -63,8 +63,9 @@ INTENTS = {
                 "balance of my current account", "check how much is left"],
 }
 #: a 2-layer Transformer small enough that its forward pass is not what is measured
-TINY = {"vocab_size": 200, "d_model": 32, "num_heads": 4, "num_layers": 2, "max_length": 32,
-        "epochs": 2}
+TINY = {"architecture": {"vocab_size": 200, "d_model": 32, "num_heads": 4, "num_layers": 2,
+                         "max_length": 32},
+        "train": {"epochs": 2}}
 QUERY = "i lost my card"
 
 

@@ -100,14 +100,18 @@ def test_every_top_level_docs_page_is_linked_from_the_readme():
 
 
 def test_the_recipe_page_holds_the_recipe_table_of_the_code():
-    from headwise.intent import IntentRecipe
-    from headwise.intent.training.recipe_paths import recipe_table
+    from headwise.intent.training.recipe import ARCHITECTURES, TASKS, Decision, Levers, recipe_table
 
     page = (ROOT / "docs" / "recipe.md").read_text(encoding="utf-8")
     table = page.split("<!-- recipe-fields:begin -->\n", 1)[1].split(
         "\n<!-- recipe-fields:end -->", 1)[0]
-    assert table == recipe_table(IntentRecipe), \
-        "docs/recipe.md's table is stale: paste recipe_table(IntentRecipe)"
+    assert table == recipe_table(), "docs/recipe.md's table is stale: paste recipe_table()"
     rows = table.splitlines()[2:]
-    assert len(rows) == len(dataclasses.fields(IntentRecipe))
-    assert all(r.count(" | ") >= 3 and not r.endswith("|  |") for r in rows)
+    fields = {(r.split(" | ")[0].lstrip("| "), r.split(" | ")[1].strip("`")) for r in rows}
+    parts = {**{f"architecture ({c.NAME})": c for c in ARCHITECTURES.values()},
+             "levers": Levers, "decision": Decision,
+             **{f"task ({c.NAME})": c for c in TASKS.values()}}
+    for label, part in parts.items():  # every field of every part (train: TrainConfig's docs)
+        assert {f.name for f in dataclasses.fields(part)} == {
+            name for lab, name in fields if lab == label}, label
+    assert all(r.count(" | ") >= 4 and not r.endswith("|  |") for r in rows)

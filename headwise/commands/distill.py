@@ -58,8 +58,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="noisy copies of each text with --augment (default 1)")
     p.add_argument("--teacher-batch-size", type=int, default=64, metavar="N",
                    help="texts per forward pass of the teacher")
-    p.add_argument("--config", help="JSON file of the student's recipe fields (sizes, epochs, "
-                   "lr, ...; not model: --student decides it)")
+    p.add_argument("--config", help="JSON file of the student's recipe parts (train, levers, "
+                   "...; not the architecture's type: --student decides it)")
     p.add_argument("--epochs", type=int, help="override the recipe's epochs (default: the "
                    "recipe's; else 20 for transformer and bilstm, 4 for truncate:K)")
     p.add_argument("--seed", type=int, help="override the recipe's seed (default: the "
@@ -111,18 +111,22 @@ def read_unlabelled(path: str, args: argparse.Namespace) -> list[str]:
 
 
 def read_recipe_fields(path: str) -> dict[str, Any]:
-    """The student's recipe fields in a ``--config`` JSON file (its model is --student's).
+    """The student's recipe parts in a ``--config`` JSON file (its architecture is
+    --student's).
 
     Raises:
-        ValueError: not valid JSON, not an object, unknown keys, or a ``model`` key.
+        ValueError: not valid JSON, not an object, the flat form of earlier versions, or an
+            architecture ``type``.
     """
     from headwise.intent.training.recipe import IntentRecipe
 
-    fields = IntentRecipe.read_config(path)
-    if "model" in fields:
-        raise ValueError(f"{path} names a model ({fields['model']!r}); the student is chosen "
-                         f"by --student: remove it")
-    return fields
+    data = IntentRecipe.read_config(path)
+    named = (data.get("architecture") or {}).get("type") \
+        if isinstance(data.get("architecture"), dict) else None
+    if named is not None:
+        raise ValueError(f"{path} names an architecture ({named!r}); the student is chosen "
+                         f"by --student: remove architecture.type")
+    return data
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,12 +138,14 @@ def run(args: argparse.Namespace) -> int:
 
     parse_student(args.student)
     fields = read_recipe_fields(args.config) if args.config else {}
-    if args.epochs is not None:
-        fields["epochs"] = args.epochs
-    if args.seed is not None:
-        fields["seed"] = args.seed
+    trainer = fields.setdefault("train", {})
+    if not isinstance(trainer, dict):
+        raise ValueError(f"{args.config}: part 'train' must be an object of its fields")
+    for option, name in ((args.epochs, "epochs"), (args.seed, "seed")):
+        if option is not None:
+            trainer[name] = option
     if args.quiet:
-        fields["progress"] = False
+        trainer["progress"] = False
     train = read(args.data, args)
     valid = read(args.valid, args) if args.valid else None
     unlabelled = read_unlabelled(args.unlabelled, args) if args.unlabelled else []

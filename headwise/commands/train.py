@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from headwise.commands._common import (
     add_data_options,
@@ -19,83 +20,139 @@ from headwise.commands._common import (
 if TYPE_CHECKING:
     from headwise.intent.training.recipe import IntentRecipe
 
+#: the recipe fields ``headwise train`` has an option for; the rule: ``PART.FIELD`` is
+#: ``--FIELD`` (underscores as dashes), its help and type from the part. Every other field
+#: is reached with ``--set PART.FIELD=VALUE`` or ``--config``.
+EXPOSED = ("train.epochs", "train.lr", "train.seed", "levers.linear_probe", "levers.blend",
+           "task.per_intent_thresholds", "task.slots")
+
+
+def option_of(path: str) -> str:
+    """The ``headwise train`` option of an exposed recipe path (``train.lr`` -> ``--lr``)."""
+    return "--" + path.rsplit(".", 1)[1].replace("_", "-")
+
+
+def _exposed_options() -> list[tuple[str, str, Any, str]]:
+    """``(path, option, type, help)`` of every :data:`EXPOSED` field, read from the part's
+    dataclass (its annotation and the first sentence of its docstring entry)."""
+    import dataclasses
+    import typing
+
+    from headwise.intent.training.recipe import PARTS, field_docs, first_sentence
+
+    out = []
+    for path in EXPOSED:
+        part, name = path.split(".")
+        cls_ = next(c for c in PARTS[part] if name in {f.name for f in dataclasses.fields(c)})
+        hint = typing.get_type_hints(cls_)[name]
+        base = next((t for t in (bool, int, float, str)
+                     if t is hint or t in typing.get_args(hint)), str)
+        doc = re.sub(r":\w+:`~?([^`]+)`", lambda m: m.group(1).rsplit(".", 1)[-1],
+                     first_sentence(field_docs(cls_).get(name, "")))
+        text = f"{path}: {doc}".replace("``", "").replace("%", "%%")
+        out.append((path, option_of(path), base, text))
+    return out
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train", help="train an intent classifier",
-        description="Train a Transformer, BiLSTM or imported BERT-family intent classifier on "
-        "labelled data (CSV, JSON lines, BANKING77 or CLUE layout), calibrate its confidence "
-        "and choose the out-of-scope threshold on the validation data, and save it.")
+        description="Train an intent classifier (Transformer, BiLSTM, TF-IDF or a pretrained "
+        "encoder; single-label, or several intents + slots) on labelled data, calibrate it "
+        "on the validation data, and save it. The recipe is --config FILE (by part: "
+        "architecture, train, levers, decision, task; docs/recipe.md), then the options.")
     p.add_argument("--data", required=True, help="training data file")
     p.add_argument("--valid", help="validation data file (default: 10%% of --data, stratified)")
     p.add_argument("--no-valid", action="store_true",
-                   help="train on all of --data with no validation: every epoch runs, the last "
-                   "weights are kept, confidence is not calibrated (temperature 1) and no "
-                   "out-of-scope threshold is set (recipe valid_fraction 0)")
+                   help="train on all of --data, no validation (recipe valid_fraction 0)")
     p.add_argument("--model",
-                   help="transformer, bilstm, tfidf or pretrained:NAME_OR_DIR (a Hugging Face "
-                   "BERT/RoBERTa/XLM-R directory, or multilingual-e5-small / all-minilm-l6-v2 "
-                   "when installed); default: the recipe's model if --config names one, else "
-                   "the strongest installed pretrained encoder, else transformer")
-    p.add_argument("--config", help="JSON file of recipe fields (sizes, epochs, lr, ...)")
+                   help="transformer, bilstm, tfidf or pretrained:NAME_OR_DIR (the recipe's "
+                   "architecture; default: --config's, else the strongest installed "
+                   "pretrained encoder, else transformer)")
+    p.add_argument("--multi-label", action="store_true",
+                   help="several intents per text and slots (task multi_label; detected when "
+                   "the data rows carry an 'intents' list)")
+    p.add_argument("--config", help="JSON file of the recipe, by part")
+    p.add_argument("--set", action="append", metavar="PART.FIELD=VALUE",
+                   help="set any recipe field, VALUE as JSON or a string (e.g. --set "
+                   "architecture.d_model=128); repeatable")
     p.add_argument("--out", required=True, help="directory to save the classifier in")
-    p.add_argument("--epochs", type=int, help="override the recipe's epochs (default: the "
-                   "recipe's; else 20 for transformer and bilstm, 4 for pretrained encoders)")
-    p.add_argument("--seed", type=int, help="override the recipe's seed (default: the "
-                   "recipe's, 0)")
+    for path, option, base, text in _exposed_options():
+        if base is bool:
+            p.add_argument(option, dest=path, action=argparse.BooleanOptionalAction,
+                           default=None, help=text)
+        else:
+            p.add_argument(option, dest=path, type=base, help=text,
+                           metavar=path.rsplit(".", 1)[1].upper())
+    p.add_argument("--quiet", action="store_true", help="no progress bars (train.progress)")
     p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run from its last checkpoint in --out (says "
-                   "so and starts from the beginning when there is none yet)")
+                   help="continue an interrupted run from its last checkpoint in --out")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace what --out already holds; the new model is trained beside it "
-                   "and swapped in only once saved, so a failed run leaves the old one intact "
-                   "(without it, a --out that holds files is refused)")
+                   help="replace what --out holds, swapped in only once the new model is "
+                   "saved")
     p.add_argument("--keep-checkpoints", action="store_true",
                    help="keep the training checkpoints (OUT/checkpoints)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--multi-label", action="store_true",
-                   help="train a compound classifier: several intents per text (one sigmoid "
-                   "each) and slot spans; detected on its own when the data rows carry an "
-                   "'intents' list")
-    p.add_argument("--per-intent-thresholds", action="store_true",
-                   help="multi-label: tune one threshold per intent instead of one for all")
-    p.add_argument("--no-slots", action="store_true",
-                   help="multi-label: no slot tagger even when the data has slots")
-    p.add_argument("--number-heads", type=lambda s: [int(x) for x in s.split(",") if x],
-                   help="heads (comma-separated, e.g. 0,1) of every layer that get a learned "
-                   "bias towards number tokens")
-    p.add_argument("--negation-heads", type=lambda s: [int(x) for x in s.split(",") if x],
-                   help="heads (comma-separated, e.g. 2,3) of every layer that get a learned "
-                   "bias towards negation cues (不, 没, not, never, ...)")
-    p.add_argument("--pretrain-epochs", type=int,
-                   help="epochs of masked-LM pre-training on the training texts before "
-                   "fine-tuning (from-scratch Transformer)")
-    p.add_argument("--linear-probe", action=argparse.BooleanOptionalAction, default=None,
-                   help="fit the head on the frozen encoder's features before fine-tuning "
-                   "(LP-FT; for pretrained:DIR, where it is the default, and the "
-                   "Transformer); --no-linear-probe fine-tunes a fresh head directly")
-    p.add_argument("--label-smoothing", type=float,
-                   help="override the recipe's label smoothing (default 0.1; networks only, "
-                   "for compound training each intent's sigmoid target)")
-    p.add_argument("--blend", choices=("none", "tfidf"),
-                   help="tfidf: after training the network, fit a TF-IDF model on the same "
-                   "rows and blend their probabilities, the TF-IDF share (0-0.9) chosen on the "
-                   "validation data; share 0 saves the network alone (recipe field blend; "
-                   "default: the recipe's, none)")
     add_data_options(p)
-    p.epilog = ("An option or recipe field that the chosen model does not use (--epochs for "
-                "tfidf, --linear-probe for bilstm, ...) is refused with a message naming it, "
-                "never ignored.")
+    p.epilog = ("An option or field that the chosen architecture or task does not have is "
+                "refused with a message naming it, never ignored.")
     p.set_defaults(func=run)
 
 
-def _given_settings(args: argparse.Namespace) -> list[str]:
-    """The training-call settings (``headwise.intent.training.recipe_paths.SETTING_USES``) given."""
-    given = {"resume": args.resume, "keep_checkpoints": args.keep_checkpoints,
-             "per_intent_thresholds": args.per_intent_thresholds, "no_slots": args.no_slots,
-             "format": args.format != "auto", "text_column": args.text_column is not None,
-             "label_column": args.label_column is not None}
-    return [name for name, on in given.items() if on]
+def set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``PART.FIELD`` (or ``PART.FIELD.KEY`` of an object field) in recipe ``data``
+    (by part, as a ``--config`` file holds it).
+
+    Raises:
+        ValueError: a path without a part and a field, or through a value that is not an
+            object.
+    """
+    keys = path.split(".")
+    if len(keys) < 2 and path != "valid_fraction":
+        raise ValueError(f"--set {path}: name a part and a field (e.g. train.lr)")
+    node = data
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"--set {path}: {key} is not an object")
+    node[keys[-1]] = value
+
+
+def _parse_set(item: str) -> tuple[str, Any]:
+    path, eq, raw = item.partition("=")
+    if not eq:
+        raise ValueError(f"--set {item!r}: give PART.FIELD=VALUE")
+    try:
+        return path.strip(), json.loads(raw)
+    except json.JSONDecodeError:
+        return path.strip(), raw
+
+
+def recipe_data(args: argparse.Namespace) -> dict[str, Any]:
+    """The recipe the command line gives, by part: ``--config``, then the options and
+    ``--set`` (which win), ``--model`` as the architecture's type (and name)."""
+    from headwise.intent.training.recipe import IntentRecipe, architecture_from_spec
+
+    data = IntentRecipe.read_config(args.config) if args.config else {}
+    for path, _, _, _ in _exposed_options():
+        value = getattr(args, path)
+        if value is not None:
+            set_path(data, path, value)
+    if args.quiet:
+        set_path(data, "train.progress", False)
+    if args.no_valid:
+        if args.valid:
+            raise ValueError("--no-valid and --valid exclude each other")
+        data["valid_fraction"] = 0.0
+    for item in args.set or []:
+        set_path(data, *_parse_set(item))
+    if args.model:
+        part = architecture_from_spec(args.model)
+        set_path(data, "architecture.type", part.NAME)
+        if part.NAME == "pretrained":
+            set_path(data, "architecture.name", part.name)
+    if args.multi_label:
+        set_path(data, "task.type", "multi_label")
+    return data
 
 
 def run(args: argparse.Namespace) -> int:
@@ -171,62 +228,36 @@ def _train(args: argparse.Namespace, out: Path) -> int:
     from headwise.intent.training.builders import default_blend, default_model
     from headwise.intent.training.pipeline import train_intent_classifier
     from headwise.intent.training.recipe import IntentRecipe
-    from headwise.intent.training.recipe_paths import check_recipe_paths, recipe_path
     from headwise.text.annotations import looks_multi_label
     from headwise.text.readers import unseen_labels
 
-    config = IntentRecipe.read_config(args.config) if args.config else {}
-    named = "model" in config
-    changes = {"model": args.model} if args.model else {}
-    if args.epochs is not None:
-        changes["epochs"] = args.epochs
-    if args.seed is not None:
-        changes["seed"] = args.seed
-    if args.quiet:
-        changes["progress"] = False
-    overrides = {name: getattr(args, name) for name in ("number_heads", "negation_heads")
-                 if getattr(args, name)}
-    if overrides:
-        base = config.get("model_overrides", {})  # not an object: the type check names it
-        changes["model_overrides"] = {**base, **overrides} if isinstance(base, dict) else base
-    if args.pretrain_epochs is not None:
-        changes["pretrain_epochs"] = args.pretrain_epochs
-    if args.linear_probe is not None:
-        changes["linear_probe"] = args.linear_probe
-    if args.label_smoothing is not None:
-        changes["label_smoothing"] = args.label_smoothing
-    if args.blend is not None:
-        changes["blend"] = args.blend
-    if args.no_valid:
-        if args.valid:
-            raise ValueError("--no-valid and --valid exclude each other")
-        changes["valid_fraction"] = 0.0
-    fields = {**config, **changes}
-    # what the user set on purpose: refused, even at its default, by a path that ignores it
-    explicit = set(fields)
-    settings = _given_settings(args)
-    compound = args.multi_label or looks_multi_label(args.data)
-    if compound or args.model or named:  # the model is known: check the recipe before reading
-        recipe = IntentRecipe.from_dict(fields)
-        check_recipe_paths(recipe, {recipe_path(recipe, compound=compound)}, explicit=explicit,
-                           settings=settings)
-    if compound:
+    data = recipe_data(args)
+    task = data.get("task") if isinstance(data.get("task"), dict) else {}
+    multi_label = task.get("type") == "multi_label" or looks_multi_label(args.data)
+    if multi_label:
+        set_path(data, "task.type", "multi_label")
+    arch = data.get("architecture") if isinstance(data.get("architecture"), dict) else {}
+    recipe = IntentRecipe.from_dict(data) if "type" in arch else None  # known: check early
+    if multi_label:
+        if recipe is None:
+            recipe = IntentRecipe.from_dict(data)
         return _run_compound(args, recipe, out)
     train = read(args.data, args)
     valid = read(args.valid, args) if args.valid else None
     print(f"training data: {plural(len(train), 'row')}, "
           f"{plural(len(train.label_set()), 'intent')} ({args.data})")
-    if not args.model and not named:
+    if recipe is None:
         model, reason = default_model([ex.text for ex in train])
-        chosen = {"model": model}
-        if default_blend(fields, valid is not None):
-            chosen["blend"] = "tfidf"
+        set_path(data, "architecture.type", model.partition(":")[0])
+        if model.startswith("pretrained:"):
+            set_path(data, "architecture.name", model.partition(":")[2])
+        if default_blend(data, valid is not None):
+            set_path(data, "levers.blend", "tfidf")
             reason += ("; a TF-IDF model is fitted beside it and blended in when the "
-                       "validation data shows a significant gain (--blend none: the network "
+                       "validation data shows a significant gain (--no-blend: the network "
                        "alone)")
         print(reason)
-        recipe = IntentRecipe.from_dict({**fields, **chosen})
-        check_recipe_paths(recipe, {recipe_path(recipe)}, explicit=explicit, settings=settings)
+        recipe = IntentRecipe.from_dict(data)
     if valid is not None:
         new = unseen_labels(train, valid)
         print(f"validation data: {plural(len(valid), 'row')} ({args.valid})")
@@ -236,7 +267,7 @@ def _train(args: argparse.Namespace, out: Path) -> int:
                   + ", ".join(f"{k} ({v})" for k, v in new.items()))
     result = train_intent_classifier(train, valid, recipe, out_dir=out, resume=args.resume,
                                      keep_checkpoints=args.keep_checkpoints, report=print)
-    print(f"trained {recipe.model} in {result.train_seconds:.1f} s")
+    print(f"trained {recipe.architecture.spec} in {result.train_seconds:.1f} s")
     info = result.classifier.info
     if info.get("selection"):
         sel = info["selection"]
@@ -249,19 +280,24 @@ def _train(args: argparse.Namespace, out: Path) -> int:
 
 
 def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path) -> int:
-    from headwise.intent.compound.training import train_compound_classifier
+    from headwise.intent.training.pipeline import train_intent_classifier
 
+    given = [o for o, on in (("--format", args.format != "auto"),
+                             ("--text-column", args.text_column is not None),
+                             ("--label-column", args.label_column is not None)) if on]
+    if given:
+        raise ValueError(f"{given[0]} is single-label data's: multi-label data is JSON lines "
+                         f"of annotated examples (text, intents, slots)")
     train = read_compound(args.data, args)
     valid = read_compound(args.valid, args) if args.valid else None
     print(f"training data (multi-label): {plural(len(train), 'text')}, "
           f"{plural(len(train.intent_names()), 'intent')}, "
           f"{plural(len(train.slot_names()), 'slot name')} ({args.data})")
-    result = train_compound_classifier(train, valid, recipe, out_dir=out,
-                                       per_intent_thresholds=args.per_intent_thresholds,
-                                       slots=not args.no_slots, resume=args.resume,
-                                       keep_checkpoints=args.keep_checkpoints)
+    result = train_intent_classifier(train, valid, recipe, out_dir=out, resume=args.resume,
+                                     keep_checkpoints=args.keep_checkpoints)
     m = result.valid_metrics
-    print(f"trained {recipe.model} (intents + slots) in {result.train_seconds:.1f} s")
+    print(f"trained {recipe.architecture.spec} (intents + slots) in "
+          f"{result.train_seconds:.1f} s")
     if m:
         print(f"validation: intent micro-F1 {m['micro_f1']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
               f"exact match {m['exact_match']:.4f}; threshold "

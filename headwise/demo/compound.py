@@ -9,6 +9,7 @@ per slot type) and prints its answers to a few test questions.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,8 +18,8 @@ from typing import Any
 from headwise.demo.corpus import DemoExample, generate_demo_corpus
 from headwise.demo.values import REFERENCE_DATE
 from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
-from headwise.intent.compound.training import train_compound_classifier
-from headwise.intent.training.recipe import IntentRecipe
+from headwise.intent.training.pipeline import train_intent_classifier
+from headwise.intent.training.recipe import IntentRecipe, MultiLabel, Transformer, default_train
 from headwise.text.annotations import AnnotatedExample, SlotSpan
 
 #: heads of every layer that get the learned number-key bias in the demo
@@ -34,10 +35,11 @@ def annotated(examples: list[DemoExample]) -> list[AnnotatedExample]:
 
 def compound_recipe(seed: int, epochs: int, d_model: int, num_layers: int) -> IntentRecipe:
     """The demo's joint model: a small char-level Transformer, 8 heads, number-aware."""
-    return IntentRecipe(model="transformer", tokenizer="char", max_length=64, d_model=d_model,
-                        num_layers=num_layers, num_heads=8, epochs=epochs, seed=seed,
-                        patience=None, lr=1e-3,
-                        model_overrides={"number_heads": DEMO_NUMBER_HEADS})
+    part = Transformer(tokenizer="char", max_length=64, d_model=d_model, num_layers=num_layers,
+                       num_heads=8, model_overrides={"number_heads": DEMO_NUMBER_HEADS})
+    train = dataclasses.replace(default_train(part), epochs=epochs, seed=seed, patience=None,
+                                lr=1e-3)
+    return IntentRecipe(architecture=part, train=train, task=MultiLabel())
 
 
 def run_compound_demo(out_dir: str | Path, *, seed: int = 0, per_intent: int = 120,
@@ -58,8 +60,8 @@ def run_compound_demo(out_dir: str | Path, *, seed: int = 0, per_intent: int = 1
          f"{DEMO_NUMBER_HEADS}) ==")
     echo(f"training data: {len(train)} questions, {compound} with several intents, "
          f"{slots} slots")
-    trained = train_compound_classifier(train, valid, compound_recipe(seed, epochs, d_model,
-                                                                      num_layers), out_dir=out)
+    trained = train_intent_classifier(train, valid, compound_recipe(seed, epochs, d_model,
+                                                                    num_layers), out_dir=out)
     clf = trained.classifier
     # the corpus's relative dates (下个月5号) were written against its own "today"; the saved
     # model resolves them against the date of each request (or one the caller gives)

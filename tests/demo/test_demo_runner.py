@@ -21,7 +21,7 @@ from headwise.intent import train_intent_classifier
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.evaluation import evaluate_classifier
 from headwise.intent.kinds import load_classifier
-from headwise.intent.training.recipe import IntentRecipe
+from headwise.intent.training.recipe import IntentRecipe, Tfidf
 from headwise.text.labels import OOS_LABEL
 
 
@@ -55,7 +55,7 @@ def shuffled(rows: list[tuple[str, str]], seed: int = 0) -> list[tuple[str, str]
 def test_demo_trains_compares_and_saves_every_model(tmp_path):
     lines = []
     s = DemoSettings(per_intent=6, epochs=1, d_model=32, num_layers=1, latency_queries=3)
-    extra = {"tfidf_c1": IntentRecipe(model="tfidf", tfidf_c=1.0)}  # the extra-model hook
+    extra = {"tfidf_c1": IntentRecipe(architecture=Tfidf(c=1.0))}  # the extra-model hook
     summary = run_demo(tmp_path, s, echo=lines.append, extra_models=extra)
     assert list(summary["models"]) == ["tfidf", "bilstm", "transformer", "tfidf_c1"]
     # the TF-IDF models learn the held-out phrasing (measured 0.59 on 27 in-scope rows of 27
@@ -196,8 +196,8 @@ def test_pretrained_row_only_when_the_encoder_is_installed(monkeypatch):
         extra = demo.pretrained_demo_recipe(DemoSettings.quick(seed=3))
         if installed:
             r = extra["pretrained"]
-            assert r.model == f"pretrained:{demo.DEMO_PRETRAINED}" and r.linear_probe
-            assert r.epochs == demo.DEMO_PRETRAINED_EPOCHS and r.seed == 3
+            assert r.architecture.spec == f"pretrained:{demo.DEMO_PRETRAINED}" and r.linear_probe
+            assert r.train.epochs == demo.DEMO_PRETRAINED_EPOCHS and r.train.seed == 3
         else:
             assert extra == {}
 

@@ -23,11 +23,13 @@ def make_classifier(examples, *, num_heads=4, num_layers=2, pooling="mean", seed
                     dtype=torch.float32) -> IntentClassifier:
     tok = train_char_tokenizer([e.text for e in examples])
     labels = sorted({e.label for e in examples if e.label != "oos"})
-    recipe = IntentRecipe(d_model=16, num_layers=num_layers, num_heads=num_heads, d_ff=32,
-                          pooling=pooling, dropout=0.0, attention_dropout=0.0, max_length=48)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"d_model": 16, "num_layers": num_layers, "num_heads": num_heads,
+                         "d_ff": 32, "pooling": pooling, "dropout": 0.0,
+                         "attention_dropout": 0.0, "max_length": 48}})
     torch.manual_seed(seed)
     model = build_intent_model(recipe, tok, labels).to(dtype).eval()
-    return IntentClassifier(model, tok, labels, max_length=recipe.max_length)
+    return IntentClassifier(model, tok, labels, max_length=recipe.architecture.max_length)
 
 
 @pytest.fixture(scope="session")

@@ -87,7 +87,8 @@ def test_cli_writes_the_report(saved, capsys):
 
 def test_cli_refuses_a_bilstm(saved, tiny_clf, capsys):
     d, files = saved
-    recipe = IntentRecipe(model="bilstm", lstm_embed_dim=8, lstm_hidden=8)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "bilstm", "lstm_embed_dim": 8, "lstm_hidden": 8}})
     model = build_intent_model(recipe, tiny_clf.tokenizer, tiny_clf.labels)
     IntentClassifier(model, tiny_clf.tokenizer, tiny_clf.labels).save(d / "bilstm")
     code = main(["inspect", str(d / "bilstm"), "--data", str(files["test.csv"]), "--out",

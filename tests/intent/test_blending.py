@@ -45,8 +45,19 @@ def corpus(n_per_intent: int = 60, seed: int = 0) -> list[tuple[str, str]]:
 
 
 #: a network that learns next to nothing: one epoch at lr 1e-6
-WEAK = dict(model="transformer", d_model=16, num_layers=1, num_heads=2, d_ff=32, epochs=1,
-            lr=1e-6, batch_size=32, max_length=16, progress=False, valid_fraction=0.3)
+WEAK = {"architecture": {"type": "transformer", "d_model": 16, "num_layers": 1,
+                         "num_heads": 2, "d_ff": 32, "max_length": 16},
+        "train": {"epochs": 1, "lr": 1e-6, "batch_size": 32, "progress": False},
+        "valid_fraction": 0.3}
+#: the same as a --config file (the command line gives the architecture and --quiet)
+WEAK_FILE = {"architecture": {k: v for k, v in WEAK["architecture"].items() if k != "type"},
+             "train": {k: v for k, v in WEAK["train"].items() if k != "progress"},
+             "valid_fraction": 0.3}
+
+
+def weak(**parts):
+    """:data:`WEAK` with some parts (or ``valid_fraction``) given."""
+    return IntentRecipe.from_dict({**WEAK, **parts})
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +178,7 @@ def test_choose_blend_weight_by_hand():
 # --- training ------------------------------------------------------------------------------
 def test_training_blends_a_weak_network_with_tfidf(tmp_path):
     rows = corpus()
-    result = train_intent_classifier(rows, None, IntentRecipe(**WEAK, blend="tfidf"),
+    result = train_intent_classifier(rows, None, weak(levers={"blend": "tfidf"}),
                                      out_dir=tmp_path / "m")
     clf = result.classifier
     assert isinstance(clf, EnsembleClassifier)
@@ -185,7 +196,7 @@ def test_training_blends_a_weak_network_with_tfidf(tmp_path):
 
 def test_training_keeps_the_network_alone_without_a_significant_gain(tmp_path, monkeypatch):
     monkeypatch.setattr(blending, "ALPHA", 0.0)  # no p-value is below 0
-    result = train_intent_classifier(corpus(), None, IntentRecipe(**WEAK, blend="tfidf"),
+    result = train_intent_classifier(corpus(), None, weak(levers={"blend": "tfidf"}),
                                      out_dir=tmp_path / "m")
     clf = result.classifier
     assert not isinstance(clf, EnsembleClassifier)
@@ -203,8 +214,10 @@ def test_blend_fields_reach_the_tfidf_fit(tmp_path, monkeypatch):
         return real(texts, labels, **kw)
 
     monkeypatch.setattr(blending, "fit_tfidf", spy)
-    recipe = IntentRecipe(**{**WEAK, "seed": 3}, blend="tfidf", tfidf_c=[0.5, 2.0],
-                          prior_correction=0.5, class_weighting="balanced")
+    recipe = weak(train={**WEAK["train"], "seed": 3},
+                  levers={"blend": "tfidf", "blend_c": [0.5, 2.0],
+                          "class_weighting": "balanced"},
+                  decision={"prior_correction": 0.5})
     result = train_intent_classifier(corpus(), None, recipe, out_dir=tmp_path / "m")
     assert seen["c"] == [0.5, 2.0] and seen["prior_correction"] == 0.5
     assert seen["class_weight"] == "balanced" and seen["seed"] == 3
@@ -212,21 +225,26 @@ def test_blend_fields_reach_the_tfidf_fit(tmp_path, monkeypatch):
 
 
 def test_blend_is_refused_where_it_cannot_work(tmp_path):
-    with pytest.raises(ValueError, match=r"^blend \(--blend\) is not used by the tfidf model"):
-        IntentRecipe(model="tfidf", blend="tfidf")
-    with pytest.raises(ValueError, match="blend must be none or tfidf"):
-        IntentRecipe(blend="svm")
-    with pytest.raises(ValueError, match="ood_detector 'energy' scores the network alone"):
-        IntentRecipe(blend="tfidf", ood_detector="energy")
-    with pytest.raises(ValueError, match=r"^tfidf_c is used only with model 'tfidf' or blend"):
-        IntentRecipe(tfidf_c=3.0)
+    with pytest.raises(ValueError, match=r"^levers\.blend does not apply to the tfidf "
+                                         r"architecture"):
+        IntentRecipe.from_dict({"architecture": {"type": "tfidf"}, "levers": {"blend": "tfidf"}})
+    with pytest.raises(ValueError, match=r"levers\.blend must be one of \['none', 'tfidf'\]"):
+        IntentRecipe.from_dict({"levers": {"blend": "svm"}})
+    with pytest.raises(ValueError, match="decision.ood_detector 'energy' scores the network "
+                                         "alone"):
+        IntentRecipe.from_dict({
+            "levers": {"blend": "tfidf"},
+            "decision": {"ood_detector": "energy"}})
+    with pytest.raises(ValueError, match=r"^levers\.blend_c is used only with levers\.blend"):
+        IntentRecipe.from_dict({"levers": {"blend_c": 3.0}})
     with pytest.raises(ValueError, match="chooses the TF-IDF share on validation data"):
-        train_intent_classifier(corpus(), None, IntentRecipe(**{**WEAK, "valid_fraction": 0.0},
-                                                             blend="tfidf"),
+        train_intent_classifier(corpus(), None,
+                                weak(valid_fraction=0.0, levers={"blend": "tfidf"}),
                                 out_dir=tmp_path / "m")
     assert not (tmp_path / "m").exists()
-    with pytest.raises(ValueError, match="remove distill, gce_q and blend"):
-        pipeline_mod._student_intents(IntentRecipe(blend="tfidf"), None, ["a", "b"])
+    with pytest.raises(ValueError, match="remove levers.distill, levers.gce_q and levers.blend"):
+        pipeline_mod._student_intents(IntentRecipe.from_dict({"levers": {"blend": "tfidf"}}),
+                                      None, ["a", "b"])
 
 
 # --- the command line -----------------------------------------------------------------------
@@ -240,8 +258,7 @@ def test_cli_blend_then_predict_and_eval(tmp_path, capsys):
     data = _csv(tmp_path / "train.csv", rows)
     test = _csv(tmp_path / "test.csv", corpus(10, seed=1))
     cfg = tmp_path / "r.json"
-    cfg.write_text(json.dumps({k: v for k, v in WEAK.items() if k not in ("model",
-                                                                          "progress")}))
+    cfg.write_text(json.dumps(WEAK_FILE))
     assert main(["train", "--data", str(data), "--model", "transformer", "--config", str(cfg),
                  "--blend", "tfidf", "--out", str(tmp_path / "m"), "--quiet"]) == 0
     out = capsys.readouterr().out
@@ -263,21 +280,20 @@ def test_cli_default_model_adds_the_blend_where_validation_allows(tmp_path, caps
                         lambda texts: ("transformer", "no --model given: test network"))
     data = _csv(tmp_path / "train.csv", corpus())
     cfg = tmp_path / "r.json"
-    cfg.write_text(json.dumps({k: v for k, v in WEAK.items() if k not in ("model",
-                                                                          "progress")}))
+    cfg.write_text(json.dumps(WEAK_FILE))
     assert main(["train", "--data", str(data), "--config", str(cfg), "--out",
                  str(tmp_path / "m"), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "no --model given: test network; a TF-IDF model is fitted beside it" in out
     assert json.loads((tmp_path / "m" / "train_summary.json").read_text())[
-        "recipe"]["blend"] == "tfidf"
+        "recipe"]["levers"]["blend"] == "tfidf"
     # --blend none, and --no-valid (nothing to choose the share on): the network alone
     for extra in (["--blend", "none"], ["--no-valid"]):
-        cfg.write_text(json.dumps({k: v for k, v in WEAK.items()
-                                   if k not in ("model", "progress", "valid_fraction")}))
+        cfg.write_text(json.dumps({k: v for k, v in WEAK_FILE.items()
+                                   if k != "valid_fraction"}))
         assert main(["train", "--data", str(data), "--config", str(cfg), "--out",
                      str(tmp_path / "n"), "--quiet", "--overwrite", *extra]) == 0
         out = capsys.readouterr().out
         assert "fitted beside it" not in out and "blend:" not in out
         assert json.loads((tmp_path / "n" / "train_summary.json").read_text())[
-            "recipe"]["blend"] == "none"
+            "recipe"]["levers"]["blend"] == "none"

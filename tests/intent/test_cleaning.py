@@ -84,13 +84,16 @@ def test_cleaning_errors():
     with pytest.raises(ValueError, match="folds"):
         find_label_issues(["a b"] * 4, ["x", "x", "y", "y"], folds=1)
     with pytest.raises(ValueError, match="label_cleaning"):
-        IntentRecipe(label_cleaning="yes")
+        IntentRecipe.from_dict({"levers": {"label_cleaning": "yes"}})
 
 
 def test_recipe_cleans_the_training_split(tmp_path):
     texts, labels, _, flipped = _planted()
-    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=1,
-                          vocab_size=200, label_cleaning="drop", progress=False)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
+                         "vocab_size": 200},
+        "train": {"epochs": 1, "progress": False},
+        "levers": {"label_cleaning": "drop"}})
     trained = train_intent_classifier(list(zip(texts, labels, strict=True)), None, recipe,
                                       out_dir=tmp_path / "m")
     info = trained.classifier.info["label_cleaning"]

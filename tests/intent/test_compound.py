@@ -12,21 +12,25 @@ from sklearn.metrics import f1_score
 
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.evaluation import _same, evaluate_compound, value_accuracy
-from headwise.intent.compound.training import encode_rows, train_compound_classifier
+from headwise.intent.training.compound import encode_rows
+from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.text.annotations import AnnotatedExample, SlotSpan
 
-TINY = IntentRecipe(model="transformer", tokenizer="wordpiece", vocab_size=120, max_length=24,
-                    d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=25, batch_size=8,
-                    lr=3e-3, patience=None, dropout=0.0, attention_dropout=0.0, progress=False,
-                    model_overrides={"number_heads": [0]})
+TINY = IntentRecipe.from_dict({
+    "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
+                     "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
+                     "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0,
+                     "model_overrides": {"number_heads": [0]}},
+    "train": {"epochs": 25, "batch_size": 8, "lr": 3e-3, "patience": None, "progress": False},
+    "task": {"type": "multi_label"}})
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, compound_corpus):
     out = tmp_path_factory.mktemp("compound") / "model"
     data = compound_corpus
-    result = train_compound_classifier(data, data, TINY, out_dir=out)
+    result = train_intent_classifier(data, data, TINY, out_dir=out)
     return result, data
 
 
@@ -114,12 +118,14 @@ def test_value_accuracy_by_hand():
 
 
 def test_bilstm_and_single_intent_data_are_refused(tmp_path, compound_corpus):
-    with pytest.raises(ValueError, match="BiLSTM"):
-        train_compound_classifier(compound_corpus, None, IntentRecipe(model="bilstm"),
-                                  out_dir=tmp_path)
+    with pytest.raises(ValueError, match="^task multi_label needs a Transformer or a "
+                                         "pretrained encoder: the joint intent \\+ slot model "
+                                         "has no bilstm form yet"):
+        IntentRecipe.from_dict({"architecture": {"type": "bilstm"},
+                                "task": {"type": "multi_label"}})
     with pytest.raises(ValueError, match="two intents"):
         one = AnnotatedExample("hi", ("greet",), (), 1)
-        train_compound_classifier([one] * 3, None, TINY, out_dir=tmp_path)
+        train_intent_classifier([one] * 3, None, TINY, out_dir=tmp_path)
 
 
 def test_unparsed_slots_of_known_kinds_are_dropped_and_unknown_kinds_kept():
@@ -147,10 +153,10 @@ def test_relative_dates_follow_the_reference_date_of_each_call(trained, monkeypa
 
 
 def test_intent_biases_start_at_the_training_prior(compound_corpus):
-    from headwise.intent.compound.training import _build, init_prior_bias
+    from headwise.intent.training.compound import compound_network, init_prior_bias
 
     intents = sorted({i for e in compound_corpus for i in e.intents})
-    model, _ = _build(TINY, [e.text for e in compound_corpus], intents, None)
+    model, _ = compound_network(TINY, [e.text for e in compound_corpus], intents, None)
     init_prior_bias(model, compound_corpus, intents)
     want = [sum(name in e.intents for e in compound_corpus) / len(compound_corpus)
             for name in intents]  # each intent's share of the training texts, by counting

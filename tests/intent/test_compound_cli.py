@@ -8,10 +8,10 @@ import pytest
 
 from headwise.cli import main
 
-TINY = {"model": "transformer", "tokenizer": "wordpiece", "vocab_size": 120, "max_length": 24,
-        "d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64, "epochs": 20,
-        "batch_size": 8, "lr": 3e-3, "patience": None, "dropout": 0.0,
-        "attention_dropout": 0.0}
+TINY = {"architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
+                         "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
+                         "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0},
+        "train": {"epochs": 20, "batch_size": 8, "lr": 3e-3, "patience": None}}
 
 
 def _jsonl(path, examples):
@@ -30,8 +30,8 @@ def trained(tmp_path_factory, compound_corpus):
     (d / "recipe.json").write_text(json.dumps(TINY))
     out = d / "model"
     assert main(["train", "--data", str(data), "--valid", str(data), "--config",
-                 str(d / "recipe.json"), "--out", str(out), "--number-heads", "0",
-                 "--quiet"]) == 0
+                 str(d / "recipe.json"), "--out", str(out),
+                 "--set", "architecture.model_overrides.number_heads=[0]", "--quiet"]) == 0
     return d, out
 
 
@@ -40,7 +40,7 @@ def test_train_detects_multi_label_and_saves_a_compound_model(trained, capsys):
     assert (out / "compound.json").is_file() and not (out / "intent.json").exists()
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["slot_names"] == ["amount_of_money"]
-    assert summary["recipe"]["model_overrides"] == {"number_heads": [0]}
+    assert summary["recipe"]["architecture"]["model_overrides"] == {"number_heads": [0]}
 
 
 def test_eval_reports_intents_spans_and_values(trained, capsys):

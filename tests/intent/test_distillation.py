@@ -29,8 +29,9 @@ from headwise.intent.training.losses import NO_LABEL, SmoothedClassification, di
 from headwise.text.negation_tokens import NEGATION_CHARACTERS
 
 ROWS = [(t, k) for k, ts in INTENTS.items() for t in ts]
-TINY = {"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64, "epochs": 2,
-        "batch_size": 8, "vocab_size": 200, "lr": 3e-3, "progress": False}
+TINY = {"architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
+                         "vocab_size": 200},
+        "train": {"epochs": 2, "batch_size": 8, "lr": 3e-3, "progress": False}}
 UNLABELLED = ["lost card again", "money transfer please", "balance now please",
               "i lost my card"]  # the last is a training text: left out
 
@@ -41,7 +42,9 @@ def teacher(tmp_path_factory):
     from headwise.intent import train_intent_classifier
 
     out = tmp_path_factory.mktemp("teacher") / "tfidf"
-    train_intent_classifier(ROWS * 2, ROWS, IntentRecipe(model="tfidf", progress=False),
+    train_intent_classifier(ROWS * 2, ROWS, IntentRecipe.from_dict({
+        "architecture": {"type": "tfidf"},
+        "train": {"progress": False}}),
                             out_dir=out)
     return out
 
@@ -214,8 +217,9 @@ def test_unlabelled_texts_cache_and_resume_after_a_crash(teacher, tmp_path, monk
     monkeypatch.setattr(objective, "distillation_loss", spy)
     # characters: HF tokenizers' WordPiece trainer is not deterministic (huggingface/
     # tokenizers#1794), so two runs on the same texts may not share a vocabulary
-    recipe = IntentRecipe(**{k: v for k, v in TINY.items() if k != "vocab_size"},
-                          tokenizer="char")
+    recipe = IntentRecipe.from_dict({**TINY, "architecture": {
+        **{k: v for k, v in TINY["architecture"].items() if k != "vocab_size"},
+        "tokenizer": "char"}})
     args = dict(recipe=recipe, unlabelled=UNLABELLED, augment=["typo", "punct"],
                 temperature=2.0, alpha=0.7)
     a = distill(teacher, ROWS * 2, ROWS, out_dir=tmp_path / "a", **args)
@@ -307,13 +311,13 @@ def test_truncated_student_keeps_the_teachers_first_layers(tmp_path):
             D.parse_student(spec)
 
     run = distill(tmp_path / "teacher", ROWS, ROWS, out_dir=tmp_path / "student",
-                  student="truncate:1", recipe=IntentRecipe(epochs=1, batch_size=8,
-                                                            progress=False))
+                  student="truncate:1", recipe=IntentRecipe.from_dict({
+                      "train": {"epochs": 1, "batch_size": 8, "progress": False}}))
     assert run.classifier.model.config.num_layers == 1
     assert run.classifier.labels == labels
     assert run.classifier.info["distill"]["teacher"]["layers"] == 2
     # it fine-tunes from the teacher's own head: no LP-FT unless asked for
-    assert run.classifier.info["recipe"]["linear_probe"] is False
+    assert run.classifier.info["recipe"]["levers"]["linear_probe"] is False
     assert run.classifier.info["linear_probe"] is None
     assert not (tmp_path / "student" / D.STUDENT_INIT).exists()
     assert run.classifier.predict(["my card was stolen"])[0].intent in labels + ["out_of_scope"]
@@ -334,7 +338,8 @@ def test_cli_distill_then_predict_json(teacher, tmp_path, capsys):
     unl = tmp_path / "unlabelled.txt"
     unl.write_text("\n".join(UNLABELLED[:3]) + "\n\n", encoding="utf-8")
     cfg = tmp_path / "student.json"
-    cfg.write_text(json.dumps({k: v for k, v in TINY.items() if k != "progress"} | {"epochs": 1}))
+    cfg.write_text(json.dumps({"architecture": TINY["architecture"],
+                               "train": {**TINY["train"], "epochs": 1}}))
     out = tmp_path / "student"
     base = ["distill", str(teacher), "--data", str(train), "--valid", str(valid), "--out",
             str(out), "--config", str(cfg), "--quiet"]
@@ -353,7 +358,7 @@ def test_cli_distill_then_predict_json(teacher, tmp_path, capsys):
 
     bad = tmp_path / "bad"
     named = tmp_path / "named.json"
-    named.write_text(json.dumps({"model": "bilstm", "epochs": 1}))
+    named.write_text(json.dumps({"architecture": {"type": "bilstm"}, "train": {"epochs": 1}}))
     for extra, message in ((["--alpha", "1.5"], "--alpha"),
                            (["--temperature", "0"], "--temperature"),
                            (["--student", "truncate:2"], "Transformer-encoder teacher"),
@@ -377,8 +382,9 @@ def test_a_weighted_ensemble_teacher_gives_the_log_of_its_blended_probabilities(
     from headwise.intent.ensemble import EnsembleClassifier
 
     other = tmp_path / "tfidf-c1"
-    train_intent_classifier(ROWS * 2, ROWS, IntentRecipe(model="tfidf", tfidf_c=1.0,
-                                                         progress=False), out_dir=other)
+    train_intent_classifier(ROWS * 2, ROWS, IntentRecipe.from_dict({
+        "architecture": {"type": "tfidf", "c": 1.0},
+        "train": {"progress": False}}), out_dir=other)
     members = [D.load_teacher(teacher), D.load_teacher(other)]
     EnsembleClassifier(members, weights=[0.3, 0.7]).save(tmp_path / "blend")
     blend = D.load_teacher(tmp_path / "blend")
@@ -387,7 +393,7 @@ def test_a_weighted_ensemble_teacher_gives_the_log_of_its_blended_probabilities(
     np.testing.assert_allclose(D.teacher_log_probs(blend, texts, progress=False), want,
                                rtol=0, atol=1e-12)
     run = distill(tmp_path / "blend", ROWS * 2, ROWS, out_dir=tmp_path / "student",
-                  recipe=IntentRecipe(**TINY))
+                  recipe=IntentRecipe.from_dict(TINY))
     info = run.classifier.info["distill"]
     assert info["teacher"]["model"] == "ensemble of 2"
     assert info["teacher"]["sha256"] == D.directory_fingerprint(tmp_path / "blend")

@@ -11,11 +11,12 @@ from tiny_corpus import INTENTS
 
 from headwise.cli import main
 
-TINY = {"d_model": 32, "num_layers": 1, "num_heads": 8, "d_ff": 64, "epochs": 4,
-        "batch_size": 8, "vocab_size": 200, "lr": 3e-3}
-#: the BiLSTM's own sizes (the Transformer's would be refused: it has no use for them)
-TINY_LSTM = {"epochs": 4, "batch_size": 8, "vocab_size": 200, "lr": 3e-3, "lstm_embed_dim": 16,
-             "lstm_hidden": 16}
+TINY = {"architecture": {"d_model": 32, "num_layers": 1, "num_heads": 8, "d_ff": 64,
+                         "vocab_size": 200},
+        "train": {"epochs": 4, "batch_size": 8, "lr": 3e-3}}
+#: the BiLSTM's own sizes (the Transformer's are no fields of the BiLSTM part)
+TINY_LSTM = {"architecture": {"vocab_size": 200, "lstm_embed_dim": 16, "lstm_hidden": 16},
+             "train": {"epochs": 4, "batch_size": 8, "lr": 3e-3}}
 
 
 def _write(path, rows, header=("text", "label")):
@@ -124,9 +125,9 @@ def test_negation_heads_and_pretraining_options(trained, tmp_path):
     d, _ = trained
     out = tmp_path / "neg"
     assert main(["train", "--data", str(d / "train.csv"), "--config", str(d / "recipe.json"),
-                 "--out", str(out), "--quiet", "--epochs", "1", "--negation-heads", "1,2",
-                 "--model", "transformer",
-                 "--number-heads", "0", "--pretrain-epochs", "1"]) == 0
+                 "--out", str(out), "--quiet", "--epochs", "1", "--model", "transformer",
+                 "--set", 'architecture.model_overrides={"negation_heads": [1, 2], '
+                 '"number_heads": [0]}', "--set", "levers.pretrain_epochs=1"]) == 0
     from headwise.intent import IntentClassifier
 
     clf = IntentClassifier.load(out)
@@ -136,7 +137,7 @@ def test_negation_heads_and_pretraining_options(trained, tmp_path):
     words = {clf.tokenizer.backend.id_to_token(i) for i in flagged}
     assert words and words <= {"cannot", "not"}  # "cannot find my card anywhere"
     summary = json.loads((out / "train_summary.json").read_text())
-    assert summary["recipe"]["pretrain_epochs"] == 1 and summary["pretrain"]["steps"] > 0
+    assert summary["recipe"]["levers"]["pretrain_epochs"] == 1 and summary["pretrain"]["steps"] > 0
 
 
 def test_no_valid_trains_on_every_row_for_every_epoch(trained, tmp_path, capsys):

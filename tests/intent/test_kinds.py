@@ -64,16 +64,15 @@ def test_the_builtin_kinds_are_found_and_loaded(saved, compound_corpus, tmp_path
 
 def test_networks_and_compound_classifiers_by_their_files(tmp_path, compound_corpus):
     from headwise.intent import IntentRecipe, train_intent_classifier
-    from headwise.intent.compound.training import train_compound_classifier
 
-    small = dict(d_model=16, num_layers=1, num_heads=2, d_ff=32, epochs=1, progress=False,
-                 max_length=16)
+    small = {"architecture": {"d_model": 16, "num_layers": 1, "num_heads": 2, "d_ff": 32,
+                              "max_length": 16}, "train": {"epochs": 1, "progress": False}}
     rows = list(zip(TEXTS * 2, LABELS * 2, strict=True))
-    net = train_intent_classifier(rows, None, IntentRecipe(**small), out_dir=tmp_path / "n")
+    net = train_intent_classifier(rows, None, IntentRecipe.from_dict(small), out_dir=tmp_path / "n")
     assert kinds.kind_of(tmp_path / "n") is kinds.NETWORK
     assert kinds.kind_of_classifier(net.classifier) is kinds.NETWORK
-    train_compound_classifier(compound_corpus, None, IntentRecipe(**small),
-                              out_dir=tmp_path / "c")
+    train_intent_classifier(compound_corpus, None, IntentRecipe.from_dict(
+        {**small, "task": {"type": "multi_label"}}), out_dir=tmp_path / "c")
     assert kinds.kind_of(tmp_path / "c") is kinds.COMPOUND
     assert kinds.is_multi_label(tmp_path / "c")
     with pytest.raises(ValueError, match="compound .* needs a single-label classifier"):

@@ -89,18 +89,23 @@ def test_probe_errors():
     with pytest.raises(ValueError, match="labels must lie"):
         fit_logistic_regression(torch.zeros(2, 3), torch.tensor([0, 5]), 3)
     with pytest.raises(ValueError, match="linear_probe"):
-        IntentRecipe(model="bilstm", linear_probe=True)
+        IntentRecipe.from_dict({
+            "architecture": {"type": "bilstm"},
+            "levers": {"linear_probe": True}})
     with pytest.raises(ValueError, match="probe_c"):
-        IntentRecipe(probe_c=0.0)
+        IntentRecipe.from_dict({"levers": {"probe_c": 0.0}})
 
 
 def test_recipe_probes_then_fine_tunes(tmp_path):
     c = generate_demo_corpus(seed=0, per_intent=8)
     train = [(e.text, e.label) for e in c["train"]]
     valid = [(e.text, e.label) for e in c["valid"]]
-    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=1,
-                          vocab_size=400, linear_probe=True, progress=False)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
+                         "vocab_size": 400},
+        "train": {"epochs": 1, "progress": False},
+        "levers": {"linear_probe": True}})
     trained = train_intent_classifier(train, valid, recipe, out_dir=tmp_path / "m")
     info = trained.classifier.info["linear_probe"]
     assert info["iterations"] > 0 and 0.0 < info["train_accuracy"] <= 1.0
-    assert trained.classifier.info["recipe"]["linear_probe"] is True
+    assert trained.classifier.info["recipe"]["levers"]["linear_probe"] is True

@@ -88,21 +88,23 @@ def test_recipe_trains_with_gce_and_selects_on_macro_f1(tmp_path):
     from headwise.intent import IntentRecipe, train_intent_classifier
 
     with pytest.raises(ValueError, match="gce_q"):
-        IntentRecipe(gce_q=0.0)
+        IntentRecipe.from_dict({"levers": {"gce_q": 0.0}})
     with pytest.raises(ValueError, match="select_on"):
-        IntentRecipe(select_on="f1")
+        IntentRecipe.from_dict({"task": {"select_on": "f1"}})
     rows = [(f"{w} card please {i}", "card") for i, w in enumerate(["lost", "stolen", "new"])]
     rows += [(f"send {w} money {i}", "transfer") for i, w in enumerate(["some", "more", "all"])]
     rows += [(f"my balance {w} {i}", "balance") for i, w in enumerate(["now", "today", "left"])]
-    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, epochs=3, batch_size=4,
-                          vocab_size=100, gce_q=0.7, select_on="macro_f1", patience=None,
-                          progress=False)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "vocab_size": 100},
+        "train": {"epochs": 3, "batch_size": 4, "patience": None, "progress": False},
+        "levers": {"gce_q": 0.7},
+        "task": {"select_on": "macro_f1"}})
     run = train_intent_classifier(rows * 3, rows, recipe, out_dir=tmp_path / "m")
     scores = [r["eval_macro_f1"] for r in run.history if "eval_macro_f1" in r]
     assert len(scores) == 3
     # the kept weights are those of the best validation macro-F1
     assert run.valid_metrics["macro_f1"] == pytest.approx(max(scores))
-    assert run.classifier.info["recipe"]["gce_q"] == 0.7
+    assert run.classifier.info["recipe"]["levers"]["gce_q"] == 0.7
 
 
 def test_teacher_target_matches_the_formula_and_reaches_the_model():
@@ -148,15 +150,17 @@ def test_recipe_distils_from_out_of_fold_tfidf(tmp_path, monkeypatch):
     monkeypatch.setattr(objective, "soft_target_loss", spy)
 
     with pytest.raises(ValueError, match="distill"):
-        IntentRecipe(distill="bert")
+        IntentRecipe.from_dict({"levers": {"distill": "bert"}})
     words = {"card": ["lost", "stolen", "blocked", "new"], "transfer": ["send", "wire", "pay",
                                                                       "move"],
              "balance": ["balance", "left", "total", "statement"]}
     rows = [(f"{w} {k} please", k) for k, ws in words.items() for w in ws] * 2
-    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, epochs=2, batch_size=4,
-                          vocab_size=100, distill="tfidf", distill_weight=0.5, progress=False)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "vocab_size": 100},
+        "train": {"epochs": 2, "batch_size": 4, "progress": False},
+        "levers": {"distill": "tfidf", "distill_weight": 0.5}})
     run = train_intent_classifier(rows, rows[:6], recipe, out_dir=tmp_path / "m")
-    assert run.classifier.info["recipe"]["distill"] == "tfidf"
+    assert run.classifier.info["recipe"]["levers"]["distill"] == "tfidf"
     assert run.classifier.info["distill"]["seconds"] >= 0
     assert all(np.isfinite(r["loss"]) for r in run.history if "loss" in r)
     # every training batch carried the teacher's (batch, intents) probabilities

@@ -173,10 +173,13 @@ def test_tfidf_and_ensembles_keep_max_prob():
     fit_ood_detector(tfidf, TEXTS, LABELS, *VALID, "max_prob")  # allowed: nothing stored
     assert tfidf.info["ood"]["detector"] == "max_prob" and tfidf.ood is None
     with pytest.raises(ValueError, match="TF-IDF"):
-        IntentRecipe(model="tfidf", ood_detector="knn")
+        IntentRecipe.from_dict({
+            "architecture": {"type": "tfidf"},
+            "decision": {"ood_detector": "knn"}})
     with pytest.raises(ValueError, match="out-of-scope detector"):
-        IntentRecipe(ood_detector="odin")
-    assert IntentRecipe(ood_detector="knn:5").ood_detector == "knn:5"
+        IntentRecipe.from_dict({"decision": {"ood_detector": "odin"}})
+    assert IntentRecipe.from_dict({"decision": {"ood_detector": "knn:5"}}).decision.ood_detector \
+        == "knn:5"
 
 
 def test_no_validation_rows_store_no_detector():
@@ -234,10 +237,12 @@ def test_calibrate_command_rechooses_the_stored_detector(tmp_path, capsys):
 
 def test_the_recipe_fits_and_saves_the_detector(tmp_path):
     rows = list(zip(TEXTS, LABELS, strict=True)) * 4
-    recipe = dict(d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=2, batch_size=8,
-                  vocab_size=200, lr=3e-3, progress=False)
+    recipe = {"architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
+                               "vocab_size": 200},
+              "train": {"epochs": 2, "batch_size": 8, "lr": 3e-3, "progress": False}}
     valid = list(zip(*VALID, strict=True))
-    run = train_intent_classifier(rows, valid, IntentRecipe(**recipe, ood_detector="energy"),
+    run = train_intent_classifier(rows, valid, IntentRecipe.from_dict(
+        {**recipe, "decision": {"ood_detector": "energy"}}),
                                   out_dir=tmp_path / "e")
     info = run.classifier.info["ood"]
     assert info["detector"] == "energy" and info["stored"] and info["fit_rows"] == len(rows)
@@ -248,7 +253,7 @@ def test_the_recipe_fits_and_saves_the_detector(tmp_path):
     want = logsumexp(lg, axis=1) < info["valid"]["threshold"]
     assert [a.out_of_scope for a in back.predict(QUERIES)] == want.tolist()
     # the default: max_prob, no detector files, info says so
-    plain = train_intent_classifier(rows, valid, IntentRecipe(**recipe),
+    plain = train_intent_classifier(rows, valid, IntentRecipe.from_dict(recipe),
                                     out_dir=tmp_path / "p")
     assert plain.classifier.info["ood"]["detector"] == "max_prob"
     assert plain.classifier.info["ood"]["valid"] == plain.threshold.to_dict()
@@ -391,9 +396,11 @@ def test_auto_without_enough_out_of_scope_validation_keeps_max_prob():
 
 def test_the_recipe_takes_auto(tmp_path, few_oos):
     rows = list(zip(TEXTS, LABELS, strict=True)) * 4
-    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=1,
-                          batch_size=8, vocab_size=200, lr=3e-3, progress=False,
-                          ood_detector="auto")
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
+                         "vocab_size": 200},
+        "train": {"epochs": 1, "batch_size": 8, "lr": 3e-3, "progress": False},
+        "decision": {"ood_detector": "auto"}})
     run = train_intent_classifier(rows, list(zip(*VALID, strict=True)), recipe,
                                   out_dir=tmp_path / "a")
     info = run.classifier.info["ood"]
@@ -403,9 +410,12 @@ def test_the_recipe_takes_auto(tmp_path, few_oos):
     assert (tmp_path / "a" / OOD_FILE).exists() == (back.ood is not None)
     # with a blend, auto is the default too (it applies when validation keeps the network
     # alone); a detector by name reads the network alone, so a blend refuses it
-    assert IntentRecipe(blend="tfidf").ood_detector == "auto"
+    assert IntentRecipe.from_dict({"levers": {"blend": "tfidf"}}).decision.ood_detector \
+        == "auto"
     with pytest.raises(ValueError, match="ood_detector"):
-        IntentRecipe(ood_detector="energy", blend="tfidf")
+        IntentRecipe.from_dict({
+            "levers": {"blend": "tfidf"},
+            "decision": {"ood_detector": "energy"}})
 
 
 def test_training_with_enough_out_of_scope_rows_reports_what_auto_kept(tmp_path, capsys):
@@ -420,9 +430,11 @@ def test_training_with_enough_out_of_scope_rows_reports_what_auto_kept(tmp_path,
     valid = _write(tmp_path / "valid.csv", [*zip(*VALID, strict=True), *((t, "oos") for t in oos)])
     train = _write(tmp_path / "train.csv", list(zip(TEXTS, LABELS, strict=True)) * 4)
     config = tmp_path / "recipe.json"
-    config.write_text(json.dumps({"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
-                                  "epochs": 2, "batch_size": 8, "vocab_size": 200,
-                                  "lr": 3e-3, "progress": False}), encoding="utf-8")
+    config.write_text(json.dumps({
+        "architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
+                         "vocab_size": 200},
+        "train": {"epochs": 2, "batch_size": 8, "lr": 3e-3, "progress": False}}),
+        encoding="utf-8")
     out = tmp_path / "m"
     assert main(["train", "--data", str(train), "--valid", str(valid), "--model",
                  "transformer", "--config", str(config), "--out", str(out)]) == 0
@@ -445,6 +457,6 @@ def test_auto_refuses_what_every_detector_refuses_and_the_recipe_names_auto():
     with pytest.raises(ValueError, match="different lengths"):
         fit_ood_detector(clf, TEXTS, LABELS[:-1], *VALID, "auto")
     with pytest.raises(ValueError, match="'auto'.*knn:K"):
-        IntentRecipe(ood_detector="bogus")
+        IntentRecipe.from_dict({"decision": {"ood_detector": "bogus"}})
     with pytest.raises(ValueError, match="knn:K"):
         make_detector("auto")  # a setting, not a detector

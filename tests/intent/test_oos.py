@@ -184,9 +184,9 @@ def test_validation_split_of_zero_holds_nothing_out():
 def test_recipe_valid_fraction_bounds(fraction):
     from headwise.intent import IntentRecipe
 
-    assert IntentRecipe(valid_fraction=0.0).valid_fraction == 0.0
+    assert IntentRecipe.from_dict({"valid_fraction": 0.0}).valid_fraction == 0.0
     with pytest.raises(ValueError, match=r"valid_fraction must be in \[0, 1\)"):
-        IntentRecipe(valid_fraction=fraction)
+        IntentRecipe.from_dict({"valid_fraction": fraction})
 
 
 def test_score_thresholds_by_hand():
@@ -234,8 +234,9 @@ def test_score_threshold_without_oos_and_with_nothing_worth_rejecting():
 def test_recipe_checks_and_keeps_its_reject_confidence():
     from headwise.intent.training.recipe import IntentRecipe
 
-    assert IntentRecipe().reject_confidence == 0.95
-    assert IntentRecipe(reject_confidence=None).to_dict()["reject_confidence"] is None
+    assert IntentRecipe().decision.reject_confidence == 0.95
+    recipe = IntentRecipe.from_dict({"decision": {"reject_confidence": None}})
+    assert recipe.to_dict()["decision"]["reject_confidence"] is None
     for bad in (0.0, 1.0, 1.5):
         with pytest.raises(ValueError, match="reject_confidence"):
-            IntentRecipe(reject_confidence=bad)
+            IntentRecipe.from_dict({"decision": {"reject_confidence": bad}})

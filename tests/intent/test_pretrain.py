@@ -23,7 +23,8 @@ def corpus():
 def test_pretraining_lowers_the_masked_lm_loss_and_leaves_the_head(corpus, tmp_path):
     texts = [t for t, _ in corpus[0]]
     tok = train_tokenizer(texts, kind="wordpiece", vocab_size=400)
-    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, d_ff=64)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64}})
     torch.manual_seed(0)
     model = build_intent_model(recipe, tok, ["a", "b"])
     head = model.classifier.weight.detach().clone()
@@ -39,20 +40,23 @@ def test_pretraining_lowers_the_masked_lm_loss_and_leaves_the_head(corpus, tmp_p
 
 
 def test_recipe_pretrains_then_fine_tunes(corpus, tmp_path):
-    recipe = IntentRecipe(d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=2,
-                          pretrain_epochs=2, vocab_size=400, progress=False)
+    recipe = IntentRecipe.from_dict(
+        {"architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
+                          "vocab_size": 400},
+         "train": {"epochs": 2, "progress": False}, "levers": {"pretrain_epochs": 2}})
     trained = train_intent_classifier(corpus[0], corpus[1], recipe, out_dir=tmp_path / "m")
     info = trained.classifier.info["pretrain"]
     assert info["epochs"] == 2 and info["steps"] > 0
-    assert trained.classifier.info["recipe"]["pretrain_epochs"] == 2
+    assert trained.classifier.info["recipe"]["levers"]["pretrain_epochs"] == 2
     assert trained.classifier.predict(corpus[1][0][0])  # a working classifier
 
 
 @pytest.mark.parametrize("fields, match", [
-    ({"model": "bilstm", "pretrain_epochs": 1}, "from-scratch Transformer"),
-    ({"pretrain_epochs": -1}, "pretrain_epochs"),
-    ({"pretrain_mask_prob": 0.0}, "pretrain_mask_prob"),
+    ({"architecture": {"type": "bilstm"}, "levers": {"pretrain_epochs": 1}},
+     r"^levers\.pretrain_epochs: masked-LM self-pretraining is the from-scratch Transformer"),
+    ({"levers": {"pretrain_epochs": -1}}, r"levers\.pretrain_epochs"),
+    ({"levers": {"pretrain_mask_prob": 0.0}}, r"levers\.pretrain_mask_prob"),
 ])
 def test_recipe_rejects_bad_pretraining(fields, match):
     with pytest.raises(ValueError, match=match):
-        IntentRecipe(**fields)
+        IntentRecipe.from_dict(fields)

@@ -29,12 +29,13 @@ def xlmr(tmp_path_factory):
     return xlmr_unigram(tmp_path_factory.mktemp("xlmr"))
 
 
-def _recipe(directory, seed=0, **fields):
+def _recipe(directory, seed=0):
     # enough to fit the rows (2 epochs left every probability near 1/3: int8's agreement
     # with fp32 on the top intent meant nothing there)
-    return IntentRecipe(model=f"pretrained:{directory}", epochs=10, batch_size=4, lr=3e-3,
-                        max_length=24, seed=seed, progress=False, input_prefix="query: ",
-                        trim_vocab=8, **fields)
+    return IntentRecipe.from_dict({
+        "architecture": {"type": "pretrained", "name": str(directory), "max_length": 24,
+                         "input_prefix": "query: ", "trim_vocab": 8},
+        "train": {"epochs": 10, "batch_size": 4, "lr": 3e-3, "seed": seed, "progress": False}})
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +131,6 @@ def test_soup_and_ensemble_of_two_seeds(trained, xlmr, tmp_path):
 
 
 def test_compound_classifier_on_a_chinese_bert(tmp_path):
-    from headwise.intent.compound.training import train_compound_classifier
     from headwise.text.annotations import AnnotatedExample, SlotSpan
 
     directory = chinese_bert(tmp_path / "bert")
@@ -144,9 +144,12 @@ def test_compound_classifier_on_a_chinese_bert(tmp_path):
             slots = [SlotSpan("amount", start, start + 6, text[start:start + 6])]
         examples.append(AnnotatedExample(text=text, intents=its, slots=tuple(slots),
                                          line=line))
-    recipe = IntentRecipe(model=f"pretrained:{directory}", epochs=1, batch_size=4, lr=1e-3,
-                          max_length=24, progress=False, input_prefix="query: ")
-    result = train_compound_classifier(examples, examples[:4], recipe, out_dir=tmp_path / "c")
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "pretrained", "name": str(directory), "max_length": 24,
+                         "input_prefix": "query: "},
+        "train": {"epochs": 1, "batch_size": 4, "lr": 1e-3, "progress": False},
+        "task": {"type": "multi_label"}})
+    result = train_intent_classifier(examples, examples[:4], recipe, out_dir=tmp_path / "c")
     answer = result.classifier.predict(["我要提前还款5000元"])[0]
     assert set(answer.to_dict()) >= {"intents", "slots"}
     for slot in answer.slots:  # offsets are the text's own, not the prefixed text's
@@ -203,15 +206,16 @@ def test_train_without_model_takes_the_default_and_says_so(xlmr, tmp_path, monke
     data.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in ROWS * 2),
                     encoding="utf-8")
     cfg = tmp_path / "recipe.json"
-    cfg.write_text(json.dumps({"epochs": 1, "batch_size": 4, "max_length": 24,
-                               "trim_vocab": 8}))
+    cfg.write_text(json.dumps({"architecture": {"max_length": 24, "trim_vocab": 8},
+                               "train": {"epochs": 1, "batch_size": 4}}))
     assert main(["train", "--data", str(data), "--config", str(cfg), "--out",
                  str(tmp_path / "m"), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "no --model given: test encoder" in out
     assert "pretrained encoder:" in out and "estimated training time: about" in out
     summary = json.loads((tmp_path / "m" / "train_summary.json").read_text())
-    assert summary["recipe"]["model"] == f"pretrained:{xlmr}"
+    assert summary["recipe"]["architecture"]["type"] == "pretrained"
+    assert summary["recipe"]["architecture"]["name"] == str(xlmr)
     # the public path: train --model pretrained:DIR --valid F, then predict --json
     valid = tmp_path / "valid.csv"
     valid.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in ROWS),
@@ -224,7 +228,7 @@ def test_train_without_model_takes_the_default_and_says_so(xlmr, tmp_path, monke
     answer = json.loads(capsys.readouterr().out.splitlines()[0])
     assert {"intents", "out_of_scope", "slots", "top_k", "decision"} <= set(answer)
     # a config that names its model is obeyed, not overridden by the default
-    cfg.write_text(json.dumps({"model": "tfidf"}))
+    cfg.write_text(json.dumps({"architecture": {"type": "tfidf"}}))
     assert main(["train", "--data", str(data), "--config", str(cfg), "--out",
                  str(tmp_path / "t"), "--quiet"]) == 0
     assert "no --model given" not in capsys.readouterr().out

@@ -165,30 +165,31 @@ def test_cross_validation_leaves_out_single_example_intents():
 
 
 @pytest.mark.parametrize("fields,match", [
-    (dict(prior_correction="yes"), "prior_correction"),
-    (dict(prior_correction=-0.5), "prior_correction"),
-    (dict(prior_correction=True), "prior_correction"),
-    (dict(model="tfidf", tfidf_c=[1.0, 0.0]), "tfidf_c"),
+    ({"decision": {"prior_correction": "yes"}}, r"decision\.prior_correction"),
+    ({"decision": {"prior_correction": -0.5}}, r"decision\.prior_correction"),
+    ({"decision": {"prior_correction": True}}, r"decision\.prior_correction"),
+    ({"architecture": {"type": "tfidf", "c": [1.0, 0.0]}}, r"architecture\.c must be"),
 ])
 def test_recipe_rejects_bad_settings(fields, match):
     with pytest.raises(ValueError, match=match):
-        IntentRecipe(**fields)
+        IntentRecipe.from_dict(fields)
 
 
 def test_recipe_trains_with_prior_correction(tmp_path):
     rows = ROWS * 2
-    run = train_intent_classifier(rows, ROWS, IntentRecipe(
-        model="tfidf", tfidf_c=[1.0, 10.0], prior_correction="auto", progress=False),
-        out_dir=tmp_path / "tfidf")
+    run = train_intent_classifier(rows, ROWS, IntentRecipe.from_dict(
+        {"architecture": {"type": "tfidf", "c": [1.0, 10.0]}, "train": {"progress": False},
+         "decision": {"prior_correction": "auto"}}), out_dir=tmp_path / "tfidf")
     info = load_classifier(tmp_path / "tfidf").info
     assert info["selection"]["c"] in (1.0, 10.0) and info["selection"]["tau"] in TAUS
     assert info["prior_correction"]["tau"] == info["selection"]["tau"]
     assert run.valid_metrics["accuracy"] == 1.0
-    net = IntentRecipe(d_model=32, num_layers=1, num_heads=4, epochs=1, batch_size=8,
-                       vocab_size=100, prior_correction="auto", progress=False)
+    net = IntentRecipe.from_dict(
+        {"architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "vocab_size": 100},
+         "train": {"epochs": 1, "batch_size": 8, "progress": False},
+         "decision": {"prior_correction": "auto"}})
     with pytest.raises(ValueError, match="validation data"):
-        train_intent_classifier(rows, None, IntentRecipe(**{**net.to_dict(),
-                                                            "valid_fraction": 0.0}),
+        train_intent_classifier(rows, None, net.replace(valid_fraction=0.0),
                                 out_dir=tmp_path / "none")
     assert not (tmp_path / "none").exists()
     run = train_intent_classifier(rows, ROWS, net, out_dir=tmp_path / "net")
@@ -202,12 +203,13 @@ def test_train_command_reports_the_choice(tmp_path, capsys):
     data = tmp_path / "train.csv"
     data.write_text("text,label\n" + "".join(f"{t},{k}\n" for t, k in ROWS * 3))
     cfg = tmp_path / "tfidf.json"
-    cfg.write_text('{"tfidf_c": [1.0, 10.0], "prior_correction": "auto"}')
+    cfg.write_text('{"architecture": {"c": [1.0, 10.0]}, '
+                   '"decision": {"prior_correction": "auto"}}')
     assert main(["train", "--data", str(data), "--model", "tfidf", "--config", str(cfg),
                  "--out", str(tmp_path / "t"), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "chosen by 5-fold out-of-fold macro-F1: C " in out and "prior correction tau" in out
-    cfg.write_text('{"prior_correction": 0.5}')
+    cfg.write_text('{"decision": {"prior_correction": 0.5}}')
     assert main(["train", "--data", str(data), "--model", "tfidf", "--config", str(cfg),
                  "--out", str(tmp_path / "f"), "--quiet"]) == 0
     assert "prior correction tau 0.5" in capsys.readouterr().out

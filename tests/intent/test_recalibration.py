@@ -92,8 +92,9 @@ def test_command_calibrates_a_no_valid_model(tmp_path, capsys):
     train = _write(tmp_path / "train.csv", TRAIN * 4)
     held = _write(tmp_path / "held.csv", HELD)
     cfg = tmp_path / "recipe.json"
-    cfg.write_text(json.dumps({"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
-                               "epochs": 3, "batch_size": 8, "vocab_size": 200, "lr": 3e-3}))
+    cfg.write_text(json.dumps({"architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4,
+                                                "d_ff": 64, "vocab_size": 200},
+                               "train": {"epochs": 3, "batch_size": 8, "lr": 3e-3}}))
     model = tmp_path / "model"
     assert main(["train", "--data", str(train), "--config", str(cfg), "--out", str(model),
                  "--quiet", "--no-valid", "--model", "transformer"]) == 0
@@ -133,8 +134,9 @@ def test_tiny_validation_never_sharpens_and_says_so(tmp_path, capsys):
     train = tmp_path / "train60.csv"
     train.write_text("text,label\n" + "".join(f"{t},{k}\n" for t, k in rows), encoding="utf-8")
     cfg = tmp_path / "recipe.json"
-    cfg.write_text(json.dumps({"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
-                               "epochs": 5, "batch_size": 8, "vocab_size": 200, "lr": 3e-3}))
+    cfg.write_text(json.dumps({"architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4,
+                                                "d_ff": 64, "vocab_size": 200},
+                               "train": {"epochs": 5, "batch_size": 8, "lr": 3e-3}}))
     assert main(["train", "--data", str(train), "--config", str(cfg), "--out",
                  str(tmp_path / "m"), "--quiet", "--model", "transformer"]) == 0
     out = capsys.readouterr().out

@@ -23,7 +23,7 @@ def _vocab(tok):
 
 
 def test_a_resume_reads_the_saved_tokenizer_a_fresh_run_trains_one(tmp_path):
-    recipe = IntentRecipe(tokenizer="wordpiece", vocab_size=60)
+    recipe = IntentRecipe.from_dict({"architecture": {"tokenizer": "wordpiece", "vocab_size": 60}})
     first = run_tokenizer(TEXTS, recipe, tmp_path)
     assert (tmp_path / "tokenizer").is_dir()
     again = run_tokenizer(TEXTS, recipe, tmp_path, resume=True)
@@ -35,9 +35,10 @@ def test_a_resume_reads_the_saved_tokenizer_a_fresh_run_trains_one(tmp_path):
 
 
 def test_a_resumed_english_run_keeps_its_tokenizer_and_weights(tmp_path):
-    recipe = IntentRecipe(tokenizer="wordpiece", vocab_size=60, d_model=16, num_layers=1,
-                          num_heads=2, d_ff=32, epochs=2, batch_size=8, patience=None,
-                          progress=False)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"tokenizer": "wordpiece", "vocab_size": 60, "d_model": 16,
+                         "num_layers": 1, "num_heads": 2, "d_ff": 32},
+        "train": {"epochs": 2, "batch_size": 8, "patience": None, "progress": False}})
     out = tmp_path / "run"
     done = train_intent_classifier(ROWS, ROWS, recipe, out_dir=out, keep_checkpoints=True)
     again = train_intent_classifier(ROWS, ROWS, recipe, out_dir=out, resume=True,

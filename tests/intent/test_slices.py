@@ -91,7 +91,8 @@ def sliced(tmp_path_factory):
             ("查一下账单", "bill", "plain"), ("帮我check账单", "bill", "code_mixed"),
             ("今天天气怎么样", "oos", "oos_far"), ("股票怎么开户", "oos", "oos_near_miss")]
     train = [(t, y) for t, y, _ in rows if y != "oos"] * 3
-    trained = train_intent_classifier(train, None, IntentRecipe(model="tfidf"),
+    trained = train_intent_classifier(train, None, IntentRecipe.from_dict({
+        "architecture": {"type": "tfidf"}}),
                                       out_dir=d / "model")
     data = d / "test.csv"
     with data.open("w", encoding="utf-8", newline="") as f:

@@ -1,4 +1,4 @@
-"""TfidfClassifier against scikit-learn's own pipeline; the tfidf recipe kind; mixed
+"""TfidfClassifier against scikit-learn's own pipeline; the tfidf recipe architecture; mixed
 ensembles and the `headwise ensemble` command."""
 
 from __future__ import annotations
@@ -103,24 +103,30 @@ def test_errors(tmp_path):
     with pytest.raises(ValueError, match="not a valid"):
         TfidfClassifier.load(d)
     with pytest.raises(ValueError, match="linear_probe"):
-        IntentRecipe(model="tfidf", linear_probe=True)
-    from headwise.intent.compound.training import train_compound_classifier
+        IntentRecipe.from_dict({
+            "architecture": {"type": "tfidf"},
+            "levers": {"linear_probe": True}})
+    with pytest.raises(ValueError, match="task multi_label needs a Transformer or a "
+                                         "pretrained encoder: .* no tfidf form"):
+        IntentRecipe.from_dict({"architecture": {"type": "tfidf"},
+                                "task": {"type": "multi_label"}})
 
-    with pytest.raises(ValueError, match="not a TF-IDF model"):
-        train_compound_classifier([], None, IntentRecipe(model="tfidf"), out_dir=tmp_path / "c")
 
-
-def test_recipe_kind_calibrates_and_ensembles_with_a_network(tmp_path):
+def test_the_tfidf_architecture_calibrates_and_ensembles_with_a_network(tmp_path):
     rows = _rows(EN) * 2
-    recipe = IntentRecipe(model="tfidf", tfidf_c=5.0, progress=False)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "tfidf", "c": 5.0},
+        "train": {"progress": False}})
     run = train_intent_classifier(rows, _rows(EN), recipe, out_dir=tmp_path / "tfidf")
     tfidf = run.classifier
     assert isinstance(tfidf, TfidfClassifier) and tfidf.info["c"] == 5.0
-    assert tfidf.info["recipe"]["model"] == "tfidf" and run.valid_metrics["accuracy"] == 1.0
+    assert tfidf.info["recipe"]["architecture"] == {"type": "tfidf", "c": 5.0}
+    assert run.valid_metrics["accuracy"] == 1.0
     assert isinstance(load_classifier(tmp_path / "tfidf"), TfidfClassifier)
-    net = train_intent_classifier(rows, _rows(EN), IntentRecipe(
-        d_model=32, num_layers=1, num_heads=4, epochs=2, batch_size=8, vocab_size=100,
-        progress=False), out_dir=tmp_path / "net").classifier
+    net = train_intent_classifier(rows, _rows(EN), IntentRecipe.from_dict({
+        "architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "vocab_size": 100},
+        "train": {"epochs": 2, "batch_size": 8, "progress": False}}),
+        out_dir=tmp_path / "net").classifier
     ens = EnsembleClassifier([tfidf, net])
     probe = ["my card is gone", "send 20 to mum", "how much is left"]
     want = (tfidf.predict_proba(probe) + net.predict_proba(probe)) / 2
@@ -134,9 +140,10 @@ def test_train_tfidf_and_ensemble_commands(tmp_path, capsys):
     data = tmp_path / "train.csv"
     data.write_text("text,label\n" + "".join(f"{t},{k}\n" for t, k in _rows(EN) * 3))
     cfg = tmp_path / "net.json"
-    cfg.write_text(json.dumps({"model": "transformer", "d_model": 32, "num_layers": 1,
-                               "num_heads": 4, "epochs": 2, "batch_size": 8,
-                               "vocab_size": 100}))
+    cfg.write_text(json.dumps({"architecture": {"type": "transformer", "d_model": 32,
+                                                "num_layers": 1, "num_heads": 4,
+                                                "vocab_size": 100},
+                               "train": {"epochs": 2, "batch_size": 8}}))
     assert main(["train", "--data", str(data), "--model", "tfidf", "--out",
                  str(tmp_path / "t"), "--quiet"]) == 0
     assert main(["train", "--data", str(data), "--config", str(cfg), "--out",

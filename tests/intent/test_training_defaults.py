@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from headwise.intent import IntentRecipe, train_intent_classifier
+from headwise.intent.training.builders import with_family_defaults
 from headwise.intent.training.defaults import (
     DEFAULT_EPOCHS,
     DEFAULT_LR,
     FAMILY_DEFAULTS,
     checkpoint_family,
     family_defaults,
-    with_family_defaults,
 )
 
 transformers = pytest.importorskip("transformers")
@@ -38,16 +38,20 @@ def test_measured_families_have_their_own_defaults():
 
 
 def test_only_unset_fields_are_filled_and_the_line_names_them():
-    recipe = IntentRecipe(model="pretrained:/somewhere", lr=1e-4)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "pretrained", "name": "/somewhere"},
+        "train": {"lr": 1e-4}})
     filled, line = with_family_defaults(recipe, "bert")
-    assert (filled.lr, filled.epochs, filled.linear_probe) == (1e-4, 6, True)
+    assert (filled.train.lr, filled.train.epochs, filled.levers.linear_probe) == (1e-4, 6, True)
     assert line.startswith("defaults for a bert encoder: epochs 6, linear_probe True (")
     assert "lr" not in line.split("(")[0]
-    explicit = IntentRecipe(model="pretrained:/somewhere", lr=1e-4, epochs=2,
-                            linear_probe=False)
+    explicit = IntentRecipe.from_dict({
+        "architecture": {"type": "pretrained", "name": "/somewhere"},
+        "train": {"lr": 1e-4, "epochs": 2},
+        "levers": {"linear_probe": False}})
     assert with_family_defaults(explicit, "bert") == (explicit, None)
     with pytest.raises(ValueError, match="pretrained encoder's, not 'transformer'"):
-        with_family_defaults(IntentRecipe(model="transformer"), "bert")
+        with_family_defaults(IntentRecipe(), "bert")
 
 
 def test_checkpoint_family_reads_the_config(tmp_path):
@@ -68,20 +72,23 @@ def test_training_fills_the_family_defaults_says_so_and_saves_them(tmp_path, mon
     monkeypatch.setitem(defaults.FAMILY_DEFAULTS, "bert", defaults.FamilyDefaults(
         lr=3e-4, epochs=1, linear_probe=True, measured="a test's table"))
     notes: list[str] = []
-    recipe = IntentRecipe(model=f"pretrained:{directory}", batch_size=4, max_length=24,
-                          progress=False, trim_vocab="none")
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "pretrained", "name": f"{directory}", "max_length": 24,
+                         "trim_vocab": "none"},
+        "train": {"batch_size": 4, "progress": False}})
     result = train_intent_classifier(ROWS * 2, ROWS, recipe, out_dir=tmp_path / "m",
                                      report=notes.append)
     assert any(n.startswith("defaults for a bert encoder: lr 0.0003, epochs 1, "
                             "linear_probe True (a test's table)") for n in notes)
     info = result.classifier.info
-    assert info["recipe"]["lr"] == 3e-4 and info["recipe"]["epochs"] == 1
-    assert info["recipe"]["linear_probe"] is True and info["linear_probe"] is not None
+    assert info["recipe"]["train"]["lr"] == 3e-4 and info["recipe"]["train"]["epochs"] == 1
+    assert info["recipe"]["levers"]["linear_probe"] is True and info["linear_probe"] is not None
     assert info["pretrained"]["family"] == "bert" and info["epochs"] == 1
     from headwise.intent import IntentClassifier
 
     saved = IntentClassifier.load(tmp_path / "m").info["recipe"]
-    assert (saved["lr"], saved["epochs"], saved["linear_probe"]) == (3e-4, 1, True)
+    assert (saved["train"]["lr"], saved["train"]["epochs"],
+            saved["levers"]["linear_probe"]) == (3e-4, 1, True)
 
 
 def test_no_linear_probe_on_the_command_line_turns_it_off(tmp_path, monkeypatch):
@@ -105,21 +112,18 @@ def test_no_linear_probe_on_the_command_line_turns_it_off(tmp_path, monkeypatch)
                 str(tmp_path / "m")] + ([flag] if flag else [])
         with pytest.raises(_Stop):
             main(args)
-        assert got[-1].linear_probe is want
+        assert got[-1].levers.linear_probe is want
     # typed on a path that has no LP-FT: refused, never dropped in silence
     assert main(["train", "--data", str(data), "--model", "tfidf", "--no-linear-probe",
                  "--out", str(tmp_path / "t")]) != 0
 
 
 def test_probe_c_goes_with_a_pretrained_encoders_default_lp_ft():
-    from headwise.intent.training.recipe_paths import check_recipe_paths
-
-    check_recipe_paths(IntentRecipe(model="pretrained:/x", probe_c=3.0), ["pretrained"],
-                       explicit={"probe_c"})
-    with pytest.raises(ValueError, match="probe_c"):
-        check_recipe_paths(IntentRecipe(model="pretrained:/x", probe_c=3.0,
-                                        linear_probe=False), ["pretrained"],
-                           explicit={"probe_c"})
-    with pytest.raises(ValueError, match="probe_c"):
-        check_recipe_paths(IntentRecipe(model="transformer", probe_c=3.0), ["transformer"],
-                           explicit={"probe_c"})
+    pretrained = {"type": "pretrained", "name": "/x"}
+    IntentRecipe.from_dict({"architecture": pretrained, "levers": {"probe_c": 3.0}})
+    need = r"^levers\.probe_c is used only with levers\.linear_probe"
+    with pytest.raises(ValueError, match=need):
+        IntentRecipe.from_dict({"architecture": pretrained,
+                                "levers": {"probe_c": 3.0, "linear_probe": False}})
+    with pytest.raises(ValueError, match=need):
+        IntentRecipe.from_dict({"levers": {"probe_c": 3.0}})

@@ -120,14 +120,17 @@ def test_schemathesis_finds_nothing_behind_a_rate_limit(encoder_dir, key_files):
 
 def test_schemathesis_finds_nothing_on_a_compound_classifier(compound_corpus,
                                                              tmp_path_factory):
-    from headwise.intent.compound.training import train_compound_classifier
+    from headwise.intent.training.pipeline import train_intent_classifier
     from headwise.intent.training.recipe import IntentRecipe
 
-    recipe = IntentRecipe(model="transformer", tokenizer="wordpiece", vocab_size=120,
-                          max_length=24, d_model=32, num_layers=1, num_heads=4, d_ff=64,
-                          epochs=2, batch_size=8, patience=None, progress=False)
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
+                         "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
+                         "d_ff": 64},
+        "train": {"epochs": 2, "batch_size": 8, "patience": None, "progress": False},
+        "task": {"type": "multi_label"}})
     out = tmp_path_factory.mktemp("openapi_compound") / "model"
-    train_compound_classifier(compound_corpus, compound_corpus, recipe, out_dir=out)
+    train_intent_classifier(compound_corpus, compound_corpus, recipe, out_dir=out)
     app = create_app(ServeConfig(model_dir=str(out), **SERVICE))
     assert "CompoundPredictRequest" in app.openapi()["components"]["schemas"]
     failures, _, tested = _fuzz(app)

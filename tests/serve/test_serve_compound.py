@@ -12,17 +12,20 @@ from serve_helpers import post_concurrently, wait_ready
 from headwise.cli import main
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import Thresholds
-from headwise.intent.compound.training import train_compound_classifier
+from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.models import ModelConfig
 from headwise.models.joint import JointIntentSlotModel
 from headwise.serve import CompoundEngine, ServeConfig, TorchRuntime, create_app, load_engine
 from headwise.serve.onnx_export import export_onnx
 
-RECIPE = IntentRecipe(model="transformer", tokenizer="wordpiece", vocab_size=120, max_length=24,
-                      d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=20, batch_size=8,
-                      lr=3e-3, patience=None, dropout=0.0, attention_dropout=0.0,
-                      progress=False, model_overrides={"number_heads": [0]})
+RECIPE = IntentRecipe.from_dict({
+    "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
+                     "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
+                     "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0,
+                     "model_overrides": {"number_heads": [0]}},
+    "train": {"epochs": 20, "batch_size": 8, "lr": 3e-3, "patience": None, "progress": False},
+    "task": {"type": "multi_label"}})
 #: over the model's 24 tokens: truncated (or refused under "reject")
 LONG = "i was charged twice for 50 pounds and then again for 75 pounds so please refund " \
        "both of them to my account today"
@@ -35,7 +38,7 @@ TEXTS = ["send 50 pounds to my sister", "i was charged twice for 300 pounds refu
 def compound_dir(tmp_path_factory, compound_corpus):
     out = tmp_path_factory.mktemp("serve_compound") / "model"
     data = compound_corpus
-    train_compound_classifier(data, data, RECIPE, out_dir=out)
+    train_intent_classifier(data, data, RECIPE, out_dir=out)
     return out
 
 

@@ -1,7 +1,8 @@
 """The compound variant: several intents per text and slot spans with normalised values.
 
-:class:`CompoundClassifier` (:mod:`.classifier`), its training
-(:func:`train_compound_classifier`, :mod:`.training`), its evaluation
+:class:`CompoundClassifier` (:mod:`.classifier`; trained by
+:func:`~headwise.intent.training.pipeline.train_intent_classifier` for a multi-label recipe),
+its evaluation
 (:func:`evaluate_compound`, :mod:`.evaluation`) and its per-intent thresholds and metrics
 (:mod:`.thresholds`). The main names are importable from this package itself.
 """
@@ -18,16 +19,13 @@ if TYPE_CHECKING:
         CompoundClassifier,
     )
     from headwise.intent.compound.evaluation import evaluate_compound
-    from headwise.intent.compound.training import train_compound_classifier
 
 _LAZY: dict[str, str] = {
     "COMPOUND_FILE": "headwise.intent.compound.classifier",
     "CompoundClassifier": "headwise.intent.compound.classifier",
     "evaluate_compound": "headwise.intent.compound.evaluation",
-    "train_compound_classifier": "headwise.intent.compound.training",
 }
 
-__all__ = ["COMPOUND_FILE", "CompoundClassifier", "evaluate_compound",
-           "train_compound_classifier"]
+__all__ = ["COMPOUND_FILE", "CompoundClassifier", "evaluate_compound"]
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

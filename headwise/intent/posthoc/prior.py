@@ -131,10 +131,11 @@ def apply_prior_correction(classifier: TfidfClassifier | IntentClassifier,
 def correct_on_validation(classifier: TfidfClassifier | IntentClassifier,
                           train_labels: Sequence[str], valid_texts: Sequence[str],
                           valid_labels: Sequence[str], setting: str | float) -> dict | None:
-    """A recipe's ``prior_correction`` for a trained network: ``"none"`` does nothing (None);
-    a number is a fixed ``tau``; ``"auto"`` chooses ``tau`` on the validation rows of known
-    intents (:func:`choose_tau`). Returns the ``info["prior_correction"]`` record (with the
-    choice's scores under ``"choice"`` for ``"auto"``).
+    """A recipe's ``decision.prior_correction`` for a trained network: ``"none"`` does
+    nothing (None); a number is a fixed ``tau``; ``"auto"`` chooses ``tau`` on the
+    validation rows of known intents (:func:`choose_tau`). Returns the
+    ``info["prior_correction"]`` record (with the choice's scores under ``"choice"`` for
+    ``"auto"``).
 
     Raises:
         ValueError: ``"auto"`` with no validation row of a known intent.

@@ -13,7 +13,7 @@ calibrated members and have no temperature of their own: only their threshold is
 
 A network classifier may hold an out-of-scope detector (:mod:`headwise.intent.decision.ood`):
 :func:`fit_ood_detector` fits one on the training rows and chooses its threshold on the
-validation rows (training's last step, recipe ``ood_detector``); :func:`recalibrate`
+validation rows (training's last step, recipe ``decision.ood_detector``); :func:`recalibrate`
 chooses the stored detector's threshold again, on the same rows as the temperature.
 """
 

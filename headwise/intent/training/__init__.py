@@ -1,7 +1,6 @@
-"""Training an intent classifier: the run, stage by stage (:mod:`.pipeline`), the recipe
-(:mod:`.recipe`; which path uses which field,
-:mod:`.recipe_paths`; their types, :mod:`.recipe_fields`), building the model
-(:mod:`.builders`; the measured defaults of each kind and encoder family,
+"""Training an intent classifier: the run, stage by stage (:mod:`.pipeline`; its multi-label
+branch, :mod:`.compound`), the recipe by part (:mod:`.recipe`), building the model
+(:mod:`.builders`; the measured defaults of each architecture and encoder family,
 :mod:`.defaults`), the rows (:mod:`.data`) and the losses (:mod:`.losses`), and the
 levers: LP-FT (:mod:`.linear_probe`), masked-LM self-pretraining (:mod:`.pretrain`), label cleaning
 (:mod:`.cleaning`), TF-IDF model selection (:mod:`.tfidf_selection`), vocabulary trimming

@@ -4,13 +4,13 @@ A linear model on character n-grams and a network make different mistakes: on Da
 CIC (noisy labels) the equal-weight mean of fine-tuned multilingual-e5-small and TF-IDF
 scored about 9 macro-F1 points above e5 alone, while on the demo's held-out phrasing
 TF-IDF is far weaker than the network and the mean lost to it. So the share is not fixed:
-recipe field ``blend="tfidf"`` fits a TF-IDF model on the network's training rows and
+the recipe's ``levers.blend="tfidf"`` fits a TF-IDF model on the network's training rows and
 chooses, on the in-scope validation rows, the TF-IDF share ``w`` of
 
     p = (1 - w) * p_network + w * p_tfidf
 
 among :data:`BLEND_WEIGHTS` (0 to 0.9: the network is what was asked for, so it always
-keeps a share) by the recipe's ``select_on`` metric, the smallest share winning a tie. The
+keeps a share) by the recipe's ``task.select_on`` metric, the smallest share winning a tie. The
 best share is kept only when its gain over the network alone is significant on those rows:
 a one-sided paired bootstrap (Berg-Kirkpatrick et al., 2012) over the validation rows,
 p below :data:`ALPHA`. A gain of a row or two out of hundreds is noise (on the demo's
@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.metrics import f1_score
@@ -36,6 +36,9 @@ from headwise.intent.ensemble import EnsembleClassifier
 from headwise.intent.posthoc.recalibration import calibrate_on_validation
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.training.tfidf_selection import fit_tfidf
+
+if TYPE_CHECKING:
+    from headwise.intent.training.recipe import IntentRecipe
 
 __all__ = ["ALPHA", "BLEND_WEIGHTS", "BlendChoice", "blend_with_tfidf", "choose_blend_weight",
            "paired_bootstrap_p"]
@@ -217,7 +220,7 @@ def choose_blend_weight(network_probs: np.ndarray, tfidf_probs: np.ndarray,
 
 
 def blend_with_tfidf(network: IntentClassifier, texts: list[str], labels: list[str],
-                     v_texts: Sequence[str], v_labels: Sequence[str | None], recipe: Any
+                     v_texts: Sequence[str], v_labels: Sequence[str | None], recipe: IntentRecipe
                      ) -> tuple[IntentClassifier | EnsembleClassifier, BlendChoice,
                                 TfidfClassifier, float]:
     """Fit a TF-IDF model on the network's training rows and blend the two.
@@ -227,9 +230,9 @@ def blend_with_tfidf(network: IntentClassifier, texts: list[str], labels: list[s
         texts, labels: its training rows (after any label cleaning).
         v_texts, v_labels: the validation rows (out-of-scope ones are used for the blend's
             threshold only).
-        recipe: the :class:`~headwise.intent.training.recipe.IntentRecipe`: its ``tfidf_c``,
-            ``prior_correction``, ``class_weighting``, ``seed``, ``select_on``,
-            ``max_reject``, ``reject_budget`` and ``reject_confidence``.
+        recipe: the :class:`~headwise.intent.training.recipe.IntentRecipe`: its
+            ``levers.blend_c`` and ``levers.class_weighting``, ``train.seed``,
+            ``task.select_on`` and its ``decision``.
 
     Returns:
         ``(classifier, choice, tfidf, seconds)``: the network itself when the chosen share
@@ -247,19 +250,21 @@ def blend_with_tfidf(network: IntentClassifier, texts: list[str], labels: list[s
                          "validation rows of the training intents (--valid or a "
                          "valid_fraction above 0)")
     start = time.perf_counter()
-    tfidf = fit_tfidf(texts, labels, c=recipe.tfidf_c, seed=recipe.seed,
-                      prior_correction=recipe.prior_correction, progress=recipe.progress,
-                      class_weight=None if recipe.class_weighting == "none" else "balanced")
+    decision = recipe.decision
+    tfidf = fit_tfidf(texts, labels, c=recipe.levers.blend_c, seed=recipe.train.seed,
+                      prior_correction=decision.prior_correction, progress=recipe.train.progress,
+                      class_weight=None if recipe.levers.class_weighting == "none"
+                      else "balanced")
     seconds = time.perf_counter() - start
     if tfidf.labels != network.labels:
         raise ValueError("the TF-IDF model's intents differ from the network's; blend needs "
                          "the same training intents for both")
-    calibrate_on_validation(tfidf, list(v_texts), list(v_labels), recipe.max_reject,
-                            recipe.reject_budget, recipe.reject_confidence)
+    calibrate_on_validation(tfidf, list(v_texts), list(v_labels), decision.max_reject,
+                            decision.reject_budget, decision.reject_confidence)
     rows = [v_texts[i] for i in known]
     gold = np.array([index[v_labels[i]] for i in known])  # type: ignore[index]
     choice = choose_blend_weight(network.predict_proba(rows), tfidf.predict_proba(rows), gold,
-                                 metric=recipe.select_on, alpha=ALPHA)
+                                 metric=recipe.task.select_on, alpha=ALPHA)
     if choice.weight == 0.0:
         return network, choice, tfidf, seconds
     blend = EnsembleClassifier([network, tfidf], weights=[1.0 - choice.weight, choice.weight])

@@ -4,15 +4,20 @@ Trainer settings."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
 from torch import nn
 
 from headwise.intent.decision.ood.selection import AUTO, BLEND_SETTINGS
-from headwise.intent.training.defaults import DEFAULT_EPOCHS, DEFAULT_LR, checkpoint_family
+from headwise.intent.training.defaults import (
+    DEFAULT_EPOCHS,
+    DEFAULT_LR,
+    checkpoint_family,
+    family_defaults,
+)
 from headwise.models.config import ModelConfig
 from headwise.models.registry import build_model
 from headwise.text.negation_tokens import negation_token_ids
@@ -23,28 +28,12 @@ from headwise.train import TrainConfig
 if TYPE_CHECKING:
     from headwise.intent.training.recipe import IntentRecipe
 
-__all__ = ["BILSTM_CONFIG", "TRAINER_FIELDS", "TRANSFORMER_CONFIG", "build_intent_model",
-           "default_blend", "default_model", "describe_pretrained", "load_pretrained_for_task",
-           "mark_cue_tokens", "resolve_pretrained", "train_config"]
+__all__ = ["build_intent_model", "default_blend", "default_model", "describe_pretrained",
+           "load_pretrained_for_task", "mark_cue_tokens", "resolve_pretrained", "train_config",
+           "with_family_defaults"]
 
 #: the file a converted or packaged checkpoint describes itself in (lossy, input prefix)
 SOURCE_NAME = "headwise_source.json"
-#: the recipe fields a from-scratch Transformer's ModelConfig takes: recipe name -> config
-#: name (``d_ff`` None means ``2 * d_model``; the vocabulary size is the tokenizer's)
-TRANSFORMER_CONFIG: dict[str, str] = {
-    "d_model": "d_model", "num_layers": "num_layers", "num_heads": "num_heads",
-    "d_ff": "d_ff", "fusion": "fusion", "norm": "norm", "position": "position",
-    "pooling": "pooling", "dropout": "dropout", "attention_dropout": "attention_dropout",
-    "max_length": "max_position"}
-#: the recipe fields the BiLSTM's ModelConfig takes, under the same names
-BILSTM_CONFIG: dict[str, str] = {name: name for name in (
-    "lstm_embed_dim", "lstm_hidden", "lstm_pooling", "dropout")}
-#: the recipe fields the Trainer's TrainConfig takes, under the same names (``lr`` and
-#: ``epochs`` None: the model kind's default)
-TRAINER_FIELDS: tuple[str, ...] = ("lr", "weight_decay", "epochs", "batch_size",
-                                   "warmup_ratio", "schedule", "seed", "patience", "progress")
-
-
 def resolve_pretrained(spec: str) -> Path:
     """The checkpoint directory of ``pretrained:SPEC``: an existing directory, else a name
     of :func:`~headwise.models.catalog.pretrained_path` (converted on first use).
@@ -80,7 +69,9 @@ def default_model(texts: list[str]) -> tuple[str, str]:
     from-scratch Transformer.
 
     Returns:
-        ``(model, reason)``: a recipe ``model`` value and one sentence for the user.
+        ``(model, reason)``: a ``--model`` value
+        (:func:`~headwise.intent.training.recipe.architecture_from_spec`) and one sentence
+        for the user.
     """
     from headwise.models.catalog import pretrained_info
 
@@ -111,20 +102,22 @@ def default_model(texts: list[str]) -> tuple[str, str]:
             "the stronger path)")
 
 
-def default_blend(fields: dict[str, Any], valid_given: bool) -> bool:
-    """Whether ``headwise train`` without ``--model`` adds ``blend="tfidf"`` to the recipe
-    ``fields`` the user gave: unless they set ``blend`` themselves, there is validation data
-    to choose the share on (``valid_given`` or a ``valid_fraction`` above 0) and the
-    out-of-scope score may be the blend's top probability (``ood_detector`` ``"max_prob"``
-    or ``"auto"``, which with a blend applies only if validation keeps the network alone).
+def default_blend(data: dict[str, Any], valid_given: bool) -> bool:
+    """Whether ``headwise train`` without ``--model`` adds ``levers.blend="tfidf"`` to the
+    recipe ``data`` the user gave (by part, as a ``--config`` file): unless they set
+    ``levers.blend`` themselves, the task is single-label, there is validation data to choose
+    the share on (``valid_given`` or a ``valid_fraction`` above 0) and the out-of-scope score
+    may be the blend's top probability (``decision.ood_detector`` ``"max_prob"`` or
+    ``"auto"``, which with a blend applies only if validation keeps the network alone).
 
     The blend is gated on validation (:mod:`headwise.intent.training.blending`): on DataCLUE CIC it
     added about 10 macro-F1 points to fine-tuned multilingual-e5-small, on the demo's
     held-out phrasing it kept the network alone.
     """
-    return ("blend" not in fields
-            and (valid_given or fields.get("valid_fraction", 0.1) > 0)
-            and fields.get("ood_detector", AUTO) in BLEND_SETTINGS)
+    return ("blend" not in data.get("levers", {})
+            and data.get("task", {}).get("type", "single_label") == "single_label"
+            and (valid_given or data.get("valid_fraction", 0.1) > 0)
+            and data.get("decision", {}).get("ood_detector", AUTO) in BLEND_SETTINGS)
 
 
 def checkpoint_source(directory: str | Path) -> dict[str, Any]:
@@ -138,8 +131,10 @@ def checkpoint_source(directory: str | Path) -> dict[str, Any]:
 
 def load_pretrained_for_task(recipe: IntentRecipe, texts: list[str], labels: list[str]
                              ) -> tuple[nn.Module, Tokenizer, dict[str, Any]]:
-    """The pretrained encoder of ``recipe.model`` with a fresh head for ``labels``, its
-    tokenizer with the input prefix, and its vocabulary trimmed as the recipe says.
+    """The pretrained encoder of ``recipe.architecture`` (a
+    :class:`~headwise.intent.training.recipe.PretrainedEncoder`) with a fresh head for
+    ``labels``, its tokenizer with the input prefix, and its vocabulary trimmed as the part
+    says.
 
     Returns:
         ``(model, tokenizer, info)``: ``info`` records the directory, its family
@@ -149,18 +144,18 @@ def load_pretrained_for_task(recipe: IntentRecipe, texts: list[str], labels: lis
     from headwise.intent.training.trimming import DEFAULT_RESERVE, TRIM_ABOVE, trim_for_task
     from headwise.loading import from_pretrained
 
-    directory = resolve_pretrained(recipe.model.partition(":")[2])
+    part = recipe.architecture
+    directory = resolve_pretrained(part.name)
     model, tokenizer = from_pretrained(directory, num_labels=len(labels))
     if isinstance(getattr(model, "config", None), ModelConfig):
         model.config = model.config.replace(labels=labels)
     source = checkpoint_source(directory)
-    prefix = source.get("input_prefix", "") if recipe.input_prefix is None \
-        else recipe.input_prefix
+    prefix = source.get("input_prefix", "") if part.input_prefix is None else part.input_prefix
     if prefix and not tokenizer.input_prefix:
         tokenizer = tokenizer.with_prefix(prefix)
     trim = None
     reserve = {"auto": DEFAULT_RESERVE if tokenizer.vocab_size > TRIM_ABOVE else None,
-               "none": None}.get(recipe.trim_vocab, recipe.trim_vocab)
+               "none": None}.get(part.trim_vocab, part.trim_vocab)
     if reserve is not None:
         model, trim = trim_for_task(model, tokenizer, texts, reserve=int(reserve))
     info = {"directory": str(directory), "family": checkpoint_family(directory),
@@ -171,24 +166,29 @@ def load_pretrained_for_task(recipe: IntentRecipe, texts: list[str], labels: lis
 
 def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[str],
                        **fields: Any) -> nn.Module:
-    """A freshly initialised Transformer or BiLSTM classifier for ``labels``.
+    """A freshly initialised Transformer or BiLSTM classifier for ``labels``: the
+    architecture part's fields are ModelConfig's, under its names (``max_length`` is
+    ``max_position``; the Transformer's ``d_ff`` None is ``2 * d_model``), with its
+    ``model_overrides``.
 
-    ``fields`` are further ModelConfig fields of the Transformer (the joint model passes
-    ``model_type``, ``multi_label`` and ``slot_tags``).
+    ``fields`` are further ModelConfig fields (the joint model passes ``model_type``,
+    ``multi_label`` and ``slot_tags``).
+
+    Raises:
+        ValueError: a TF-IDF or pretrained recipe (no network to build from scratch).
     """
-    common = dict(vocab_size=tokenizer.vocab_size, num_labels=len(labels), labels=labels,
-                  pad_token_id=tokenizer.pad_token_id)
-    if recipe.kind == "tfidf":
-        raise ValueError("a TF-IDF recipe has no network to build")
-    if recipe.kind == "bilstm":
-        if fields:
-            raise ValueError(f"the BiLSTM takes no {sorted(fields)}")
-        shape = {c: getattr(recipe, r) for r, c in BILSTM_CONFIG.items()}
-        cfg = ModelConfig(model_type="bilstm", **shape, **common, **recipe.model_overrides)
+    part = recipe.architecture
+    if part.NAME not in ("transformer", "bilstm"):
+        raise ValueError(f"a {part.NAME} recipe has no network to build from scratch")
+    shape = {k: v for k, v in dataclasses.asdict(part).items()
+             if k not in ("tokenizer", "vocab_size", "max_length", "model_overrides")}
+    if part.NAME == "bilstm":
+        shape["model_type"] = "bilstm"
     else:
-        shape = {c: getattr(recipe, r) for r, c in TRANSFORMER_CONFIG.items()}
-        shape["d_ff"] = shape["d_ff"] or 2 * recipe.d_model
-        cfg = ModelConfig(**shape, **common, **{**recipe.model_overrides, **fields})
+        shape.update(max_position=part.max_length, d_ff=part.d_ff or 2 * part.d_model)
+    cfg = ModelConfig(**shape, vocab_size=tokenizer.vocab_size, num_labels=len(labels),
+                      labels=labels, pad_token_id=tokenizer.pad_token_id,
+                      **{**part.model_overrides, **fields})
     return build_model(cfg)
 
 
@@ -224,23 +224,17 @@ def mark_cue_tokens(model: nn.Module, tokenizer: Tokenizer) -> None:
 
 
 def train_config(recipe: IntentRecipe, metric: str) -> TrainConfig:
-    """The Trainer settings of a recipe: validated every epoch, early stopping on the
-    validation ``metric`` (larger is better), one checkpoint kept."""
-    given = {name: getattr(recipe, name) for name in TRAINER_FIELDS}
-    if given["lr"] is None:
-        given["lr"] = DEFAULT_LR[recipe.kind]
-    if given["epochs"] is None:
-        given["epochs"] = DEFAULT_EPOCHS[recipe.kind]
-    return TrainConfig(**given, eval_every="epoch", early_stopping_metric=metric,
-                       early_stopping_mode="max", keep_checkpoints=1,
-                       device="cpu" if not torch.cuda.is_available() else None)
+    """The Trainer settings of a recipe: its ``train`` part, validated every epoch, early
+    stopping on the validation ``metric`` (larger is better), one checkpoint kept."""
+    return dataclasses.replace(recipe.train, eval_every="epoch", early_stopping_metric=metric,
+                               early_stopping_mode="max", keep_checkpoints=1)
 
 
 def run_tokenizer(texts: list[str], recipe: IntentRecipe, run_dir: str | Path, *,
                   resume: bool = False) -> Tokenizer:
     """The tokenizer of a from-scratch training run, saved with its checkpoints.
 
-    A fresh run trains it (``recipe.tokenizer``, ``recipe.vocab_size``) and writes it to
+    A fresh run trains it (the architecture's ``tokenizer`` and ``vocab_size``) and writes it to
     ``run_dir/tokenizer``. A resumed run reads that saved one back instead of training
     again: the tokenizers library's WordPiece trainer is not deterministic (its tie-breaks
     follow hash-map order, huggingface/tokenizers#1794), so a second training on the same
@@ -252,6 +246,39 @@ def run_tokenizer(texts: list[str], recipe: IntentRecipe, run_dir: str | Path, *
     saved = Path(run_dir) / "tokenizer"
     if resume and saved.is_dir():
         return Tokenizer.from_file(saved)
-    tokenizer = train_tokenizer(texts, kind=recipe.tokenizer, vocab_size=recipe.vocab_size)
+    part = recipe.architecture
+    tokenizer = train_tokenizer(texts, kind=part.tokenizer, vocab_size=part.vocab_size)
     tokenizer.save(saved)
     return tokenizer
+
+
+def with_family_defaults(recipe: IntentRecipe, family: str | None
+                         ) -> tuple[IntentRecipe, str | None]:
+    """``recipe`` with its ``train.lr`` and ``train.epochs`` left at the pretrained defaults
+    (:data:`DEFAULT_LR`, :data:`DEFAULT_EPOCHS`) and its ``levers.linear_probe`` left at None
+    taken from the family's defaults, and a line saying which were filled in (None when the
+    recipe set them all).
+
+    Raises:
+        ValueError: ``recipe`` is not a pretrained encoder's.
+    """
+    if recipe.architecture_name != "pretrained":
+        raise ValueError(f"family defaults are a pretrained encoder's, not "
+                         f"{recipe.architecture_name!r}'s")
+    chosen = family_defaults(family)
+    unset = {"lr": recipe.train.lr == DEFAULT_LR["pretrained"],
+             "epochs": recipe.train.epochs == DEFAULT_EPOCHS["pretrained"],
+             "linear_probe": recipe.levers.linear_probe is None}
+    changes = {name: getattr(chosen, name) for name, free in unset.items() if free}
+    if not changes:
+        return recipe, None
+    filled = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in changes.items())
+    line = (f"defaults for a {family or 'checkpoint without a model_type'} encoder: {filled} "
+            f"({chosen.measured})")
+    train = dataclasses.replace(recipe.train, **{k: v for k, v in changes.items()
+                                                 if k != "linear_probe"})
+    levers = dataclasses.replace(recipe.levers,
+                                 linear_probe=changes.get("linear_probe",
+                                                          recipe.levers.linear_probe))
+    return dataclasses.replace(recipe, train=train, levers=levers), line

@@ -1,13 +1,16 @@
-"""Training defaults chosen by measurement: the learning rate and epochs of each model kind,
+"""Training defaults chosen by measurement: the learning rate and epochs of each architecture,
 and for a pretrained encoder those of its checkpoint family (``config.json``'s
 ``model_type``), with LP-FT on.
 
-A recipe's ``epochs``, ``lr`` and ``linear_probe`` left at None take these values;
-:func:`with_family_defaults` fills them in once the checkpoint is known, and the saved
+A recipe's ``train`` starts from its architecture's :data:`DEFAULT_LR` and
+:data:`DEFAULT_EPOCHS`; a pretrained encoder's ``train.lr`` and ``train.epochs`` left at those
+values, and ``levers.linear_probe`` left at None, take its family's:
+:func:`~headwise.intent.training.builders.with_family_defaults` fills them in once the
+checkpoint is known, and the saved
 recipe records the values that were used. Each family's entry says what it was measured on
 (BENCHMARKS.md, ``intent:cpu``); a family with no measurement of its own takes the nearest
 measured one and says so. The family defaults are single-label training's (where they
-were measured); compound training of a pretrained encoder takes the kind's
+were measured); multi-label training of a pretrained encoder takes the architecture's
 :data:`DEFAULT_LR` / :data:`DEFAULT_EPOCHS`.
 """
 
@@ -17,18 +20,14 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from headwise.intent.training.recipe import IntentRecipe
 
 __all__ = ["DEFAULT_EPOCHS", "DEFAULT_LR", "FAMILY_DEFAULTS", "FamilyDefaults",
-           "checkpoint_family", "family_defaults", "with_family_defaults"]
+           "checkpoint_family", "family_defaults"]
 
-#: default peak learning rate per model kind (AdamW), when the recipe gives none; a
+#: default peak learning rate per architecture (AdamW), when the recipe gives none; a
 #: pretrained encoder of a family in :data:`FAMILY_DEFAULTS` takes its family's
 DEFAULT_LR = {"transformer": 1e-3, "bilstm": 2e-3, "pretrained": 5e-5}
-#: default epochs per model kind, when the recipe gives none: a pretrained encoder
+#: default epochs per architecture, when the recipe gives none: a pretrained encoder
 #: fine-tunes in a few (practitioners' 2-5), a network trained from scratch needs many
 DEFAULT_EPOCHS = {"transformer": 20, "bilstm": 20, "pretrained": 4, "tfidf": 1}
 
@@ -85,26 +84,3 @@ def family_defaults(family: str | None) -> FamilyDefaults:
     """The fine-tuning defaults of an encoder family (:data:`FAMILY_DEFAULTS`), or the
     generic pretrained ones for a family not in the table."""
     return FAMILY_DEFAULTS.get(family or "", _OTHER)
-
-
-def with_family_defaults(recipe: IntentRecipe, family: str | None
-                         ) -> tuple[IntentRecipe, str | None]:
-    """``recipe`` with its unset ``lr``, ``epochs`` and ``linear_probe`` taken from the
-    family's defaults, and a line saying which were filled in (None when the recipe set
-    them all).
-
-    Raises:
-        ValueError: ``recipe`` is not a pretrained encoder's.
-    """
-    if recipe.kind != "pretrained":
-        raise ValueError(f"family defaults are a pretrained encoder's, not {recipe.kind!r}'s")
-    chosen = family_defaults(family)
-    changes = {name: getattr(chosen, name) for name in ("lr", "epochs", "linear_probe")
-               if getattr(recipe, name) is None}
-    if not changes:
-        return recipe, None
-    filled = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
-                       for k, v in changes.items())
-    line = (f"defaults for a {family or 'checkpoint without a model_type'} encoder: {filled} "
-            f"({chosen.measured})")
-    return dataclasses.replace(recipe, **changes), line

@@ -69,7 +69,13 @@ from headwise.intent.training.augmentation import (
 from headwise.intent.training.data import in_scope, texts_and_labels, validation_split
 from headwise.intent.training.losses import SoftTargets
 from headwise.intent.training.pipeline import TrainedIntent, train_intent_classifier
-from headwise.intent.training.recipe import IntentRecipe
+from headwise.intent.training.recipe import (
+    IntentRecipe,
+    PretrainedEncoder,
+    Transformer,
+    architecture_from_spec,
+    default_train,
+)
 from headwise.loading import save_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
@@ -172,14 +178,15 @@ def directory_fingerprint(directory: str | Path) -> str:
 def teacher_identity(teacher: ProbabilityClassifier, directory: str | Path | None = None
                      ) -> dict[str, Any]:
     """What a student records of its teacher: ``path``, ``kind`` (its class), ``model``
-    (its recipe's model, ``tfidf`` or ``ensemble of N``), ``sha256``
+    (its recipe's architecture, ``tfidf`` or ``ensemble of N``), ``sha256``
     (:func:`directory_fingerprint`; None for a teacher given as an object), ``intents``,
     ``temperature``, ``layers`` (a Transformer encoder's) and its validation scores."""
     info = getattr(teacher, "info", None) or {}
     recipe = info.get("recipe") or {}
     members = getattr(teacher, "members", None)
-    model = recipe.get("model") or ("ensemble of " + str(len(members)) if members
-                                    else type(teacher).__name__)
+    part = recipe.get("architecture") or {}
+    model = (part["type"] + (f":{part['name']}" if part.get("name") else "") if part
+             else "ensemble of " + str(len(members)) if members else type(teacher).__name__)
     config = getattr(getattr(teacher, "model", None), "config", None)
     return {"path": None if directory is None else str(Path(directory).resolve()),
             "kind": type(teacher).__name__, "model": model,
@@ -280,19 +287,34 @@ def cached_teacher_logits(out_dir: str | Path, teacher: ProbabilityClassifier,
 
 # -- the whole job ------------------------------------------------------------------------------
 def _student_recipe(recipe: IntentRecipe | dict[str, Any] | None, model: str) -> IntentRecipe:
-    """The student's recipe: ``recipe`` (or its fields) with the student's ``model``; a
-    recipe naming another model (than the default, for a recipe object) is refused, since
-    the student decides it."""
+    """The student's recipe: ``recipe`` (or its parts, as a ``--config`` file) with the
+    student's architecture ``model`` (a ``--model`` value); a recipe naming another
+    architecture (than the default, for a recipe object) is refused, since the student
+    decides it. A recipe object's ``train`` fields at its architecture's defaults take the
+    student's."""
     if isinstance(recipe, IntentRecipe):
-        named = None if recipe.model == IntentRecipe.model else recipe.model
-        fields = recipe.to_dict()
+        data = recipe.to_dict()
+        base = default_train(recipe.architecture).to_dict()
+        data["train"] = {k: v for k, v in data["train"].items() if v != base[k]}
+        if recipe.architecture == Transformer():
+            del data["architecture"]
     else:
-        fields = dict(recipe or {})
-        named = fields.get("model")
-    if named is not None and named != model:
-        raise ValueError(f"the recipe's model {named!r} is not used: the student (--student) "
-                         f"decides the model; remove it from the recipe")
-    return IntentRecipe.from_dict({**fields, "model": model})
+        data = {k: dict(v) if isinstance(v, dict) else v for k, v in (recipe or {}).items()}
+    part = dict(data.get("architecture") or {})
+    student = architecture_from_spec(model)
+    named = part.get("type")
+    if named is not None and (named != student.NAME or part.get("name", _student_name(student))
+                              != _student_name(student)):
+        raise ValueError(f"the recipe's architecture {named!r} is not used: the student "
+                         f"(--student) decides the architecture; remove it from the recipe")
+    part.update(type=student.NAME, **({"name": student.name}
+                                       if isinstance(student, PretrainedEncoder) else {}))
+    return IntentRecipe.from_dict({**data, "architecture": part})
+
+
+def _student_name(part: Any) -> str | None:
+    """A pretrained student's checkpoint name (None for the others)."""
+    return part.name if isinstance(part, PretrainedEncoder) else None
 
 
 def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any = None, *,
@@ -316,10 +338,11 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
         out_dir: where the student is saved (with the soft-target cache and, while
             training, ``checkpoints/``).
         student: ``"transformer"``, ``"bilstm"`` or ``"truncate:K"`` (:data:`STUDENTS`).
-        recipe: the student's :class:`~headwise.intent.training.recipe.IntentRecipe`, or its fields
-            as a dict (sizes, epochs, ...: a dict can hold the fields of the student's path
-            that a recipe of the default model refuses, a BiLSTM's or a pretrained
-            encoder's); the student decides the ``model`` (another one is refused).
+        recipe: the student's :class:`~headwise.intent.training.recipe.IntentRecipe`, or its
+            parts as a dict (a ``--config`` file's shape; its ``architecture`` may hold the
+            fields of the student's architecture, a BiLSTM's or a pretrained encoder's,
+            without a ``type``); the student decides the architecture (another one is
+            refused).
         temperature: ``T`` > 0 of the soft term.
         alpha: the soft term's share of a labelled row's loss, in [0, 1].
         unlabelled: texts without labels, learnt from the soft targets alone.
@@ -353,7 +376,7 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
     if augment_copies < 1:
         raise ValueError(f"augment copies (--augment-copies) must be at least 1, got "
                          f"{augment_copies}")
-    kind, layers = parse_student(student)
+    architecture, layers = parse_student(student)
     out_dir = Path(out_dir)
     teacher_dir = None if isinstance(teacher, ProbabilityClassifier) else Path(teacher)
     if teacher_dir is not None and out_dir.resolve() == teacher_dir.resolve():
@@ -366,10 +389,11 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
                f"{identity['intents']} intents"
                + (f", sha256 {identity['sha256'][:12]}" if identity["sha256"] else "") + ")")
     init_dir = out_dir / STUDENT_INIT
-    recipe = _student_recipe(recipe, f"pretrained:{init_dir}" if kind == "truncate" else kind)
-    if kind == "truncate" and recipe.linear_probe is None:  # it starts from the teacher's head
-        recipe = dataclasses.replace(recipe, linear_probe=False)
-    init = truncated_student(clf, layers) if kind == "truncate" else None  # checked early
+    recipe = _student_recipe(recipe, f"pretrained:{init_dir}" if architecture == "truncate"
+                             else architecture)
+    if architecture == "truncate" and recipe.levers.linear_probe is None:  # the teacher's head
+        recipe = recipe.replace(levers__linear_probe=False)
+    init = truncated_student(clf, layers) if architecture == "truncate" else None  # checked early
 
     texts, labels = in_scope(*texts_and_labels(train), "training")
     unknown = sorted(set(labels) - set(clf.labels))
@@ -379,7 +403,8 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
     split = None
     if valid is None:  # held out here, before the noisy copies are made
         split = recipe.valid_fraction
-        texts, v_texts, labels, v_labels = validation_split(texts, labels, split, recipe.seed)
+        texts, v_texts, labels, v_labels = validation_split(texts, labels, split,
+                                                            recipe.train.seed)
         recipe = dataclasses.replace(recipe, valid_fraction=IntentRecipe.valid_fraction)
         valid = list(zip(v_texts, v_labels, strict=True))
     else:
@@ -400,12 +425,12 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
             pool.append(t)
     aug, per_kind = augmented_rows(
         list(zip(texts, labels, strict=True)) + [(t, None) for t in pool], kinds,
-        copies=augment_copies, seed=recipe.seed,
+        copies=augment_copies, seed=recipe.train.seed,
         exclude=labelled | set(pool) | held_out) if kinds else ([], {})
     targets = list(dict.fromkeys([*texts, *pool, *(t for t, _ in aug)]))
     logits, stats = cached_teacher_logits(out_dir, clf, identity, targets,
                                           batch_size=teacher_batch_size,
-                                          progress=recipe.progress)
+                                          progress=recipe.train.progress)
     if report is not None:
         report(f"soft targets: {stats['rows']} texts ({stats['computed']} computed in "
                f"{stats['seconds']:.1f} s, {stats['reused']} read from {out_dir / TARGETS_FILE})")

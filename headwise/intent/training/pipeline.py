@@ -1,10 +1,12 @@
 """Training an intent classifier from a recipe: the stages behind ``headwise train``.
 
-``train_intent_classifier(train, valid, recipe, out_dir=...)`` runs them in order:
+``train_intent_classifier(train, valid, recipe, out_dir=...)`` trains what the recipe's
+``task`` says: a multi-label recipe takes the compound branch
+(:mod:`headwise.intent.training.compound`); a single-label one runs these stages in order:
 
 1. **data**: the in-scope training rows, the validation rows (given, or a stratified share
    of the training rows), optional label cleaning;
-2. **model**: TF-IDF features and a logistic regression (the ``"tfidf"`` kind, which then
+2. **model**: TF-IDF features and a logistic regression (the ``tfidf`` architecture, which then
    skips to 5), or a network: the pretrained encoder with a fresh head and its tokenizer,
    or a tokenizer trained on the texts and a from-scratch Transformer or BiLSTM;
 3. **levers**: masked-LM self-pretraining, the linear probe of LP-FT, a teacher's targets;
@@ -16,7 +18,7 @@
    :class:`~headwise.intent.tfidf.TfidfClassifier` or, blended,
    :class:`~headwise.intent.ensemble.EnsembleClassifier`).
 
-What a recipe is (its fields, their parts, which path reads which) is
+What a recipe is (its parts and what each may hold) is
 :mod:`headwise.intent.training.recipe`'s; what it builds is
 :mod:`headwise.intent.training.builders`'.
 """
@@ -50,10 +52,11 @@ from headwise.intent.training.builders import (
     mark_cue_tokens,
     run_tokenizer,
     train_config,
+    with_family_defaults,
 )
 from headwise.intent.training.cleaning import clean_labels, out_of_fold_probs
+from headwise.intent.training.compound import TrainedCompound, compound_data, train_compound
 from headwise.intent.training.data import encode_texts, in_scope, texts_and_labels, validation_split
-from headwise.intent.training.defaults import with_family_defaults
 from headwise.intent.training.linear_probe import fit_linear_probe
 from headwise.intent.training.losses import (
     NO_LABEL,
@@ -64,11 +67,6 @@ from headwise.intent.training.losses import (
 )
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe
-from headwise.intent.training.recipe_paths import (
-    check_recipe_paths,
-    check_valid_fraction,
-    recipe_path,
-)
 from headwise.intent.training.tfidf_selection import fit_tfidf
 from headwise.text.batching import pad_collate
 from headwise.text.tokenizer import Tokenizer
@@ -122,17 +120,20 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                             *, out_dir: str | Path, resume: bool = False,
                             keep_checkpoints: bool = False,
                             report: Callable[[str], None] | None = None,
-                            soft_targets: SoftTargets | None = None) -> TrainedIntent:
-    """Train, calibrate and save an intent classifier.
+                            soft_targets: SoftTargets | None = None
+                            ) -> TrainedIntent | TrainedCompound:
+    """Train, calibrate and save an intent classifier: single-label, or compound (several
+    intents + slots) for a recipe whose ``task`` is multi-label.
 
     Args:
         train: labelled training data (a reader ``Dataset`` or (text, label) pairs).
             Out-of-scope rows (label ``oos``, ...) are not a class: they are left out.
+            Multi-label: annotated examples (an ``AnnotatedDataset`` or a list).
         valid: validation data for early stopping, calibration and the out-of-scope
-            threshold (its out-of-scope rows are used there); default: a stratified
-            ``recipe.valid_fraction`` of ``train``.
+            threshold (its out-of-scope rows are used there), or the compound thresholds;
+            default: a stratified ``recipe.valid_fraction`` of ``train``.
         recipe: the :class:`~headwise.intent.training.recipe.IntentRecipe` (default: a
-            small Transformer).
+            small single-label Transformer).
         out_dir: the classifier is saved here; training checkpoints go to
             ``out_dir/checkpoints`` (removed after success unless ``keep_checkpoints``).
         resume: continue from the newest checkpoint in ``out_dir/checkpoints``.
@@ -148,44 +149,56 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             the kept vocabulary; recorded in ``info["distill"]``.
 
     Returns:
-        The :class:`TrainedIntent`.
+        The :class:`TrainedIntent`, or for a multi-label recipe the
+        :class:`~headwise.intent.training.compound.TrainedCompound`.
 
     Raises:
-        ValueError: fewer than two intents, or unlabelled rows; a recipe field or setting
-            (``resume``, ``keep_checkpoints``) that the recipe's path does not use
-            (:func:`~headwise.intent.training.recipe_paths.check_recipe_paths`), or a
-            ``valid_fraction`` beside ``valid``.
+        ValueError: fewer than two intents, or unlabelled rows; ``resume`` or
+            ``keep_checkpoints`` for a TF-IDF model (it has no checkpoints), a teacher's
+            ``soft_targets`` for a multi-label recipe, or a ``valid_fraction`` other than the
+            default beside ``valid``.
     """
     recipe = recipe or IntentRecipe()
-    check_recipe_paths(recipe, {recipe_path(recipe)},
-                       settings=[k for k, v in (("resume", resume),
-                                                ("keep_checkpoints", keep_checkpoints)) if v])
-    check_valid_fraction(recipe, valid is not None)
+    if recipe.architecture_name == "tfidf" and (resume or keep_checkpoints):
+        raise ValueError("resume and keep_checkpoints are a network's: a TF-IDF fit has no "
+                         "checkpoints")
+    if valid is not None and recipe.valid_fraction != IntentRecipe.valid_fraction:
+        raise ValueError("valid_fraction is not used when validation data is given: the "
+                         "fraction is held out of the training data only without it; remove "
+                         "one of the two")
     out_dir = Path(out_dir)
+    if recipe.multi_label:
+        if soft_targets is not None:
+            raise ValueError("a teacher's soft targets train a single-label student; the "
+                             "recipe's task is multi_label")
+        return train_compound(compound_data(train, valid, recipe), recipe, out_dir=out_dir,
+                              resume=resume, keep_checkpoints=keep_checkpoints)
     data = _prepare_data(train, valid, recipe, soft_targets)
-    if recipe.kind == "tfidf":
+    if recipe.architecture_name == "tfidf":
         return _train_tfidf(recipe, data, out_dir)
-    torch.manual_seed(recipe.seed)
+    torch.manual_seed(recipe.train.seed)
     model, tokenizer, recipe, pretrained_info = _network(recipe, data, out_dir, resume, report)
     index = {name: i for i, name in enumerate(data.intents)}
-    ids = encode_texts(tokenizer, data.texts, recipe.max_length)
+    levers, decision = recipe.levers, recipe.decision
+    max_length = recipe.architecture.max_length
+    ids = encode_texts(tokenizer, data.texts, max_length)
     pretrained = None
-    if recipe.pretrain_epochs:
+    if levers.pretrain_epochs:
         base = train_config(recipe, "accuracy")
         pretrained = pretrain_encoder(
             model, tokenizer, ids, dataclasses.replace(
-                base, epochs=recipe.pretrain_epochs, lr=recipe.pretrain_lr or base.lr),
-            out_dir=out_dir / "pretrain", probability=recipe.pretrain_mask_prob)
-    probe = fit_linear_probe(model, ids, [index[y] for y in data.labels], c=recipe.probe_c,
+                base, epochs=levers.pretrain_epochs, lr=levers.pretrain_lr or base.lr),
+            out_dir=out_dir / "pretrain", probability=levers.pretrain_mask_prob)
+    probe = fit_linear_probe(model, ids, [index[y] for y in data.labels], c=levers.probe_c,
                              pad_id=tokenizer.pad_token_id) if recipe.linear_probe else None
     train_rows, valid_rows, teacher_weight, distill = _training_rows(
         recipe, data, tokenizer, ids, index, soft_targets)
     weights = (balanced_class_weights([r["labels"] for r in train_rows], len(data.intents))
-               if recipe.class_weighting == "balanced" else None)
+               if levers.class_weighting == "balanced" else None)
     wrapper = SmoothedClassification(
-        model, recipe.label_smoothing, weights, recipe.gce_q, teacher_weight,
+        model, levers.label_smoothing, weights, levers.gce_q, teacher_weight,
         distill_temperature=None if soft_targets is None else soft_targets.temperature)
-    config = train_config(recipe, recipe.select_on)
+    config = train_config(recipe, recipe.task.select_on)
     ckpt_dir = out_dir / "checkpoints"
     trainer_collate = partial(pad_collate, pad_id=tokenizer.pad_token_id)
     trainer = Trainer(wrapper, config, train_rows, valid_data=valid_rows or None,
@@ -195,7 +208,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     if report is not None and not resume:
         estimate = estimate_training(wrapper, train_rows, trainer_collate,
                                      batch_size=config.batch_size, epochs=config.epochs,
-                                     valid_rows=len(valid_rows), seed=recipe.seed)
+                                     valid_rows=len(valid_rows), seed=config.seed)
         report(f"estimated training time: {estimate.describe(config.epochs)}")
     start = time.perf_counter()
     result = trainer.train(resume=resume)
@@ -203,13 +216,13 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     if result.best_checkpoint is not None:
         load_model_weights(result.best_checkpoint, wrapper)
     clf = IntentClassifier(wrapper.model.cpu().eval(), tokenizer, data.intents,
-                           max_length=recipe.max_length)
+                           max_length=max_length)
     # stage 5: how answers are decided, all on the validation rows
     prior = correct_on_validation(clf, data.labels, data.valid_texts, data.valid_labels,
-                                  recipe.prior_correction)
+                                  decision.prior_correction)
     choice, metrics = calibrate_on_validation(clf, data.valid_texts, data.valid_labels,
-                                              recipe.max_reject, recipe.reject_budget,
-                                              recipe.reject_confidence)
+                                              decision.max_reject, decision.reject_budget,
+                                              decision.reject_confidence)
     clf.info = {"recipe": recipe.to_dict(), "train_examples": len(data.texts),
                 "valid_examples": len(data.valid_texts), "train_seconds": round(seconds, 1),
                 "steps": result.steps, "epochs": result.epochs,
@@ -221,13 +234,14 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "estimate": None if estimate is None else dataclasses.asdict(estimate),
                 "oos_threshold": choice.to_dict()}
     saved: IntentClassifier | EnsembleClassifier = clf
-    if recipe.blend == "tfidf":
+    if levers.blend == "tfidf":
         saved, choice, metrics = _blend(clf, recipe, data, seconds, report, choice, metrics)
     if saved is clf:  # a blend answers out-of-scope on its own top probability
         detector_choice = fit_ood_detector(
             clf, data.texts, data.labels, data.valid_texts, data.valid_labels,
-            recipe.ood_detector, max_reject=recipe.max_reject,
-            reject_budget=recipe.reject_budget, reject_confidence=recipe.reject_confidence)
+            decision.ood_detector, max_reject=decision.max_reject,
+            reject_budget=decision.reject_budget,
+            reject_confidence=decision.reject_confidence)
         if detector_choice is not None:  # the stored detector decides out-of-scope
             choice = detector_choice
         if report is not None and clf.info["ood"].get("auto"):
@@ -256,19 +270,20 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
         raise ValueError(f"training data must have at least two intents, found {intents}")
     if valid is None:
         texts, v_texts, labels, v_labels = validation_split(texts, labels, recipe.valid_fraction,
-                                                           recipe.seed)
+                                                           recipe.train.seed)
     else:
         v_texts, v_labels = texts_and_labels(valid)
-    if recipe.blend != "none" and not v_texts:
-        raise ValueError("blend='tfidf' chooses the TF-IDF share on validation data; give "
-                         "validation data or a valid_fraction above 0")
-    if recipe.prior_correction == "auto" and recipe.kind != "tfidf" and not v_texts:
-        raise ValueError("prior_correction='auto' chooses a network's tau on validation data; "
+    if recipe.levers.blend != "none" and not v_texts:
+        raise ValueError("levers.blend='tfidf' chooses the TF-IDF share on validation data; "
                          "give validation data or a valid_fraction above 0")
+    if recipe.decision.prior_correction == "auto" and recipe.architecture_name != "tfidf" \
+            and not v_texts:
+        raise ValueError("decision.prior_correction='auto' chooses a network's tau on "
+                         "validation data; give validation data or a valid_fraction above 0")
     cleaning = None
-    if recipe.label_cleaning != "none":
-        texts, labels, issues = clean_labels(texts, labels, mode=recipe.label_cleaning,
-                                             seed=recipe.seed)
+    if recipe.levers.label_cleaning != "none":
+        texts, labels, issues = clean_labels(texts, labels, mode=recipe.levers.label_cleaning,
+                                             seed=recipe.train.seed)
         cleaning = issues.to_dict()
     return _Data(list(texts), list(labels), list(v_texts), list(v_labels), intents, extra,
                  cleaning)
@@ -281,10 +296,12 @@ def _student_intents(recipe: IntentRecipe, soft: SoftTargets, labels: list[str])
         ValueError: a TF-IDF student, a second teacher (``distill``), ``gce_q``, or gold
             labels the teacher does not know (named).
     """
-    if recipe.kind == "tfidf" or recipe.distill != "none" or recipe.gce_q is not None \
-            or recipe.blend != "none":
+    lev = recipe.levers
+    if recipe.architecture_name == "tfidf" or lev.distill != "none" or lev.gce_q is not None \
+            or lev.blend != "none":
         raise ValueError("a teacher's soft targets train a network (not tfidf) on the "
-                         "distillation loss: remove distill, gce_q and blend from the recipe")
+                         "distillation loss: remove levers.distill, levers.gce_q and "
+                         "levers.blend from the recipe")
     unknown = sorted(set(labels) - set(soft.labels))
     if unknown:
         raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
@@ -294,16 +311,17 @@ def _student_intents(recipe: IntentRecipe, soft: SoftTargets, labels: list[str])
 
 # --- stage 2: the model ---------------------------------------------------------------------
 def _train_tfidf(recipe: IntentRecipe, data: _Data, out_dir: Path) -> TrainedIntent:
-    """The ``"tfidf"`` kind: fit (choosing ``C`` when the recipe gives several), calibrate
-    on validation, save."""
+    """The ``tfidf`` architecture: fit (choosing ``C`` when the recipe gives several),
+    calibrate on validation, save."""
     start = time.perf_counter()
-    clf = fit_tfidf(data.texts, data.labels, c=recipe.tfidf_c, seed=recipe.seed,
-                    prior_correction=recipe.prior_correction, progress=recipe.progress,
-                    class_weight=None if recipe.class_weighting == "none" else "balanced")
+    decision = recipe.decision
+    clf = fit_tfidf(data.texts, data.labels, c=recipe.architecture.c, seed=recipe.train.seed,
+                    prior_correction=decision.prior_correction, progress=recipe.train.progress,
+                    class_weight=None if recipe.levers.class_weighting == "none" else "balanced")
     seconds = time.perf_counter() - start
     choice, metrics = calibrate_on_validation(clf, data.valid_texts, data.valid_labels,
-                                              recipe.max_reject, recipe.reject_budget,
-                                              recipe.reject_confidence)
+                                              decision.max_reject, decision.reject_budget,
+                                              decision.reject_confidence)
     clf.info.update(recipe=recipe.to_dict(), train_examples=len(data.texts),
                     valid_examples=len(data.valid_texts), train_seconds=round(seconds, 1),
                     valid=metrics, label_cleaning=data.cleaning, oos_threshold=choice.to_dict())
@@ -321,7 +339,7 @@ def _network(recipe: IntentRecipe, data: _Data, out_dir: Path, resume: bool,
         ``(model, tokenizer, recipe, pretrained_info)``; ``pretrained_info`` is None for a
         from-scratch network.
     """
-    if recipe.kind == "pretrained":
+    if recipe.architecture_name == "pretrained":
         model, tokenizer, info = load_pretrained_for_task(
             recipe, data.texts + data.valid_texts + data.extra, data.intents)
         recipe, filled = with_family_defaults(recipe, info["family"])
@@ -353,19 +371,20 @@ def _training_rows(recipe: IntentRecipe, data: _Data, tokenizer: Tokenizer,
     train_rows = [{"input_ids": x, "labels": index[y]}
                   for x, y in zip(ids, data.labels, strict=True)]
     distill = None
-    if recipe.distill == "tfidf":  # columns: the sorted intents, as `intents`
+    max_length = recipe.architecture.max_length
+    if recipe.levers.distill == "tfidf":  # columns: the sorted intents, as `intents`
         start = time.perf_counter()
-        teacher, _ = out_of_fold_probs(data.texts, data.labels, seed=recipe.seed)
+        teacher, _ = out_of_fold_probs(data.texts, data.labels, seed=recipe.train.seed)
         for row, probs in zip(train_rows, teacher, strict=True):
             row["teacher"] = probs.tolist()
         distill = {"teacher": "tfidf", "seconds": round(time.perf_counter() - start, 1)}
     known = [i for i, y in enumerate(data.valid_labels) if y in index]
-    v_ids = encode_texts(tokenizer, [data.valid_texts[i] for i in known], recipe.max_length)
+    v_ids = encode_texts(tokenizer, [data.valid_texts[i] for i in known], max_length)
     valid_rows = [{"input_ids": x, "labels": index[data.valid_labels[i]]}
                   for x, i in zip(v_ids, known, strict=True)]
-    teacher_weight = recipe.distill_weight if recipe.distill != "none" else 0.0
+    teacher_weight = recipe.levers.distill_weight if recipe.levers.distill != "none" else 0.0
     if soft_targets is not None:  # the teacher's logits on every row; extra rows appended
-        x_ids = encode_texts(tokenizer, data.extra, recipe.max_length)
+        x_ids = encode_texts(tokenizer, data.extra, max_length)
         train_rows += [{"input_ids": x, "labels": NO_LABEL if y is None else index[y]}
                        for x, (_, y) in zip(x_ids, soft_targets.extra, strict=True)]
         for row, z in zip(train_rows, soft_targets.logits_for(data.texts + data.extra),
@@ -393,10 +412,11 @@ def _blend(clf: IntentClassifier, recipe: IntentRecipe, data: _Data, seconds: fl
     if report is not None:
         report(blend.describe())
     if saved is not clf:  # the blend's own threshold, on the same validation rows
+        decision = recipe.decision
         choice, metrics = calibrate_on_validation(saved, data.valid_texts, data.valid_labels,
-                                                  recipe.max_reject, recipe.reject_budget,
-                                                  recipe.reject_confidence)
-        saved.info = {"recipe": recipe.to_dict(), "members": [recipe.model, "tfidf"],
+                                                  decision.max_reject, decision.reject_budget,
+                                                  decision.reject_confidence)
+        saved.info = {"recipe": recipe.to_dict(), "members": [recipe.architecture.spec, "tfidf"],
                       "blend": clf.info["blend"], "train_examples": len(data.texts),
                       "valid_examples": len(data.valid_texts),
                       "train_seconds": round(seconds + tfidf_seconds, 1),

@@ -1,155 +1,153 @@
-"""The recipe of an intent classifier: every setting of ``headwise train`` in one value.
+"""The recipe of an intent classifier, shaped like what it builds.
 
-:class:`IntentRecipe` is what ``--config FILE`` holds (flat, or by part:
-:mod:`.recipe_parts`). It checks each field's type and range (:mod:`.recipe_fields`) and
-refuses, when built, a field that its model kind's training paths never read
-(:mod:`.recipe_paths`). What a recipe builds is :mod:`.builders`'; training one is
-:func:`~headwise.intent.training.pipeline.train_intent_classifier`'s
-(:mod:`.pipeline`). Four model kinds: a from-scratch Transformer encoder, the BiLSTM
-baseline, an imported pretrained encoder with a fresh head (``"pretrained:NAME_OR_DIR"``),
-and ``"tfidf"`` (TF-IDF features and a logistic regression, no network).
+An :class:`IntentRecipe` is five parts and one number:
+
+* ``architecture``: one of :class:`Transformer` (from scratch), :class:`BiLSTM` (the
+  baseline), :class:`PretrainedEncoder` (an imported checkpoint with a fresh head) or
+  :class:`Tfidf` (TF-IDF features and a logistic regression, no network); each part owns
+  the fields of its architecture, so a field another architecture reads cannot be written;
+* ``train``: the Trainer's own :class:`~headwise.train.TrainConfig`;
+* ``levers``: the loss and what may be added around training (:class:`Levers`);
+* ``decision``: how answers are decided once trained (:class:`Decision`);
+* ``task``: :class:`SingleLabel`, or :class:`MultiLabel` (several intents per text and slots);
+* ``valid_fraction``: held out of the training data when no validation data is given.
+
+Each part checks its own fields (type and range) when built, and the recipe checks once
+what the parts mean together (a lever the architecture or the task cannot use), every
+message naming the field by its path (``levers.pretrain_epochs``). A ``--config`` file is
+the recipe's :meth:`IntentRecipe.to_dict`::
+
+    {"architecture": {"type": "transformer", "d_model": 128, "num_layers": 2},
+     "train": {"epochs": 10, "lr": 0.001},
+     "levers": {"linear_probe": true},
+     "decision": {"ood_detector": "energy"},
+     "task": {"type": "single_label"}}
+
+Training a recipe is :func:`~headwise.intent.training.pipeline.train_intent_classifier`'s;
+what it builds is :mod:`.builders`'.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from headwise.intent.decision.ood import BLEND_SETTINGS, check_ood_setting
 from headwise.intent.decision.oos import REJECT_CONFIDENCE, check_reject_confidence
 from headwise.intent.training.cleaning import CLEANING_MODES
-from headwise.intent.training.recipe_fields import check_field_types
-from headwise.intent.training.recipe_parts import flatten_recipe, recipe_parts
-from headwise.intent.training.recipe_paths import check_recipe_paths, kind_paths
+from headwise.intent.training.defaults import DEFAULT_EPOCHS, DEFAULT_LR
+from headwise.models.config import ModelConfig
+from headwise.train import TrainConfig
 
-__all__ = ["MODEL_KINDS", "IntentRecipe"]
+__all__ = ["ARCHITECTURES", "PARTS", "TASKS", "BiLSTM", "Decision", "IntentRecipe", "Levers",
+           "MultiLabel", "PretrainedEncoder", "SingleLabel", "Tfidf", "Transformer",
+           "architecture_from_spec", "default_train", "field_docs", "first_sentence",
+           "recipe_table"]
 
-MODEL_KINDS = ("transformer", "bilstm", "tfidf")  # and "pretrained:DIR"
+
+# --- field types ---------------------------------------------------------------------------
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether ``value`` fits a field's type hint (no bool for a number, no float for an
+    int, a list's items checked)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is Any:
+        return True
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if origin in (list, tuple):
+        items = typing.get_args(hint) or (Any,)
+        return isinstance(value, (list, tuple)) and all(_matches(v, items[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict)
+    return isinstance(value, origin or hint)
 
 
+def _describe(hint: Any) -> str:
+    """A type hint in words, as a message or the docs say it."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(h) for h in typing.get_args(hint))
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
+             type(None): "null"}
+    if hint in names:
+        return names[hint]
+    if typing.get_origin(hint) in (list, tuple):
+        item = _describe(typing.get_args(hint)[0]).removeprefix("an ").removeprefix("a ")
+        return f"a list of {item}s"
+    if typing.get_origin(hint) is dict:
+        return "an object"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _check_types(part: Any, path: str) -> None:
+    """Refuse a field of the dataclass ``part`` whose value has the wrong type, naming it
+    by ``path.field``."""
+    hints = typing.get_type_hints(type(part))
+    for f in dataclasses.fields(part):
+        value = getattr(part, f.name)
+        if not _matches(value, hints[f.name]):
+            raise ValueError(f"{path}.{f.name} must be {_describe(hints[f.name])}, got "
+                             f"{value!r}")
+
+
+def _check_choice(path: str, value: Any, choices: tuple[Any, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{path} must be one of {list(choices)}, got {value!r}")
+
+
+def _check_overrides(path: str, overrides: dict[str, Any], own: tuple[str, ...]) -> None:
+    """``model_overrides`` must name ModelConfig fields the part does not own itself."""
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"{path}.model_overrides: {unknown} are not ModelConfig fields")
+    mine = sorted(set(overrides) & set(own))
+    if mine:
+        raise ValueError(f"{path}.model_overrides: {mine} are fields of the part itself "
+                         f"({path}.{mine[0]})")
+
+
+# --- the architectures ---------------------------------------------------------------------
 @dataclass
-class IntentRecipe:
-    """How to build and train an intent classifier (``--config FILE`` is this as JSON).
+class Transformer:
+    """The from-scratch Transformer encoder; its shape fields are
+    :class:`~headwise.models.config.ModelConfig`'s, under its names.
 
-    Each training path uses some of these fields (the table
-    :data:`~headwise.intent.training.recipe_paths.USES`); a field that the recipe's path does not
-    use is refused when it differs from its default, at construction when no path of the
-    model kind uses it, else when training starts (``headwise train`` also refuses one
-    that it was given on purpose, in ``--config`` or as an option, even at its default).
-
-    Args:
-        model: ``"transformer"``, ``"bilstm"``, ``"tfidf"`` (TF-IDF features + logistic
-            regression, :class:`~headwise.intent.tfidf.TfidfClassifier`; of the training
-            fields it uses ``tfidf_c``, ``class_weighting``, ``label_cleaning``,
-            ``prior_correction``, ``seed`` and the validation ones) or
-            ``"pretrained:NAME_OR_DIR"``: a BERT, RoBERTa or XLM-R
-            checkpoint in Hugging Face layout, a headwise model directory, or a name of
-            :func:`~headwise.models.catalog.pretrained_path` (``multilingual-e5-small``,
-            ``all-minilm-l6-v2``).
+    Attributes:
         tokenizer: ``"auto"`` (character level for Chinese, WordPiece otherwise),
-            ``"char"`` or ``"wordpiece"``; refused for pretrained models (theirs is the
-            checkpoint's).
-        vocab_size: WordPiece vocabulary size (character vocabularies take what they need,
+            ``"char"`` or ``"wordpiece"``, trained on the training texts.
+        vocab_size: WordPiece vocabulary size (a character vocabulary takes what it needs,
             so it is refused beside ``tokenizer="char"``).
-        max_length: longest input in tokens, special tokens included.
-        d_model, num_layers, num_heads, d_ff, fusion, norm, position, pooling, dropout,
-            attention_dropout: the Transformer's shape (``d_ff`` None: ``2 * d_model``).
-        lstm_embed_dim, lstm_hidden, lstm_pooling: the BiLSTM's shape.
-        epochs, batch_size, lr, weight_decay, warmup_ratio, schedule, patience, seed:
-            training (see TrainConfig; ``epochs`` / ``lr`` None: a pretrained encoder's
-            family's :data:`~headwise.intent.training.defaults.FAMILY_DEFAULTS`, chosen by
-            measurement, else the kind's
-            :data:`~headwise.intent.training.defaults.DEFAULT_EPOCHS` /
-            :data:`~headwise.intent.training.defaults.DEFAULT_LR`: a pretrained encoder
-            fine-tunes in a few epochs, a from-scratch network needs many).
-        input_prefix: text read before every input of a pretrained encoder (e5 was trained
-            with ``"query: "``); None: the checkpoint's own (its ``headwise_source.json``),
-            ``""``: none. Saved in the classifier's tokenizer, so predict and serve apply it.
-        trim_vocab: vocabulary trimming of a pretrained encoder
-            (:mod:`headwise.models.vocab_trim`): ``"auto"`` trims a vocabulary of more than
-            :data:`~headwise.intent.training.trimming.TRIM_ABOVE` ids (multilingual ones) to the
-            training texts' tokens plus the :data:`~headwise.intent.training.trimming.
-            DEFAULT_RESERVE` most frequent pieces; a number is that reserve (trimming any
-            vocabulary); ``"none"`` keeps every row.
-        label_smoothing: cross-entropy label smoothing; compound training smooths each
-            intent's sigmoid target the same way, ``y * (1 - eps) + eps / 2``.
-        gce_q: None (cross-entropy), or the ``q`` in (0, 1] of the noise-robust generalized
-            cross-entropy (:func:`~headwise.intent.training.losses.generalized_cross_entropy`).
-        distill: ``"none"``, or ``"tfidf"``: mix into every training target the intent
-            probabilities of a TF-IDF model that did not see the example (5-fold
-            out-of-fold, :func:`~headwise.intent.training.cleaning.out_of_fold_probs`): on noisy
-            labels, a mislabelled example is pulled towards what the rest of the data says.
-        distill_weight: the teacher's share of the target, in [0, 1].
-        blend: ``"none"``, or ``"tfidf"``: after training a network, fit a TF-IDF model
-            (``tfidf_c``, ``prior_correction``, ``class_weighting``) on the same rows and
-            blend the two models' probabilities with the TF-IDF share in 0-0.9 that scores
-            best by ``select_on`` on the validation data (:mod:`headwise.intent.training.blending`);
-            share 0 keeps the network alone, any other saves a weighted ensemble of the two.
-        select_on: the validation metric that picks the best epoch and stops early:
-            ``"accuracy"`` or ``"macro_f1"``.
-        pretrain_epochs: epochs of masked-LM self-pretraining on the training texts before
-            fine-tuning (:mod:`headwise.intent.training.pretrain`; Transformer only; 0: none).
-        pretrain_lr: its peak learning rate (None: ``lr``'s value).
-        pretrain_mask_prob: the share of tokens it masks.
-        linear_probe: before fine-tuning, fit the head alone on the frozen encoder's
-            pooled vectors (LP-FT, :mod:`headwise.intent.training.linear_probe`; not the
-            BiLSTM). None: the family's default for a pretrained encoder (on for every
-            family: it was the better recipe wherever measured), off for the Transformer.
-        probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
-        tfidf_c: the TF-IDF model's inverse L2 strength, or a list of candidates chosen by
-            5-fold out-of-fold macro-F1 (:mod:`headwise.intent.training.tfidf_selection`); also the
-            blended TF-IDF model's (``blend``).
-        prior_correction: logit adjustment towards rare intents, for macro-F1
-            (:mod:`headwise.intent.posthoc.prior`): ``"none"``, a fixed ``tau >= 0``, or
-            ``"auto"``: ``tau`` chosen by macro-F1, out-of-fold for a TF-IDF model, on the
-            validation data for a network.
-        label_cleaning: ``"none"``, or ``"drop"`` / ``"relabel"`` the training examples
-            that confident learning flags as mislabelled (:mod:`headwise.intent.training.cleaning`;
-            the validation data is left as given).
-        class_weighting: ``"none"`` or ``"balanced"`` (each intent's loss weighted by
-            ``n / (intents * count)``, for imbalanced data scored by macro-F1; in compound
-            training each intent's positives weigh ``n / (2 * positives)`` and its
-            negatives ``n / (2 * negatives)``).
-        valid_fraction: held out of the training data (stratified) when no validation
-            set is given; 0 trains on all of it with no validation: every epoch runs, the
-            last weights are kept, the temperature stays 1 (uncalibrated confidence) and the
-            out-of-scope threshold 0 (the classifier never answers out-of-scope).
-        max_reject: out-of-scope threshold without out-of-scope validation examples: the
-            largest share of in-scope validation queries it may reject.
-        reject_budget: out-of-scope threshold with out-of-scope validation examples: the
-            best balance of in-scope accuracy and out-of-scope recall among the thresholds
-            that reject at most this share of the in-scope validation queries (None: no
-            limit). Default 5 %: the balanced optimum alone rejected far more of the demo's
-            in-scope questions of held-out phrasing (BENCHMARKS ``demo:heldout``).
-        reject_confidence: the confidence the reject budget is kept with: a threshold is
-            allowed when the one-sided Clopper-Pearson upper bound of its in-scope reject
-            rate is within the budget, so the budget holds for new questions, not only for
-            the validation rows (:func:`~headwise.intent.decision.oos.reject_upper_bound`;
-            None: the validation rate alone). Default 0.95; the validation rate it allows on
-            the demo's validation rows: BENCHMARKS ``demo:heldout``.
-        ood_detector: the out-of-scope score (:mod:`headwise.intent.decision.ood`):
-            ``"auto"`` (the default: the detector with the best balance of in-scope accuracy
-            and out-of-scope recall on the validation rows, of ``"max_prob"``,
-            ``"energy"``, ``"knn:1"``, ``"knn"`` and ``"mahalanobis:ledoit_wolf"``; the top
-            probability with fewer than 20 out-of-scope validation rows), or one detector:
-            ``"max_prob"`` (the calibrated top probability), ``"energy"``,
-            ``"mahalanobis"``, ``"mahalanobis:ledoit_wolf"`` (a shrunk covariance),
-            ``"knn"`` or ``"knn:K"``. Fitted on the training rows after training, the
-            threshold chosen on the validation data, saved with the classifier (networks
-            only; a TF-IDF model keeps ``"max_prob"``, and so does a TF-IDF blend unless
-            validation keeps the network alone). Measured
-            (:mod:`headwise.intent.decision.ood.selection`, BENCHMARKS.md ``demo:ood`` and
-            ``oos:cpu``): on the demo's held-out phrasing ``"auto"`` beat the top
-            probability for every model, most for the BiLSTM and the fine-tuned encoder; on
-            BANKING77-OOS the two tied.
-        model_overrides: any further ModelConfig fields.
-        progress: progress bars.
+        max_length: longest input in tokens, special tokens included (ModelConfig's
+            ``max_position``).
+        d_model: hidden size.
+        num_layers: encoder layers.
+        num_heads: attention heads per layer (``d_model`` must divide by it).
+        d_ff: feed-forward size (None: ``2 * d_model``).
+        fusion: how the heads' outputs are combined (ModelConfig ``fusion``).
+        norm: ``"layernorm"`` or ``"rmsnorm"``.
+        position: position encoding (ModelConfig ``position``).
+        pooling: how token vectors become one (ModelConfig ``pooling``).
+        dropout: dropout of the embeddings and sublayers.
+        attention_dropout: dropout of the attention weights.
+        model_overrides: any further ModelConfig fields (``number_heads``,
+            ``negation_heads``, ...).
     """
 
-    model: str = "transformer"
+    NAME: ClassVar[str] = "transformer"
     tokenizer: str = "auto"
     vocab_size: int = 8000
     max_length: int = 64
@@ -163,152 +161,701 @@ class IntentRecipe:
     pooling: str = "mean"
     dropout: float = 0.1
     attention_dropout: float = 0.1
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_scratch(self)
+        if min(self.d_model, self.num_layers, self.num_heads) < 1 or self.d_model % self.num_heads:
+            raise ValueError(f"architecture.d_model ({self.d_model}) must be a positive "
+                             f"multiple of architecture.num_heads ({self.num_heads}), and "
+                             f"num_layers ({self.num_layers}) positive")
+
+    @property
+    def spec(self) -> str:
+        """How ``headwise train --model`` names it."""
+        return self.NAME
+
+
+@dataclass
+class BiLSTM:
+    """The BiLSTM baseline; its fields are :class:`~headwise.models.config.ModelConfig`'s.
+
+    Attributes:
+        tokenizer: as the Transformer's.
+        vocab_size: as the Transformer's.
+        max_length: longest input in tokens.
+        lstm_embed_dim: token embedding size.
+        lstm_hidden: hidden size of each direction.
+        lstm_pooling: how the time steps become one vector (``"max"``, ``"mean"``,
+            ``"last"`` or ``"attention"``).
+        dropout: dropout of the embeddings and the pooled vector.
+        model_overrides: any further ModelConfig fields.
+    """
+
+    NAME: ClassVar[str] = "bilstm"
+    tokenizer: str = "auto"
+    vocab_size: int = 8000
+    max_length: int = 64
     lstm_embed_dim: int = 128
     lstm_hidden: int = 128
     lstm_pooling: str = "max"
-    epochs: int | None = None
-    batch_size: int = 32
-    lr: float | None = None
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    schedule: str = "linear"
-    patience: int | None = 5
-    seed: int = 0
-    label_smoothing: float = 0.1
-    gce_q: float | None = None
-    distill: str = "none"
-    distill_weight: float = 0.5
-    blend: str = "none"
-    select_on: str = "accuracy"
+    dropout: float = 0.1
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_scratch(self)
+
+    @property
+    def spec(self) -> str:
+        """How ``headwise train --model`` names it."""
+        return self.NAME
+
+
+def _check_scratch(part: Transformer | BiLSTM) -> None:
+    """The checks of a from-scratch network's part."""
+    _check_types(part, "architecture")
+    _check_choice("architecture.tokenizer", part.tokenizer, ("auto", "char", "wordpiece"))
+    if part.tokenizer == "char" and part.vocab_size != type(part).vocab_size:
+        raise ValueError("architecture.vocab_size is a WordPiece vocabulary's: a character "
+                         "vocabulary (tokenizer 'char') takes what it needs; remove one")
+    if part.max_length < 2 or not 0.0 <= part.dropout < 1.0:
+        raise ValueError(f"architecture.max_length must be >= 2 and architecture.dropout in "
+                         f"[0, 1), got {part.max_length}, {part.dropout}")
+    own = tuple(f.name for f in dataclasses.fields(part))
+    _check_overrides("architecture", part.model_overrides, own + ("max_position",))
+
+
+@dataclass
+class PretrainedEncoder:
+    """An imported pretrained encoder with a fresh head; its architecture and tokenizer are
+    the checkpoint's.
+
+    Attributes:
+        name: a BERT, RoBERTa or XLM-R checkpoint directory in Hugging Face layout, a
+            headwise model directory, or a name of
+            :func:`~headwise.models.catalog.pretrained_path` (``multilingual-e5-small``,
+            ``all-minilm-l6-v2``).
+        max_length: longest input in tokens, special tokens included.
+        input_prefix: text read before every input (e5 was trained with ``"query: "``);
+            None: the checkpoint's own (its ``headwise_source.json``), ``""``: none. Saved
+            in the classifier's tokenizer, so predict and serve apply it.
+        trim_vocab: vocabulary trimming (:mod:`headwise.models.vocab_trim`): ``"auto"``
+            trims a vocabulary of more than
+            :data:`~headwise.intent.training.trimming.TRIM_ABOVE` ids to the training
+            texts' tokens plus the most frequent pieces; a number is that reserve
+            (trimming any vocabulary); ``"none"`` keeps every row.
+        model_overrides: further ModelConfig fields of the multi-label joint model
+            (``number_heads``, ...; single-label fine-tuning keeps the checkpoint's).
+    """
+
+    NAME: ClassVar[str] = "pretrained"
+    name: str = ""
+    max_length: int = 64
     input_prefix: str | None = None
     trim_vocab: str | int = "auto"
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_types(self, "architecture")
+        if not self.name:
+            raise ValueError("architecture.name: a pretrained encoder needs its checkpoint "
+                             "(a directory or an installable name: --model pretrained:NAME)")
+        tv = self.trim_vocab
+        if tv not in ("auto", "none") and not (isinstance(tv, int) and tv >= 0):
+            raise ValueError(f"architecture.trim_vocab must be auto, none or a reserve >= 0, "
+                             f"got {tv!r}")
+        _check_overrides("architecture", self.model_overrides, ("max_position",))
+
+    @property
+    def spec(self) -> str:
+        """How ``headwise train --model`` names it."""
+        return f"{self.NAME}:{self.name}"
+
+
+@dataclass
+class Tfidf:
+    """TF-IDF n-gram features and a logistic regression
+    (:class:`~headwise.intent.tfidf.TfidfClassifier`), no network.
+
+    Attributes:
+        c: the inverse L2 strength, or a list of candidates chosen by 5-fold out-of-fold
+            macro-F1 (:mod:`headwise.intent.training.tfidf_selection`).
+    """
+
+    NAME: ClassVar[str] = "tfidf"
+    c: float | list[float] = 10.0
+
+    def __post_init__(self) -> None:
+        _check_types(self, "architecture")
+        _check_c("architecture.c", self.c)
+
+    @property
+    def spec(self) -> str:
+        """How ``headwise train --model`` names it."""
+        return self.NAME
+
+
+def _check_c(path: str, c: float | list[float]) -> None:
+    cs = c if isinstance(c, list) else [c]
+    if not cs or min(cs) <= 0:
+        raise ValueError(f"{path} must be positive (or a non-empty list of such), got {c!r}")
+
+
+Architecture = Transformer | BiLSTM | PretrainedEncoder | Tfidf
+#: the architectures by the name a recipe file's ``architecture.type`` gives
+ARCHITECTURES: dict[str, type] = {c.NAME: c for c in (Transformer, BiLSTM, PretrainedEncoder,
+                                                     Tfidf)}
+
+
+def architecture_from_spec(spec: str) -> Architecture:
+    """The default part of ``--model SPEC``: ``transformer``, ``bilstm``, ``tfidf`` or
+    ``pretrained:NAME_OR_DIR``.
+
+    Raises:
+        ValueError: an unknown architecture (the known ones named).
+    """
+    name, _, rest = spec.partition(":")
+    if name == PretrainedEncoder.NAME:
+        return PretrainedEncoder(name=rest)
+    if name not in ARCHITECTURES or rest:
+        raise ValueError(f"--model must be one of {sorted(set(ARCHITECTURES) - {'pretrained'})} "
+                         f"or 'pretrained:NAME_OR_DIR', got {spec!r}")
+    return ARCHITECTURES[name]()
+
+
+# --- the levers, the decision, the task ----------------------------------------------------
+@dataclass
+class Levers:
+    """The loss, and what may be added around training; each is off by default.
+
+    Attributes:
+        label_smoothing: cross-entropy label smoothing; multi-label training smooths each
+            intent's sigmoid target the same way, ``y * (1 - eps) + eps / 2``.
+        gce_q: None (cross-entropy), or the ``q`` in (0, 1] of the noise-robust generalized
+            cross-entropy (:func:`~headwise.intent.training.losses.generalized_cross_entropy`;
+            single-label).
+        class_weighting: ``"none"`` or ``"balanced"`` (each intent's loss weighted by
+            ``n / (intents * count)``; multi-label: each intent's positives weigh
+            ``n / (2 * positives)`` and its negatives ``n / (2 * negatives)``).
+        pretrain_epochs: epochs of masked-LM self-pretraining on the training texts before
+            fine-tuning (:mod:`headwise.intent.training.pretrain`; the Transformer only).
+        pretrain_lr: its peak learning rate (None: ``train.lr``).
+        pretrain_mask_prob: the share of tokens it masks.
+        linear_probe: before fine-tuning, fit the head alone on the frozen encoder's pooled
+            vectors (LP-FT, :mod:`headwise.intent.training.linear_probe`; the Transformer and
+            pretrained encoders, single-label). None: the family's default for a pretrained
+            encoder (on for every family: the better recipe wherever measured), off for the
+            Transformer.
+        probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
+        label_cleaning: ``"none"``, or ``"drop"`` / ``"relabel"`` the training examples that
+            confident learning flags as mislabelled (:mod:`headwise.intent.training.cleaning`;
+            single-label, the validation data is left as given).
+        distill: ``"none"``, or ``"tfidf"``: mix into every training target the intent
+            probabilities of a TF-IDF model that did not see the example (5-fold
+            out-of-fold; a network, single-label).
+        distill_weight: the teacher's share of the target, in [0, 1].
+        blend: ``"none"``, or ``"tfidf"``: after training a network, fit a TF-IDF model on
+            the same rows and blend the two models' probabilities with the TF-IDF share in
+            0-0.9 that scores best on the validation data
+            (:mod:`headwise.intent.training.blending`; share 0 keeps the network alone).
+        blend_c: the blended TF-IDF model's inverse L2 strength, or candidates (as
+            :class:`Tfidf`'s ``c``).
+    """
+
+    label_smoothing: float = 0.1
+    gce_q: float | None = None
+    class_weighting: str = "none"
     pretrain_epochs: int = 0
     pretrain_lr: float | None = None
     pretrain_mask_prob: float = 0.15
     linear_probe: bool | None = None
     probe_c: float = 1.0
-    tfidf_c: float | list[float] = 10.0
-    prior_correction: str | float = "none"
     label_cleaning: str = "none"
-    class_weighting: str = "none"
-    valid_fraction: float = 0.1
+    distill: str = "none"
+    distill_weight: float = 0.5
+    blend: str = "none"
+    blend_c: float | list[float] = 10.0
+
+    def __post_init__(self) -> None:
+        _check_types(self, "levers")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"levers.label_smoothing must be in [0, 1), got "
+                             f"{self.label_smoothing}")
+        if self.gce_q is not None and not 0.0 < self.gce_q <= 1.0:
+            raise ValueError(f"levers.gce_q must be in (0, 1], got {self.gce_q}")
+        _check_choice("levers.class_weighting", self.class_weighting, ("none", "balanced"))
+        _check_choice("levers.label_cleaning", self.label_cleaning, ("none", *CLEANING_MODES))
+        _check_choice("levers.distill", self.distill, ("none", "tfidf"))
+        _check_choice("levers.blend", self.blend, ("none", "tfidf"))
+        if self.pretrain_epochs < 0 or not 0.0 < self.pretrain_mask_prob < 1.0:
+            raise ValueError(f"levers.pretrain_epochs must be >= 0 and "
+                             f"levers.pretrain_mask_prob in (0, 1), got "
+                             f"{self.pretrain_epochs}, {self.pretrain_mask_prob}")
+        if not 0.0 <= self.distill_weight <= 1.0 or self.probe_c <= 0:
+            raise ValueError(f"levers.distill_weight must be in [0, 1] and levers.probe_c "
+                             f"positive, got {self.distill_weight}, {self.probe_c}")
+        _check_c("levers.blend_c", self.blend_c)
+        default = Levers.__dataclass_fields__
+        for name, needs, on in (("distill_weight", "distill", self.distill != "none"),
+                                ("pretrain_lr", "pretrain_epochs", self.pretrain_epochs > 0),
+                                ("pretrain_mask_prob", "pretrain_epochs",
+                                 self.pretrain_epochs > 0),
+                                ("blend_c", "blend", self.blend != "none")):
+            if not on and getattr(self, name) != default[name].default:
+                raise ValueError(f"levers.{name} is used only with levers.{needs}; remove it "
+                                 f"or set that too")
+
+
+@dataclass
+class Decision:
+    """How answers are decided once the model is trained, on the validation rows
+    (single-label; the temperature is always fitted there).
+
+    Attributes:
+        prior_correction: logit adjustment towards rare intents, for macro-F1
+            (:mod:`headwise.intent.posthoc.prior`): ``"none"``, a fixed ``tau >= 0``, or
+            ``"auto"``: ``tau`` chosen by macro-F1 (out-of-fold for a TF-IDF model, on the
+            validation data for a network).
+        max_reject: out-of-scope threshold without out-of-scope validation examples: the
+            largest share of in-scope validation queries it may reject.
+        reject_budget: out-of-scope threshold with out-of-scope validation examples: the
+            best balance of in-scope accuracy and out-of-scope recall among the thresholds
+            that reject at most this share of the in-scope validation queries (None: no
+            limit; BENCHMARKS ``demo:heldout``).
+        reject_confidence: the confidence the reject budget is kept with (the one-sided
+            Clopper-Pearson upper bound of the in-scope reject rate,
+            :func:`~headwise.intent.decision.oos.reject_upper_bound`; None: the validation
+            rate alone; BENCHMARKS ``demo:heldout``).
+        ood_detector: the out-of-scope score (:mod:`headwise.intent.decision.ood`):
+            ``"auto"`` (the detector with the best balance of in-scope accuracy and
+            out-of-scope recall on the validation rows), ``"max_prob"``, ``"energy"``,
+            ``"mahalanobis"``, ``"mahalanobis:ledoit_wolf"``, ``"knn"`` or ``"knn:K"``
+            (networks; BENCHMARKS ``demo:ood`` and ``oos:cpu``).
+    """
+
+    prior_correction: str | float = "none"
     max_reject: float = 0.02
     reject_budget: float | None = 0.05
     reject_confidence: float | None = REJECT_CONFIDENCE
     ood_detector: str = "auto"
-    model_overrides: dict[str, Any] = field(default_factory=dict)
-    progress: bool = True
 
     def __post_init__(self) -> None:
-        check_field_types(self)
-        if self.kind not in (*MODEL_KINDS, "pretrained"):
-            raise ValueError(f"model must be one of {MODEL_KINDS} or "
-                             f"'pretrained:NAME_OR_DIR', got {self.model!r}")
-        if self.kind == "pretrained" and not self.model.partition(":")[2]:
-            raise ValueError("pretrained models are given as 'pretrained:NAME_OR_DIR'")
-        if self.epochs is not None and (isinstance(self.epochs, bool) or self.epochs < 1):
-            raise ValueError(f"epochs must be a positive integer or None, got {self.epochs!r}")
-        if self.input_prefix is not None and not isinstance(self.input_prefix, str):
-            raise ValueError(f"input_prefix must be a string or None, got "
-                             f"{self.input_prefix!r}")
-        tv = self.trim_vocab
-        if tv not in ("auto", "none") and not (isinstance(tv, int) and not isinstance(tv, bool)
-                                               and tv >= 0):
-            raise ValueError(f"trim_vocab must be auto, none or a reserve >= 0, got {tv!r}")
-        if self.tokenizer not in ("auto", "char", "wordpiece"):
-            raise ValueError(f"tokenizer must be auto, char or wordpiece, got {self.tokenizer!r}")
-        if self.class_weighting not in ("none", "balanced"):
-            raise ValueError(f"class_weighting must be none or balanced, got "
-                             f"{self.class_weighting!r}")
-        if self.gce_q is not None and not 0.0 < self.gce_q <= 1.0:
-            raise ValueError(f"gce_q must be in (0, 1], got {self.gce_q}")
-        if self.distill not in ("none", "tfidf") or not 0.0 <= self.distill_weight <= 1.0:
-            raise ValueError(f"distill must be none or tfidf and distill_weight in [0, 1], "
-                             f"got {self.distill!r}, {self.distill_weight}")
-        if self.blend not in ("none", "tfidf"):
-            raise ValueError(f"blend must be none or tfidf, got {self.blend!r}")
-        if self.blend != "none" and self.ood_detector not in BLEND_SETTINGS:
-            raise ValueError(f"blend={self.blend!r} answers out-of-scope on the blend's top "
-                             f"probability; ood_detector {self.ood_detector!r} scores the "
-                             f"network alone: keep ood_detector 'max_prob' or remove blend")
-        if self.select_on not in ("accuracy", "macro_f1"):
-            raise ValueError(f"select_on must be accuracy or macro_f1, got {self.select_on!r}")
-        if self.pretrain_epochs < 0:
-            raise ValueError(f"pretrain_epochs must be >= 0, got {self.pretrain_epochs}")
-        if self.label_cleaning not in ("none", *CLEANING_MODES):
-            raise ValueError(f"label_cleaning must be none, drop or relabel, got "
-                             f"{self.label_cleaning!r}")
-        cs = self.tfidf_c if isinstance(self.tfidf_c, list) else [self.tfidf_c]
-        if not (self.probe_c > 0 and cs and min(cs) > 0):
-            raise ValueError(f"probe_c and tfidf_c must be positive, got {self.probe_c}, "
-                             f"{self.tfidf_c}")
+        _check_types(self, "decision")
         pc = self.prior_correction
-        if pc not in ("none", "auto") and not (isinstance(pc, (int, float))
-                                               and not isinstance(pc, bool) and pc >= 0):
-            raise ValueError(f"prior_correction must be none, auto or a number >= 0, got {pc!r}")
-        if not 0.0 < self.pretrain_mask_prob < 1.0:
-            raise ValueError(f"pretrain_mask_prob must be in (0, 1), got "
-                             f"{self.pretrain_mask_prob}")
-        if not 0.0 <= self.valid_fraction < 1.0:
-            raise ValueError(f"valid_fraction must be in [0, 1), got {self.valid_fraction}")
+        if pc not in ("none", "auto") and not (not isinstance(pc, str) and pc >= 0):
+            raise ValueError(f"decision.prior_correction must be none, auto or a number >= 0, "
+                             f"got {pc!r}")
         if not 0.0 <= self.max_reject < 1.0 or (
                 self.reject_budget is not None and not 0.0 <= self.reject_budget < 1.0):
-            raise ValueError(f"max_reject and reject_budget must be in [0, 1), got "
-                             f"{self.max_reject}, {self.reject_budget}")
+            raise ValueError(f"decision.max_reject and decision.reject_budget must be in "
+                             f"[0, 1), got {self.max_reject}, {self.reject_budget}")
         check_reject_confidence(self.reject_confidence)
         check_ood_setting(self.ood_detector)
-        check_recipe_paths(self, kind_paths(self.kind))
+
+
+@dataclass
+class SingleLabel:
+    """One intent per text (or out-of-scope).
+
+    Attributes:
+        select_on: the validation metric that picks the best epoch and stops early:
+            ``"accuracy"`` or ``"macro_f1"``.
+    """
+
+    NAME: ClassVar[str] = "single_label"
+    select_on: str = "accuracy"
+
+    def __post_init__(self) -> None:
+        _check_types(self, "task")
+        _check_choice("task.select_on", self.select_on, ("accuracy", "macro_f1"))
+
+
+@dataclass
+class MultiLabel:
+    """Several intents per text (one sigmoid each) and slot spans: the
+    :class:`~headwise.intent.compound.classifier.CompoundClassifier`, selected on the mean of
+    intent micro-F1 and slot-token F1.
+
+    Attributes:
+        slots: train the slot tagger when the data has slots.
+        per_intent_thresholds: tune one threshold per intent on validation (else one for
+            all).
+    """
+
+    NAME: ClassVar[str] = "multi_label"
+    slots: bool = True
+    per_intent_thresholds: bool = False
+
+    def __post_init__(self) -> None:
+        _check_types(self, "task")
+
+
+Task = SingleLabel | MultiLabel
+#: the tasks by the name a recipe file's ``task.type`` gives
+TASKS: dict[str, type] = {c.NAME: c for c in (SingleLabel, MultiLabel)}
+#: the parts of a recipe, and what each may hold
+PARTS: dict[str, tuple[type, ...]] = {
+    "architecture": tuple(ARCHITECTURES.values()), "train": (TrainConfig,),
+    "levers": (Levers,), "decision": (Decision,), "task": tuple(TASKS.values())}
+#: TrainConfig fields that training sets itself (every epoch's validation decides)
+_TRAINING_OWNS = ("eval_every", "early_stopping_metric", "early_stopping_mode",
+                  "keep_checkpoints")
+
+
+def default_train(architecture: Architecture) -> TrainConfig:
+    """The Trainer settings a recipe of ``architecture`` starts from: the architecture's
+    :data:`~headwise.intent.training.defaults.DEFAULT_LR` and
+    :data:`~headwise.intent.training.defaults.DEFAULT_EPOCHS` (a pretrained encoder fine-tunes
+    in a few epochs, a from-scratch network needs many), 10 % warm-up, patience 5."""
+    name = architecture.NAME
+    return TrainConfig(lr=DEFAULT_LR.get(name, TrainConfig.lr), epochs=DEFAULT_EPOCHS[name],
+                       warmup_ratio=0.1, patience=5)
+
+
+@dataclass
+class IntentRecipe:
+    """How to build and train an intent classifier (``--config FILE`` is
+    :meth:`to_dict` as JSON).
+
+    Attributes:
+        architecture: what is built (:data:`ARCHITECTURES`).
+        train: the Trainer's settings (None: :func:`default_train` of the architecture; a
+            pretrained encoder whose ``lr`` / ``epochs`` stay at those defaults takes its
+            family's measured ones,
+            :data:`~headwise.intent.training.defaults.FAMILY_DEFAULTS`).
+        levers: the loss and the optional levers.
+        decision: how answers are decided.
+        task: single-label, or multi-label with slots.
+        valid_fraction: held out of the training data (stratified) when no validation data
+            is given; 0 trains on all of it with no validation: every epoch runs, the last
+            weights are kept, the temperature stays 1 and the out-of-scope threshold 0.
+    """
+
+    architecture: Architecture = field(default_factory=Transformer)
+    train: TrainConfig = None  # type: ignore[assignment]  # None: default_train()
+    levers: Levers = field(default_factory=Levers)
+    decision: Decision = field(default_factory=Decision)
+    task: Task = field(default_factory=SingleLabel)
+    valid_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        for part, kinds in PARTS.items():
+            value = getattr(self, part)
+            if part == "train" and value is None:
+                self.train = value = default_train(self.architecture)
+            if not isinstance(value, kinds):
+                raise ValueError(f"recipe part {part!r} must be one of "
+                                 f"{[k.__name__ for k in kinds]}, got {type(value).__name__}")
+        if isinstance(self.valid_fraction, bool) or not isinstance(
+                self.valid_fraction, (int, float)) or not 0.0 <= self.valid_fraction < 1.0:
+            raise ValueError(f"valid_fraction must be in [0, 1), got {self.valid_fraction!r}")
+        _check_types(self.train, "train")
+        owned = [n for n in _TRAINING_OWNS
+                 if getattr(self.train, n) != TrainConfig.__dataclass_fields__[n].default]
+        if owned:
+            raise ValueError(f"train.{owned[0]} is set by training itself (validated every "
+                             f"epoch on the task's metric, one checkpoint kept); remove it")
+        problem = _what_does_not_apply(self)
+        if problem:
+            raise ValueError(problem)
 
     @property
-    def kind(self) -> str:
-        """``"transformer"``, ``"bilstm"``, ``"tfidf"`` or ``"pretrained"``."""
-        return self.model.split(":", 1)[0]
+    def architecture_name(self) -> str:
+        """``"transformer"``, ``"bilstm"``, ``"pretrained"`` or ``"tfidf"``."""
+        return self.architecture.NAME
 
-    def to_dict(self, *, by_part: bool = False) -> dict[str, Any]:
-        """A JSON-serialisable dict: flat, or with ``by_part`` grouped by the recipe's
-        parts (:data:`~headwise.intent.training.recipe_parts.PARTS`)."""
-        flat = dataclasses.asdict(self)
-        return recipe_parts(flat) if by_part else flat
+    @property
+    def multi_label(self) -> bool:
+        """Whether the task is multi-label (compound) training."""
+        return isinstance(self.task, MultiLabel)
+
+    @property
+    def linear_probe(self) -> bool:
+        """Whether LP-FT runs: ``levers.linear_probe``, or for None a pretrained
+        encoder's single-label default (on)."""
+        lp = self.levers.linear_probe
+        return lp if lp is not None else (self.architecture_name == "pretrained"
+                                           and not self.multi_label)
+
+    def replace(self, **parts: Any) -> IntentRecipe:
+        """A copy with some parts replaced, or with ``part__field=value`` changing one field
+        of a part (``recipe.replace(train__epochs=2)``)."""
+        fields: dict[str, Any] = {}
+        for key, value in parts.items():
+            part, _, name = key.partition("__")
+            if name:
+                base = fields.get(part, getattr(self, part))
+                fields[part] = dataclasses.replace(base, **{name: value})
+            else:
+                fields[part] = value
+        return dataclasses.replace(self, **fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recipe as a JSON-serialisable dict, by part; the tagged parts carry their
+        ``type``. What a ``--config`` file holds and ``info["recipe"]`` records."""
+        return {"architecture": {"type": self.architecture.NAME,
+                                 **dataclasses.asdict(self.architecture)},
+                "train": self.train.to_dict(), "levers": dataclasses.asdict(self.levers),
+                "decision": dataclasses.asdict(self.decision),
+                "task": {"type": self.task.NAME, **dataclasses.asdict(self.task)},
+                "valid_fraction": self.valid_fraction}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> IntentRecipe:
-        """Build from a dict, flat or by part (:func:`~headwise.intent.training.
-        recipe_parts.flatten_recipe`); unknown keys are an error naming them."""
-        data = flatten_recipe(data)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
+    def from_dict(cls, data: dict[str, Any], where: str = "the recipe") -> IntentRecipe:
+        """Build from :meth:`to_dict`'s shape; any part (or field of a part) left out takes
+        its default. ``train`` starts from the architecture's :func:`default_train`.
+
+        Raises:
+            ValueError: a field of the flat form of headwise 0.x before the parts (each
+                named with its new place), an unknown part, type or field (the part's
+                fields named), or a value a part refuses.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} must be a JSON object of recipe parts")
+        _refuse_old_form(data, where)
+        unknown = sorted(set(data) - {*PARTS, "valid_fraction"})
         if unknown:
-            raise ValueError(f"unknown recipe keys {unknown}; known: {sorted(names)}")
-        return cls(**data)
+            raise ValueError(f"{where}: unknown recipe parts {unknown}; the parts: "
+                             f"{[*PARTS, 'valid_fraction']}")
+        for part in PARTS:
+            if part in data and not isinstance(data[part], dict):
+                raise ValueError(f"{where}: part {part!r} must be an object of its fields, "
+                                 f"got {type(data[part]).__name__}")
+        architecture = _tagged("architecture", dict(data.get("architecture", {})),
+                               ARCHITECTURES, Transformer.NAME, where)
+        task = _tagged("task", dict(data.get("task", {})), TASKS, SingleLabel.NAME, where)
+        given = dict(data.get("train", {}))
+        _known_fields("train", TrainConfig, given, where)
+        _types_fit("train", TrainConfig, given)
+        train = TrainConfig.from_dict({**default_train(architecture).to_dict(), **given})
+        parts = {"levers": Levers, "decision": Decision}
+        built = {}
+        for part, cls_ in parts.items():
+            fields = dict(data.get(part, {}))
+            _known_fields(part, cls_, fields, where)
+            built[part] = cls_(**fields)
+        return cls(architecture=architecture, train=train, task=task, **built,
+                   **({"valid_fraction": data["valid_fraction"]} if "valid_fraction" in data
+                      else {}))
 
     @classmethod
     def read_config(cls, path: str | Path) -> dict[str, Any]:
-        """The recipe fields a JSON file sets (``headwise train --config FILE``), not yet
-        built into a recipe: the command adds its options first, and treats every key
-        given here as set on purpose.
-
-        The file may be flat or by part (``{"architecture": {...}, "training": {...}}``,
-        :mod:`~headwise.intent.training.recipe_parts`); the fields come back flat.
+        """The parts a ``--config`` JSON file sets, not yet built into a recipe (``headwise
+        train`` adds its options first).
 
         Raises:
-            ValueError: not valid JSON, not an object, unknown keys (named), or a field
-                under the wrong part.
+            ValueError: not valid JSON, not an object, or the flat form of earlier versions
+                (each field's new place named).
         """
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise ValueError(f"{path} is not valid JSON: {e}") from e
         if not isinstance(data, dict):
-            raise ValueError(f"{path} must hold a JSON object of recipe fields")
-        data = flatten_recipe(data, where=str(path))
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"unknown recipe keys {unknown} in {path}; known: {sorted(names)}")
+            raise ValueError(f"{path} must hold a JSON object of recipe parts")
+        _refuse_old_form(data, str(path))
         return data
 
     @classmethod
     def from_json(cls, path: str | Path) -> IntentRecipe:
-        """Read a JSON file (``headwise train --config FILE``)."""
-        return cls.from_dict(cls.read_config(path))
+        """Read a ``--config`` JSON file (:meth:`read_config`, :meth:`from_dict`)."""
+        return cls.from_dict(cls.read_config(path), where=str(path))
 
+
+def _types_fit(part: str, cls_: type, fields: dict[str, Any]) -> None:
+    """Refuse a field given with the wrong type (before the part is built, whose own checks
+    would compare a string with a number)."""
+    hints = typing.get_type_hints(cls_)
+    for name, value in fields.items():
+        if not _matches(value, hints[name]):
+            raise ValueError(f"{part}.{name} must be {_describe(hints[name])}, got {value!r}")
+
+
+def _known_fields(part: str, cls_: type, fields: dict[str, Any], where: str) -> None:
+    names = [f.name for f in dataclasses.fields(cls_)]
+    unknown = sorted(set(fields) - set(names))
+    if unknown:
+        what = f"{part} ({getattr(cls_, 'NAME', cls_.__name__)})"
+        raise ValueError(f"{where}: {unknown} are not fields of {what}; its fields: {names}")
+
+
+def _tagged(part: str, fields: dict[str, Any], choices: dict[str, type], default: str,
+            where: str) -> Any:
+    """A tagged part (``{"type": NAME, ...fields}``) built."""
+    name = fields.pop("type", default)
+    if name not in choices:
+        raise ValueError(f"{where}: {part}.type must be one of {list(choices)}, got {name!r}")
+    _known_fields(part, choices[name], fields, where)
+    _types_fit(part, choices[name], fields)
+    return choices[name](**fields)
+
+
+# --- what the parts mean together ----------------------------------------------------------
+def _changed(part: Any, default: Any) -> list[str]:
+    """The fields of ``part`` that differ from ``default``'s."""
+    return [f.name for f in dataclasses.fields(part)
+            if getattr(part, f.name) != getattr(default, f.name)]
+
+
+def _what_does_not_apply(r: IntentRecipe) -> str | None:
+    """The first setting of ``r`` that its architecture or task cannot use, as a message
+    naming its path and why; None when every part fits."""
+    arch, lev = r.architecture_name, r.levers
+    if arch == "tfidf":
+        extra = [n for n in _changed(r.train, default_train(r.architecture))
+                 if n not in ("seed", "progress")]
+        if extra:
+            return (f"train.{extra[0]} does not apply to the tfidf architecture (a TF-IDF fit "
+                    f"has no training loop; it reads train.seed and train.progress)")
+        extra = [n for n in _changed(lev, Levers()) if n not in ("class_weighting",
+                                                                 "label_cleaning")]
+        if extra:
+            return (f"levers.{extra[0]} does not apply to the tfidf architecture (of the "
+                    f"levers it reads class_weighting and label_cleaning)")
+        if r.decision.ood_detector != Decision.ood_detector:
+            return ("decision.ood_detector does not apply to the tfidf architecture (a TF-IDF "
+                    "model answers out-of-scope on its top probability)")
+    if lev.pretrain_epochs and arch != "transformer":
+        return (f"levers.pretrain_epochs: masked-LM self-pretraining is the from-scratch "
+                f"Transformer's, not the {arch} architecture's")
+    if lev.linear_probe and arch not in ("transformer", "pretrained"):
+        return (f"levers.linear_probe: LP-FT fits a head on a Transformer's or a pretrained "
+                f"encoder's features, not the {arch} architecture's")
+    probing = lev.linear_probe or (lev.linear_probe is None and arch == "pretrained"
+                                   and not r.multi_label)
+    if lev.probe_c != Levers.probe_c and not probing:
+        return "levers.probe_c is used only with levers.linear_probe; remove it or set that too"
+    if lev.blend != "none" and r.decision.ood_detector not in BLEND_SETTINGS:
+        return (f"levers.blend={lev.blend!r} answers out-of-scope on the blend's top "
+                f"probability; decision.ood_detector {r.decision.ood_detector!r} scores the "
+                f"network alone: keep it 'max_prob' or remove the blend")
+    if arch == "pretrained" and not r.multi_label and r.architecture.model_overrides:
+        return ("architecture.model_overrides: single-label fine-tuning keeps the "
+                "checkpoint's architecture (overrides shape the multi-label joint model)")
+    if r.multi_label:
+        if arch in ("bilstm", "tfidf"):
+            return (f"task multi_label needs a Transformer or a pretrained encoder: the joint "
+                    f"intent + slot model has no {arch} form yet (issue 34 adds the BiLSTM's)")
+        for name in ("gce_q", "label_cleaning", "distill", "blend"):
+            if getattr(lev, name) != getattr(Levers, name):
+                return (f"levers.{name} is single-label training's; the multi_label task "
+                        f"trains one sigmoid per intent and a slot tagger")
+        if lev.linear_probe:
+            return "levers.linear_probe is single-label training's, not the multi_label task's"
+        changed = _changed(r.decision, Decision())
+        if changed:
+            return (f"decision.{changed[0]} is single-label's: the multi_label task tunes its "
+                    f"thresholds for F1 on validation (task.per_intent_thresholds)")
+    return None
+
+
+#: where each field of the flat recipe of headwise 0.x before the parts now lives, for the
+#: message that refuses an old file
+_OLD_PLACES: dict[str, str] = {
+    "model": "architecture.type (and architecture.name for pretrained:NAME)",
+    **{n: f"architecture.{n}" for n in (
+        "tokenizer", "vocab_size", "max_length", "d_model", "num_layers", "num_heads", "d_ff",
+        "fusion", "norm", "position", "pooling", "dropout", "attention_dropout",
+        "lstm_embed_dim", "lstm_hidden", "lstm_pooling", "input_prefix", "trim_vocab",
+        "model_overrides")},
+    **{n: f"train.{n}" for n in ("epochs", "batch_size", "lr", "weight_decay", "warmup_ratio",
+                                 "schedule", "patience", "seed", "progress")},
+    **{n: f"levers.{n}" for n in (
+        "label_smoothing", "gce_q", "class_weighting", "pretrain_epochs", "pretrain_lr",
+        "pretrain_mask_prob", "linear_probe", "probe_c", "label_cleaning", "distill",
+        "distill_weight", "blend")},
+    "tfidf_c": "architecture.c (the tfidf architecture) or levers.blend_c (a blend)",
+    **{n: f"decision.{n}" for n in ("prior_correction", "max_reject", "reject_budget",
+                                    "reject_confidence", "ood_detector")},
+    "select_on": "task.select_on",
+}
+
+
+def _refuse_old_form(data: dict[str, Any], where: str) -> None:
+    """Refuse a recipe in the flat form (or the old ``training`` part), naming each field's
+    new place."""
+    old = {k: v for k, v in data.items() if k in _OLD_PLACES}
+    if isinstance(data.get("training"), dict):
+        old.update(data["training"])
+    for part in ("architecture", "levers", "decision"):
+        if isinstance(data.get(part), dict) and "model" in data[part]:
+            old.update(data[part])
+    moved = [k for k in old if k in _OLD_PLACES]
+    if moved or "training" in data:
+        places = "; ".join(f"{k} is now {_OLD_PLACES[k]}" for k in moved)
+        raise ValueError(f"{where} is in the flat recipe form of earlier headwise versions; "
+                         f"a recipe is now by part (architecture, train, levers, decision, "
+                         f"task): {places or 'training is now train'}")
+
+
+# --- the reference table -------------------------------------------------------------------
+def field_docs(cls_: type) -> dict[str, str]:
+    """Each field's entry in a dataclass's ``Attributes:`` (or ``Args:``) docstring section,
+    its lines joined."""
+    doc = cls_.__doc__ or ""
+    section = re.split(r"\n\s*(?:Attributes|Args):\n", doc, maxsplit=1)
+    if len(section) < 2:
+        return {}
+    body = re.split(r"\n\s*(?:Raises|Returns):\n", section[1], maxsplit=1)[0]
+    entries: dict[str, str] = {}
+    name = None
+    for line in body.splitlines():
+        head = re.match(r"^ {8}(\w+):\s*(.*)$", line)
+        if head:
+            name = head.group(1)
+            entries[name] = head.group(2)
+        elif name and line.strip():
+            entries[name] += " " + line.strip()
+    return entries
+
+
+def first_sentence(text: str) -> str:
+    """``text`` up to its first ``. `` or ``; `` outside parentheses and code."""
+    depth, code = 0, False
+    for i, ch in enumerate(text):
+        if text.startswith("``", i):
+            code = not code
+        elif not code and ch in "([":
+            depth += 1
+        elif not code and ch in ")]":
+            depth = max(depth - 1, 0)
+        elif not code and depth == 0 and ch in ".;" and text[i + 1:i + 2] in (" ", ""):
+            return text[:i + 1] if ch == "." else text[:i]
+    return text
+
+
+def recipe_table() -> str:
+    """Every part's fields as a Markdown table: part, field, type, default and what it does
+    (the first sentence of the field's docstring entry). docs/recipe.md holds it, and a test
+    checks that it is this table. ``train`` lists the TrainConfig fields a recipe is
+    expected to set, at the recipe's defaults (the transformer's ``lr`` / ``epochs``)."""
+    rows = ["| part | field | type | default | what it does |", "| --- | --- | --- | --- | --- |"]
+    train_shown = ("lr", "epochs", "batch_size", "weight_decay", "warmup_ratio", "schedule",
+                   "patience", "seed", "progress", "max_grad_norm", "device")
+    groups: list[tuple[str, type, Any, tuple[str, ...] | None]] = [
+        *((f"architecture ({c.NAME})", c, None, None) for c in ARCHITECTURES.values()),
+        ("train (TrainConfig)", TrainConfig, default_train(Transformer()), train_shown),
+        ("levers", Levers, None, None), ("decision", Decision, None, None),
+        *((f"task ({c.NAME})", c, None, None) for c in TASKS.values())]
+    for label, cls_, instance, shown in groups:
+        docs = field_docs(cls_)
+        hints = typing.get_type_hints(cls_)
+        for f in dataclasses.fields(cls_):
+            if shown is not None and f.name not in shown:
+                continue
+            if instance is not None:
+                default = getattr(instance, f.name)
+            elif f.default is not dataclasses.MISSING:
+                default = f.default
+            else:
+                default = f.default_factory()  # type: ignore[misc]
+            text = re.sub(r":(?:class|func|data|mod|meth):`~?([^`]+)`",
+                          lambda m: "``" + m.group(1).rsplit(".", 1)[-1].strip() + "``",
+                          docs.get(f.name, ""))
+            what = first_sentence(text).replace("``", "`").replace("|", "\\|")
+            typed = _describe(hints[f.name]).replace("|", "\\|")
+            rows.append(f"| {label} | `{f.name}` | {typed} | "
+                        f"`{json.dumps(default, ensure_ascii=False)}` | {what} |")
+    rows.append("| (recipe) | `valid_fraction` | a number | `0.1` | "
+                + first_sentence(field_docs(IntentRecipe)["valid_fraction"]) + " |")
+    return "\n".join(rows)

@@ -42,7 +42,7 @@ AUTO_MIN_OOS_ROWS = 20
 
 
 def check_ood_setting(setting: str) -> str:
-    """``setting`` if it is a recipe's ``ood_detector`` value: :data:`AUTO` or a detector
+    """``setting`` if it is a recipe's ``decision.ood_detector`` value: :data:`AUTO` or a detector
     (:func:`~headwise.intent.decision.ood.check_detector_spec`).
 
     Raises:

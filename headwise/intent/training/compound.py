@@ -1,23 +1,23 @@
-"""Training a compound (multi-label) intent + slot classifier.
+"""The multi-label branch of :func:`~headwise.intent.training.pipeline.train_intent_classifier`:
+a compound (several intents + slots) classifier, one function a stage.
 
-``train_compound_classifier(train, valid, recipe, out_dir=...)`` is the job behind
-``headwise train --multi-label``: a tokenizer (trained on the training texts, or the
-pretrained model's), a :class:`~headwise.models.joint.JointIntentSlotModel` (from scratch,
-or a BERT-family encoder with fresh heads), joint training with the project's Trainer
-(early stopping on the mean of intent micro-F1 and slot-token F1 on validation), then
-thresholds tuned on validation probabilities, and the saved
+For a recipe whose ``task`` is :class:`~headwise.intent.training.recipe.MultiLabel`
+(``headwise train --multi-label``): the data (:func:`compound_data`: annotated examples, a
+seeded validation share), the network (:func:`compound_network`: a
+:class:`~headwise.models.joint.JointIntentSlotModel` from scratch, or a BERT-family encoder
+with fresh heads, its sigmoids started at the intents' priors), joint training with the
+project's Trainer (:func:`train_compound`: early stopping on the mean of intent micro-F1 and
+slot-token F1 on validation), the thresholds tuned on validation probabilities
+(:func:`tune_compound`), and the saved
 :class:`~headwise.intent.compound.classifier.CompoundClassifier`.
 
-Number-aware heads (``recipe.model_overrides["number_heads"] = [0, 1]``) work for both
-model kinds: the chosen heads of every layer get a learned bias towards number tokens.
-
-Of the recipe's training fields the intent head takes ``label_smoothing`` (each sigmoid's
-target ``y * (1 - eps) + eps / 2``) and ``class_weighting="balanced"`` (each intent's
-positives and negatives weighted to count equally, :func:`balanced_multilabel_weights`),
-through :class:`CompoundObjective`; the from-scratch Transformer takes the masked-LM
-pre-training (``pretrain_epochs``). A field that compound training does not use
-(``gce_q``, ``distill``, ``linear_probe``, ``label_cleaning``, ...) is refused by
-:func:`~headwise.intent.training.recipe_paths.check_recipe_paths`, naming it.
+Number-aware heads (``architecture.model_overrides["number_heads"] = [0, 1]``) work for
+both architectures. Of the levers the intent head takes ``label_smoothing`` (each
+sigmoid's target ``y * (1 - eps) + eps / 2``) and ``class_weighting="balanced"`` (each
+intent's positives and negatives weighted to count equally,
+:func:`balanced_multilabel_weights`), through :class:`CompoundObjective`; the from-scratch
+Transformer takes the masked-LM pre-training (``levers.pretrain_epochs``). The recipe
+refuses, when built, what the multi-label task does not use.
 """
 
 from __future__ import annotations
@@ -52,18 +52,17 @@ from headwise.intent.training.builders import (
     train_config,
 )
 from headwise.intent.training.pretrain import pretrain_encoder
-from headwise.intent.training.recipe import IntentRecipe
-from headwise.intent.training.recipe_paths import (
-    check_recipe_paths,
-    check_valid_fraction,
-    recipe_path,
-)
+from headwise.intent.training.recipe import IntentRecipe, MultiLabel
 from headwise.models.joint import JointIntentSlotModel
 from headwise.text.annotations import AnnotatedExample
 from headwise.text.batching import pad_collate
 from headwise.text.bio import bio_tag_names, encode_with_tags
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
+
+__all__ = ["CompoundObjective", "TrainedCompound", "balanced_multilabel_weights",
+           "compound_data", "compound_network", "encode_rows", "init_prior_bias",
+           "joint_validation", "multilabel_intent_loss", "train_compound", "tune_compound"]
 
 #: joint-model parameters a BERT-family checkpoint does not have (fresh at import)
 _FRESH = ("tagger.", "classifier.", "encoder.number_bias.", "encoder.is_number_token",
@@ -72,7 +71,8 @@ _FRESH = ("tagger.", "classifier.", "encoder.number_bias.", "encoder.is_number_t
 
 @dataclass
 class TrainedCompound:
-    """What :func:`train_compound_classifier` returns.
+    """What :func:`~headwise.intent.training.pipeline.train_intent_classifier` returns for a
+    multi-label recipe.
 
     Attributes:
         classifier: the trained classifier (also saved in ``directory``).
@@ -91,63 +91,64 @@ class TrainedCompound:
     train_seconds: float
 
 
-def train_compound_classifier(train: Sequence[AnnotatedExample],
-                              valid: Sequence[AnnotatedExample] | None = None,
-                              recipe: IntentRecipe | None = None, *, out_dir: str | Path,
-                              per_intent_thresholds: bool = False, slots: bool = True,
-                              resume: bool = False, keep_checkpoints: bool = False
-                              ) -> TrainedCompound:
-    """Train, tune and save a compound intent + slot classifier.
+@dataclass
+class CompoundData:
+    """:func:`compound_data`'s output: the rows a multi-label run reads."""
 
-    Args:
-        train: annotated examples (an ``AnnotatedDataset`` or a list); examples without
-            intents are kept as negatives for every intent.
-        valid: validation examples for early stopping and the thresholds; default: a
-            seeded ``recipe.valid_fraction`` of ``train``.
-        recipe: model and training settings (``model`` "transformer" or "pretrained:DIR";
-            the BiLSTM has no slot tagger here).
-        out_dir: the classifier is saved here; checkpoints go to ``out_dir/checkpoints``.
-        per_intent_thresholds: tune one threshold per intent (else one for all).
-        slots: train the slot tagger when the data has slots.
-        resume: continue from the newest checkpoint.
-        keep_checkpoints: keep the training checkpoints.
+    train: list[AnnotatedExample]
+    valid: list[AnnotatedExample]
+    intents: list[str]
+    slot_names: list[str]
+    #: the BIO tag names of the slots (None: no slot tagger)
+    tags: list[str] | None
+
+
+def compound_data(train: Sequence[AnnotatedExample], valid: Sequence[AnnotatedExample] | None,
+                  recipe: IntentRecipe) -> CompoundData:
+    """Stage 1: the training and validation examples (a seeded ``valid_fraction`` of
+    ``train`` when ``valid`` is None), the intents, the slot names and their tags
+    (``task.slots`` off: none). Examples without intents are negatives for every intent.
 
     Raises:
-        ValueError: a BiLSTM or TF-IDF recipe, a recipe field that compound training does
-            not use (:func:`~headwise.intent.training.recipe_paths.check_recipe_paths`), a
-            ``valid_fraction`` beside ``valid``, or fewer than two intents in the training
-            data.
+        ValueError: fewer than two intents in the training data.
     """
-    recipe = recipe or IntentRecipe()
-    check_recipe_paths(recipe, {recipe_path(recipe, compound=True)})
-    check_valid_fraction(recipe, valid is not None)
-    out_dir = Path(out_dir)
     train = list(train)
     intents = sorted({i for e in train for i in e.intents})
     if len(intents) < 2:
         raise ValueError(f"training data must have at least two intents, found {intents}")
     if valid is None:
         train, valid = _split(train, recipe)
-    valid = list(valid)
-    slot_names = sorted({s.name for e in train for s in e.slots}) if slots else []
-    tags = bio_tag_names(slot_names) if slot_names else None
-    torch.manual_seed(recipe.seed)
-    model, tokenizer = _build(recipe, [e.text for e in train], intents, tags,
-                              out_dir / "checkpoints", resume)
-    init_prior_bias(model, train, intents)
-    tag_index = {t: i for i, t in enumerate(tags or [])}
-    rows = encode_rows(tokenizer, train, intents, tag_index, recipe.max_length)
-    valid_rows = encode_rows(tokenizer, valid, intents, tag_index, recipe.max_length)
+    task = recipe.task
+    assert isinstance(task, MultiLabel)
+    slot_names = sorted({s.name for e in train for s in e.slots}) if task.slots else []
+    return CompoundData(train, list(valid), intents, slot_names,
+                        bio_tag_names(slot_names) if slot_names else None)
+
+
+def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
+                   resume: bool = False, keep_checkpoints: bool = False) -> TrainedCompound:
+    """Stages 2 to 5 of a multi-label run: the network (:func:`compound_network`), the
+    optional masked-LM pre-training, joint training, the thresholds
+    (:func:`tune_compound`), the saved classifier."""
+    torch.manual_seed(recipe.train.seed)
+    model, tokenizer = compound_network(recipe, [e.text for e in data.train], data.intents,
+                                        data.tags, out_dir / "checkpoints", resume)
+    init_prior_bias(model, data.train, data.intents)
+    tag_index = {t: i for i, t in enumerate(data.tags or [])}
+    max_length = recipe.architecture.max_length
+    rows = encode_rows(tokenizer, data.train, data.intents, tag_index, max_length)
+    valid_rows = encode_rows(tokenizer, data.valid, data.intents, tag_index, max_length)
     config = train_config(recipe, "score")
+    levers = recipe.levers
     pretrained = None
-    if recipe.pretrain_epochs:
+    if levers.pretrain_epochs:
         pretrained = pretrain_encoder(
             model, tokenizer, [r["input_ids"] for r in rows], replace(
-                config, epochs=recipe.pretrain_epochs, lr=recipe.pretrain_lr or config.lr),
-            out_dir=out_dir / "pretrain", probability=recipe.pretrain_mask_prob)
+                config, epochs=levers.pretrain_epochs, lr=levers.pretrain_lr or config.lr),
+            out_dir=out_dir / "pretrain", probability=levers.pretrain_mask_prob)
     weights = balanced_multilabel_weights([r["labels"] for r in rows]) \
-        if recipe.class_weighting == "balanced" else None
-    objective = CompoundObjective(model, recipe.label_smoothing, weights)
+        if levers.class_weighting == "balanced" else None
+    objective = CompoundObjective(model, levers.label_smoothing, weights)
     trainer = Trainer(objective, config, rows, valid_data=valid_rows or None,
                       collate_fn=partial(pad_collate, pad_id=tokenizer.pad_token_id),
                       evaluate_fn=joint_validation if valid_rows else None,
@@ -157,17 +158,19 @@ def train_compound_classifier(train: Sequence[AnnotatedExample],
     seconds = time.perf_counter() - start
     if result.best_checkpoint is not None:
         load_model_weights(result.best_checkpoint, objective)
-    clf = CompoundClassifier(model.cpu().eval(), tokenizer, intents, max_length=recipe.max_length)
-    thresholds, metrics = _tune(clf, valid, per_intent_thresholds)
+    clf = CompoundClassifier(model.cpu().eval(), tokenizer, data.intents, max_length=max_length)
+    task = recipe.task
+    assert isinstance(task, MultiLabel)
+    thresholds, metrics = tune_compound(clf, data.valid, task.per_intent_thresholds)
     clf.thresholds = thresholds
-    clf.info = {"recipe": recipe.to_dict(), "train_examples": len(train),
-                "valid_examples": len(valid), "slot_names": slot_names,
+    clf.info = {"recipe": recipe.to_dict(), "train_examples": len(data.train),
+                "valid_examples": len(data.valid), "slot_names": data.slot_names,
                 "train_seconds": round(seconds, 1), "steps": result.steps,
                 "epochs": result.epochs, "stopped_early": result.stopped_early,
                 "valid": metrics,
                 "pretrain": None if pretrained is None else asdict(pretrained),
-                "objective": {"label_smoothing": recipe.label_smoothing,
-                              "class_weighting": recipe.class_weighting}}
+                "objective": {"label_smoothing": levers.label_smoothing,
+                              "class_weighting": levers.class_weighting}}
     clf.save(out_dir)
     if not keep_checkpoints:
         shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
@@ -352,13 +355,21 @@ def joint_validation(model: nn.Module, loader) -> dict[str, float]:
             "tag_f1": float("nan") if tag_f1 is None else tag_f1, "loss": loss / max(n, 1)}
 
 
-def _build(recipe: IntentRecipe, texts: list[str], intents: list[str], tags: list[str] | None,
-           run_dir: Path | None = None, resume: bool = False
-           ) -> tuple[JointIntentSlotModel, Tokenizer]:
+def compound_network(recipe: IntentRecipe, texts: list[str], intents: list[str],
+                     tags: list[str] | None, run_dir: Path | None = None, resume: bool = False
+                     ) -> tuple[JointIntentSlotModel, Tokenizer]:
+    """Stage 2: the joint model and its tokenizer: a pretrained encoder with fresh intent
+    and tag heads, or a from-scratch Transformer (its tokenizer trained on ``texts`` and,
+    with ``run_dir``, saved there so that a resumed run reads it back).
+
+    Raises:
+        ValueError: a pretrained checkpoint that does not fit the joint model.
+    """
     joint = dict(model_type="joint_intent_slot", multi_label=True, slot_tags=tags)
-    if recipe.kind == "pretrained":
+    part = recipe.architecture
+    if recipe.architecture_name == "pretrained":
         base, tokenizer, _ = load_pretrained_for_task(recipe, texts, intents)
-        config = base.config.replace(**joint, labels=intents, **recipe.model_overrides)
+        config = base.config.replace(**joint, labels=intents, **part.model_overrides)
         model = JointIntentSlotModel(config)
         missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
         stray = [k for k in missing if not k.startswith(_FRESH)]
@@ -371,7 +382,7 @@ def _build(recipe: IntentRecipe, texts: list[str], intents: list[str], tags: lis
     else:
         from headwise.text import train_tokenizer
 
-        tokenizer = train_tokenizer(texts, kind=recipe.tokenizer, vocab_size=recipe.vocab_size)
+        tokenizer = train_tokenizer(texts, kind=part.tokenizer, vocab_size=part.vocab_size)
         model = build_intent_model(recipe, tokenizer, intents, **joint)
     mark_cue_tokens(model, tokenizer)
     return model, tokenizer
@@ -380,15 +391,17 @@ def _build(recipe: IntentRecipe, texts: list[str], intents: list[str], tags: lis
 def _split(examples: list[AnnotatedExample], recipe: IntentRecipe
            ) -> tuple[list[AnnotatedExample], list[AnnotatedExample]]:
     order = list(range(len(examples)))
-    random.Random(recipe.seed).shuffle(order)
+    random.Random(recipe.train.seed).shuffle(order)
     cut = max(1, round(len(order) * recipe.valid_fraction)) if recipe.valid_fraction else 0
     held = set(order[:cut])
     return ([e for i, e in enumerate(examples) if i not in held],
             [e for i, e in enumerate(examples) if i in held])
 
 
-def _tune(clf: CompoundClassifier, valid: list[AnnotatedExample], per_intent: bool
-          ) -> tuple[Thresholds, dict[str, Any]]:
+def tune_compound(clf: CompoundClassifier, valid: list[AnnotatedExample], per_intent: bool
+                  ) -> tuple[Thresholds, dict[str, Any]]:
+    """Stage 5: the decision thresholds tuned on the validation probabilities (one, or one
+    per intent), and the validation metrics with them (0.5 and none without validation)."""
     if not valid:
         return Thresholds(0.5), {}
     probs, _ = clf.analyse([e.text for e in valid])
