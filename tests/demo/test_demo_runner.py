@@ -124,7 +124,8 @@ def test_demo_transformer_learns_the_held_out_phrasing(tmp_path):
     about a minute of training to clear the bar, too long for the suite."""
     s = DemoSettings(per_intent=10, epochs=15, d_model=32, num_layers=1)
     corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)
-    recipe = dataclasses.replace(demo_recipes(s)["transformer"], progress=False)
+    base = demo_recipes(s)["transformer"]
+    recipe = dataclasses.replace(base, train=dataclasses.replace(base.train, progress=False))
     train = [(e.text, e.label) for e in corpus["train"]]
     valid = [(e.text, e.label) for e in corpus["valid"]]
     texts, labels = held_out(corpus)
