@@ -54,6 +54,26 @@ def test_only_unset_fields_are_filled_and_the_line_names_them():
         with_family_defaults(IntentRecipe(), "bert")
 
 
+def test_a_given_value_equal_to_the_default_is_kept():
+    """A learning rate typed on purpose is never replaced, even when it equals the generic
+    pretrained default; only the fields left out are the family's to fill."""
+    given = IntentRecipe.from_dict({
+        "architecture": {"type": "pretrained", "name": "/somewhere"},
+        "train": {"lr": DEFAULT_LR["pretrained"]}})
+    assert given.train_defaulted == {"epochs"}
+    filled, line = with_family_defaults(given, "bert")
+    assert (filled.train.lr, filled.train.epochs) == (DEFAULT_LR["pretrained"], 6)
+    assert "lr" not in line.split("(")[0] and filled.train_defaulted == frozenset()
+    # built in Python without a train part: both are the family's
+    from headwise.intent.training.recipe import PretrainedEncoder
+
+    bare = IntentRecipe(architecture=PretrainedEncoder(name="/somewhere"))
+    assert bare.train_defaulted == {"lr", "epochs"}
+    assert with_family_defaults(bare, "bert")[0].train.lr == FAMILY_DEFAULTS["bert"].lr
+    with pytest.raises(ValueError, match="train_defaulted names"):
+        IntentRecipe(train_defaulted=frozenset({"batch_size"}))
+
+
 def test_checkpoint_family_reads_the_config(tmp_path):
     assert checkpoint_family(chinese_bert(tmp_path / "bert")) == "bert"
     assert checkpoint_family(xlmr_unigram(tmp_path / "xlmr")) == "xlm-roberta"

@@ -13,8 +13,6 @@ from torch import nn
 
 from headwise.intent.decision.ood.selection import AUTO, BLEND_SETTINGS
 from headwise.intent.training.defaults import (
-    DEFAULT_EPOCHS,
-    DEFAULT_LR,
     checkpoint_family,
     family_defaults,
 )
@@ -254,10 +252,10 @@ def run_tokenizer(texts: list[str], recipe: IntentRecipe, run_dir: str | Path, *
 
 def with_family_defaults(recipe: IntentRecipe, family: str | None
                          ) -> tuple[IntentRecipe, str | None]:
-    """``recipe`` with its ``train.lr`` and ``train.epochs`` left at the pretrained defaults
-    (:data:`DEFAULT_LR`, :data:`DEFAULT_EPOCHS`) and its ``levers.linear_probe`` left at None
-    taken from the family's defaults, and a line saying which were filled in (None when the
-    recipe set them all).
+    """``recipe`` with the ``train`` fields it left to the defaults
+    (:attr:`~headwise.intent.training.recipe.IntentRecipe.train_defaulted`: ``lr``,
+    ``epochs``) and its ``levers.linear_probe`` left at None taken from the family's
+    defaults, and a line saying which were filled in (None when the recipe set them all).
 
     Raises:
         ValueError: ``recipe`` is not a pretrained encoder's.
@@ -266,8 +264,8 @@ def with_family_defaults(recipe: IntentRecipe, family: str | None
         raise ValueError(f"family defaults are a pretrained encoder's, not "
                          f"{recipe.architecture_name!r}'s")
     chosen = family_defaults(family)
-    unset = {"lr": recipe.train.lr == DEFAULT_LR["pretrained"],
-             "epochs": recipe.train.epochs == DEFAULT_EPOCHS["pretrained"],
+    unset = {"lr": "lr" in recipe.train_defaulted,
+             "epochs": "epochs" in recipe.train_defaulted,
              "linear_probe": recipe.levers.linear_probe is None}
     changes = {name: getattr(chosen, name) for name, free in unset.items() if free}
     if not changes:
@@ -281,4 +279,5 @@ def with_family_defaults(recipe: IntentRecipe, family: str | None
     levers = dataclasses.replace(recipe.levers,
                                  linear_probe=changes.get("linear_probe",
                                                           recipe.levers.linear_probe))
-    return dataclasses.replace(recipe, train=train, levers=levers), line
+    return dataclasses.replace(recipe, train=train, levers=levers,
+                               train_defaulted=frozenset()), line

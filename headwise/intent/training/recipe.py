@@ -502,6 +502,11 @@ _TRAINING_OWNS = ("eval_every", "early_stopping_metric", "early_stopping_mode",
                   "keep_checkpoints")
 
 
+#: the ``train`` fields a pretrained encoder's family has measured defaults for
+#: (:data:`~headwise.intent.training.defaults.FAMILY_DEFAULTS`)
+FAMILY_FIELDS: frozenset[str] = frozenset({"lr", "epochs"})
+
+
 def default_train(architecture: Architecture) -> TrainConfig:
     """The Trainer settings a recipe of ``architecture`` starts from: the architecture's
     :data:`~headwise.intent.training.defaults.DEFAULT_LR` and
@@ -520,15 +525,20 @@ class IntentRecipe:
     Attributes:
         architecture: what is built (:data:`ARCHITECTURES`).
         train: the Trainer's settings (None: :func:`default_train` of the architecture; a
-            pretrained encoder whose ``lr`` / ``epochs`` stay at those defaults takes its
-            family's measured ones,
-            :data:`~headwise.intent.training.defaults.FAMILY_DEFAULTS`).
+            pretrained encoder takes its family's measured ``lr`` / ``epochs``,
+            :data:`~headwise.intent.training.defaults.FAMILY_DEFAULTS`, for those of them
+            in ``train_defaulted``).
         levers: the loss and the optional levers.
         decision: how answers are decided.
         task: single-label, or multi-label with slots.
         valid_fraction: held out of the training data (stratified) when no validation data
             is given; 0 trains on all of it with no validation: every epoch runs, the last
             weights are kept, the temperature stays 1 and the out-of-scope threshold 0.
+        train_defaulted: the fields of :data:`FAMILY_FIELDS` that ``train`` took from
+            :func:`default_train` rather than from the caller (all of them when ``train`` is
+            None; those a ``--config`` file or option did not give); a pretrained encoder's
+            family fills exactly these with its measured values, never a value that was
+            given, even one equal to the default.
     """
 
     architecture: Architecture = field(default_factory=Transformer)
@@ -537,12 +547,19 @@ class IntentRecipe:
     decision: Decision = field(default_factory=Decision)
     task: Task = field(default_factory=SingleLabel)
     valid_fraction: float = 0.1
+    train_defaulted: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.train_defaulted = frozenset(self.train_defaulted)
+        unknown = sorted(self.train_defaulted - FAMILY_FIELDS)
+        if unknown:
+            raise ValueError(f"train_defaulted names {unknown}; only {sorted(FAMILY_FIELDS)} "
+                             f"take a family's defaults")
         for part, kinds in PARTS.items():
             value = getattr(self, part)
             if part == "train" and value is None:
                 self.train = value = default_train(self.architecture)
+                self.train_defaulted = FAMILY_FIELDS
             if not isinstance(value, kinds):
                 raise ValueError(f"recipe part {part!r} must be one of "
                                  f"{[k.__name__ for k in kinds]}, got {type(value).__name__}")
@@ -635,6 +652,7 @@ class IntentRecipe:
             _known_fields(part, cls_, fields, where)
             built[part] = cls_(**fields)
         return cls(architecture=architecture, train=train, task=task, **built,
+                   train_defaulted=FAMILY_FIELDS - set(given),
                    **({"valid_fraction": data["valid_fraction"]} if "valid_fraction" in data
                       else {}))
 
