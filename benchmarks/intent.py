@@ -228,8 +228,8 @@ def onnx_latency(clf: Any, texts: list[str], queries: int = 200) -> dict[str, fl
     export in onnxruntime behind ``InferenceEngine.predict`` (tokenize, forward, calibrated
     top-3). None for models without an ONNX export (the BiLSTM)."""
     from headwise.models import EncoderClassifier
+    from headwise.onnx.export import export_onnx
     from headwise.serve import InferenceEngine, OnnxRuntime
-    from headwise.serve.onnx_export import export_onnx
 
     if not isinstance(getattr(clf, "model", None), EncoderClassifier):
         return None  # the BiLSTM (it has an encode too), a TF-IDF model or an ensemble

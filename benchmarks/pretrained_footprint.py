@@ -70,8 +70,8 @@ def serving(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from headwise.intent import IntentClassifier, evaluate_classifier
+    from headwise.onnx.export import export_onnx, quantize_int8
     from headwise.serve import InferenceEngine, OnnxRuntime
-    from headwise.serve.onnx_export import export_onnx, quantize_int8
 
     torch.set_num_threads(spec["threads"])
     clf = IntentClassifier.load(spec["model_dir"])
@@ -101,8 +101,8 @@ def untrimmed(spec: dict[str, Any]) -> dict[str, Any]:
     from headwise.intent import IntentClassifier
     from headwise.intent.training.builders import resolve_pretrained
     from headwise.loading import from_pretrained
+    from headwise.onnx.export import export_onnx
     from headwise.serve import InferenceEngine, OnnxRuntime
-    from headwise.serve.onnx_export import export_onnx
 
     torch.set_num_threads(spec["threads"])
     kept = IntentClassifier.load(spec["model_dir"])

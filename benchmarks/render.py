@@ -254,7 +254,7 @@ SOURCES: dict[str, Source] = {
         "tests/nn/test_grad_layouts_models.py --hypothesis-profile=long"),
     "intent:cpu": Source(_intent, _INTENT, "python benchmarks/intent.py"),
     "intent:pretrained-footprint": Source(
-        _footprint, (*_INTENT, *_SERVE, "headwise/models"),
+        _footprint, (*_INTENT, *_SERVE, "headwise/onnx", "headwise/models"),
         "python benchmarks/pretrained_footprint.py --model-dir MODEL"),
     "e5_fidelity:cpu": Source(_e5, ("headwise/models",),
                               "python benchmarks/e5_fidelity.py --write"),
@@ -275,7 +275,7 @@ SOURCES: dict[str, Source] = {
                                "python benchmarks/serve.py --parts access"),
     "batch_predict:cpu": Source(_batch, _SERVE, "python benchmarks/batch_predict.py"),
     "ray-serve:cpu": Source(_ray, _SERVE, "python benchmarks/ray_serve.py"),
-    "int8:choice": Source(_int8, ("headwise/serve",),
+    "int8:choice": Source(_int8, ("headwise/onnx", "headwise/serve"),
                           "python benchmarks/int8_choice.py --model-dir MODEL"),
     "walkthrough": Source(_walkthrough, ("README.md", "headwise/cli.py", "headwise/commands"),
                           "python benchmarks/walkthrough.py"),

@@ -52,14 +52,14 @@ def run(args: argparse.Namespace) -> int:
     from headwise._files import file_sha256
     from headwise.intent.classifier import IntentClassifier
     from headwise.models.io import WEIGHTS_NAME
-    from headwise.serve.onnx_export import (
+    from headwise.onnx.export import (
         accuracy,
         export_onnx,
         max_logit_difference,
         probe_batches,
         quantize_int8,
     )
-    from headwise.serve.onnx_fusion import fused_op_counts, unfusable_reason
+    from headwise.onnx.fusion import fused_op_counts, unfusable_reason
     from headwise.serve.runtime import OnnxRuntime, TorchRuntime
     from headwise.serve.startup import ONNX_TOLERANCE
 

@@ -1,11 +1,12 @@
-"""The intent service: FastAPI app, dynamic micro-batching, ONNX export and runtime.
+"""The intent service: FastAPI app, dynamic micro-batching, the PyTorch and ONNX runtimes.
 
 ``headwise serve MODEL`` runs :func:`create_app` under uvicorn, for an intent classifier
 (:class:`InferenceEngine`) or a compound multi-label + slots one (:class:`CompoundEngine`,
 torch runtime only), optionally behind API keys (:class:`ApiKeys`) and a per-key rate limit
 (:class:`RateLimiter`), both enforced by :class:`AccessGuard`, and reloadable in place
-(:class:`ServedModel`); ``headwise export MODEL --onnx OUT`` writes the graph the ``onnx``
-runtime reads (intent classifiers only, with onnxruntime's fused operators). The default
+(:class:`ServedModel`); ``headwise export MODEL --onnx OUT`` (:mod:`headwise.onnx`) writes
+the graph the ``onnx`` runtime reads (intent classifiers only, with onnxruntime's fused
+operators). The default
 runtime, ``auto``, serves on onnxruntime when ``MODEL/model.onnx`` is an export of the
 model's weights and on PyTorch otherwise.
 """
@@ -19,7 +20,6 @@ from headwise.serve.compound_engine import CompoundEngine, JointRow
 from headwise.serve.config import LONG_TEXT_POLICIES, RUNTIMES, ServeConfig
 from headwise.serve.engine import InferenceEngine
 from headwise.serve.explain import Explanation, explain_text
-from headwise.serve.onnx_export import export_onnx, quantize_int8
 from headwise.serve.ratelimit import RateLimiter
 from headwise.serve.runtime import OnnxRuntime, TorchRuntime
 from headwise.serve.served import ServedModel
@@ -48,7 +48,5 @@ __all__ = [
     "app_from_environment",
     "create_app",
     "explain_text",
-    "export_onnx",
     "load_engine",
-    "quantize_int8",
 ]

@@ -21,12 +21,9 @@ import torch
 from torch import nn
 
 from headwise.intent.classifier import pooled_vectors
+from headwise.onnx.export import META_QUANTIZED
 
-__all__ = ["META_QUANTIZED", "META_WEIGHTS_SHA256", "OnnxRuntime", "TorchRuntime"]
-
-#: ONNX metadata keys written by :func:`headwise.serve.onnx_export.export_onnx`
-META_WEIGHTS_SHA256 = "headwise.weights_sha256"
-META_QUANTIZED = "headwise.quantized"
+__all__ = ["OnnxRuntime", "TorchRuntime"]
 
 
 class TorchRuntime:

@@ -28,12 +28,17 @@ from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.models.heap import steady_heap
 from headwise.models.io import WEIGHTS_NAME
+from headwise.onnx.export import (
+    META_WEIGHTS_SHA256,
+    ExportableClassifier,
+    max_logit_difference,
+    probe_batches,
+)
 from headwise.serve.compound_engine import CompoundEngine
 from headwise.serve.config import ServeConfig
 from headwise.serve.engine import InferenceEngine
-from headwise.serve.onnx_export import ExportableClassifier, max_logit_difference, probe_batches
 from headwise.serve.proba_engine import ProbabilityEngine
-from headwise.serve.runtime import META_WEIGHTS_SHA256, OnnxRuntime, TorchRuntime
+from headwise.serve.runtime import OnnxRuntime, TorchRuntime
 
 #: what a model directory may hold for the service: a network, a compound classifier, a
 #: TF-IDF model or an ensemble (the last two are ProbabilityClassifiers)

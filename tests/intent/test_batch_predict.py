@@ -252,7 +252,7 @@ def test_an_onnx_export_beside_the_model_runs_on_onnxruntime(model_dir, tmp_path
 
     from headwise._files import file_sha256
     from headwise.models.io import WEIGHTS_NAME
-    from headwise.serve.onnx_export import export_onnx
+    from headwise.onnx.export import export_onnx
 
     d = tmp_path / "exported"
     shutil.copytree(model_dir, d)

@@ -70,8 +70,8 @@ def test_saved_classifier_keeps_prefix_and_trimmed_table(trained):
 
 
 def test_onnx_and_int8_serving_match_pytorch(trained, tmp_path):
+    from headwise.onnx.export import export_onnx, quantize_int8
     from headwise.serve import InferenceEngine, OnnxRuntime, TorchRuntime
-    from headwise.serve.onnx_export import export_onnx, quantize_int8
 
     _, directory, _ = trained
     clf = IntentClassifier.load(directory)

@@ -7,7 +7,8 @@ import time
 
 import numpy as np
 import pytest
-from serve_helpers import TEXTS, post_concurrently
+from serve_helpers import post_concurrently
+from tiny_models import TEXTS
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.decision.temperature import calibrated_probs

@@ -16,8 +16,8 @@ from headwise.intent.compound.training import train_compound_classifier
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.models import ModelConfig
 from headwise.models.joint import JointIntentSlotModel
+from headwise.onnx.export import export_onnx
 from headwise.serve import CompoundEngine, ServeConfig, TorchRuntime, create_app, load_engine
-from headwise.serve.onnx_export import export_onnx
 
 RECIPE = IntentRecipe(model="transformer", tokenizer="wordpiece", vocab_size=120, max_length=24,
                       d_model=32, num_layers=1, num_heads=4, d_ff=64, epochs=20, batch_size=8,

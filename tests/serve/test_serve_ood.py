@@ -7,12 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from answers import confidence_of, intent_of
-from serve_helpers import INTENTS, MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer, wait_ready
+from serve_helpers import wait_ready
+from tiny_corpus import INTENTS
+from tiny_models import MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.posthoc.recalibration import fit_ood_detector
+from headwise.onnx.export import export_onnx
 from headwise.serve import InferenceEngine, OnnxRuntime, ServeConfig, TorchRuntime, create_app
-from headwise.serve.onnx_export import export_onnx
 
 NAMES = list(INTENTS)
 LABELS = [k for k, ts in INTENTS.items() for _ in ts]

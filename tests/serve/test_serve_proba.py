@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from answers import confidence_of, intent_of
 from fastapi.testclient import TestClient
-from serve_helpers import INTENTS, MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer, wait_ready
+from serve_helpers import wait_ready
+from tiny_corpus import INTENTS
+from tiny_models import MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer
 
 from headwise.cli import build_parser
 from headwise.intent.classifier import IntentClassifier

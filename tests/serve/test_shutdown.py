@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 import uvicorn
-from serve_helpers import TEXTS
+from tiny_models import TEXTS
 
 from headwise.serve import ServeConfig, create_app
 
