@@ -1,7 +1,7 @@
 """Ray Data: intent predictions over a cluster (``pip install headwise[ray]``).
 
 :class:`IntentPredictor` is a callable class for :meth:`ray.data.Dataset.map_batches`:
-each Ray actor loads the model once (the service's engine, on onnxruntime when the model
+each Ray actor loads the model once (the predictor the service runs, on onnxruntime when the model
 directory holds its ONNX export) and answers every batch it is given with the records
 ``headwise predict --json`` prints::
 
@@ -126,14 +126,12 @@ class IntentPredictor:
         if output not in ("columns", "json"):
             raise ValueError(f"output must be 'columns' or 'json', got {output!r}")
         check_answer_options(top_k, 0.0 if threshold is None else threshold)
-        from headwise.serve.config import ServeConfig
-        from headwise.serve.startup import load_engine
+        from headwise.intent.inference.load import load_predictor
 
         self.model = str(model)
-        self.engine = make_batch_invariant(load_engine(
-            ServeConfig(model_dir=self.model, runtime=runtime,
-                        onnx_path=None if onnx_path is None else str(onnx_path),
-                        max_batch_size=batch_size, threads=threads, warmup=False),
+        self.engine = make_batch_invariant(load_predictor(
+            self.model, runtime=runtime, onnx_path=None if onnx_path is None else str(onnx_path),
+            max_rows=batch_size, threads=threads,
             report=lambda line: print(f"IntentPredictor: {line}", file=sys.stderr)))
         self.kind: str = self.engine.kind
         self.text_column = text_column

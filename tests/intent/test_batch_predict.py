@@ -33,9 +33,9 @@ from headwise.intent.batch import (
 from headwise.intent.batch.invariance import MIN_ROWS
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound.classifier import CompoundClassifier
+from headwise.intent.inference.bucketing import length_bucket
 from headwise.models import EncoderClassifier, ModelConfig
 from headwise.models.joint import JointIntentSlotModel
-from headwise.serve.bucketing import length_bucket
 from headwise.serve.config import ServeConfig
 from headwise.serve.startup import load_engine
 from headwise.text.readers import DataError, read_examples
@@ -385,7 +385,7 @@ def test_without_ray_the_ray_option_says_what_to_install(model_dir, tmp_path, ca
 
 def test_repeated_constants_stay_equal():
     from headwise.commands import predict
-    from headwise.serve.config import RUNTIMES
+    from headwise.intent.inference import RUNTIMES
 
     assert predict.ECHO_CHARS == bp.ECHO_CHARS
     assert predict.INPUT_FORMATS == bp.INPUT_FORMATS

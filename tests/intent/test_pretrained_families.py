@@ -70,19 +70,19 @@ def test_saved_classifier_keeps_prefix_and_trimmed_table(trained):
 
 
 def test_onnx_and_int8_serving_match_pytorch(trained, tmp_path):
+    from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor, TorchRuntime
     from headwise.onnx.export import export_onnx, quantize_int8
-    from headwise.serve import InferenceEngine, OnnxRuntime, TorchRuntime
 
     _, directory, _ = trained
     clf = IntentClassifier.load(directory)
     path = export_onnx(clf.model, tmp_path / "m.onnx", max_length=clf.max_length)
-    torch_answers = InferenceEngine(clf, TorchRuntime(clf.model)).predict(TEXTS, top_k=2)
-    onnx_answers = InferenceEngine(clf, OnnxRuntime(path)).predict(TEXTS, top_k=2)
+    torch_answers = SingleLabelPredictor(clf, TorchRuntime(clf.model)).predict(TEXTS, top_k=2)
+    onnx_answers = SingleLabelPredictor(clf, OnnxRuntime(path)).predict(TEXTS, top_k=2)
     for a, b in zip(torch_answers, onnx_answers, strict=True):
         assert intent_of(a) == intent_of(b)
         assert confidence_of(a) == pytest.approx(confidence_of(b), abs=1e-4)
     q = quantize_int8(path, tmp_path / "m8.onnx")
-    int8 = InferenceEngine(clf, OnnxRuntime(q)).predict(TEXTS, top_k=2)
+    int8 = SingleLabelPredictor(clf, OnnxRuntime(q)).predict(TEXTS, top_k=2)
     assert len(int8) == len(TEXTS) and all(0.0 <= confidence_of(a) <= 1.0 for a in int8)
 
 

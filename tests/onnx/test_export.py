@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 from tiny_corpus import INTENTS
 
+from headwise.intent.inference import OnnxRuntime, TorchRuntime
 from headwise.onnx.export import export_onnx, max_logit_difference, probe_batches
-from headwise.serve import OnnxRuntime, TorchRuntime
 
 
 def _tiny_encoder(tok, **fields):

@@ -8,6 +8,7 @@ import torch
 from tiny_models import MAX_LENGTH, tiny_encoder, tiny_tokenizer
 
 from headwise.attention.mha import MultiHeadAttention
+from headwise.intent.inference import OnnxRuntime, TorchRuntime
 from headwise.onnx.export import export_onnx, max_logit_difference, probe_batches
 from headwise.onnx.fusion import (
     FusedSelfAttention,
@@ -15,7 +16,6 @@ from headwise.onnx.fusion import (
     fused_op_counts,
     unfusable_reason,
 )
-from headwise.serve import OnnxRuntime, TorchRuntime
 
 
 @pytest.fixture(scope="module")

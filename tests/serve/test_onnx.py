@@ -17,8 +17,9 @@ from tiny_models import TEXTS
 
 from headwise.cli import main
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.inference import OnnxRuntime, TorchRuntime
 from headwise.onnx.export import max_logit_difference, probe_batches
-from headwise.serve import OnnxRuntime, ServeConfig, TorchRuntime, create_app, load_engine
+from headwise.serve import ServeConfig, create_app, load_engine
 
 
 @pytest.fixture(scope="module")

@@ -82,7 +82,7 @@ def test_in_flight_requests_finish_on_shutdown(encoder_dir):
 #: flag file exists, so that requests are in flight when the signal comes
 SLOW_SERVE = """
 import os, sys, time
-from headwise.serve import runtime
+from headwise.intent.inference import runtime
 forward = runtime.TorchRuntime.forward
 def slow(self, ids, mask):
     if os.path.exists(sys.argv[1]):

@@ -20,10 +20,29 @@ import numpy as np
 import torch
 from torch import nn
 
-from headwise.intent.classifier import pooled_vectors
 from headwise.onnx.export import META_QUANTIZED
 
-__all__ = ["OnnxRuntime", "TorchRuntime"]
+__all__ = ["OnnxRuntime", "TorchRuntime", "pooled_vectors"]
+
+
+def pooled_vectors(model: nn.Module, input_ids: torch.Tensor,
+                   attention_mask: torch.Tensor) -> torch.Tensor:
+    """The vectors a classifier's head reads: (batch, d) before dropout and the head.
+
+    Args:
+        model: an ``EncoderClassifier`` (``encode`` + ``pool``) or a ``BiLSTMClassifier``
+            (``pooled``).
+        input_ids: (batch, seq) token ids.
+        attention_mask: (batch, seq) boolean, True on real tokens.
+
+    Raises:
+        TypeError: a model with neither interface.
+    """
+    if hasattr(model, "encode") and hasattr(model, "pool"):
+        return model.pool(model.encode(input_ids, attention_mask), attention_mask)
+    if hasattr(model, "pooled"):
+        return model.pooled(input_ids, attention_mask)
+    raise TypeError(f"{type(model).__name__} has neither encode/pool nor pooled")
 
 
 class TorchRuntime:
