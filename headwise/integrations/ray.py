@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.answering import check_answer_options
 from headwise.intent.batch import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CHUNK_SIZE,
@@ -56,6 +55,7 @@ from headwise.intent.batch import (
     format_records,
     make_batch_invariant,
 )
+from headwise.intent.prediction import check_answer_options
 from headwise.text.readers import DataError
 
 __all__ = ["INSTALL_HINT", "IntentPredictor", "expand_inputs", "import_ray", "predict_files"]

@@ -38,16 +38,17 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from headwise.intent.answering import (
-    CalibratedClassifier,
-    check_answer_options,
-    check_texts,
-)
+from headwise.intent.answering import CalibratedClassifier
 from headwise.intent.decision.ood import OodDetector, load_detector, remove_detector, save_detector
 from headwise.intent.inference.runtime import TorchRuntime
 from headwise.intent.inference.single import SingleLabelPredictor
 from headwise.intent.kinds import NETWORK, kind_of
-from headwise.intent.prediction import OutOfScopeScores, Prediction
+from headwise.intent.prediction import (
+    OutOfScopeScores,
+    Prediction,
+    check_answer_options,
+    check_texts,
+)
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.text.tokenizer import Tokenizer

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwise.intent.answering import check_answer_options
 from headwise.intent.batch.invariance import make_batch_invariant
 from headwise.intent.batch.reader import RowReader
 from headwise.intent.batch.records import engine_record, format_records
 from headwise.intent.batch.writer import OutputFile, output_format_of, partial_path
 from headwise.intent.inference.predictor import Predictor
+from headwise.intent.prediction import check_answer_options
 from headwise.text.readers import DataError
 
 __all__ = ["DEFAULT_BATCH_SIZE", "DEFAULT_CHUNK_SIZE", "LISTED_BAD_ROWS", "BatchPredictResult",

@@ -24,12 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.answering import check_texts
 from headwise.intent.compound.thresholds import Thresholds, decide
 from headwise.intent.inference.compound import CompoundPredictor
 from headwise.intent.inference.runtime import TorchRuntime
 from headwise.intent.kinds import COMPOUND
-from headwise.intent.prediction import INTENT_THRESHOLD, OutOfScopeDecision, Prediction
+from headwise.intent.prediction import INTENT_THRESHOLD, OutOfScopeDecision, Prediction, check_texts
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.models.joint import JointIntentSlotModel

@@ -24,8 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from headwise.intent.answering import check_answer_options, check_texts
-from headwise.intent.prediction import Prediction
+from headwise.intent.prediction import Prediction, check_answer_options, check_texts
 
 __all__ = ["Predictor"]
 

@@ -21,10 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from headwise.intent.answering import ProbabilityClassifier, answers_from_probs
 from headwise.intent.inference.bucketing import long_text_note
 from headwise.intent.inference.predictor import Predictor
-from headwise.intent.prediction import OutOfScopeScores, Prediction
+from headwise.intent.prediction import OutOfScopeScores, Prediction, answers_from_probs
 
 __all__ = ["ClassifierRuntime", "ProbabilityPredictor", "TextItem", "runtime_name"]
 
@@ -54,7 +53,7 @@ class ClassifierRuntime:
     name: str
 
 
-def runtime_name(classifier: ProbabilityClassifier) -> str:
+def runtime_name(classifier: Any) -> str:
     """The name of the classifier's kind (``"ensemble"``, ``"tfidf"``, a registered kind's
     name; :mod:`headwise.intent.kinds`), or its class name when it is of no registered
     kind."""
@@ -72,14 +71,18 @@ class ProbabilityPredictor(Predictor):
     Args:
         classifier: a loaded :class:`~headwise.intent.tfidf.TfidfClassifier` or
             :class:`~headwise.intent.ensemble.EnsembleClassifier` (any
-            :class:`ProbabilityClassifier` works).
+            :class:`~headwise.intent.answering.ProbabilityClassifier` works).
         threads: intra-op threads for the networks of an ensemble (0 keeps PyTorch's
             default; the setting is per process).
+        batch_size: texts per forward pass of the networks of an ensemble.
     """
 
     kind = "intent"
 
-    def __init__(self, classifier: ProbabilityClassifier, *, threads: int = 0) -> None:
+    def __init__(self, classifier: Any, *, threads: int = 0, batch_size: int = 64) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.batch_size = batch_size
         if threads > 0:
             torch.set_num_threads(threads)
         self.classifier = classifier
@@ -109,17 +112,25 @@ class ProbabilityPredictor(Predictor):
 
     def run(self, items: Sequence[TextItem]) -> list[np.ndarray]:
         """The micro-batcher's call: one calibrated probability row (intents,) per text."""
-        return list(self.classifier.predict_proba([item.text for item in items]))
+        return list(self.classifier.predict_proba([item.text for item in items],
+                                                  batch_size=self.batch_size))
 
     def note(self, item: TextItem) -> dict | None:
         """The ``long_text`` note of an item (:meth:`TextItem.note`)."""
         return item.note()
 
-    def decide(self, texts: Sequence[str], items: Sequence[TextItem], rows: Any, *,
-               top_k: int, threshold: float | None, **options: Any) -> list[Prediction]:
-        """Single-label answers from :meth:`run`'s probability rows: out of scope below
-        ``threshold`` (default: the classifier's)."""
+    def probs_and_scores(self, rows: Any, *, threshold: float | None = None
+                         ) -> tuple[np.ndarray, OutOfScopeScores]:
+        """The probabilities (n, intents) of :meth:`run`'s rows and the out-of-scope
+        scores that decide: the top probability against ``threshold`` (default: the
+        classifier's)."""
         probs = np.asarray(rows, dtype=np.float64)
         t = self.classifier.threshold if threshold is None else float(threshold)
-        return answers_from_probs(texts, probs, self.labels, top_k=top_k,
-                                  scores=OutOfScopeScores.top_probability(probs, t))
+        return probs, OutOfScopeScores.top_probability(probs, t)
+
+    def decide(self, texts: Sequence[str], items: Sequence[TextItem], rows: Any, *,
+               top_k: int, threshold: float | None, **options: Any) -> list[Prediction]:
+        """Single-label answers from :meth:`run`'s probability rows (out of scope as
+        :meth:`probs_and_scores` decides)."""
+        probs, scores = self.probs_and_scores(rows, threshold=threshold)
+        return answers_from_probs(texts, probs, self.labels, top_k=top_k, scores=scores)

@@ -29,11 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.answering import answers_from_probs
 from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.inference.bucketing import BucketedPredictor, EncodedText
 from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
-from headwise.intent.prediction import OutOfScopeScores, Prediction
+from headwise.intent.prediction import OutOfScopeScores, Prediction, answers_from_probs
 
 __all__ = ["SingleLabelPredictor"]
 
