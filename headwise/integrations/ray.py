@@ -97,7 +97,7 @@ class IntentPredictor:
         runtime: ``"auto"`` (onnxruntime when ``MODEL/model.onnx`` or ``onnx_path`` is an
             export of these weights, else PyTorch), ``"torch"`` or ``"onnx"``.
         onnx_path: the ONNX file for ``"auto"`` / ``"onnx"``.
-        batch_size: rows in one forward pass (the engine splits a larger batch).
+        batch_size: rows in one forward pass (the predictor splits a larger batch).
         threads: intra-op threads of the runtime (0: the library's default).
         output: ``"columns"`` (one column per record field) or ``"json"`` (a ``record``
             column of JSON texts).

@@ -36,10 +36,10 @@ on resume. Resuming a complete ``OUT`` appends the answers to input lines past i
 record (a log that grew); its options went with its partial file, so only the kind of
 model and the layout are checked then (the record fields, the CSV header).
 
-An answer does not depend on the texts it was batched with: the engines pad a forward
+An answer does not depend on the texts it was batched with: the predictors pad a forward
 pass to its longest row, and PyTorch's kernels round differently (in the 7th digit) for
 another width of a short sequence, or for a product of few rows (one row; up to 15 on
-AVX-512 CPUs), so the engine's runtime is made to pad every pass to its length bucket and
+AVX-512 CPUs), so the predictor's runtime is made to pad every pass to its length bucket and
 to at least 16 rows (:class:`BatchInvariantRuntime`). A resumed run, a run with another
 chunk or batch size and a Ray Data run (:mod:`headwise.integrations.ray`) therefore write
 the very records of an uninterrupted run. (An ensemble's networks batch texts themselves

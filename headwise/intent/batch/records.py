@@ -42,7 +42,7 @@ def _rounded(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def engine_record(answer: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``headwise predict --json`` object of a serve engine's answer (its
+    """The ``headwise predict --json`` object of a predictor's answer record (its
     ``predict``'s records: probabilities not rounded, ``long_text`` inside): the fields of
     the prediction's ``to_dict()`` (probabilities to 6 decimals), then :func:`record`'s.
 
