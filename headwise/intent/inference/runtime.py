@@ -49,14 +49,16 @@ class TorchRuntime:
     """The PyTorch forward pass in inference mode.
 
     Args:
-        model: the classifier (put in eval mode).
+        model: the classifier (put in eval mode if it is in training mode).
         threads: intra-op threads (0 keeps PyTorch's default; the setting is per process).
     """
 
     name = "torch"
 
     def __init__(self, model: nn.Module, *, threads: int = 0) -> None:
-        self.model = model.eval()
+        # a model in training mode is put in eval mode (dropout off); one already in eval
+        # mode is left as it is (eval() walks every module, which a single query notices)
+        self.model = model.eval() if model.training else model
         if threads > 0:
             torch.set_num_threads(threads)
         self.device = next(model.parameters()).device

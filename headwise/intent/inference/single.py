@@ -61,13 +61,25 @@ class SingleLabelPredictor(BucketedPredictor):
         super().__init__(classifier.tokenizer, runtime, max_length=classifier.max_length,
                          long_text=long_text, chunk_stride=chunk_stride, max_rows=max_rows)
         self.classifier = classifier
-        head = classifier.model.classifier
-        self._weight = head.weight.detach().double().cpu().numpy()
-        self._bias = head.bias.detach().double().cpu().numpy() if head.bias is not None \
-            else np.zeros(self._weight.shape[0])
-        ood = classifier.ood
-        #: whether :meth:`run`'s rows carry the pooled vectors (the detector reads them)
-        self.with_features = ood is not None and ood.needs_features
+        self._head: tuple[np.ndarray, np.ndarray] | None = None  # for chunk-and-pool
+
+    @property
+    def with_features(self) -> bool:
+        """Whether :meth:`run`'s rows carry the pooled vectors (the classifier's detector
+        reads them)."""
+        ood = self.classifier.ood
+        return ood is not None and ood.needs_features
+
+    def head(self) -> tuple[np.ndarray, np.ndarray]:
+        """The classification head's weight (intents, d) and bias (intents,), float64:
+        what chunk-and-pool applies to a long text's mean pooled vector (read once)."""
+        if self._head is None:
+            head = self.classifier.model.classifier
+            weight = head.weight.detach().double().cpu().numpy()
+            bias = head.bias.detach().double().cpu().numpy() if head.bias is not None \
+                else np.zeros(weight.shape[0])
+            self._head = weight, bias
+        return self._head
 
     @property
     def labels(self) -> list[str]:
@@ -100,8 +112,9 @@ class SingleLabelPredictor(BucketedPredictor):
             if n == 1:
                 out[j], vectors[j] = logits[start], pooled[start]
             else:
+                weight, bias = self.head()
                 vectors[j] = pooled[start:start + n].mean(0)
-                out[j] = vectors[j] @ self._weight.T + self._bias
+                out[j] = vectors[j] @ weight.T + bias
             start += n
         return out, vectors
 
