@@ -3,8 +3,8 @@
 :class:`ProbabilityPredictor` answers with the classifier's own calibrated probabilities
 (:meth:`ProbabilityClassifier.predict_proba
 <headwise.intent.answering.ProbabilityClassifier.predict_proba>`), gathered into batches
-by the service's micro-batcher like a network's texts; its answers are those of
-``classifier.predict``. A TF-IDF model reads a text whole; a network inside an ensemble
+by the service's micro-batcher like a network's texts; ``classifier.predict`` is this
+predictor's answers. A TF-IDF model reads a text whole; a network inside an ensemble
 truncates it at its own maximum length, as ``predict`` does. So only the ``"truncate"``
 long-text policy applies: an answer's ``long_text`` note reports a text that a network of
 the ensemble cut (its token count and maximum length; the network that cut the most when
