@@ -544,7 +544,7 @@ PAGES = {
     "compound:cpu": "compound",
     "serve:cpu": "serving", "startup:cpu": "serving", "serve-access:cpu": "serving",
     "batch_predict:cpu": "serving", "ray-serve:cpu": "serving", "int8:choice": "serving",
-    "walkthrough": "serving",
+    "one_path:cpu": "serving", "walkthrough": "serving",
     "inspect_demo:cpu": "inspect",
     "translate:cpu": "translate",
 }

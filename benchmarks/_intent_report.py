@@ -348,7 +348,7 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path, draw: bo
         "Latency: `IntentClassifier.predict` on one test text at a time (tokenisation and "
         "softmax included), 200 queries after 10 warm-up ones, 2 torch threads; throughput: 20 "
         "batches of 32. ONNX p50: the same query path on the fused ONNX export in "
-        "onnxruntime (`InferenceEngine` with `OnnxRuntime`, what `headwise serve` runs by "
+        "onnxruntime (`SingleLabelPredictor` with `OnnxRuntime`, what `headwise serve` runs by "
         "default), measured by `--latency-only` on the kept models. Quality: mean ± "
         "standard deviation over seeds (min-max); latency: "
         "the median over seeds of each run's p50/p99. `train s` is the wall time of training "

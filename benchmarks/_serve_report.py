@@ -229,7 +229,7 @@ def section(r: dict[str, Any], command: str) -> str:
             lines.append(f"| {name} | {v['p50_ms']:.2f} | {v['p99_ms']:.2f} | "
                          f"{v['mean_ms']:.2f} |")
         lines += ["", "\"ours\": tokenize, forward, calibrated top-3 "
-                  "(`InferenceEngine.predict`); the pipeline: `transformers.pipeline("
+                  "(`SingleLabelPredictor.predict`); the pipeline: `transformers.pipeline("
                   "'text-classification', top_k=3)` on `AutoModelForSequenceClassification` "
                   "of the same checkpoint.", ""]
     if "int8" in r.get("single", {}):
@@ -247,8 +247,8 @@ def section(r: dict[str, Any], command: str) -> str:
             lines.append(f"| {x['runtime']} | {x['batch']} | {x['forward_texts_per_s']:.0f} | "
                          f"{x['predict_texts_per_s']:.0f} | {x['calls']} |")
         lines += ["", "Consecutive groups of the benchmark texts, in this process, no HTTP: "
-                  "\"forward\" = `InferenceEngine.logits` on pre-tokenized texts (padding, "
-                  "forward, pooling), \"predict\" = `InferenceEngine.predict` (tokenize, "
+                  "\"forward\" = `SingleLabelPredictor.logits` on pre-tokenized texts (padding, "
+                  "forward, pooling), \"predict\" = `SingleLabelPredictor.predict` (tokenize, "
                   "forward, calibrated top-3); texts/s = batch size / median time per call. "
                   "The server at concurrency c cannot beat the predict column at batch c: "
                   "HTTP parsing, the event loop and the load generator share the same cores.",

@@ -85,7 +85,7 @@ def build_models(folder: Path, quick: bool) -> dict[str, str]:
     from headwise._files import file_sha256
     from headwise.intent.classifier import IntentClassifier
     from headwise.models.io import WEIGHTS_NAME
-    from headwise.serve.onnx_export import export_onnx
+    from headwise.onnx.export import export_onnx
 
     torch.manual_seed(0)
     if quick:

@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from headwise.intent import IntentClassifier
+    from headwise.intent.inference import OnnxRuntime
     from headwise.intent.training.data import validation_split
-    from headwise.serve import OnnxRuntime
-    from headwise.serve.onnx_export import export_onnx
+    from headwise.onnx.export import export_onnx
 
     torch.set_num_threads(1)
     clf = IntentClassifier.load(args.model_dir)

@@ -318,17 +318,17 @@ def recipe_for(config: str, seed: int, quick: bool) -> Any:
 
 def onnx_latency(clf: Any, texts: list[str], queries: int = 200) -> dict[str, float] | None:
     """Single-query latency of the path ``headwise serve`` runs by default: the fused ONNX
-    export in onnxruntime behind ``InferenceEngine.predict`` (tokenize, forward, calibrated
+    export in onnxruntime behind ``SingleLabelPredictor.predict`` (tokenize, forward, calibrated
     top-3). None for models without an ONNX export (the BiLSTM)."""
+    from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor
     from headwise.models import EncoderClassifier
-    from headwise.serve import InferenceEngine, OnnxRuntime
-    from headwise.serve.onnx_export import export_onnx
+    from headwise.onnx.export import export_onnx
 
     if not isinstance(getattr(clf, "model", None), EncoderClassifier):
         return None  # the BiLSTM (it has an encode too), a TF-IDF model or an ensemble
     with tempfile.TemporaryDirectory() as tmp:
         path = export_onnx(clf.model, Path(tmp) / "m.onnx", max_length=clf.max_length)
-        engine = InferenceEngine(clf, OnnxRuntime(path))
+        engine = SingleLabelPredictor(clf, OnnxRuntime(path))
         return {**engine_latency(engine, [t for t in texts if t.strip()], queries),
                 "queries": queries}
 

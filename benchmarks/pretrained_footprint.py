@@ -5,7 +5,7 @@ Takes a classifier kept by ``benchmarks/intent.py --keep-models DIR`` (for insta
 multilingual-e5-small fine-tuned on DataCLUE CIC) and measures, in one run:
 
 * the fused fp32 ONNX export and its dynamic int8 quantization: file size, single-query
-  p50/p99 through ``InferenceEngine.predict`` (tokenize, forward, calibrated top-3, what
+  p50/p99 through ``SingleLabelPredictor.predict`` (tokenize, forward, calibrated top-3, what
   ``headwise serve`` runs), and test accuracy / macro-F1 of each (int8's change is the
   number to watch);
 * the same checkpoint untrimmed (every vocabulary row, a fresh head): ONNX file size and
@@ -70,8 +70,8 @@ def serving(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from headwise.intent import IntentClassifier, evaluate_classifier
-    from headwise.serve import InferenceEngine, OnnxRuntime
-    from headwise.serve.onnx_export import export_onnx, quantize_int8
+    from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor
+    from headwise.onnx.export import export_onnx, quantize_int8
 
     torch.set_num_threads(spec["threads"])
     clf = IntentClassifier.load(spec["model_dir"])
@@ -90,7 +90,8 @@ def serving(spec: dict[str, Any]) -> dict[str, Any]:
             report = evaluate_classifier(_RuntimeClassifier(clf, runtime), texts, labels)
             out[name] = {"file_mib": _mib(path), "accuracy": report["accuracy"],
                          "macro_f1": report["macro_f1"],
-                         **engine_latency(InferenceEngine(clf, runtime), texts, spec["queries"])}
+                         **engine_latency(SingleLabelPredictor(clf, runtime), texts,
+                                          spec["queries"])}
     return out
 
 
@@ -99,10 +100,10 @@ def untrimmed(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from headwise.intent import IntentClassifier
+    from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor
     from headwise.intent.training.builders import resolve_pretrained
     from headwise.loading import from_pretrained
-    from headwise.serve import InferenceEngine, OnnxRuntime
-    from headwise.serve.onnx_export import export_onnx
+    from headwise.onnx.export import export_onnx
 
     torch.set_num_threads(spec["threads"])
     kept = IntentClassifier.load(spec["model_dir"])
@@ -116,7 +117,7 @@ def untrimmed(spec: dict[str, Any]) -> dict[str, Any]:
                 "vocab_size": tok.vocab_size, "fp32": {
                     "file_mib": _mib(fp32),
                     **engine_latency(
-                        InferenceEngine(clf, OnnxRuntime(fp32, threads=spec["threads"])),
+                        SingleLabelPredictor(clf, OnnxRuntime(fp32, threads=spec["threads"])),
                         list(test.texts), spec["queries"])}}
 
 
@@ -200,7 +201,7 @@ def render(res: dict[str, Any], command: str) -> str:
         "",
         f"Command: `{command}` ({res['date']}, {res['threads']} threads). Vocabulary: "
         f"{s['kept_vocab_size']:,} of {s['vocab_size']:,} rows kept. Latency: one query at a "
-        f"time through `InferenceEngine.predict` (tokenize, forward, calibrated top-3), "
+        f"time through `SingleLabelPredictor.predict` (tokenize, forward, calibrated top-3), "
         f"{res['queries']} queries, median and 99th percentile. Scores on the "
         f"{res['dataset']} test split.",
         "", table, "",

@@ -203,6 +203,12 @@ def _ray(res: Path, pages: Path) -> str | None:
     return data and H.with_machine_line(ray_serve.section(data), [data["meta"]])
 
 
+def _one_path(res: Path, pages: Path) -> str | None:
+    import one_path
+
+    return one_path.section(res / one_path.RESULTS.name)
+
+
 def _inspect(res: Path, pages: Path) -> str | None:
     import inspect_demo
 
@@ -239,7 +245,7 @@ def _none(res: Path, pages: Path) -> None:
 
 _ATTN = ("headwise/attention",)
 _INTENT = ("headwise/intent", "headwise/nn")
-_SERVE = ("headwise/serve", "headwise/intent/classifier.py")
+_SERVE = ("headwise/serve", "headwise/intent/inference", "headwise/intent/classifier.py")
 SOURCES: dict[str, Source] = {
     "attention:cpu": Source(_attention, _ATTN, "python benchmarks/attention.py"),
     "long_attention:cpu": Source(_long, _ATTN, "python benchmarks/long_attention.py"),
@@ -254,7 +260,7 @@ SOURCES: dict[str, Source] = {
         "tests/nn/test_grad_layouts_models.py --hypothesis-profile=long"),
     "intent:cpu": Source(_intent, _INTENT, "python benchmarks/intent.py"),
     "intent:pretrained-footprint": Source(
-        _footprint, (*_INTENT, *_SERVE, "headwise/models"),
+        _footprint, (*_INTENT, *_SERVE, "headwise/onnx", "headwise/models"),
         "python benchmarks/pretrained_footprint.py --model-dir MODEL"),
     "e5_fidelity:cpu": Source(_e5, ("headwise/models",),
                               "python benchmarks/e5_fidelity.py --write"),
@@ -275,8 +281,11 @@ SOURCES: dict[str, Source] = {
                                "python benchmarks/serve.py --parts access"),
     "batch_predict:cpu": Source(_batch, _SERVE, "python benchmarks/batch_predict.py"),
     "ray-serve:cpu": Source(_ray, _SERVE, "python benchmarks/ray_serve.py"),
-    "int8:choice": Source(_int8, ("headwise/serve",),
+    "int8:choice": Source(_int8, ("headwise/onnx", "headwise/serve"),
                           "python benchmarks/int8_choice.py --model-dir MODEL"),
+    "one_path:cpu": Source(_one_path, ("headwise/intent/inference", "headwise/intent/batch",
+                                       "headwise/serve", "headwise/commands/predict.py"),
+                           "python benchmarks/one_path.py"),
     "walkthrough": Source(_walkthrough, ("README.md", "headwise/cli.py", "headwise/commands"),
                           "python benchmarks/walkthrough.py"),
     "inspect_demo:cpu": Source(_inspect, ("headwise/inspect", "headwise/demo"),

@@ -93,12 +93,12 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
     from headwise.intent.classifier import IntentClassifier
-    from headwise.serve import InferenceEngine, OnnxRuntime, TorchRuntime
+    from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor, TorchRuntime
 
     clf = IntentClassifier.load(model_dir)
-    engines = {"ours (PyTorch)": InferenceEngine(clf, TorchRuntime(clf.model))}
+    engines = {"ours (PyTorch)": SingleLabelPredictor(clf, TorchRuntime(clf.model))}
     for name, path in onnx.items():
-        engines[f"ours ({name})"] = InferenceEngine(clf, OnnxRuntime(path))
+        engines[f"ours ({name})"] = SingleLabelPredictor(clf, OnnxRuntime(path))
     hf_model = AutoModelForSequenceClassification.from_pretrained(src, num_labels=len(INTENTS))
     hf = pipeline("text-classification", model=hf_model.eval(),
                   tokenizer=AutoTokenizer.from_pretrained(src), device=-1, top_k=3)
@@ -144,11 +144,12 @@ def batch_sweep(model_dir: Path, texts: list[str], onnx: dict[str, Path],
     size over the median time per call. No HTTP, no event loop, no load generator.
     """
     from headwise.intent.classifier import IntentClassifier
-    from headwise.serve import InferenceEngine, OnnxRuntime, TorchRuntime
+    from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor, TorchRuntime
 
     clf = IntentClassifier.load(model_dir)
-    engines = {"PyTorch": InferenceEngine(clf, TorchRuntime(clf.model))}
-    engines.update({name: InferenceEngine(clf, OnnxRuntime(path)) for name, path in onnx.items()})
+    engines = {"PyTorch": SingleLabelPredictor(clf, TorchRuntime(clf.model))}
+    engines.update({name: SingleLabelPredictor(clf, OnnxRuntime(path))
+                    for name, path in onnx.items()})
     rows = []
     with torch.inference_mode():
         for name, engine in engines.items():

@@ -71,7 +71,7 @@ def test_help_lists_every_command_with_its_own_line():
 
 def test_constants_repeated_for_a_light_start_stay_equal():
     from headwise.commands import _common, serve_options
-    from headwise.serve.config import LONG_TEXT_POLICIES, RUNTIMES
+    from headwise.intent.inference import LONG_TEXT_POLICIES, RUNTIMES
     from headwise.text.readers import FORMATS
 
     assert _common.FORMATS == FORMATS

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "headwise"
 #: bottom to top; a module may import its own layer and those below it. The package root
 #: (``headwise/__init__.py``: ``__version__`` and lazy re-exports) may be imported by all.
 LAYERS = ("_lazy", "_fonts", "_files", "attention", "nn", "models", "text", "slots", "loading",
-          "train", "intent", "inspect", "serve", "integrations", "demo", "commands",
+          "onnx", "train", "intent", "inspect", "serve", "integrations", "demo", "commands",
           "cli")
 #: ``headwise.intent``'s classifier modules: the classifiers, how they answer, their kinds
 CLASSIFIER_MODULES = ("headwise.intent.classifier", "headwise.intent.tfidf",

@@ -19,7 +19,7 @@ HEAVY = ("sklearn", "scipy.linalg", "scipy.stats", "matplotlib", "cleanlab", "pa
     "from headwise.text import Tokenizer",
     "import headwise.commands.predict",
     "from headwise.intent.compound.classifier import CompoundClassifier",
-    "from headwise.serve.compound_engine import CompoundEngine",
+    "from headwise.intent.inference.compound import CompoundPredictor",
 ])
 def test_the_predict_path_imports_no_heavy_library(statement):
     code = f"import sys\n{statement}\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))"
@@ -32,9 +32,10 @@ def test_lazy_package_names_resolve_to_their_modules():
     import headwise.intent as intent
     import headwise.intent.batch as batch
     import headwise.intent.compound as compound
+    import headwise.intent.inference as inference
     import headwise.text as text
 
-    for package in (intent, batch, compound, text):
+    for package in (intent, batch, compound, inference, text):
         assert sorted(package.__all__) == sorted(package._LAZY)
         for name in package.__all__:
             value = getattr(package, name)

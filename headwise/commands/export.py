@@ -51,17 +51,17 @@ def _refuse_other_kinds(model: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from headwise._files import file_sha256
     from headwise.intent.classifier import IntentClassifier
+    from headwise.intent.inference.load import ONNX_TOLERANCE
+    from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
     from headwise.models.io import WEIGHTS_NAME
-    from headwise.serve.onnx_export import (
+    from headwise.onnx.export import (
         accuracy,
         export_onnx,
         max_logit_difference,
         probe_batches,
         quantize_int8,
     )
-    from headwise.serve.onnx_fusion import fused_op_counts, unfusable_reason
-    from headwise.serve.runtime import OnnxRuntime, TorchRuntime
-    from headwise.serve.startup import ONNX_TOLERANCE
+    from headwise.onnx.fusion import fused_op_counts, unfusable_reason
 
     check_out_file(args.onnx, "--onnx")
     if args.int8:

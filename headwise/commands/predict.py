@@ -116,36 +116,6 @@ def echo(text: str, limit: int = ECHO_CHARS) -> str:
     return cut(text, limit)
 
 
-def long_text_notes(classifier: Any, texts: Sequence[str]) -> list[dict[str, Any] | None]:
-    """The ``long_text`` note of each text, as the service words it
-    (:func:`headwise.serve.bucketing.long_text_note`): ``{"policy": "truncated", "tokens",
-    "max_length", "chunks": 1}`` when a network of the classifier reads only the first
-    ``max_length`` tokens of it (the one that cuts the most, in an ensemble), else None.
-    A TF-IDF model reads every text whole.
-
-    Args:
-        classifier: a loaded intent, compound, TF-IDF or ensemble classifier.
-        texts: the texts it is asked about.
-    """
-    from headwise.intent.classifier import IntentClassifier
-    from headwise.intent.compound.classifier import CompoundClassifier
-    from headwise.intent.ensemble import EnsembleClassifier
-
-    members = classifier.members if isinstance(classifier, EnsembleClassifier) else [classifier]
-    networks = [m for m in members if isinstance(m, IntentClassifier | CompoundClassifier)]
-    cut: list[tuple[int, int] | None] = [None] * len(texts)  # (tokens, max_length)
-    for net in networks:
-        for i, n in enumerate(net.tokenizer.lengths(list(texts))):
-            old = cut[i]
-            if n > net.max_length and (old is None or n - net.max_length > old[0] - old[1]):
-                cut[i] = (int(n), int(net.max_length))
-    if all(c is None for c in cut):
-        return [None] * len(texts)
-    from headwise.serve.bucketing import long_text_note  # only for a text that was cut
-
-    return [None if c is None else long_text_note("truncated", c[0], c[1], 1) for c in cut]
-
-
 def record(answer: dict[str, Any], text: str, note: dict[str, Any] | None) -> dict[str, Any]:
     """An answer's ``--json`` object: ``answer`` (``to_dict()`` of a prediction) with
     its text cut by :func:`echo`, ``text_chars`` and ``long_text``
@@ -195,13 +165,13 @@ def run(args: argparse.Namespace) -> int:
     texts = list(args.texts) if args.texts else [ln.strip() for ln in sys.stdin if ln.strip()]
     if not texts:
         raise ValueError("no texts: pass them as arguments or on standard input")
-    if is_compound_model(args.model):
-        return _run_compound(args, texts)
-    from headwise.intent.kinds import load_single_label
+    from headwise.intent.inference.load import load_predictor
 
-    clf = load_single_label(args.model)
-    answers = clf.predict(texts, top_k=args.top_k, threshold=args.threshold)
-    _print_answers(args, clf, answers, texts)
+    # the predictor ``serve`` would run (runtime auto), on the texts' one encoding
+    predictor = load_predictor(args.model)
+    answers, notes = predictor.predictions(texts, top_k=args.top_k, threshold=args.threshold,
+                                           reference_date=args.reference_date)
+    _print_answers(args, answers, texts, notes)
     return 0
 
 
@@ -215,12 +185,12 @@ def _decision_text(p: Any) -> str:
     return f"{d.score} {d.value:.3f} {sign} threshold {d.threshold:.3f}"
 
 
-def _print_answers(args: argparse.Namespace, clf: Any, answers: Sequence[Any],
-                   texts: Sequence[str]) -> None:
-    """Print each answer (a :class:`~headwise.intent.prediction.Prediction`): its
-    ``--json`` object, or the plain lines (the answered intents, or OUT OF SCOPE with the
-    score that decided; the most probable intents; the slots)."""
-    for p, text, note in zip(answers, texts, long_text_notes(clf, texts), strict=True):
+def _print_answers(args: argparse.Namespace, answers: Sequence[Any], texts: Sequence[str],
+                   notes: Sequence[dict[str, Any] | None]) -> None:
+    """Print each answer (a :class:`~headwise.intent.prediction.Prediction`) with its
+    ``long_text`` note: its ``--json`` object, or the plain lines (the answered intents,
+    or OUT OF SCOPE with the score that decided; the most probable intents; the slots)."""
+    for p, text, note in zip(answers, texts, notes, strict=True):
         if args.json:
             print(json.dumps(record(p.to_dict(), text, note), ensure_ascii=False, default=str))
             continue
@@ -235,18 +205,6 @@ def _print_answers(args: argparse.Namespace, clf: Any, answers: Sequence[Any],
         for s in p.slots:
             print(f"     {s.name}: {s.text!r} [{s.start}:{s.end}] = "
                   f"{json.dumps(s.value, ensure_ascii=False, default=str)}")
-
-
-def _run_compound(args: argparse.Namespace, texts: list[str]) -> int:
-    from headwise.intent.compound.classifier import CompoundClassifier
-    from headwise.intent.compound.thresholds import Thresholds
-
-    clf = CompoundClassifier.load(args.model)
-    thresholds = None if args.threshold is None else Thresholds(args.threshold)
-    answers = clf.predict(texts, top_k=args.top_k, thresholds=thresholds,
-                          reference_date=args.reference_date)
-    _print_answers(args, clf, answers, texts)
-    return 0
 
 
 # -- --data FILE --out FILE ----------------------------------------------------------------
@@ -316,8 +274,7 @@ def _run_data(args: argparse.Namespace) -> int:
 
     from headwise.commands._common import check_out_file
     from headwise.intent.batch import output_format_of, partial_path, predict_file
-    from headwise.serve.config import ServeConfig
-    from headwise.serve.startup import load_engine
+    from headwise.intent.inference.load import load_predictor
 
     check_out_file(args.out, "--out")
     output_format_of(args.out, args.output_format)  # before loading the model
@@ -327,21 +284,21 @@ def _run_data(args: argparse.Namespace) -> int:
     if not Path(args.data).is_file():
         raise FileNotFoundError(f"--data {args.data}: no such file")
     threads = 0 if args.threads is None else args.threads
-    engine = load_engine(
-        ServeConfig(model_dir=args.model, runtime=args.runtime, onnx_path=args.onnx,
-                    max_batch_size=batch_size, threads=threads, warmup=False),
-        report=lambda line: print(f"headwise predict: {line}", file=sys.stderr))
-    if args.reference_date is not None:  # a compound engine: its classifier's "today"
-        engine.classifier.reference_date = args.reference_date
+    predictor = load_predictor(
+        args.model, runtime=args.runtime, onnx_path=args.onnx, max_rows=batch_size,
+        threads=threads, report=lambda line: print(f"headwise predict: {line}",
+                                                   file=sys.stderr))
+    if args.reference_date is not None:  # a compound model: its classifier's "today"
+        predictor.classifier.reference_date = args.reference_date
     try:
         result = predict_file(
-            engine, args.data, args.out, input_format=args.input_format,
+            predictor, args.data, args.out, input_format=args.input_format,
             output_format=args.output_format, text_column=args.text_column,
             top_k=args.top_k, threshold=args.threshold, chunk_size=chunk_size,
             resume=args.resume, strict=args.strict, progress=False if args.quiet else None,
             on_bad_row=_bad_row_printer(),
             options={"model": str(Path(args.model).resolve()),
-                     "runtime": engine.runtime.name})
+                     "runtime": predictor.runtime.name})
     except BaseException:
         partial = partial_path(args.out)
         if partial.exists():
@@ -355,7 +312,7 @@ def _run_data(args: argparse.Namespace) -> int:
         print(_skipped_line(args.data, result.skipped, result.bad_rows), file=sys.stderr)
     print(f"headwise predict: wrote {result.written} answers to {result.out} in "
           f"{result.seconds:.1f} s ({result.texts_per_second:.0f} texts/s, runtime "
-          f"{engine.runtime.name})", file=sys.stderr)
+          f"{predictor.runtime.name})", file=sys.stderr)
     return 0
 
 

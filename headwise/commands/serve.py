@@ -43,8 +43,8 @@ from headwise.commands.serve_options import (
 )
 
 if TYPE_CHECKING:
+    from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
     from headwise.serve.config import ServeConfig
-    from headwise.serve.runtime import OnnxRuntime, TorchRuntime
 
 __all__ = ["add_parser", "check_address", "run", "url"]
 

@@ -17,7 +17,7 @@ __all__ = ["LOG_LEVELS", "LONG_TEXT_POLICIES", "RAY_OPTIONS", "RUNTIMES", "add_s
            "check_ray_options", "config_from_args", "port_number", "positive_int",
            "positive_number", "positive_rate", "replica_range"]
 
-#: ``headwise.serve.config.RUNTIMES`` and ``LONG_TEXT_POLICIES``, repeated so that
+#: ``headwise.intent.inference.RUNTIMES`` and ``LONG_TEXT_POLICIES``, repeated so that
 #: building the parser does not import the service (FastAPI, torch); a test keeps them equal
 RUNTIMES = ("auto", "torch", "onnx")
 LONG_TEXT_POLICIES = ("truncate", "chunk", "reject")

@@ -7,6 +7,6 @@
   (``headwise serve MODEL --ray``).
 
 This package sits at the top of the layers, beside :mod:`headwise.commands`: it may use
-everything below (the serve engines included), and nothing below imports it. Importing it
+everything below (the predictors included), and nothing below imports it. Importing it
 imports no optional library; each module imports its own when used.
 """

@@ -1,7 +1,7 @@
 """Ray Data: intent predictions over a cluster (``pip install headwise[ray]``).
 
 :class:`IntentPredictor` is a callable class for :meth:`ray.data.Dataset.map_batches`:
-each Ray actor loads the model once (the service's engine, on onnxruntime when the model
+each Ray actor loads the model once (the predictor the service runs, on onnxruntime when the model
 directory holds its ONNX export) and answers every batch it is given with the records
 ``headwise predict --json`` prints::
 
@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.answering import check_answer_options
 from headwise.intent.batch import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CHUNK_SIZE,
@@ -56,6 +55,7 @@ from headwise.intent.batch import (
     format_records,
     make_batch_invariant,
 )
+from headwise.intent.prediction import check_answer_options
 from headwise.text.readers import DataError
 
 __all__ = ["INSTALL_HINT", "IntentPredictor", "expand_inputs", "import_ray", "predict_files"]
@@ -97,7 +97,7 @@ class IntentPredictor:
         runtime: ``"auto"`` (onnxruntime when ``MODEL/model.onnx`` or ``onnx_path`` is an
             export of these weights, else PyTorch), ``"torch"`` or ``"onnx"``.
         onnx_path: the ONNX file for ``"auto"`` / ``"onnx"``.
-        batch_size: rows in one forward pass (the engine splits a larger batch).
+        batch_size: rows in one forward pass (the predictor splits a larger batch).
         threads: intra-op threads of the runtime (0: the library's default).
         output: ``"columns"`` (one column per record field) or ``"json"`` (a ``record``
             column of JSON texts).
@@ -126,14 +126,12 @@ class IntentPredictor:
         if output not in ("columns", "json"):
             raise ValueError(f"output must be 'columns' or 'json', got {output!r}")
         check_answer_options(top_k, 0.0 if threshold is None else threshold)
-        from headwise.serve.config import ServeConfig
-        from headwise.serve.startup import load_engine
+        from headwise.intent.inference.load import load_predictor
 
         self.model = str(model)
-        self.engine = make_batch_invariant(load_engine(
-            ServeConfig(model_dir=self.model, runtime=runtime,
-                        onnx_path=None if onnx_path is None else str(onnx_path),
-                        max_batch_size=batch_size, threads=threads, warmup=False),
+        self.engine = make_batch_invariant(load_predictor(
+            self.model, runtime=runtime, onnx_path=None if onnx_path is None else str(onnx_path),
+            max_rows=batch_size, threads=threads,
             report=lambda line: print(f"IntentPredictor: {line}", file=sys.stderr)))
         self.kind: str = self.engine.kind
         self.text_column = text_column

@@ -3,12 +3,11 @@ ensembles.
 
 :class:`ProbabilityClassifier` builds :meth:`~ProbabilityClassifier.predict` (the top
 intents, out-of-scope below the threshold, or where an out-of-scope detector says so) on a
-subclass's calibrated probabilities; :class:`CalibratedClassifier` gives those
-probabilities from raw logits and a temperature. :func:`answers_from_probs` turns
-probabilities into :class:`~headwise.intent.prediction.Prediction` answers (the service's
-engines call it too);
-:func:`check_answer_options` and :func:`check_texts` refuse bad calls the same way
-everywhere.
+subclass's calibrated probabilities, through the predictor every path runs
+(:class:`~headwise.intent.inference.proba.ProbabilityPredictor`; a network's own,
+:class:`~headwise.intent.inference.single.SingleLabelPredictor`, for
+:class:`~headwise.intent.classifier.IntentClassifier`); :class:`CalibratedClassifier`
+gives those probabilities from raw logits and a temperature.
 """
 
 from __future__ import annotations
@@ -20,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from headwise.intent.decision.temperature import calibrated_probs
-from headwise.intent.prediction import OutOfScopeScores, Prediction
+from headwise.intent.inference.proba import ProbabilityPredictor
+from headwise.intent.prediction import OutOfScopeScores, Prediction, check_answer_options
 
 if TYPE_CHECKING:
     from headwise.intent.decision.ood import OodDetector
 
-__all__ = ["CalibratedClassifier", "ProbabilityClassifier", "answers_from_probs",
-           "check_answer_options", "check_texts"]
+__all__ = ["CalibratedClassifier", "ProbabilityClassifier"]
 
 
 class ProbabilityClassifier(ABC):
@@ -65,11 +64,8 @@ class ProbabilityClassifier(ABC):
             ValueError: an empty list or text, ``top_k < 1``, a threshold outside [0, 1].
             TypeError: a non-string item.
         """
-        texts = [texts] if isinstance(texts, str) else texts
-        check_answer_options(top_k, self.threshold if threshold is None else threshold)
-        probs, scores = self.predict_proba_and_scores(texts, threshold=threshold,
-                                                      batch_size=batch_size)
-        return answers_from_probs(texts, probs, self.labels, top_k=top_k, scores=scores)
+        return ProbabilityPredictor(self, batch_size=batch_size).predictions(
+            texts, top_k=top_k, threshold=threshold)[0]
 
     def predict_proba_and_scores(self, texts: Sequence[str], *,
                                  threshold: float | None = None, batch_size: int = 64
@@ -83,9 +79,10 @@ class ProbabilityClassifier(ABC):
             ValueError: a threshold outside [0, 1], an empty list or text; TypeError: a
                 non-string item.
         """
-        t = check_answer_options(1, self.threshold if threshold is None else threshold)
-        probs = self.predict_proba(texts, batch_size=batch_size)
-        return probs, OutOfScopeScores.top_probability(probs, t)
+        check_answer_options(1, self.threshold if threshold is None else threshold)
+        predictor = ProbabilityPredictor(self, batch_size=batch_size)
+        return predictor.probs_and_scores(predictor.run(predictor.encode(texts)),
+                                          threshold=threshold)
 
 
 class CalibratedClassifier(ProbabilityClassifier):
@@ -118,59 +115,3 @@ class CalibratedClassifier(ProbabilityClassifier):
     def predict_proba(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         """Calibrated probabilities (n, intents)."""
         return calibrated_probs(self.logits(texts, batch_size=batch_size), self.temperature)
-
-
-def check_answer_options(top_k: int, threshold: float) -> float:
-    """The threshold as a float, after checking ``top_k >= 1`` and ``0 <= threshold <= 1``.
-
-    Raises:
-        ValueError: either out of range.
-    """
-    if top_k < 1:
-        raise ValueError(f"top_k must be at least 1, got {top_k}")
-    t = float(threshold)
-    if not 0.0 <= t <= 1.0:
-        raise ValueError(f"threshold must be in [0, 1], got {t}")
-    return t
-
-
-def answers_from_probs(texts: Sequence[str], probs: np.ndarray, labels: Sequence[str], *,
-                       top_k: int, scores: OutOfScopeScores) -> list[Prediction]:
-    """One :class:`~headwise.intent.prediction.Prediction` per text from its calibrated
-    probabilities (n, intents): the ``top_k`` intents best first, the top one answered
-    unless ``scores`` (the top probability's or a detector's, with its threshold) rejects
-    the text.
-
-    Raises:
-        ValueError: ``scores`` of another length than the texts.
-    """
-    k = min(top_k, len(labels))
-    values = np.asarray(scores.values)
-    if values.shape != (len(texts),):
-        raise ValueError(f"scores must be ({len(texts)},), got shape {values.shape}")
-    rejected = scores.rejected
-    answers = []
-    for i, (text, p) in enumerate(zip(texts, probs, strict=True)):
-        best = np.argsort(-p, kind="stable")[:k]
-        ranked = [(labels[j], float(p[j])) for j in best]
-        oos = bool(rejected[i])
-        answers.append(Prediction(text=text, intents=[] if oos else ranked[:1], top_k=ranked,
-                                  out_of_scope=oos, decision=scores.decision(i)))
-    return answers
-
-
-def check_texts(texts: Sequence[str]) -> list[str]:
-    """The texts as a list, checked: not empty, every item a non-blank string.
-
-    Raises:
-        ValueError: no texts, or a blank text; TypeError: a non-string item.
-    """
-    texts = list(texts)
-    if not texts:
-        raise ValueError("no texts given")
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
-        if not t.strip():
-            raise ValueError(f"texts[{i}] is empty")
-    return texts

@@ -16,14 +16,16 @@ classifier with an out-of-scope detector other than the top probability
 Out-of-scope answers: without a detector, a text is out-of-scope when its calibrated top
 probability is below ``threshold`` (as always); with one (``IntentClassifier.ood``), when
 the detector's score is below the detector's own threshold. An explicit ``threshold=``
-passed to :meth:`~ProbabilityClassifier.predict` always means the top-probability rule
-at that threshold (0: never out-of-scope).
+passed to :meth:`~IntentClassifier.predict` always means the top-probability rule at
+that threshold (0: never out-of-scope).
 
 :class:`~headwise.intent.answering.ProbabilityClassifier` (``predict`` from
 ``predict_proba``) and :class:`~headwise.intent.answering.CalibratedClassifier`
 (``predict_proba`` from ``logits`` and a temperature), the answering logic that the TF-IDF
-model and ensembles share with it, are :mod:`headwise.intent.answering`'s (and still
-importable from here).
+model and ensembles share with it, are :mod:`headwise.intent.answering`'s. A network's
+inference is its predictor (:meth:`IntentClassifier.predictor`,
+:mod:`headwise.intent.inference`): the one path that ``headwise predict``, the file stream
+and the service run too.
 """
 
 from __future__ import annotations
@@ -34,22 +36,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from torch import nn
 
-from headwise.intent.answering import (
-    CalibratedClassifier,
+from headwise.intent.answering import CalibratedClassifier
+from headwise.intent.decision.ood import OodDetector, load_detector, remove_detector, save_detector
+from headwise.intent.inference.runtime import TorchRuntime
+from headwise.intent.inference.single import SingleLabelPredictor
+from headwise.intent.kinds import NETWORK, kind_of
+from headwise.intent.prediction import (
+    OutOfScopeScores,
+    Prediction,
+    check_answer_options,
     check_texts,
 )
-from headwise.intent.decision.ood import OodDetector, load_detector, remove_detector, save_detector
-from headwise.intent.decision.temperature import calibrated_probs
-from headwise.intent.kinds import NETWORK, kind_of
-from headwise.intent.prediction import OutOfScopeScores
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["INTENT_FILE", "IntentClassifier", "check_detector", "pooled_vectors"]
+__all__ = ["INTENT_FILE", "IntentClassifier", "check_detector"]
 
 INTENT_FILE = NETWORK.marker  # "intent.json"
 
@@ -102,73 +106,86 @@ class IntentClassifier(CalibratedClassifier):
         self._ood = check_detector(detector, len(self.labels))
 
     # -- inference ---------------------------------------------------------------------
-    @torch.inference_mode()
+    def predictor(self, *, batch_size: int = 64) -> SingleLabelPredictor:
+        """This classifier's predictor on the PyTorch runtime, truncating long texts: what
+        :meth:`predict`, :meth:`logits` and :meth:`features_and_logits` run (the service
+        and ``headwise predict`` run the same predictor, on the runtime they pick).
+
+        Args:
+            batch_size: most texts in one forward pass.
+
+        Raises:
+            ValueError: ``batch_size < 1``.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        return SingleLabelPredictor(self, TorchRuntime(self.model), max_rows=batch_size)
+
+    def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
+                threshold: float | None = None, batch_size: int = 64) -> list[Prediction]:
+        """Top intents of each text, out of scope where the saved rule (the detector, or
+        the top probability below the threshold) rejects it: :meth:`predictor`'s answers.
+
+        Args:
+            texts: one text or a list.
+            top_k: how many intents to list per text (capped at the number of intents).
+            threshold: decide out-of-scope by the top probability at this threshold
+                instead of the saved rule (0 never answers out-of-scope); each answer's
+                ``decision`` names the score that decided.
+            batch_size: most texts in one forward pass (an answer does not depend on it
+                beyond float rounding).
+
+        Returns:
+            One :class:`~headwise.intent.prediction.Prediction` per text, in input order.
+
+        Raises:
+            ValueError: an empty list or text, ``top_k < 1``, a threshold outside [0, 1].
+            TypeError: a non-string item.
+        """
+        return self.predictor(batch_size=batch_size).predictions(
+            texts, top_k=top_k, threshold=threshold)[0]
+
     def logits(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
-        """Raw (uncalibrated) logits (n, intents) as float64, batched by length.
+        """Raw (uncalibrated) logits (n, intents) as float64 of texts truncated to the
+        maximum length, batched by length (:meth:`predictor`).
 
         Raises:
             ValueError: an empty list; TypeError: a non-string item.
         """
-        texts = check_texts(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.empty((len(texts), len(self.labels)), dtype=np.float64)
-        device = next(self.model.parameters()).device
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            batch = self.tokenizer([texts[i] for i in idx], max_length=self.max_length)
-            logits = self.model(input_ids=batch["input_ids"].to(device),
-                                attention_mask=batch["attention_mask"].bool().to(device))["logits"]
-            out[idx] = logits.double().cpu().numpy()
-        return out
+        return self.features_and_logits(texts, batch_size=batch_size)[1]
 
-    @torch.inference_mode()
     def features_and_logits(self, texts: Sequence[str], *, batch_size: int = 64
                             ) -> tuple[np.ndarray, np.ndarray]:
         """The pooled vectors the head reads (n, d) and the raw logits (n, intents), both
-        float64, from one forward pass batched by length (what out-of-scope detectors
-        read).
+        float64, of texts truncated to the maximum length, from one forward pass batched by
+        length (what out-of-scope detectors read; :meth:`predictor`).
 
         Raises:
             ValueError: an empty list; TypeError: a non-string item or a model without
                 pooled vectors.
         """
-        texts = check_texts(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        logits = np.empty((len(texts), len(self.labels)), dtype=np.float64)
-        features: np.ndarray | None = None
-        device = next(self.model.parameters()).device
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            batch = self.tokenizer([texts[i] for i in idx], max_length=self.max_length)
-            pooled = pooled_vectors(self.model, batch["input_ids"].to(device),
-                                    batch["attention_mask"].bool().to(device))
-            if features is None:
-                features = np.empty((len(texts), pooled.shape[1]), dtype=np.float64)
-            features[idx] = pooled.double().cpu().numpy()
-            logits[idx] = self.model.classifier(pooled).double().cpu().numpy()
+        predictor = self.predictor(batch_size=batch_size)
+        logits, features = predictor.forward(predictor.encode_truncated(check_texts(texts)))
         return features, logits
 
     def predict_proba_and_scores(self, texts: Sequence[str], *,
                                  threshold: float | None = None, batch_size: int = 64
                                  ) -> tuple[np.ndarray, OutOfScopeScores]:
         """Calibrated probabilities (n, intents) and the out-of-scope score that decides
-        for each text: the detector's when there is one and ``threshold`` is None,
-        otherwise the top probability against ``threshold`` (default: the saved one).
+        for each text (:meth:`SingleLabelPredictor.scores
+        <headwise.intent.inference.single.SingleLabelPredictor.scores>`: the detector's
+        when there is one and ``threshold`` is None, otherwise the top probability against
+        ``threshold``, default the saved one).
 
         Raises:
             ValueError: a threshold outside [0, 1], an empty list or text; TypeError: a
                 non-string item.
         """
-        det = self.ood
-        if det is None or threshold is not None:
-            return super().predict_proba_and_scores(texts, threshold=threshold,
-                                                    batch_size=batch_size)
-        if det.needs_features:
-            features, logits = self.features_and_logits(texts, batch_size=batch_size)
-        else:
-            features, logits = None, self.logits(texts, batch_size=batch_size)
-        return calibrated_probs(logits, self.temperature), OutOfScopeScores.of_detector(
-            det, features, logits)
+        check_answer_options(1, self.threshold if threshold is None else threshold)
+        texts = check_texts(texts)
+        predictor = self.predictor(batch_size=batch_size)
+        items = predictor.encode_truncated(texts)
+        return predictor.probs_and_scores(texts, predictor.run(items), threshold=threshold)
 
     # -- persistence -------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
@@ -263,26 +280,6 @@ def check_detector(detector: OodDetector | None, num_labels: int) -> OodDetector
         raise ValueError(f"the {detector.name} detector has class ids beyond the "
                          f"classifier's {num_labels} intents")
     return detector
-
-
-def pooled_vectors(model: nn.Module, input_ids: torch.Tensor,
-                   attention_mask: torch.Tensor) -> torch.Tensor:
-    """The vectors a classifier's head reads: (batch, d) before dropout and the head.
-
-    Args:
-        model: an ``EncoderClassifier`` (``encode`` + ``pool``) or a ``BiLSTMClassifier``
-            (``pooled``).
-        input_ids: (batch, seq) token ids.
-        attention_mask: (batch, seq) boolean, True on real tokens.
-
-    Raises:
-        TypeError: a model with neither interface.
-    """
-    if hasattr(model, "encode") and hasattr(model, "pool"):
-        return model.pool(model.encode(input_ids, attention_mask), attention_mask)
-    if hasattr(model, "pooled"):
-        return model.pooled(input_ids, attention_mask)
-    raise TypeError(f"{type(model).__name__} has neither encode/pool nor pooled")
 
 
 def _output_size(model: nn.Module) -> int | None:

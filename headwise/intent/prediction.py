@@ -14,11 +14,14 @@ and a compound model (several intents and slots) answer a text the same way:
 * ``top_k``: the most probable intents whether answered or not.
 
 ``headwise predict --json``, the file stream and ``/v1/predict`` write
-:meth:`Prediction.to_dict`.
+:meth:`Prediction.to_dict`. :func:`answers_from_probs` builds a single-label model's
+answers from its calibrated probabilities; :func:`check_answer_options` and
+:func:`check_texts` refuse bad calls the same way everywhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +29,8 @@ import numpy as np
 
 from headwise.text.annotations import SlotSpan
 
-__all__ = ["OUT_OF_SCOPE", "OutOfScopeDecision", "OutOfScopeScores", "Prediction"]
+__all__ = ["OUT_OF_SCOPE", "OutOfScopeDecision", "OutOfScopeScores", "Prediction",
+           "answers_from_probs", "check_answer_options", "check_texts"]
 
 #: what :attr:`Prediction.intent` names when the text is out of scope
 OUT_OF_SCOPE = "out_of_scope"
@@ -165,3 +169,59 @@ class Prediction:
             "top_k": [{"intent": k, "confidence": _round(p, digits)} for k, p in self.top_k],
             "decision": None if self.decision is None else self.decision.to_dict(digits),
         }
+
+
+def answers_from_probs(texts: Sequence[str], probs: np.ndarray, labels: Sequence[str], *,
+                       top_k: int, scores: OutOfScopeScores) -> list[Prediction]:
+    """One :class:`~headwise.intent.prediction.Prediction` per text from its calibrated
+    probabilities (n, intents): the ``top_k`` intents best first, the top one answered
+    unless ``scores`` (the top probability's or a detector's, with its threshold) rejects
+    the text.
+
+    Raises:
+        ValueError: ``scores`` of another length than the texts.
+    """
+    k = min(top_k, len(labels))
+    values = np.asarray(scores.values)
+    if values.shape != (len(texts),):
+        raise ValueError(f"scores must be ({len(texts)},), got shape {values.shape}")
+    rejected = scores.rejected
+    answers = []
+    for i, (text, p) in enumerate(zip(texts, probs, strict=True)):
+        best = np.argsort(-p, kind="stable")[:k]
+        ranked = [(labels[j], float(p[j])) for j in best]
+        oos = bool(rejected[i])
+        answers.append(Prediction(text=text, intents=[] if oos else ranked[:1], top_k=ranked,
+                                  out_of_scope=oos, decision=scores.decision(i)))
+    return answers
+
+
+def check_answer_options(top_k: int, threshold: float) -> float:
+    """The threshold as a float, after checking ``top_k >= 1`` and ``0 <= threshold <= 1``.
+
+    Raises:
+        ValueError: either out of range.
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}")
+    t = float(threshold)
+    if not 0.0 <= t <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], got {t}")
+    return t
+
+
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """The texts as a list, checked: not empty, every item a non-blank string.
+
+    Raises:
+        ValueError: no texts, or a blank text; TypeError: a non-string item.
+    """
+    texts = list(texts)
+    if not texts:
+        raise ValueError("no texts given")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
+        if not t.strip():
+            raise ValueError(f"texts[{i}] is empty")
+    return texts

@@ -23,8 +23,9 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 from scipy import sparse
 
-from headwise.intent.answering import CalibratedClassifier, check_texts
+from headwise.intent.answering import CalibratedClassifier
 from headwise.intent.kinds import TFIDF
+from headwise.intent.prediction import check_texts
 from headwise.models.io import write_json_atomically
 from headwise.text.char_level import cjk_fraction
 

@@ -64,9 +64,10 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from headwise.intent.inference.bucketing import EncodedText
+from headwise.intent.inference.predictor import Predictor
 from headwise.serve.access import ADMIN_PREFIX, OPEN_PATHS, AccessGuard
 from headwise.serve.batching import BatcherClosed
-from headwise.serve.bucketing import EncodedText
 from headwise.serve.config import CONFIG_ENV, ServeConfig
 from headwise.serve.docs_pages import add_docs
 from headwise.serve.explain import explain_text
@@ -83,7 +84,7 @@ from headwise.serve.schemas import (
     ReloadResponse,
     declare_limits,
 )
-from headwise.serve.startup import Engine, load_engine
+from headwise.serve.startup import load_engine
 from headwise.serve.state import InputError, ServiceState
 
 __all__ = ["ENDPOINTS", "app_from_environment", "create_app", "input_error_response",
@@ -139,14 +140,15 @@ def _validation_message(errors: list[dict]) -> tuple[int, str, str, list[dict]]:
     return 422, "validation_error", "; ".join(parts) + more, details
 
 
-def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
+def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
     """The service's ASGI app.
 
     Args:
         config: the settings.
-        engine: an inference engine already loaded (default: :func:`load_engine`); a
-            :class:`CompoundEngine` makes ``/v1/predict`` take and answer the compound
-            schemas; a ``ProbabilityEngine`` serves a TF-IDF model or an ensemble.
+        engine: a predictor already loaded (default: :func:`load_engine`); a
+            :class:`~headwise.intent.inference.compound.CompoundPredictor` makes
+            ``/v1/predict`` take and answer the compound schemas; a
+            ``ProbabilityPredictor`` serves a TF-IDF model or an ensemble.
 
     Returns:
         A FastAPI app wrapped in the metrics, access (API keys, rate limit) and body-guard

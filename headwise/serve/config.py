@@ -11,11 +11,9 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-#: how a text longer than the model's maximum length is handled
-LONG_TEXT_POLICIES = ("truncate", "chunk", "reject")
-#: the inference paths ``serve`` can run: ``"auto"`` resolves to ``"onnx"`` or ``"torch"``
-#: at start-up (:func:`headwise.serve.startup.choose_runtime`)
-RUNTIMES = ("auto", "torch", "onnx")
+from headwise.intent.inference.bucketing import LONG_TEXT_POLICIES
+from headwise.intent.inference.load import RUNTIMES
+
 #: environment variable carrying the JSON config to uvicorn worker processes
 CONFIG_ENV = "HEADWISE_SERVE_CONFIG"
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from headwise.inspect.forward import NoAttentionError, attention_layers
+from headwise.intent.inference.bucketing import EncodedText
+from headwise.intent.inference.predictor import Predictor
 from headwise.serve.batching import MicroBatcher
-from headwise.serve.bucketing import EncodedText
 from headwise.serve.config import ServeConfig
 from headwise.serve.predict_api import api_for
-from headwise.serve.startup import Engine
 
 #: texts of several lengths run once before a model is reported ready (or swapped in)
 WARMUP_TEXTS = ("hello", "a short warm-up sentence for the model",
@@ -37,7 +37,7 @@ class ServedModel:
         generation: 1 for the model the service started with, one more per reload.
     """
 
-    def __init__(self, engine: Engine, config: ServeConfig, *,
+    def __init__(self, engine: Predictor, config: ServeConfig, *,
                  on_batch: Callable[[int, float], Any] | None = None,
                  generation: int = 1) -> None:
         self.engine = engine

@@ -17,16 +17,17 @@ import os
 import time
 from typing import Any
 
+from headwise.intent.inference.bucketing import EncodedText, LongTextError
+from headwise.intent.inference.predictor import Predictor
 from headwise.serve.auth import ApiKeys, KeyFileError
 from headwise.serve.batching import BatcherClosed, MicroBatcher
-from headwise.serve.bucketing import EncodedText, LongTextError
 from headwise.serve.config import ServeConfig
 from headwise.serve.metrics import ServeMetrics
 from headwise.serve.predict_api import PredictApi, api_for
 from headwise.serve.ratelimit import RateLimiter
 from headwise.serve.schemas import ReloadResponse
 from headwise.serve.served import ServedModel
-from headwise.serve.startup import Engine, load_engine
+from headwise.serve.startup import load_engine
 
 __all__ = ["InputError", "ServiceState"]
 
@@ -54,7 +55,7 @@ class ServiceState:
             (:class:`~headwise.serve.auth.ApiKeys`).
     """
 
-    def __init__(self, engine: Engine, config: ServeConfig) -> None:
+    def __init__(self, engine: Predictor, config: ServeConfig) -> None:
         self.config = config
         self.metrics = ServeMetrics()
         self.served = ServedModel(engine, config, on_batch=self.metrics.observe_batch)
@@ -72,7 +73,7 @@ class ServiceState:
 
     # the served model's parts, as they are now (a request takes ``served`` once instead)
     @property
-    def engine(self) -> Engine:
+    def engine(self) -> Predictor:
         return self.served.engine
 
     @property

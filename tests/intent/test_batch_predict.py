@@ -33,9 +33,9 @@ from headwise.intent.batch import (
 from headwise.intent.batch.invariance import MIN_ROWS
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound.classifier import CompoundClassifier
+from headwise.intent.inference.bucketing import length_bucket
 from headwise.models import EncoderClassifier, ModelConfig
 from headwise.models.joint import JointIntentSlotModel
-from headwise.serve.bucketing import length_bucket
 from headwise.serve.config import ServeConfig
 from headwise.serve.startup import load_engine
 from headwise.text.readers import DataError, read_examples
@@ -252,7 +252,7 @@ def test_an_onnx_export_beside_the_model_runs_on_onnxruntime(model_dir, tmp_path
 
     from headwise._files import file_sha256
     from headwise.models.io import WEIGHTS_NAME
-    from headwise.serve.onnx_export import export_onnx
+    from headwise.onnx.export import export_onnx
 
     d = tmp_path / "exported"
     shutil.copytree(model_dir, d)
@@ -385,7 +385,7 @@ def test_without_ray_the_ray_option_says_what_to_install(model_dir, tmp_path, ca
 
 def test_repeated_constants_stay_equal():
     from headwise.commands import predict
-    from headwise.serve.config import RUNTIMES
+    from headwise.intent.inference import RUNTIMES
 
     assert predict.ECHO_CHARS == bp.ECHO_CHARS
     assert predict.INPUT_FORMATS == bp.INPUT_FORMATS

@@ -142,8 +142,11 @@ def test_relative_dates_follow_the_reference_date_of_each_call(trained, monkeypa
     result, _ = trained
     clf = result.classifier
     span = SlotSpan("date", 0, 5, "下个月5号")
-    monkeypatch.setattr(clf, "analyse", lambda texts, batch_size=64: (
-        np.full((len(texts), len(clf.intents)), 0.9), [[span] for _ in texts]))
+    # the predictor's tagger finds one date span; the value is the classifier's to resolve
+    from headwise.intent.inference import CompoundPredictor
+
+    monkeypatch.setattr(CompoundPredictor, "spans", lambda self, texts, rows: [
+        [span] for _ in texts])
     by_call = clf.predict("下个月5号还款可以吗", reference_date=date(2026, 12, 1))
     assert by_call[0].slots[0].value == "2027-01-05"
     clf.reference_date = None  # default: the date of the call

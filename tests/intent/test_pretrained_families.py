@@ -73,14 +73,14 @@ def test_saved_classifier_keeps_prefix_and_trimmed_table(trained):
 
 
 def test_onnx_and_int8_serving_match_pytorch(trained, tmp_path):
-    from headwise.serve import InferenceEngine, OnnxRuntime, TorchRuntime
-    from headwise.serve.onnx_export import export_onnx, quantize_int8
+    from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor, TorchRuntime
+    from headwise.onnx.export import export_onnx, quantize_int8
 
     _, directory, _ = trained
     clf = IntentClassifier.load(directory)
     path = export_onnx(clf.model, tmp_path / "m.onnx", max_length=clf.max_length)
-    torch_answers = InferenceEngine(clf, TorchRuntime(clf.model)).predict(TEXTS, top_k=2)
-    onnx_answers = InferenceEngine(clf, OnnxRuntime(path)).predict(TEXTS, top_k=2)
+    torch_answers = SingleLabelPredictor(clf, TorchRuntime(clf.model)).predict(TEXTS, top_k=2)
+    onnx_answers = SingleLabelPredictor(clf, OnnxRuntime(path)).predict(TEXTS, top_k=2)
     for a, b in zip(torch_answers, onnx_answers, strict=True):
         assert intent_of(a) == intent_of(b)
         assert confidence_of(a) == pytest.approx(confidence_of(b), abs=1e-4)
@@ -97,8 +97,9 @@ def test_onnx_and_int8_serving_match_pytorch(trained, tmp_path):
     assert not {"MatMul", "Gemm", "Attention"} & {node.op_type for node in graph.node}
     assert any(node.op_type == "MatMulInteger" for node in graph.node)
     n = len(clf.labels)
-    int8_answers = InferenceEngine(clf, OnnxRuntime(q)).predict(TEXTS, top_k=n)
-    fp32 = _probabilities(InferenceEngine(clf, TorchRuntime(clf.model)).predict(TEXTS, top_k=n))
+    int8_answers = SingleLabelPredictor(clf, OnnxRuntime(q)).predict(TEXTS, top_k=n)
+    fp32 = _probabilities(
+        SingleLabelPredictor(clf, TorchRuntime(clf.model)).predict(TEXTS, top_k=n))
     int8 = _probabilities(int8_answers)
     agreement = np.mean([intent_of(a) == intent_of(b)
                          for a, b in zip(torch_answers, int8_answers, strict=True)])

@@ -69,8 +69,8 @@ def test_trimming_twice_and_bad_ids(xlmr):
 
 
 def test_trimmed_model_saves_loads_and_exports(xlmr, tmp_path):
-    from headwise.serve.onnx_export import export_onnx, max_logit_difference, probe_batches
-    from headwise.serve.runtime import OnnxRuntime, TorchRuntime
+    from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
+    from headwise.onnx.export import export_onnx, max_logit_difference, probe_batches
 
     model, tok = headwise.from_pretrained(xlmr, num_labels=3)
     trimmed, info = trim_for_task(model, tok, MIXED, reserve=10)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from serve_helpers import INTENTS, MAX_LENGTH, tiny_encoder, tiny_tokenizer, wait_ready
+from serve_helpers import wait_ready
+from tiny_corpus import INTENTS
+from tiny_models import MAX_LENGTH, tiny_encoder, tiny_tokenizer
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.models import BiLSTMClassifier

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 from answers import confidence_of, intent_of
-from serve_helpers import INTENTS, MAX_LENGTH, TEXTS
+from tiny_corpus import INTENTS
+from tiny_models import MAX_LENGTH, TEXTS
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.serve.schemas import TEXT_PATTERN

@@ -9,7 +9,8 @@ import shutil
 import pytest
 from answers import confidence_of
 from fastapi.testclient import TestClient
-from serve_helpers import MAX_LENGTH, wait_ready
+from serve_helpers import wait_ready
+from tiny_models import MAX_LENGTH
 
 from headwise.cli import main
 from headwise.intent.classifier import IntentClassifier

@@ -187,7 +187,7 @@ def test_predict_notes_a_truncated_text_and_echoes_a_bounded_prefix(encoder_dir,
     from headwise.cli import main
     from headwise.commands.predict import ECHO_CHARS
     from headwise.intent.classifier import IntentClassifier
-    from headwise.serve.bucketing import long_text_note
+    from headwise.intent.inference.bucketing import long_text_note
 
     clf = IntentClassifier.load(encoder_dir)
     huge = "transfer money to my savings " * 35_000  # about a million characters
@@ -213,18 +213,18 @@ def test_predict_notes_a_truncated_text_and_echoes_a_bounded_prefix(encoder_dir,
 
 
 def test_long_text_notes_of_an_ensemble_name_the_network_that_cut_most(encoder_dir):
-    from headwise.commands.predict import long_text_notes
     from headwise.intent.classifier import IntentClassifier
     from headwise.intent.ensemble import EnsembleClassifier
+    from headwise.intent.inference import ProbabilityPredictor
 
     a, b = IntentClassifier.load(encoder_dir), IntentClassifier.load(encoder_dir)
     b.max_length = 8
     text = "send money to my friend"
     n = a.tokenizer.lengths([text])[0]
     assert 8 < n <= a.max_length
-    notes = long_text_notes(EnsembleClassifier([a, b]), ["hi", text])
+    _, notes = ProbabilityPredictor(EnsembleClassifier([a, b])).predictions(["hi", text])
     assert notes == [None, {"policy": "truncated", "tokens": n, "max_length": 8, "chunks": 1}]
-    assert long_text_notes(a, ["hi", text]) == [None, None]
+    assert a.predictor().predictions(["hi", text])[1] == [None, None]
 
 
 def test_predict_into_a_closed_pipe_exits_quietly(encoder_dir, tmp_path):

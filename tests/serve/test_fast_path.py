@@ -7,7 +7,8 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
-from serve_helpers import TEXTS, wait_ready
+from serve_helpers import wait_ready
+from tiny_models import TEXTS
 
 from headwise.serve import ServeConfig, create_app
 from headwise.serve import app as app_module

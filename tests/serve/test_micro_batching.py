@@ -7,19 +7,14 @@ import time
 
 import numpy as np
 import pytest
-from serve_helpers import TEXTS, post_concurrently
+from serve_helpers import post_concurrently
+from tiny_models import TEXTS
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.decision.temperature import calibrated_probs
-from headwise.serve import (
-    BatcherClosed,
-    InferenceEngine,
-    MicroBatcher,
-    ServeConfig,
-    TorchRuntime,
-    create_app,
-)
-from headwise.serve.bucketing import length_bucket
+from headwise.intent.inference import SingleLabelPredictor, TorchRuntime
+from headwise.intent.inference.bucketing import length_bucket
+from headwise.serve import BatcherClosed, MicroBatcher, ServeConfig, create_app
 
 LONG = "send money to my friend and then transfer fifty pounds to my savings account now " \
        "and check my balance"
@@ -187,7 +182,7 @@ def test_length_buckets():
 @pytest.mark.parametrize("policy", ["truncate", "chunk"])
 def test_batched_logits_equal_unbatched(encoder_dir, policy):
     clf = IntentClassifier.load(encoder_dir)
-    engine = InferenceEngine(clf, TorchRuntime(clf.model), long_text=policy, chunk_stride=4,
+    engine = SingleLabelPredictor(clf, TorchRuntime(clf.model), long_text=policy, chunk_stride=4,
                              max_rows=64)
     texts = [*TEXTS, LONG, "hi", LONG[:40]]
     items = engine.encode(texts)

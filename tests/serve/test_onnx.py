@@ -12,12 +12,15 @@ import pytest
 import torch
 from answers import confidence_of
 from fastapi.testclient import TestClient
-from serve_helpers import INTENTS, TEXTS, wait_ready
+from serve_helpers import wait_ready
+from tiny_corpus import INTENTS
+from tiny_models import TEXTS
 
 from headwise.cli import main
 from headwise.intent.classifier import IntentClassifier
-from headwise.serve import OnnxRuntime, ServeConfig, TorchRuntime, create_app, load_engine
-from headwise.serve.onnx_export import max_logit_difference, probe_batches
+from headwise.intent.inference import OnnxRuntime, TorchRuntime
+from headwise.onnx.export import max_logit_difference, probe_batches
+from headwise.serve import ServeConfig, create_app, load_engine
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +88,7 @@ def trained_int8(tmp_path_factory):
     export and the int8 quantisation of that export."""
     from serve_helpers import MAX_LENGTH, tiny_encoder, tiny_tokenizer
 
-    from headwise.serve.onnx_export import export_onnx, quantize_int8
+    from headwise.onnx.export import export_onnx, quantize_int8
 
     tok = tiny_tokenizer()
     model = tiny_encoder(tok)
@@ -205,81 +208,8 @@ def test_bilstm_export_is_refused(bilstm_dir, tmp_path, capsys):
     assert "Transformer encoder classifiers only" in capsys.readouterr().err
 
 
-def _tiny_encoder(tok, **fields):
-    """A fresh 2-layer encoder classifier over the tiny tokenizer (eval mode)."""
-    from serve_helpers import MAX_LENGTH
-
-    from headwise.models import EncoderClassifier, ModelConfig
-
-    torch.manual_seed(0)
-    return EncoderClassifier(ModelConfig(vocab_size=tok.vocab_size, d_model=32, num_layers=2,
-                                         num_heads=4, d_ff=64, num_labels=len(INTENTS),
-                                         max_position=MAX_LENGTH, dropout=0.0,
-                                         pad_token_id=tok.pad_token_id, **fields)).eval()
-
-
-def test_number_and_negation_aware_heads_survive_the_export(tmp_path):
-    """The exported graph keeps the learned number- and negation-key biases (set far from 0)."""
-    from serve_helpers import MAX_LENGTH, tiny_tokenizer
-
-    from headwise.models import EncoderClassifier
-    from headwise.serve.onnx_export import export_onnx
-    from headwise.text.number_tokens import number_token_ids
-
-    tok = tiny_tokenizer()
-    model = _tiny_encoder(tok, number_heads=[0, 2], negation_heads=[1, 2])
-    ids = number_token_ids(tok)
-    model.encoder.set_number_tokens(ids if ids else [tok.unk_token_id])
-    model.encoder.set_negation_tokens([tok.unk_token_id, 7])
-    with torch.no_grad():
-        for nb in model.encoder.number_bias:
-            nb.weight.copy_(torch.tensor([3.0, -2.0]))
-        for nb in model.encoder.negation_bias:
-            nb.weight.copy_(torch.tensor([2.5, 1.0]))
-    path = export_onnx(model, tmp_path / "num.onnx")
-    batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=5)
-    assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
-    plain = EncoderClassifier(model.config.replace(number_heads=None,
-                                                   negation_heads=None)).eval()
-    plain.load_state_dict({k: v for k, v in model.state_dict().items()
-                           if "number" not in k and "negation" not in k}, strict=True)
-    assert max_logit_difference(TorchRuntime(plain), OnnxRuntime(path), batches) > 1e-3
-
-
-def test_rotary_position_models_export_exactly(tmp_path):
-    """RoPE traces without a data-dependent position check, so RoPE encoders export."""
-    from serve_helpers import MAX_LENGTH, tiny_tokenizer
-
-    from headwise.serve.onnx_export import export_onnx
-
-    tok = tiny_tokenizer()
-    model = _tiny_encoder(tok, position="rope")
-    path = export_onnx(model, tmp_path / "rope.onnx")
-    batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=3)
-    assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
-
-
-def test_roberta_positions_export_exactly(tmp_path):
-    """XLM-R / RoBERTa positions (counted over non-padding tokens from pad_token_id + 1)
-    trace into the graph: ONNX Runtime equals PyTorch on padded batches."""
-    from serve_helpers import MAX_LENGTH, tiny_tokenizer
-
-    from headwise.models import EncoderClassifier, ModelConfig
-    from headwise.serve.onnx_export import export_onnx
-
-    tok = tiny_tokenizer()
-    torch.manual_seed(0)
-    model = EncoderClassifier(ModelConfig(
-        vocab_size=tok.vocab_size, d_model=32, num_layers=2, num_heads=4, d_ff=64,
-        num_labels=len(INTENTS), max_position=MAX_LENGTH + 2, positions_from_padding=True,
-        norm_first=False, embedding_norm=True, dropout=0.0, pad_token_id=1)).eval()
-    path = export_onnx(model, tmp_path / "roberta.onnx")
-    batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=1, seed=4)
-    assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
-
-
 def test_rotary_export_says_why_its_attention_is_not_fused(tmp_path, capsys):
-    from serve_helpers import MAX_LENGTH, tiny_encoder, tiny_tokenizer
+    from tiny_models import MAX_LENGTH, tiny_encoder, tiny_tokenizer
 
     tok = tiny_tokenizer()
     clf = IntentClassifier(tiny_encoder(tok, position="rope"), tok, list(INTENTS),

@@ -14,7 +14,8 @@ import pytest
 import torch
 from answers import intent_of
 from fastapi.testclient import TestClient
-from serve_helpers import TEXTS, tiny_tokenizer, wait_ready
+from serve_helpers import wait_ready
+from tiny_models import TEXTS, tiny_tokenizer
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.serve import ServeConfig, create_app

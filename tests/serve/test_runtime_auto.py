@@ -11,15 +11,16 @@ import pytest
 import torch
 from answers import confidence_of, intent_of
 from fastapi.testclient import TestClient
-from serve_helpers import MAX_LENGTH, TEXTS, wait_ready
+from serve_helpers import wait_ready
+from tiny_models import MAX_LENGTH, TEXTS
 
 from headwise._files import file_sha256
 from headwise.cli import main
 from headwise.intent.classifier import IntentClassifier
 from headwise.models.io import WEIGHTS_NAME
+from headwise.onnx.export import export_onnx
 from headwise.serve import ServeConfig, create_app, load_engine
 from headwise.serve.config import CONFIG_ENV
-from headwise.serve.onnx_export import export_onnx
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,13 @@ from serve_helpers import post_concurrently, wait_ready
 from headwise.cli import main
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import Thresholds
+from headwise.intent.inference import CompoundPredictor, TorchRuntime
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.models import ModelConfig
 from headwise.models.joint import JointIntentSlotModel
-from headwise.serve import CompoundEngine, ServeConfig, TorchRuntime, create_app, load_engine
-from headwise.serve.onnx_export import export_onnx
+from headwise.onnx.export import export_onnx
+from headwise.serve import ServeConfig, create_app, load_engine
 
 RECIPE = IntentRecipe.from_dict({
     "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
@@ -116,7 +117,7 @@ def test_openapi_shows_the_compound_schemas(cclient):
 
 @pytest.mark.parametrize("max_rows", [64, 2])
 def test_batched_outputs_equal_unbatched(clf, max_rows, compound_corpus):
-    engine = CompoundEngine(clf, TorchRuntime(clf.model), max_rows=max_rows)
+    engine = CompoundPredictor(clf, TorchRuntime(clf.model), max_rows=max_rows)
     texts = [*TEXTS, *[e.text for e in compound_corpus[:12]]]
     items = engine.encode(texts)
     together = engine.run(items)
@@ -228,7 +229,7 @@ def test_a_joint_model_without_tagger_and_a_single_label_head(clf):
         model.classifier.weight.normal_(0, 1.0)
     plain = CompoundClassifier(model, tok, ["a", "b", "c"], thresholds=Thresholds(0.4),
                                max_length=24)
-    engine = CompoundEngine(plain, TorchRuntime(model), max_rows=3)
+    engine = CompoundPredictor(plain, TorchRuntime(model), max_rows=3)
     got = engine.predict(TEXTS, top_k=2)
     _same(got, [p.to_dict(digits=None) for p in plain.predict(TEXTS, top_k=2)])
     assert all(p["slots"] == [] for p in got)
@@ -261,13 +262,13 @@ def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "none of intent.json" in err and "compound.json" in err and "tfidf.json" in err
     with pytest.raises(ValueError, match="chunk"):
-        CompoundEngine(clf, TorchRuntime(clf.model), long_text="chunk")
+        CompoundPredictor(clf, TorchRuntime(clf.model), long_text="chunk")
 
 
 def test_the_engine_follows_the_directory_kind(compound_dir, encoder_dir):
     config = ServeConfig(model_dir=str(compound_dir), long_text="reject")
     engine = load_engine(ServeConfig.from_json(config.to_json()))  # as a worker gets it
-    assert isinstance(engine, CompoundEngine) and engine.kind == "compound"
+    assert isinstance(engine, CompoundPredictor) and engine.kind == "compound"
     assert engine.long_text == "reject" and engine.labels == engine.classifier.intents
     assert load_engine(ServeConfig(model_dir=str(encoder_dir))).kind == "intent"
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from answers import confidence_of, intent_of
-from serve_helpers import INTENTS, MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer, wait_ready
+from serve_helpers import wait_ready
+from tiny_corpus import INTENTS
+from tiny_models import MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer
 
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor, TorchRuntime
 from headwise.intent.posthoc.recalibration import fit_ood_detector
-from headwise.serve import InferenceEngine, OnnxRuntime, ServeConfig, TorchRuntime, create_app
-from headwise.serve.onnx_export import export_onnx
+from headwise.onnx.export import export_onnx
+from headwise.serve import ServeConfig, create_app
 
 NAMES = list(INTENTS)
 LABELS = [k for k, ts in INTENTS.items() for _ in ts]
@@ -51,7 +54,7 @@ def _key(records):
 
 
 def test_engine_rows_carry_the_pooled_vectors_and_answer_as_predict(knn_clf):
-    engine = InferenceEngine(knn_clf, TorchRuntime(knn_clf.model))
+    engine = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model))
     assert engine.with_features
     rows = engine.run(engine.encode(QUERIES))
     feats, logits = knn_clf.features_and_logits(QUERIES)
@@ -75,7 +78,7 @@ def test_engine_rows_carry_the_pooled_vectors_and_answer_as_predict(knn_clf):
 
 
 def test_a_chunked_text_is_scored_on_its_windows_mean(knn_clf):
-    engine = InferenceEngine(knn_clf, TorchRuntime(knn_clf.model), long_text="chunk")
+    engine = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model), long_text="chunk")
     item = engine.encode([LONG])[0]
     assert len(item.chunks) > 1
     runtime = TorchRuntime(knn_clf.model)
@@ -90,7 +93,7 @@ def test_a_chunked_text_is_scored_on_its_windows_mean(knn_clf):
 
 def test_a_logits_only_detector_keeps_logit_rows():
     clf = classifier_with("energy")
-    engine = InferenceEngine(clf, TorchRuntime(clf.model))
+    engine = SingleLabelPredictor(clf, TorchRuntime(clf.model))
     assert not engine.with_features
     assert engine.run(engine.encode(QUERIES))[0].shape == (len(NAMES),)
     assert _key(engine.predict(QUERIES)) == \
@@ -99,8 +102,8 @@ def test_a_logits_only_detector_keeps_logit_rows():
 
 def test_onnx_runtime_decides_as_torch(knn_clf, tmp_path):
     path = export_onnx(knn_clf.model, tmp_path / "m.onnx", max_length=MAX_LENGTH)
-    onnx = InferenceEngine(knn_clf, OnnxRuntime(path))
-    torch_engine = InferenceEngine(knn_clf, TorchRuntime(knn_clf.model))
+    onnx = SingleLabelPredictor(knn_clf, OnnxRuntime(path))
+    torch_engine = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model))
     a = np.stack(onnx.run(onnx.encode(QUERIES)))
     b = np.stack(torch_engine.run(torch_engine.encode(QUERIES)))
     np.testing.assert_allclose(a, b, atol=1e-4)

@@ -6,15 +6,17 @@ from __future__ import annotations
 import pytest
 from answers import confidence_of, intent_of
 from fastapi.testclient import TestClient
-from serve_helpers import INTENTS, MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer, wait_ready
+from serve_helpers import wait_ready
+from tiny_corpus import INTENTS
+from tiny_models import MAX_LENGTH, TEXTS, tiny_encoder, tiny_tokenizer
 
 from headwise.cli import build_parser
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.inference.proba import ProbabilityPredictor
 from headwise.intent.kinds import load_classifier
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.serve import ServeConfig, create_app, load_engine
-from headwise.serve.proba_engine import ProbabilityEngine
 
 LABELS = [y for y, ts in INTENTS.items() for _ in ts]
 QUERIES = ["i lost my card yesterday", "please send money to my brother",
@@ -93,7 +95,7 @@ def test_what_a_tfidf_model_or_an_ensemble_cannot_do_is_refused_at_start(
 
 def test_engine_predict_equals_the_batched_path(ensemble_dir):
     engine = load_engine(ServeConfig(model_dir=str(ensemble_dir)))
-    assert isinstance(engine, ProbabilityEngine) and engine.kind == "intent"
+    assert isinstance(engine, ProbabilityPredictor) and engine.kind == "intent"
     direct = engine.predict(QUERIES, top_k=3)
     expected = load_classifier(ensemble_dir).predict(QUERIES, top_k=3)
     assert [intent_of(d) for d in direct] == [e.intent for e in expected]
@@ -132,6 +134,6 @@ def test_an_ensemble_reports_the_texts_its_network_truncates(ensemble_dir):
 
 
 def test_a_tfidf_model_reads_a_long_text_whole(tfidf_dir):
-    engine = ProbabilityEngine(TfidfClassifier.load(tfidf_dir))
+    engine = ProbabilityPredictor(TfidfClassifier.load(tfidf_dir))
     long = " ".join(["please send money to my brother"] * 40)
     assert engine.predict([long])[0]["long_text"] is None

@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 import uvicorn
-from serve_helpers import TEXTS
+from tiny_models import TEXTS
 
 from headwise.serve import ServeConfig, create_app
 
@@ -82,7 +82,7 @@ def test_in_flight_requests_finish_on_shutdown(encoder_dir):
 #: flag file exists, so that requests are in flight when the signal comes
 SLOW_SERVE = """
 import os, sys, time
-from headwise.serve import runtime
+from headwise.intent.inference import runtime
 forward = runtime.TorchRuntime.forward
 def slow(self, ids, mask):
     if os.path.exists(sys.argv[1]):

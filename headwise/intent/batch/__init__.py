@@ -2,14 +2,14 @@
 --out FILE`` runs.
 
 :func:`predict_file` reads texts a chunk at a time, predicts each chunk with a
-:class:`Predictor` (the service's engines qualify: :func:`headwise.serve.load_engine`
-returns one for every kind of saved model, on onnxruntime when the model directory holds
-its ONNX export) and writes the answers as they come, so memory stays constant however
-large the input is::
+predictor (:func:`headwise.intent.inference.load_predictor` returns one for every kind of
+saved model, on onnxruntime when the model directory holds its ONNX export: the one path
+from texts to answers that the library and the service run too) and writes the answers as
+they come, so memory stays constant however large the input is::
 
-    from headwise.serve import ServeConfig, load_engine
-    engine = load_engine(ServeConfig(model_dir="runs/intent", max_batch_size=64))
-    result = predict_file(engine, "chats.csv", "labels.jsonl")
+    from headwise.intent.inference import load_predictor
+    predictor = load_predictor("runs/intent", max_rows=64)
+    result = predict_file(predictor, "chats.csv", "labels.jsonl")
     result.written, result.skipped
 
 Input (``input_format``, default from the extension): CSV or TSV with a header, the text
@@ -36,10 +36,10 @@ on resume. Resuming a complete ``OUT`` appends the answers to input lines past i
 record (a log that grew); its options went with its partial file, so only the kind of
 model and the layout are checked then (the record fields, the CSV header).
 
-An answer does not depend on the texts it was batched with: the engines pad a forward
+An answer does not depend on the texts it was batched with: the predictors pad a forward
 pass to its longest row, and PyTorch's kernels round differently (in the 7th digit) for
 another width of a short sequence, or for a product of few rows (one row; up to 15 on
-AVX-512 CPUs), so the engine's runtime is made to pad every pass to its length bucket and
+AVX-512 CPUs), so the predictor's runtime is made to pad every pass to its length bucket and
 to at least 16 rows (:class:`BatchInvariantRuntime`). A resumed run, a run with another
 chunk or batch size and a Ray Data run (:mod:`headwise.integrations.ray`) therefore write
 the very records of an uninterrupted run. (An ensemble's networks batch texts themselves
@@ -65,7 +65,6 @@ if TYPE_CHECKING:
         CSV_COLUMNS,
         ECHO_CHARS,
         JSONL_KEYS,
-        Predictor,
         echo,
         engine_record,
         format_records,
@@ -100,7 +99,6 @@ _LAZY: dict[str, str] = {
     "BatchPredictResult": "headwise.intent.batch.run",
     "InputRow": "headwise.intent.batch.reader",
     "OutputFile": "headwise.intent.batch.writer",
-    "Predictor": "headwise.intent.batch.records",
     "RowReader": "headwise.intent.batch.reader",
     "echo": "headwise.intent.batch.records",
     "engine_record": "headwise.intent.batch.records",
@@ -117,7 +115,7 @@ _LAZY: dict[str, str] = {
 __all__ = ["CSV_COLUMNS", "DEFAULT_BATCH_SIZE", "DEFAULT_CHUNK_SIZE", "ECHO_CHARS",
            "INPUT_FORMATS", "JSONL_KEYS", "LISTED_BAD_ROWS", "OUTPUT_FORMATS",
            "BatchInvariantRuntime", "BatchPredictResult", "InputRow", "OutputFile",
-           "Predictor", "RowReader", "echo", "engine_record", "format_records",
+           "RowReader", "echo", "engine_record", "format_records",
            "input_format_of", "make_batch_invariant", "output_format_of", "partial_path",
            "predict_file", "record", "state_path"]
 

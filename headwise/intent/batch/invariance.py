@@ -19,13 +19,13 @@ MIN_ROWS = 16
 class BatchInvariantRuntime:
     """A runtime whose answer for a row does not depend on the rows it is batched with.
 
-    The engines pad a forward pass to its longest row, and PyTorch's kernels round
+    The predictors pad a forward pass to its longest row, and PyTorch's kernels round
     differently (by ~1e-7) for another sequence width below ~16 tokens, and for a matrix
     product of few rows: a single row (a matrix-vector product) everywhere, and on AVX-512
     CPUs (MKL's small-matrix path) any product of up to 15 rows, which is what the
     classifier head multiplies, one pooled vector per text. So every forward pass is padded
     to a width fixed by its rows' length bucket (the power of two >= 8 at or above its
-    width, capped at the model's maximum length; the engines group rows by that bucket) and
+    width, capped at the model's maximum length; the predictors group rows by that bucket) and
     to at least :data:`MIN_ROWS` rows (copies of its first row); the outputs are cut back to
     the rows and width asked for. Everything else is the wrapped runtime's (``name``,
     ``model``, ...).
@@ -76,13 +76,14 @@ class BatchInvariantRuntime:
         return logits[:rows], None if tags is None else tags[:rows, :width]
 
 
-def make_batch_invariant(engine: Any) -> Any:
-    """Give a serve engine that runs a network (PyTorch or onnxruntime) a
-    :class:`BatchInvariantRuntime` (in place); a TF-IDF model's or an ensemble's engine
-    is left as it is (an ensemble's networks batch texts themselves). Returns the engine."""
-    runtime = getattr(engine, "runtime", None)
+def make_batch_invariant(predictor: Any) -> Any:
+    """Give a predictor that runs a network (PyTorch or onnxruntime;
+    :mod:`headwise.intent.inference`) a :class:`BatchInvariantRuntime` (in place); a TF-IDF
+    model's or an ensemble's predictor is left as it is (an ensemble's networks batch texts
+    themselves). Returns the predictor."""
+    runtime = getattr(predictor, "runtime", None)
     if getattr(runtime, "name", None) in ("torch", "onnx") \
             and not isinstance(runtime, BatchInvariantRuntime):
-        engine.runtime = BatchInvariantRuntime(runtime, pad_id=engine.pad_id,
-                                               max_length=engine.max_length)
-    return engine
+        predictor.runtime = BatchInvariantRuntime(runtime, pad_id=predictor.pad_id,
+                                                  max_length=predictor.max_length)
+    return predictor

@@ -7,9 +7,9 @@ import csv
 import io
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = ["CSV_COLUMNS", "ECHO_CHARS", "JSONL_KEYS", "Predictor", "echo", "engine_record",
+__all__ = ["CSV_COLUMNS", "ECHO_CHARS", "JSONL_KEYS", "echo", "engine_record",
            "format_records", "record"]
 
 #: characters of a text that an answer repeats (a longer one is cut, and marked with …)
@@ -42,13 +42,13 @@ def _rounded(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def engine_record(answer: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``headwise predict --json`` object of a serve engine's answer (its
+    """The ``headwise predict --json`` object of a predictor's answer record (its
     ``predict``'s records: probabilities not rounded, ``long_text`` inside): the fields of
     the prediction's ``to_dict()`` (probabilities to 6 decimals), then :func:`record`'s.
 
     Args:
-        answer: one record of ``InferenceEngine``, ``CompoundEngine`` or
-            ``ProbabilityEngine.predict``.
+        answer: one record of a predictor's ``predict``
+            (:class:`~headwise.intent.inference.predictor.Predictor`).
 
     Returns:
         The object ``headwise predict --json`` prints for that text.
@@ -64,24 +64,6 @@ def engine_record(answer: Mapping[str, Any]) -> dict[str, Any]:
                      "threshold": round(value["threshold"], 6)}
         out[key] = value
     return record(out, answer["text"], answer.get("long_text"))
-
-
-class Predictor(Protocol):
-    """What :func:`predict_file` predicts with: the service's engines
-    (``InferenceEngine``, ``CompoundEngine``, ``ProbabilityEngine``) are predictors.
-
-    Attributes:
-        kind: ``"intent"`` (single-label answers) or ``"compound"`` (intents and slots).
-        labels: the intents the model answers.
-    """
-
-    kind: str
-    labels: list[str]
-
-    def predict(self, texts: Sequence[str], *, top_k: int = 3,
-                threshold: float | None = None) -> list[dict[str, Any]]:
-        """One answer record per text (the engines' response records)."""
-        ...
 
 
 def _cell(value: Any) -> str:

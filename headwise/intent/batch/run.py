@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwise.intent.answering import check_answer_options
 from headwise.intent.batch.invariance import make_batch_invariant
 from headwise.intent.batch.reader import RowReader
-from headwise.intent.batch.records import Predictor, engine_record, format_records
+from headwise.intent.batch.records import engine_record, format_records
 from headwise.intent.batch.writer import OutputFile, output_format_of, partial_path
+from headwise.intent.inference.predictor import Predictor
+from headwise.intent.prediction import check_answer_options
 from headwise.text.readers import DataError
 
 __all__ = ["DEFAULT_BATCH_SIZE", "DEFAULT_CHUNK_SIZE", "LISTED_BAD_ROWS", "BatchPredictResult",
@@ -71,7 +72,8 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
     """Predict every text of a file into an output file, a chunk at a time.
 
     Args:
-        predictor: what answers (a serve engine; see :class:`Predictor`). An engine
+        predictor: what answers
+            (:func:`~headwise.intent.inference.load.load_predictor`). A predictor
             running a network is given a :class:`BatchInvariantRuntime`
             (:func:`make_batch_invariant`).
         data: the input file (see the module docstring for the layouts).

@@ -23,18 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from headwise.intent.answering import check_texts
 from headwise.intent.compound.thresholds import Thresholds, decide
+from headwise.intent.inference.compound import CompoundPredictor
+from headwise.intent.inference.runtime import TorchRuntime
 from headwise.intent.kinds import COMPOUND
-from headwise.intent.prediction import INTENT_THRESHOLD, OutOfScopeDecision, Prediction
+from headwise.intent.prediction import INTENT_THRESHOLD, OutOfScopeDecision, Prediction, check_texts
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.models.joint import JointIntentSlotModel
 from headwise.slots import SCHEMAS, normalize_slot
 from headwise.text.annotations import SlotSpan
-from headwise.text.bio import tags_to_spans, token_offsets
 from headwise.text.tokenizer import Tokenizer
 
 COMPOUND_FILE = COMPOUND.marker  # "compound.json"
@@ -87,43 +86,40 @@ class CompoundClassifier:
         return list(self.model.config.slot_tags or [])
 
     # -- inference ---------------------------------------------------------------------
-    @torch.inference_mode()
+    def predictor(self, *, batch_size: int = 64) -> CompoundPredictor:
+        """This classifier's predictor on the PyTorch runtime, truncating long texts: what
+        :meth:`analyse` and :meth:`predict` run (the service and ``headwise predict`` run
+        the same predictor).
+
+        Args:
+            batch_size: most texts in one forward pass.
+
+        Raises:
+            ValueError: ``batch_size < 1``.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        return CompoundPredictor(self, TorchRuntime(self.model), max_rows=batch_size)
+
     def analyse(self, texts: Sequence[str], *, batch_size: int = 64
                 ) -> tuple[np.ndarray, list[list[SlotSpan]]]:
-        """Intent probabilities (n, intents) and the decoded slot spans (without values).
+        """Intent probabilities (n, intents) and the decoded slot spans (without values)
+        of texts truncated to the maximum length (:meth:`predictor`).
 
         Raises:
             ValueError: an empty list or text; TypeError: a non-string item.
         """
         texts = check_texts(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        probs = np.empty((len(texts), len(self.intents)), dtype=np.float64)
-        spans: list[list[SlotSpan]] = [[] for _ in texts]
-        device = next(self.model.parameters()).device
-        tags = self.slot_tags
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            chunk = [texts[i] for i in idx]
-            batch = self.tokenizer(chunk, max_length=self.max_length)
-            out = self.model(input_ids=batch["input_ids"].to(device),
-                             attention_mask=batch["attention_mask"].bool().to(device))
-            logits = out["logits"].double()
-            p = torch.sigmoid(logits) if self.model.multi_label else torch.softmax(logits, -1)
-            probs[idx] = p.cpu().numpy()
-            if "tag_logits" not in out:
-                continue
-            best = out["tag_logits"].argmax(-1).cpu()
-            offsets = token_offsets(self.tokenizer, chunk, max_length=self.max_length)
-            for row, i in enumerate(idx):
-                n = len(offsets[row])
-                spans[i] = tags_to_spans(best[row, :n].tolist(), offsets[row], texts[i], tags)
-        return probs, spans
+        predictor = self.predictor(batch_size=batch_size)
+        rows = predictor.run(predictor.encode_truncated(texts))
+        return predictor.probabilities(rows), predictor.spans(texts, rows)
 
     def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
                 thresholds: Thresholds | None = None, at_least_one: bool = False,
                 batch_size: int = 64, reference_date: date | None = None
                 ) -> list[Prediction]:
-        """Intents, slots and normalised values of each text.
+        """Intents, slots and normalised values of each text: :meth:`predictor`'s
+        answers.
 
         Args:
             texts: one text or a list.
@@ -142,13 +138,9 @@ class CompoundClassifier:
         Raises:
             ValueError: an empty list or text, ``top_k < 1``.
         """
-        if isinstance(texts, str):
-            texts = [texts]
-        if top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {top_k}")
-        probs, spans = self.analyse(texts, batch_size=batch_size)
-        return self.answers(texts, probs, spans, top_k=top_k, thresholds=thresholds,
-                            at_least_one=at_least_one, reference_date=reference_date)
+        return self.predictor(batch_size=batch_size).predictions(
+            texts, top_k=top_k, thresholds=thresholds, at_least_one=at_least_one,
+            reference_date=reference_date)[0]
 
     def answers(self, texts: Sequence[str], probs: np.ndarray,
                 spans: Sequence[Sequence[SlotSpan]], *, top_k: int,

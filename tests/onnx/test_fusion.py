@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from serve_helpers import MAX_LENGTH, tiny_encoder, tiny_tokenizer
+from tiny_models import MAX_LENGTH, tiny_encoder, tiny_tokenizer
 
 from headwise.attention.mha import MultiHeadAttention
-from headwise.serve import OnnxRuntime, TorchRuntime
-from headwise.serve.onnx_export import export_onnx, max_logit_difference, probe_batches
-from headwise.serve.onnx_fusion import (
+from headwise.intent.inference import OnnxRuntime, TorchRuntime
+from headwise.onnx.export import export_onnx, max_logit_difference, probe_batches
+from headwise.onnx.fusion import (
     FusedSelfAttention,
     fused_attention,
     fused_op_counts,
@@ -101,7 +101,7 @@ def test_the_stand_in_computes_the_layers_attention(tok):
 
 
 def test_a_failing_fused_export_falls_back_to_the_plain_graph(tok, tmp_path, monkeypatch):
-    import headwise.serve.onnx_export as onnx_export
+    import headwise.onnx.export as onnx_export
 
     def broken():
         raise TypeError("no custom translations here")

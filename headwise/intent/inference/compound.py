@@ -1,17 +1,17 @@
-"""The compound engine: every intent of a text and its slots, batched like intents.
+"""The compound predictor: every intent of a text and its slots, batched like intents.
 
-:class:`CompoundEngine` serves a :class:`~headwise.intent.compound.classifier.CompoundClassifier`
-(a joint intent + slot model): one forward pass gives the intent logits and one BIO tag
-per token; the tags are decoded into character spans and their values normalised.
-Its answers are those of :meth:`CompoundClassifier.predict
-<headwise.intent.compound.classifier.CompoundClassifier.predict>` (the fields of ``to_dict()``, with
-probabilities not rounded), whatever the other rows of the batch: tokenizing, bucketing
-and padding are those of the intent engine
-(:class:`~headwise.serve.bucketing.BucketedEngine`).
+:class:`CompoundPredictor` is how a
+:class:`~headwise.intent.compound.classifier.CompoundClassifier` (a joint intent + slot
+model) answers, in the library (``CompoundClassifier.predict``), ``headwise predict``, the
+file stream and the service: one forward pass gives the intent logits and one BIO tag per
+token; the tags are decoded into character spans, and the classifier's
+:meth:`~headwise.intent.compound.classifier.CompoundClassifier.answers` applies its
+thresholds and normalises the slot values. Tokenizing, bucketing and padding are those of
+the single-label predictor (:class:`~headwise.intent.inference.bucketing.BucketedPredictor`),
+so an answer does not depend on the other rows of the batch.
 
-A text over the maximum length is truncated (as ``predict`` does; slots past the cut are
-not found) or refused; chunk-and-pool is not offered, since slot spans cannot be pooled
-over windows.
+A text over the maximum length is truncated (slots past the cut are not found) or refused;
+chunk-and-pool is not offered, since slot spans cannot be pooled over windows.
 """
 
 from __future__ import annotations
@@ -19,15 +19,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 import numpy as np
 import torch
 
-from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import Thresholds
-from headwise.serve.bucketing import BucketedEngine, EncodedText
-from headwise.serve.runtime import TorchRuntime
+from headwise.intent.inference.bucketing import BucketedPredictor, EncodedText
+from headwise.intent.inference.runtime import TorchRuntime
+from headwise.intent.prediction import Prediction
 from headwise.text.bio import tags_to_spans, token_offsets
+
+__all__ = ["CompoundPredictor", "JointRow"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +47,11 @@ class JointRow:
     tags: np.ndarray
 
 
-class CompoundEngine(BucketedEngine):
+class CompoundPredictor(BucketedPredictor):
     """Turn texts into compound answers (intents, top-k, slots) with the torch runtime.
 
     Args:
-        classifier: the loaded compound classifier.
+        classifier: a :class:`~headwise.intent.compound.classifier.CompoundClassifier`.
         runtime: a :class:`TorchRuntime` of its model (the ONNX path does not carry the
             tag logits).
         long_text: ``"truncate"`` or ``"reject"``.
@@ -60,8 +63,9 @@ class CompoundEngine(BucketedEngine):
     """
 
     kind = "compound"
+    options = ("at_least_one", "reference_date", "thresholds")
 
-    def __init__(self, classifier: CompoundClassifier, runtime: TorchRuntime, *,
+    def __init__(self, classifier: Any, runtime: TorchRuntime, *,
                  long_text: str = "truncate", max_rows: int = 64) -> None:
         if long_text == "chunk":
             raise ValueError("long_text 'chunk' is not supported for a compound (multi-label "
@@ -116,56 +120,46 @@ class CompoundEngine(BucketedEngine):
             else torch.softmax(logits, -1)
         return probs.numpy()
 
-    # -- model outputs -> answers --------------------------------------------------------
-    def answer(self, texts: Sequence[str], items: Sequence[EncodedText],
-               rows: Sequence[JointRow], *, top_k: int, threshold: float | None = None,
-               at_least_one: bool = False, reference_date: date | None = None) -> list[dict]:
-        """The response records (``schemas.Prediction`` fields) of texts.
-
-        Args:
-            texts: the texts.
-            items: their encodings (for the long-text note).
-            rows: their outputs, from :meth:`run`.
-            top_k: most probable intents listed per text.
-            threshold: one threshold for every intent, replacing the saved (possibly
-                per-intent) ones.
-            at_least_one: answer the most probable intent when none passes.
-            reference_date: "today" for relative dates in the slot values; None: the
-                classifier's saved one, else today's date.
-
-        Returns:
-            One dict per text: :meth:`Prediction.to_dict
-            <headwise.intent.prediction.Prediction.to_dict>` (probabilities not rounded, so
-            batched and unbatched answers agree to float precision) plus ``long_text``.
+    def spans(self, texts: Sequence[str], rows: Sequence[JointRow]) -> list[list[Any]]:
+        """The slot spans (without values) of each text, decoded from its tags.
 
         Raises:
             RuntimeError: tags that do not line up with the text's tokens.
         """
-        clf = self.classifier
-        probs = self.probabilities(rows)
-        offsets = token_offsets(clf.tokenizer, list(texts), max_length=self.max_length)
-        names = clf.slot_tags
-        spans = []
+        names = self.classifier.slot_tags
+        if not names:
+            return [[] for _ in texts]
+        offsets = token_offsets(self.tokenizer, list(texts), max_length=self.max_length)
+        out = []
         for text, row, off in zip(texts, rows, offsets, strict=True):
             found = []
-            if names and len(row.tags):
+            if len(row.tags):
                 if len(row.tags) != len(off):
                     raise RuntimeError(f"{len(row.tags)} tags for {len(off)} tokens of "
                                        f"{text[:40]!r}")
                 found = tags_to_spans(row.tags.tolist(), off, text, names)
-            spans.append(found)
-        answers = clf.answers(texts, probs, spans, top_k=top_k,
-                              thresholds=None if threshold is None else Thresholds(
-                                  float(threshold)),
-                              at_least_one=at_least_one, reference_date=reference_date)
-        out = []
-        for answer, item in zip(answers, items, strict=True):
-            out.append({**answer.to_dict(digits=None), "long_text": self.long_text_note(item)})
+            out.append(found)
         return out
 
-    def predict(self, texts: Sequence[str], *, top_k: int = 3, threshold: float | None = None,
-                at_least_one: bool = False, reference_date: date | None = None) -> list[dict]:
-        """Encode, run and answer in one call (unbatched inference)."""
-        items = self.encode(texts)
-        return self.answer(texts, items, self.run(items), top_k=top_k, threshold=threshold,
-                           at_least_one=at_least_one, reference_date=reference_date)
+    # -- model outputs -> answers --------------------------------------------------------
+    def decide(self, texts: Sequence[str], items: Sequence[EncodedText],
+               rows: Sequence[JointRow], *, top_k: int, threshold: float | None,
+               at_least_one: bool = False, reference_date: date | None = None,
+               thresholds: Thresholds | None = None) -> list[Prediction]:
+        """Compound answers: every intent over its threshold (``thresholds`` replace the
+        saved, possibly per-intent, ones; ``threshold``: one for every intent;
+        ``at_least_one``: the most probable when none passes), the slots with values
+        normalised against ``reference_date`` (None: the classifier's saved one, else
+        today's date).
+
+        Raises:
+            ValueError: both ``threshold`` and ``thresholds``.
+        """
+        if threshold is not None:
+            if thresholds is not None:
+                raise ValueError("give threshold (one for every intent) or thresholds, "
+                                 "not both")
+            thresholds = Thresholds(float(threshold))
+        return self.classifier.answers(
+            texts, self.probabilities(rows), self.spans(texts, rows), top_k=top_k,
+            thresholds=thresholds, at_least_one=at_least_one, reference_date=reference_date)

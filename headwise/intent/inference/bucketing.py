@@ -1,12 +1,12 @@
-"""What every served model kind shares: texts -> token windows -> length-bucketed batches.
+"""What every network's predictor shares: texts -> token windows -> length-bucketed batches.
 
-:class:`BucketedEngine` tokenizes texts, applies the long-text policy (truncate, split
-into overlapping windows, or refuse), groups rows into forward passes by length bucket
-and pads each group. The engines of the two model kinds build on it:
-:class:`~headwise.serve.engine.InferenceEngine` (single-label intents) and
-:class:`~headwise.serve.compound_engine.CompoundEngine` (several intents plus slots).
-Each defines :meth:`BucketedEngine.run`, the call the micro-batcher makes on a gathered
-batch, so both are batched by the same :class:`~headwise.serve.batching.MicroBatcher`.
+:class:`BucketedPredictor` tokenizes texts once, applies the long-text policy (truncate,
+split into overlapping windows, or refuse), groups rows into forward passes by length
+bucket and pads each group. The predictors of the two network kinds build on it:
+:class:`~headwise.intent.inference.single.SingleLabelPredictor` (single-label intents) and
+:class:`~headwise.intent.inference.compound.CompoundPredictor` (several intents plus
+slots). Each defines :meth:`~headwise.intent.inference.predictor.Predictor.run`, the call
+the service's micro-batcher makes on a gathered batch and the library makes on its texts.
 
 Padding never changes an answer: rows of one batch are independent under the padding
 mask. Batches are bucketed by length (the longest row at most doubles the shortest one's
@@ -15,16 +15,22 @@ bucket), so a short text never pays for a long neighbour.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from headwise.intent.inference.predictor import Predictor
+from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
 from headwise.models.chunked import split_into_chunks
-from headwise.serve.runtime import OnnxRuntime, TorchRuntime
 from headwise.text.tokenizer import Tokenizer
+
+__all__ = ["LONG_TEXT_POLICIES", "MIN_BUCKET", "BucketedPredictor", "EncodedText",
+           "LongTextError", "length_bucket", "long_text_note"]
+
+#: what a predictor does with a text over the model's maximum length
+LONG_TEXT_POLICIES = ("truncate", "chunk", "reject")
 
 #: smallest length bucket (tokens); buckets are powers of two from here
 MIN_BUCKET = 8
@@ -64,7 +70,7 @@ def length_bucket(n: int) -> int:
     return max(MIN_BUCKET, 1 << max(0, n - 1).bit_length())
 
 
-class BucketedEngine(ABC):
+class BucketedPredictor(Predictor):
     """Tokenize, apply the long-text policy, bucket and pad: the part of inference that
     does not depend on what the model answers.
 
@@ -80,13 +86,10 @@ class BucketedEngine(ABC):
         ValueError: an unknown policy, or a stride too large for the window.
     """
 
-    #: the model kind an engine serves: ``"intent"`` or ``"compound"``
-    kind = ""
-
     def __init__(self, tokenizer: Tokenizer, runtime: TorchRuntime | OnnxRuntime, *,
                  max_length: int, long_text: str = "truncate",
                  chunk_stride: int | None = None, max_rows: int = 64) -> None:
-        if long_text not in ("truncate", "chunk", "reject"):
+        if long_text not in LONG_TEXT_POLICIES:
             raise ValueError(f"long_text must be truncate, chunk or reject, got {long_text!r}")
         self.tokenizer = tokenizer
         self.runtime = runtime
@@ -151,10 +154,6 @@ class BucketedEngine(ABC):
                                             sep_id=self.sep_id, pad_id=self.pad_id)
         return tuple(tuple(c[m].tolist()) for c, m in zip(chunks, mask, strict=True))
 
-    def long_text_note(self, item: EncodedText) -> dict[str, Any] | None:
-        """The response's ``long_text`` record of an encoded text (None within the limit)."""
-        return long_text_note(item.policy, item.tokens, self.max_length, len(item.chunks))
-
     # -- windows -> padded batches -------------------------------------------------------
     def buckets(self, rows: Sequence[Sequence[int]]) -> list[list[int]]:
         """Row indices grouped into forward passes: by length bucket, at most
@@ -189,11 +188,9 @@ class BucketedEngine(ABC):
                 mask[r, :len(rows[i])] = 1
             yield group, ids, mask
 
-    # -- the batcher's call --------------------------------------------------------------
-    @abstractmethod
-    def run(self, items: Sequence[EncodedText]) -> list[Any]:
-        """One result per encoded text, in order: what the micro-batcher runs on a
-        gathered batch (on the inference thread). Each engine kind defines it."""
+    def note(self, item: EncodedText) -> dict[str, Any] | None:
+        """The response's ``long_text`` record of an encoded text (None within the limit)."""
+        return long_text_note(item.policy, item.tokens, self.max_length, len(item.chunks))
 
     def warm_up(self, texts: Sequence[str]) -> None:
         """Run texts (truncated, whatever the policy) through the runtime once, so the

@@ -20,27 +20,45 @@ import numpy as np
 import torch
 from torch import nn
 
-from headwise.intent.classifier import pooled_vectors
+from headwise.onnx.export import META_QUANTIZED
 
-__all__ = ["META_QUANTIZED", "META_WEIGHTS_SHA256", "OnnxRuntime", "TorchRuntime"]
+__all__ = ["OnnxRuntime", "TorchRuntime", "pooled_vectors"]
 
-#: ONNX metadata keys written by :func:`headwise.serve.onnx_export.export_onnx`
-META_WEIGHTS_SHA256 = "headwise.weights_sha256"
-META_QUANTIZED = "headwise.quantized"
+
+def pooled_vectors(model: nn.Module, input_ids: torch.Tensor,
+                   attention_mask: torch.Tensor) -> torch.Tensor:
+    """The vectors a classifier's head reads: (batch, d) before dropout and the head.
+
+    Args:
+        model: an ``EncoderClassifier`` (``encode`` + ``pool``) or a ``BiLSTMClassifier``
+            (``pooled``).
+        input_ids: (batch, seq) token ids.
+        attention_mask: (batch, seq) boolean, True on real tokens.
+
+    Raises:
+        TypeError: a model with neither interface.
+    """
+    if hasattr(model, "encode") and hasattr(model, "pool"):
+        return model.pool(model.encode(input_ids, attention_mask), attention_mask)
+    if hasattr(model, "pooled"):
+        return model.pooled(input_ids, attention_mask)
+    raise TypeError(f"{type(model).__name__} has neither encode/pool nor pooled")
 
 
 class TorchRuntime:
     """The PyTorch forward pass in inference mode.
 
     Args:
-        model: the classifier (put in eval mode).
+        model: the classifier (put in eval mode if it is in training mode).
         threads: intra-op threads (0 keeps PyTorch's default; the setting is per process).
     """
 
     name = "torch"
 
     def __init__(self, model: nn.Module, *, threads: int = 0) -> None:
-        self.model = model.eval()
+        # a model in training mode is put in eval mode (dropout off); one already in eval
+        # mode is left as it is (eval() walks every module, which a single query notices)
+        self.model = model.eval() if model.training else model
         if threads > 0:
             torch.set_num_threads(threads)
         self.device = next(model.parameters()).device

@@ -4,7 +4,7 @@ The exported graph takes ``input_ids`` and ``attention_mask`` (int64, dynamic ba
 length) and returns ``logits`` and ``pooled`` (the vector the classification head reads,
 which the service averages over windows for chunk-and-pool). It is written with PyTorch's
 ``torch.export``-based exporter, by default with onnxruntime's fused operators
-(:mod:`headwise.serve.onnx_fusion`: one ``Attention`` node per layer, skip-layer-norms,
+(:mod:`headwise.onnx.fusion`: one ``Attention`` node per layer, skip-layer-norms,
 bias-GELUs), the same float32 function in about a quarter of the nodes; ``fuse=False``
 writes standard ONNX operators only. The file's metadata records the SHA-256 of the
 weights it was made from, so ``headwise serve`` can refuse an ONNX file that belongs to
@@ -21,6 +21,7 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -28,21 +29,31 @@ from torch import Tensor, nn
 
 from headwise.attention.mha import MultiHeadAttention
 from headwise.models.joint import JointIntentSlotModel
-from headwise.serve.onnx_fusion import (
+from headwise.onnx.fusion import (
     fused_attention,
     optimize_graph,
     translations,
     unfusable_reason,
 )
-from headwise.serve.runtime import (
-    META_QUANTIZED,
-    META_WEIGHTS_SHA256,
-    OnnxRuntime,
-    TorchRuntime,
-)
+
+__all__ = ["DEFAULT_OPSET", "META_QUANTIZED", "META_WEIGHTS_SHA256", "ExportableClassifier",
+           "LogitsRuntime", "accuracy", "export_onnx", "max_logit_difference", "probe_batches",
+           "quantize_int8"]
 
 #: the opset the exporter targets
 DEFAULT_OPSET = 18
+#: ONNX metadata keys written by :func:`export_onnx`: the SHA-256 of the weights the graph
+#: was made from, and whether its weights are quantised (``none`` or ``int8``)
+META_WEIGHTS_SHA256 = "headwise.weights_sha256"
+META_QUANTIZED = "headwise.quantized"
+
+
+class LogitsRuntime(Protocol):
+    """What the comparisons here run: a padded batch of token ids to ``(logits, pooled)``
+    (the PyTorch and the onnxruntime runtimes both are)."""
+
+    def forward(self, input_ids: np.ndarray, attention_mask: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @contextlib.contextmanager
@@ -71,7 +82,7 @@ class ExportableClassifier(nn.Module):
     Args:
         model: an ``EncoderClassifier`` without a sparse attention pattern.
         fused: the layers' attention is swapped for the fused stand-ins
-            (:func:`~headwise.serve.onnx_fusion.fused_attention`), which take the padding
+            (:func:`~headwise.onnx.fusion.fused_attention`), which take the padding
             mask as (batch, seq) int32.
 
     Raises:
@@ -124,7 +135,7 @@ def _first_line(error: Exception) -> str:
 def _write_graph(model: nn.Module, out: Path, *, opset: int, max_length: int, fused: bool
                  ) -> None:
     """``torch.onnx.export`` of an eval-mode classifier to ``out``, with the attention
-    fused (:func:`~headwise.serve.onnx_fusion.fused_attention`) or as the layers run it."""
+    fused (:func:`~headwise.onnx.fusion.fused_attention`) or as the layers run it."""
     wrapper = ExportableClassifier(model, fused=fused).eval()
     vocab = model.encoder.embeddings.vocab_size
     gen = torch.Generator().manual_seed(0)
@@ -155,7 +166,7 @@ def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None
         weights_sha256: recorded in the metadata (the SHA-256 of ``model.safetensors``).
         opset: ONNX opset version.
         max_length: the longest sequence the graph must accept.
-        fuse: write onnxruntime's fused operators (:mod:`headwise.serve.onnx_fusion`;
+        fuse: write onnxruntime's fused operators (:mod:`headwise.onnx.fusion`;
             the attention stays unfused where the layers do not allow it, e.g. with
             number-aware heads). False: standard ONNX operators only, for any runtime.
 
@@ -267,7 +278,7 @@ def probe_batches(vocab_size: int, max_length: int, *, pad_id: int = 0, seed: in
     return out
 
 
-def max_logit_difference(a: TorchRuntime | OnnxRuntime, b: TorchRuntime | OnnxRuntime,
+def max_logit_difference(a: LogitsRuntime, b: LogitsRuntime,
                          batches: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
     """Largest absolute difference of the logits of two runtimes over ``batches``."""
     worst = 0.0
@@ -278,7 +289,7 @@ def max_logit_difference(a: TorchRuntime | OnnxRuntime, b: TorchRuntime | OnnxRu
     return worst
 
 
-def accuracy(runtime: TorchRuntime | OnnxRuntime, tokenizer, texts: Sequence[str],
+def accuracy(runtime: LogitsRuntime, tokenizer, texts: Sequence[str],
              labels: Sequence[int], *, max_length: int, batch_size: int = 64) -> float:
     """Top-1 accuracy of a runtime on tokenized texts with known class ids.
 

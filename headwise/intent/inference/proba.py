@@ -1,10 +1,10 @@
-"""Serving a classifier that is not one network: a TF-IDF model or an ensemble.
+"""The predictor of a classifier that is not one network: a TF-IDF model or an ensemble.
 
-:class:`ProbabilityEngine` answers with the classifier's own calibrated probabilities
+:class:`ProbabilityPredictor` answers with the classifier's own calibrated probabilities
 (:meth:`ProbabilityClassifier.predict_proba
 <headwise.intent.answering.ProbabilityClassifier.predict_proba>`), gathered into batches
-by the service's micro-batcher like a network's texts; its answers are those of
-``classifier.predict``. A TF-IDF model reads a text whole; a network inside an ensemble
+by the service's micro-batcher like a network's texts; ``classifier.predict`` is this
+predictor's answers. A TF-IDF model reads a text whole; a network inside an ensemble
 truncates it at its own maximum length, as ``predict`` does. So only the ``"truncate"``
 long-text policy applies: an answer's ``long_text`` note reports a text that a network of
 the ensemble cut (its token count and maximum length; the network that cut the most when
@@ -16,26 +16,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from headwise.intent.answering import ProbabilityClassifier
-from headwise.intent.classifier import IntentClassifier
-from headwise.intent.ensemble import EnsembleClassifier
-from headwise.intent.prediction import OutOfScopeScores
-from headwise.serve.bucketing import long_text_note
-from headwise.serve.engine import prediction_records
+from headwise.intent.inference.bucketing import long_text_note
+from headwise.intent.inference.predictor import Predictor
+from headwise.intent.prediction import OutOfScopeScores, Prediction, answers_from_probs
 
-__all__ = ["ClassifierRuntime", "ProbabilityEngine", "TextItem"]
+__all__ = ["ClassifierRuntime", "ProbabilityPredictor", "TextItem", "runtime_name"]
 
 
 @dataclass(frozen=True)
 class TextItem:
-    """One text as a :class:`ProbabilityEngine` reads it: the text whole, and, when a network
+    """One text as a :class:`ProbabilityPredictor` reads it: the text whole, and, when a network
     of an ensemble truncates it, ``policy`` ``"truncated"`` with that network's token count
     (special tokens included) and maximum length (as in an
-    :class:`~headwise.serve.bucketing.EncodedText`)."""
+    :class:`~headwise.intent.inference.bucketing.EncodedText`)."""
 
     text: str
     policy: str | None = None
@@ -55,7 +53,7 @@ class ClassifierRuntime:
     name: str
 
 
-def runtime_name(classifier: ProbabilityClassifier) -> str:
+def runtime_name(classifier: Any) -> str:
     """The name of the classifier's kind (``"ensemble"``, ``"tfidf"``, a registered kind's
     name; :mod:`headwise.intent.kinds`), or its class name when it is of no registered
     kind."""
@@ -67,26 +65,31 @@ def runtime_name(classifier: ProbabilityClassifier) -> str:
         return type(classifier).__name__
 
 
-class ProbabilityEngine:
+class ProbabilityPredictor(Predictor):
     """Turn texts into single-label answers with a classifier's ``predict_proba``.
 
     Args:
         classifier: a loaded :class:`~headwise.intent.tfidf.TfidfClassifier` or
             :class:`~headwise.intent.ensemble.EnsembleClassifier` (any
-            :class:`ProbabilityClassifier` works).
+            :class:`~headwise.intent.answering.ProbabilityClassifier` works).
         threads: intra-op threads for the networks of an ensemble (0 keeps PyTorch's
             default; the setting is per process).
+        batch_size: texts per forward pass of the networks of an ensemble.
     """
 
     kind = "intent"
 
-    def __init__(self, classifier: ProbabilityClassifier, *, threads: int = 0) -> None:
+    def __init__(self, classifier: Any, *, threads: int = 0, batch_size: int = 64) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.batch_size = batch_size
         if threads > 0:
             torch.set_num_threads(threads)
         self.classifier = classifier
         self.runtime = ClassifierRuntime(runtime_name(classifier))
-        members = classifier.members if isinstance(classifier, EnsembleClassifier) else []
-        self._networks = [m for m in members if isinstance(m, IntentClassifier)]
+        # the networks of an ensemble: the members that tokenize (and so truncate) texts
+        self._networks = [m for m in getattr(classifier, "members", [])
+                          if hasattr(m, "tokenizer") and hasattr(m, "max_length")]
 
     @property
     def labels(self) -> list[str]:
@@ -109,25 +112,25 @@ class ProbabilityEngine:
 
     def run(self, items: Sequence[TextItem]) -> list[np.ndarray]:
         """The micro-batcher's call: one calibrated probability row (intents,) per text."""
-        return list(self.classifier.predict_proba([item.text for item in items]))
+        return list(self.classifier.predict_proba([item.text for item in items],
+                                                  batch_size=self.batch_size))
 
-    def answer(self, texts: Sequence[str], items: Sequence[TextItem], probs: np.ndarray,
-               *, top_k: int, threshold: float | None = None) -> list[dict]:
-        """The response records (``schemas.Prediction`` fields) of texts from their
-        probabilities (n, intents), from :meth:`run`; ``threshold`` overrides the
-        classifier's out-of-scope threshold."""
+    def note(self, item: TextItem) -> dict | None:
+        """The ``long_text`` note of an item (:meth:`TextItem.note`)."""
+        return item.note()
+
+    def probs_and_scores(self, rows: Any, *, threshold: float | None = None
+                         ) -> tuple[np.ndarray, OutOfScopeScores]:
+        """The probabilities (n, intents) of :meth:`run`'s rows and the out-of-scope
+        scores that decide: the top probability against ``threshold`` (default: the
+        classifier's)."""
+        probs = np.asarray(rows, dtype=np.float64)
         t = self.classifier.threshold if threshold is None else float(threshold)
-        return prediction_records(texts, probs, self.labels, top_k=top_k,
-                                  scores=OutOfScopeScores.top_probability(probs, t),
-                                  notes=[item.note() for item in items])
+        return probs, OutOfScopeScores.top_probability(probs, t)
 
-    def predict(self, texts: Sequence[str], *, top_k: int = 3,
-                threshold: float | None = None) -> list[dict]:
-        """Run and answer in one call (unbatched inference)."""
-        items = self.encode(texts)
-        return self.answer(texts, items, np.stack(self.run(items)), top_k=top_k,
-                           threshold=threshold)
-
-    def warm_up(self, texts: Sequence[str]) -> None:
-        """One pass over ``texts`` (first-call costs: feature tables, members' kernels)."""
-        self.run(self.encode(texts))
+    def decide(self, texts: Sequence[str], items: Sequence[TextItem], rows: Any, *,
+               top_k: int, threshold: float | None, **options: Any) -> list[Prediction]:
+        """Single-label answers from :meth:`run`'s probability rows (out of scope as
+        :meth:`probs_and_scores` decides)."""
+        probs, scores = self.probs_and_scores(rows, threshold=threshold)
+        return answers_from_probs(texts, probs, self.labels, top_k=top_k, scores=scores)

@@ -1,0 +1,252 @@
+"""Which predictor a model directory gets, on which runtime: :func:`load_predictor`.
+
+It loads the directory (an intent classifier, ``intent.json``, a compound classifier,
+``compound.json``, a TF-IDF model, ``tfidf.json``, or an ensemble, ``ensemble.json``;
+pickle files and a config that does not match the weights are refused by the loader with
+a message naming the problem) and, for the onnxruntime path, checks that the ONNX file was
+exported from these very weights and that its float32 outputs equal PyTorch's within
+:data:`ONNX_TOLERANCE`. A compound classifier runs on PyTorch only, and without
+chunk-and-pool; a TF-IDF model or an ensemble through
+:class:`~headwise.intent.inference.proba.ProbabilityPredictor`, with no ONNX path and the
+truncate policy only. ``headwise predict``, the file stream, Ray and ``headwise serve``
+all get their predictor here.
+
+``runtime="auto"`` (the default) runs on onnxruntime when the ONNX file
+(``MODEL/model.onnx`` or ``onnx_path``) exists and passes those checks, and on PyTorch
+otherwise, saying why in one line (:func:`choose_runtime`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from headwise._files import file_sha256
+from headwise.intent import kinds
+from headwise.intent.inference.bucketing import LONG_TEXT_POLICIES
+from headwise.intent.inference.compound import CompoundPredictor
+from headwise.intent.inference.predictor import Predictor
+from headwise.intent.inference.proba import ProbabilityPredictor
+from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
+from headwise.intent.inference.single import SingleLabelPredictor
+from headwise.models.heap import steady_heap
+from headwise.models.io import WEIGHTS_NAME
+from headwise.onnx.export import (
+    META_WEIGHTS_SHA256,
+    ExportableClassifier,
+    max_logit_difference,
+    probe_batches,
+)
+
+__all__ = ["DEFAULT_ONNX_NAME", "ONNX_TOLERANCE", "RUNTIMES", "check_onnx", "choose_runtime",
+           "load_predictor", "onnx_path_for", "onnx_unsupported"]
+
+#: the runtimes a predictor can be asked for: ``"auto"`` resolves to ``"onnx"`` or
+#: ``"torch"`` (:func:`choose_runtime`)
+RUNTIMES = ("auto", "torch", "onnx")
+#: largest |logit difference| accepted between a float32 ONNX file and PyTorch
+ONNX_TOLERANCE = 1e-4
+#: the ONNX file ``--runtime onnx`` reads when none is named
+DEFAULT_ONNX_NAME = "model.onnx"
+
+
+def onnx_path_for(model_dir: str | Path | None, onnx_path: str | Path | None = None) -> Path:
+    """The ONNX file a predictor reads: ``onnx_path``, else ``MODEL/model.onnx``."""
+    return Path(onnx_path) if onnx_path else Path(model_dir or ".") / DEFAULT_ONNX_NAME
+
+
+def check_onnx(classifier: Any, runtime: OnnxRuntime, model_dir: str | Path | None
+               ) -> float:
+    """Refuse an ONNX file made from other weights or (float32) disagreeing with PyTorch.
+
+    Returns:
+        The largest |logit difference| on random probe batches (not checked for int8).
+
+    Raises:
+        ValueError: a weights hash that differs from the directory's ``model.safetensors``,
+            or float32 outputs further than :data:`ONNX_TOLERANCE` from PyTorch's.
+    """
+    recorded = runtime.metadata.get(META_WEIGHTS_SHA256)
+    weights = Path(model_dir or ".") / WEIGHTS_NAME
+    if recorded and weights.is_file() and recorded != file_sha256(weights):
+        raise ValueError(f"{runtime.path} was exported from other weights than "
+                         f"{weights}; export again with `headwise export {model_dir} --onnx "
+                         f"{runtime.path}`")
+    tok = classifier.tokenizer
+    diff = max_logit_difference(TorchRuntime(classifier.model), runtime,
+                                probe_batches(tok.vocab_size, classifier.max_length,
+                                              pad_id=tok.pad_token_id))
+    if not runtime.quantized and diff > ONNX_TOLERANCE:
+        raise ValueError(f"{runtime.path} does not reproduce the model in {model_dir}: logits "
+                         f"differ by up to {diff:.3g} (> {ONNX_TOLERANCE}); export again")
+    return diff
+
+
+def onnx_unsupported(classifier: Any) -> str | None:
+    """Why ``headwise export`` cannot write an ONNX graph of this classifier's network
+    (a BiLSTM, a sparse attention pattern), in its words; None when it can."""
+    try:
+        ExportableClassifier(classifier.model)
+    except ValueError as e:
+        return " ".join(str(e).split())
+    return None
+
+
+def choose_runtime(classifier: Any, runtime: str = "auto", *,
+                   model_dir: str | Path | None = None, onnx_path: str | Path | None = None,
+                   threads: int = 0) -> tuple[TorchRuntime | OnnxRuntime, str | None]:
+    """The runtime asked for, resolving ``"auto"``.
+
+    ``"auto"`` takes onnxruntime with :func:`onnx_path_for`'s file when the classifier is
+    a single-label intent classifier, onnxruntime is importable, the file exists, loads
+    as a headwise export and passes :func:`check_onnx` (these very weights, float32
+    logits within :data:`ONNX_TOLERANCE` of PyTorch); otherwise PyTorch.
+
+    Args:
+        classifier: the loaded network (intent or compound classifier).
+        runtime: ``"auto"``, ``"torch"`` or ``"onnx"``.
+        model_dir: the classifier's directory (its ``model.onnx`` and weights' hash).
+        onnx_path: the ONNX file (default ``MODEL/model.onnx``).
+        threads: intra-op threads of the runtime (0: the library's default).
+
+    Returns:
+        ``(runtime, reason)``: ``reason`` says why ``"auto"`` fell back to PyTorch (one
+        line), else None.
+
+    Raises:
+        FileNotFoundError, ValueError: ``runtime="onnx"`` with a missing or mismatching
+            file, or a compound classifier (as :func:`load_predictor`).
+    """
+    if runtime == "torch":
+        return TorchRuntime(classifier.model, threads=threads), None
+    path = onnx_path_for(model_dir, onnx_path)
+    kind = kinds.kind_of_classifier(classifier)
+    if runtime == "onnx":
+        kind.require("onnx", model_dir or "the model")
+        unsupported = onnx_unsupported(classifier)
+        if unsupported is not None:
+            raise ValueError(f"{model_dir or 'the model'} cannot be served with "
+                             f"--runtime onnx: {unsupported}; serve it with --runtime torch")
+        onnx = OnnxRuntime(path, threads=threads)
+        check_onnx(classifier, onnx, model_dir)
+        return onnx, None
+    unsupported = None if not kind.supports("onnx") else onnx_unsupported(classifier)
+    if not kind.supports("onnx"):
+        reason = f"{kind.description} has no ONNX path"
+    elif unsupported is not None:
+        # a file beside it is not this model's (export never writes one): say so, and do
+        # not suggest an export that would be refused
+        stale = f"; {path} is ignored" if path.is_file() else ""
+        reason = f"no ONNX path for this model ({unsupported}){stale}"
+    elif not path.is_file():
+        reason = (f"no ONNX export at {path} (`headwise export {model_dir or 'MODEL'} "
+                  f"--onnx {path}` writes one)")
+    else:
+        try:
+            onnx = OnnxRuntime(path, threads=threads)
+            check_onnx(classifier, onnx, model_dir)
+            return onnx, None
+        except ImportError as e:
+            reason = f"onnxruntime cannot be imported ({e})"
+        except Exception as e:  # whatever keeps "auto" from running the file: fall back
+            reason = " ".join(str(e).split())
+    return (TorchRuntime(classifier.model, threads=threads),
+            f"runtime auto: using torch: {reason}")
+
+
+def _kind(classifier: Any) -> kinds.ModelKind | None:
+    """The classifier's registered kind, or None for an unregistered class."""
+    try:
+        return kinds.kind_of_classifier(classifier)
+    except TypeError:
+        return None
+
+
+def _probability_predictor(classifier: Any, *, runtime: str, long_text: str, threads: int,
+                           where: str) -> ProbabilityPredictor:
+    """The predictor of a TF-IDF model, an ensemble or any kind answered by its own
+    ``predict_proba``, refusing what its kind cannot do (:mod:`headwise.intent.kinds`)."""
+    kind = _kind(classifier)
+    if runtime == "onnx":
+        if kind is not None:
+            kind.require("onnx", where)
+        raise ValueError(f"{where} is {kind.description if kind else 'not a network'}, which "
+                         f"the onnx runtime does not run; use --runtime auto")
+    if long_text != "truncate":
+        if kind is not None:
+            kind.require(long_text, where)
+        raise ValueError(f"{where}: the {long_text} long-text policy needs a network")
+    return ProbabilityPredictor(classifier, threads=threads)
+
+
+def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = None,
+                   runtime: str = "auto", onnx_path: str | Path | None = None,
+                   threads: int = 0, long_text: str = "truncate",
+                   chunk_stride: int | None = None, max_rows: int = 64,
+                   report: Callable[[str], None] | None = None) -> Predictor:
+    """The predictor of a model directory or a loaded classifier.
+
+    Args:
+        model: the model directory (loaded with
+            :func:`~headwise.intent.kinds.load_classifier`), or a loaded classifier.
+        model_dir: the directory of a loaded ``model`` (its ``model.onnx`` and the weights'
+            hash the ONNX file must carry); a directory ``model`` is its own.
+        runtime: ``"auto"``, ``"torch"`` or ``"onnx"`` (:func:`choose_runtime`).
+        onnx_path: the ONNX file (default ``MODEL/model.onnx``).
+        threads: intra-op threads of the runtime (0: the library's default; the setting is
+            per process).
+        long_text: ``"truncate"``, ``"chunk"`` or ``"reject"``.
+        chunk_stride: tokens between window starts for ``"chunk"``.
+        max_rows: most rows in one forward pass.
+        report: receives the one-line reason when ``runtime="auto"`` falls back to PyTorch
+            (None: silent).
+
+    Returns:
+        A :class:`~headwise.intent.inference.single.SingleLabelPredictor` for an intent
+        classifier, a :class:`~headwise.intent.inference.compound.CompoundPredictor` for a
+        compound one, a :class:`~headwise.intent.inference.proba.ProbabilityPredictor` for
+        a TF-IDF model or an ensemble.
+
+    Raises:
+        FileNotFoundError: no model directory, one of no known kind, or no ONNX file.
+        ValueError: an unknown runtime or policy, pickle files in the directory
+            (``UnsafeCheckpointError``), a config that does not match the weights, an ONNX
+            file that does not match (with ``runtime="onnx"``; ``"auto"`` falls back to
+            PyTorch), a compound classifier with ``runtime="onnx"`` or
+            ``long_text="chunk"``, or a TF-IDF model or an ensemble with ``runtime="onnx"``
+            or a long-text policy other than ``"truncate"``.
+
+    With ``long_text="chunk"`` it also fixes glibc's mmap threshold for the process
+    (:func:`~headwise.models.heap.steady_heap`): the windows of long texts then do not
+    leave the C heap's resident memory growing.
+    """
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    if long_text not in LONG_TEXT_POLICIES:
+        raise ValueError(f"long_text must be one of {', '.join(LONG_TEXT_POLICIES)}, got "
+                         f"{long_text!r}")
+    if isinstance(model, str | Path):
+        model_dir = model if model_dir is None else model_dir
+        classifier = kinds.load_classifier(model)
+    else:
+        classifier = model
+    where = str(model_dir) if model_dir else "the model"
+    kind = _kind(classifier)
+    if kind not in (kinds.NETWORK, kinds.COMPOUND):
+        return _probability_predictor(classifier, runtime=runtime, long_text=long_text,
+                                      threads=threads, where=where)
+    chosen, fallback = choose_runtime(classifier, runtime, model_dir=model_dir,
+                                      onnx_path=onnx_path, threads=threads)
+    if long_text != "truncate":
+        kind.require(long_text, where)
+    if fallback is not None and report is not None:
+        report(fallback)
+    if long_text == "chunk":
+        # a long text is many windows in a row: keep glibc's heap from growing with them
+        steady_heap()
+    if kind is kinds.COMPOUND:
+        return CompoundPredictor(classifier, chosen, long_text=long_text,
+                                 max_rows=max(max_rows, 1))
+    return SingleLabelPredictor(classifier, chosen, long_text=long_text,
+                                chunk_stride=chunk_stride, max_rows=max(max_rows, 1))
