@@ -17,12 +17,15 @@ from headwise.intent.kinds import load_classifier
 
 #: the sizes of tests/intent/test_intent_cli.py and test_compound_cli.py: they train in
 #: seconds
-SINGLE_RECIPE = {"d_model": 32, "num_layers": 1, "num_heads": 8, "d_ff": 64, "epochs": 4,
-                 "batch_size": 8, "vocab_size": 200, "lr": 3e-3, "max_length": 16}
-COMPOUND_RECIPE = {"model": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
-                   "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
-                   "d_ff": 64, "epochs": 20, "batch_size": 8, "lr": 3e-3, "patience": None,
-                   "dropout": 0.0, "attention_dropout": 0.0}
+SINGLE_RECIPE = {
+    "architecture": {"type": "transformer", "d_model": 32, "num_layers": 1, "num_heads": 8,
+                     "d_ff": 64, "vocab_size": 200, "max_length": 16},
+    "train": {"epochs": 4, "batch_size": 8, "lr": 3e-3}}
+COMPOUND_RECIPE = {
+    "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
+                     "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
+                     "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0},
+    "train": {"epochs": 20, "batch_size": 8, "lr": 3e-3, "patience": None}}
 #: the texts asked about: short ones, an out-of-scope one, amounts for the slots, and one
 #: longer than both models read (the long-text note)
 TEXTS = ["i lost my card", "send 50 pounds to my sister", "what's the weather like",
@@ -68,8 +71,8 @@ def compound_dir(tmp_path_factory, compound_corpus):
     (d / "recipe.json").write_text(json.dumps(COMPOUND_RECIPE))
     out = d / "model"
     assert main(["train", "--data", str(d / "train.jsonl"), "--valid", str(d / "train.jsonl"),
-                 "--config", str(d / "recipe.json"), "--out", str(out), "--number-heads",
-                 "0", "--quiet"]) == 0
+                 "--config", str(d / "recipe.json"), "--out", str(out), "--set",
+                 "architecture.model_overrides.number_heads=[0]", "--quiet"]) == 0
     return out
 
 

@@ -12,7 +12,6 @@ import pytest
 from tiny_corpus import INTENTS
 
 from headwise.cli import main
-from headwise.intent.answering import answers_from_probs
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import Thresholds
 from headwise.intent.decision.ood import make_detector
@@ -21,6 +20,7 @@ from headwise.intent.prediction import (
     OutOfScopeDecision,
     OutOfScopeScores,
     Prediction,
+    answers_from_probs,
 )
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.text.annotations import SlotSpan

@@ -86,7 +86,7 @@ INT8_TEXTS = TEXTS + [
 def trained_int8(tmp_path_factory):
     """The tiny encoder trained to fit the corpus (60 full-batch AdamW steps), its fp32
     export and the int8 quantisation of that export."""
-    from serve_helpers import MAX_LENGTH, tiny_encoder, tiny_tokenizer
+    from tiny_models import MAX_LENGTH, tiny_encoder, tiny_tokenizer
 
     from headwise.onnx.export import export_onnx, quantize_int8
 
