@@ -119,7 +119,7 @@ def test_int8_agrees_with_fp32_on_a_trained_model(trained_int8):
     texts. Measured: agreement 35/35, largest probability change 0.014 (0.026 after 150
     steps instead of 60); the bounds leave room for onnxruntime's kernels to round
     differently, not for a broken quantisation (the untrained model's change is 0.09)."""
-    from serve_helpers import MAX_LENGTH
+    from tiny_models import MAX_LENGTH
 
     model, tok, labels, _, int8 = trained_int8
     enc = tok(INT8_TEXTS, max_length=MAX_LENGTH)
