@@ -23,6 +23,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 from scipy import sparse
 
+from headwise._files import follow_umask
 from headwise.intent.answering import CalibratedClassifier, check_texts
 from headwise.intent.kinds import TFIDF
 from headwise.models.io import write_json_atomically
@@ -149,6 +150,7 @@ class TfidfClassifier(CalibratedClassifier):
         directory.mkdir(parents=True, exist_ok=True)
         save_file({"coef": np.ascontiguousarray(self.coef),
                    "intercept": np.ascontiguousarray(self.intercept)}, str(directory / _WEIGHTS))
+        follow_umask(directory / _WEIGHTS)  # safetensors writes 0600
         vecs = [{"settings": {k: v.get_params()[k] for k in _SETTINGS},
                  "vocabulary": {t: int(i) for t, i in v.vocabulary_.items()},
                  "idf": v.idf_.tolist()} for v in self.vectorizers]
