@@ -73,16 +73,27 @@ def encoding_name(encoding: str) -> str:
 
 
 def looks_chinese(text: str) -> bool:
-    """Whether the characters of ``text`` beyond ASCII are (at least 90% of them) Chinese:
-    CJK ideographs, CJK and full-width punctuation, general punctuation (“”…). A file that
-    is not GB18030 rarely decodes as it cleanly, and almost never to that."""
+    """Whether the characters of ``text`` beyond ASCII are (at least 90% of them) common
+    Chinese: CJK ideographs, CJK and full-width punctuation or general punctuation (“”…)
+    that GB2312 has (its two bytes both above 0x80). A file that is not GB18030 rarely
+    decodes as it cleanly, and almost never to that: a Latin letter after a high byte
+    (``Müller`` in cp1252) decodes to a rare GBK ideograph outside GB2312."""
     others = [c for c in text if c > "\x7f"]
     if not others:
         return False
-    chinese = sum(1 for c in others if "\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf"
-                  or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef"
-                  or "\u2000" <= c <= "\u206f")
+    chinese = sum(1 for c in others if _common_chinese(c))
     return chinese >= 0.9 * len(others)
+
+
+def _common_chinese(c: str) -> bool:
+    if not ("\u4e00" <= c <= "\u9fff" or "\u3000" <= c <= "\u303f"
+            or "\uff00" <= c <= "\uffef" or "\u2000" <= c <= "\u206f"):
+        return False
+    try:
+        c.encode("gb2312")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def detect_encoding(head: bytes, *, whole: bool = True) -> str:

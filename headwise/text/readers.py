@@ -203,6 +203,7 @@ def read_examples(path: str | Path, *, format: str = "auto", text_column: str | 
         data = path.read_bytes()
         given = encoding is not None
         encoding = encoding or detect_encoding(data)
+        rows.encoding = encoding
         rows.hint = f"is --encoding {encoding} the file's encoding?" if given \
             else ENCODING_HINT
         kind = _resolve_format(path, data, format, encoding)
@@ -243,6 +244,17 @@ def is_encoding_problem(problem: str) -> bool:
     return problem.startswith("not ") and "(byte 0x" in problem
 
 
+def header_hint(header: list[str], encoding: str | None) -> str:
+    """What a header without the wanted columns adds, when it may be in another encoding:
+    NUL characters (UTF-16 read as something else), or the encoding it was read as when
+    not UTF-8; else nothing."""
+    if any("\x00" in name for name in header):
+        return "; the header has NUL characters: is the file UTF-16? try --encoding utf-16"
+    if encoding not in (None, "utf-8"):
+        return f" (the file was read as {encoding}: is that its encoding? --encoding names it)"
+    return ""
+
+
 def check_workbook_options(path: Path, workbook: bool, encoding: str | None,
                            sheet: str | None) -> None:
     """Refuse an option that does not apply: ``encoding`` for an Excel workbook,
@@ -267,8 +279,8 @@ def sheet_rows(path: Path, sheet: str | None = None
                ) -> Iterator[tuple[int, int, list[str] | None, tuple[int, str] | None]]:
     """``(row, row, cells, None)`` per row of an Excel workbook's sheet (the first, or
     ``sheet``), read a row at a time (``openpyxl``'s read-only mode), its cells as text:
-    empty ones ``""``, whole numbers as integers, dates in ISO form; the empty cells that
-    end a row are left out.
+    empty ones ``""``, whole numbers as integers, dates in ISO form (a date at midnight as
+    the day alone); the empty cells that end a row are left out.
 
     Raises:
         DataError: not a workbook openpyxl reads, no such sheet.
@@ -310,6 +322,8 @@ def _cell_text(value: Any) -> str:
         return "TRUE" if value else "FALSE"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, datetime.datetime) and value.time() == datetime.time():
+        return value.date().isoformat()  # Excel's dates are datetimes at midnight
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
     return str(value)
@@ -342,6 +356,7 @@ class _Rows:
         self.examples: list[Example] = []
         self.skipped: list[tuple[int, str]] = []
         self.hint: str | None = None  # what an undecodable row suggests
+        self.encoding: str | None = None  # a text file's
 
     def bad(self, line: int, problem: str) -> None:
         if not self.skip:
@@ -437,8 +452,12 @@ def _read_table(table: Iterable[tuple[int, int, list[str] | None, tuple[int, str
                     what = f"{what}; {rows.hint}"
                 raise DataError(rows.path, at, what)
             header = [name.strip() for name in row]
-            text_at, label_at = _csv_columns(rows.path, header, start, text_column,
-                                             label_column, require_labels)
+            try:
+                text_at, label_at = _csv_columns(rows.path, header, start, text_column,
+                                                 label_column, require_labels)
+            except DataError as e:
+                raise DataError(e.path, e.line, e.problem + header_hint(header, rows.encoding)
+                                ) from None
             slices_at = _pick(header, None, ("slices",))
             continue
         if problem is not None:

@@ -20,6 +20,7 @@ from headwise.text.readers import (
     _pick,
     _pick_key,
     check_workbook_options,
+    header_hint,
     json_type_name,
     sheet_rows,
 )
@@ -274,19 +275,16 @@ class RowReader:
             wanted = repr(self.text_column) if self.text_column else \
                 f"one of {', '.join(TEXT_KEYS)}"
             raise DataError(self.path, line, f"no text column {wanted} in the header "
-                                             f"({', '.join(header)}){self._read_as()}; name "
-                                             f"it with --text-column")
+                                             f"({', '.join(header)}); name it with "
+                                             f"--text-column"
+                                             + header_hint(header, self.encoding))
         missing = [name for name in self.keep_columns if name not in header]
         if missing:
             raise DataError(self.path, line, f"no column {', '.join(map(repr, missing))} "
                                              f"(--keep-columns) in the header "
-                                             f"({', '.join(header)}){self._read_as()}")
+                                             f"({', '.join(header)})"
+                                             + header_hint(header, self.encoding))
         return at, [header.index(name) for name in self.keep_columns]
-
-    def _read_as(self) -> str:
-        """`` read as ENCODING`` for a text file whose encoding is not UTF-8 (a header that
-        reads wrong may be in another encoding)."""
-        return "" if self.encoding in (None, "utf-8") else f" read as {self.encoding}"
 
 
 def _text_row(line: int, text: Any, kept: tuple[Any, ...] = ()) -> InputRow:
