@@ -129,7 +129,7 @@ class RowReader:
         self.keep_columns = tuple(keep_columns)
         taken = [n for n in self.keep_columns if n in JSONL_KEYS or n in CSV_COLUMNS]
         if taken or len(set(self.keep_columns)) < len(self.keep_columns):
-            why = f"{', '.join(taken)}: the answers have such a field already" if taken \
+            why = f"the answers have a field {', '.join(taken)} already" if taken \
                 else "a column named twice"
             raise ValueError(f"--keep-columns {','.join(self.keep_columns)}: {why}")
         if self.format == "text" and self.keep_columns:
