@@ -69,8 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "next Friday) count from (default: the model's saved one, else today)")
     f = p.add_argument_group("files (streaming batch prediction)")
     f.add_argument("--data", help="a file of texts to predict into --out: CSV or TSV with a "
-                   "header, JSON lines, or plain text (one text a line); with --ray, also a "
-                   "directory or a glob of such files")
+                   "header, JSON lines, plain text (one text a line) or an Excel workbook "
+                   "(.xlsx); with --ray, also a directory or a glob of such files")
     f.add_argument("--out", metavar="OUT", help="with --data: the file to write, .jsonl or "
                    ".csv (written as OUT.partial, renamed when complete); with --ray: a "
                    "directory (NAME.jsonl per input NAME.EXT)")
