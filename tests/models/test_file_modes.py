@@ -13,7 +13,11 @@ from tiny_corpus import INTENTS
 
 from headwise._files import follow_umask, umask
 from headwise.cli import main
+from headwise.intent.classifier import IntentClassifier
+from headwise.intent.decision.ood import OOD_ARRAYS, KnnDetector, save_detector
 from headwise.models import io
+
+TEXTS = [t for ts in INTENTS.values() for t in ts]
 
 #: a umask other than the usual 022, so that a file the code chmods to a fixed mode shows
 MASK = 0o027
@@ -56,22 +60,29 @@ def test_the_atomic_writers_follow_the_umask(tmp_path, mask):
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]  # no temporary file left
 
 
-def test_a_trained_model_and_its_checkpoints_are_readable_by_group(tmp_path, mask):
-    """``headwise train`` (a tiny Transformer blended with TF-IDF, checkpoints kept): every
-    file is 0666 less the umask, every folder 0777 less it."""
+def _wrong_modes(directory):
+    return {name: oct(m) for name, m in _modes(directory).items()
+            if m != (0o777 if (directory / name).is_dir() else 0o666) & ~MASK}
+
+
+def test_trained_models_and_checkpoints_are_readable_by_group(tmp_path, mask):
+    """``headwise train`` (a Transformer for one epoch, checkpoints kept; a TF-IDF model),
+    then an out-of-scope detector's arrays saved beside it: every file is 0666 less the
+    umask, every folder 0777 less it."""
     rows = [(t, k) for k, ts in INTENTS.items() for t in ts] * 3
     data = tmp_path / "train.csv"
     data.write_text("text,label\n" + "".join(f"{t},{k}\n" for t, k in rows), encoding="utf-8")
-    cfg = tmp_path / "recipe.json"
-    cfg.write_text(json.dumps({"d_model": 16, "num_layers": 1, "num_heads": 2, "d_ff": 32,
-                               "epochs": 2, "batch_size": 8, "vocab_size": 120}))
-    out = tmp_path / "model"
-    assert main(["train", "--data", str(data), "--config", str(cfg), "--out", str(out),
-                 "--quiet", "--model", "transformer", "--blend", "tfidf",
-                 "--keep-checkpoints"]) == 0
-    modes = _modes(out)
-    assert any(name.endswith(".safetensors") for name in modes)
-    assert any(name.startswith("checkpoints/") for name in modes)
-    wrong = {name: oct(m) for name, m in modes.items()
-             if m != (0o777 if (out / name).is_dir() else 0o666) & ~MASK}
+    net, tfidf = tmp_path / "net", tmp_path / "tfidf"
+    assert main(["train", "--data", str(data), "--out", str(net), "--quiet", "--model",
+                 "transformer", "--epochs", "1", "--keep-checkpoints"]) == 0
+    assert main(["train", "--data", str(data), "--out", str(tfidf), "--quiet", "--model",
+                 "tfidf"]) == 0
+    clf = IntentClassifier.load(net)
+    features, _ = clf.features_and_logits(TEXTS)
+    save_detector(KnnDetector(k=2).fit(features, None, None), net)
+    names = set(_modes(net)) | set(_modes(tfidf))
+    assert {"model.safetensors", "tfidf.safetensors", OOD_ARRAYS, "intent.json"} <= names
+    assert any(name.startswith("checkpoints/") and name.endswith(".safetensors")
+               for name in names)
+    wrong = {**_wrong_modes(net), **_wrong_modes(tfidf)}
     assert not wrong, f"not following umask {oct(MASK)}: {wrong}"
