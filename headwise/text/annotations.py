@@ -45,13 +45,12 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
-from headwise.text.decoding import check_encoding, detect_encoding
+from headwise.text.decoding import check_encoding, decode_lines, detect_encoding
 from headwise.text.labels import OOS_LABEL, is_oos_label
 from headwise.text.readers import DataError, json_objects, json_type_name
 
 #: how many rows :func:`looks_multi_label` looks at
 SNIFF_ROWS = 50
-_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -224,24 +223,23 @@ def looks_multi_label(path: str | Path) -> bool:
     if not path.is_file():
         raise DataError(path, None, "no such file")
     data = path.read_bytes()
-    if data.startswith(_BOM):
-        data = data[len(_BOM):]
-    first = data.lstrip()[:1]
+    encoding = detect_encoding(data)
+    first = data[:4096].decode(encoding, errors="ignore").lstrip("\ufeff \t\r\n")[:1]
     rows: list[Any] = []
-    if first == b"[":
+    if first == "[":
         try:
-            value = json.loads(data.decode("utf-8"))
+            value = json.loads(data.decode(encoding).removeprefix("\ufeff"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             return False
         rows = value[:SNIFF_ROWS] if isinstance(value, list) else []
-    elif first == b"{":
-        for raw in data.splitlines():
+    elif first == "{":
+        for _, line, problem in decode_lines([data], encoding):
             if len(rows) >= SNIFF_ROWS:
                 break
-            if raw.strip():
+            if problem is None and line.strip():
                 try:
-                    rows.append(json.loads(raw.decode("utf-8")))
-                except (UnicodeDecodeError, json.JSONDecodeError):
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
                     continue
     return any(isinstance(r, dict) and isinstance(r.get("intents"), list) for r in rows)
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from headwise.text.annotations import read_annotated
+from headwise.text.annotations import looks_multi_label, read_annotated
 from headwise.text.decoding import (
     ENCODING_HINT,
     check_encoding,
@@ -242,3 +242,4 @@ def test_annotated_examples_are_detected_too(tmp_path):
         got = read_annotated(path)
         assert [(e.text, e.intents) for e in got.examples] == \
             [(r["text"], tuple(r["intents"])) for r in rows_], encoding
+        assert looks_multi_label(path), encoding  # headwise train tells it multi-label
