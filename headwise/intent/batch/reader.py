@@ -19,6 +19,7 @@ from headwise.text.readers import (
     DataError,
     _pick,
     _pick_key,
+    all_bad_message,
     check_workbook_options,
     header_hint,
     json_type_name,
@@ -161,6 +162,17 @@ class RowReader:
         if self.format == "xlsx":
             return self._xlsx()
         return self._text()
+
+    def no_usable_rows(self, bad: list[tuple[int, str]], total: int) -> DataError:
+        """The error of an input none of whose rows is usable: how many, the first
+        problems, and what to try when bytes did not decode
+        (:func:`~headwise.text.readers.all_bad_message`).
+
+        Args:
+            bad: ``(line, problem)`` of the first bad rows.
+            total: how many rows were bad.
+        """
+        return DataError(self.path, None, all_bad_message(bad, self.hint, total=total))
 
     def _blocks(self) -> Iterator[bytes]:
         with open(self.path, "rb") as f:

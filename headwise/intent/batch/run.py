@@ -15,8 +15,8 @@ from headwise.intent.answering import check_answer_options
 from headwise.intent.batch.invariance import make_batch_invariant
 from headwise.intent.batch.reader import RowReader
 from headwise.intent.batch.records import Predictor, engine_record, format_records
-from headwise.intent.batch.writer import OutputFile, output_format_of, partial_path, state_path
-from headwise.text.readers import DataError, all_bad_message
+from headwise.intent.batch.writer import OutputFile, output_format_of, partial_path
+from headwise.text.readers import DataError
 
 __all__ = ["DEFAULT_BATCH_SIZE", "DEFAULT_CHUNK_SIZE", "LISTED_BAD_ROWS", "BatchPredictResult",
            "predict_file"]
@@ -170,11 +170,8 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
         if texts:
             flush()
         if result.skipped and not result.written and not output.records:
-            output.close()  # every row was bad: no output that looks like answers
-            partial_path(out).unlink(missing_ok=True)
-            state_path(out).unlink(missing_ok=True)
-            raise DataError(reader.path, None, all_bad_message(result.bad_rows, reader.hint,
-                                                               total=result.skipped))
+            output.discard()  # every row was bad: no output that looks like answers
+            raise reader.no_usable_rows(result.bad_rows, result.skipped)
         output.commit()
     finally:
         output.close()

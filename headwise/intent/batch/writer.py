@@ -233,6 +233,13 @@ class OutputFile:
         self.state_file.unlink(missing_ok=True)
         return self.path
 
+    def discard(self) -> None:
+        """Close and remove the partial file and the saved options: a run that has no
+        answer to give leaves nothing behind."""
+        self.close()
+        self.partial.unlink(missing_ok=True)
+        self.state_file.unlink(missing_ok=True)
+
     def close(self) -> None:
         """Close the file (the partial file stays, for ``resume``, unless committed)."""
         if not self._file.closed:
