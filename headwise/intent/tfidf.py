@@ -23,7 +23,6 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 from scipy import sparse
 
-from headwise._files import follow_umask
 from headwise.intent.answering import CalibratedClassifier, check_texts
 from headwise.intent.kinds import TFIDF
 from headwise.models.io import write_json_atomically
@@ -146,6 +145,8 @@ class TfidfClassifier(CalibratedClassifier):
     def save(self, directory: str | Path) -> Path:
         """Write ``tfidf.safetensors`` and then, atomically, ``tfidf.json`` into
         ``directory`` (created): a directory with ``tfidf.json`` is complete."""
+        from headwise._files import follow_umask
+
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         save_file({"coef": np.ascontiguousarray(self.coef),
