@@ -19,17 +19,29 @@ if TYPE_CHECKING:
 
 #: the data layouts ``--format`` takes: ``headwise.text.readers.FORMATS`` (repeated here so
 #: that building the parser does not import the readers; a test keeps the two equal)
-FORMATS = ("auto", "csv", "jsonl", "banking77", "clue")
+FORMATS = ("auto", "csv", "jsonl", "banking77", "clue", "xlsx")
 
 
 def add_data_options(p: argparse.ArgumentParser) -> None:
-    """``--format``, ``--text-column``, ``--label-column``, ``--skip-bad-rows``."""
+    """``--format``, ``--text-column``, ``--label-column``, ``--skip-bad-rows``,
+    ``--encoding``, ``--sheet``."""
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="data layout (default: from the extension and content)")
     p.add_argument("--text-column", help="CSV column / JSON key of the text")
     p.add_argument("--label-column", help="CSV column / JSON key of the intent")
     p.add_argument("--skip-bad-rows", action="store_true",
                    help="skip malformed rows (counted) instead of stopping at the first")
+    add_encoding_options(p)
+
+
+def add_encoding_options(p: argparse.ArgumentParser) -> None:
+    """``--encoding`` (of a text file) and ``--sheet`` (of an Excel workbook)."""
+    p.add_argument("--encoding", metavar="NAME",
+                   help="the data file's text encoding, e.g. gb18030 (GBK, Chinese Excel's "
+                   "CSV), utf-16, big5 (default: detected: a byte-order mark, else UTF-8, "
+                   "else GB18030 when the bytes read as Chinese text)")
+    p.add_argument("--sheet", metavar="NAME",
+                   help="the sheet of an Excel workbook (.xlsx) to read (default: the first)")
 
 
 def read(path: str, args: argparse.Namespace, *, require_labels: bool = True) -> Dataset:
@@ -38,7 +50,8 @@ def read(path: str, args: argparse.Namespace, *, require_labels: bool = True) ->
 
     data = read_examples(path, format=args.format, text_column=args.text_column,
                          label_column=args.label_column, skip_bad_rows=args.skip_bad_rows,
-                         require_labels=require_labels)
+                         require_labels=require_labels, encoding=args.encoding,
+                         sheet=args.sheet)
     _report_skipped(path, data.skipped)
     return data
 
@@ -48,7 +61,10 @@ def read_compound(path: str, args: argparse.Namespace) -> AnnotatedDataset:
     ``--skip-bad-rows``; report skipped rows on stderr."""
     from headwise.text.annotations import read_annotated
 
-    data = read_annotated(path, skip_bad_rows=args.skip_bad_rows)
+    if args.sheet is not None:
+        raise ValueError(f"--sheet {args.sheet}: annotated examples (several intents, slot "
+                         f"spans) are JSON, not an Excel workbook")
+    data = read_annotated(path, skip_bad_rows=args.skip_bad_rows, encoding=args.encoding)
     _report_skipped(path, data.skipped)
     return data
 

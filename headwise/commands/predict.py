@@ -20,13 +20,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from headwise.commands._common import is_compound_model
+from headwise.commands._common import add_encoding_options, is_compound_model
 
 #: characters of a text that an answer repeats (a longer one is cut, and marked with …):
 #: ``headwise.intent.batch.ECHO_CHARS``, repeated so that building the parser
 #: imports nothing heavy (a test keeps them equal), as are the formats and runtimes
 ECHO_CHARS = 200
-INPUT_FORMATS = ("auto", "csv", "jsonl", "text")
+INPUT_FORMATS = ("auto", "csv", "jsonl", "text", "xlsx")
 OUTPUT_FORMATS = ("auto", "jsonl", "csv")
 RUNTIMES = ("auto", "torch", "onnx")
 #: defaults of ``--batch-size`` and ``--chunk-size`` (``headwise.intent.batch``)
@@ -38,7 +38,8 @@ SHOWN_BAD_ROWS = 20
 FILE_OPTIONS = {"out": None, "input_format": "auto", "output_format": "auto",
                 "text_column": None, "resume": False, "strict": False, "quiet": False,
                 "batch_size": None, "chunk_size": None, "runtime": "auto", "onnx": None,
-                "threads": None, "ray": None, "num_cpus": None, "actors": None}
+                "threads": None, "ray": None, "num_cpus": None, "actors": None,
+                "encoding": None, "sheet": None, "keep_columns": ()}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -68,8 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "next Friday) count from (default: the model's saved one, else today)")
     f = p.add_argument_group("files (streaming batch prediction)")
     f.add_argument("--data", help="a file of texts to predict into --out: CSV or TSV with a "
-                   "header, JSON lines, or plain text (one text a line); with --ray, also a "
-                   "directory or a glob of such files")
+                   "header, JSON lines, plain text (one text a line) or an Excel workbook "
+                   "(.xlsx); with --ray, also a directory or a glob of such files")
     f.add_argument("--out", metavar="OUT", help="with --data: the file to write, .jsonl or "
                    ".csv (written as OUT.partial, renamed when complete); with --ray: a "
                    "directory (NAME.jsonl per input NAME.EXT)")
@@ -79,6 +80,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="layout of --out (default: from the extension; jsonl with --ray)")
     f.add_argument("--text-column", help="CSV column / JSON key of the text (default: the "
                    "first of text, sentence, query, utterance)")
+    add_encoding_options(f)
+    f.add_argument("--keep-columns", type=lambda s: tuple(c.strip() for c in s.split(",")
+                                                           if c.strip()),
+                   default=(), metavar="A,B", help="CSV columns / JSON keys of --data whose "
+                   "values each answer carries after its line (a session id, an agent)")
     f.add_argument("--resume", action="store_true", help="continue an interrupted run: "
                    "after the last complete record of OUT.partial (or OUT), with the same "
                    "options")
@@ -234,6 +240,11 @@ def _check_data_args(args: argparse.Namespace) -> None:
     elif args.resume:
         raise ValueError("--resume is for one file (--data FILE without --ray); a Ray run "
                          "writes each output whole, as NAME.jsonl.partial until complete")
+    else:
+        for name in ("encoding", "sheet", "keep_columns"):
+            if getattr(args, name):
+                raise ValueError(f"--{name.replace('_', '-')} is for one file (--data FILE "
+                                 f"without --ray); a Ray run detects each file's encoding")
 
 
 def _bad_row_printer() -> Any:
@@ -295,6 +306,7 @@ def _run_data(args: argparse.Namespace) -> int:
             predictor, args.data, args.out, input_format=args.input_format,
             output_format=args.output_format, text_column=args.text_column,
             top_k=args.top_k, threshold=args.threshold, chunk_size=chunk_size,
+            encoding=args.encoding, sheet=args.sheet, keep_columns=args.keep_columns,
             resume=args.resume, strict=args.strict, progress=False if args.quiet else None,
             on_bad_row=_bad_row_printer(),
             options={"model": str(Path(args.model).resolve()),

@@ -146,10 +146,13 @@ class TfidfClassifier(CalibratedClassifier):
     def save(self, directory: str | Path) -> Path:
         """Write ``tfidf.safetensors`` and then, atomically, ``tfidf.json`` into
         ``directory`` (created): a directory with ``tfidf.json`` is complete."""
+        from headwise._files import follow_umask
+
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         save_file({"coef": np.ascontiguousarray(self.coef),
                    "intercept": np.ascontiguousarray(self.intercept)}, str(directory / _WEIGHTS))
+        follow_umask(directory / _WEIGHTS)  # safetensors writes 0600
         vecs = [{"settings": {k: v.get_params()[k] for k in _SETTINGS},
                  "vocabulary": {t: int(i) for t, i in v.vocabulary_.items()},
                  "idf": v.idf_.tolist()} for v in self.vectorizers]

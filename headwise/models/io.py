@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from headwise._files import follow_umask
 from headwise.attention import MultiHeadAttention
 from headwise.models.config import ModelConfig
 from headwise.models.registry import build_model
@@ -172,16 +173,19 @@ def _reference_state(config: ModelConfig, pruned: dict[str, list[int]]) -> dict[
 def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     write(tmp)
+    follow_umask(tmp)  # safetensors writes 0600
     os.replace(tmp, path)
 
 
 def write_json_atomically(path: str | Path, data: Any) -> Path:
     """Write ``data`` as indented UTF-8 JSON through a temporary file in the same folder,
     flushed to disk, then renamed over ``path``: a reader sees the old file or the whole
-    new one, never half of it."""
+    new one, never half of it. The file's mode follows the umask, as a plain ``open``'s
+    (0644 under the usual 022; ``tempfile.mkstemp``'s 0600 would hide a saved model from
+    another user, such as a container's non-root one)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    tmp = path.with_name(f".{path.stem}-{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
+    with open(tmp, "x", encoding="utf-8") as f:
         json.dump(data, f, indent=2, ensure_ascii=False)
         f.write("\n")
         f.flush()

@@ -1,5 +1,6 @@
-"""Text: tokenizers, dataset readers and length-bucketed batching, BIO slot tags, and the
-Chinese data tables (banking lexicon, typing slips, challenge-slice names)."""
+"""Text: tokenizers, dataset readers (and the encodings of their files) and length-bucketed
+batching, BIO slot tags, and the Chinese data tables (banking lexicon, typing slips,
+challenge-slice names)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         token_offsets,
     )
     from headwise.text.char_level import train_char_tokenizer, train_tokenizer
+    from headwise.text.decoding import ENCODING_HINT, decode_lines, detect_encoding
     from headwise.text.labels import OOS_LABEL
     from headwise.text.pairs import SentencePair, read_pairs, split_pairs
     from headwise.text.readers import DataError, Dataset, Example, read_examples, unseen_labels
@@ -52,6 +54,9 @@ _LAZY: dict[str, str] = {
     "token_offsets": "headwise.text.bio",
     "train_char_tokenizer": "headwise.text.char_level",
     "train_tokenizer": "headwise.text.char_level",
+    "ENCODING_HINT": "headwise.text.decoding",
+    "decode_lines": "headwise.text.decoding",
+    "detect_encoding": "headwise.text.decoding",
     "OOS_LABEL": "headwise.text.labels",
     "category_lexicon": "headwise.text.banking_lexicon",
     "SentencePair": "headwise.text.pairs",
@@ -65,10 +70,11 @@ _LAZY: dict[str, str] = {
     "Tokenizer": "headwise.text.tokenizer",
 }
 
-__all__ = ["IGNORE_INDEX", "OOS_LABEL", "AnnotatedDataset", "AnnotatedExample", "DataError",
-           "Dataset", "Example", "LengthBucketSampler", "SentencePair", "SlotSpan",
-           "Tokenizer", "bio_tag_names", "category_lexicon", "encode_with_tags",
-           "looks_multi_label", "pad_collate", "read_annotated", "read_examples",
+__all__ = ["ENCODING_HINT", "IGNORE_INDEX", "OOS_LABEL", "AnnotatedDataset",
+           "AnnotatedExample", "DataError", "Dataset", "Example", "LengthBucketSampler",
+           "SentencePair", "SlotSpan", "Tokenizer", "bio_tag_names", "category_lexicon",
+           "decode_lines", "detect_encoding", "encode_with_tags", "looks_multi_label",
+           "pad_collate", "read_annotated", "read_examples",
            "read_nlupp", "read_pairs", "spans_to_tags", "split_pairs", "tags_to_spans",
            "token_offsets", "train_char_tokenizer", "train_tokenizer", "unseen_labels"]
 

@@ -45,12 +45,12 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+from headwise.text.decoding import check_encoding, decode_lines, detect_encoding
 from headwise.text.labels import OOS_LABEL, is_oos_label
 from headwise.text.readers import DataError, json_objects, json_type_name
 
 #: how many rows :func:`looks_multi_label` looks at
 SNIFF_ROWS = 50
-_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -127,13 +127,17 @@ class AnnotatedDataset:
         return self.examples[index]
 
 
-def read_annotated(path: str | Path, *, skip_bad_rows: bool = False) -> AnnotatedDataset:
+def read_annotated(path: str | Path, *, skip_bad_rows: bool = False,
+                   encoding: str | None = None) -> AnnotatedDataset:
     """Read a file of multi-intent examples with slot spans (NLU++ or demo layout).
 
     Args:
-        path: a JSON array or JSON lines file (UTF-8, a byte-order mark allowed).
+        path: a JSON array or JSON lines file.
         skip_bad_rows: leave bad rows out (recorded in :attr:`AnnotatedDataset.skipped`)
             instead of raising.
+        encoding: the file's encoding; default: detected as the readers do
+            (:func:`~headwise.text.decoding.detect_encoding`: UTF-8, a byte-order mark
+            allowed; GB18030; UTF-16).
 
     Returns:
         The :class:`AnnotatedDataset`.
@@ -142,9 +146,11 @@ def read_annotated(path: str | Path, *, skip_bad_rows: bool = False) -> Annotate
         DataError: a bad row (unless ``skip_bad_rows``; see the module docstring), or a
             problem with the whole file: no such file, not a JSON array or JSON lines,
             invalid JSON in an array, no rows.
+        ValueError: an unknown ``encoding``.
     """
     path = Path(path)
-    examples, skipped = _read(path, skip_bad_rows)
+    examples, skipped = _read(path, skip_bad_rows,
+                              None if encoding is None else check_encoding(encoding))
     return AnnotatedDataset(examples, path, skipped)
 
 
@@ -217,24 +223,23 @@ def looks_multi_label(path: str | Path) -> bool:
     if not path.is_file():
         raise DataError(path, None, "no such file")
     data = path.read_bytes()
-    if data.startswith(_BOM):
-        data = data[len(_BOM):]
-    first = data.lstrip()[:1]
+    encoding = detect_encoding(data)
+    first = data[:4096].decode(encoding, errors="ignore").lstrip("\ufeff \t\r\n")[:1]
     rows: list[Any] = []
-    if first == b"[":
+    if first == "[":
         try:
-            value = json.loads(data.decode("utf-8"))
+            value = json.loads(data.decode(encoding).removeprefix("\ufeff"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             return False
         rows = value[:SNIFF_ROWS] if isinstance(value, list) else []
-    elif first == b"{":
-        for raw in data.splitlines():
+    elif first == "{":
+        for _, line, problem in decode_lines([data], encoding):
             if len(rows) >= SNIFF_ROWS:
                 break
-            if raw.strip():
+            if problem is None and line.strip():
                 try:
-                    rows.append(json.loads(raw.decode("utf-8")))
-                except (UnicodeDecodeError, json.JSONDecodeError):
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
                     continue
     return any(isinstance(r, dict) and isinstance(r.get("intents"), list) for r in rows)
 
@@ -244,19 +249,19 @@ class _BadRow(Exception):
     """A problem with one row (becomes a DataError or a skipped entry)."""
 
 
-def _read(path: Path, skip_bad_rows: bool
+def _read(path: Path, skip_bad_rows: bool, encoding: str | None = None
           ) -> tuple[list[AnnotatedExample], list[tuple[int, str]]]:
     if not path.is_file():
         raise DataError(path, None, "no such file")
     data = path.read_bytes()
-    if data.startswith(_BOM):
-        data = data[len(_BOM):]
-    if data.lstrip()[:1] not in (b"[", b"{"):
+    encoding = encoding or detect_encoding(data)
+    if data[:4096].decode(encoding, errors="ignore").lstrip("\ufeff \t\r\n")[:1] \
+            not in ("[", "{"):
         raise DataError(path, None, "unknown layout: expected a JSON array or JSON lines of "
                                     "objects with text, intents and slots")
     examples: list[AnnotatedExample] = []
     skipped: list[tuple[int, str]] = []
-    for line, obj, problem in json_objects(data, path):
+    for line, obj, problem in json_objects(data, path, encoding):
         try:
             if problem is not None:
                 raise _BadRow(problem)

@@ -8,10 +8,14 @@ of :class:`Example` rows::
     new = read_examples("queries.csv", require_labels=False)  # predict-only, labels None
 
 Every bad row raises :class:`DataError` whose message is ``PATH:LINE: problem``, the line
-being the physical line where the row starts (or, for a byte that is not UTF-8, the line
-of that byte). With ``skip_bad_rows=True`` the bad rows are left out and listed in
-:attr:`Dataset.skipped`; problems with the file as a whole (no such file, no text or label
-column, no rows at all, a broken JSON array) still raise.
+being the physical line where the row starts (or, for a byte that does not decode, the line
+of that byte; for an Excel sheet, the row's number). With ``skip_bad_rows=True`` the bad
+rows are left out and listed in :attr:`Dataset.skipped`; problems with the file as a whole
+(no such file, no text or label column, no rows at all, a broken JSON array) still raise.
+
+Encodings (``encoding=``, ``--encoding``): UTF-8 with or without a byte-order mark,
+GB18030/GBK (Chinese Excel's CSV), UTF-16 or UTF-32 with a byte-order mark, detected
+(:func:`~headwise.text.decoding.detect_encoding`); any other that Python knows when named.
 
 Formats (``format=``):
 
@@ -30,14 +34,19 @@ Formats (``format=``):
 - a ``slices`` CSV column or JSON field, when present, names the slices (phenomena) a row
   exercises: names joined by ``;`` or ``,`` (a JSON list of strings also works); ``headwise
   eval`` reports accuracy per slice (:attr:`Example.slices`).
-- ``"auto"``: by extension (``.csv``, ``.tsv``, ``.jsonl``, ``.json``, ``.ndjson``; other
-  names by their first character), and the CLUE layout when the first object has both
-  ``sentence`` and ``label_des``.
+- ``"xlsx"``: an Excel workbook (``openpyxl``), its first sheet (``sheet`` names another)
+  read as a CSV file is: a header row, then one row per example; empty rows are skipped and
+  a row's "line" is its row number. Numbers that are whole read as integers (``12`` not
+  ``12.0``), dates in ISO form.
+- ``"auto"``: by extension (``.csv``, ``.tsv``, ``.jsonl``, ``.json``, ``.ndjson``,
+  ``.xlsx``, ``.xlsm``; other names by their first character), and the CLUE layout when the
+  first object has both ``sentence`` and ``label_des``.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import re
 from collections import Counter
@@ -46,14 +55,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-FORMATS = ("auto", "csv", "jsonl", "banking77", "clue")
+from headwise.text.decoding import ENCODING_HINT, check_encoding, decode_lines, detect_encoding
+
+FORMATS = ("auto", "csv", "jsonl", "banking77", "clue", "xlsx")
+#: the extensions of Excel workbooks read with ``openpyxl``
+XLSX_SUFFIXES = (".xlsx", ".xlsm")
 #: default text columns/keys, the first one present wins
 TEXT_KEYS = ("text", "sentence", "query", "utterance")
 #: default label columns of a CSV file
 CSV_LABEL_KEYS = ("label", "intent", "category", "label_des")
 #: default label keys of a JSON object
 JSON_LABEL_KEYS = ("label", "intent", "label_des")
-_BOM = b"\xef\xbb\xbf"
 
 
 class DataError(ValueError):
@@ -142,11 +154,12 @@ class Dataset:
 
 def read_examples(path: str | Path, *, format: str = "auto", text_column: str | None = None,
                   label_column: str | None = None, skip_bad_rows: bool = False,
-                  require_labels: bool = True) -> Dataset:
+                  require_labels: bool = True, encoding: str | None = None,
+                  sheet: str | None = None) -> Dataset:
     """Read a labelled (or unlabelled) text-classification file.
 
     Args:
-        path: the file (UTF-8, a byte-order mark allowed).
+        path: the file.
         format: one of :data:`FORMATS` (see the module docstring).
         text_column: the CSV column or JSON key of the text (default: the first of
             :data:`TEXT_KEYS` present).
@@ -156,39 +169,164 @@ def read_examples(path: str | Path, *, format: str = "auto", text_column: str | 
             raising.
         require_labels: every row must have a non-empty label; when False, a file without
             a label column (or a row with an empty label) gives ``label=None``.
+        encoding: the text file's encoding (any Python codec name); default: detected
+            (the module docstring). Not for an Excel workbook.
+        sheet: the Excel sheet to read (default: the first); only for a workbook.
 
     Returns:
         The :class:`Dataset`.
 
     Raises:
         DataError: a bad row (unless ``skip_bad_rows``), or a problem with the whole file:
-            no such file, no text (or required label) column, no rows.
-        ValueError: an unknown ``format``.
+            no such file, no text (or required label) column, no rows, not a workbook, no
+            such sheet.
+        ValueError: an unknown ``format`` or ``encoding``; ``encoding`` for a workbook,
+            ``sheet`` for a text file.
     """
     if format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
     path = Path(path)
+    if encoding is not None:
+        encoding = check_encoding(encoding)
     if not path.is_file():
         raise DataError(path, None, "no such file")
-    data = path.read_bytes()
-    if data.startswith(_BOM):
-        data = data[len(_BOM):]
-    kind = _resolve_format(path, data, format)
+    kind = "xlsx" if format == "auto" and path.suffix.lower() in XLSX_SUFFIXES else format
+    check_workbook_options(path, kind == "xlsx", encoding, sheet)
     if kind == "banking77":
         text_column = text_column or "text"
         label_column = label_column or "category"
     rows = _Rows(path, skip_bad_rows)
-    if kind in ("csv", "banking77"):
-        delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-        _read_csv(data, delimiter, rows, text_column, label_column, require_labels)
+    if kind == "xlsx":
+        _read_table(sheet_rows(path, sheet), rows, text_column, label_column,
+                    require_labels, exact=False)
     else:
-        _read_json(data, rows, text_column, label_column, require_labels,
-                   clue=kind == "clue")
+        data = path.read_bytes()
+        given = encoding is not None
+        encoding = encoding or detect_encoding(data)
+        rows.encoding = encoding
+        rows.hint = f"is --encoding {encoding} the file's encoding?" if given \
+            else ENCODING_HINT
+        kind = _resolve_format(path, data, format, encoding)
+        if kind in ("csv", "banking77"):
+            delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+            _read_table(_csv_rows(path, data, delimiter, encoding), rows, text_column,
+                        label_column, require_labels, exact=True)
+        else:
+            _read_json(data, rows, text_column, label_column, require_labels,
+                       clue=kind == "clue", encoding=encoding)
     if not rows.examples:
-        problem = "no rows" if not rows.skipped else \
-            f"no usable rows (all {len(rows.skipped)} were bad)"
-        raise DataError(path, None, problem)
+        raise DataError(path, None, "no rows" if not rows.skipped else
+                        all_bad_message(rows.skipped, rows.hint))
     return Dataset(rows.examples, path, rows.skipped)
+
+
+def all_bad_message(bad: list[tuple[int, str]], hint: str | None = None, *,
+                    total: int | None = None) -> str:
+    """What a file none of whose rows is usable is told: how many, the first three
+    ``line: problem``, and ``hint`` when some did not decode.
+
+    Args:
+        bad: ``(line, problem)`` of the bad rows (the first ones at least).
+        hint: what undecodable bytes suggest (:data:`ENCODING_HINT` by default).
+        total: how many rows were bad (default: ``len(bad)``).
+    """
+    total = len(bad) if total is None else total
+    shown = "; ".join(f"line {line}: {problem}" for line, problem in bad[:3])
+    more = ", ..." if total > 3 else ""
+    text = f"no usable rows (all {total} were bad: {shown}{more})"
+    if any(is_encoding_problem(p) for _, p in bad):
+        text += f"; {hint or ENCODING_HINT}"
+    return text
+
+
+def is_encoding_problem(problem: str) -> bool:
+    """Whether a row's problem is bytes that do not decode (``"not UTF-8 (byte ..."``)."""
+    return problem.startswith("not ") and "(byte 0x" in problem
+
+
+def header_hint(header: list[str], encoding: str | None) -> str:
+    """What a header without the wanted columns adds, when it may be in another encoding:
+    NUL characters (UTF-16 read as something else), or the encoding it was read as when
+    not UTF-8; else nothing."""
+    if any("\x00" in name for name in header):
+        return "; the header has NUL characters: is the file UTF-16? try --encoding utf-16"
+    if encoding not in (None, "utf-8"):
+        return f" (the file was read as {encoding}: is that its encoding? --encoding names it)"
+    return ""
+
+
+def check_workbook_options(path: Path, workbook: bool, encoding: str | None,
+                           sheet: str | None) -> None:
+    """Refuse an option that does not apply: ``encoding`` for an Excel workbook,
+    ``sheet`` for a text file, and an ``.xls`` file (Excel 97-2003).
+
+    Raises:
+        ValueError: an option that does not apply.
+        DataError: an ``.xls`` file.
+    """
+    if not workbook and path.suffix.lower() == ".xls":
+        raise DataError(path, None, "an .xls workbook (Excel 97-2003) cannot be read: save "
+                                    "it as .xlsx (or as CSV)")
+    if workbook and encoding is not None:
+        raise ValueError(f"--encoding {encoding} is for text files; {path} is an Excel "
+                         f"workbook, which has none")
+    if not workbook and sheet is not None:
+        raise ValueError(f"--sheet {sheet} names a sheet of an Excel workbook (.xlsx); "
+                         f"{path} is read as a text file")
+
+
+def sheet_rows(path: Path, sheet: str | None = None
+               ) -> Iterator[tuple[int, int, list[str] | None, tuple[int, str] | None]]:
+    """``(row, row, cells, None)`` per row of an Excel workbook's sheet (the first, or
+    ``sheet``), read a row at a time (``openpyxl``'s read-only mode), its cells as text:
+    empty ones ``""``, whole numbers as integers, dates in ISO form (a date at midnight as
+    the day alone); the empty cells that end a row are left out.
+
+    Raises:
+        DataError: not a workbook openpyxl reads, no such sheet.
+    """
+    import zipfile
+
+    try:
+        from openpyxl import load_workbook
+        from openpyxl.utils.exceptions import InvalidFileException
+    except ImportError:
+        raise DataError(path, None, "reading an Excel workbook needs openpyxl (pip install "
+                                    "openpyxl)") from None
+    try:
+        book = load_workbook(path, read_only=True, data_only=True)
+    except (InvalidFileException, zipfile.BadZipFile, KeyError, OSError) as e:
+        raise DataError(path, None, f"not an Excel workbook (.xlsx) openpyxl reads: "
+                                    f"{e}") from None
+    try:
+        if sheet is None:
+            ws = book.worksheets[0]
+        elif sheet in book.sheetnames:
+            ws = book[sheet]
+        else:
+            raise DataError(path, None, f"no sheet {sheet!r} (sheets: "
+                                        f"{', '.join(book.sheetnames)})")
+        for number, values in enumerate(ws.iter_rows(min_row=1, values_only=True), 1):
+            cells = [_cell_text(v) for v in values]
+            while cells and not cells[-1].strip():
+                cells.pop()
+            yield number, number, cells, None
+    finally:
+        book.close()
+
+
+def _cell_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, datetime.datetime) and value.time() == datetime.time():
+        return value.date().isoformat()  # Excel's dates are datetimes at midnight
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    return str(value)
 
 
 def unseen_labels(train: Dataset | Iterable[str], test: Dataset) -> dict[str, int]:
@@ -217,9 +355,13 @@ class _Rows:
         self.skip = skip_bad_rows
         self.examples: list[Example] = []
         self.skipped: list[tuple[int, str]] = []
+        self.hint: str | None = None  # what an undecodable row suggests
+        self.encoding: str | None = None  # a text file's
 
     def bad(self, line: int, problem: str) -> None:
         if not self.skip:
+            if self.hint is not None and is_encoding_problem(problem):
+                problem = f"{problem}; {self.hint}"
             raise DataError(self.path, line, problem)
         self.skipped.append((line, problem))
 
@@ -247,25 +389,13 @@ class _Rows:
         self.examples.append(Example(text, label, line, slices))
 
 
-def _resolve_format(path: Path, data: bytes, format: str) -> str:
+def _resolve_format(path: Path, data: bytes, format: str, encoding: str) -> str:
     if format != "auto":
         return format
     by_suffix = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".json": "jsonl",
                  ".ndjson": "jsonl"}
-    return by_suffix.get(path.suffix.lower(),
-                         "jsonl" if data.lstrip()[:1] in (b"{", b"[") else "csv")
-
-
-def _decode_lines(data: bytes) -> Iterator[tuple[int, str, str | None]]:
-    """``(line, text, problem)`` per physical line; undecodable lines get a problem."""
-    for number, raw in enumerate(data.splitlines(keepends=True), start=1):
-        try:
-            yield number, raw.decode("utf-8"), None
-        except UnicodeDecodeError as e:
-            bad = raw[e.start:e.start + 1].hex()
-            column = len(raw[:e.start].decode("utf-8", errors="replace")) + 1
-            yield number, raw.decode("utf-8", errors="replace"), \
-                f"not UTF-8 (byte 0x{bad} at column {column})"
+    head = data[:4096].decode(encoding, errors="ignore").lstrip("\ufeff \t\r\n")
+    return by_suffix.get(path.suffix.lower(), "jsonl" if head[:1] in ("{", "[") else "csv")
 
 
 def _pick(names: list[str], wanted: str | None, defaults: tuple[str, ...]) -> int | None:
@@ -276,46 +406,72 @@ def _pick(names: list[str], wanted: str | None, defaults: tuple[str, ...]) -> in
     return next((lowered.index(key) for key in defaults if key in lowered), None)
 
 
-def _read_csv(data: bytes, delimiter: str, rows: _Rows, text_column: str | None,
-              label_column: str | None, require_labels: bool) -> None:
+def _csv_rows(path: Path, data: bytes, delimiter: str, encoding: str
+              ) -> Iterator[tuple[int, int, list[str] | None, tuple[int, str] | None]]:
+    """``(first line, last line, fields, problem)`` per CSV row (blank lines too); the
+    problem ``(line, what)`` of the first undecodable line of a row, if any."""
     problems: dict[int, str] = {}
+    nul = False
 
     def lines() -> Iterator[str]:
-        for number, line, problem in _decode_lines(data):
+        nonlocal nul
+        for number, line, problem in decode_lines([data], encoding):
             if problem is not None:
                 problems[number] = problem
+            nul = nul or "\x00" in line
             yield line
 
     reader = csv.reader(lines(), delimiter=delimiter)
-    header: list[str] | None = None
-    text_at, label_at, slices_at = 0, None, None
     done = 0  # physical lines consumed by the rows read so far
     try:
         for row in reader:
             start, done = done + 1, reader.line_num
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # a blank line
-            bad_lines = [n for n in range(start, done + 1) if n in problems]
-            if header is None:
-                if bad_lines:
-                    raise DataError(rows.path, bad_lines[0], problems[bad_lines[0]])
-                header = [name.strip() for name in row]
+            bad = [n for n in range(start, done + 1) if n in problems]
+            yield start, done, row, (bad[0], problems[bad[0]]) if bad else None
+    except csv.Error as e:
+        hint = " (NUL characters: is the file UTF-16? try --encoding utf-16)" if nul else ""
+        raise DataError(path, reader.line_num, f"unreadable CSV: {e}{hint}") from None
+
+
+def _read_table(table: Iterable[tuple[int, int, list[str] | None, tuple[int, str] | None]],
+                rows: _Rows,
+                text_column: str | None, label_column: str | None, require_labels: bool,
+                *, exact: bool) -> None:
+    """Rows of a header and records (a CSV file's, ``exact``: every record has the header's
+    fields; or an Excel sheet's, whose records may be shorter)."""
+    header: list[str] | None = None
+    text_at, label_at, slices_at = 0, None, None
+    for start, done, row, problem in table:
+        if not row or (len(row) == 1 and not row[0].strip()) or \
+                (not exact and not any(c.strip() for c in row)):
+            continue  # a blank line
+        if header is None:
+            if problem is not None:
+                at, what = problem
+                if rows.hint is not None and is_encoding_problem(what):
+                    what = f"{what}; {rows.hint}"
+                raise DataError(rows.path, at, what)
+            header = [name.strip() for name in row]
+            try:
                 text_at, label_at = _csv_columns(rows.path, header, start, text_column,
                                                  label_column, require_labels)
-                slices_at = _pick(header, None, ("slices",))
-                continue
-            if bad_lines:
-                rows.bad(bad_lines[0], problems[bad_lines[0]])
-                continue
-            if len(row) != len(header):
-                hint = " (an unclosed quote?)" if done > start else ""
-                rows.bad(start, f"expected {len(header)} fields ({', '.join(header)}), got "
-                                f"{len(row)}{hint}")
-                continue
-            rows.add(start, row[text_at], row[label_at] if label_at is not None else None,
-                     require_labels, row[slices_at] if slices_at is not None else None)
-    except csv.Error as e:
-        raise DataError(rows.path, reader.line_num, f"unreadable CSV: {e}") from None
+            except DataError as e:
+                raise DataError(e.path, e.line, e.problem + header_hint(header, rows.encoding)
+                                ) from None
+            slices_at = _pick(header, None, ("slices",))
+            continue
+        if problem is not None:
+            rows.bad(*problem)
+            continue
+        if not exact and len(row) < len(header):
+            row = row + [""] * (len(header) - len(row))
+        if len(row) != len(header):
+            hint = " (an unclosed quote?)" if done > start else ""
+            rows.bad(start, f"expected {len(header)} fields ({', '.join(header)}), got "
+                            f"{len(row)}{hint}")
+            continue
+        rows.add(start, row[text_at], row[label_at] if label_at is not None else None,
+                 require_labels, row[slices_at] if slices_at is not None else None)
 
 
 def _csv_columns(path: Path, header: list[str], line: int, text_column: str | None,
@@ -338,10 +494,10 @@ def _csv_columns(path: Path, header: list[str], line: int, text_column: str | No
 
 
 def _read_json(data: bytes, rows: _Rows, text_column: str | None, label_column: str | None,
-               require_labels: bool, *, clue: bool) -> None:
+               require_labels: bool, *, clue: bool, encoding: str) -> None:
     explicit = text_column is not None or label_column is not None
     first = True
-    for line, obj, problem in json_objects(data, rows.path):
+    for line, obj, problem in json_objects(data, rows.path, encoding):
         if problem is not None:
             rows.bad(line, problem)
             continue
@@ -375,12 +531,14 @@ def _pick_key(obj: dict[str, Any], wanted: str | None, defaults: tuple[str, ...]
     return next((k for k in defaults if k in obj), None)
 
 
-def json_objects(data: bytes, path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """``(line, value, problem)`` of each JSON line, or of each element of a JSON array."""
-    if data.lstrip()[:1] == b"[":
-        yield from _json_array(data, path)
+def json_objects(data: bytes, path: Path, encoding: str = "utf-8"
+                 ) -> Iterator[tuple[int, Any, str | None]]:
+    """``(line, value, problem)`` of each JSON line, or of each element of a JSON array, of
+    ``data`` in ``encoding`` (a byte-order mark dropped)."""
+    if data[:4096].decode(encoding, errors="ignore").lstrip("\ufeff \t\r\n")[:1] == "[":
+        yield from _json_array(data, path, encoding)
         return
-    for number, line, problem in _decode_lines(data):
+    for number, line, problem in decode_lines([data], encoding):
         if problem is not None:
             yield number, None, problem
             continue
@@ -392,13 +550,14 @@ def json_objects(data: bytes, path: Path) -> Iterator[tuple[int, Any, str | None
             yield number, None, f"invalid JSON: {e.msg} (column {e.colno})"
 
 
-def _json_array(data: bytes, path: Path) -> Iterator[tuple[int, Any, str | None]]:
+def _json_array(data: bytes, path: Path, encoding: str
+                ) -> Iterator[tuple[int, Any, str | None]]:
+    for number, _, problem in decode_lines([data], encoding):
+        if problem is not None:  # the whole array must decode
+            raise DataError(path, number, problem)
+    text = data.decode(encoding).removeprefix("\ufeff")
     try:
-        text = data.decode("utf-8")
         values = json.loads(text)  # the whole array must be valid: it cannot be resumed
-    except UnicodeDecodeError as e:
-        raise DataError(path, data.count(b"\n", 0, e.start) + 1,
-                        f"not UTF-8 (byte 0x{data[e.start:e.start + 1].hex()})") from None
     except json.JSONDecodeError as e:
         raise DataError(path, e.lineno, f"invalid JSON: {e.msg} (column {e.colno})") from None
     # walk the (valid) text again for the line where each element starts

@@ -29,6 +29,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from headwise._files import follow_umask
 from headwise.train.serialize import (
     dedupe_state_dict,
     flatten_state,
@@ -262,6 +263,7 @@ def _discard(path: Path) -> None:
 
 def _write_tensors(path: Path, tensors: Mapping[str, Tensor]) -> None:
     save_file(dict(tensors), str(path), metadata={"format": "pt"})
+    follow_umask(path)  # safetensors writes 0600
     _fsync_file(path)
 
 

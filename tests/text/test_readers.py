@@ -220,7 +220,8 @@ def test_file_level_problems_raise_even_when_skipping(tmp_path):
         with pytest.raises(DataError, match=rf"{name.replace('.', '[.]')}: no rows"):
             read_examples(write(tmp_path, name, content), skip_bad_rows=True)
     all_bad = write(tmp_path, "allbad.csv", "text,label\n,a\nb,\n")
-    with pytest.raises(DataError, match=r"no usable rows \(all 2 were bad\)"):
+    with pytest.raises(DataError, match=r"no usable rows \(all 2 were bad: line 2: empty "
+                                        r"text; line 3: missing or empty label\)"):
         read_examples(all_bad, skip_bad_rows=True)
     with pytest.raises(ValueError, match="format must be one of"):
         read_examples(all_bad, format="xml")

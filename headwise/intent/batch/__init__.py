@@ -15,18 +15,24 @@ they come, so memory stays constant however large the input is::
 Input (``input_format``, default from the extension): CSV or TSV with a header, the text
 in the first of :data:`~headwise.text.readers.TEXT_KEYS` (``text_column`` names it),
 as :func:`~headwise.text.readers.read_examples` reads them; JSON lines (one object per
-line, same keys); or plain text, one text per line. Blank lines are skipped, as the
-readers do; a bad row (undecodable bytes, empty text, a missing field, invalid JSON, a CSV
-row with the wrong number of fields) is skipped and counted (``strict=False``, the
-default) or raises :class:`~headwise.text.readers.DataError` ``FILE:LINE: problem``
-(``strict=True``). A CSV header without the text column is a problem with the whole file
-and always raises.
+line, same keys); plain text, one text per line; or an Excel sheet (``.xlsx``, the first
+or ``sheet``), read as its CSV would be. A text file's encoding is detected as the readers
+detect it (UTF-8, GB18030/GBK, UTF-16/32 with a byte-order mark) or named (``encoding``).
+Blank lines are skipped, as the readers do; a bad row (undecodable bytes, empty text, a
+missing field, invalid JSON, a CSV row with the wrong number of fields) is skipped and
+counted (``strict=False``, the default) or raises
+:class:`~headwise.text.readers.DataError` ``FILE:LINE: problem`` (``strict=True``). A CSV
+header without the text column is a problem with the whole file and always raises, and so
+does an input none of whose rows is usable (naming the first problems, and the encoding to
+try when bytes did not decode), leaving no output.
 
 Output (``output_format``, default from the extension): JSON lines whose objects are those
 ``headwise predict --json`` prints (:func:`engine_record`), led by ``line``, the input line
 where the row starts; or CSV with the columns of :data:`CSV_COLUMNS` (nested fields as
-JSON). The answers go to ``OUT.partial`` and the file is renamed to ``OUT`` when the last
-one is written: a run that fails or is killed never leaves a file that looks complete.
+JSON). ``keep_columns`` names input columns (JSON keys) whose values each record carries
+right after ``line`` (a session id, an agent). The answers go to ``OUT.partial`` and the
+file is renamed to ``OUT`` when the last one is written: a run that fails or is killed never
+leaves a file that looks complete.
 
 Resuming (``resume=True``) continues an interrupted run without repeating or losing a
 line: the partial file's last complete record (a line cut short by ``kill -9`` is

@@ -78,25 +78,29 @@ def _cell(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def format_records(lines: Sequence[int], records: Sequence[Mapping[str, Any]], fmt: str
-                   ) -> str:
-    """The text of output records: JSON lines (``{"line": LINE, **record}``) or CSV rows
-    (:data:`CSV_COLUMNS`), each ended by a newline.
+def format_records(lines: Sequence[int], records: Sequence[Mapping[str, Any]], fmt: str,
+                   kept: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """The text of output records: JSON lines (``{"line": LINE, **kept, **record}``) or CSV
+    rows (:data:`CSV_COLUMNS`, the kept columns after ``line``), each ended by a newline.
 
     Args:
         lines: the input line of each record.
         records: the records (:func:`engine_record`).
         fmt: ``"jsonl"`` or ``"csv"``.
+        kept: per record, the input's columns it carries (name -> value, in the order of
+            ``--keep-columns``; the same names for every record); None: none.
 
     Returns:
         The text to append to the output.
     """
+    extra: Sequence[Mapping[str, Any]] = kept if kept is not None else [{}] * len(records)
     if fmt == "jsonl":
-        return "".join(json.dumps({"line": int(n), **r}, ensure_ascii=False, default=str)
-                       + "\n" for n, r in zip(lines, records, strict=True))
+        return "".join(json.dumps({"line": int(n), **k, **r}, ensure_ascii=False, default=str)
+                       + "\n" for n, k, r in zip(lines, extra, records, strict=True))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     columns = CSV_COLUMNS[1:]
-    for n, r in zip(lines, records, strict=True):
-        writer.writerow([str(int(n)), *(_cell(r.get(c)) for c in columns)])
+    for n, k, r in zip(lines, extra, records, strict=True):
+        writer.writerow([str(int(n)), *(_cell(v) for v in k.values()),
+                         *(_cell(r.get(c)) for c in columns)])
     return buf.getvalue()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,9 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
                  threshold: float | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
                  resume: bool = False, strict: bool = False, progress: bool | None = None,
                  on_bad_row: Callable[[DataError], None] | None = None,
-                 options: Mapping[str, Any] | None = None) -> BatchPredictResult:
+                 options: Mapping[str, Any] | None = None, encoding: str | None = None,
+                 sheet: str | None = None, keep_columns: Sequence[str] = ()
+                 ) -> BatchPredictResult:
     """Predict every text of a file into an output file, a chunk at a time.
 
     Args:
@@ -91,12 +93,17 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
         on_bad_row: called with each bad row skipped (a :class:`DataError` locating it).
         options: more of the run's options to save and check on resume (the model, the
             runtime).
+        encoding: the input's text encoding (default: detected; :class:`RowReader`).
+        sheet: the sheet of an Excel workbook (default: the first).
+        keep_columns: input columns (JSON keys) whose values each record carries after
+            ``line``.
 
     Returns:
         A :class:`BatchPredictResult`.
 
     Raises:
-        DataError: a problem with the whole input file, or with a row when ``strict``.
+        DataError: a problem with the whole input file, or with a row when ``strict``;
+            an input none of whose rows is usable (no output is left then).
         ValueError: bad options (``top_k < 1``, a threshold outside [0, 1],
             ``chunk_size < 1``, an unknown format, ``out`` being the input), or a resume
             that does not match the partial output (:class:`OutputFile`).
@@ -107,7 +114,8 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
     check_answer_options(top_k, 0.0 if threshold is None else threshold)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk size must be a positive integer, got {chunk_size!r}")
-    reader = RowReader(data, input_format=input_format, text_column=text_column)
+    reader = RowReader(data, input_format=input_format, text_column=text_column,
+                       encoding=encoding, sheet=sheet, keep_columns=keep_columns)
     fmt = output_format_of(out, output_format)
     out = Path(out)
     if reader.path.resolve() in (out.resolve(), partial_path(out).resolve()):
@@ -116,10 +124,11 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
     state = {"data": str(reader.path.resolve()), "input_format": reader.format,
              "text_column": text_column, "output_format": fmt, "kind": predictor.kind,
              "labels": list(predictor.labels), "top_k": top_k, "threshold": threshold,
+             "encoding": reader.encoding, "sheet": sheet, "keep_columns": reader.keep_columns,
              **(options or {})}
     rows = iter(reader)
     first = next(rows, None)  # a problem with the whole file shows before any output
-    output = OutputFile(out, fmt=fmt, resume=resume, state=state)
+    output = OutputFile(out, fmt=fmt, resume=resume, state=state, kept=reader.keep_columns)
     result = BatchPredictResult(out, fmt, kept=output.records,
                                 resumed_after=output.last_line if output.resumed else None)
     after = output.last_line or 0
@@ -127,10 +136,11 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
                disable=None if progress is None else not progress)
     texts: list[str] = []
     lines: list[int] = []
+    kept: list[dict[str, Any]] = []
 
     def flush() -> None:
         answers = predictor.predict(texts, top_k=top_k, threshold=threshold)
-        output.write(format_records(lines, [engine_record(a) for a in answers], fmt))
+        output.write(format_records(lines, [engine_record(a) for a in answers], fmt, kept))
         result.written += len(texts)
         bar.update(len(texts))
         if reader.size:
@@ -138,6 +148,7 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
                                 refresh=False)
         texts.clear()
         lines.clear()
+        kept.clear()
 
     try:
         for row in itertools.chain([] if first is None else [first], rows):
@@ -155,10 +166,14 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
                 continue
             texts.append(row.text)
             lines.append(row.line)
+            kept.append(dict(zip(reader.keep_columns, row.kept, strict=True)))
             if len(texts) >= chunk_size:
                 flush()
         if texts:
             flush()
+        if result.skipped and not result.written and not output.records:
+            output.discard()  # every row was bad: no output that looks like answers
+            raise reader.no_usable_rows(result.bad_rows, result.skipped)
         output.commit()
     finally:
         output.close()

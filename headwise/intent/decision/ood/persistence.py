@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from headwise._files import file_sha256
+from headwise._files import file_sha256, follow_umask
 from headwise.intent.decision.ood.base import OodDetector
 from headwise.intent.decision.ood.registry import detector_from_state
 from headwise.models.io import write_json_atomically
@@ -50,6 +50,7 @@ def save_detector(detector: OodDetector, directory: str | Path, *, arrays: bool 
     if tensors and arrays:
         tmp = path.with_name(path.name + ".tmp")
         save_file(tensors, str(tmp), metadata={"format": "headwise-ood"})
+        follow_umask(tmp)  # safetensors writes 0600
         os.replace(tmp, path)
         digest = file_sha256(path)
     elif tensors:
