@@ -213,10 +213,62 @@ def render(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def comparison(path: Path = RESULTS) -> str | None:
+    """Every run of each commit in the results file, path by path: the median and the range
+    of its runs (interleaved runs of two commits on one machine), and the later commit
+    against the earliest: "faster" or "slower" only where the two commits' runs do not
+    overlap at all, "within noise" otherwise. None with fewer than two commits measured."""
+    import statistics
+
+    if not path.is_file():
+        return None
+    runs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    runs = [r for r in runs if r.get("status") == "ok" and r.get("provenance")]
+    commits: dict[str, str] = {}
+    for r in sorted(runs, key=lambda r: r["provenance"].get("date", "")):
+        prov = r["provenance"]
+        commits.setdefault(prov["commit"], prov.get("date", ""))
+    machines = {(r["provenance"].get("cpu"), r["provenance"].get("cores")) for r in runs}
+    if len(commits) < 2 or len(machines) != 1:
+        return None
+    order = list(commits)
+    rows = []
+    for kind in KINDS:
+        key = "texts_per_s" if kind == "stream" else "p50_ms"
+        by = {c: [r[key] for r in runs if r["kind"] == kind and r["provenance"]["commit"] == c]
+              for c in order}
+        first = by[order[0]]
+        for c in order:
+            vals = by[c]
+            if not vals:
+                continue
+            if c == order[0] or not first:
+                verdict = "(reference)" if c == order[0] else "-"
+            else:
+                above, below = min(vals) > max(first), max(vals) < min(first)
+                higher_is_faster = kind == "stream"
+                verdict = ("faster" if (above if higher_is_faster else below) else
+                           "slower" if (below if higher_is_faster else above) else
+                           "within noise")
+            unit = "texts/s" if kind == "stream" else "p50 ms"
+            rows.append([kind, c[:10], str(len(vals)), unit,
+                         H.fmt(statistics.median(vals)),
+                         f"{H.fmt(min(vals))} - {H.fmt(max(vals))}", verdict])
+    table = H.markdown_table(["path", "commit", "runs", "figure", "median", "range",
+                              f"against {order[0][:10]}"], rows, "llrlrrl")
+    return ("### Before and after, interleaved on one machine\n\n"
+            "Each commit's runs alternated with the other's in one session. With three runs "
+            "a side there is no interval to speak of: a difference is called only where "
+            "every run of one commit is better than every run of the other.\n\n" + table)
+
+
 def section(path: Path = RESULTS) -> str:
     """The section as written and rendered (``benchmarks/render.py``): :func:`render` of
-    the kept records with the machine line; before any run, it says how to measure."""
-    return H.render_records(render, records(path), ROW)
+    the kept records with the machine line, then :func:`comparison` of every commit
+    measured; before any run, it says how to measure."""
+    body = H.render_records(render, records(path), ROW)
+    extra = comparison(path)
+    return body if extra is None else body + "\n\n" + extra
 
 
 def main(argv: list[str] | None = None) -> int:
