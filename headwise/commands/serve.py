@@ -186,6 +186,7 @@ def _run_ray(args: argparse.Namespace) -> int:
         raise ValueError(f"--ray needs {e}") from None
     from headwise.serve.auth import ApiKeys
     from headwise.serve.docs_pages import docs_available
+    from headwise.serve.predict_api import api_for
     from headwise.serve.startup import load_engine
 
     config = config_from_args(args)
@@ -198,7 +199,7 @@ def _run_ray(args: argparse.Namespace) -> int:
         engine = load_engine(config)
         chosen = engine.runtime.name if engine.runtime.name in RUNTIMES else config.runtime
         auto = args.runtime == "auto" and chosen != "auto"
-        summary = (f"{engine.kind} classifier, {len(engine.labels)} intents, "
+        summary = (f"{api_for(engine).described} classifier, {len(engine.labels)} intents, "
                    f"{runtime_summary(engine.runtime, auto=auto)}")
         # the replicas serve what was chosen here (and do not decide, or report, again)
         config = dataclasses.replace(config, runtime=chosen)
@@ -234,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
     from headwise.serve.auth import ApiKeys
     from headwise.serve.config import CONFIG_ENV
     from headwise.serve.docs_pages import docs_available
+    from headwise.serve.predict_api import api_for
     from headwise.serve.startup import load_engine
 
     config = config_from_args(args)
@@ -256,7 +258,8 @@ def run(args: argparse.Namespace) -> int:
                   log_config=log_config(args.log_level), access_log=args.access_log,
                   timeout_graceful_shutdown=args.graceful_timeout)
     docs = "docs at /docs" if docs_available() else "schema at /openapi.json"
-    print(f"headwise serve: {engine.kind} classifier, {len(engine.labels)} intents, "
+    print(f"headwise serve: {api_for(engine).described} classifier, "
+          f"{len(engine.labels)} intents, "
           f"{runtime_summary(engine.runtime, auto=args.runtime == 'auto' and chosen != 'auto')}, "
           f"{url(args.host, port)} ({docs}); "
           f"{access_summary(config, keys['api'], keys['admin'])}", file=sys.stderr)

@@ -133,7 +133,7 @@ class IntentPredictor:
             self.model, runtime=runtime, onnx_path=None if onnx_path is None else str(onnx_path),
             max_rows=batch_size, threads=threads,
             report=lambda line: print(f"IntentPredictor: {line}", file=sys.stderr)))
-        self.kind: str = self.engine.kind
+        self.task: str = self.engine.task
         self.text_column = text_column
         self.top_k, self.threshold = top_k, threshold
         self.output = output

@@ -232,7 +232,7 @@ def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
     async def predict(body: BaseModel) -> Response:
         return await answer_predict(body)
 
-    # the body's model is the engine kind's, which FastAPI reads from the signature
+    # the body's model is the served task's, which FastAPI reads from the signature
     predict.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD,
                            annotation=request_model)], return_annotation=Response)
@@ -248,7 +248,7 @@ def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
         served = state.served  # one model for the whole answer, as /v1/predict
         if not served.api.explains:
             raise InputError(409, "unsupported_model", f"/v1/explain does not support "
-                             f"{served.api.kind} classifier; use /v1/predict for its intents "
+                             f"{served.api.described} classifier; use /v1/predict for its intents "
                              f"and slots")
         if not served.has_attention:
             clf = served.engine.classifier

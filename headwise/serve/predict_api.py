@@ -1,13 +1,14 @@
-"""What ``/v1/predict`` takes and answers for each kind of engine, declared in one place.
+"""What ``/v1/predict`` takes and answers for each task, declared in one place.
 
-Every engine answers with :class:`~headwise.serve.schemas.PredictResponse` (the one answer
-of every model kind: intents, out-of-scope decision, slots). A single-label engine (a
-network, a TF-IDF model, an ensemble: ``kind`` ``"intent"``) takes
-:class:`~headwise.serve.schemas.PredictRequest` and explains its answers; a compound engine
-(``kind`` ``"compound"``) takes the compound request (``at_least_one``,
-``reference_date``), and has no ``/v1/explain``. The app reads the
-served engine's :class:`PredictApi` (:func:`api_for`) instead of testing which kind it is;
-an engine kind added later declares its entry in :data:`PREDICT_APIS`.
+Every predictor answers with :class:`~headwise.serve.schemas.PredictResponse` (the one
+answer of every model kind: intents, out-of-scope decision, slots). A single-label
+predictor (a network, a TF-IDF model, an ensemble: ``task`` ``"single_label"``) takes
+:class:`~headwise.serve.schemas.PredictRequest` and explains its answers; a multi-label one
+(``task`` ``"multi_label"``: a compound model) takes the compound request
+(``at_least_one``, ``reference_date``), and has no ``/v1/explain``. Each request schema
+states exactly what the served model takes. The app reads the served predictor's
+:class:`PredictApi` (:func:`api_for`) instead of testing which kind it is; a task added
+later declares its entry in :data:`PREDICT_APIS`.
 """
 
 from __future__ import annotations
@@ -26,22 +27,23 @@ __all__ = ["PREDICT_APIS", "PredictApi", "api_for"]
 
 @dataclass(frozen=True)
 class PredictApi:
-    """The request and answer of ``/v1/predict`` for one engine kind, and what else the
-    service offers for it.
+    """The request and answer of ``/v1/predict`` for one task (a predictor's ``task``:
+    ``"single_label"`` or ``"multi_label"``), and what else the service offers for it.
 
     Attributes:
-        kind: how messages name the classifier ("a single-label", before "classifier").
+        described: how messages name the classifier ("a single-label", before
+            "classifier").
         about: the service's description in its OpenAPI document.
         summary: the endpoint's summary.
         operation: the endpoint function's name (the OpenAPI operation id's stem).
         request, response: the pydantic models of the request and the answer.
-        explains: whether ``/v1/explain`` serves this kind.
+        explains: whether ``/v1/explain`` serves this task.
         options: the engine's ``answer`` keyword arguments that a request carries.
         stack_rows: whether the engine's ``answer`` takes its rows stacked into one array
             (logits) rather than as the list the batcher returned.
     """
 
-    kind: str
+    described: str
     about: str
     summary: str
     operation: str
@@ -59,17 +61,17 @@ class PredictApi:
                              top_k=top_k, threshold=body.threshold, **self.options(body))
 
 
-#: engine ``kind`` -> its ``/v1/predict``
+#: a predictor's ``task`` -> its ``/v1/predict``
 PREDICT_APIS: dict[str, PredictApi] = {
-    "intent": PredictApi(
-        kind="a single-label",
+    "single_label": PredictApi(
+        described="a single-label",
         about="Intent recognition with calibrated confidence, out-of-scope detection and "
               "per-head attention explanations.",
         summary="Top-k intents of one or many texts", operation="predict",
         request=PredictRequest, response=PredictResponse, explains=True,
         options=lambda body: {}, stack_rows=True),
-    "compound": PredictApi(
-        kind="a compound (multi-label + slots)",
+    "multi_label": PredictApi(
+        described="a compound (multi-label + slots)",
         about="Compound intent recognition: every intent a text expresses, with slot spans "
               "and normalised values.",
         summary="Every intent and the slots of one or many texts",
@@ -83,13 +85,13 @@ PREDICT_APIS: dict[str, PredictApi] = {
 
 
 def api_for(engine: Any) -> PredictApi:
-    """The :class:`PredictApi` of an engine, by its ``kind``.
+    """The :class:`PredictApi` of a predictor, by its ``task``.
 
     Raises:
-        ValueError: an engine kind with no entry in :data:`PREDICT_APIS`.
+        ValueError: a task with no entry in :data:`PREDICT_APIS`.
     """
-    kind = getattr(engine, "kind", None)
-    if kind not in PREDICT_APIS:
-        raise ValueError(f"no /v1/predict is declared for engine kind {kind!r} "
+    task = getattr(engine, "task", None)
+    if task not in PREDICT_APIS:
+        raise ValueError(f"no /v1/predict is declared for task {task!r} "
                          f"({type(engine).__name__}); known: {sorted(PREDICT_APIS)}")
-    return PREDICT_APIS[kind]
+    return PREDICT_APIS[task]

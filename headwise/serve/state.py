@@ -82,7 +82,7 @@ class ServiceState:
 
     @property
     def api(self) -> PredictApi:
-        """What ``/v1/predict`` takes and answers for the served engine's kind."""
+        """What ``/v1/predict`` takes and answers for the served predictor's task."""
         return self.served.api
 
     @property
@@ -248,8 +248,8 @@ class ServiceState:
                 load_engine, config, report=lambda line: log.warning("reload: %s", line))
             api = api_for(engine)
             if api is not old.api:
-                raise ValueError(f"it holds {api.kind} classifier and the "
-                                 f"service serves {old.api.kind} one, whose requests and "
+                raise ValueError(f"it holds {api.described} classifier and the "
+                                 f"service serves {old.api.described} one, whose requests and "
                                  f"answers differ; start a new service for it")
             new = ServedModel(engine, config, on_batch=self.metrics.observe_batch,
                               generation=old.generation + 1)

@@ -117,7 +117,7 @@ def test_the_command_hands_its_settings_to_ray_serve(model_dir, key_files, monke
     assert kwargs["port"] > 0 and kwargs["address"] is None  # port 0: a free one, chosen
     assert kwargs["graceful_timeout_s"] == 7
     err = capsys.readouterr().err
-    assert "intent classifier, 3 intents" in err and "http://127.0.0.1:8123" in err
+    assert "a single-label classifier, 3 intents" in err and "http://127.0.0.1:8123" in err
     assert "1-4 replicas (autoscaled, target 3 requests" in err and "API keys required" in err
 
     calls.clear()

@@ -404,7 +404,7 @@ class _StopAfter:
 
     def __init__(self, engine, chunks: int) -> None:
         self.engine, self.left = engine, chunks
-        self.kind, self.labels = engine.kind, engine.labels
+        self.task, self.labels = engine.task, engine.labels
 
     def predict(self, texts, **kw):
         if self.left == 0:

@@ -238,7 +238,7 @@ def test_a_joint_model_without_tagger_and_a_single_label_head(clf):
 def test_auto_serves_a_compound_classifier_on_torch_and_says_why(compound_dir):
     reasons: list[str] = []
     engine = load_engine(ServeConfig(model_dir=str(compound_dir)), report=reasons.append)
-    assert engine.kind == "compound" and engine.runtime.name == "torch"
+    assert engine.task == "multi_label" and engine.runtime.name == "torch"
     (reason,) = reasons
     assert reason.startswith("runtime auto: using torch:") and "compound" in reason
 
@@ -268,9 +268,9 @@ def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
 def test_the_engine_follows_the_directory_kind(compound_dir, encoder_dir):
     config = ServeConfig(model_dir=str(compound_dir), long_text="reject")
     engine = load_engine(ServeConfig.from_json(config.to_json()))  # as a worker gets it
-    assert isinstance(engine, CompoundPredictor) and engine.kind == "compound"
+    assert isinstance(engine, CompoundPredictor) and engine.task == "multi_label"
     assert engine.long_text == "reject" and engine.labels == engine.classifier.intents
-    assert load_engine(ServeConfig(model_dir=str(encoder_dir))).kind == "intent"
+    assert load_engine(ServeConfig(model_dir=str(encoder_dir))).task == "single_label"
 
 
 def test_relative_dates_count_from_the_request_reference_date(cclient, monkeypatch):

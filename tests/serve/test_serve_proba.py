@@ -95,7 +95,7 @@ def test_what_a_tfidf_model_or_an_ensemble_cannot_do_is_refused_at_start(
 
 def test_engine_predict_equals_the_batched_path(ensemble_dir):
     engine = load_engine(ServeConfig(model_dir=str(ensemble_dir)))
-    assert isinstance(engine, ProbabilityPredictor) and engine.kind == "intent"
+    assert isinstance(engine, ProbabilityPredictor) and engine.task == "single_label"
     direct = engine.predict(QUERIES, top_k=3)
     expected = load_classifier(ensemble_dir).predict(QUERIES, top_k=3)
     assert [intent_of(d) for d in direct] == [e.intent for e in expected]

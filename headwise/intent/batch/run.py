@@ -122,7 +122,7 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
         raise ValueError(f"--out {out} is the input file; write the answers elsewhere")
     make_batch_invariant(predictor)
     state = {"data": str(reader.path.resolve()), "input_format": reader.format,
-             "text_column": text_column, "output_format": fmt, "kind": predictor.kind,
+             "text_column": text_column, "output_format": fmt, "task": predictor.task,
              "labels": list(predictor.labels), "top_k": top_k, "threshold": threshold,
              "encoding": reader.encoding, "sheet": sheet, "keep_columns": reader.keep_columns,
              **(options or {})}

@@ -62,7 +62,7 @@ class CompoundPredictor(BucketedPredictor):
         TypeError: a runtime without :meth:`TorchRuntime.forward_joint`.
     """
 
-    kind = "compound"
+    task = "multi_label"
     options = ("at_least_one", "reference_date", "thresholds")
 
     def __init__(self, classifier: Any, runtime: TorchRuntime, *,

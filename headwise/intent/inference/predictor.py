@@ -35,12 +35,13 @@ class Predictor(ABC):
     :meth:`decide`).
 
     Attributes:
-        kind: ``"intent"`` (single-label answers) or ``"compound"`` (intents and slots).
+        task: ``"single_label"`` (one intent per text) or ``"multi_label"`` (several
+            intents and slots), as the recipe's task names it.
         runtime: what runs the model; its ``name`` is what the service reports.
         classifier: the classifier whose calibration and decisions are applied.
     """
 
-    kind = ""
+    task = ""
     runtime: Any
     classifier: Any
     #: the keyword options :meth:`answers` takes beyond ``top_k`` and ``threshold`` (a

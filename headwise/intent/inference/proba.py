@@ -77,7 +77,7 @@ class ProbabilityPredictor(Predictor):
         batch_size: texts per forward pass of the networks of an ensemble.
     """
 
-    kind = "intent"
+    task = "single_label"
 
     def __init__(self, classifier: Any, *, threads: int = 0, batch_size: int = 64) -> None:
         if batch_size < 1:

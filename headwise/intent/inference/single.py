@@ -53,7 +53,7 @@ class SingleLabelPredictor(BucketedPredictor):
         ValueError: an unknown policy, or a stride too large for the window.
     """
 
-    kind = "intent"
+    task = "single_label"
 
     def __init__(self, classifier: Any, runtime: TorchRuntime | OnnxRuntime, *,
                  long_text: str = "truncate", chunk_stride: int | None = None,
