@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train", "train an intent classifier"),
     "distill": ("distill", "distil a trained classifier into a smaller, faster student"),
     "eval": ("evaluate", "evaluate a trained classifier on labelled data"),
+    "doctor": ("doctor", "find duplicates, conflicts, likely mislabels and leakage in data"),
     "calibrate": ("calibrate", "calibrate a saved classifier's confidence on held-out data"),
     "predict": ("predict", "predict the intents of texts"),
     "ensemble": ("ensemble", "average several classifiers' calibrated probabilities"),

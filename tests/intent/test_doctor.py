@@ -1,0 +1,145 @@
+"""The data doctor (headwise.intent.doctor, `headwise doctor`) on a corpus with planted
+problems whose rows are known: every planted problem found, with the right suggestion, the
+report offline, the cleaned copy right and the input untouched."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import itertools
+
+import pytest
+
+from headwise.cli import main
+from headwise.intent.doctor import examine, fixed_rows, normalise
+
+SUBJECTS = ["my card", "my debit card", "the credit card", "my new card", "the old card",
+            "my visa card"]
+FRAMES = {
+    "card_lost": ["i lost {s}", "{s} was stolen", "cannot find {s} anywhere",
+                  "someone took {s}", "{s} is missing since monday"],
+    "card_limit": ["raise the limit of {s}", "increase the spending limit on {s}",
+                   "{s} limit is too low", "what is the limit of {s}",
+                   "higher limit for {s} please"],
+    "card_fee": ["why is there a fee on {s}", "annual fee of {s}", "{s} charged a fee",
+                 "waive the fee for {s}", "how much is the fee of {s}"],
+    "card_pin": ["change the pin of {s}", "forgot the pin of {s}", "{s} pin is blocked",
+                 "reset the pin on {s}", "new pin for {s}"],
+}
+#: rows whose label is flipped: (text, the true intent, the label written)
+FLIPS = [("i lost my visa card", "card_lost", "card_fee"),
+         ("raise the limit of my new card", "card_limit", "card_pin"),
+         ("forgot the pin of the old card", "card_pin", "card_limit")]
+
+
+def _corpus() -> list[tuple[str, str]]:
+    rows = [(f.format(s=s), k) for k, frames in FRAMES.items()
+            for f, s in itertools.product(frames, SUBJECTS)]
+    flipped = {t: y for t, _, y in FLIPS}
+    rows = [(t, flipped.get(t, y)) for t, y in rows]
+    rows += [("I LOST MY CARD!", "card_lost"),            # a duplicate, same label
+             ("annual fee of my card ", "card_limit"),    # a duplicate, another label
+             ("someone took my debit cardd", "card_lost"),  # a near duplicate
+             ("close my account", "close"), ("shut down my account", "close"),
+             ("please close my account now", "close")]    # an intent with 3 rows
+    return rows
+
+
+def _write(path, rows, header=("text", "label")):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+def test_normalise_folds_case_width_space_and_final_punctuation():
+    assert normalise(" Ｉ lost  MY card！") == normalise("i lost my card") == "ilostmycard"
+    assert normalise("我的卡丢了？") == "我的卡丢了"
+
+
+def test_every_planted_problem_is_found_with_its_suggestion():
+    rows = _corpus()
+    texts, labels = [t for t, _ in rows], [y for _, y in rows]
+    lines = list(range(2, len(rows) + 2))  # a CSV's data starts on line 2
+    line_of = {t: n for t, n in zip(texts, lines, strict=True)}
+    exam = examine(texts, labels, lines, valid=(["i lost my card", "hello"], [2, 3]))
+    by = {}
+    for f in exam.findings:
+        by.setdefault(f.issue, []).append(f)
+    dup = by["duplicate"]
+    assert [(f.row, f.other_row) for f in dup] == [(line_of["I LOST MY CARD!"],
+                                                    line_of["i lost my card"])]
+    (conflict,) = by["conflicting_duplicate"]
+    assert conflict.row == line_of["annual fee of my card "]
+    assert (conflict.suggested_label, conflict.other_row) == ("card_fee",
+                                                              line_of["annual fee of my card"])
+    near = {f.row: f for f in by["near_duplicate"]}  # the planted one, and template variants
+    planted = near[line_of["someone took my debit cardd"]]
+    assert planted.other_row == line_of["someone took my debit card"] and planted.score >= 0.9
+    assert all(f.score >= 0.9 and f.other_row < f.row and f.label == labels[lines.index(
+        f.other_row)] for f in near.values())
+    flagged = {f.row: f.suggested_label for f in by["label_issue"]}
+    for text, true, _ in FLIPS:  # every flipped row, with the intent it really has
+        assert flagged.get(line_of[text]) == true, (text, flagged)
+    assert len(flagged) <= len(FLIPS) + 2  # few false alarms on a clean corpus
+    assert {f.label for f in by["few_rows"]} == {"close"} and len(by["few_rows"]) == 3
+    (leak,) = by["leakage"]
+    assert (leak.file, leak.row, leak.suggested_label) == ("valid", 2, "card_lost")
+    assert exam.confusions and exam.intents["close"] == 3
+    assert exam.counts["label_issue"] == len(flagged)
+
+
+def test_the_fixed_rows():
+    rows = _corpus()
+    texts, labels = [t for t, _ in rows], [y for _, y in rows]
+    lines = list(range(2, len(rows) + 2))
+    exam = examine(texts, labels, lines)
+    relabelled = dict(fixed_rows(texts, labels, lines, exam, "relabel"))
+    for text, true, _ in FLIPS:
+        assert relabelled[text] == true
+    assert "I LOST MY CARD!" not in relabelled and "annual fee of my card " not in relabelled
+    dropped = dict(fixed_rows(texts, labels, lines, exam, "drop"))
+    assert not set(dropped) & {t for t, _, _ in FLIPS}
+    gone = {f.row for f in exam.findings if f.issue in (
+        "duplicate", "conflicting_duplicate", "conflicting_near_duplicate", "label_issue")}
+    assert len(dropped) == len(rows) - len(gone)
+    assert "someone took my debit cardd" in dropped  # a same-label near duplicate stays
+    with pytest.raises(ValueError, match="drop or relabel"):
+        fixed_rows(texts, labels, lines, exam, "fix")
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="at least two"):
+        examine(["a", "b"], ["x", "x"])
+    with pytest.raises(ValueError, match="needs a label"):
+        examine(["a", "b"], ["x", None])
+    with pytest.raises(ValueError, match="near must be"):
+        examine(["a", "b"], ["x", "y"], near=0)
+
+
+def test_the_command_writes_an_offline_report_and_a_cleaned_copy(tmp_path, capsys):
+    data = _write(tmp_path / "train.csv", _corpus())
+    valid = _write(tmp_path / "valid.csv", [("i lost my card", "card_lost")])
+    before = hashlib.sha256(data.read_bytes()).hexdigest()
+    out = tmp_path / "report"
+    assert main(["doctor", str(data), "--valid", str(valid), "--out", str(out), "--fix",
+                 "relabel", "--out-data", str(tmp_path / "clean" / "train.csv")]) == 0
+    printed = capsys.readouterr().out
+    assert "label_issue 3" in printed or "label_issue" in printed
+    with open(out / "issues.csv", newline="", encoding="utf-8") as f:
+        issues = list(csv.DictReader(f))
+    assert {"row", "text", "label", "issue", "suggested_label"} <= set(issues[0])
+    assert {r["issue"] for r in issues} >= {"label_issue", "duplicate", "leakage"}
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+    assert "label_issue" in page and (out / "summary.json").is_file()
+    with open(tmp_path / "clean" / "train.csv", newline="", encoding="utf-8") as f:
+        cleaned = {r["text"]: r["label"] for r in csv.DictReader(f)}
+    assert all(cleaned[t] == true for t, true, _ in FLIPS)
+    assert hashlib.sha256(data.read_bytes()).hexdigest() == before  # the input untouched
+    assert main(["doctor", str(data), "--out", str(out), "--fix", "drop"]) == 1
+    assert "--fix and --out-data go together" in capsys.readouterr().err
+    assert main(["doctor", str(data), "--out", str(out), "--fix", "drop", "--out-data",
+                 str(data)]) == 1
+    assert "never overwrites its input" in capsys.readouterr().err
