@@ -159,6 +159,13 @@ def _distill(res: Path, pages: Path) -> str | None:
     return H.render_records(distill.render, runs, distill.ROW) if runs else None
 
 
+def _doctor(res: Path, pages: Path) -> str | None:
+    import doctor
+
+    return doctor.section(res / doctor.RESULTS.name) if (res / doctor.RESULTS.name).is_file() \
+        else None
+
+
 def _compound(res: Path, pages: Path) -> str | None:
     import _compound_report as report
     import compound
@@ -271,6 +278,9 @@ SOURCES: dict[str, Source] = {
     "oos:cpu": Source(_oos, _INTENT, "python benchmarks/oos.py"),
     "blend": Source(_blend, _INTENT, "python benchmarks/blend.py"),
     "distill:cpu": Source(_distill, _INTENT, "python benchmarks/distill.py --teacher MODEL"),
+    "doctor:cpu": Source(_doctor, ("headwise/intent/doctor",
+                                   "headwise/intent/training/cleaning.py"),
+                         "python benchmarks/doctor.py --seeds 0,1,2"),
     "compound:cpu": Source(_compound, ("headwise/intent", "headwise/slots", "headwise/nn"),
                            "python benchmarks/compound.py"),
     "serve:cpu": Source(_serve, _SERVE, "python benchmarks/serve.py"),

@@ -194,8 +194,9 @@ def examine(texts: Sequence[str], labels: Sequence[str], lines: Sequence[int] | 
 
         sub_t = [texts[i] for i in learnable]
         sub_y = [labels[i] for i in learnable]
-        issues = find_label_issues(sub_t, sub_y, folds=folds, seed=seed)
         probs, intents = out_of_fold_probs(sub_t, sub_y, folds=folds, seed=seed)
+        issues = find_label_issues(sub_t, sub_y, folds=folds, seed=seed,
+                                   probs=(probs, intents))
         col = {k: j for j, k in enumerate(intents)}
         for i, suggested in zip(issues.indices, issues.suggested, strict=True):
             r = learnable[i]

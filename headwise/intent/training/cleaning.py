@@ -140,7 +140,8 @@ def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int
 
 
 def find_label_issues(texts: Sequence[str], labels: Sequence[str], *, folds: int = 5,
-                      seed: int = 0, filter_by: str = "prune_by_noise_rate") -> LabelIssues:
+                      seed: int = 0, filter_by: str = "prune_by_noise_rate",
+                      probs: tuple[np.ndarray, list[str]] | None = None) -> LabelIssues:
     """Flag the examples whose label is probably wrong (confident learning).
 
     Args:
@@ -150,6 +151,8 @@ def find_label_issues(texts: Sequence[str], labels: Sequence[str], *, folds: int
         seed: the folds' seed.
         filter_by: cleanlab's rule (``"prune_by_noise_rate"``, ``"prune_by_class"``,
             ``"both"``, ``"confident_learning"``, ``"predicted_neq_given"``).
+        probs: :func:`out_of_fold_probs`'s ``(probs, intents)`` when the caller has them
+            already (they are computed here otherwise).
 
     Returns:
         The :class:`LabelIssues`.
@@ -160,7 +163,7 @@ def find_label_issues(texts: Sequence[str], labels: Sequence[str], *, folds: int
     from cleanlab.filter import find_label_issues as cl_find
 
     start = time.perf_counter()
-    probs, intents = out_of_fold_probs(texts, labels, folds=folds, seed=seed)
+    probs, intents = probs or out_of_fold_probs(texts, labels, folds=folds, seed=seed)
     y = np.searchsorted(np.array(intents), np.array(labels))
     ranked = cl_find(y, probs, filter_by=filter_by, return_indices_ranked_by="self_confidence")
     indices = [int(i) for i in ranked]

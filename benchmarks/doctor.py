@@ -1,0 +1,203 @@
+"""How well ``headwise doctor`` finds wrong labels: labels flipped on purpose, then the rows
+it flags as ``label_issue`` against the rows that were flipped.
+
+For each data set, share of flipped rows and kind of flip, over seeds:
+
+* ``random``: a flipped row gets another intent drawn uniformly;
+* ``confusable``: it gets the intent that the out-of-fold TF-IDF model confuses its own with
+  most on the clean rows (the realistic kind: people mix up neighbouring intents), drawn
+  in proportion to that confusion, uniformly where an intent is never confused.
+
+Precision is the share of flagged rows that were flipped, recall the share of flipped rows
+that were flagged; the suggested label is right when it is the row's original intent. The
+confusion used to choose confusable flips is computed once per data set with a fold seed
+that no measured run uses. Data: BANKING77's training split (``--data-dir``, default
+``../shared/data``) and the demo corpus's training split (in-scope rows).
+
+    python benchmarks/doctor.py --seeds 0,1,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+
+SECTION = "doctor:cpu"
+RESULTS = HERE / "results" / "doctor_runs.jsonl"
+ROW = ("dataset", "kind", "rate", "seed")
+DATASETS = ("banking77", "demo")
+#: the fold seed of the clean confusion that confusable flips follow (no run uses it)
+CONFUSION_SEED = 1000
+
+
+def load(dataset: str, data_dir: Path) -> tuple[list[str], list[str]]:
+    """The training rows of a data set: (texts, labels)."""
+    if dataset == "banking77":
+        with open(data_dir / "banking77" / "train.csv", newline="", encoding="utf-8") as f:
+            rows = [(r["text"], r["category"]) for r in csv.DictReader(f)]
+    elif dataset == "demo":
+        from headwise.demo.corpus import generate_demo_corpus
+        from headwise.text.labels import is_oos_label
+
+        rows = [(e.text, e.label) for e in generate_demo_corpus(seed=0)["train"]
+                if not is_oos_label(e.label)]
+    else:
+        raise ValueError(f"unknown data set {dataset!r}; known: {DATASETS}")
+    return [t for t, _ in rows], [y for _, y in rows]
+
+
+def confusion(texts: list[str], labels: list[str]) -> dict[str, dict[str, int]]:
+    """label -> {intent the out-of-fold model predicted instead: rows} on the clean rows."""
+    from headwise.intent.training.cleaning import out_of_fold_probs
+
+    probs, intents = out_of_fold_probs(texts, labels, seed=CONFUSION_SEED)
+    out: dict[str, dict[str, int]] = {}
+    for y, p in zip(labels, probs.argmax(1), strict=True):
+        if intents[p] != y:
+            out.setdefault(y, {}).setdefault(intents[p], 0)
+            out[y][intents[p]] += 1
+    return out
+
+
+def flip(labels: list[str], rate: float, kind: str, seed: int,
+         confused: dict[str, dict[str, int]]) -> tuple[list[str], set[int]]:
+    """``labels`` with a share ``rate`` of rows given another intent; the flipped rows."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    intents = sorted(set(labels))
+    rows = rng.choice(len(labels), size=round(rate * len(labels)), replace=False)
+    noisy = list(labels)
+    for i in rows:
+        y = labels[i]
+        near = confused.get(y, {}) if kind == "confusable" else {}
+        if near:
+            names = sorted(near)
+            weights = np.array([near[n] for n in names], dtype=float)
+            noisy[i] = names[rng.choice(len(names), p=weights / weights.sum())]
+        else:
+            others = [k for k in intents if k != y]
+            noisy[i] = others[rng.integers(len(others))]
+    return noisy, {int(i) for i in rows}
+
+
+def measure(texts: list[str], labels: list[str], noisy: list[str], flipped: set[int],
+            seed: int) -> dict[str, Any]:
+    """Run the doctor's examination on the noisy rows and score its label issues."""
+    from headwise.intent.doctor import examine
+
+    start = time.perf_counter()
+    exam = examine(texts, noisy, list(range(len(texts))), seed=seed)
+    seconds = time.perf_counter() - start
+    flagged = {f.row: f.suggested_label for f in exam.findings if f.issue == "label_issue"}
+    hits = [i for i in flagged if i in flipped]
+    return {"status": "ok", "rows": len(texts), "flipped": len(flipped),
+            "flagged": len(flagged), "hits": len(hits),
+            "precision": len(hits) / len(flagged) if flagged else 0.0,
+            "recall": len(hits) / len(flipped) if flipped else 0.0,
+            "suggestion_right": (sum(flagged[i] == labels[i] for i in hits) / len(hits)
+                                 if hits else 0.0),
+            "seconds": round(seconds, 1)}
+
+
+def _interval(values: list[float]) -> str:
+    """The mean and its 95 % t-interval over seeds, in percent."""
+    from scipy import stats
+
+    m = statistics.mean(values)
+    if len(values) < 2:
+        return f"{100 * m:.1f}"
+    half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    return f"{100 * m:.1f} [{100 * (m - half):.1f}, {100 * (m + half):.1f}]"
+
+
+def render(records: list[dict[str, Any]]) -> str:
+    """The ``doctor:cpu`` section from its records."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in ok:
+        groups.setdefault((r["dataset"], r["kind"], r["rate"]), []).append(r)
+    rows = []
+    for (ds, kind, rate), rs in sorted(groups.items()):
+        rows.append([ds, kind, f"{100 * rate:.0f} %", str(len(rs)), str(rs[0]["rows"]),
+                     _interval([r["precision"] for r in rs]),
+                     _interval([r["recall"] for r in rs]),
+                     _interval([r["suggestion_right"] for r in rs]),
+                     f"{statistics.median(r['seconds'] for r in rs):.0f}"])
+    lines = ["## Finding wrong labels: `headwise doctor` (CPU)", "",
+             "Labels flipped on purpose in the training split (random: another intent drawn "
+             "uniformly; confusable: the intent the out-of-fold TF-IDF model confuses the "
+             "row's own with most on the clean rows), then the rows `headwise doctor` flags "
+             "as `label_issue` (cleanlab's `find_label_issues` on 5-fold out-of-fold TF-IDF "
+             "probabilities) against the flipped rows. Mean over seeds (each seed flips other "
+             "rows and folds differently) with its 95 % t-interval; suggestion right: the "
+             "share of correctly flagged rows whose suggested label is the original intent. "
+             "Seconds: the examination's median wall time (duplicates, near duplicates and "
+             "the out-of-fold fits included).", ""]
+    lines.append(H.markdown_table(
+        ["data", "flips", "rate", "seeds", "rows", "precision %", "recall %",
+         "suggestion right %", "seconds"], rows, "llrrrrrrr")
+        if rows else "(not measured: run `python benchmarks/doctor.py`)")
+    cmds = sorted({r["command"] for r in records if r.get("command")})
+    if cmds:
+        lines += ["", *(f"`{c}`" for c in cmds)]
+    return "\n".join(lines)
+
+
+def records(path: Path = RESULTS) -> list[dict[str, Any]]:
+    """The kept records (the last of each data set, kind, rate and seed)."""
+    return list(H.done_runs(path, ROW).values())
+
+
+def section(path: Path = RESULTS) -> str:
+    """The section as written and rendered (``benchmarks/render.py``)."""
+    return H.render_records(render, records(path), ("dataset", "kind", "rate"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=HERE.parent.parent / "shared" / "data")
+    p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--rates", default="0.1,0.3")
+    p.add_argument("--kinds", default="random,confusable")
+    H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=1800)
+    args = p.parse_args(argv)
+    if not args.render:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        done = H.done_runs(args.results, ROW)
+        for ds in args.datasets.split(","):
+            texts, labels = load(ds, args.data_dir)
+            confused = confusion(texts, labels)
+            for kind in args.kinds.split(","):
+                for rate in (float(x) for x in args.rates.split(",")):
+                    for seed in (int(s) for s in args.seeds.split(",")):
+                        if (ds, kind, rate, seed) in done and not args.rerun:
+                            continue
+                        start, prov = time.time(), H.collect_provenance(args.threads)
+                        noisy, flipped = flip(labels, rate, kind, seed, confused)
+                        rec = measure(texts, labels, noisy, flipped, seed)
+                        rec = H.append_record(args.results, rec, start, provenance=prov,
+                                              dataset=ds, kind=kind, rate=rate, seed=seed,
+                                              threads=args.threads)
+                        print(f"{ds} {kind} {rate} seed {seed}: precision "
+                              f"{rec['precision']:.3f} recall {rec['recall']:.3f} "
+                              f"({rec['seconds']} s)", file=sys.stderr, flush=True)
+    H.print_or_write(args.md, SECTION, section(args.results), no_write=args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
