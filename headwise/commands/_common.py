@@ -145,13 +145,37 @@ def save_and_score(combined: Any, members: list[Any], args: argparse.Namespace, 
     print(f"wrote the {what} of {n} model{'s' if n != 1 else ''} to {args.out}",
           file=sys.stderr)
     if args.data:
-        score_side_by_side({**dict(zip(args.models, members, strict=True)), what: combined},
-                           args.data, args)
+        scores = score_side_by_side(
+            {**dict(zip(args.models, members, strict=True)), what: combined}, args.data, args)
+        warning = below_best_member(scores, what, args.data)
+        if warning:
+            print(f"headwise {what}: warning: {warning}", file=sys.stderr)
 
 
-def score_side_by_side(models: dict[str, Any], path: str, args: argparse.Namespace) -> None:
+def below_best_member(scores: dict[str, dict[str, float]], what: str, data: str
+                      ) -> str | None:
+    """Why a combination (``scores[what]``) is worse than using its best member alone on
+    ``data`` (by accuracy, then macro-F1), naming the member and both scores; None when
+    it is not below that member."""
+    def key(s: dict[str, float]) -> tuple[float, float]:
+        return s["accuracy"], s["macro_f1"]
+
+    combined = scores[what]
+    name, best = max(((n, s) for n, s in scores.items() if n != what),
+                     key=lambda item: key(item[1]))
+    if key(combined) >= key(best):
+        return None
+    return (f"the {what} scores {100 * combined['accuracy']:.2f}% accuracy (macro-F1 "
+            f"{100 * combined['macro_f1']:.2f}%) on {data}, below its best member {name} "
+            f"alone ({100 * best['accuracy']:.2f}%, macro-F1 {100 * best['macro_f1']:.2f}%); "
+            f"serve that member instead, or combine other models")
+
+
+def score_side_by_side(models: dict[str, Any], path: str, args: argparse.Namespace
+                       ) -> dict[str, dict[str, float]]:
     """Score every classifier in ``models`` (name -> classifier) on the labelled file
-    ``path`` and print accuracy and macro-F1 per model (``args.json``: as JSON)."""
+    ``path`` and print accuracy and macro-F1 per model (``args.json``: as JSON); the
+    scores, name -> ``{"accuracy", "macro_f1"}``."""
     from headwise.intent.evaluation import evaluate_classifier
 
     data = read(path, args)
@@ -161,11 +185,12 @@ def score_side_by_side(models: dict[str, Any], path: str, args: argparse.Namespa
         scores[name] = {"accuracy": r["accuracy"], "macro_f1": r["macro_f1"]}
     if args.json:
         print(json.dumps(scores, indent=2))
-        return
+        return scores
     width = max(len(n) for n in scores)
     print(f"{'model':<{width}}  accuracy  macro-F1")
     for name, s in scores.items():
         print(f"{name:<{width}}  {100 * s['accuracy']:7.2f}%  {100 * s['macro_f1']:7.2f}%")
+    return scores
 
 
 def format_threshold(th: Any) -> str:

@@ -32,6 +32,11 @@ RUNTIMES = ("auto", "torch", "onnx")
 #: defaults of ``--batch-size`` and ``--chunk-size`` (``headwise.intent.batch``)
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_CHUNK_SIZE = 1024
+#: the exit status of ``headwise predict TEXT...`` (or standard input) when a text was empty:
+#: the others are answered, each empty one reported by its position (as the file stream
+#: reports a bad row by its line, though a file's bad rows leave the status 0: a big file
+#: is expected to hold some, a text given by hand is not)
+EMPTY_TEXT_STATUS = 1
 #: bad rows printed one by one (the others are counted)
 SHOWN_BAD_ROWS = 20
 #: the options that only apply with --data, and their defaults
@@ -47,7 +52,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "predict", help="predict the intents of texts",
         description="Top-k intents with calibrated confidence for each text; below the "
         "classifier's threshold the answer is out_of_scope. Without texts, reads one text per "
-        "line from standard input. A compound (multi-label) classifier answers every intent "
+        "line from standard input. An empty text (argument or blank line) is reported on "
+        "stderr by its position, and under --json by an object {\"argument\" or \"line\": N, "
+        "\"error\": \"empty text\"} in its place; the other texts are answered, and the "
+        "exit status is 1. A compound (multi-label) classifier answers every intent "
         "that passes its threshold, and the slots with their spans and normalised values. "
         f"Each answer repeats the first {ECHO_CHARS} characters of its text (text_chars: its "
         "length) and notes a text longer than the model reads (long_text). With --data FILE "
@@ -168,16 +176,40 @@ def run(args: argparse.Namespace) -> int:
         options = ", ".join("--" + name.replace("_", "-") for name in given)
         raise ValueError(f"{options}: for --data FILE (streaming a file of texts), which is "
                          f"not given")
-    texts = list(args.texts) if args.texts else [ln.strip() for ln in sys.stdin if ln.strip()]
-    if not texts:
+    where = "argument" if args.texts else "line"
+    given = list(args.texts) if args.texts else [ln.strip() for ln in sys.stdin]
+    if not given:
         raise ValueError("no texts: pass them as arguments or on standard input")
-    from headwise.intent.inference.load import load_predictor
+    # an empty text is reported by its position (TEXT argument or standard-input line,
+    # from 1) and the others are answered; the exit status then says that one was empty
+    empty = [i for i, t in enumerate(given) if not t.strip()]
+    for i in empty:
+        place = f"TEXT argument {i + 1}" if args.texts else f"<stdin>:{i + 1}"
+        print(f"headwise predict: {place}: empty text (skipped)", file=sys.stderr)
+    texts = [t for t in given if t.strip()]
+    answers: list[Any] = []
+    notes: list[dict[str, Any] | None] = []
+    if texts:
+        from headwise.intent.inference.load import load_predictor
 
-    # the predictor ``serve`` would run (runtime auto), on the texts' one encoding
-    predictor = load_predictor(args.model)
-    answers, notes = predictor.predictions(texts, top_k=args.top_k, threshold=args.threshold,
-                                           reference_date=args.reference_date)
-    _print_answers(args, answers, texts, notes)
+        # the predictor ``serve`` would run (runtime auto), on the texts' one encoding
+        predictor = load_predictor(args.model)
+        answers, notes = predictor.predictions(texts, top_k=args.top_k,
+                                               threshold=args.threshold,
+                                               reference_date=args.reference_date)
+    found = iter(zip(answers, texts, notes, strict=True))
+    skipped = set(empty)
+    for i in range(len(given)):
+        if i in skipped:
+            if args.json:  # one object per input, so outputs zip with inputs
+                print(json.dumps({where: i + 1, "error": "empty text"}))
+            continue
+        answer, text, note = next(found)
+        _print_answers(args, [answer], [text], [note])
+    if empty:
+        print(f"headwise predict: {len(empty)} of {len(given)} texts empty, not answered",
+              file=sys.stderr)
+        return EMPTY_TEXT_STATUS
     return 0
 
 

@@ -225,6 +225,7 @@ def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
             return input_error_response(e)
         answers = served.api.answer(served.engine, body, texts, items, rows,
                                     top_k=body.top_k or config.top_k)
+        state.metrics.count_answers(answers)
         return json_response(response_model(model=served.name,
                                             runtime=served.engine.runtime.name,
                                             predictions=answers))

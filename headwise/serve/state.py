@@ -59,6 +59,7 @@ class ServiceState:
         self.config = config
         self.metrics = ServeMetrics()
         self.served = ServedModel(engine, config, on_batch=self.metrics.observe_batch)
+        self.metrics.track_model(engine.labels, engine.decision_scores)
         self.ready = False
         self.stopping = False
         self.keys = ApiKeys(config.api_key_file) if config.api_key_file else None
@@ -265,6 +266,7 @@ class ServiceState:
             raise InputError(422, "reload_failed", f"could not load {target}: {reason}; "
                              f"still serving {old.name}") from None
         seconds = time.perf_counter() - start
+        self.metrics.track_model(engine.labels, engine.decision_scores)
         self.served = new  # the swap: requests from now on take the new model
         self.config = config
         self.metrics.count_reload("model", ok=True)

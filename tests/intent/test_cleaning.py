@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
 
 from headwise.intent import IntentRecipe, train_intent_classifier
-from headwise.intent.training.cleaning import clean_labels, find_label_issues, out_of_fold_probs
+from headwise.intent.training.cleaning import (
+    LARGE_CLEANING_SHARE,
+    clean_labels,
+    describe_cleaning,
+    find_label_issues,
+    out_of_fold_probs,
+)
 
 WORDS = {
     "card_lost": ["lost", "card", "stolen", "missing", "wallet", "block"],
@@ -99,3 +106,57 @@ def test_recipe_cleans_the_training_split(tmp_path):
     info = trained.classifier.info["label_cleaning"]
     assert info["flagged"] >= 1 and info["total"] == trained.classifier.info["train_examples"] \
         + info["flagged"]
+
+
+@pytest.mark.parametrize("mode", ["drop", "relabel"])
+def test_cleaning_summary_counts_what_changed_per_intent(mode):
+    texts, labels, _, _ = _planted(flips=10)
+    new_t, new_y, issues = clean_labels(texts, labels, mode=mode)
+    summary = issues.to_dict()
+    # counted from the data itself: rows gone, or rows whose label differs
+    if mode == "drop":
+        changed = len(texts) - len(new_t)
+        gone = Counter(labels) - Counter(new_y)
+        per_intent = dict(gone)
+    else:
+        changed_rows = [i for i in range(len(texts)) if new_y[i] != labels[i]]
+        changed = len(changed_rows)
+        per_intent = dict(Counter(labels[i] for i in changed_rows))
+    assert changed >= 8
+    assert summary["mode"] == mode and summary["changed"] == changed
+    assert summary["changed_share"] == round(changed / len(texts), 4)
+    rows = Counter(labels)
+    shares = sorted(((k, n / rows[k]) for k, n in per_intent.items()), key=lambda e: -e[1])
+    assert [e["intent"] for e in summary["by_intent"]] == [k for k, _ in shares][:5]
+    for e in summary["by_intent"]:
+        assert (e["changed"], e["rows"]) == (per_intent[e["intent"]], rows[e["intent"]])
+    assert (summary["warning"] is None) == (changed / len(texts) <= LARGE_CLEANING_SHARE)
+    lines = describe_cleaning(summary)
+    done = "dropped" if mode == "drop" else "relabelled"
+    assert lines[0].startswith(f"label cleaning ({mode}): {done} {changed} of {len(texts)} "
+                               f"training rows ({changed / len(texts):.1%}")
+
+
+def test_train_reports_cleaning_and_warns_when_the_share_is_large(tmp_path, capsys):
+    import json
+
+    from headwise.cli import main
+
+    # a quarter of the labels flipped: far above the warning's share
+    texts, labels, _, flipped = _planted(n_per=40, flips=40, seed=1)
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\n" + "".join(f"{t},{k}\n" for t, k in zip(
+        texts, labels, strict=True)), encoding="utf-8")
+    out = tmp_path / "m"
+    assert main(["train", "--data", str(data), "--out", str(out), "--model", "tfidf",
+                 "--set", "levers.label_cleaning=drop"]) == 0
+    printed = capsys.readouterr().out
+    info = json.loads((out / "train_summary.json").read_text())
+    summary = info["label_cleaning"]
+    assert summary["changed"] == summary["flagged"] and summary["mode"] == "drop"
+    assert summary["total"] == info["train_examples"] + summary["changed"]
+    assert summary["changed_share"] > LARGE_CLEANING_SHARE and summary["warning"]
+    assert f"label cleaning (drop): dropped {summary['changed']} of {summary['total']} " \
+        "training rows" in printed
+    assert "most changed: " in printed
+    assert f"warning: label cleaning dropped {summary['changed_share']:.1%}" in printed

@@ -83,3 +83,34 @@ def test_predict_and_eval_commands_take_a_saved_ensemble(members, tmp_path, caps
     report = json.loads(capsys.readouterr().out.splitlines()[-1])
     pred = [INTENTS[j] for j in ens.predict_proba(TEXTS).argmax(1)]
     assert report["accuracy"] == pytest.approx(np.mean([p == "card" for p in pred]))
+
+
+def test_ensemble_command_warns_when_below_its_best_member(members, tmp_path, capsys):
+    from headwise.cli import main
+
+    dirs = [str(m.save(tmp_path / f"m{i}")) for i, m in enumerate(members)]
+    texts = TEXTS + ["my balance please", "card blocked", "money sent twice",
+                     "refund still missing", "how much is left", "transfer failed"]
+    # labelled with member 0's answers (its threshold rejects nothing here): it scores
+    # 100 %; the ensemble (threshold 0) disagrees with it somewhere
+    assert all(not a.out_of_scope for a in members[0].predict(texts))
+    first = [a.intent for a in members[0].predict(texts)]
+    ens = EnsembleClassifier(members, threshold=0.0)
+    mean = [INTENTS[j] for j in ens.predict_proba(texts).argmax(1)]
+    assert mean != first  # the premise
+    acc = np.mean([a == b for a, b in zip(mean, first, strict=True)])
+    data = tmp_path / "first.csv"
+    data.write_text("text,label\n" + "".join(f"{t},{k}\n" for t, k in zip(
+        texts, first, strict=True)), encoding="utf-8")
+    assert main(["ensemble", str(tmp_path / "ens"), *dirs, "--data", str(data),
+                 "--threshold", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the ensemble scores" in err
+    assert f"{100 * acc:.2f}% accuracy" in err
+    assert f"below its best member {dirs[0]} alone (100.00%" in err
+    # labelled with the ensemble's own answers: it is not below any member, no warning
+    data.write_text("text,label\n" + "".join(f"{t},{k}\n" for t, k in zip(
+        texts, mean, strict=True)), encoding="utf-8")
+    assert main(["ensemble", str(tmp_path / "ens2"), *dirs, "--data", str(data),
+                 "--threshold", "0", "--json"]) == 0
+    assert "warning" not in capsys.readouterr().err

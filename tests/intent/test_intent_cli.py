@@ -70,10 +70,50 @@ def test_predict_json_and_stdin(trained, capsys, monkeypatch):
     assert len(rec["top_k"]) == 2 and rec["text"] == "i lost my card"
     import io
 
-    monkeypatch.setattr("sys.stdin", io.StringIO("send money\n\nmy balance\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("send money\nmy balance\n"))
     assert main(["predict", str(out), "--json"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [json.loads(x)["text"] for x in lines] == ["send money", "my balance"]
+
+
+def test_predict_answers_every_text_and_reports_each_empty_one_by_position(
+        trained, capsys, monkeypatch):
+    import io
+
+    from headwise.intent.classifier import IntentClassifier
+
+    _, out = trained
+    want = {p.text: p.intent for p in IntentClassifier.load(out).predict(
+        ["i lost my card", "send money", "my balance"])}
+    # arguments: the empty one (and a blank one) by its TEXT position, the others answered
+    assert main(["predict", str(out), "i lost my card", "", "send money", "  ",
+                 "--json"]) == 1
+    got = capsys.readouterr()
+    recs = [json.loads(x) for x in got.out.strip().splitlines()]
+    assert len(recs) == 4  # one object per input, in order
+    assert recs[1] == {"argument": 2, "error": "empty text"}
+    assert recs[3] == {"argument": 4, "error": "empty text"}
+    assert [recs[0]["text"], recs[2]["text"]] == ["i lost my card", "send money"]
+    assert [intent_of(recs[0]), intent_of(recs[2])] == [want["i lost my card"],
+                                                        want["send money"]]
+    assert "TEXT argument 2: empty text" in got.err and "TEXT argument 4: empty text" in got.err
+    assert "2 of 4 texts empty" in got.err
+    # standard input: blank lines by line number, in place, in the plain output too
+    monkeypatch.setattr("sys.stdin", io.StringIO("send money\n\nmy balance\n"))
+    assert main(["predict", str(out), "--json"]) == 1
+    got = capsys.readouterr()
+    recs = [json.loads(x) for x in got.out.strip().splitlines()]
+    assert [r.get("text") for r in recs] == ["send money", None, "my balance"]
+    assert recs[1] == {"line": 2, "error": "empty text"}
+    assert "<stdin>:2: empty text" in got.err
+    monkeypatch.setattr("sys.stdin", io.StringIO("send money\n\nmy balance\n"))
+    assert main(["predict", str(out)]) == 1
+    got = capsys.readouterr()
+    assert got.out.count("  -> ") == 2 and "<stdin>:2: empty text" in got.err
+    # nothing but empty texts: each reported, no answer, the model not needed
+    assert main(["predict", str(out / "nowhere"), "", ""]) == 1
+    got = capsys.readouterr()
+    assert got.out == "" and "TEXT argument 1" in got.err and "TEXT argument 2" in got.err
 
 
 def test_predict_threshold_splits_at_the_reported_confidence(trained, capsys):

@@ -100,6 +100,31 @@ def test_predict_end_to_end_equals_the_classifier(cclient, clf):
     assert len(one["predictions"]) == 1 and len(one["predictions"][0]["top_k"]) == 1
 
 
+def test_metrics_count_each_answered_intent_and_out_of_scope_texts_once(cclient, clf):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def counts() -> tuple[dict, dict]:
+        found: dict[str, dict] = {"headwise_answers": {}, "headwise_out_of_scope": {}}
+        for family in text_string_to_metric_families(cclient.get("/metrics").text):
+            for s in family.samples:
+                if family.name in found and s.name == family.name + "_total":
+                    found[family.name][next(iter(s.labels.values()))] = s.value
+        return found["headwise_answers"], found["headwise_out_of_scope"]
+
+    answers0, oos0 = counts()
+    assert set(answers0) == set(clf.intents) | {"out_of_scope"}
+    assert set(oos0) == {"intent_threshold"}
+    got = cclient.post("/v1/predict", json={"texts": TEXTS}).json()["predictions"]
+    assert len(got[1]["intents"]) == 2 and got[2]["out_of_scope"]  # two intents; rejected
+    answers, oos = counts()
+    for intent in clf.intents:
+        n = sum(intent in [i["intent"] for i in g["intents"]] for g in got)
+        assert answers[intent] - answers0[intent] == n, intent
+    rejected = sum(g["out_of_scope"] for g in got)
+    assert answers["out_of_scope"] - answers0["out_of_scope"] == rejected
+    assert oos["intent_threshold"] - oos0["intent_threshold"] == rejected
+
+
 def test_openapi_shows_the_compound_schemas(cclient):
     spec = cclient.get("/openapi.json").json()
     schemas = spec["components"]["schemas"]

@@ -135,3 +135,23 @@ def test_predict_endpoint_applies_the_detector_and_keeps_its_shape(knn_clf, knn_
         assert explained["out_of_scope"] == answers[4].out_of_scope
         zero = c.post("/v1/predict", json={"texts": QUERIES, "threshold": 0.0}).json()
         assert not any(r["out_of_scope"] for r in zero["predictions"])
+
+
+def test_metrics_count_rejections_by_the_detector_or_the_request_threshold(knn_dir):
+    from fastapi.testclient import TestClient
+    from prometheus_client.parser import text_string_to_metric_families
+
+    app = create_app(ServeConfig(model_dir=str(knn_dir), runtime="torch", max_wait_ms=2.0))
+    with TestClient(app) as c:
+        wait_ready(c)
+        by_detector = c.post("/v1/predict", json={"texts": QUERIES}).json()["predictions"]
+        by_threshold = c.post("/v1/predict", json={"texts": QUERIES, "threshold": 0.99}
+                              ).json()["predictions"]
+        oos = {}
+        for family in text_string_to_metric_families(c.get("/metrics").text):
+            if family.name == "headwise_out_of_scope":
+                oos = {s.labels["score"]: s.value for s in family.samples
+                       if s.name.endswith("_total")}
+    assert oos == {"knn": float(sum(p["out_of_scope"] for p in by_detector)),
+                   "max_prob": float(sum(p["out_of_scope"] for p in by_threshold))}
+    assert oos["knn"] > 0

@@ -27,7 +27,7 @@ import torch
 from headwise.intent.compound.thresholds import Thresholds
 from headwise.intent.inference.bucketing import BucketedPredictor, EncodedText
 from headwise.intent.inference.runtime import TorchRuntime
-from headwise.intent.prediction import Prediction
+from headwise.intent.prediction import INTENT_THRESHOLD, Prediction
 from headwise.text.bio import tags_to_spans, token_offsets
 
 __all__ = ["CompoundPredictor", "JointRow"]
@@ -82,6 +82,11 @@ class CompoundPredictor(BucketedPredictor):
     def labels(self) -> list[str]:
         """Intent names, index = output of the intent head."""
         return self.classifier.intents
+
+    @property
+    def decision_scores(self) -> tuple[str, ...]:
+        """The intents' own thresholds: the only score that rejects a text."""
+        return (INTENT_THRESHOLD,)
 
     # -- windows -> model outputs --------------------------------------------------------
     def run(self, items: Sequence[EncodedText]) -> list[JointRow]:

@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from headwise.intent.prediction import Prediction, check_answer_options, check_texts
+from headwise.intent.prediction import MAX_PROB, Prediction, check_answer_options, check_texts
 
 __all__ = ["Predictor"]
 
@@ -52,6 +52,13 @@ class Predictor(ABC):
     @abstractmethod
     def labels(self) -> list[str]:
         """The intents the model answers, index = output of its head."""
+
+    @property
+    def decision_scores(self) -> tuple[str, ...]:
+        """The names of the scores that may decide out-of-scope in this predictor's answers
+        (:attr:`OutOfScopeDecision.score <headwise.intent.prediction.OutOfScopeDecision.score>`):
+        here the top probability's, which a request's ``threshold`` applies."""
+        return (MAX_PROB,)
 
     @abstractmethod
     def encode(self, texts: Sequence[str]) -> list[Any]:

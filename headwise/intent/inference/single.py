@@ -32,7 +32,12 @@ import numpy as np
 from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.inference.bucketing import BucketedPredictor, EncodedText
 from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
-from headwise.intent.prediction import OutOfScopeScores, Prediction, answers_from_probs
+from headwise.intent.prediction import (
+    MAX_PROB,
+    OutOfScopeScores,
+    Prediction,
+    answers_from_probs,
+)
 
 __all__ = ["SingleLabelPredictor"]
 
@@ -85,6 +90,13 @@ class SingleLabelPredictor(BucketedPredictor):
     def labels(self) -> list[str]:
         """Intent names, index = class id."""
         return self.classifier.labels
+
+    @property
+    def decision_scores(self) -> tuple[str, ...]:
+        """The top probability (a request's ``threshold``, or no detector) and the
+        classifier's out-of-scope detector, when it has one (:meth:`scores`)."""
+        det = self.classifier.ood
+        return (MAX_PROB,) if det is None else (MAX_PROB, det.name)
 
     # -- windows -> logits ---------------------------------------------------------------
     def forward(self, items: Sequence[EncodedText]) -> tuple[np.ndarray, np.ndarray]:

@@ -26,11 +26,18 @@ import numpy as np
 
 from headwise.text.char_level import cjk_fraction
 
-__all__ = ["CLEANING_MODES", "LabelIssues", "clean_labels", "cv_folds", "find_label_issues",
-           "out_of_fold_probs", "tfidf_features"]
+__all__ = ["CLEANING_MODES", "LARGE_CLEANING_SHARE", "LabelIssues", "clean_labels",
+           "cv_folds", "describe_cleaning", "find_label_issues", "out_of_fold_probs",
+           "tfidf_features"]
 
 #: what :func:`clean_labels` does with a flagged example
 CLEANING_MODES = ("drop", "relabel")
+#: above this share of the training rows dropped or relabelled, training warns: confident
+#: learning flags a few percent of a fairly labelled set, and much more means the labels
+#: (or the intents' definitions) disagree with the text model rather than a few slips
+LARGE_CLEANING_SHARE = 0.10
+#: intents listed in the cleaning report, those with the largest share changed first
+SHOWN_INTENTS = 5
 
 
 @dataclass
@@ -45,6 +52,11 @@ class LabelIssues:
         folds: cross-validation folds of the out-of-fold probabilities.
         seconds: wall time.
         by_label: flagged examples per given label (the noisiest intents first).
+        mode: what :func:`clean_labels` did with them (``"drop"``, ``"relabel"``), None
+            when they were only found.
+        changed: the rows dropped or relabelled (to another intent) per given label, set
+            by :func:`clean_labels`.
+        label_rows: training rows per given label.
     """
 
     indices: list[int]
@@ -53,20 +65,56 @@ class LabelIssues:
     folds: int
     seconds: float
     by_label: dict[str, int] = field(default_factory=dict)
+    mode: str | None = None
+    changed: dict[str, int] = field(default_factory=dict)
+    label_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def fraction(self) -> float:
         """The share of examples flagged."""
         return len(self.indices) / self.total if self.total else 0.0
 
+    @property
+    def changed_rows(self) -> int:
+        """Rows dropped or relabelled."""
+        return sum(self.changed.values())
+
+    @property
+    def changed_share(self) -> float:
+        """The share of the training rows dropped or relabelled."""
+        return self.changed_rows / self.total if self.total else 0.0
+
     def to_dict(self, examples: int = 20) -> dict:
-        """A JSON-ready summary (the first ``examples`` flagged positions included)."""
-        return {"flagged": len(self.indices), "total": self.total,
-                "fraction": round(self.fraction, 4), "folds": self.folds,
-                "seconds": round(self.seconds, 1),
-                "by_label": dict(list(self.by_label.items())[:20]),
-                "first": [[i, s] for i, s in zip(self.indices[:examples],
-                                                 self.suggested[:examples], strict=True)]}
+        """A JSON-ready summary (the first ``examples`` flagged positions included):
+        what was flagged, and, after :func:`clean_labels`, ``mode``, ``changed`` (rows
+        dropped or relabelled), ``changed_share``, ``by_intent`` (the
+        :data:`SHOWN_INTENTS` intents with the largest share changed: ``{"intent",
+        "changed", "rows", "share"}``) and ``warning`` (a share above
+        :data:`LARGE_CLEANING_SHARE`, else None)."""
+        out = {"flagged": len(self.indices), "total": self.total,
+               "fraction": round(self.fraction, 4), "folds": self.folds,
+               "seconds": round(self.seconds, 1),
+               "by_label": dict(list(self.by_label.items())[:20]),
+               "first": [[i, s] for i, s in zip(self.indices[:examples],
+                                                self.suggested[:examples], strict=True)]}
+        if self.mode is None:
+            return out
+        worst = sorted(((k, n, self.label_rows[k]) for k, n in self.changed.items() if n),
+                       key=lambda e: (-e[1] / e[2], -e[1], e[0]))[:SHOWN_INTENTS]
+        done = "dropped" if self.mode == "drop" else "relabelled"
+        warning = None
+        if self.changed_share > LARGE_CLEANING_SHARE:
+            warning = (f"label cleaning {done} {self.changed_share:.1%} of the training rows, "
+                       f"above {LARGE_CLEANING_SHARE:.0%}: that many flagged labels usually "
+                       f"means overlapping intents or a text model too weak for the data, "
+                       f"not a few slips; check the flagged rows (first, by_label in "
+                       f"train_summary.json) or train without levers.label_cleaning")
+        out.update(mode=self.mode, changed=self.changed_rows,
+                   changed_share=round(self.changed_share, 4),
+                   by_intent=[{"intent": k, "changed": n, "rows": rows,
+                               "share": round(n / rows, 4)} for k, n, rows in worst],
+                   warning=warning)
+        return out
 
 
 def tfidf_features(chinese: bool):
@@ -195,6 +243,10 @@ def clean_labels(texts: Sequence[str], labels: Sequence[str], *, mode: str = "dr
         raise ValueError(f"mode must be one of {CLEANING_MODES}, got {mode!r}")
     issues = find_label_issues(texts, labels, folds=folds, seed=seed)
     fix = dict(zip(issues.indices, issues.suggested, strict=True))
+    issues.mode = mode
+    issues.label_rows = dict(Counter(labels))
+    issues.changed = dict(Counter(labels[i] for i, s in fix.items()
+                                  if mode == "drop" or s != labels[i]))
     out_t, out_y = [], []
     for i, (t, y) in enumerate(zip(texts, labels, strict=True)):
         if i in fix and mode == "drop":
@@ -202,3 +254,20 @@ def clean_labels(texts: Sequence[str], labels: Sequence[str], *, mode: str = "dr
         out_t.append(t)
         out_y.append(fix.get(i, y))
     return out_t, out_y, issues
+
+
+def describe_cleaning(summary: dict) -> list[str]:
+    """The lines training prints about label cleaning, from :meth:`LabelIssues.to_dict`
+    after :func:`clean_labels`: how many rows were dropped or relabelled, their share, the
+    intents most changed, and the warning when the share is large."""
+    done = "dropped" if summary["mode"] == "drop" else "relabelled"
+    lines = [f"label cleaning ({summary['mode']}): {done} {summary['changed']} of "
+             f"{summary['total']} training rows ({summary['changed_share']:.1%}; "
+             f"{summary['flagged']} flagged)"]
+    if summary["by_intent"]:
+        lines.append("  most changed: " + ", ".join(
+            f"{e['intent']} {e['changed']}/{e['rows']} ({e['share']:.0%})"
+            for e in summary["by_intent"]))
+    if summary["warning"]:
+        lines.append(f"warning: {summary['warning']}")
+    return lines

@@ -54,7 +54,11 @@ from headwise.intent.training.builders import (
     train_config,
     with_family_defaults,
 )
-from headwise.intent.training.cleaning import clean_labels, out_of_fold_probs
+from headwise.intent.training.cleaning import (
+    clean_labels,
+    describe_cleaning,
+    out_of_fold_probs,
+)
 from headwise.intent.training.compound import TrainedCompound, compound_data, train_compound
 from headwise.intent.training.data import encode_texts, in_scope, texts_and_labels, validation_split
 from headwise.intent.training.linear_probe import fit_linear_probe
@@ -173,7 +177,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                              "recipe's task is multi_label")
         return train_compound(compound_data(train, valid, recipe), recipe, out_dir=out_dir,
                               resume=resume, keep_checkpoints=keep_checkpoints)
-    data = _prepare_data(train, valid, recipe, soft_targets)
+    data = _prepare_data(train, valid, recipe, soft_targets, report)
     if recipe.architecture_name == "tfidf":
         return _train_tfidf(recipe, data, out_dir)
     torch.manual_seed(recipe.train.seed)
@@ -254,9 +258,10 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
 
 # --- stage 1: the data ----------------------------------------------------------------------
 def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
-                  soft_targets: SoftTargets | None) -> _Data:
+                  soft_targets: SoftTargets | None,
+                  report: Callable[[str], None] | None = None) -> _Data:
     """The training and validation rows, the intents, a teacher's extra texts and the
-    cleaned labels.
+    cleaned labels (what cleaning changed told to ``report``).
 
     Raises:
         ValueError: fewer than two intents; blend or ``prior_correction="auto"`` without
@@ -285,6 +290,9 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
         texts, labels, issues = clean_labels(texts, labels, mode=recipe.levers.label_cleaning,
                                              seed=recipe.train.seed)
         cleaning = issues.to_dict()
+        if report is not None:
+            for line in describe_cleaning(cleaning):
+                report(line)
     return _Data(list(texts), list(labels), list(v_texts), list(v_labels), intents, extra,
                  cleaning)
 
@@ -420,5 +428,6 @@ def _blend(clf: IntentClassifier, recipe: IntentRecipe, data: _Data, seconds: fl
                       "blend": clf.info["blend"], "train_examples": len(data.texts),
                       "valid_examples": len(data.valid_texts),
                       "train_seconds": round(seconds + tfidf_seconds, 1),
-                      "valid": metrics, "oos_threshold": choice.to_dict()}
+                      "valid": metrics, "oos_threshold": choice.to_dict(),
+                      "label_cleaning": data.cleaning}
     return saved, choice, metrics
