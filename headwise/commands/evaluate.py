@@ -13,6 +13,7 @@ from headwise.commands._common import (
     read,
     read_compound,
 )
+from headwise.commands.predict import _check_reference_date, _iso_date
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
 from headwise.intent.evaluation import evaluate_classifier, format_report
@@ -35,6 +36,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="where report.json and confusion.png go "
                    "(default: MODEL/eval-<data file name>)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--reference-date", type=_iso_date, metavar="YYYY-MM-DD",
+                   help="compound models: the \"today\" relative dates in the slot values "
+                   "resolve against (default: the model's own, kept from its training data, "
+                   "else today's date)")
     add_data_options(p)
     p.set_defaults(func=run)
 
@@ -43,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.model) / f"eval-{Path(args.data).stem}"
     if is_compound_model(args.model):
         return _run_compound(args, out)
+    _check_reference_date(args)
     clf = load_single_label(args.model)
     data = read(args.data, args)
     out.mkdir(parents=True, exist_ok=True)
@@ -65,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_compound(args: argparse.Namespace, out: Path) -> int:
     clf = CompoundClassifier.load(args.model)
     data = read_compound(args.data, args)
-    report = evaluate_compound(clf, data.examples, out_dir=out)
+    report = evaluate_compound(clf, data.examples, out_dir=out,
+                               reference_date=args.reference_date)
     if args.json:
         print(json.dumps(report, ensure_ascii=False, default=str))
     else:
