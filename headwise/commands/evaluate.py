@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from headwise.commands._common import (
     add_data_options,
@@ -18,6 +19,7 @@ from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
 from headwise.intent.evaluation import evaluate_classifier, format_report
 from headwise.intent.kinds import load_single_label
+from headwise.text.labels import marked_oos
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -52,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     clf = load_single_label(args.model)
     data = read(args.data, args)
     out.mkdir(parents=True, exist_ok=True)
-    report = evaluate_classifier(clf, data.texts, data.labels, out_dir=out,
-                                 slices=data.slices)
+    report = evaluate_classifier(clf, data.texts, marked_oos(data.labels, model_oos_labels(clf)),
+                                 out_dir=out, slices=data.slices)
     report["data"] = str(args.data)
     report["skipped_rows"] = len(data.skipped)
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
@@ -66,6 +68,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nreport: {out / 'report.json'}" + (f", confusion matrix: {report['confusion_png']}"
                                                    if "confusion_png" in report else ""))
     return 0
+
+
+def model_oos_labels(clf: Any) -> list[str]:
+    """The out-of-scope labels a saved single-label model was trained with besides the
+    default ones (its recipe's ``decision.oos_labels``; none for a model without a recipe),
+    which its evaluation and calibration data mean too."""
+    recipe = clf.info.get("recipe") or {}
+    extra = (recipe.get("decision") or {}).get("oos_labels") or []
+    return [extra] if isinstance(extra, str) else [str(x) for x in extra]
 
 
 def _run_compound(args: argparse.Namespace, out: Path) -> int:

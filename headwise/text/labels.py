@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["OOS_LABEL", "OOS_LABELS", "is_oos_label"]
+__all__ = ["OOS_LABEL", "OOS_LABELS", "is_oos_label", "marked_oos"]
 
 #: the out-of-scope label headwise writes (the demo corpus, compound annotations)
 OOS_LABEL = "oos"
@@ -26,3 +26,10 @@ def is_oos_label(label: str | None, extra: Iterable[str] = ()) -> bool:
         return False
     key = label.strip().lower()
     return key in OOS_LABELS or key in {x.strip().lower() for x in extra}
+
+
+def marked_oos(labels: Iterable[str | None], extra: Iterable[str] = ()) -> list[str | None]:
+    """``labels`` with every out-of-scope one (:func:`is_oos_label` with ``extra``) written
+    :data:`OOS_LABEL`, the others as they are: a team's own label read as the one mark."""
+    extra = list(extra)
+    return [OOS_LABEL if is_oos_label(y, extra) else y for y in labels]

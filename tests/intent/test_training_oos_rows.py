@@ -82,3 +82,17 @@ def test_headwise_train_counts_intents_without_the_oos_labels(tmp_path, capsys):
     summary = json.loads((out / "train_summary.json").read_text(encoding="utf-8"))
     assert summary["recipe"]["decision"]["oos_labels"] == "其他"
     assert summary["train_oos"]["rows"] == 7
+    # eval and calibrate read the model's own out-of-scope label in their data too
+    test = tmp_path / "test.csv"
+    with open(test, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "label"])
+        w.writerows([(t, k) for k, ts in INTENTS.items() for t in ts[:2]]
+                    + [(t, "其他") for t in OTHER[:3]] + [("good morning", "oos")])
+    assert main(["eval", str(out), "--data", str(test), "--out", str(tmp_path / "ev"),
+                 "--json"]) == 0
+    report = json.loads((tmp_path / "ev" / "report.json").read_text(encoding="utf-8"))
+    assert report["oos_examples"] == 4 and "其他" not in report["unseen_labels"]
+    capsys.readouterr()
+    assert main(["calibrate", str(out), "--data", str(test)]) == 0
+    assert ": 6 in-scope rows, 4 out-of-scope" in capsys.readouterr().out

@@ -69,7 +69,7 @@ from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.intent.training.tfidf_selection import fit_tfidf
 from headwise.text.batching import pad_collate
-from headwise.text.labels import OOS_LABEL, is_oos_label
+from headwise.text.labels import OOS_LABEL, is_oos_label, marked_oos
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 from headwise.train.estimate import estimate_training
@@ -285,7 +285,7 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
                                                            recipe.train.seed)
     else:
         v_texts, v_labels = texts_and_labels(valid)
-        v_labels = [OOS_LABEL if is_oos_label(y, oos_labels) else y for y in v_labels]
+        v_labels = marked_oos(v_labels, oos_labels)
     # the training data's out-of-scope rows are never a class: they choose the threshold and
     # the detector beside the validation rows (honest: the model never trained on them)
     used = bool(oos_rows) and any(not is_oos_label(y) for y in v_labels)
