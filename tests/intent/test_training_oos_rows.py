@@ -44,8 +44,7 @@ def test_training_oos_rows_are_no_intent_and_choose_the_threshold(tmp_path):
     # the threshold saw the six rows as out-of-scope validation rows
     assert result.threshold.n_oos == 6 and clf.info["valid_examples"] == len(valid) + 6
     assert lines == ["6 out-of-scope rows (label oos, 其他) used for the out-of-scope "
-                     "threshold and detector, beside the validation rows (not trained on); "
-                     "3 intents"]
+                     "threshold, beside the validation rows (not trained on); 3 intents"]
     # without the team's label, 其他 is an ordinary intent
     plain = train_intent_classifier(train, valid, _recipe(), out_dir=tmp_path / "p")
     assert "其他" in plain.classifier.labels and plain.threshold.n_oos == 2
@@ -78,7 +77,7 @@ def test_headwise_train_counts_intents_without_the_oos_labels(tmp_path, capsys):
                  "--out", str(out), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert f"training data: {len(IN_SCOPE) + 7} rows, 3 intents" in text
-    assert "7 out-of-scope rows (label oos, 其他) used for the out-of-scope threshold" in text
+    assert "7 out-of-scope rows (label oos, 其他) used for the out-of-scope threshold, " in text
     summary = json.loads((out / "train_summary.json").read_text(encoding="utf-8"))
     assert summary["recipe"]["decision"]["oos_labels"] == "其他"
     assert summary["train_oos"]["rows"] == 7
@@ -96,3 +95,20 @@ def test_headwise_train_counts_intents_without_the_oos_labels(tmp_path, capsys):
     capsys.readouterr()
     assert main(["calibrate", str(out), "--data", str(test)]) == 0
     assert ": 6 in-scope rows, 4 out-of-scope" in capsys.readouterr().out
+
+
+def test_a_networks_detector_is_chosen_on_them_too(tmp_path):
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"d_model": 32, "num_layers": 1, "num_heads": 4, "d_ff": 64,
+                         "vocab_size": 200},
+        "train": {"epochs": 2, "batch_size": 8, "lr": 3e-3, "progress": False},
+        "decision": {"ood_detector": "energy"}})
+    valid = [(t, k) for k, ts in INTENTS.items() for t in ts[:3]]
+    lines: list[str] = []
+    run = train_intent_classifier(IN_SCOPE + [(t, "oos") for t in OTHER], valid, recipe,
+                                  out_dir=tmp_path / "n", report=lines.append)
+    info = run.classifier.info
+    assert info["ood"]["detector"] == "energy" and info["ood"]["valid"]["n_oos"] == 6
+    assert info["ood"]["fit_rows"] == len(IN_SCOPE)  # fitted on in-scope rows only
+    assert "6 out-of-scope rows (label oos) used for the out-of-scope threshold and " \
+           "detector, beside the validation rows (not trained on); 3 intents" in lines

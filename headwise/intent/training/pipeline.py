@@ -181,7 +181,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                               resume=resume, keep_checkpoints=keep_checkpoints)
     data = _prepare_data(train, valid, recipe, soft_targets)
     if report is not None and data.oos["rows"]:
-        report(_describe_oos_rows(data.oos, len(data.intents)))
+        report(_describe_oos_rows(data.oos, len(data.intents),
+                                  recipe.architecture_name != "tfidf"))
     if recipe.architecture_name == "tfidf":
         return _train_tfidf(recipe, data, out_dir)
     torch.manual_seed(recipe.train.seed)
@@ -309,12 +310,14 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
                  cleaning, oos)
 
 
-def _describe_oos_rows(oos: dict[str, Any], intents: int) -> str:
+def _describe_oos_rows(oos: dict[str, Any], intents: int, detector: bool) -> str:
     """One line on the training data's out-of-scope rows and the intents left
-    (``75 out-of-scope rows (label oos) used for ...; 28 intents``)."""
+    (``75 out-of-scope rows (label oos) used for ...; 28 intents``); ``detector``: a
+    network's, which also chooses the out-of-scope detector."""
     labels = ", ".join(oos["labels"])
     rows = f"{oos['rows']} out-of-scope row{'s' if oos['rows'] != 1 else ''} (label {labels})"
-    use = ("used for the out-of-scope threshold and detector, beside the validation rows "
+    use = (f"used for the out-of-scope threshold{' and detector' if detector else ''}, "
+           "beside the validation rows "
            "(not trained on)" if oos["used"] else
            "left out: no in-scope validation rows to choose a threshold against")
     return f"{rows} {use}; {intents} intents"
