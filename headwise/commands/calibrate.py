@@ -65,12 +65,15 @@ def _confidence(text: str) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from headwise.commands.evaluate import model_oos_labels
     from headwise.intent.kinds import load_single_label
     from headwise.intent.posthoc.recalibration import recalibrate, save_calibration
+    from headwise.text.labels import marked_oos
 
     clf = load_single_label(args.model, "calibrate")
     data = read(args.data, args)
-    r = recalibrate(clf, data.texts, data.labels, max_reject=args.max_reject,
+    labels = marked_oos(data.labels, model_oos_labels(clf))
+    r = recalibrate(clf, data.texts, labels, max_reject=args.max_reject,
                     reject_budget=args.reject_budget,
                     reject_confidence=args.reject_confidence)
     clf.info["calibration"] = {"data": str(args.data), **r.to_dict()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from headwise.commands._common import (
     add_data_options,
@@ -13,10 +14,12 @@ from headwise.commands._common import (
     read,
     read_compound,
 )
+from headwise.commands.predict import _check_reference_date, _iso_date
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
 from headwise.intent.evaluation import evaluate_classifier, format_report
 from headwise.intent.kinds import load_single_label
+from headwise.text.labels import marked_oos
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +38,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="where report.json and confusion.png go "
                    "(default: MODEL/eval-<data file name>)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--reference-date", type=_iso_date, metavar="YYYY-MM-DD",
+                   help="compound models: the \"today\" relative dates in the slot values "
+                   "resolve against (default: the model's own, kept from its training data, "
+                   "else today's date)")
     add_data_options(p)
     p.set_defaults(func=run)
 
@@ -43,11 +50,12 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.model) / f"eval-{Path(args.data).stem}"
     if is_compound_model(args.model):
         return _run_compound(args, out)
+    _check_reference_date(args)
     clf = load_single_label(args.model)
     data = read(args.data, args)
     out.mkdir(parents=True, exist_ok=True)
-    report = evaluate_classifier(clf, data.texts, data.labels, out_dir=out,
-                                 slices=data.slices)
+    report = evaluate_classifier(clf, data.texts, marked_oos(data.labels, model_oos_labels(clf)),
+                                 out_dir=out, slices=data.slices)
     report["data"] = str(args.data)
     report["skipped_rows"] = len(data.skipped)
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
@@ -62,10 +70,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def model_oos_labels(clf: Any) -> list[str]:
+    """The out-of-scope labels a saved single-label model was trained with besides the
+    default ones (its recipe's ``decision.oos_labels``; none for a model without a recipe),
+    which its evaluation and calibration data mean too."""
+    recipe = clf.info.get("recipe") or {}
+    extra = (recipe.get("decision") or {}).get("oos_labels") or []
+    return [extra] if isinstance(extra, str) else [str(x) for x in extra]
+
+
 def _run_compound(args: argparse.Namespace, out: Path) -> int:
     clf = CompoundClassifier.load(args.model)
     data = read_compound(args.data, args)
-    report = evaluate_compound(clf, data.examples, out_dir=out)
+    report = evaluate_compound(clf, data.examples, out_dir=out,
+                               reference_date=args.reference_date)
     if args.json:
         print(json.dumps(report, ensure_ascii=False, default=str))
     else:

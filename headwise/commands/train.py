@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 #: ``--FIELD`` (underscores as dashes), its help and type from the part. Every other field
 #: is reached with ``--set PART.FIELD=VALUE`` or ``--config``.
 EXPOSED = ("train.epochs", "train.lr", "train.seed", "levers.linear_probe", "levers.blend",
-           "task.per_intent_thresholds", "task.slots")
+           "decision.oos_labels", "task.per_intent_thresholds", "task.slots")
 
 
 def option_of(path: str) -> str:
@@ -245,7 +245,7 @@ def _train(args: argparse.Namespace, out: Path) -> int:
     train = read(args.data, args)
     valid = read(args.valid, args) if args.valid else None
     print(f"training data: {plural(len(train), 'row')}, "
-          f"{plural(len(train.label_set()), 'intent')} ({args.data})")
+          f"{plural(len(_intents(train.label_set(), data)), 'intent')} ({args.data})")
     if recipe is None:
         model, reason = default_model([ex.text for ex in train])
         set_path(data, "architecture.type", model.partition(":")[0])
@@ -277,6 +277,17 @@ def _train(args: argparse.Namespace, out: Path) -> int:
         print(f"prior correction tau {info['prior_correction']['tau']:g}")
     report_trained(result, out)
     return 0
+
+
+def _intents(labels: list[str], data: dict[str, Any]) -> list[str]:
+    """The labels that are intents: not out-of-scope (``oos`` ..., or the recipe
+    ``data``'s ``decision.oos_labels``)."""
+    from headwise.text.labels import is_oos_label
+
+    decision = data.get("decision") if isinstance(data.get("decision"), dict) else {}
+    extra = decision.get("oos_labels") or []
+    extra = [extra] if isinstance(extra, str) else [str(x) for x in extra]
+    return [y for y in labels if not is_oos_label(y, extra)]
 
 
 def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path) -> int:

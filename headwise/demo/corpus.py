@@ -80,6 +80,7 @@ from headwise.demo.joins import (
 from headwise.demo.phenomena import apply_surface, slice_names
 from headwise.demo.render import Utterance, annotate, render, template_tags
 from headwise.demo.templates import DEMO_INTENTS
+from headwise.demo.values import REFERENCE_DATE
 from headwise.text.labels import OOS_LABEL
 from headwise.text.slices import PHENOMENA, PLAIN
 
@@ -451,7 +452,8 @@ def _to_json(ex: DemoExample) -> dict[str, Any]:
             "spans": [[s.start, s.end, s.category, s.value] for s in ex.spans],
             "slots": [{"name": s.name, "start": s.start, "end": s.end, "text": s.text,
                        "value": s.value} for s in ex.slots],
-            "template": ex.template, "slices": list(ex.slices)} | (
+            "template": ex.template, "slices": list(ex.slices),
+            "reference_date": REFERENCE_DATE.isoformat()} | (
                 {"clauses": list(ex.clauses)} if ex.clauses else {})
 
 
@@ -472,7 +474,9 @@ def write_demo_corpus(directory: str | Path, *, seed: int = 0, per_intent: int =
     ``;``), which ``headwise train``/``eval`` read (``eval`` reports accuracy per slice). The
     JSON lines hold every annotation: ``{"text", "label", "intents", "spans": [[start, end,
     category, value], ...], "slots": [{"name", "start", "end", "text", "value"}, ...],
-    "template", "slices": [...]}``, and ``"clauses": [...]`` for a compound message.
+    "template", "slices": [...], "reference_date"}``, and ``"clauses": [...]`` for a compound
+    message; ``reference_date`` is :data:`~headwise.demo.values.REFERENCE_DATE`, the "today"
+    of the rows' relative dates, which a compound model trained on the file keeps.
 
     Args:
         directory: where to write (created if needed).

@@ -18,6 +18,10 @@ Layouts (each row a JSON object; the file one JSON array of them, or JSON lines)
   "slots": [{"name", "start", "end", "text", "value"}]}``; its out-of-scope rows have
   ``"label": "oos"`` and ``"intents": []``.
 - a plain ``"label"`` string without ``intents`` is read as one intent (``"oos"`` as none).
+- any layout: a row may carry ``"reference_date": "YYYY-MM-DD"``, the "today" its relative
+  dates (下个月5号, next Friday) were resolved against; the rows that carry one must agree,
+  and the date is the dataset's :attr:`AnnotatedDataset.reference_date` (the demo corpus's
+  files carry it; a model trained on them keeps it).
 
 Rules, each broken one a :class:`~headwise.text.readers.DataError` ``PATH:LINE: problem``
 (``LINE`` is the line where the row's object starts, in a JSON array too):
@@ -41,6 +45,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import date
 from numbers import Integral
 from pathlib import Path
 from typing import Any
@@ -98,11 +103,14 @@ class AnnotatedDataset:
         examples: the rows, in file order.
         path: the file (or directory) they came from.
         skipped: ``(line, problem)`` of each row left out by ``skip_bad_rows``.
+        reference_date: the "today" the rows' relative dates were resolved against, when
+            the rows declare one (``"reference_date"``); None otherwise.
     """
 
     examples: list[AnnotatedExample]
     path: Path
     skipped: list[tuple[int, str]] = field(default_factory=list)
+    reference_date: date | None = None
 
     @property
     def texts(self) -> list[str]:
@@ -149,9 +157,9 @@ def read_annotated(path: str | Path, *, skip_bad_rows: bool = False,
         ValueError: an unknown ``encoding``.
     """
     path = Path(path)
-    examples, skipped = _read(path, skip_bad_rows,
-                              None if encoding is None else check_encoding(encoding))
-    return AnnotatedDataset(examples, path, skipped)
+    examples, skipped, reference = _read(path, skip_bad_rows,
+                                         None if encoding is None else check_encoding(encoding))
+    return AnnotatedDataset(examples, path, skipped, reference)
 
 
 def read_nlupp(directory: str | Path, folds: Iterable[int], *,
@@ -196,7 +204,7 @@ def read_nlupp(directory: str | Path, folds: Iterable[int], *,
                                                 f"{directory}: {have})")
     for fold in folds:
         path = directory / f"fold{fold}.json"
-        rows, bad = _read(path, skip_bad_rows)
+        rows, bad, _ = _read(path, skip_bad_rows)
         examples += rows
         skipped += [(line, f"{path.name}: {problem}") for line, problem in bad]
     return AnnotatedDataset(examples, directory, skipped)
@@ -250,7 +258,7 @@ class _BadRow(Exception):
 
 
 def _read(path: Path, skip_bad_rows: bool, encoding: str | None = None
-          ) -> tuple[list[AnnotatedExample], list[tuple[int, str]]]:
+          ) -> tuple[list[AnnotatedExample], list[tuple[int, str]], date | None]:
     if not path.is_file():
         raise DataError(path, None, "no such file")
     data = path.read_bytes()
@@ -261,11 +269,19 @@ def _read(path: Path, skip_bad_rows: bool, encoding: str | None = None
                                     "objects with text, intents and slots")
     examples: list[AnnotatedExample] = []
     skipped: list[tuple[int, str]] = []
+    reference: date | None = None
     for line, obj, problem in json_objects(data, path, encoding):
         try:
             if problem is not None:
                 raise _BadRow(problem)
-            examples.append(_example(obj, line))
+            example = _example(obj, line)
+            day = _reference_date(obj)
+            if day is not None and reference is not None and day != reference:
+                raise DataError(path, line, f"reference_date {day.isoformat()} differs from "
+                                            f"{reference.isoformat()} of the rows before; a "
+                                            f"file has one reference date")
+            reference = day or reference
+            examples.append(example)
         except _BadRow as e:
             if not skip_bad_rows:
                 raise DataError(path, line, str(e)) from None
@@ -273,7 +289,20 @@ def _read(path: Path, skip_bad_rows: bool, encoding: str | None = None
     if not examples:
         raise DataError(path, None, "no rows" if not skipped else
                         f"no usable rows (all {len(skipped)} were bad)")
-    return examples, skipped
+    return examples, skipped, reference
+
+
+def _reference_date(obj: dict[str, Any]) -> date | None:
+    """A row's ``reference_date`` (None when it has none)."""
+    raw = obj.get("reference_date")
+    if raw is None:
+        return None
+    if isinstance(raw, str) and len(raw) == 10:
+        try:
+            return date.fromisoformat(raw)
+        except ValueError:
+            pass
+    raise _BadRow(f"reference_date must be a date YYYY-MM-DD, got {raw!r}")
 
 
 def _example(obj: Any, line: int) -> AnnotatedExample:

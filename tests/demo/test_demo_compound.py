@@ -5,6 +5,7 @@ back by a negation, slot spans and values, determinism, and the default left as 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -75,11 +76,18 @@ def corpus(request):
 
 
 def files_digest(directory: Path, **kwargs) -> str:
+    """The files' digest as that code wrote them: every JSON line's ``reference_date`` (the
+    corpus's "today", written since) is taken out, the rest is kept byte for byte."""
     paths = write_demo_corpus(directory, **kwargs)
     h = hashlib.sha256()
     for name in sorted(paths):
         h.update(name.encode())
-        h.update(paths[name].read_bytes())
+        data = paths[name].read_bytes()
+        if name.endswith(".jsonl"):
+            rows = [json.loads(line) for line in data.decode("utf-8").splitlines()]
+            assert all(r.pop("reference_date") == "2026-01-15" for r in rows)
+            data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
+        h.update(data)
     return h.hexdigest()
 
 

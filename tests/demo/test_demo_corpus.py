@@ -367,7 +367,8 @@ def test_written_files_parse_back(tmp_path):
              "spans": [[s.start, s.end, s.category, s.value] for s in ex.spans],
              "slots": [{"name": s.name, "start": s.start, "end": s.end, "text": s.text,
                         "value": s.value} for s in ex.slots],
-             "template": ex.template, "slices": list(ex.slices)}
+             "template": ex.template, "slices": list(ex.slices),
+             "reference_date": "2026-01-15"}
             for ex in examples]
         assert read_demo_jsonl(paths[f"{split}.jsonl"]) == examples
     old = tmp_path / "old.jsonl"  # written before templates and slices were recorded

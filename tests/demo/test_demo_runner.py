@@ -179,11 +179,23 @@ def test_compound_demo_trains_scores_and_shows_slots(tmp_path):
     assert report["values"] and all(v["normaliser"] == 1.0 for v in report["values"].values())
     clf = CompoundClassifier.load(tmp_path / "compound")
     assert clf.model.config.number_heads == DEMO_NUMBER_HEADS
-    # evaluated against the corpus's own today; saved to resolve against each request's
-    assert clf.reference_date is None and clf.model.multi_label
+    # evaluated against the corpus's own today, which the saved model keeps
+    assert clf.reference_date == REFERENCE_DATE and clf.model.multi_label
     assert f"corpus's own today, {REFERENCE_DATE.isoformat()}" in "\n".join(lines)
     assert summary["examples"] and all("slots" in a for a in summary["examples"])
     assert (tmp_path / "compound" / "summary.json").is_file()
+    # `headwise eval` on the saved model and the corpus's written test file reproduces the
+    # demo's numbers, date values included (the file declares the reference date too)
+    from headwise.cli import main
+    from headwise.demo import write_demo_corpus
+
+    files = write_demo_corpus(tmp_path / "data", per_intent=6)
+    assert main(["eval", str(tmp_path / "compound"), "--data", str(files["test.jsonl"]),
+                 "--out", str(tmp_path / "ev"), "--json"]) == 0
+    again = json.loads((tmp_path / "ev" / "report.json").read_text(encoding="utf-8"))
+    assert "date" in report["values"]
+    assert again["values"] == report["values"] and again["intents"] == report["intents"]
+    assert again["slots"] == report["slots"]
 
 
 def test_pretrained_row_only_when_the_encoder_is_installed(monkeypatch):

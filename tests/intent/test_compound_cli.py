@@ -101,3 +101,38 @@ def test_predict_reference_date_reaches_the_slot_values(trained, tmp_path, capsy
     with pytest.raises(SystemExit):
         main(["predict", str(out), "x", "--reference-date", "2026-13-01"])
     assert "not a date YYYY-MM-DD" in capsys.readouterr().err
+
+
+def test_train_keeps_the_datas_reference_date_and_eval_takes_one(tmp_path, compound_corpus,
+                                                                 capsys, monkeypatch):
+    from datetime import date
+
+    from headwise.intent.compound.classifier import CompoundClassifier
+
+    data = tmp_path / "train.jsonl"
+    with open(data, "w", encoding="utf-8") as f:
+        for e in compound_corpus:
+            f.write(json.dumps({"text": e.text, "intents": list(e.intents),
+                                "reference_date": "2026-01-15"}) + "\n")
+    (tmp_path / "recipe.json").write_text(json.dumps(
+        {**TINY, "train": {**TINY["train"], "epochs": 1}}))
+    out = tmp_path / "model"
+    assert main(["train", "--data", str(data), "--valid", str(data), "--config",
+                 str(tmp_path / "recipe.json"), "--out", str(out), "--quiet"]) == 0
+    meta = json.loads((out / "compound.json").read_text())
+    assert meta["reference_date"] == "2026-01-15"
+    assert CompoundClassifier.load(out).reference_date == date(2026, 1, 15)
+    seen = []
+    real = CompoundClassifier.resolve_slots.__func__
+    monkeypatch.setattr(CompoundClassifier, "resolve_slots", classmethod(
+        lambda cls, spans, reference: seen.append(reference) or real(cls, spans, reference)))
+    assert main(["eval", str(out), "--data", str(data), "--out", str(tmp_path / "a")]) == 0
+    assert set(seen) == {date(2026, 1, 15)}
+    seen.clear()
+    assert main(["eval", str(out), "--data", str(data), "--out", str(tmp_path / "b"),
+                 "--reference-date", "2027-03-04"]) == 0
+    assert set(seen) == {date(2027, 3, 4)}
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["eval", str(out), "--data", str(data), "--reference-date", "2026-13-01"])
+    assert "not a date YYYY-MM-DD" in capsys.readouterr().err

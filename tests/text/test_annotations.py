@@ -237,3 +237,28 @@ def test_looks_multi_label(tmp_path):
     assert not looks_multi_label(write(tmp_path, "broken.json", "[{"))
     with pytest.raises(DataError, match="no such file"):
         looks_multi_label(tmp_path / "missing.json")
+
+
+def test_reference_date_is_the_files_and_must_agree(tmp_path):
+    from datetime import date
+
+    path = tmp_path / "d.jsonl"
+    rows = [{"text": "明天还款", "intents": ["repay"], "reference_date": "2026-01-15"},
+            {"text": "hello", "intents": ["greet"]},
+            {"text": "下个月5号", "intents": ["repay"], "reference_date": "2026-01-15"}]
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n",
+                    encoding="utf-8")
+    assert read_annotated(path).reference_date == date(2026, 1, 15)
+    path.write_text(json.dumps(rows[1]) + "\n", encoding="utf-8")
+    assert read_annotated(path).reference_date is None
+    rows[2]["reference_date"] = "2026-02-01"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"d.jsonl:3: reference_date 2026-02-01 differs from "
+                                        r"2026-01-15"):
+        read_annotated(path)
+    for bad in ("2026-1-5", "2026-13-01", 20260115):
+        rows[2]["reference_date"] = bad
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+        with pytest.raises(DataError, match="d.jsonl:3: reference_date must be a date "
+                                            "YYYY-MM-DD"):
+            read_annotated(path)

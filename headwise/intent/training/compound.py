@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ from headwise.intent.training.builders import (
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe, MultiLabel
 from headwise.models.joint import JointIntentSlotModel
-from headwise.text.annotations import AnnotatedExample
+from headwise.text.annotations import AnnotatedDataset, AnnotatedExample
 from headwise.text.batching import pad_collate
 from headwise.text.bio import bio_tag_names, encode_with_tags
 from headwise.text.tokenizer import Tokenizer
@@ -101,17 +102,23 @@ class CompoundData:
     slot_names: list[str]
     #: the BIO tag names of the slots (None: no slot tagger)
     tags: list[str] | None
+    #: the "today" of the training data's relative dates, when it declares one (the
+    #: classifier keeps it)
+    reference_date: date | None = None
 
 
-def compound_data(train: Sequence[AnnotatedExample], valid: Sequence[AnnotatedExample] | None,
-                  recipe: IntentRecipe) -> CompoundData:
+def compound_data(train: Sequence[AnnotatedExample] | AnnotatedDataset,
+                  valid: Sequence[AnnotatedExample] | None, recipe: IntentRecipe) -> CompoundData:
     """Stage 1: the training and validation examples (a seeded ``valid_fraction`` of
     ``train`` when ``valid`` is None), the intents, the slot names and their tags
     (``task.slots`` off: none). Examples without intents are negatives for every intent.
+    The training data's reference date (an
+    :class:`~headwise.text.annotations.AnnotatedDataset`'s ``reference_date``) is kept.
 
     Raises:
         ValueError: fewer than two intents in the training data.
     """
+    reference = train.reference_date if isinstance(train, AnnotatedDataset) else None
     train = list(train)
     intents = sorted({i for e in train for i in e.intents})
     if len(intents) < 2:
@@ -122,7 +129,7 @@ def compound_data(train: Sequence[AnnotatedExample], valid: Sequence[AnnotatedEx
     assert isinstance(task, MultiLabel)
     slot_names = sorted({s.name for e in train for s in e.slots}) if task.slots else []
     return CompoundData(train, list(valid), intents, slot_names,
-                        bio_tag_names(slot_names) if slot_names else None)
+                        bio_tag_names(slot_names) if slot_names else None, reference)
 
 
 def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
@@ -158,7 +165,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     seconds = time.perf_counter() - start
     if result.best_checkpoint is not None:
         load_model_weights(result.best_checkpoint, objective)
-    clf = CompoundClassifier(model.cpu().eval(), tokenizer, data.intents, max_length=max_length)
+    clf = CompoundClassifier(model.cpu().eval(), tokenizer, data.intents, max_length=max_length,
+                             reference_date=data.reference_date)
     task = recipe.task
     assert isinstance(task, MultiLabel)
     thresholds, metrics = tune_compound(clf, data.valid, task.per_intent_thresholds)

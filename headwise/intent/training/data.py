@@ -34,11 +34,12 @@ def encode_texts(tokenizer: Tokenizer, texts: Sequence[str], max_length: int,
     return ids
 
 
-def in_scope(texts: list[str], labels: list[str | None], what: str
-             ) -> tuple[list[str], list[str]]:
-    """The rows whose label is not out-of-scope (``oos``, ...); ValueError on unlabelled
-    rows of the ``what`` data."""
-    keep = [(t, y) for t, y in zip(texts, labels, strict=True) if not is_oos_label(y)]
+def in_scope(texts: list[str], labels: list[str | None], what: str,
+             oos_labels: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """The rows whose label is not out-of-scope (``oos``, ... or one of ``oos_labels``);
+    ValueError on unlabelled rows of the ``what`` data."""
+    keep = [(t, y) for t, y in zip(texts, labels, strict=True)
+            if not is_oos_label(y, oos_labels)]
     if any(y is None for _, y in keep):
         raise ValueError(f"the {what} data has unlabelled rows")
     return [t for t, _ in keep], [str(y) for _, y in keep]

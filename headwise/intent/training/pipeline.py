@@ -73,6 +73,7 @@ from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.intent.training.tfidf_selection import fit_tfidf
 from headwise.text.batching import pad_collate
+from headwise.text.labels import OOS_LABEL, is_oos_label, marked_oos
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 from headwise.train.estimate import estimate_training
@@ -118,6 +119,9 @@ class _Data:
     extra: list[str]
     #: what label cleaning found (None when off)
     cleaning: dict[str, Any] | None
+    #: the training data's out-of-scope rows: ``{"rows", "labels", "used"}`` (``used``:
+    #: they joined the validation rows, which happens when those have in-scope rows)
+    oos: dict[str, Any]
 
 
 def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe | None = None,
@@ -131,7 +135,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
 
     Args:
         train: labelled training data (a reader ``Dataset`` or (text, label) pairs).
-            Out-of-scope rows (label ``oos``, ...) are not a class: they are left out.
+            Out-of-scope rows (label ``oos``, ..., or ``recipe.decision.oos_labels``) are
+            not a class: they join the validation rows for the out-of-scope threshold and
+            detector (when those have in-scope rows), as the validation data's own do.
             Multi-label: annotated examples (an ``AnnotatedDataset`` or a list).
         valid: validation data for early stopping, calibration and the out-of-scope
             threshold (its out-of-scope rows are used there), or the compound thresholds;
@@ -178,6 +184,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         return train_compound(compound_data(train, valid, recipe), recipe, out_dir=out_dir,
                               resume=resume, keep_checkpoints=keep_checkpoints)
     data = _prepare_data(train, valid, recipe, soft_targets, report)
+    if report is not None and data.oos["rows"]:
+        report(_describe_oos_rows(data.oos, len(data.intents),
+                                  recipe.architecture_name != "tfidf"))
     if recipe.architecture_name == "tfidf":
         return _train_tfidf(recipe, data, out_dir)
     torch.manual_seed(recipe.train.seed)
@@ -236,7 +245,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "label_cleaning": data.cleaning, "distill": distill, "prior_correction": prior,
                 "pretrained": pretrained_info,
                 "estimate": None if estimate is None else dataclasses.asdict(estimate),
-                "oos_threshold": choice.to_dict()}
+                "oos_threshold": choice.to_dict(), "train_oos": data.oos}
     saved: IntentClassifier | EnsembleClassifier = clf
     if levers.blend == "tfidf":
         saved, choice, metrics = _blend(clf, recipe, data, seconds, report, choice, metrics)
@@ -267,7 +276,11 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
         ValueError: fewer than two intents; blend or ``prior_correction="auto"`` without
             validation rows.
     """
-    texts, labels = in_scope(*texts_and_labels(train), "training")
+    oos_labels = recipe.decision.oos_label_names
+    all_texts, all_labels = texts_and_labels(train)
+    oos_rows = [(t, str(y).strip()) for t, y in zip(all_texts, all_labels, strict=True)
+                if is_oos_label(y, oos_labels)]
+    texts, labels = in_scope(all_texts, all_labels, "training", oos_labels)
     intents = sorted(set(labels)) if soft_targets is None else \
         _student_intents(recipe, soft_targets, labels)
     extra = [] if soft_targets is None else [t for t, _ in soft_targets.extra]
@@ -278,6 +291,14 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
                                                            recipe.train.seed)
     else:
         v_texts, v_labels = texts_and_labels(valid)
+        v_labels = marked_oos(v_labels, oos_labels)
+    # the training data's out-of-scope rows are never a class: they choose the threshold and
+    # the detector beside the validation rows (honest: the model never trained on them)
+    used = bool(oos_rows) and any(not is_oos_label(y) for y in v_labels)
+    if used:
+        v_texts = list(v_texts) + [t for t, _ in oos_rows]
+        v_labels = list(v_labels) + [OOS_LABEL] * len(oos_rows)
+    oos = {"rows": len(oos_rows), "labels": sorted({y for _, y in oos_rows}), "used": used}
     if recipe.levers.blend != "none" and not v_texts:
         raise ValueError("levers.blend='tfidf' chooses the TF-IDF share on validation data; "
                          "give validation data or a valid_fraction above 0")
@@ -294,7 +315,20 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
             for line in describe_cleaning(cleaning):
                 report(line)
     return _Data(list(texts), list(labels), list(v_texts), list(v_labels), intents, extra,
-                 cleaning)
+                 cleaning, oos)
+
+
+def _describe_oos_rows(oos: dict[str, Any], intents: int, detector: bool) -> str:
+    """One line on the training data's out-of-scope rows and the intents left
+    (``75 out-of-scope rows (label oos) used for ...; 28 intents``); ``detector``: a
+    network's, which also chooses the out-of-scope detector."""
+    labels = ", ".join(oos["labels"])
+    rows = f"{oos['rows']} out-of-scope row{'s' if oos['rows'] != 1 else ''} (label {labels})"
+    use = (f"used for the out-of-scope threshold{' and detector' if detector else ''}, "
+           "beside the validation rows "
+           "(not trained on)" if oos["used"] else
+           "left out: no in-scope validation rows to choose a threshold against")
+    return f"{rows} {use}; {intents} intents"
 
 
 def _student_intents(recipe: IntentRecipe, soft: SoftTargets, labels: list[str]) -> list[str]:
@@ -332,7 +366,8 @@ def _train_tfidf(recipe: IntentRecipe, data: _Data, out_dir: Path) -> TrainedInt
                                               decision.reject_confidence)
     clf.info.update(recipe=recipe.to_dict(), train_examples=len(data.texts),
                     valid_examples=len(data.valid_texts), train_seconds=round(seconds, 1),
-                    valid=metrics, label_cleaning=data.cleaning, oos_threshold=choice.to_dict())
+                    valid=metrics, label_cleaning=data.cleaning, oos_threshold=choice.to_dict(),
+                    train_oos=data.oos)
     clf.save(out_dir)
     return TrainedIntent(clf, out_dir, choice, metrics, [], seconds)
 
@@ -429,5 +464,5 @@ def _blend(clf: IntentClassifier, recipe: IntentRecipe, data: _Data, seconds: fl
                       "valid_examples": len(data.valid_texts),
                       "train_seconds": round(seconds + tfidf_seconds, 1),
                       "valid": metrics, "oos_threshold": choice.to_dict(),
-                      "label_cleaning": data.cleaning}
+                      "label_cleaning": data.cleaning, "train_oos": data.oos}
     return saved, choice, metrics

@@ -431,6 +431,10 @@ class Decision:
             out-of-scope recall on the validation rows), ``"max_prob"``, ``"energy"``,
             ``"mahalanobis"``, ``"mahalanobis:ledoit_wolf"``, ``"knn"`` or ``"knn:K"``
             (networks; BENCHMARKS ``demo:ood`` and ``oos:cpu``).
+        oos_labels: the data's own out-of-scope label (``"其他"``) or labels (a list),
+            besides :data:`~headwise.text.labels.OOS_LABELS` (``oos``, ``out_of_scope``,
+            ``none``, ``other`` ...). Rows so labelled are no intent: their texts choose the
+            out-of-scope threshold and detector, beside the validation rows.
     """
 
     prior_correction: str | float = "none"
@@ -438,9 +442,12 @@ class Decision:
     reject_budget: float | None = 0.05
     reject_confidence: float | None = REJECT_CONFIDENCE
     ood_detector: str = "auto"
+    oos_labels: str | list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         _check_types(self, "decision")
+        if any(not x.strip() for x in self.oos_label_names):
+            raise ValueError(f"decision.oos_labels names an empty label: {self.oos_labels!r}")
         pc = self.prior_correction
         if pc not in ("none", "auto") and not (not isinstance(pc, str) and pc >= 0):
             raise ValueError(f"decision.prior_correction must be none, auto or a number >= 0, "
@@ -451,6 +458,11 @@ class Decision:
                              f"[0, 1), got {self.max_reject}, {self.reject_budget}")
         check_reject_confidence(self.reject_confidence)
         check_ood_setting(self.ood_detector)
+
+    @property
+    def oos_label_names(self) -> list[str]:
+        """:attr:`oos_labels` as a list (one string is one label)."""
+        return [self.oos_labels] if isinstance(self.oos_labels, str) else list(self.oos_labels)
 
 
 @dataclass
