@@ -375,17 +375,25 @@ def _cpu() -> tuple[str, list[str]]:
     return model or platform.processor() or "unknown CPU", [x for x in CPU_FLAGS if x in flags]
 
 
+#: what benchmark runs write, left out of a record's ``dirty`` check
+RESULT_PATHS = ("benchmarks/results", "BENCHMARKS.md", "docs/benchmarks")
+
+
 def collect_provenance(threads: int | None = None) -> dict[str, Any]:
     """What a record must say of where and how it was measured: the git ``commit`` and
-    whether tracked files differed from it (``dirty``; both None outside a repository), the
+    whether tracked files other than :data:`RESULT_PATHS` differed from it (``dirty``; both
+    None outside a repository), the
     ``cpu`` model, its ``cpu_flags`` (of :data:`CPU_FLAGS`), logical ``cores``, the torch
     ``threads`` of the measured code (None when not given), the ``versions`` of python and
     of :data:`LIBRARIES` that are installed (read from their metadata, none imported), the
     1-minute ``loadavg_before`` and the UTC ``date``. :func:`finish_provenance` adds the
     load after."""
     commit = _git("rev-parse", "HEAD")
-    dirty = None if commit is None else bool(_git("status", "--porcelain",
-                                                  "--untracked-files=no"))
+    # what the benchmarks themselves write (records, pages) does not make the code dirty:
+    # otherwise a script's second run would differ from its first
+    dirty = None if commit is None else bool(_git(
+        "status", "--porcelain", "--untracked-files=no", "--", ".",
+        *(f":(exclude){p}" for p in RESULT_PATHS)))
     cpu, flags = _cpu()
     versions = {"python": platform.python_version()}
     for lib in LIBRARIES:
