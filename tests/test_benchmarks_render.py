@@ -170,3 +170,25 @@ def test_a_script_writes_its_section_as_the_render_does(tmp_path: Path, script: 
     before = {p: p.read_text() for p in [md, *(tmp_path / "docs").rglob("*.md")]}
     importlib.import_module(script).main(["--render", "--md", str(md)])
     assert {p: p.read_text() for p in before} == before
+
+
+def test_what_benchmarks_write_does_not_make_a_record_dirty(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    try:
+        _git(tmp_path, "init", "-q")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("git unavailable")
+    for name in ("code.py", "BENCHMARKS.md", "benchmarks/results/runs.jsonl",
+                 "docs/benchmarks/intent.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("one\n")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "one")
+    real = H._git
+    monkeypatch.setattr(H, "_git", lambda *args, cwd=tmp_path: real(*args, cwd=tmp_path))
+    assert H.collect_provenance()["dirty"] is False
+    for name in ("BENCHMARKS.md", "benchmarks/results/runs.jsonl", "docs/benchmarks/intent.md"):
+        (tmp_path / name).write_text("two\n")  # a run appends its record, writes its pages
+    assert H.collect_provenance()["dirty"] is False
+    (tmp_path / "code.py").write_text("two\n")  # the measured code changed
+    assert H.collect_provenance()["dirty"] is True
