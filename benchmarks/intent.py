@@ -62,13 +62,8 @@ _TRANSFORMER = {
 #: configuration name -> recipe by part (headwise.intent.IntentRecipe, as a --config file;
 #: beside the parts, "ensemble", "combine" and "soup_of"/"soup" say how runs are combined);
 #: "tfidf" is the scikit-learn floor of benchmarks/_intent_floor.py
-CONFIGS: dict[str, dict[str, Any]] = {
-    "tfidf": {},
-    # the floor's pipeline on the training data after confident-learning cleaning
-    # (headwise.intent.training.cleaning: out-of-fold TF-IDF probabilities, cleanlab,
-    # flagged rows dropped)
-    "tfidf-clean": {},
-    "bilstm": {
+#: the BiLSTM baseline's recipe, which its variants change
+_BILSTM: dict[str, Any] = {
         "architecture": {
             "type": "bilstm",
             "lstm_embed_dim": 200,
@@ -80,7 +75,14 @@ CONFIGS: dict[str, dict[str, Any]] = {
         },
         "train": {"epochs": 10, "patience": 3, "lr": 2e-3},
         "levers": {"label_smoothing": 0.1},
-    },
+    }
+CONFIGS: dict[str, dict[str, Any]] = {
+    "tfidf": {},
+    # the floor's pipeline on the training data after confident-learning cleaning
+    # (headwise.intent.training.cleaning: out-of-fold TF-IDF probabilities, cleanlab,
+    # flagged rows dropped)
+    "tfidf-clean": {},
+    "bilstm": _BILSTM,
     "transformer-concat-ln": H.recipe_with(
         _TRANSFORMER, architecture={"fusion": "concat", "norm": "layernorm"}
     ),
@@ -197,33 +199,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     ),
     # the BiLSTM baseline with the prior correction's tau chosen on its (noisy) validation
     # split: a network cannot afford the TF-IDF model's cross-validation
-    "bilstm-prior": {
-        "architecture": {
-            "type": "bilstm",
-            "lstm_embed_dim": 200,
-            "lstm_hidden": 200,
-            "lstm_pooling": "max",
-            "dropout": 0.3,
-            "max_length": 64,
-            "vocab_size": 8000,
-        },
-        "train": {"epochs": 10, "patience": 3, "lr": 2e-3},
-        "levers": {"label_smoothing": 0.1},
-        "decision": {"prior_correction": "auto"},
-    },
-    "bilstm-balanced": {
-        "architecture": {
-            "type": "bilstm",
-            "lstm_embed_dim": 200,
-            "lstm_hidden": 200,
-            "lstm_pooling": "max",
-            "dropout": 0.3,
-            "max_length": 64,
-            "vocab_size": 8000,
-        },
-        "train": {"epochs": 10, "patience": 3, "lr": 2e-3},
-        "levers": {"label_smoothing": 0.1, "class_weighting": "balanced"},
-    },
+    "bilstm-prior": H.recipe_with(_BILSTM, decision={"prior_correction": "auto"}),
+    "bilstm-balanced": H.recipe_with(_BILSTM, levers={"class_weighting": "balanced"}),
     "transformer-concat-ln-balanced": H.recipe_with(
         _TRANSFORMER,
         architecture={"fusion": "concat", "norm": "layernorm"},
