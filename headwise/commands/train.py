@@ -312,8 +312,8 @@ def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path) -> 
     if m:
         print(f"validation: intent micro-F1 {m['micro_f1']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
               f"exact match {m['exact_match']:.4f}; threshold "
-              f"{result.thresholds.threshold:.3f}"
-              + (" (per intent)" if result.thresholds.per_intent else ""))
+              f"{result.threshold.threshold:.3f}"
+              + (" (per intent)" if result.threshold.per_intent else ""))
     (out / "train_summary.json").write_text(
         json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0

@@ -60,8 +60,9 @@ if TYPE_CHECKING:
     )
     from headwise.intent.soup import greedy_soup, uniform_soup
     from headwise.intent.training.distillation import distill
-    from headwise.intent.training.pipeline import TrainedIntent, train_intent_classifier
+    from headwise.intent.training.pipeline import train_intent_classifier
     from headwise.intent.training.recipe import IntentRecipe
+    from headwise.intent.training.result import TrainedIntent
 
 #: public name -> the module that defines it, imported on first use (PEP 562), so that
 #: importing one module of this package (a saved classifier's loader, the tokenizer)
@@ -98,7 +99,7 @@ _LAZY: dict[str, str] = {
     "fit_ood_detector": "headwise.intent.posthoc.recalibration",
     "recalibrate": "headwise.intent.posthoc.recalibration",
     "IntentRecipe": "headwise.intent.training.recipe",
-    "TrainedIntent": "headwise.intent.training.pipeline",
+    "TrainedIntent": "headwise.intent.training.result",
     "train_intent_classifier": "headwise.intent.training.pipeline",
     "greedy_soup": "headwise.intent.soup",
     "uniform_soup": "headwise.intent.soup",

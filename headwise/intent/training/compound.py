@@ -54,6 +54,7 @@ from headwise.intent.training.builders import (
 )
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe, MultiLabel
+from headwise.intent.training.result import TrainedIntent
 from headwise.models.joint import JointIntentSlotModel
 from headwise.text.annotations import AnnotatedDataset, AnnotatedExample
 from headwise.text.batching import pad_collate
@@ -61,35 +62,13 @@ from headwise.text.bio import bio_tag_names, encode_with_tags
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 
-__all__ = ["CompoundObjective", "TrainedCompound", "balanced_multilabel_weights",
+__all__ = ["CompoundObjective", "balanced_multilabel_weights",
            "compound_data", "compound_network", "encode_rows", "init_prior_bias",
            "joint_validation", "multilabel_intent_loss", "train_compound", "tune_compound"]
 
 #: joint-model parameters a BERT-family checkpoint does not have (fresh at import)
 _FRESH = ("tagger.", "classifier.", "encoder.number_bias.", "encoder.is_number_token",
           "encoder.negation_bias.", "encoder.is_negation_token")
-
-
-@dataclass
-class TrainedCompound:
-    """What :func:`~headwise.intent.training.pipeline.train_intent_classifier` returns for a
-    multi-label recipe.
-
-    Attributes:
-        classifier: the trained classifier (also saved in ``directory``).
-        directory: where it was saved.
-        thresholds: the tuned decision thresholds.
-        valid_metrics: validation intent metrics with those thresholds.
-        history: the Trainer's evaluation history.
-        train_seconds: wall time of training.
-    """
-
-    classifier: CompoundClassifier
-    directory: Path
-    thresholds: Thresholds
-    valid_metrics: dict[str, Any]
-    history: list[dict[str, Any]]
-    train_seconds: float
 
 
 @dataclass
@@ -133,7 +112,7 @@ def compound_data(train: Sequence[AnnotatedExample] | AnnotatedDataset,
 
 
 def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
-                   resume: bool = False, keep_checkpoints: bool = False) -> TrainedCompound:
+                   resume: bool = False, keep_checkpoints: bool = False) -> TrainedIntent:
     """Stages 2 to 5 of a multi-label run: the network (:func:`compound_network`), the
     optional masked-LM pre-training, joint training, the thresholds
     (:func:`tune_compound`), the saved classifier."""
@@ -182,7 +161,7 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     clf.save(out_dir)
     if not keep_checkpoints:
         shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
-    return TrainedCompound(clf, out_dir, thresholds, metrics, result.history, seconds)
+    return TrainedIntent(clf, out_dir, thresholds, metrics, result.history, seconds)
 
 
 def init_prior_bias(model: JointIntentSlotModel, train: Sequence[AnnotatedExample],

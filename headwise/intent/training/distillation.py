@@ -68,7 +68,7 @@ from headwise.intent.training.augmentation import (
 )
 from headwise.intent.training.data import in_scope, texts_and_labels, validation_split
 from headwise.intent.training.losses import SoftTargets
-from headwise.intent.training.pipeline import TrainedIntent, train_intent_classifier
+from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import (
     IntentRecipe,
     PretrainedEncoder,
@@ -76,6 +76,7 @@ from headwise.intent.training.recipe import (
     architecture_from_spec,
     default_train,
 )
+from headwise.intent.training.result import TrainedIntent
 from headwise.loading import save_pretrained
 from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
@@ -359,7 +360,7 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
             training's own).
 
     Returns:
-        The :class:`~headwise.intent.training.pipeline.TrainedIntent` of the student.
+        The :class:`~headwise.intent.training.result.TrainedIntent` of the student.
 
     Raises:
         ValueError: a bad option (named), a compound teacher, a truncated student of a

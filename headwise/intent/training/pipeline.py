@@ -43,7 +43,6 @@ from headwise.intent.decision.oos import ThresholdChoice
 from headwise.intent.ensemble import EnsembleClassifier
 from headwise.intent.posthoc.prior import correct_on_validation
 from headwise.intent.posthoc.recalibration import calibrate_on_validation, fit_ood_detector
-from headwise.intent.tfidf import TfidfClassifier
 from headwise.intent.training.blending import blend_with_tfidf
 from headwise.intent.training.builders import (
     build_intent_model,
@@ -59,7 +58,7 @@ from headwise.intent.training.cleaning import (
     describe_cleaning,
     out_of_fold_probs,
 )
-from headwise.intent.training.compound import TrainedCompound, compound_data, train_compound
+from headwise.intent.training.compound import compound_data, train_compound
 from headwise.intent.training.data import encode_texts, in_scope, texts_and_labels, validation_split
 from headwise.intent.training.linear_probe import fit_linear_probe
 from headwise.intent.training.losses import (
@@ -71,6 +70,7 @@ from headwise.intent.training.losses import (
 )
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe
+from headwise.intent.training.result import TrainedIntent
 from headwise.intent.training.tfidf_selection import fit_tfidf
 from headwise.text.batching import pad_collate
 from headwise.text.labels import OOS_LABEL, is_oos_label, marked_oos
@@ -78,32 +78,7 @@ from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 from headwise.train.estimate import estimate_training
 
-__all__ = ["TrainedIntent", "train_intent_classifier"]
-
-
-@dataclass
-class TrainedIntent:
-    """What :func:`train_intent_classifier` returns.
-
-    Attributes:
-        classifier: the trained, calibrated classifier (also saved in ``directory``): with
-            ``blend="tfidf"`` the network's weighted ensemble with a TF-IDF model, unless
-            validation chose the network alone.
-        directory: where it was saved.
-        threshold: the out-of-scope threshold and its effect on validation data: the
-            stored detector's (its ``score``) when one decides, else the top
-            probability's.
-        valid_metrics: validation accuracy and macro-F1 (in-scope, no threshold).
-        history: the Trainer's evaluation history.
-        train_seconds: wall time of training (calibration excluded).
-    """
-
-    classifier: IntentClassifier | TfidfClassifier | EnsembleClassifier
-    directory: Path
-    threshold: ThresholdChoice
-    valid_metrics: dict[str, float]
-    history: list[dict[str, Any]]
-    train_seconds: float
+__all__ = ["train_intent_classifier"]
 
 
 @dataclass
@@ -129,7 +104,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                             keep_checkpoints: bool = False,
                             report: Callable[[str], None] | None = None,
                             soft_targets: SoftTargets | None = None
-                            ) -> TrainedIntent | TrainedCompound:
+                            ) -> TrainedIntent:
     """Train, calibrate and save an intent classifier: single-label, or compound (several
     intents + slots) for a recipe whose ``task`` is multi-label.
 
@@ -159,8 +134,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             the kept vocabulary; recorded in ``info["distill"]``.
 
     Returns:
-        The :class:`TrainedIntent`, or for a multi-label recipe the
-        :class:`~headwise.intent.training.compound.TrainedCompound`.
+        The :class:`~headwise.intent.training.result.TrainedIntent` (for a multi-label
+        recipe, its ``threshold`` is the tuned per-intent thresholds).
 
     Raises:
         ValueError: fewer than two intents, or unlabelled rows; ``resume`` or
