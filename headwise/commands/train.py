@@ -38,7 +38,8 @@ def _exposed_options() -> list[tuple[str, str, Any, str]]:
     import dataclasses
     import typing
 
-    from headwise.intent.training.recipe import PARTS, field_docs, first_sentence
+    from headwise.intent.training.recipe import PARTS
+    from headwise.intent.training.recipe_reference import field_docs, first_sentence
 
     out = []
     for path in EXPOSED:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -47,8 +46,7 @@ from headwise.train import TrainConfig
 
 __all__ = ["ARCHITECTURES", "PARTS", "TASKS", "BiLSTM", "Decision", "IntentRecipe", "Levers",
            "MultiLabel", "PretrainedEncoder", "SingleLabel", "Tfidf", "Transformer",
-           "architecture_from_spec", "default_train", "field_docs", "first_sentence",
-           "recipe_table"]
+           "architecture_from_spec", "default_train", "describe_hint"]
 
 
 # --- field types ---------------------------------------------------------------------------
@@ -76,16 +74,16 @@ def _matches(value: Any, hint: Any) -> bool:
     return isinstance(value, origin or hint)
 
 
-def _describe(hint: Any) -> str:
+def describe_hint(hint: Any) -> str:
     """A type hint in words, as a message or the docs say it."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_describe(h) for h in typing.get_args(hint))
+        return " or ".join(describe_hint(h) for h in typing.get_args(hint))
     names = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
              type(None): "null"}
     if hint in names:
         return names[hint]
     if typing.get_origin(hint) in (list, tuple):
-        item = _describe(typing.get_args(hint)[0]).removeprefix("an ").removeprefix("a ")
+        item = describe_hint(typing.get_args(hint)[0]).removeprefix("an ").removeprefix("a ")
         return f"a list of {item}s"
     if typing.get_origin(hint) is dict:
         return "an object"
@@ -99,7 +97,7 @@ def _check_types(part: Any, path: str) -> None:
     for f in dataclasses.fields(part):
         value = getattr(part, f.name)
         if not _matches(value, hints[f.name]):
-            raise ValueError(f"{path}.{f.name} must be {_describe(hints[f.name])}, got "
+            raise ValueError(f"{path}.{f.name} must be {describe_hint(hints[f.name])}, got "
                              f"{value!r}")
 
 
@@ -698,7 +696,7 @@ def _types_fit(part: str, cls_: type, fields: dict[str, Any]) -> None:
     hints = typing.get_type_hints(cls_)
     for name, value in fields.items():
         if not _matches(value, hints[name]):
-            raise ValueError(f"{part}.{name} must be {_describe(hints[name])}, got {value!r}")
+            raise ValueError(f"{part}.{name} must be {describe_hint(hints[name])}, got {value!r}")
 
 
 def _known_fields(part: str, cls_: type, fields: dict[str, Any], where: str) -> None:
@@ -816,76 +814,3 @@ def _refuse_old_form(data: dict[str, Any], where: str) -> None:
         raise ValueError(f"{where} is in the flat recipe form of earlier headwise versions; "
                          f"a recipe is now by part (architecture, train, levers, decision, "
                          f"task): {places or 'training is now train'}")
-
-
-# --- the reference table -------------------------------------------------------------------
-def field_docs(cls_: type) -> dict[str, str]:
-    """Each field's entry in a dataclass's ``Attributes:`` (or ``Args:``) docstring section,
-    its lines joined."""
-    doc = cls_.__doc__ or ""
-    section = re.split(r"\n\s*(?:Attributes|Args):\n", doc, maxsplit=1)
-    if len(section) < 2:
-        return {}
-    body = re.split(r"\n\s*(?:Raises|Returns):\n", section[1], maxsplit=1)[0]
-    entries: dict[str, str] = {}
-    name = None
-    for line in body.splitlines():
-        head = re.match(r"^ {8}(\w+):\s*(.*)$", line)
-        if head:
-            name = head.group(1)
-            entries[name] = head.group(2)
-        elif name and line.strip():
-            entries[name] += " " + line.strip()
-    return entries
-
-
-def first_sentence(text: str) -> str:
-    """``text`` up to its first ``. `` or ``; `` outside parentheses and code."""
-    depth, code = 0, False
-    for i, ch in enumerate(text):
-        if text.startswith("``", i):
-            code = not code
-        elif not code and ch in "([":
-            depth += 1
-        elif not code and ch in ")]":
-            depth = max(depth - 1, 0)
-        elif not code and depth == 0 and ch in ".;" and text[i + 1:i + 2] in (" ", ""):
-            return text[:i + 1] if ch == "." else text[:i]
-    return text
-
-
-def recipe_table() -> str:
-    """Every part's fields as a Markdown table: part, field, type, default and what it does
-    (the first sentence of the field's docstring entry). docs/recipe.md holds it, and a test
-    checks that it is this table. ``train`` lists the TrainConfig fields a recipe is
-    expected to set, at the recipe's defaults (the transformer's ``lr`` / ``epochs``)."""
-    rows = ["| part | field | type | default | what it does |", "| --- | --- | --- | --- | --- |"]
-    train_shown = ("lr", "epochs", "batch_size", "weight_decay", "warmup_ratio", "schedule",
-                   "patience", "seed", "progress", "max_grad_norm", "device")
-    groups: list[tuple[str, type, Any, tuple[str, ...] | None]] = [
-        *((f"architecture ({c.NAME})", c, None, None) for c in ARCHITECTURES.values()),
-        ("train (TrainConfig)", TrainConfig, default_train(Transformer()), train_shown),
-        ("levers", Levers, None, None), ("decision", Decision, None, None),
-        *((f"task ({c.NAME})", c, None, None) for c in TASKS.values())]
-    for label, cls_, instance, shown in groups:
-        docs = field_docs(cls_)
-        hints = typing.get_type_hints(cls_)
-        for f in dataclasses.fields(cls_):
-            if shown is not None and f.name not in shown:
-                continue
-            if instance is not None:
-                default = getattr(instance, f.name)
-            elif f.default is not dataclasses.MISSING:
-                default = f.default
-            else:
-                default = f.default_factory()  # type: ignore[misc]
-            text = re.sub(r":(?:class|func|data|mod|meth):`~?([^`]+)`",
-                          lambda m: "``" + m.group(1).rsplit(".", 1)[-1].strip() + "``",
-                          docs.get(f.name, ""))
-            what = first_sentence(text).replace("``", "`").replace("|", "\\|")
-            typed = _describe(hints[f.name]).replace("|", "\\|")
-            rows.append(f"| {label} | `{f.name}` | {typed} | "
-                        f"`{json.dumps(default, ensure_ascii=False)}` | {what} |")
-    rows.append("| (recipe) | `valid_fraction` | a number | `0.1` | "
-                + first_sentence(field_docs(IntentRecipe)["valid_fraction"]) + " |")
-    return "\n".join(rows)
