@@ -117,8 +117,6 @@ class IntentClassifier(CalibratedClassifier):
         Raises:
             ValueError: ``batch_size < 1``.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         return SingleLabelPredictor(self, TorchRuntime(self.model), max_rows=batch_size)
 
     def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,

@@ -97,8 +97,6 @@ class CompoundClassifier:
         Raises:
             ValueError: ``batch_size < 1``.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         return CompoundPredictor(self, TorchRuntime(self.model), max_rows=batch_size)
 
     def analyse(self, texts: Sequence[str], *, batch_size: int = 64

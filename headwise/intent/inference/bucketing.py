@@ -83,7 +83,7 @@ class BucketedPredictor(Predictor):
         max_rows: most rows in one forward pass (a gathered batch is split beyond it).
 
     Raises:
-        ValueError: an unknown policy, or a stride too large for the window.
+        ValueError: an unknown policy, a stride too large for the window, or ``max_rows < 1``.
     """
 
     def __init__(self, tokenizer: Tokenizer, runtime: TorchRuntime | OnnxRuntime, *,
@@ -101,6 +101,9 @@ class BucketedPredictor(Predictor):
         self.chunk_stride = chunk_stride if chunk_stride is not None else max(1, body // 2)
         if not 1 <= self.chunk_stride <= body:
             raise ValueError(f"chunk_stride must be in [1, {body}], got {self.chunk_stride}")
+        if max_rows < 1:
+            raise ValueError(f"batch_size (rows in one forward pass) must be at least 1, got "
+                             f"{max_rows}")
         self.max_rows = max_rows
 
     # -- texts -> windows ----------------------------------------------------------------
