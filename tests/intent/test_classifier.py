@@ -64,6 +64,8 @@ def test_top_k_order_and_out_of_scope(clf):
 def test_bad_input(clf):
     with pytest.raises(ValueError, match="no texts"):
         clf.predict([])
+    with pytest.raises(ValueError, match="batch_size .* at least 1, got 0"):
+        clf.predict(["ok"], batch_size=0)
     with pytest.raises(ValueError, match="empty"):
         clf.predict(["ok", "  "])
     with pytest.raises(TypeError):
