@@ -61,7 +61,7 @@ def test_counters_equal_the_answers_and_their_labels_are_bounded(client):
     # every label is exported from the start (at 0 or on), and only those
     assert set(start_answers) == known and set(start_oos) == {"max_prob"}
     want_answers, want_oos = Counter(), Counter()
-    bodies = [{"texts": TEXTS[:5]}, {"text": ODD[0]}, {"texts": ODD, "threshold": 0.99},
+    bodies = [{"texts": TEXTS[:5]}, {"text": ODD[0]}, {"texts": ODD, "threshold": 1.0},
               {"texts": TEXTS[3:8], "threshold": 0.0}, {"texts": TEXTS[:4] + ODD[1:]}]
     for body in bodies:
         r = client.post("/v1/predict", json=body)
