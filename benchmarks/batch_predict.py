@@ -12,8 +12,8 @@ the head learnt); ``--quick`` uses a 2-layer, 32-wide random encoder instead. Th
 each peak memory is its own.
 
 1. **Ceiling vs streaming**, per runtime (PyTorch; onnxruntime on the model's export):
-   in process, ``engine.logits`` on pre-tokenized batches of 64 (the forward pass alone)
-   and ``engine.predict`` on chunks of 1024 texts (texts in, answers out, no I/O); then
+   in process, ``predictor.logits`` on pre-tokenized batches of 64 (the forward pass alone)
+   and ``predictor.predict`` on chunks of 1024 texts (texts in, answers out, no I/O); then
    ``predict_file`` over the CSV into JSON lines (reading, batching, answering, writing),
    at the same batch size. The streaming rate over the ``predict`` rate is what the file
    handling costs.
@@ -118,25 +118,25 @@ def build_models(folder: Path, quick: bool) -> dict[str, str]:
 # -- workers: one configuration per process -------------------------------------------------
 def _engine(model: str, runtime: str, threads: int):
     from headwise.serve.config import ServeConfig
-    from headwise.serve.startup import load_engine
+    from headwise.serve.startup import load_served_predictor
 
-    return load_engine(ServeConfig(model_dir=model, runtime=runtime, max_batch_size=BATCH,
+    return load_served_predictor(ServeConfig(model_dir=model, runtime=runtime, max_batch_size=BATCH,
                                    threads=threads, warmup=False), report=None)
 
 
 def ceiling(spec: dict[str, Any]) -> dict[str, Any]:
-    """In-process texts/s of ``engine.logits`` (batches of 64, pre-tokenized) and of
-    ``engine.predict`` (chunks of 1024 texts)."""
+    """In-process texts/s of ``predictor.logits`` (batches of 64, pre-tokenized) and of
+    ``predictor.predict`` (chunks of 1024 texts)."""
     from headwise.intent.batch import make_batch_invariant
 
-    engine = make_batch_invariant(_engine(spec["model"], spec["runtime"], spec["threads"]))
+    predictor = make_batch_invariant(_engine(spec["model"], spec["runtime"], spec["threads"]))
     texts = bench_texts(spec["base"] * spec["times"])
-    items = engine.encode(texts)
+    items = predictor.encode(texts)
     forward = [items[i:i + BATCH] for i in range(0, len(items), BATCH)]
     chunks = [texts[i:i + CHUNK] for i in range(0, len(texts), CHUNK)]
     rates = {}
-    for name, run, n in (("forward", lambda: [engine.logits(g) for g in forward], len(items)),
-                         ("predict", lambda: [engine.predict(c) for c in chunks], len(texts))):
+    for name, run, n in (("forward", lambda: [predictor.logits(g) for g in forward], len(items)),
+                         ("predict", lambda: [predictor.predict(c) for c in chunks], len(texts))):
         run()  # warm-up
         times = []
         while len(times) < 2 or sum(times) < spec["target_s"]:
@@ -144,24 +144,24 @@ def ceiling(spec: dict[str, Any]) -> dict[str, Any]:
             run()
             times.append(time.perf_counter() - t0)
         rates[f"{name}_texts_per_s"] = n / H.summarize(times)["median"]
-    return {"status": "ok", "runtime": engine.runtime.name, **rates}
+    return {"status": "ok", "runtime": predictor.runtime.name, **rates}
 
 
 def stream(spec: dict[str, Any]) -> dict[str, Any]:
     """``predict_file`` over ``times`` x the base texts: texts/s and peak memory."""
     from headwise.intent.batch import predict_file
 
-    engine = _engine(spec["model"], spec["runtime"], spec["threads"])
+    predictor = _engine(spec["model"], spec["runtime"], spec["threads"])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         texts = bench_texts(spec["base"])
-        predict_file(engine, write_csv(tmp / "warm.csv", texts[:200]), tmp / "warm.jsonl",
+        predict_file(predictor, write_csv(tmp / "warm.csv", texts[:200]), tmp / "warm.jsonl",
                      progress=False)
         data = write_csv(tmp / "in.csv", texts, spec["times"])
         with H.PeakMemory("cpu") as mem:
-            result = predict_file(engine, data, tmp / "out.jsonl", chunk_size=CHUNK,
+            result = predict_file(predictor, data, tmp / "out.jsonl", chunk_size=CHUNK,
                                   progress=False)
-        return {"status": "ok", "runtime": engine.runtime.name, "texts": result.written,
+        return {"status": "ok", "runtime": predictor.runtime.name, "texts": result.written,
                 "input_mib": data.stat().st_size / H.MIB,
                 "output_mib": (tmp / "out.jsonl").stat().st_size / H.MIB,
                 "seconds": result.seconds, "texts_per_s": result.texts_per_second,

@@ -305,22 +305,22 @@ def onnx_latency(clf: Any, texts: list[str], queries: int = 200) -> dict[str, fl
         return None  # the BiLSTM (it has an encode too), a TF-IDF model or an ensemble
     with tempfile.TemporaryDirectory() as tmp:
         path = export_onnx(clf.model, Path(tmp) / "m.onnx", max_length=clf.max_length)
-        engine = SingleLabelPredictor(clf, OnnxRuntime(path))
-        return {**engine_latency(engine, [t for t in texts if t.strip()], queries),
+        predictor = SingleLabelPredictor(clf, OnnxRuntime(path))
+        return {**engine_latency(predictor, [t for t in texts if t.strip()], queries),
                 "queries": queries}
 
 
-def engine_latency(engine: Any, texts: list[str], queries: int) -> dict[str, float]:
-    """Single-query latency of a serving engine (``predict`` of one text, top 3): 10
+def engine_latency(predictor: Any, texts: list[str], queries: int) -> dict[str, float]:
+    """Single-query latency of a serving predictor (``predict`` of one text, top 3): 10
     queries of warm-up, then ``queries`` timed; median and 99th percentile in ms."""
     import numpy as np
 
     for t in texts[:10]:
-        engine.predict([t], top_k=3)
+        predictor.predict([t], top_k=3)
     times = []
     for i in range(queries):
         t0 = time.perf_counter()
-        engine.predict([texts[i % len(texts)]], top_k=3)
+        predictor.predict([texts[i % len(texts)]], top_k=3)
         times.append((time.perf_counter() - t0) * 1e3)
     return {"p50_ms": float(np.median(times)), "p99_ms": float(np.percentile(times, 99))}
 

@@ -10,7 +10,7 @@ measured as agreement with float32 (top-1 agreement, largest probability change)
 benchmark's texts; ``headwise export MODEL --onnx OUT --int8 OUT8 --data DATA`` measures the
 real accuracy change of a trained classifier.
 
-1. Single-query latency in this process, interleaved in rounds: our engine (tokenize,
+1. Single-query latency in this process, interleaved in rounds: our predictor (tokenize,
    forward, calibrated top-k) on PyTorch, onnxruntime and int8, and the ``transformers``
    ``text-classification`` pipeline on the same weights.
 2. ``headwise serve`` in a subprocess, batching on and off; a load generator in another
@@ -96,13 +96,13 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
     from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor, TorchRuntime
 
     clf = IntentClassifier.load(model_dir)
-    engines = {"ours (PyTorch)": SingleLabelPredictor(clf, TorchRuntime(clf.model))}
+    predictors = {"ours (PyTorch)": SingleLabelPredictor(clf, TorchRuntime(clf.model))}
     for name, path in onnx.items():
-        engines[f"ours ({name})"] = SingleLabelPredictor(clf, OnnxRuntime(path))
+        predictors[f"ours ({name})"] = SingleLabelPredictor(clf, OnnxRuntime(path))
     hf_model = AutoModelForSequenceClassification.from_pretrained(src, num_labels=len(INTENTS))
     hf = pipeline("text-classification", model=hf_model.eval(),
                   tokenizer=AutoTokenizer.from_pretrained(src), device=-1, top_k=3)
-    fns = {name: (lambda t, e=e: e.predict([t], top_k=3)) for name, e in engines.items()}
+    fns = {name: (lambda t, e=e: e.predict([t], top_k=3)) for name, e in predictors.items()}
     fns["transformers pipeline"] = lambda t: hf(t)
     times: dict[str, list[float]] = {name: [] for name in fns}
     with torch.inference_mode():
@@ -118,8 +118,8 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
                 times[name].append(time.perf_counter() - t0)
     out = {"latency": {name: percentiles(v) for name, v in times.items()}}
     if "int8" in onnx:
-        base = engines["ours (PyTorch)"]
-        q = engines["ours (int8)"]
+        base = predictors["ours (PyTorch)"]
+        q = predictors["ours (int8)"]
         items = base.encode(texts)
         from headwise.intent.decision.temperature import calibrated_probs
 
@@ -128,9 +128,10 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
         out["int8"] = {"top1_agreement": float((p.argmax(1) == pq.argmax(1)).mean()),
                        "max_prob_change": float(np.abs(p - pq).max()), "texts": len(texts)}
     if "ONNX" in onnx:
-        items = engines["ours (PyTorch)"].encode(texts)
+        items = predictors["ours (PyTorch)"].encode(texts)
         out["onnx_max_logit_diff"] = float(np.abs(
-            engines["ours (PyTorch)"].logits(items) - engines["ours (ONNX)"].logits(items)).max())
+            predictors["ours (PyTorch)"].logits(items)
+            - predictors["ours (ONNX)"].logits(items)).max())
     return out
 
 
@@ -139,7 +140,7 @@ def batch_sweep(model_dir: Path, texts: list[str], onnx: dict[str, Path],
     """In-process throughput of each runtime by batch size: the ceiling of the server.
 
     For each (runtime, batch size), consecutive groups of the benchmark texts run through
-    ``engine.logits`` (pre-tokenized: padding, forward, pooling) and ``engine.predict``
+    ``predictor.logits`` (pre-tokenized: padding, forward, pooling) and ``predictor.predict``
     (texts in, answers out), alternating, for about ``seconds`` each; texts/s is the batch
     size over the median time per call. No HTTP, no event loop, no load generator.
     """
@@ -147,25 +148,25 @@ def batch_sweep(model_dir: Path, texts: list[str], onnx: dict[str, Path],
     from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor, TorchRuntime
 
     clf = IntentClassifier.load(model_dir)
-    engines = {"PyTorch": SingleLabelPredictor(clf, TorchRuntime(clf.model))}
-    engines.update({name: SingleLabelPredictor(clf, OnnxRuntime(path))
+    predictors = {"PyTorch": SingleLabelPredictor(clf, TorchRuntime(clf.model))}
+    predictors.update({name: SingleLabelPredictor(clf, OnnxRuntime(path))
                     for name, path in onnx.items()})
     rows = []
     with torch.inference_mode():
-        for name, engine in engines.items():
-            items = engine.encode(texts)
+        for name, predictor in predictors.items():
+            items = predictor.encode(texts)
             for b in sizes:
                 groups = [(texts[i:i + b], items[i:i + b]) for i in range(0, len(texts) - b + 1, b)]
                 times: dict[str, list[float]] = {"forward": [], "predict": []}
-                engine.logits(groups[0][1])
-                engine.predict(groups[0][0], top_k=3)
+                predictor.logits(groups[0][1])
+                predictor.predict(groups[0][0], top_k=3)
                 deadline, j = time.perf_counter() + 2 * seconds, 0
                 while time.perf_counter() < deadline or len(times["predict"]) < 3:
                     tx, it = groups[j % len(groups)]
                     t0 = time.perf_counter()
-                    engine.logits(it)
+                    predictor.logits(it)
                     t1 = time.perf_counter()
-                    engine.predict(tx, top_k=3)
+                    predictor.predict(tx, top_k=3)
                     times["forward"].append(t1 - t0)
                     times["predict"].append(time.perf_counter() - t1)
                     j += 1

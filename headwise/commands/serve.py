@@ -109,7 +109,7 @@ def runtime_summary(runtime: TorchRuntime | OnnxRuntime, *, auto: bool = False) 
     m/model.onnx)``.
 
     Args:
-        runtime: the engine's runtime.
+        runtime: the predictor's runtime.
         auto: it was chosen by ``--runtime auto``.
     """
     notes = ["auto"] if auto else []
@@ -187,7 +187,7 @@ def _run_ray(args: argparse.Namespace) -> int:
     from headwise.serve.auth import ApiKeys
     from headwise.serve.docs_pages import docs_available
     from headwise.serve.predict_api import api_for
-    from headwise.serve.startup import load_engine
+    from headwise.serve.startup import load_served_predictor
 
     config = config_from_args(args)
     keys = {name: len(ApiKeys(path)) if path else None for name, path in
@@ -196,14 +196,14 @@ def _run_ray(args: argparse.Namespace) -> int:
     summary = "model read by the replicas"
     if local or Path(config.model_dir).exists():
         # refuse a bad model directory before Ray starts; a cluster may see other paths
-        engine = load_engine(config)
-        chosen = engine.runtime.name if engine.runtime.name in RUNTIMES else config.runtime
+        predictor = load_served_predictor(config)
+        chosen = predictor.runtime.name if predictor.runtime.name in RUNTIMES else config.runtime
         auto = args.runtime == "auto" and chosen != "auto"
-        summary = (f"{api_for(engine).described} classifier, {len(engine.labels)} intents, "
-                   f"{runtime_summary(engine.runtime, auto=auto)}")
+        summary = (f"{api_for(predictor).described} classifier, {len(predictor.labels)} intents, "
+                   f"{runtime_summary(predictor.runtime, auto=auto)}")
         # the replicas serve what was chosen here (and do not decide, or report, again)
         config = dataclasses.replace(config, runtime=chosen)
-        del engine
+        del predictor
     port = check_address(args.host, args.port) if local else args.port
     autoscaling = None if args.autoscale is None else ray_serve.Autoscaling(
         *args.autoscale, **({} if args.target_ongoing_requests is None else
@@ -236,16 +236,17 @@ def run(args: argparse.Namespace) -> int:
     from headwise.serve.config import CONFIG_ENV
     from headwise.serve.docs_pages import docs_available
     from headwise.serve.predict_api import api_for
-    from headwise.serve.startup import load_engine
+    from headwise.serve.startup import load_served_predictor
 
     config = config_from_args(args)
     # the key files before the model: a bad line is found in a moment, never echoing a key
     keys = {name: len(ApiKeys(path)) if path else None for name, path in
             (("api", config.api_key_file), ("admin", config.admin_key_file))}
-    engine = load_engine(config)  # refuses a bad model directory before anything starts
+    # refuses a bad model directory before anything starts
+    predictor = load_served_predictor(config)
     port = check_address(args.host, args.port)  # and a busy port, before the banner
     # a TF-IDF model or an ensemble has one path ("tfidf", "ensemble"): nothing to choose
-    chosen = engine.runtime.name if engine.runtime.name in RUNTIMES else config.runtime
+    chosen = predictor.runtime.name if predictor.runtime.name in RUNTIMES else config.runtime
     # the process is the service, so its garbage collector may skip what warm-up left alive
     config = dataclasses.replace(config, freeze_gc=True, sighup_reload=args.workers == 1)
     if args.workers > 1:
@@ -258,18 +259,19 @@ def run(args: argparse.Namespace) -> int:
                   log_config=log_config(args.log_level), access_log=args.access_log,
                   timeout_graceful_shutdown=args.graceful_timeout)
     docs = "docs at /docs" if docs_available() else "schema at /openapi.json"
-    print(f"headwise serve: {api_for(engine).described} classifier, "
-          f"{len(engine.labels)} intents, "
-          f"{runtime_summary(engine.runtime, auto=args.runtime == 'auto' and chosen != 'auto')}, "
+    auto_chosen = args.runtime == "auto" and chosen != "auto"
+    print(f"headwise serve: {api_for(predictor).described} classifier, "
+          f"{len(predictor.labels)} intents, "
+          f"{runtime_summary(predictor.runtime, auto=auto_chosen)}, "
           f"{url(args.host, port)} ({docs}); "
           f"{access_summary(config, keys['api'], keys['admin'])}", file=sys.stderr)
     if args.workers > 1:
-        del engine  # each worker loads its own copy
+        del predictor  # each worker loads its own copy
         os.environ[CONFIG_ENV] = config.to_json()
         uvicorn.run("headwise.serve.app:app_from_environment", factory=True,
                     workers=args.workers, **common)
         return 0
-    app = create_app(config, engine)
+    app = create_app(config, predictor)
     state = app.state.serve
 
     def on_sigterm(signum: int, frame: object) -> None:

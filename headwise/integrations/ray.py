@@ -51,7 +51,7 @@ from headwise.intent.batch import (
     BatchPredictResult,
     OutputFile,
     RowReader,
-    engine_record,
+    answer_record,
     format_records,
     make_batch_invariant,
 )
@@ -129,11 +129,11 @@ class IntentPredictor:
         from headwise.intent.inference.load import load_predictor
 
         self.model = str(model)
-        self.engine = make_batch_invariant(load_predictor(
+        self.predictor = make_batch_invariant(load_predictor(
             self.model, runtime=runtime, onnx_path=None if onnx_path is None else str(onnx_path),
             max_rows=batch_size, threads=threads,
             report=lambda line: print(f"IntentPredictor: {line}", file=sys.stderr)))
-        self.task: str = self.engine.task
+        self.task: str = self.predictor.task
         self.text_column = text_column
         self.top_k, self.threshold = top_k, threshold
         self.output = output
@@ -148,8 +148,8 @@ class IntentPredictor:
         """The ``headwise predict --json`` record of each text."""
         if not len(texts):
             return []
-        answers = self.engine.predict(list(texts), top_k=self.top_k, threshold=self.threshold)
-        return [engine_record(a) for a in answers]
+        answers = self.predictor.predict(list(texts), top_k=self.top_k, threshold=self.threshold)
+        return [answer_record(a) for a in answers]
 
     def _texts(self, values: Sequence[Any]) -> list[str]:
         texts = []

@@ -21,7 +21,7 @@ from headwise.serve.config import ServeConfig
 from headwise.serve.explain import Explanation, explain_text
 from headwise.serve.ratelimit import RateLimiter
 from headwise.serve.served import ServedModel
-from headwise.serve.startup import load_engine
+from headwise.serve.startup import load_served_predictor
 
 __all__ = [
     "AccessGuard",
@@ -36,5 +36,5 @@ __all__ = [
     "app_from_environment",
     "create_app",
     "explain_text",
-    "load_engine",
+    "load_served_predictor",
 ]

@@ -84,7 +84,7 @@ from headwise.serve.schemas import (
     ReloadResponse,
     declare_limits,
 )
-from headwise.serve.startup import load_engine
+from headwise.serve.startup import load_served_predictor
 from headwise.serve.state import InputError, ServiceState
 
 __all__ = ["ENDPOINTS", "app_from_environment", "create_app", "input_error_response",
@@ -140,12 +140,12 @@ def _validation_message(errors: list[dict]) -> tuple[int, str, str, list[dict]]:
     return 422, "validation_error", "; ".join(parts) + more, details
 
 
-def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
+def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastAPI:
     """The service's ASGI app.
 
     Args:
         config: the settings.
-        engine: a predictor already loaded (default: :func:`load_engine`); a
+        predictor: a predictor already loaded (default: :func:`load_served_predictor`); a
             :class:`~headwise.intent.inference.compound.CompoundPredictor` makes
             ``/v1/predict`` take and answer the compound schemas; a
             ``ProbabilityPredictor`` serves a TF-IDF model or an ensemble.
@@ -156,10 +156,13 @@ def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
         ``sighup_reload``, reloads on SIGHUP), and on shutdown drains the batcher.
 
     Raises:
-        FileNotFoundError, ValueError: the model cannot be served (see :func:`load_engine`),
-            or a key file cannot be used (``KeyFileError``, a ValueError).
+        FileNotFoundError, ValueError: the model cannot be served (see
+            :func:`load_served_predictor`), or a key file cannot be used
+            (``KeyFileError``, a ValueError).
     """
-    state = ServiceState(engine if engine is not None else load_engine(config), config)
+    if predictor is None:
+        predictor = load_served_predictor(config)
+    state = ServiceState(predictor, config)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -177,7 +180,7 @@ def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
             await asyncio.gather(warm, *state._signal_tasks, return_exceptions=True)
             await state.batcher.stop()
 
-    api = state.api  # the kind of the engine served (a reload keeps it)
+    api = state.api  # the kind of the predictor served (a reload keeps it)
     app = FastAPI(title="headwise intent service", version="1", lifespan=lifespan,
                   description=api.about, docs_url=None, redoc_url=None)
     app.state.serve = state
@@ -223,11 +226,11 @@ def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
             served, texts, items, rows = await state.infer(field, name)
         except InputError as e:
             return input_error_response(e)
-        answers = served.api.answer(served.engine, body, texts, items, rows,
+        answers = served.api.answer(served.predictor, body, texts, items, rows,
                                     top_k=body.top_k or config.top_k)
         state.metrics.count_answers(answers)
         return json_response(response_model(model=served.name,
-                                            runtime=served.engine.runtime.name,
+                                            runtime=served.predictor.runtime.name,
                                             predictions=answers))
 
     async def predict(body: BaseModel) -> Response:
@@ -252,7 +255,7 @@ def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
                              f"{served.api.described} classifier; use /v1/predict for its intents "
                              f"and slots")
         if not served.has_attention:
-            clf = served.engine.classifier
+            clf = served.predictor.classifier
             raise InputError(409, "no_attention", f"this model "
                              f"({type(getattr(clf, 'model', clf)).__name__}) has no "
                              f"attention heads to explain; /v1/explain needs a Transformer "
@@ -261,13 +264,13 @@ def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
         state.check_text(text, where)
         state.check_ready()
         try:
-            ex = await served.batcher.run_in_thread(explain_text, served.engine.classifier,
+            ex = await served.batcher.run_in_thread(explain_text, served.predictor.classifier,
                                                     text)
         except BatcherClosed:
             raise InputError(503, "stopping", "the service is shutting down") from None
-        item = EncodedText(((0,) * min(ex.total_tokens, served.engine.max_length),),
+        item = EncodedText(((0,) * min(ex.total_tokens, served.predictor.max_length),),
                            ex.total_tokens, "truncated" if ex.truncated else None)
-        prediction = served.engine.answer([text], [item], ex.logits[None],
+        prediction = served.predictor.answer([text], [item], ex.logits[None],
                                           top_k=config.top_k)[0]
         real = [i for i, t in enumerate(ex.tokens) if not t[3]] or list(range(len(ex.tokens)))
         return ExplainResponse(
@@ -282,17 +285,17 @@ def create_app(config: ServeConfig, engine: Predictor | None = None) -> FastAPI:
     @app.get("/healthz", response_model=Health,
              summary="The process is up, and the model and runtime it serves")
     async def healthz() -> Health:
-        return Health(status="ok", model=state.model_name, runtime=state.engine.runtime.name)
+        return Health(status="ok", model=state.model_name, runtime=state.predictor.runtime.name)
 
     @app.get("/readyz", response_model=Health, responses={503: {"model": Health}},
              summary="The model is loaded and warmed up")
     async def readyz() -> Response:
         if state.ready and not state.stopping:
             return JSONResponse(Health(status="ready", model=state.model_name,
-                                       runtime=state.engine.runtime.name).model_dump())
+                                       runtime=state.predictor.runtime.name).model_dump())
         status = "stopping" if state.stopping else "starting"
         return JSONResponse(Health(status=status, model=state.model_name,
-                                   runtime=state.engine.runtime.name).model_dump(),
+                                   runtime=state.predictor.runtime.name).model_dump(),
                             status_code=503)
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response,

@@ -38,8 +38,8 @@ class PredictApi:
         operation: the endpoint function's name (the OpenAPI operation id's stem).
         request, response: the pydantic models of the request and the answer.
         explains: whether ``/v1/explain`` serves this task.
-        options: the engine's ``answer`` keyword arguments that a request carries.
-        stack_rows: whether the engine's ``answer`` takes its rows stacked into one array
+        options: the predictor's ``answer`` keyword arguments that a request carries.
+        stack_rows: whether the predictor's ``answer`` takes its rows stacked into one array
             (logits) rather than as the list the batcher returned.
     """
 
@@ -53,11 +53,11 @@ class PredictApi:
     options: Callable[[Any], dict[str, Any]]
     stack_rows: bool
 
-    def answer(self, engine: Any, body: Any, texts: Sequence[str], items: Sequence[Any],
+    def answer(self, predictor: Any, body: Any, texts: Sequence[str], items: Sequence[Any],
                rows: Sequence[Any], *, top_k: int) -> list[dict[str, Any]]:
-        """The engine's answers to a request ``body`` for its texts, their encodings and
+        """The predictor's answers to a request ``body`` for its texts, their encodings and
         the batcher's rows."""
-        return engine.answer(texts, items, np.stack(rows) if self.stack_rows else rows,
+        return predictor.answer(texts, items, np.stack(rows) if self.stack_rows else rows,
                              top_k=top_k, threshold=body.threshold, **self.options(body))
 
 
@@ -84,14 +84,14 @@ PREDICT_APIS: dict[str, PredictApi] = {
 }
 
 
-def api_for(engine: Any) -> PredictApi:
+def api_for(predictor: Any) -> PredictApi:
     """The :class:`PredictApi` of a predictor, by its ``task``.
 
     Raises:
         ValueError: a task with no entry in :data:`PREDICT_APIS`.
     """
-    task = getattr(engine, "task", None)
+    task = getattr(predictor, "task", None)
     if task not in PREDICT_APIS:
         raise ValueError(f"no /v1/predict is declared for task {task!r} "
-                         f"({type(engine).__name__}); known: {sorted(PREDICT_APIS)}")
+                         f"({type(predictor).__name__}); known: {sorted(PREDICT_APIS)}")
     return PREDICT_APIS[task]

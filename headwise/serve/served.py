@@ -1,4 +1,4 @@
-"""One loaded model as the service runs it: its engine, its own micro-batcher, its name.
+"""One loaded model as the service runs it: its predictor, its own micro-batcher, its name.
 
 The service holds one :class:`ServedModel` at a time and swaps it whole on a reload
 (:meth:`headwise.serve.state.ServiceState.reload`): the new one is loaded, started and warmed
@@ -31,25 +31,26 @@ class ServedModel:
     """A model, its micro-batcher and how the service names it.
 
     Args:
-        engine: the inference engine.
+        predictor: the predictor that answers
+            (:class:`~headwise.intent.inference.predictor.Predictor`).
         config: the settings it was loaded with (``model_dir``, ``model_name``, batching).
         on_batch: the batcher's per-batch callback (the metrics).
         generation: 1 for the model the service started with, one more per reload.
     """
 
-    def __init__(self, engine: Predictor, config: ServeConfig, *,
+    def __init__(self, predictor: Predictor, config: ServeConfig, *,
                  on_batch: Callable[[int, float], Any] | None = None,
                  generation: int = 1) -> None:
-        self.engine = engine
+        self.predictor = predictor
         self.config = config
         self.generation = generation
-        self.api = api_for(engine)  # what /v1/predict takes and answers for it
+        self.api = api_for(predictor)  # what /v1/predict takes and answers for it
         self.name = config.model_name or Path(config.model_dir or "model").name
         self.batcher: MicroBatcher[EncodedText, Any] = MicroBatcher(
-            engine.run, max_batch_size=config.max_batch_size,
+            predictor.run, max_batch_size=config.max_batch_size,
             max_wait_s=config.max_wait_ms / 1000.0, batching=config.batching,
             on_batch=on_batch)
-        model = getattr(engine.classifier, "model", None)  # None: a TF-IDF model, an ensemble
+        model = getattr(predictor.classifier, "model", None)  # None: a TF-IDF model, an ensemble
         try:
             self.has_attention = model is not None and bool(attention_layers(model))
         except NoAttentionError:
@@ -63,7 +64,7 @@ class ServedModel:
         """Run :data:`WARMUP_TEXTS` once on the inference thread (when the config says
         ``warmup``), so the first real request does not pay for lazy initialisation."""
         if self.config.warmup:
-            await self.batcher.run_in_thread(self.engine.warm_up, list(WARMUP_TEXTS))
+            await self.batcher.run_in_thread(self.predictor.warm_up, list(WARMUP_TEXTS))
 
     async def stop(self) -> None:
         """Finish everything submitted to the batcher, then stop it."""

@@ -1,6 +1,6 @@
 """Load what the service runs, refusing at start-up anything that would fail later.
 
-:func:`load_engine` is :func:`~headwise.intent.inference.load.load_predictor` with a
+:func:`load_served_predictor` is :func:`~headwise.intent.inference.load.load_predictor` with a
 :class:`ServeConfig`'s settings: the service answers with the very predictor that the
 library, ``headwise predict`` and the file stream use; what it adds is about HTTP
 (micro-batching of requests, the app). Its one-line runtime report goes to stderr.
@@ -16,14 +16,14 @@ from headwise.intent.inference.predictor import Predictor
 from headwise.intent.kinds import load_classifier
 from headwise.serve.config import ServeConfig
 
-__all__ = ["load_engine"]
+__all__ = ["load_served_predictor"]
 
 
 def _stderr_line(message: str) -> None:
     print(f"headwise serve: {message}", file=sys.stderr, flush=True)
 
 
-def load_engine(config: ServeConfig, classifier: Any | None = None, *,
+def load_served_predictor(config: ServeConfig, classifier: Any | None = None, *,
                 report: Callable[[str], None] | None = _stderr_line) -> Predictor:
     """The predictor a config describes
     (:func:`~headwise.intent.inference.load.load_predictor`).

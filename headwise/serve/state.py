@@ -27,7 +27,7 @@ from headwise.serve.predict_api import PredictApi, api_for
 from headwise.serve.ratelimit import RateLimiter
 from headwise.serve.schemas import ReloadResponse
 from headwise.serve.served import ServedModel
-from headwise.serve.startup import load_engine
+from headwise.serve.startup import load_served_predictor
 
 __all__ = ["InputError", "ServiceState"]
 
@@ -47,7 +47,7 @@ class ServiceState:
     readiness, the API keys and the rate limit.
 
     Args:
-        engine: the engine of the model to serve first.
+        predictor: the predictor of the model to serve first.
         config: the settings.
 
     Raises:
@@ -55,11 +55,11 @@ class ServiceState:
             (:class:`~headwise.serve.auth.ApiKeys`).
     """
 
-    def __init__(self, engine: Predictor, config: ServeConfig) -> None:
+    def __init__(self, predictor: Predictor, config: ServeConfig) -> None:
         self.config = config
         self.metrics = ServeMetrics()
-        self.served = ServedModel(engine, config, on_batch=self.metrics.observe_batch)
-        self.metrics.track_model(engine.labels, engine.decision_scores)
+        self.served = ServedModel(predictor, config, on_batch=self.metrics.observe_batch)
+        self.metrics.track_model(predictor.labels, predictor.decision_scores)
         self.ready = False
         self.stopping = False
         self.keys = ApiKeys(config.api_key_file) if config.api_key_file else None
@@ -74,8 +74,8 @@ class ServiceState:
 
     # the served model's parts, as they are now (a request takes ``served`` once instead)
     @property
-    def engine(self) -> Predictor:
-        return self.served.engine
+    def predictor(self) -> Predictor:
+        return self.served.predictor
 
     @property
     def batcher(self) -> MicroBatcher[EncodedText, Any]:
@@ -127,7 +127,7 @@ class ServiceState:
 
         Returns:
             ``(served, texts, encodings, results)``: the model that ran them, and its
-            engine's :meth:`run` result per text.
+            predictor's :meth:`run` result per text.
 
         Raises:
             InputError: too many texts, a bad text (422), a text over the token limit
@@ -144,7 +144,7 @@ class ServiceState:
         # and the old model's batcher runs everything queued on it before it stops
         served = self.served
         try:
-            items = served.engine.encode(texts)
+            items = served.predictor.encode(texts)
         except LongTextError as e:
             raise InputError(422, "text_too_long", str(e)) from None
         try:
@@ -211,7 +211,7 @@ class ServiceState:
             self.reloading = False
         served = self.served
         return ReloadResponse(model=served.name, model_dir=served.config.model_dir,
-                              runtime=served.engine.runtime.name,
+                              runtime=served.predictor.runtime.name,
                               generation=served.generation, reloaded_model=model,
                               previous_model=previous, load_seconds=load_seconds,
                               api_keys=None if self.keys is None else len(self.keys),
@@ -245,14 +245,14 @@ class ServiceState:
         start = time.perf_counter()
         new: ServedModel | None = None
         try:
-            engine = await asyncio.to_thread(
-                load_engine, config, report=lambda line: log.warning("reload: %s", line))
-            api = api_for(engine)
+            predictor = await asyncio.to_thread(
+                load_served_predictor, config, report=lambda line: log.warning("reload: %s", line))
+            api = api_for(predictor)
             if api is not old.api:
                 raise ValueError(f"it holds {api.described} classifier and the "
                                  f"service serves {old.api.described} one, whose requests and "
                                  f"answers differ; start a new service for it")
-            new = ServedModel(engine, config, on_batch=self.metrics.observe_batch,
+            new = ServedModel(predictor, config, on_batch=self.metrics.observe_batch,
                               generation=old.generation + 1)
             await new.start()
             await new.warm_up()
@@ -266,14 +266,14 @@ class ServiceState:
             raise InputError(422, "reload_failed", f"could not load {target}: {reason}; "
                              f"still serving {old.name}") from None
         seconds = time.perf_counter() - start
-        self.metrics.track_model(engine.labels, engine.decision_scores)
+        self.metrics.track_model(predictor.labels, predictor.decision_scores)
         self.served = new  # the swap: requests from now on take the new model
         self.config = config
         self.metrics.count_reload("model", ok=True)
         self.metrics.generation.set(new.generation)
         log.info("reloaded the model: serving %s (%s, %d intents, runtime %s, generation "
                  "%d) instead of %s, loaded and warmed up in %.2f s", new.name, target,
-                 len(engine.labels), engine.runtime.name, new.generation, old.name, seconds)
+                 len(predictor.labels), predictor.runtime.name, new.generation, old.name, seconds)
         await old.stop()  # runs what was queued on the old model, then ends its thread
         del old
         if self.config.freeze_gc:  # let the old model's cycles be collected, then refreeze

@@ -25,7 +25,7 @@ from headwise.intent.batch import predict_file  # noqa: E402
 from headwise.intent.classifier import IntentClassifier  # noqa: E402
 from headwise.models import EncoderClassifier, ModelConfig  # noqa: E402
 from headwise.serve.config import ServeConfig  # noqa: E402
-from headwise.serve.startup import load_engine  # noqa: E402
+from headwise.serve.startup import load_served_predictor  # noqa: E402
 from headwise.text.tokenizer import Tokenizer  # noqa: E402
 
 TEXTS = [t for ts in INTENTS.values() for t in ts]
@@ -65,8 +65,9 @@ def _reference(model_dir, texts, tmp_path, **options) -> list[dict]:
     """The records ``headwise predict --data`` writes for ``texts``, without ``line``."""
     data = tmp_path / "ref.txt"
     data.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-    engine = load_engine(ServeConfig(model_dir=str(model_dir), warmup=False), report=None)
-    predict_file(engine, data, tmp_path / "ref.jsonl", progress=False, **options)
+    predictor = load_served_predictor(ServeConfig(model_dir=str(model_dir), warmup=False),
+                                      report=None)
+    predict_file(predictor, data, tmp_path / "ref.jsonl", progress=False, **options)
     records = [json.loads(x) for x in (tmp_path / "ref.jsonl").read_text().splitlines()]
     for r in records:
         del r["line"]

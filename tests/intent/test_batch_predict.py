@@ -37,7 +37,7 @@ from headwise.intent.inference.bucketing import length_bucket
 from headwise.models import EncoderClassifier, ModelConfig
 from headwise.models.joint import JointIntentSlotModel
 from headwise.serve.config import ServeConfig
-from headwise.serve.startup import load_engine
+from headwise.serve.startup import load_served_predictor
 from headwise.text.readers import DataError, read_examples
 from headwise.text.tokenizer import Tokenizer
 
@@ -84,8 +84,8 @@ def model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def engine(model_dir):
-    return load_engine(ServeConfig(model_dir=str(model_dir), warmup=False), report=None)
+def predictor(model_dir):
+    return load_served_predictor(ServeConfig(model_dir=str(model_dir), warmup=False), report=None)
 
 
 def _write_text(path: Path, texts: list[str]) -> Path:
@@ -143,10 +143,10 @@ def test_records_are_those_of_predict_json_plus_the_line(model_dir, tmp_path, ca
     assert not partial_path(out).exists() and not state_path(out).exists()
 
 
-def test_csv_output_holds_the_same_records(model_dir, engine, tmp_path):
+def test_csv_output_holds_the_same_records(model_dir, predictor, tmp_path):
     data = _write_text(tmp_path / "q.txt", queries(30))
-    predict_file(engine, data, tmp_path / "a.jsonl", progress=False)
-    predict_file(engine, data, tmp_path / "a.csv", progress=False)
+    predict_file(predictor, data, tmp_path / "a.jsonl", progress=False)
+    predict_file(predictor, data, tmp_path / "a.csv", progress=False)
     with (tmp_path / "a.csv").open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == list(bp.CSV_COLUMNS)
@@ -161,7 +161,7 @@ def test_csv_output_holds_the_same_records(model_dir, engine, tmp_path):
         assert (json.loads(row["long_text"]) if row["long_text"] else None) == rec["long_text"]
 
 
-def test_answers_do_not_depend_on_the_chunk_size(engine, tmp_path):
+def test_answers_do_not_depend_on_the_chunk_size(predictor, tmp_path):
     """A text's answer is the same whether it was batched alone or with others: the
     records of every chunking are byte-identical (PyTorch's one-row kernel rounds
     differently, and so does MKL for up to 15 rows on AVX-512 CPUs; the guard runs every
@@ -170,23 +170,23 @@ def test_answers_do_not_depend_on_the_chunk_size(engine, tmp_path):
     texts = {}
     for size in (1, 7, 1000):
         out = tmp_path / f"c{size}.jsonl"
-        predict_file(engine, data, out, chunk_size=size, progress=False)
+        predict_file(predictor, data, out, chunk_size=size, progress=False)
         texts[size] = out.read_bytes()
     assert texts[1] == texts[7] == texts[1000]
 
 
-def test_batch_invariant_runtime_answers_a_row_alike_in_any_batch(engine):
+def test_batch_invariant_runtime_answers_a_row_alike_in_any_batch(predictor):
     """Alone, with longer or shorter neighbours, padded to any width of its bucket: the
-    same bits (the engines pad a pass to its longest row; the runtime re-pads)."""
-    inner = engine.runtime.inner if isinstance(engine.runtime, BatchInvariantRuntime) \
-        else engine.runtime
-    rt = BatchInvariantRuntime(inner, pad_id=engine.pad_id, max_length=engine.max_length)
+    same bits (the predictors pad a pass to its longest row; the runtime re-pads)."""
+    inner = predictor.runtime.inner if isinstance(predictor.runtime, BatchInvariantRuntime) \
+        else predictor.runtime
+    rt = BatchInvariantRuntime(inner, pad_id=predictor.pad_id, max_length=predictor.max_length)
     assert rt.name == "torch" and rt.model is inner.model
-    rows = [list(it.chunks[0]) for it in engine.encode_truncated(queries(40, seed=2))]
+    rows = [list(it.chunks[0]) for it in predictor.encode_truncated(queries(40, seed=2))]
 
     def run(batch: list[list[int]], width: int | None = None):
         width = width or max(map(len, batch))
-        ids = np.full((len(batch), width), engine.pad_id, dtype=np.int64)
+        ids = np.full((len(batch), width), predictor.pad_id, dtype=np.int64)
         mask = np.zeros_like(ids)
         for i, r in enumerate(batch):
             ids[i, :len(r)], mask[i, :len(r)] = r, 1
@@ -203,7 +203,7 @@ def test_batch_invariant_runtime_answers_a_row_alike_in_any_batch(engine):
         assert np.array_equal(run([target, *bucket])[0], alone)
         assert np.array_equal(run([*bucket[:3], target])[3], alone)
         assert np.array_equal(run([target], width=min(length_bucket(len(target)),
-                                                       engine.max_length))[0], alone)
+                                                       predictor.max_length))[0], alone)
 
 
 def test_compound_records_are_those_of_predict_json(tmp_path, capsys):
@@ -225,7 +225,7 @@ def test_compound_records_are_those_of_predict_json(tmp_path, capsys):
     assert [r.pop("line") for r in got] == list(range(1, len(texts) + 1))
     _same_records(got, _cli_json(d, texts, capsys))
     assert list(got[0]) == list(bp.JSONL_KEYS[1:])
-    predict_file(load_engine(ServeConfig(model_dir=str(d), warmup=False), report=None),
+    predict_file(load_served_predictor(ServeConfig(model_dir=str(d), warmup=False), report=None),
                  data, tmp_path / "c.csv", progress=False)
     with (tmp_path / "c.csv").open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -268,7 +268,7 @@ def test_an_onnx_export_beside_the_model_runs_on_onnxruntime(model_dir, tmp_path
 
 
 # -- input layouts and bad rows -----------------------------------------------------------
-def test_every_layout_reads_the_same_texts_at_their_lines(engine, tmp_path):
+def test_every_layout_reads_the_same_texts_at_their_lines(predictor, tmp_path):
     texts = ["i lost my card", 'send "50" pounds, now', "what is my balance"]
     (tmp_path / "a.csv").write_bytes(  # a byte-order mark, CRLF, a quoted two-line text
         b"\xef\xbb\xbfText,label\r\n" + "".join(f'"{t.replace(chr(34), 2 * chr(34))}",x\r\n'
@@ -288,7 +288,7 @@ def test_every_layout_reads_the_same_texts_at_their_lines(engine, tmp_path):
         got = [r.text for r in rows]
         assert got == (texts if name != "a.csv" else texts[:2] + ["what is\nmy balance"])
         out = tmp_path / f"{name}.jsonl"
-        predict_file(engine, tmp_path / name, out, progress=False)
+        predict_file(predictor, tmp_path / name, out, progress=False)
         answers[name] = [r.pop("line") and r for r in _jsonl(out)]
     assert answers["a.tsv"] == answers["a.jsonl"] == answers["a.log"]
     # the readers agree on the rows and their lines
@@ -308,12 +308,12 @@ BAD_JSONL = (b'{"text": "fine one"}\n{"text": ""}\n{"text": 5}\n{"txt": "x"}\n[1
 
 
 @pytest.mark.parametrize("name, data", [("bad.csv", BAD_CSV), ("bad.jsonl", BAD_JSONL)])
-def test_bad_rows_are_those_the_readers_report(engine, tmp_path, name, data):
+def test_bad_rows_are_those_the_readers_report(predictor, tmp_path, name, data):
     path = tmp_path / name
     path.write_bytes(data)
     ref = read_examples(path, require_labels=False, skip_bad_rows=True)
     seen: list[DataError] = []
-    result = predict_file(engine, path, tmp_path / "o.jsonl", progress=False,
+    result = predict_file(predictor, path, tmp_path / "o.jsonl", progress=False,
                           on_bad_row=seen.append)
     assert result.bad_rows == ref.skipped and result.skipped == len(ref.skipped) >= 4
     assert [str(e) for e in seen] == [f"{path}:{line}: {why}" for line, why in ref.skipped]
@@ -321,26 +321,26 @@ def test_bad_rows_are_those_the_readers_report(engine, tmp_path, name, data):
         [(e.line, e.text) for e in ref]
     line, why = ref.skipped[0]
     with pytest.raises(DataError, match=f"^{re.escape(f'{path}:{line}: {why}')}$"):
-        predict_file(engine, path, tmp_path / "s.jsonl", progress=False, strict=True)
+        predict_file(predictor, path, tmp_path / "s.jsonl", progress=False, strict=True)
     assert not (tmp_path / "s.jsonl").exists() and partial_path(tmp_path / "s.jsonl").exists()
 
 
-def test_plain_text_bad_bytes_and_whole_file_problems(engine, tmp_path, capsys):
+def test_plain_text_bad_bytes_and_whole_file_problems(predictor, tmp_path, capsys):
     path = tmp_path / "t.txt"
     path.write_bytes(b"fine\nnot \xc3\x28 utf8\n\nfine again\n")
-    result = predict_file(engine, path, tmp_path / "o.jsonl", progress=False)
+    result = predict_file(predictor, path, tmp_path / "o.jsonl", progress=False)
     assert result.bad_rows == [(2, "not UTF-8 (byte 0xc3 at column 5)")]
     nocol = tmp_path / "nocol.csv"
     nocol.write_text("message,label\nhi,a\n", encoding="utf-8")
     out = tmp_path / "x.jsonl"
     with pytest.raises(DataError, match=r"nocol.csv:1: no text column one of text.*"
                                         r"--text-column"):
-        predict_file(engine, nocol, out, progress=False)
+        predict_file(predictor, nocol, out, progress=False)
     assert not out.exists() and not partial_path(out).exists()  # nothing was started
     array = tmp_path / "arr.json"
     array.write_text('[{"text": "hi"}]', encoding="utf-8")
     with pytest.raises(DataError, match="arr.json:1: a JSON array cannot be read"):
-        predict_file(engine, array, out, progress=False)
+        predict_file(predictor, array, out, progress=False)
     # the CLI: one line, exit 1
     assert main(["predict", "M", "--data", str(nocol), "--out", str(tmp_path / "y.txt")]) == 1
     assert "cannot tell the output format" in capsys.readouterr().err
@@ -400,31 +400,31 @@ class _Interrupt(Exception):
 
 
 class _StopAfter:
-    """An engine that is interrupted after ``chunks`` chunks (a failure mid-run)."""
+    """An predictor that is interrupted after ``chunks`` chunks (a failure mid-run)."""
 
-    def __init__(self, engine, chunks: int) -> None:
-        self.engine, self.left = engine, chunks
-        self.task, self.labels = engine.task, engine.labels
+    def __init__(self, predictor, chunks: int) -> None:
+        self.predictor, self.left = predictor, chunks
+        self.task, self.labels = predictor.task, predictor.labels
 
     def predict(self, texts, **kw):
         if self.left == 0:
             raise _Interrupt
         self.left -= 1
-        return self.engine.predict(texts, **kw)
+        return self.predictor.predict(texts, **kw)
 
 
 @pytest.mark.parametrize("suffix", ["jsonl", "csv"])
 def test_resume_after_a_failure_and_a_cut_last_line_equals_an_uninterrupted_run(
-        engine, tmp_path, suffix):
+        predictor, tmp_path, suffix):
     texts = queries(60, seed=6)
     texts[16] = "two\nlines"  # the first one resumed (CSV quotes it over two lines)
     data = tmp_path / "q.jsonl"
     data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
     ref = tmp_path / f"ref.{suffix}"
-    predict_file(engine, data, ref, chunk_size=8, progress=False)
+    predict_file(predictor, data, ref, chunk_size=8, progress=False)
     out = tmp_path / f"out.{suffix}"
     with pytest.raises(_Interrupt):
-        predict_file(_StopAfter(engine, 2), data, out, chunk_size=8, progress=False)
+        predict_file(_StopAfter(predictor, 2), data, out, chunk_size=8, progress=False)
     part = partial_path(out)
     assert not out.exists() and part.exists() and state_path(out).exists()
     done = part.read_bytes()
@@ -433,40 +433,40 @@ def test_resume_after_a_failure_and_a_cut_last_line_equals_an_uninterrupted_run(
     rest = ref.read_bytes()[len(done):]
     cut = rest.index(b"two") + 4 if suffix == "csv" else 37  # csv: right after "two\n"
     part.write_bytes(done + rest[:cut])
-    result = predict_file(engine, data, out, chunk_size=5, resume=True, progress=False)
+    result = predict_file(predictor, data, out, chunk_size=5, resume=True, progress=False)
     assert out.read_bytes() == ref.read_bytes()
     assert result.resumed_after is not None and result.kept == 16
     assert result.written == len(texts) - 16
     assert not part.exists() and not state_path(out).exists()
 
 
-def test_resume_refuses_other_options_and_foreign_files(engine, tmp_path):
+def test_resume_refuses_other_options_and_foreign_files(predictor, tmp_path):
     data = _write_text(tmp_path / "q.txt", queries(30, seed=7))
     out = tmp_path / "o.jsonl"
     with pytest.raises(_Interrupt):
-        predict_file(_StopAfter(engine, 1), data, out, chunk_size=8, progress=False)
+        predict_file(_StopAfter(predictor, 1), data, out, chunk_size=8, progress=False)
     with pytest.raises(ValueError, match=r"other options .*top_k: 3 then, 2 now"):
-        predict_file(engine, data, out, top_k=2, resume=True, progress=False)
+        predict_file(predictor, data, out, top_k=2, resume=True, progress=False)
     partial_path(out).write_text('{"not": "ours"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="not the output of `headwise predict --data`"):
-        predict_file(engine, data, out, resume=True, progress=False)
+        predict_file(predictor, data, out, resume=True, progress=False)
     state_path(out).unlink()
     with pytest.raises(ValueError, match="options of the run, is missing"):
-        predict_file(engine, data, out, resume=True, progress=False)
+        predict_file(predictor, data, out, resume=True, progress=False)
     # without --resume a run starts again, whatever was left
-    predict_file(engine, data, out, progress=False)
+    predict_file(predictor, data, out, progress=False)
     assert len(_jsonl(out)) == 30
 
 
-def test_resume_of_a_complete_output_predicts_only_the_new_lines(engine, tmp_path):
+def test_resume_of_a_complete_output_predicts_only_the_new_lines(predictor, tmp_path):
     texts = queries(40, seed=8)
     data = _write_text(tmp_path / "log.txt", texts[:25])
     out = tmp_path / "o.csv"
-    predict_file(engine, data, out, progress=False)
+    predict_file(predictor, data, out, progress=False)
     _write_text(data, texts)  # the log grew
-    result = predict_file(engine, data, out, resume=True, progress=False)
+    result = predict_file(predictor, data, out, resume=True, progress=False)
     assert (result.resumed_after, result.kept, result.written) == (25, 25, 15)
-    predict_file(engine, data, tmp_path / "all.csv", progress=False)
+    predict_file(predictor, data, tmp_path / "all.csv", progress=False)
     assert out.read_bytes() == (tmp_path / "all.csv").read_bytes()
 
 
@@ -479,7 +479,7 @@ def test_output_file_keeps_nothing_of_a_cut_header(tmp_path):
     assert out.read_text() == ",".join(bp.CSV_COLUMNS) + "\n"
 
 
-def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(model_dir, engine, tmp_path):
+def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(model_dir, predictor, tmp_path):
     data = _write_text(tmp_path / "q.txt", queries(200, seed=9))
     out = tmp_path / "o.jsonl"
     part = partial_path(out)
@@ -500,7 +500,7 @@ def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(model_dir, engin
     assert main(["predict", str(model_dir), "--data", str(data), "--out", str(out),
                  "--resume", "--quiet"]) == 0
     ref = tmp_path / "ref.jsonl"
-    predict_file(engine, data, ref, progress=False)
+    predict_file(predictor, data, ref, progress=False)
     got, want = out.read_text().splitlines(), ref.read_text().splitlines()
     assert len(got) == len(want) == 200
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -508,17 +508,17 @@ def test_kill_9_mid_run_then_resume_equals_an_uninterrupted_run(model_dir, engin
 
 
 # -- memory -------------------------------------------------------------------------------
-def test_memory_does_not_grow_with_the_input(engine, tmp_path):
+def test_memory_does_not_grow_with_the_input(predictor, tmp_path):
     """Peak Python memory of a run over 10x the input is that of 1x (chunks of 32)."""
     base = queries(60, seed=10)
-    predict_file(engine, _write_text(tmp_path / "warm.txt", base), tmp_path / "warm.csv",
+    predict_file(predictor, _write_text(tmp_path / "warm.txt", base), tmp_path / "warm.csv",
                  chunk_size=32, progress=False)
 
     def peak(times: int) -> int:
         data = _write_text(tmp_path / f"x{times}.txt", base * times)
         tracemalloc.start()
         try:
-            result = predict_file(engine, data, tmp_path / f"o{times}.csv", chunk_size=32,
+            result = predict_file(predictor, data, tmp_path / f"o{times}.csv", chunk_size=32,
                                   progress=False)
             return tracemalloc.get_traced_memory()[1]
         finally:

@@ -163,9 +163,9 @@ def test_a_registered_kind_is_taken_by_predict_eval_calibrate_and_serve(toy, tmp
         body = client.post("/v1/predict", json={"texts": ["please send money"]}).json()
     assert intent_of(body["predictions"][0]) == "transfer"
     with pytest.raises(ValueError, match="keyword classifier .* it has no network"):
-        from headwise.serve import load_engine
+        from headwise.serve import load_served_predictor
 
-        load_engine(ServeConfig(model_dir=str(toy), long_text="chunk"))
+        load_served_predictor(ServeConfig(model_dir=str(toy), long_text="chunk"))
 
 
 def test_no_file_outside_the_registry_decides_a_kind_from_marker_files():

@@ -96,9 +96,10 @@ def test_serve_runs_uvicorn_without_access_log_and_with_a_frozen_gc(encoder_dir,
 def test_chunk_policy_steadies_the_heap_at_start(encoder_dir, policy):
     # process-wide and made once: checked in a fresh interpreter
     code = ("import sys; from headwise.serve import ServeConfig; "
-            "from headwise.serve.startup import load_engine; "
+            "from headwise.serve.startup import load_served_predictor; "
             "from headwise.models.heap import heap_is_steady; "
-            "load_engine(ServeConfig(model_dir=sys.argv[1], long_text=sys.argv[2]), report=None); "
+            "load_served_predictor(ServeConfig(model_dir=sys.argv[1], long_text=sys.argv[2]), "
+            "report=None); "
             "print(heap_is_steady())")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     out = subprocess.run([sys.executable, "-c", code, str(encoder_dir), policy], env=env,
@@ -155,20 +156,20 @@ def test_port_0_announces_the_port_it_chose(encoder_dir, monkeypatch, capsys):
 def test_a_bilstm_beside_a_stale_onnx_file_is_not_sent_to_export(bilstm_dir, tmp_path):
     import shutil
 
-    from headwise.serve.startup import load_engine
+    from headwise.serve.startup import load_served_predictor
 
     model = tmp_path / "bilstm"
     shutil.copytree(bilstm_dir, model)
     reasons: list[str] = []
-    load_engine(ServeConfig(model_dir=str(model)), report=reasons.append)
+    load_served_predictor(ServeConfig(model_dir=str(model)), report=reasons.append)
     (model / "model.onnx").write_bytes(b"an old file from another model")
-    load_engine(ServeConfig(model_dir=str(model)), report=reasons.append)
+    load_served_predictor(ServeConfig(model_dir=str(model)), report=reasons.append)
     for reason in reasons:  # export refuses a BiLSTM: never suggest it
         assert "runtime auto: using torch" in reason and "BiLSTMClassifier" in reason
         assert "headwise export" not in reason and "export again" not in reason
     assert "model.onnx is ignored" in reasons[1]
     with pytest.raises(ValueError, match="--runtime onnx: .*BiLSTM") as e:
-        load_engine(ServeConfig(model_dir=str(model), runtime="onnx"), report=None)
+        load_served_predictor(ServeConfig(model_dir=str(model), runtime="onnx"), report=None)
     assert "export" not in str(e.value).replace("ONNX export supports", "")
 
 

@@ -182,13 +182,13 @@ def test_length_buckets():
 @pytest.mark.parametrize("policy", ["truncate", "chunk"])
 def test_batched_logits_equal_unbatched(encoder_dir, policy):
     clf = IntentClassifier.load(encoder_dir)
-    engine = SingleLabelPredictor(clf, TorchRuntime(clf.model), long_text=policy, chunk_stride=4,
+    predictor = SingleLabelPredictor(clf, TorchRuntime(clf.model), long_text=policy, chunk_stride=4,
                              max_rows=64)
     texts = [*TEXTS, LONG, "hi", LONG[:40]]
-    items = engine.encode(texts)
+    items = predictor.encode(texts)
     assert any(len(i.chunks) > 1 for i in items) == (policy == "chunk")
-    together = calibrated_probs(engine.logits(items), clf.temperature)
-    alone = np.concatenate([calibrated_probs(engine.logits([i]), clf.temperature)
+    together = calibrated_probs(predictor.logits(items), clf.temperature)
+    alone = np.concatenate([calibrated_probs(predictor.logits([i]), clf.temperature)
                             for i in items])
     np.testing.assert_allclose(together, alone, atol=1e-6, rtol=0)
     np.testing.assert_array_equal(np.argsort(-together, 1, kind="stable"),
@@ -214,7 +214,7 @@ def test_concurrent_http_requests_get_their_unbatched_answers(encoder_dir):
     config = ServeConfig(model_dir=str(encoder_dir), max_batch_size=16, max_wait_ms=20,
                          long_text="chunk")
     app = create_app(config)
-    engine = app.state.serve.engine
+    predictor = app.state.serve.predictor
     rng = np.random.default_rng(0)
     pool = [*TEXTS, LONG]
     requests = [[pool[j] for j in rng.choice(len(pool), size=int(rng.integers(1, 4)))]
@@ -223,7 +223,7 @@ def test_concurrent_http_requests_get_their_unbatched_answers(encoder_dir):
     responses, metrics = post_concurrently(app, requests)
     for texts, r in zip(requests, responses, strict=True):
         assert r.status_code == 200
-        want = engine.predict(texts, top_k=3)  # one request alone, no other rows around
+        want = predictor.predict(texts, top_k=3)  # one request alone, no other rows around
         for got, ref in zip(r.json()["predictions"], want, strict=True):
             assert [k["intent"] for k in got["top_k"]] == [k["intent"] for k in ref["top_k"]]
             np.testing.assert_allclose([k["confidence"] for k in got["top_k"]],

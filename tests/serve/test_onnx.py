@@ -20,7 +20,7 @@ from headwise.cli import main
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.inference import OnnxRuntime, TorchRuntime
 from headwise.onnx.export import max_logit_difference, probe_batches
-from headwise.serve import ServeConfig, create_app, load_engine
+from headwise.serve import ServeConfig, create_app, load_served_predictor
 
 
 @pytest.fixture(scope="module")
@@ -177,8 +177,9 @@ def test_serving_on_onnxruntime_gives_the_same_answers(encoder_dir, exported):
         body = c.post("/v1/predict", json={"texts": TEXTS}).json()
     assert body["runtime"] == "onnx"
     clf = IntentClassifier.load(encoder_dir)
-    torch_engine = load_engine(ServeConfig(model_dir=str(encoder_dir), long_text="chunk"), clf)
-    for got, want in zip(body["predictions"], torch_engine.predict(TEXTS), strict=True):
+    torch_predictor = load_served_predictor(
+        ServeConfig(model_dir=str(encoder_dir), long_text="chunk"), clf)
+    for got, want in zip(body["predictions"], torch_predictor.predict(TEXTS), strict=True):
         assert [k["intent"] for k in got["top_k"]] == [k["intent"] for k in want["top_k"]]
         assert confidence_of(got) == pytest.approx(confidence_of(want), abs=1e-4)
         assert got["long_text"] == want["long_text"]
@@ -194,9 +195,9 @@ def test_onnx_from_other_weights_is_refused(encoder_dir, exported, tmp_path):
     cfg = ServeConfig(model_dir=str(other), runtime="onnx",
                       onnx_path=str(exported / "model.onnx"))
     with pytest.raises(ValueError, match="exported from other weights"):
-        load_engine(cfg)
+        load_served_predictor(cfg)
     with pytest.raises(FileNotFoundError, match="headwise export"):
-        load_engine(ServeConfig(model_dir=str(other), runtime="onnx"))
+        load_served_predictor(ServeConfig(model_dir=str(other), runtime="onnx"))
     (other / "junk.onnx").write_bytes(b"not onnx")
     with pytest.raises(ValueError, match="not a loadable ONNX model"):
         OnnxRuntime(other / "junk.onnx")

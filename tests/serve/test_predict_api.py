@@ -1,5 +1,5 @@
 """/v1/predict declared per task (headwise.serve.predict_api): each kind's request,
-answer and options reach the engine as its ``answer`` takes them."""
+answer and options reach the predictor as its ``answer`` takes them."""
 
 from __future__ import annotations
 
@@ -35,16 +35,16 @@ def test_each_task_has_its_api_and_an_unknown_one_is_refused():
 
 def test_single_label_rows_are_stacked_and_compound_options_passed():
     rows = [np.array([0.1, 0.9]), np.array([0.7, 0.3])]
-    engine = _Engine("single_label")
-    PREDICT_APIS["single_label"].answer(engine, PredictRequest(texts=["a", "b"], threshold=0.4),
+    predictor = _Engine("single_label")
+    PREDICT_APIS["single_label"].answer(predictor, PredictRequest(texts=["a", "b"], threshold=0.4),
                                   ["a", "b"], [None, None], rows, top_k=2)
-    got, kw = engine.calls[0]
+    got, kw = predictor.calls[0]
     assert isinstance(got, np.ndarray) and got.shape == (2, 2)
     assert kw == {"top_k": 2, "threshold": 0.4}
-    engine = _Engine("multi_label")
+    predictor = _Engine("multi_label")
     body = CompoundPredictRequest(texts=["a"], at_least_one=True, reference_date="2026-03-01")
-    PREDICT_APIS["multi_label"].answer(engine, body, ["a"], [None], rows[:1], top_k=3)
-    got, kw = engine.calls[0]
+    PREDICT_APIS["multi_label"].answer(predictor, body, ["a"], [None], rows[:1], top_k=3)
+    got, kw = predictor.calls[0]
     assert got is not None and isinstance(got, list)
     assert kw == {"top_k": 3, "threshold": None, "at_least_one": True,
                   "reference_date": datetime.date(2026, 3, 1)}

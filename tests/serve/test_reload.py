@@ -111,7 +111,7 @@ def test_answers_across_a_swap_each_come_from_one_model(encoder_dir, other_encod
 def test_the_old_model_serves_while_the_new_one_loads(encoder_dir, other_encoder_dir,
                                                       key_file, monkeypatch):
     started, release = threading.Event(), threading.Event()
-    real = state_module.load_engine
+    real = state_module.load_served_predictor
 
     def slow_load(*args, **kwargs):  # a slow disk: the load waits until told
         started.set()
@@ -119,7 +119,8 @@ def test_the_old_model_serves_while_the_new_one_loads(encoder_dir, other_encoder
         return real(*args, **kwargs)
 
     app = create_app(ServeConfig(model_dir=str(encoder_dir), api_key_file=str(key_file)))
-    monkeypatch.setattr(state_module, "load_engine", slow_load)  # the reload's, not the first
+    # the reload's, not the first
+    monkeypatch.setattr(state_module, "load_served_predictor", slow_load)
 
     async def run() -> list[httpx.Response]:
         async with app.router.lifespan_context(app):

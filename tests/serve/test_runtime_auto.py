@@ -19,7 +19,7 @@ from headwise.cli import main
 from headwise.intent.classifier import IntentClassifier
 from headwise.models.io import WEIGHTS_NAME
 from headwise.onnx.export import export_onnx
-from headwise.serve import ServeConfig, create_app, load_engine
+from headwise.serve import ServeConfig, create_app, load_served_predictor
 from headwise.serve.config import CONFIG_ENV
 
 
@@ -35,18 +35,18 @@ def exported_dir(encoder_dir, tmp_path_factory):
 
 def _engine(model_dir, **config):
     reasons: list[str] = []
-    engine = load_engine(ServeConfig(model_dir=str(model_dir), **config),
+    predictor = load_served_predictor(ServeConfig(model_dir=str(model_dir), **config),
                          report=reasons.append)
-    return engine, reasons
+    return predictor, reasons
 
 
 def test_auto_serves_a_matching_export_on_onnxruntime(exported_dir):
-    engine, reasons = _engine(exported_dir)
-    assert engine.runtime.name == "onnx" and reasons == []
-    assert engine.runtime.path == exported_dir / "model.onnx"
+    predictor, reasons = _engine(exported_dir)
+    assert predictor.runtime.name == "onnx" and reasons == []
+    assert predictor.runtime.path == exported_dir / "model.onnx"
     torch_engine, _ = _engine(exported_dir, runtime="torch")
     assert torch_engine.runtime.name == "torch"  # an explicit choice ignores the file
-    for got, want in zip(engine.predict(TEXTS), torch_engine.predict(TEXTS), strict=True):
+    for got, want in zip(predictor.predict(TEXTS), torch_engine.predict(TEXTS), strict=True):
         assert intent_of(got) == intent_of(want)
         assert confidence_of(got) == pytest.approx(confidence_of(want), abs=1e-4)
     with TestClient(create_app(ServeConfig(model_dir=str(exported_dir)))) as c:
@@ -55,14 +55,14 @@ def test_auto_serves_a_matching_export_on_onnxruntime(exported_dir):
 
 
 def test_auto_takes_the_file_named_by_onnx_path(encoder_dir, exported_dir):
-    engine, reasons = _engine(encoder_dir, onnx_path=str(exported_dir / "model.onnx"))
-    assert engine.runtime.name == "onnx" and reasons == []
+    predictor, reasons = _engine(encoder_dir, onnx_path=str(exported_dir / "model.onnx"))
+    assert predictor.runtime.name == "onnx" and reasons == []
 
 
 def test_auto_without_an_export_says_why_on_one_stderr_line(encoder_dir, capsys):
     assert not (encoder_dir / "model.onnx").exists()
-    engine = load_engine(ServeConfig(model_dir=str(encoder_dir)))
-    assert engine.runtime.name == "torch"
+    predictor = load_served_predictor(ServeConfig(model_dir=str(encoder_dir)))
+    assert predictor.runtime.name == "torch"
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("headwise serve: runtime auto: using torch: no ONNX export at")
     assert f"headwise export {encoder_dir} --onnx" in line
@@ -80,13 +80,13 @@ def _stale_copy(exported_dir, tmp_path):
 
 def test_auto_falls_back_on_a_stale_or_broken_export(exported_dir, tmp_path):
     other = _stale_copy(exported_dir, tmp_path)
-    engine, (reason,) = _engine(other)
-    assert engine.runtime.name == "torch"
+    predictor, (reason,) = _engine(other)
+    assert predictor.runtime.name == "torch"
     assert "runtime auto: using torch:" in reason and "exported from other weights" in reason
     assert "\n" not in reason
     (other / "model.onnx").write_bytes(b"not onnx")
-    engine, (reason,) = _engine(other)
-    assert engine.runtime.name == "torch" and "not a loadable ONNX model" in reason
+    predictor, (reason,) = _engine(other)
+    assert predictor.runtime.name == "torch" and "not a loadable ONNX model" in reason
     assert "\n" not in reason
     # the explicit choice still refuses what auto steps around
     with pytest.raises(ValueError, match="not a loadable ONNX model"):
@@ -95,8 +95,8 @@ def test_auto_falls_back_on_a_stale_or_broken_export(exported_dir, tmp_path):
 
 def test_auto_falls_back_without_onnxruntime(exported_dir, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import raises ImportError
-    engine, (reason,) = _engine(exported_dir)
-    assert engine.runtime.name == "torch" and "onnxruntime cannot be imported" in reason
+    predictor, (reason,) = _engine(exported_dir)
+    assert predictor.runtime.name == "torch" and "onnxruntime cannot be imported" in reason
 
 
 @pytest.fixture

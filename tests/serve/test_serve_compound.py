@@ -18,7 +18,7 @@ from headwise.intent.training.recipe import IntentRecipe
 from headwise.models import ModelConfig
 from headwise.models.joint import JointIntentSlotModel
 from headwise.onnx.export import export_onnx
-from headwise.serve import ServeConfig, create_app, load_engine
+from headwise.serve import ServeConfig, create_app, load_served_predictor
 
 RECIPE = IntentRecipe.from_dict({
     "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
@@ -142,25 +142,25 @@ def test_openapi_shows_the_compound_schemas(cclient):
 
 @pytest.mark.parametrize("max_rows", [64, 2])
 def test_batched_outputs_equal_unbatched(clf, max_rows, compound_corpus):
-    engine = CompoundPredictor(clf, TorchRuntime(clf.model), max_rows=max_rows)
+    predictor = CompoundPredictor(clf, TorchRuntime(clf.model), max_rows=max_rows)
     texts = [*TEXTS, *[e.text for e in compound_corpus[:12]]]
-    items = engine.encode(texts)
-    together = engine.run(items)
-    alone = [engine.run([item])[0] for item in items]
-    np.testing.assert_allclose(engine.probabilities(together), engine.probabilities(alone),
+    items = predictor.encode(texts)
+    together = predictor.run(items)
+    alone = [predictor.run([item])[0] for item in items]
+    np.testing.assert_allclose(predictor.probabilities(together), predictor.probabilities(alone),
                                atol=1e-6, rtol=0)
     for a, b, item in zip(together, alone, items, strict=True):
         np.testing.assert_array_equal(a.tags, b.tags)
         assert len(a.tags) == len(item.chunks[0])
-    answers = engine.answer(texts, items, together, top_k=3)
+    answers = predictor.answer(texts, items, together, top_k=3)
     _same(answers, [p.to_dict(digits=None) for p in clf.predict(texts, top_k=3)])
-    _same(answers, engine.predict(texts[:1]) + engine.predict(texts[1:]))
+    _same(answers, predictor.predict(texts[:1]) + predictor.predict(texts[1:]))
 
 
 def test_concurrent_http_requests_get_their_unbatched_answers(compound_dir):
     app = create_app(ServeConfig(model_dir=str(compound_dir), max_batch_size=16,
                                  max_wait_ms=20))
-    engine = app.state.serve.engine
+    predictor = app.state.serve.predictor
     rng = np.random.default_rng(0)
     requests = [[TEXTS[j] for j in rng.choice(len(TEXTS), size=int(rng.integers(1, 4)))]
                 for _ in range(16)]
@@ -168,7 +168,7 @@ def test_concurrent_http_requests_get_their_unbatched_answers(compound_dir):
     responses, metrics = post_concurrently(app, requests)
     for texts, r in zip(requests, responses, strict=True):
         assert r.status_code == 200, r.text
-        _same(r.json()["predictions"], engine.predict(texts, top_k=3))
+        _same(r.json()["predictions"], predictor.predict(texts, top_k=3))
     batches = [ln for ln in metrics.splitlines() if ln.startswith("headwise_batch_size_count")]
     assert float(batches[0].split()[-1]) < 1 + len(requests)  # some requests shared a pass
 
@@ -254,23 +254,24 @@ def test_a_joint_model_without_tagger_and_a_single_label_head(clf):
         model.classifier.weight.normal_(0, 1.0)
     plain = CompoundClassifier(model, tok, ["a", "b", "c"], thresholds=Thresholds(0.4),
                                max_length=24)
-    engine = CompoundPredictor(plain, TorchRuntime(model), max_rows=3)
-    got = engine.predict(TEXTS, top_k=2)
+    predictor = CompoundPredictor(plain, TorchRuntime(model), max_rows=3)
+    got = predictor.predict(TEXTS, top_k=2)
     _same(got, [p.to_dict(digits=None) for p in plain.predict(TEXTS, top_k=2)])
     assert all(p["slots"] == [] for p in got)
 
 
 def test_auto_serves_a_compound_classifier_on_torch_and_says_why(compound_dir):
     reasons: list[str] = []
-    engine = load_engine(ServeConfig(model_dir=str(compound_dir)), report=reasons.append)
-    assert engine.task == "multi_label" and engine.runtime.name == "torch"
+    predictor = load_served_predictor(ServeConfig(model_dir=str(compound_dir)),
+                                      report=reasons.append)
+    assert predictor.task == "multi_label" and predictor.runtime.name == "torch"
     (reason,) = reasons
     assert reason.startswith("runtime auto: using torch:") and "compound" in reason
 
 
 def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
     with pytest.raises(ValueError, match="onnx runtime"):
-        load_engine(ServeConfig(model_dir=str(compound_dir), runtime="onnx"))
+        load_served_predictor(ServeConfig(model_dir=str(compound_dir), runtime="onnx"))
     assert main(["serve", str(compound_dir), "--runtime", "onnx", "--port", "0"]) == 1
     assert "--runtime torch" in capsys.readouterr().err
     assert main(["serve", str(compound_dir), "--long-text", "chunk", "--port", "0"]) == 1
@@ -292,10 +293,11 @@ def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
 
 def test_the_engine_follows_the_directory_kind(compound_dir, encoder_dir):
     config = ServeConfig(model_dir=str(compound_dir), long_text="reject")
-    engine = load_engine(ServeConfig.from_json(config.to_json()))  # as a worker gets it
-    assert isinstance(engine, CompoundPredictor) and engine.task == "multi_label"
-    assert engine.long_text == "reject" and engine.labels == engine.classifier.intents
-    assert load_engine(ServeConfig(model_dir=str(encoder_dir))).task == "single_label"
+    # as a worker gets it
+    predictor = load_served_predictor(ServeConfig.from_json(config.to_json()))
+    assert isinstance(predictor, CompoundPredictor) and predictor.task == "multi_label"
+    assert predictor.long_text == "reject" and predictor.labels == predictor.classifier.intents
+    assert load_served_predictor(ServeConfig(model_dir=str(encoder_dir))).task == "single_label"
 
 
 def test_relative_dates_count_from_the_request_reference_date(cclient, monkeypatch):

@@ -1,4 +1,4 @@
-"""The service with an out-of-scope detector: the engine's rows carry the pooled vectors
+"""The service with an out-of-scope detector: the predictor's rows carry the pooled vectors
 the detector reads (chunked texts: their windows' mean), its answers equal the
 classifier's, ``/v1/predict`` keeps its shape, and onnxruntime decides as PyTorch does."""
 
@@ -54,14 +54,14 @@ def _key(records):
 
 
 def test_engine_rows_carry_the_pooled_vectors_and_answer_as_predict(knn_clf):
-    engine = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model))
-    assert engine.with_features
-    rows = engine.run(engine.encode(QUERIES))
+    predictor = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model))
+    assert predictor.with_features
+    rows = predictor.run(predictor.encode(QUERIES))
     feats, logits = knn_clf.features_and_logits(QUERIES)
     assert rows[0].shape == (len(NAMES) + feats.shape[1],)
     np.testing.assert_allclose(np.stack(rows)[:, :len(NAMES)], logits, atol=1e-5)
     np.testing.assert_allclose(np.stack(rows)[:, len(NAMES):], feats, atol=1e-5)
-    records = engine.predict(QUERIES, top_k=2)
+    records = predictor.predict(QUERIES, top_k=2)
     answers = knn_clf.predict(QUERIES, top_k=2)
     assert _key(records) == [(a.intent, a.out_of_scope) for a in answers]
     want = knn_clf.ood.score(feats, None) < knn_clf.ood.threshold
@@ -69,34 +69,34 @@ def test_engine_rows_carry_the_pooled_vectors_and_answer_as_predict(knn_clf):
     assert 0 < want.sum() < len(QUERIES)
     for r, a in zip(records, answers, strict=True):
         assert confidence_of(r) == pytest.approx(a.confidence, abs=1e-6)
-    # the explain endpoint's path: logits alone, the engine runs the texts again
-    again = engine.answer(QUERIES, engine.encode(QUERIES), logits, top_k=2)
+    # the explain endpoint's path: logits alone, the predictor runs the texts again
+    again = predictor.answer(QUERIES, predictor.encode(QUERIES), logits, top_k=2)
     assert _key(again) == _key(records)
     # an explicit threshold is the top-probability rule
-    none = engine.predict(QUERIES, threshold=0.0)
+    none = predictor.predict(QUERIES, threshold=0.0)
     assert not any(r["out_of_scope"] for r in none)
 
 
 def test_a_chunked_text_is_scored_on_its_windows_mean(knn_clf):
-    engine = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model), long_text="chunk")
-    item = engine.encode([LONG])[0]
+    predictor = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model), long_text="chunk")
+    item = predictor.encode([LONG])[0]
     assert len(item.chunks) > 1
     runtime = TorchRuntime(knn_clf.model)
     pooled = np.stack([runtime.forward(np.array([w]), np.ones((1, len(w))))[1][0]
                        for w in item.chunks]).astype(np.float64).mean(0)
-    row = engine.run([item])[0]
+    row = predictor.run([item])[0]
     np.testing.assert_allclose(row[len(NAMES):], pooled, atol=1e-5)
-    record = engine.answer([LONG], [item], np.stack([row]), top_k=1)[0]
+    record = predictor.answer([LONG], [item], np.stack([row]), top_k=1)[0]
     want = bool(knn_clf.ood.score(pooled[None], None)[0] < knn_clf.ood.threshold)
     assert record["out_of_scope"] == want and record["long_text"]["policy"] == "chunked"
 
 
 def test_a_logits_only_detector_keeps_logit_rows():
     clf = classifier_with("energy")
-    engine = SingleLabelPredictor(clf, TorchRuntime(clf.model))
-    assert not engine.with_features
-    assert engine.run(engine.encode(QUERIES))[0].shape == (len(NAMES),)
-    assert _key(engine.predict(QUERIES)) == \
+    predictor = SingleLabelPredictor(clf, TorchRuntime(clf.model))
+    assert not predictor.with_features
+    assert predictor.run(predictor.encode(QUERIES))[0].shape == (len(NAMES),)
+    assert _key(predictor.predict(QUERIES)) == \
         [(a.intent, a.out_of_scope) for a in clf.predict(QUERIES)]
 
 

@@ -16,7 +16,7 @@ from headwise.intent.ensemble import EnsembleClassifier
 from headwise.intent.inference.proba import ProbabilityPredictor
 from headwise.intent.kinds import load_classifier
 from headwise.intent.tfidf import TfidfClassifier
-from headwise.serve import ServeConfig, create_app, load_engine
+from headwise.serve import ServeConfig, create_app, load_served_predictor
 
 LABELS = [y for y, ts in INTENTS.items() for _ in ts]
 QUERIES = ["i lost my card yesterday", "please send money to my brother",
@@ -90,13 +90,13 @@ def test_what_a_tfidf_model_or_an_ensemble_cannot_do_is_refused_at_start(
         tfidf_dir, ensemble_dir, options, match):
     for model_dir in (tfidf_dir, ensemble_dir):
         with pytest.raises(ValueError, match=match):
-            load_engine(ServeConfig(model_dir=str(model_dir), **options))
+            load_served_predictor(ServeConfig(model_dir=str(model_dir), **options))
 
 
 def test_engine_predict_equals_the_batched_path(ensemble_dir):
-    engine = load_engine(ServeConfig(model_dir=str(ensemble_dir)))
-    assert isinstance(engine, ProbabilityPredictor) and engine.task == "single_label"
-    direct = engine.predict(QUERIES, top_k=3)
+    predictor = load_served_predictor(ServeConfig(model_dir=str(ensemble_dir)))
+    assert isinstance(predictor, ProbabilityPredictor) and predictor.task == "single_label"
+    direct = predictor.predict(QUERIES, top_k=3)
     expected = load_classifier(ensemble_dir).predict(QUERIES, top_k=3)
     assert [intent_of(d) for d in direct] == [e.intent for e in expected]
 
@@ -134,6 +134,6 @@ def test_an_ensemble_reports_the_texts_its_network_truncates(ensemble_dir):
 
 
 def test_a_tfidf_model_reads_a_long_text_whole(tfidf_dir):
-    engine = ProbabilityPredictor(TfidfClassifier.load(tfidf_dir))
+    predictor = ProbabilityPredictor(TfidfClassifier.load(tfidf_dir))
     long = " ".join(["please send money to my brother"] * 40)
-    assert engine.predict([long])[0]["long_text"] is None
+    assert predictor.predict([long])[0]["long_text"] is None

@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 def test_in_flight_requests_finish_on_shutdown(encoder_dir):
     app = create_app(ServeConfig(model_dir=str(encoder_dir), max_wait_ms=50))
-    runtime = app.state.serve.engine.runtime
+    runtime = app.state.serve.predictor.runtime
     forward = runtime.forward
 
     def slow_forward(ids, mask):  # a slow model, so requests are in flight at shutdown

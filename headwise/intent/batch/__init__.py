@@ -27,7 +27,7 @@ does an input none of whose rows is usable (naming the first problems, and the e
 try when bytes did not decode), leaving no output.
 
 Output (``output_format``, default from the extension): JSON lines whose objects are those
-``headwise predict --json`` prints (:func:`engine_record`), led by ``line``, the input line
+``headwise predict --json`` prints (:func:`answer_record`), led by ``line``, the input line
 where the row starts; or CSV with the columns of :data:`CSV_COLUMNS` (nested fields as
 JSON). ``keep_columns`` names input columns (JSON keys) whose values each record carries
 right after ``line`` (a session id, an agent). The answers go to ``OUT.partial`` and the
@@ -71,8 +71,8 @@ if TYPE_CHECKING:
         CSV_COLUMNS,
         ECHO_CHARS,
         JSONL_KEYS,
+        answer_record,
         echo,
-        engine_record,
         format_records,
         record,
     )
@@ -107,7 +107,7 @@ _LAZY: dict[str, str] = {
     "OutputFile": "headwise.intent.batch.writer",
     "RowReader": "headwise.intent.batch.reader",
     "echo": "headwise.intent.batch.records",
-    "engine_record": "headwise.intent.batch.records",
+    "answer_record": "headwise.intent.batch.records",
     "format_records": "headwise.intent.batch.records",
     "input_format_of": "headwise.intent.batch.reader",
     "make_batch_invariant": "headwise.intent.batch.invariance",
@@ -121,7 +121,7 @@ _LAZY: dict[str, str] = {
 __all__ = ["CSV_COLUMNS", "DEFAULT_BATCH_SIZE", "DEFAULT_CHUNK_SIZE", "ECHO_CHARS",
            "INPUT_FORMATS", "JSONL_KEYS", "LISTED_BAD_ROWS", "OUTPUT_FORMATS",
            "BatchInvariantRuntime", "BatchPredictResult", "InputRow", "OutputFile",
-           "RowReader", "echo", "engine_record", "format_records",
+           "RowReader", "echo", "answer_record", "format_records",
            "input_format_of", "make_batch_invariant", "output_format_of", "partial_path",
            "predict_file", "record", "state_path"]
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["CSV_COLUMNS", "ECHO_CHARS", "JSONL_KEYS", "echo", "engine_record",
+__all__ = ["CSV_COLUMNS", "ECHO_CHARS", "JSONL_KEYS", "echo", "answer_record",
            "format_records", "record"]
 
 #: characters of a text that an answer repeats (a longer one is cut, and marked with …)
@@ -41,7 +41,7 @@ def _rounded(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**s, "confidence": round(s["confidence"], 6)} for s in scores]
 
 
-def engine_record(answer: Mapping[str, Any]) -> dict[str, Any]:
+def answer_record(answer: Mapping[str, Any]) -> dict[str, Any]:
     """The ``headwise predict --json`` object of a predictor's answer record (its
     ``predict``'s records: probabilities not rounded, ``long_text`` inside): the fields of
     the prediction's ``to_dict()`` (probabilities to 6 decimals), then :func:`record`'s.
@@ -85,7 +85,7 @@ def format_records(lines: Sequence[int], records: Sequence[Mapping[str, Any]], f
 
     Args:
         lines: the input line of each record.
-        records: the records (:func:`engine_record`).
+        records: the records (:func:`answer_record`).
         fmt: ``"jsonl"`` or ``"csv"``.
         kept: per record, the input's columns it carries (name -> value, in the order of
             ``--keep-columns``; the same names for every record); None: none.

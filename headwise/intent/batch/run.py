@@ -13,7 +13,7 @@ from typing import Any
 
 from headwise.intent.batch.invariance import make_batch_invariant
 from headwise.intent.batch.reader import RowReader
-from headwise.intent.batch.records import engine_record, format_records
+from headwise.intent.batch.records import answer_record, format_records
 from headwise.intent.batch.writer import OutputFile, output_format_of, partial_path
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.prediction import check_answer_options
@@ -140,7 +140,7 @@ def predict_file(predictor: Predictor, data: str | Path, out: str | Path, *,
 
     def flush() -> None:
         answers = predictor.predict(texts, top_k=top_k, threshold=threshold)
-        output.write(format_records(lines, [engine_record(a) for a in answers], fmt, kept))
+        output.write(format_records(lines, [answer_record(a) for a in answers], fmt, kept))
         result.written += len(texts)
         bar.update(len(texts))
         if reader.size:
