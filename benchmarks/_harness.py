@@ -620,8 +620,8 @@ def headline(body: str, key: str = "", width: int = 70) -> str:
                 end = re.search(r"[.)](?= [A-Z]|$)", line[at:])
                 text = line[begin:at + end.end() if end else len(line)]
                 return text if len(text) <= 3 * width else text[:3 * width - 3] + "..."
-    rows = re.findall(r"^\| ([^|]+) \| (PASS|FAIL|PASS \(incomplete\)|NOT MEASURED)[^|]*\|",
-                      body, re.M)
+    rows = re.findall(r"^\| ([^|]+) \| (PASS|FAIL|PASS \(incomplete\)|NOT MEASURED|NOT JUDGED|"
+                      r"within noise|BETTER|WORSE)[^|]*\|", body, re.M)
     if rows:
         verdicts = [v for _, v in rows]
         text = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
@@ -647,7 +647,17 @@ def summary(bodies: dict[str, str]) -> str:
            "its page under `docs/benchmarks/`; each section there names the machine, the "
            "commit and the library versions its records were measured with (\"not recorded\": "
            "the records predate provenance). `python benchmarks/render.py --stale` lists the "
-           "sections whose benchmarked modules changed since their records' commit.", ""]
+           "sections whose benchmarked modules changed since their records' commit.", "",
+           "**The protocol.** Choices (a configuration, hyperparameters, detector candidates, "
+           "family defaults, ensemble members) are made on validation rows or by "
+           "cross-validation on the training rows; a test split is read only for "
+           "configurations fixed before it is read, and no report picks by a test score: it "
+           "shows every configuration run, and a target's row names the one chosen on "
+           "validation. A verdict is PASS only when its 95 % interval clears the target, FAIL "
+           "when the interval lies wholly on the wrong side, and \"within noise\" otherwise "
+           "(`benchmarks/_verdicts.py`). One model is compared with one model, a runtime with "
+           "a runtime. A section re-stated under the protocol says so where it lists its "
+           "targets; the others predate it.", ""]
     for area, title in AREAS.items():
         keys = [k for k, a in PAGES.items() if a == area and k in bodies]
         if not keys:

@@ -55,6 +55,9 @@ def run_floor(language: str, train: tuple[Sequence[str], Sequence[str]],
         model.predict(chunk)
         per_batch.append(time.perf_counter() - t0)
     return {"accuracy": float(accuracy_score(gold, pred)),
+            # per test row, 1 when right: paired intervals (benchmarks/_verdicts.py)
+            "test_correct": "".join("1" if p == g else "0" for p, g in zip(pred, gold,
+                                                                            strict=True)),
             "macro_f1": float(f1_score(gold, pred, average="macro", zero_division=0)),
             "train_seconds": fit_s, "parameters": None,
             "latency": {"p50_ms": float(np.median(times)),

@@ -401,6 +401,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             else models[0].info.get(key)  # noqa: E731
         return {"status": "ok", "model_dir": None if keep is None else str(keep),
                 "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
+                "test_correct": correct_bits(clf, test),
                 "valid": [r.valid_metrics for r in runs] if len(plan) > 1
                 else runs[0].valid_metrics,
                 "train_seconds": sum(r.train_seconds for r in runs),
@@ -415,6 +416,14 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                 "latency": latency, "unseen_test_labels": report["unseen_labels"]}
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def correct_bits(clf: Any, test: Any) -> str:
+    """Per test row, "1" when ``clf``'s top intent is the gold label, else "0": what a
+    paired interval between two configurations bootstraps (benchmarks/_verdicts.py)."""
+    probs = clf.predict_proba(list(test.texts))
+    return "".join("1" if clf.labels[i] == y else "0"
+                   for i, y in zip(probs.argmax(1), test.labels, strict=True))
 
 
 def stage_seconds(info: dict[str, Any]) -> float:
@@ -446,6 +455,7 @@ def test_and_keep(clf: Any, spec: dict[str, Any], test: Any, *, onnx: bool) -> d
         clf.save(keep)
     return {"status": "ok", "model_dir": None if keep is None else str(keep),
             "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
+            "test_correct": correct_bits(clf, test),
             "latency": latency, "unseen_test_labels": report["unseen_labels"]}
 
 

@@ -1,0 +1,78 @@
+"""The benchmarks' verdict rule (benchmarks/_verdicts.py) against hand-computed intervals."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _verdicts as V  # noqa: E402
+
+
+def test_one_seed_interval_is_the_binomial_one():
+    # p = 0.9 on 1000 rows: half-width 1.96 * sqrt(0.9 * 0.1 / 1000) = 0.018594
+    iv = V.score_interval([0.9], 1000)
+    assert iv.mean == pytest.approx(0.9)
+    assert iv.high - iv.mean == pytest.approx(1.959964 * math.sqrt(0.09 / 1000), rel=1e-5)
+    assert iv.mean - iv.low == pytest.approx(iv.high - iv.mean)
+
+
+def test_seed_term_uses_students_t():
+    # three seeds 0.80, 0.82, 0.84 without a row term: s = 0.02, t(0.975, 2) = 4.302653
+    iv = V.score_interval([0.80, 0.82, 0.84], None)
+    assert iv.high - iv.mean == pytest.approx(4.302653 * 0.02 / math.sqrt(3), rel=1e-5)
+
+
+def test_both_terms_add_in_quadrature():
+    seeds = 4.302653 * 0.02 / math.sqrt(3)
+    rows = 1.959964 * math.sqrt(0.82 * 0.18 / 2000)
+    iv = V.score_interval([0.80, 0.82, 0.84], 2000)
+    assert iv.high - iv.mean == pytest.approx(math.hypot(seeds, rows), rel=1e-5)
+
+
+def test_interval_of_a_share_stays_in_0_1():
+    assert V.score_interval([0.999, 1.0, 1.0], 50).high == 1.0
+
+
+def test_difference_adds_both_sides():
+    a, b = [0.9], [0.85]
+    d = V.difference_interval(a, b, 1000)
+    ha = 1.959964 * math.sqrt(0.09 / 1000)
+    hb = 1.959964 * math.sqrt(0.85 * 0.15 / 1000)
+    assert d.mean == pytest.approx(0.05)
+    assert d.high - d.mean == pytest.approx(math.hypot(ha, hb), rel=1e-5)
+
+
+@pytest.mark.parametrize(("low", "high", "target", "strictly", "want"), [
+    (0.94, 0.95, 0.935, False, "PASS"),
+    (0.935, 0.95, 0.935, False, "PASS"),
+    (0.935, 0.95, 0.935, True, "within noise"),
+    (0.92, 0.94, 0.935, False, "within noise"),
+    (0.90, 0.93, 0.935, False, "FAIL"),
+])
+def test_judge(low, high, target, strictly, want):
+    assert V.judge(V.Interval((low + high) / 2, low, high), target, strictly=strictly) == want
+
+
+def test_paired_bootstrap_is_narrower_than_unpaired_when_rows_agree():
+    rng = np.random.default_rng(0)
+    base = rng.random(2000) < 0.85
+    better = base.copy()
+    flip = np.flatnonzero(~base)[:40]  # b fixes 40 of a's errors, changes nothing else
+    better[flip] = True
+    paired = V.paired_difference([better.tolist()], [base.tolist()], resamples=2000)
+    unpaired = V.difference_interval([better.mean()], [base.mean()], 2000)
+    assert paired.mean == pytest.approx(40 / 2000)
+    assert paired.low > 0 and paired.low <= paired.mean <= paired.high
+    assert paired.high - paired.low < unpaired.high - unpaired.low
+
+
+def test_paired_bootstrap_refuses_different_rows():
+    with pytest.raises(ValueError, match="different test rows"):
+        V.paired_difference([[True, False]], [[True]])
