@@ -82,6 +82,24 @@ def difference_interval(a: Sequence[float], b: Sequence[float], rows: int | None
     return Interval(d, d - half, d + half)
 
 
+def seed_paired_difference(a: Sequence[float], b: Sequence[float]) -> Interval:
+    """``mean(a - b)`` over seeds paired one to one (the same seed's data and model for both
+    sides), with a t-interval over the per-seed differences. Where each seed draws its own
+    data (the demo's corpus), the seeds' spread holds the rows' sampling too.
+
+    Raises:
+        ValueError: fewer than two pairs, or lists of different lengths.
+    """
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} seeds against {len(b)}")
+    if len(a) < 2:
+        raise ValueError("an interval over seeds needs at least two")
+    diffs = [x - y for x, y in zip(a, b, strict=True)]
+    m = statistics.fmean(diffs)
+    half = _t95(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return Interval(m, m - half, m + half)
+
+
 def paired_difference(correct_a: Sequence[Sequence[bool]], correct_b: Sequence[Sequence[bool]],
                       *, resamples: int = 2000, seed: int = 0) -> Interval:
     """Accuracy of ``a`` minus that of ``b`` from per-row correctness (one list per seed,

@@ -38,7 +38,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
+import _verdicts as V  # noqa: E402
 from oos import AUTO_ROW, DETECTORS, evaluate_detector, with_auto  # noqa: E402
+
+from headwise.intent.decision.ood import AUTO_CANDIDATES, balanced_mean  # noqa: E402
 
 SECTION = "demo:ood"
 RESULTS = HERE / "results" / "demo_ood.jsonl"
@@ -152,7 +155,10 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 continue
             means = [d["mean"] for d in ds]
             s["detectors"][c] = {
-                "n": len(ds),
+                "n": len(ds), "values": means,
+                "near_values": [d["groups"]["near_miss"]["recall"] for d in ds],
+                # the balance on the VALIDATION rows: what a choice between detectors reads
+                "valid_mean": statistics.fmean(balanced_mean(d["valid"]) for d in ds),
                 **{k: _stat(ds, k) for k in ("in_scope_accuracy", "oos_recall", "mean",
                                               "reject_rate", "auroc")},
                 "near_recall": _stat(ds, "recall", "near_miss"),
@@ -163,6 +169,13 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                                               for d in ds]) if len(ds) > 1 else 0.0,
                 "chosen": [d["chosen"] for d in ds if "chosen" in d]}
     return out
+
+
+def _judged(diff: V.Interval, incomplete: bool) -> str:
+    """The protocol's verdict on "beats" (the interval above 0); a PASS over fewer than
+    MIN_SEEDS seeds is "PASS (incomplete)"."""
+    verdict = V.judge(diff, 0.0, strictly=True)
+    return "PASS (incomplete)" if incomplete and verdict == "PASS" else verdict
 
 
 def _pct(x: float) -> str:
@@ -198,33 +211,39 @@ def render(runs: list[dict[str, Any]]) -> str:
         d = s["detectors"]
         if "max_prob" not in d or len(d) < 2:
             continue
-        if AUTO_ROW in d:
-            tier_auto = 1 if len(s["seeds"]) >= MIN_SEEDS else 2
+        if AUTO_ROW in d and len(d[AUTO_ROW]["values"]) == len(d["max_prob"]["values"]) >= 2:
+            diff = V.seed_paired_difference(d[AUTO_ROW]["values"], d["max_prob"]["values"])
+            verdict = _judged(diff, len(s["seeds"]) < MIN_SEEDS)
             rows.append([f"{model}: the default, auto (chosen on validation), beats max_prob "
                          f"on the mean",
-                         H.verdict([d[AUTO_ROW]["mean"] > d["max_prob"]["mean"]], tier_auto),
+                         verdict,
                          f"auto {_pct(d[AUTO_ROW]['mean'])} vs max_prob "
                          f"{_pct(d['max_prob']['mean'])} "
-                         f"({100 * (d[AUTO_ROW]['mean'] - d['max_prob']['mean']):+.1f} points; "
+                         f"({diff.points(1)} points, 95 % interval over the seeds' paired "
+                         f"differences; "
                          f"near misses rejected {_pct(d[AUTO_ROW]['near_recall'])} vs "
                          f"{_pct(d['max_prob']['near_recall'])} %, in-scope rejected "
                          f"{_pct(d[AUTO_ROW]['reject_rate'])} vs "
                          f"{_pct(d['max_prob']['reject_rate'])} %)"])
-        alt = max((c for c in d if c not in ("max_prob", AUTO_ROW)), key=lambda c: d[c]["mean"])
-        near = max((c for c in d if c not in ("max_prob", AUTO_ROW)),
-                   key=lambda c: d[c]["near_recall"])
-        tier = 1 if len(s["seeds"]) >= MIN_SEEDS else 2
-        rows.append([f"{model}: the best single alternative beats max_prob on the mean",
-                     H.verdict([d[alt]["mean"] > d["max_prob"]["mean"]], tier),
-                     f"{alt} {_pct(d[alt]['mean'])} vs max_prob "
-                     f"{_pct(d['max_prob']['mean'])} "
-                     f"({100 * (d[alt]['mean'] - d['max_prob']['mean']):+.1f} points)"])
-        rows.append([f"{model}: an alternative catches more near misses than max_prob",
-                     H.verdict([d[near]["near_recall"] > d["max_prob"]["near_recall"]], tier),
-                     f"{near} {_pct(d[near]['near_recall'])} vs max_prob "
+        # the alternative is chosen on the validation rows' balance, never on the test's
+        alt = max((c for c in d if c not in ("max_prob", AUTO_ROW)),
+                  key=lambda c: d[c]["valid_mean"])
+        if len(d[alt]["values"]) != len(d["max_prob"]["values"]) or d[alt]["n"] < 2:
+            continue
+        diff = V.seed_paired_difference(d[alt]["values"], d["max_prob"]["values"])
+        near = V.seed_paired_difference(d[alt]["near_values"], d["max_prob"]["near_values"])
+        incomplete = len(s["seeds"]) < MIN_SEEDS
+        rows.append([f"{model}: the alternative best on validation beats max_prob on the "
+                     f"mean", _judged(diff, incomplete),
+                     f"{alt} (validation balance {_pct(d[alt]['valid_mean'])}) "
+                     f"{_pct(d[alt]['mean'])} vs max_prob {_pct(d['max_prob']['mean'])} "
+                     f"({diff.points(1)} points)"])
+        rows.append([f"{model}: that alternative catches more near misses than max_prob",
+                     _judged(near, incomplete),
+                     f"{alt} {_pct(d[alt]['near_recall'])} vs max_prob "
                      f"{_pct(d['max_prob']['near_recall'])} % of near misses rejected "
-                     f"(in-scope reject {_pct(d[near]['reject_rate'])} vs "
-                     f"{_pct(d['max_prob']['reject_rate'])} %)"])
+                     f"({near.points(1)} points; in-scope reject "
+                     f"{_pct(d[alt]['reject_rate'])} vs {_pct(d['max_prob']['reject_rate'])} %)"])
     lines += [H.markdown_table(["target", "verdict", "measured"], rows, "lll"), ""]
     common = {*DETECTORS, AUTO_ROW}
     for s in summary.values():
@@ -253,7 +272,7 @@ def render(runs: list[dict[str, Any]]) -> str:
                                     "mean %", "AUROC %", "near AUROC %"], table), ""]
     lines += ["Detectors (their recipe `ood_detector` values): " + "; ".join(
         f"`{c}` = `{spec}`" for c, spec in DETECTORS.items()) + ". `auto` = `auto`: per "
-        "seed, the candidate (max_prob, energy, knn:1, knn, mahalanobis:ledoit_wolf) with "
+        f"seed, the candidate ({', '.join(AUTO_CANDIDATES)}) with "
         "the best validation mean, as training keeps it (`select_detector` on the same "
         "validation choices); the row names the ones it chose per seed."]
     lines += ["", EARLIER_RULE]

@@ -44,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
+import _verdicts as V  # noqa: E402
 from intent import _TRANSFORMER, CONFIGS  # noqa: E402
 
 RESULTS = HERE / "results" / "oos_runs.jsonl"
@@ -287,7 +288,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 continue
             means = [d["mean"] for d in ds]
             s["detectors"][c] = {
-                "n": len(ds), **{k: _mean(ds, k) for k in (
+                "n": len(ds), "values": means, **{k: _mean(ds, k) for k in (
                     "in_scope_accuracy", "oos_recall", "mean", "reject_rate", "auroc",
                     "best_test_mean", "score_ms_per_1k")},
                 "valid_mean": statistics.fmean(
@@ -299,16 +300,18 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def winner(summary: dict[str, dict[str, Any]], exclude: tuple[str, ...] = ()) -> str | None:
-    """The detector configuration with the best mean (in-scope accuracy + OOS recall) / 2,
-    averaged over the models measured, among those measured on every model (and not in
-    ``exclude``)."""
-    common = {*DETECTORS, AUTO_ROW} - set(exclude)
+    """The detector configuration with the best VALIDATION mean (in-scope accuracy + OOS
+    recall) / 2, averaged over the models measured, among those measured on every model (and
+    not in ``exclude``): the protocol chooses on validation rows, never on the test's.
+    ``auto`` is never a candidate here (its validation score is the best candidate's by
+    construction)."""
+    common = set(DETECTORS) - set(exclude)
     for s in summary.values():
         common &= set(s["detectors"])
     if not common:
         return None
     return max(sorted(common), key=lambda c: statistics.fmean(
-        s["detectors"][c]["mean"] for s in summary.values()))
+        s["detectors"][c]["valid_mean"] for s in summary.values()))
 
 
 def _pct(x: float) -> str:
@@ -317,6 +320,8 @@ def _pct(x: float) -> str:
 
 def render(runs: list[dict[str, Any]]) -> str:
     """The Markdown section (smoke runs from ``--quick`` only when there is nothing else)."""
+    from headwise.intent.decision.ood import AUTO_CANDIDATES
+
     runs = [r for r in runs if not r.get("quick")] or runs
     summary = summarise(runs)
     title = "## Out-of-scope detection on cpu: BANKING77-OOS"
@@ -355,27 +360,32 @@ def render(runs: list[dict[str, Any]]) -> str:
         d = s["detectors"]
         if alternative is None or "max_prob" not in d:
             continue
-        gain = d[alternative]["mean"] - d["max_prob"]["mean"]
-        own = max(d, key=lambda c: d[c]["mean"])
-        rows.append([f"{model}: the best alternative detector over all models "
-                     f"({alternative}) beats max_prob on the mean of in-scope accuracy and "
-                     f"OOS recall",
-                     H.verdict([gain > 0], 1 if len(s["seeds"]) >= MIN_SEEDS else 2),
-                     f"{alternative} {_pct(d[alternative]['mean'])} vs max_prob "
-                     f"{_pct(d['max_prob']['mean'])} ({100 * gain:+.2f} points; seeds "
-                     f"{','.join(map(str, s['seeds']))}; this model's best: {own} "
-                     f"{_pct(d[own]['mean'])})"])
+        for name in dict.fromkeys((AUTO_ROW, alternative)):
+            if name not in d or len(d[name]["values"]) != len(d["max_prob"]["values"]) \
+                    or d[name]["n"] < 2:
+                continue
+            diff = V.seed_paired_difference(d[name]["values"], d["max_prob"]["values"])
+            verdict = V.judge(diff, 0.0, strictly=True)
+            if len(s["seeds"]) < MIN_SEEDS and verdict == "PASS":
+                verdict = "PASS (incomplete)"
+            what = ("the recipe's default, auto (chosen per run on validation)"
+                    if name == AUTO_ROW else f"the detector best on validation over all "
+                                             f"models ({name})")
+            rows.append([f"{model}: {what} beats max_prob on the mean of in-scope accuracy "
+                         f"and OOS recall", verdict,
+                         f"{name} {_pct(d[name]['mean'])} vs max_prob "
+                         f"{_pct(d['max_prob']['mean'])} ({diff.points()} points, 95 % "
+                         f"interval over the seeds' paired differences; seeds "
+                         f"{','.join(map(str, s['seeds']))})"])
     lines += [H.markdown_table(["target", "verdict", "measured"], rows, "lll"), ""]
     if best is not None:
         means = {c: statistics.fmean(s["detectors"][c]["mean"] for s in summary.values())
                  for c in (best, "max_prob", AUTO_ROW)
                  if all(c in s["detectors"] for s in summary.values())}
-        if best == AUTO_ROW:
-            kept = "the recipe's default (`ood_detector=\"auto\"`)"
-        else:
-            kept = (f"ahead of the recipe's default, auto ({_pct(means[best])} against "
-                    f"{_pct(means[AUTO_ROW])}; `demo:ood` measures the two on held-out "
-                    f"phrasing)" if AUTO_ROW in means else "")
+        kept = (f"on test {_pct(means[best])}, against the recipe's default, auto "
+                f"(`ood_detector=\"auto\"`, chosen per run), {_pct(means[AUTO_ROW])}; "
+                f"`demo:ood` measures the two on held-out phrasing"
+                if AUTO_ROW in means and best in means else "")
         if AUTO_ROW in means and "max_prob" in means:
             gap = means[AUTO_ROW] - means["max_prob"]
             spread = min(s["detectors"][c]["mean_std"] for s in summary.values()
@@ -384,7 +394,8 @@ def render(runs: list[dict[str, Any]]) -> str:
                      f"{_pct(means['max_prob'])} ({100 * gap:+.2f} points"
                      + (f", less than the smallest spread over seeds, {100 * spread:.2f})"
                         if abs(gap) < spread else ")"))
-        lines += [f"Best detector over the models measured (mean of their means): "
+        lines += [f"Best single detector on the validation rows over the models measured "
+                  f"(mean of their validation means): "
                   f"**{best}**, {kept}. A verdict is PASS (incomplete) with fewer than "
                   f"{MIN_SEEDS} seeds.", ""]
     for model, s in sorted(summary.items()):
@@ -405,8 +416,8 @@ def render(runs: list[dict[str, Any]]) -> str:
     lines += ["Detectors (their recipe `ood_detector` values): " + "; ".join(
         f"`{c}` = `{spec}`" for c, spec in DETECTORS.items()) + " (max_prob at the "
         "calibrated temperature, energy at T = 1, knn's k 10 unless given). `auto` = "
-        "`auto`: per run, the candidate of `AUTO_CANDIDATES` (max_prob, energy, knn:1, knn, "
-        "mahalanobis:ledoit_wolf) with the best validation mean, as training keeps it "
+        f"`auto`: per run, the candidate of `AUTO_CANDIDATES` ({', '.join(AUTO_CANDIDATES)}) "
+        "with the best validation mean, as training keeps it "
         "(`headwise.intent.decision.ood.select_detector` on the same validation choices); "
         "the row names the ones it chose per seed.",
         "", "Recipes: " + "; ".join(

@@ -321,20 +321,26 @@ def _own_threshold(clf):
 
 
 def test_auto_keeps_the_candidate_best_on_validation(few_oos):
-    from headwise.intent.decision.ood import AUTO_CANDIDATES, balanced_mean
+    from headwise.intent.decision.ood import AUTO_CANDIDATES, balanced_mean, describe_auto
 
     clf = _own_threshold(tiny_classifier())
     # the reference: each candidate fitted on its own (same model), its validation balance
     want = {"max_prob": balanced_mean(clf.info["oos_threshold"])}
+    unfit = {}
     for spec in AUTO_CANDIDATES[1:]:
-        want[spec] = balanced_mean(fit_ood_detector(clf, TEXTS, LABELS, *VALID, spec))
+        try:
+            want[spec] = balanced_mean(fit_ood_detector(clf, TEXTS, LABELS, *VALID, spec))
+        except ValueError as e:  # a candidate these few rows cannot fit (k > rows)
+            unfit[spec] = str(e)
+    assert "knn:50" in unfit  # 15 training rows: auto must skip it, not fail
     fit_ood_detector(clf, TEXTS, LABELS, *VALID, "auto")
     info = clf.info["ood"]
     scores = info["auto"]["valid_mean"]
-    assert list(scores) == list(AUTO_CANDIDATES)
+    assert list(scores) == [s for s in AUTO_CANDIDATES if s not in unfit]
     assert scores == pytest.approx(want)
-    best = max(AUTO_CANDIDATES, key=lambda s: (round(want[s], 12),
-                                               -AUTO_CANDIDATES.index(s)))
+    assert info["auto"]["skipped"] == unfit
+    assert "knn:50 not fitted (k=50 needs at least 50 training rows" in describe_auto(info)
+    best = max(want, key=lambda s: (round(want[s], 12), -AUTO_CANDIDATES.index(s)))
     assert info["auto"]["chosen"] == best
     if best == "max_prob":
         assert clf.ood is None and info["detector"] == "max_prob"

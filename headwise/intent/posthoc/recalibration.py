@@ -396,10 +396,15 @@ def _fit_auto(clf: ProbabilityClassifier, train_texts: Sequence[str],
     correct, oos = v_l.argmax(1) == gold, gold < 0
     choices: dict[str, Any] = {"max_prob": own}
     fitted: dict[str, OodDetector] = {}
+    skipped: dict[str, str] = {}
     for spec in AUTO_CANDIDATES:
         if spec == "max_prob":
             continue
-        det = make_detector(spec).fit(tr_f, tr_l, y)
+        try:
+            det = make_detector(spec).fit(tr_f, tr_l, y)
+        except (ValueError, np.linalg.LinAlgError) as e:  # e.g. k neighbours > training rows
+            skipped[spec] = str(e)
+            continue
         choices[spec] = choose_score_threshold(det.score(v_f, v_l), correct, oos,
                                                max_reject=max_reject, name=det.name,
                                                reject_budget=reject_budget,
@@ -408,7 +413,8 @@ def _fit_auto(clf: ProbabilityClassifier, train_texts: Sequence[str],
     best = select_detector(choices)
     scores = {spec: balanced_mean(c) for spec, c in choices.items()}
     record = {"auto": {"candidates": list(AUTO_CANDIDATES), "valid_mean": scores,
-                       "chosen": best, "oos_rows": n_oos},
+                       "chosen": best, "oos_rows": n_oos,
+                       **({"skipped": skipped} if skipped else {})},
               "fit_rows": len(train_texts),
               "fit_seconds": round(time.perf_counter() - start, 2)}
     if best == "max_prob":
