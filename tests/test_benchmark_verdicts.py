@@ -76,3 +76,27 @@ def test_paired_bootstrap_is_narrower_than_unpaired_when_rows_agree():
 def test_paired_bootstrap_refuses_different_rows():
     with pytest.raises(ValueError, match="different test rows"):
         V.paired_difference([[True, False]], [[True]])
+
+
+def test_ratio_interval_is_a_geometric_mean_with_a_t_interval_on_logs():
+    num, den = [2.0, 2.2, 1.8], [1.0, 1.0, 1.0]
+    logs = [math.log(2.0), math.log(2.2), math.log(1.8)]
+    m = sum(logs) / 3
+    s = math.sqrt(sum((x - m) ** 2 for x in logs) / 2)
+    iv = V.ratio_interval(num, den)
+    assert iv.mean == pytest.approx(math.exp(m))
+    assert iv.low == pytest.approx(math.exp(m - 4.302653 * s / math.sqrt(3)), rel=1e-5)
+    assert iv.high == pytest.approx(math.exp(m + 4.302653 * s / math.sqrt(3)), rel=1e-5)
+    with pytest.raises(ValueError, match="positive"):
+        V.ratio_interval([1.0, 0.0], [1.0, 1.0])
+
+
+def test_seed_paired_difference():
+    iv = V.seed_paired_difference([0.8, 0.9, 0.85], [0.7, 0.8, 0.8])
+    diffs = [0.1, 0.1, 0.05]
+    m = sum(diffs) / 3
+    s = math.sqrt(sum((x - m) ** 2 for x in diffs) / 2)
+    assert iv.mean == pytest.approx(m)
+    assert iv.high - iv.mean == pytest.approx(4.302653 * s / math.sqrt(3), rel=1e-5)
+    with pytest.raises(ValueError, match="at least two"):
+        V.seed_paired_difference([0.8], [0.7])
