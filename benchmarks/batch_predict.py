@@ -116,7 +116,7 @@ def build_models(folder: Path, quick: bool) -> dict[str, str]:
 
 
 # -- workers: one configuration per process -------------------------------------------------
-def _engine(model: str, runtime: str, threads: int):
+def _predictor(model: str, runtime: str, threads: int):
     from headwise.serve.config import ServeConfig
     from headwise.serve.startup import load_served_predictor
 
@@ -129,7 +129,7 @@ def ceiling(spec: dict[str, Any]) -> dict[str, Any]:
     ``predictor.predict`` (chunks of 1024 texts)."""
     from headwise.intent.batch import make_batch_invariant
 
-    predictor = make_batch_invariant(_engine(spec["model"], spec["runtime"], spec["threads"]))
+    predictor = make_batch_invariant(_predictor(spec["model"], spec["runtime"], spec["threads"]))
     texts = bench_texts(spec["base"] * spec["times"])
     items = predictor.encode(texts)
     forward = [items[i:i + BATCH] for i in range(0, len(items), BATCH)]
@@ -151,7 +151,7 @@ def stream(spec: dict[str, Any]) -> dict[str, Any]:
     """``predict_file`` over ``times`` x the base texts: texts/s and peak memory."""
     from headwise.intent.batch import predict_file
 
-    predictor = _engine(spec["model"], spec["runtime"], spec["threads"])
+    predictor = _predictor(spec["model"], spec["runtime"], spec["threads"])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         texts = bench_texts(spec["base"])

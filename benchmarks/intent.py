@@ -306,11 +306,11 @@ def onnx_latency(clf: Any, texts: list[str], queries: int = 200) -> dict[str, fl
     with tempfile.TemporaryDirectory() as tmp:
         path = export_onnx(clf.model, Path(tmp) / "m.onnx", max_length=clf.max_length)
         predictor = SingleLabelPredictor(clf, OnnxRuntime(path))
-        return {**engine_latency(predictor, [t for t in texts if t.strip()], queries),
+        return {**predictor_latency(predictor, [t for t in texts if t.strip()], queries),
                 "queries": queries}
 
 
-def engine_latency(predictor: Any, texts: list[str], queries: int) -> dict[str, float]:
+def predictor_latency(predictor: Any, texts: list[str], queries: int) -> dict[str, float]:
     """Single-query latency of a serving predictor (``predict`` of one text, top 3): 10
     queries of warm-up, then ``queries`` timed; median and 99th percentile in ms."""
     import numpy as np
