@@ -38,7 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -87,6 +89,54 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
             "mean_ms": float(ms.mean()), "n": len(ms)}
 
 
+def hf_onnx_query(hf_model: Any, tokenizer: Any, out: Path, threads: int
+                  ) -> Callable[[str], list[tuple[int, float]]]:
+    """The transformers model itself exported to ONNX (``torch.onnx.export``, dynamic batch
+    and length, as headwise exports) and run by onnxruntime with the session options
+    headwise's :class:`~headwise.intent.inference.OnnxRuntime` uses (the same threads, all
+    graph optimisations, no spinning): the like-for-like baseline of our ONNX path. One
+    query: tokenize, run, softmax, top 3."""
+    import onnxruntime as ort
+
+    class _Logits(torch.nn.Module):
+        def __init__(self, m: Any) -> None:
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                    ) -> torch.Tensor:
+            return self.m(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    ids = torch.randint(0, tokenizer.vocab_size, (2, 8), generator=torch.Generator()
+                        .manual_seed(0))
+    mask = torch.ones(2, 8, dtype=torch.long)
+    batch, seq = torch.export.Dim("batch", max=1 << 16), torch.export.Dim("seq", max=512)
+    program = torch.onnx.export(_Logits(hf_model.eval()), (ids, mask),
+                                input_names=["input_ids", "attention_mask"],
+                                output_names=["logits"],
+                                dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}),
+                                dynamo=True, verbose=False)
+    program.save(str(out))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    session = ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"])
+
+    def query(text: str) -> list[tuple[int, float]]:
+        enc = tokenizer(text, truncation=True, max_length=128, return_tensors="np")
+        logits = session.run(None, {"input_ids": enc["input_ids"].astype(np.int64),
+                                    "attention_mask": enc["attention_mask"].astype(np.int64)}
+                             )[0][0]
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        top = np.argsort(-p)[:3]
+        return [(int(i), float(p[i])) for i in top]
+
+    return query
+
+
 def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
                  onnx: dict[str, Path]) -> dict:
     """Interleaved single-text latency of each path, plus int8 agreement."""
@@ -104,6 +154,9 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
                   tokenizer=AutoTokenizer.from_pretrained(src), device=-1, top_k=3)
     fns = {name: (lambda t, e=e: e.predict([t], top_k=3)) for name, e in predictors.items()}
     fns["transformers pipeline"] = lambda t: hf(t)
+    tmp = Path(tempfile.mkdtemp(prefix="headwise-hf-onnx-"))
+    fns["transformers ONNX"] = hf_onnx_query(hf_model, AutoTokenizer.from_pretrained(src),
+                                             tmp / "hf.onnx", torch.get_num_threads())
     times: dict[str, list[float]] = {name: [] for name in fns}
     with torch.inference_mode():
         for fn in fns.values():  # warm-up
@@ -116,7 +169,9 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
                 t0 = time.perf_counter()
                 fns[name](t)
                 times[name].append(time.perf_counter() - t0)
-    out = {"latency": {name: percentiles(v) for name, v in times.items()}}
+    out = {"latency": {name: percentiles(v) for name, v in times.items()},
+           # per-round times (s), interleaved: ratio intervals (benchmarks/_verdicts.py)
+           "times_s": times}
     if "int8" in onnx:
         base = predictors["ours (PyTorch)"]
         q = predictors["ours (int8)"]
