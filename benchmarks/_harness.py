@@ -173,6 +173,8 @@ def compare(fns: dict[str, Callable[[], Any]], sync: Callable[[], None], **reps:
     out.update({f"{names[0]}/{k}": summarize([a / b for a, b in zip(times[names[0]], times[k],
                                                                       strict=True)])
                 for k in names[1:]})
+    # every round's times (ms), interleaved: a ratio's interval (benchmarks/_verdicts.py)
+    out["rounds_ms"] = {k: [1e3 * t for t in v] for k, v in times.items()}
     return {**out, "warmup": dict(zip(names, warm, strict=True)), "results": list(results)}
 
 
