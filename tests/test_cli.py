@@ -79,7 +79,7 @@ def test_constants_repeated_for_a_light_start_stay_equal():
     assert serve_options.LONG_TEXT_POLICIES == LONG_TEXT_POLICIES
 
 
-# --- options anywhere, --debug after the sub-command -----------------------------------------
+# --- options anywhere, --debug before the sub-command ----------------------------------------
 @pytest.mark.parametrize("argv, want", [
     (["predict", "M", "--json", "a", "b"], {"json": True, "texts": ["a", "b"], "top_k": 3}),
     (["predict", "M", "a", "--top-k", "2", "b"], {"texts": ["a", "b"], "top_k": 2}),
@@ -96,19 +96,19 @@ def test_options_go_anywhere_among_positional_arguments(argv, want):
     assert {k: getattr(args, k) for k in want} == want
 
 
-def test_debug_is_accepted_after_the_sub_command(tmp_path):
+def test_debug_is_one_option_before_the_sub_command(tmp_path, capsys):
     from headwise.cli import build_parser
 
     for argv, debug in ((["eval", "m", "--data", "d"], False),
-                        (["--debug", "eval", "m", "--data", "d"], True),
-                        (["eval", "m", "--data", "d", "--debug"], True),
-                        (["eval", "--debug", "m", "--data", "d"], True)):
-        assert build_parser([argv[0] if argv[0] != "--debug" else argv[1]]).parse_args(
-            argv).debug is debug
+                        (["--debug", "eval", "m", "--data", "d"], True)):
+        assert build_parser(["eval"]).parse_args(argv).debug is debug
+    with pytest.raises(SystemExit) as e:  # not an option of the sub-commands
+        build_parser(["eval"]).parse_args(["eval", "m", "--data", "d", "--debug"])
+    assert e.value.code == 2 and "--debug" in capsys.readouterr().err
     missing = str(tmp_path / "missing")
     assert main(["predict", missing, "hi"]) == 1  # one line
-    with pytest.raises(FileNotFoundError):  # the traceback, wherever --debug stands
-        main(["predict", missing, "hi", "--debug"])
+    with pytest.raises(FileNotFoundError):  # the traceback
+        main(["--debug", "predict", missing, "hi"])
 
 
 # --- help text: defaults, metavars -----------------------------------------------------------
@@ -152,7 +152,7 @@ def test_a_closed_pipe_ends_the_command_quietly_with_141():
     code = ("import sys\nimport headwise.commands.tour as t\n"
             "t.run = lambda args: [print('x' * 99) for _ in range(200_000)] and 0\n"
             "from headwise.cli import main\nsys.exit(main(sys.argv[1:]))")
-    for argv in (["tour"], ["tour", "--debug"]):
+    for argv in (["tour"], ["--debug", "tour"]):
         proc = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         assert proc.stdout.readline() == b"x" * 99 + b"\n"
