@@ -22,13 +22,31 @@ if TYPE_CHECKING:
 FORMATS = ("auto", "csv", "jsonl", "banking77", "clue", "xlsx")
 
 
+def column_list(text: str) -> tuple[str | None, ...]:
+    """A ``--columns`` value: comma-separated CSV columns / JSON keys, an empty one standing
+    for the default (``",intent"``: the default text column, the intent in ``intent``)."""
+    names = tuple(c.strip() or None for c in text.split(","))
+    if not any(names):
+        raise argparse.ArgumentTypeError(f"names no column: {text!r}")
+    return names
+
+
+def labelled_columns(text: str) -> tuple[str | None, str | None]:
+    """``--columns TEXT[,LABEL]`` of a labelled data file: the text's and the intent's
+    CSV column / JSON key (None: found by name)."""
+    names = column_list(text)
+    if len(names) > 2:
+        raise argparse.ArgumentTypeError(f"give TEXT[,LABEL], two columns at most: {text!r}")
+    return names[0], names[1] if len(names) > 1 else None
+
+
 def add_data_options(p: argparse.ArgumentParser) -> None:
-    """``--format``, ``--text-column``, ``--label-column``, ``--skip-bad-rows``,
-    ``--encoding``, ``--sheet``."""
+    """``--format``, ``--columns``, ``--skip-bad-rows``, ``--encoding``, ``--sheet``."""
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="data layout (default: from the extension and content)")
-    p.add_argument("--text-column", help="CSV column / JSON key of the text")
-    p.add_argument("--label-column", help="CSV column / JSON key of the intent")
+    p.add_argument("--columns", type=labelled_columns, default=(None, None),
+                   metavar="TEXT[,LABEL]", help="CSV columns / JSON keys of the text and of "
+                   "the intent, e.g. query,intent or ,intent (default: found by name)")
     p.add_argument("--skip-bad-rows", action="store_true",
                    help="skip malformed rows (counted) instead of stopping at the first")
     add_encoding_options(p)
@@ -48,8 +66,9 @@ def read(path: str, args: argparse.Namespace, *, require_labels: bool = True) ->
     """Read a data file with the command's data options; report skipped rows on stderr."""
     from headwise.text.readers import read_examples
 
-    data = read_examples(path, format=args.format, text_column=args.text_column,
-                         label_column=args.label_column, skip_bad_rows=args.skip_bad_rows,
+    text_column, label_column = args.columns
+    data = read_examples(path, format=args.format, text_column=text_column,
+                         label_column=label_column, skip_bad_rows=args.skip_bad_rows,
                          require_labels=require_labels, encoding=args.encoding,
                          sheet=args.sheet)
     _report_skipped(path, data.skipped)

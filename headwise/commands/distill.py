@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--unlabelled", metavar="FILE",
                    help="texts without labels, learnt from the teacher's soft labels alone: "
                    "a plain text file (one text a line), or CSV / JSON lines (their text "
-                   "column; --text-column names it)")
+                   "column; --columns names it)")
     p.add_argument("--out", required=True, help="directory to save the student in")
     p.add_argument("--student", default="transformer", metavar="STUDENT",
                    help="transformer (from scratch; characters for Chinese), bilstm (the "
@@ -86,7 +86,7 @@ def read_unlabelled(path: str, args: argparse.Namespace) -> list[str]:
 
     file = Path(path)
     if file.suffix.lower() in TABLE_SUFFIXES:
-        data = read_examples(file, text_column=args.text_column,
+        data = read_examples(file, text_column=args.columns[0],
                              skip_bad_rows=args.skip_bad_rows, require_labels=False)
         if data.skipped:
             print(f"{path}: skipped {len(data.skipped)} bad rows", file=sys.stderr)

@@ -295,8 +295,7 @@ def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path) -> 
     from headwise.intent.training.pipeline import train_intent_classifier
 
     given = [o for o, on in (("--format", args.format != "auto"),
-                             ("--text-column", args.text_column is not None),
-                             ("--label-column", args.label_column is not None)) if on]
+                             ("--columns", args.columns != (None, None))) if on]
     if given:
         raise ValueError(f"{given[0]} is single-label data's: multi-label data is JSON lines "
                          f"of annotated examples (text, intents, slots)")

@@ -324,9 +324,9 @@ def test_the_command_line_refuses_single_label_data_options_for_multi_label(
     data = tmp_path / "c.jsonl"
     data.write_text("".join(json.dumps({"text": e.text, "intents": list(e.intents)}) + "\n"
                             for e in compound_corpus), encoding="utf-8")
-    assert main(["train", "--data", str(data), "--text-column", "q", "--model", "transformer",
+    assert main(["train", "--data", str(data), "--columns", "q", "--model", "transformer",
                  "--out", str(tmp_path / "m")]) == 1
-    assert "--text-column is single-label data's" in capsys.readouterr().err
+    assert "--columns is single-label data's" in capsys.readouterr().err
     assert main(["train", "--data", str(data), "--linear-probe", "--model", "transformer",
                  "--out", str(tmp_path / "m")]) == 1
     assert "levers.linear_probe is single-label training's" in capsys.readouterr().err
