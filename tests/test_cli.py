@@ -70,13 +70,20 @@ def test_help_lists_every_command_with_its_own_line():
 
 
 def test_constants_repeated_for_a_light_start_stay_equal():
+    import dataclasses
+
     from headwise.commands import _common, serve_options
-    from headwise.intent.inference import LONG_TEXT_POLICIES, RUNTIMES
+    from headwise.intent.inference import RUNTIMES
+    from headwise.serve.config import ServeConfig
     from headwise.text.readers import FORMATS
 
     assert _common.FORMATS == FORMATS
-    assert serve_options.RUNTIMES == RUNTIMES
-    assert serve_options.LONG_TEXT_POLICIES == LONG_TEXT_POLICIES
+    assert _common.RUNTIMES == RUNTIMES
+    # every ServeConfig field is a --set setting or has its own option, never both
+    fields = [f.name for f in dataclasses.fields(ServeConfig)]
+    assert sorted(serve_options.SERVICE_SETTINGS) == sorted(
+        set(fields) - set(serve_options.OWN_OPTIONS))
+    assert set(serve_options.OWN_OPTIONS) <= set(fields)
 
 
 # --- options anywhere, --debug before the sub-command ----------------------------------------
@@ -125,7 +132,8 @@ def _help(name: str) -> str:
     ("inspect", ["(default: every text)", "embedded in the page (default 12)",
                  "forward pass (default 32)", "seed of the samples (default 0)"]),
     ("tour", ["timed repeats per backend (default 5)"]),
-    ("serve", ["log level (default info)", "compound", "TF-IDF", "ensemble", "--onnx FILE"]),
+    ("serve", ["(default 8000)", "compound", "TF-IDF", "ensemble", "--config FILE",
+               "auto|torch|onnx|FILE.onnx", "max_batch_size", "graceful_timeout"]),
     ("export", ["--onnx FILE", "--int8 FILE", "--data FILE"]),
 ])
 def test_help_shows_defaults_and_shared_metavars(name, wanted):

@@ -17,6 +17,39 @@ if TYPE_CHECKING:
     from headwise.text.annotations import AnnotatedDataset
     from headwise.text.readers import Dataset
 
+#: the runtimes ``predict --runtime`` and ``serve --runtime`` take:
+#: ``headwise.intent.inference.RUNTIMES``, repeated so that building the parser imports
+#: nothing heavy (a test keeps them equal)
+RUNTIMES = ("auto", "torch", "onnx")
+
+
+def runtime_choice(text: str) -> tuple[str, str | None]:
+    """A ``--runtime`` value: ``(runtime, ONNX file)``: one of :data:`RUNTIMES` with the
+    default file (None), or a ``.onnx`` file, served by onnxruntime (``("onnx", FILE)``)."""
+    if text in RUNTIMES:
+        return text, None
+    if text.lower().endswith(".onnx"):
+        return "onnx", text
+    raise argparse.ArgumentTypeError(f"give {', '.join(RUNTIMES)} or an ONNX file "
+                                     f"(FILE.onnx), got {text!r}")
+
+
+def parse_assignment(item: str, what: str = "PART.FIELD") -> tuple[str, Any]:
+    """A ``--set`` item ``NAME=VALUE``: the name and the value, read as JSON (``16``,
+    ``true``, ``null``, ``["a"]``) or else taken as a string.
+
+    Raises:
+        ValueError: no ``=``.
+    """
+    name, eq, raw = item.partition("=")
+    if not eq or not name.strip():
+        raise ValueError(f"--set {item!r}: give {what}=VALUE")
+    try:
+        return name.strip(), json.loads(raw)
+    except json.JSONDecodeError:
+        return name.strip(), raw
+
+
 #: the data layouts ``--format`` takes: ``headwise.text.readers.FORMATS`` (repeated here so
 #: that building the parser does not import the readers; a test keeps the two equal)
 FORMATS = ("auto", "csv", "jsonl", "banking77", "clue", "xlsx")

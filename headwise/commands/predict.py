@@ -21,18 +21,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from headwise.commands._common import (
+    RUNTIMES,
     add_encoding_options,
     column_list,
     is_compound_model,
+    runtime_choice,
 )
 
 #: characters of a text that an answer repeats (a longer one is cut, and marked with …):
 #: ``headwise.intent.batch.ECHO_CHARS``, repeated so that building the parser
-#: imports nothing heavy (a test keeps them equal), as are the formats and runtimes
+#: imports nothing heavy (a test keeps them equal), as are the formats
 ECHO_CHARS = 200
 INPUT_FORMATS = ("auto", "csv", "jsonl", "text", "xlsx")
 OUTPUT_FORMATS = ("auto", "jsonl", "csv")
-RUNTIMES = ("auto", "torch", "onnx")
 #: defaults of ``--batch-size`` and ``--chunk-size`` (``headwise.intent.batch``)
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_CHUNK_SIZE = 1024
@@ -48,17 +49,6 @@ FILE_OPTIONS = {"out": None, "format": ("auto", "auto"), "columns": (None, ()),
                 "resume": False, "strict": False, "quiet": False, "batch_size": None,
                 "chunk_size": None, "runtime": ("auto", None), "threads": None, "ray": None,
                 "encoding": None, "sheet": None}
-
-
-def runtime_choice(text: str) -> tuple[str, str | None]:
-    """A ``--runtime`` value: ``(runtime, ONNX file)``: one of :data:`RUNTIMES` with the
-    default file (None), or a ``.onnx`` file, served by onnxruntime (``("onnx", FILE)``)."""
-    if text in RUNTIMES:
-        return text, None
-    if text.lower().endswith(".onnx"):
-        return "onnx", text
-    raise argparse.ArgumentTypeError(f"give {', '.join(RUNTIMES)} or an ONNX file "
-                                     f"(FILE.onnx), got {text!r}")
 
 
 def _formats(text: str) -> tuple[str, str]:

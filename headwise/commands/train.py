@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from headwise.commands._common import (
     add_data_options,
     check_out_dir,
+    parse_assignment,
     plural,
     read,
     read_compound,
@@ -118,16 +119,6 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
-def _parse_set(item: str) -> tuple[str, Any]:
-    path, eq, raw = item.partition("=")
-    if not eq:
-        raise ValueError(f"--set {item!r}: give PART.FIELD=VALUE")
-    try:
-        return path.strip(), json.loads(raw)
-    except json.JSONDecodeError:
-        return path.strip(), raw
-
-
 def recipe_data(args: argparse.Namespace) -> dict[str, Any]:
     """The recipe the command line gives, by part: ``--config``, then the options and
     ``--set`` (which win), ``--model`` as the architecture's type (and name)."""
@@ -145,7 +136,7 @@ def recipe_data(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError("--no-valid and --valid exclude each other")
         data["valid_fraction"] = 0.0
     for item in args.set or []:
-        set_path(data, *_parse_set(item))
+        set_path(data, *parse_assignment(item))
     if args.model:
         part = architecture_from_spec(args.model)
         set_path(data, "architecture.type", part.NAME)
