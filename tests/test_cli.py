@@ -129,8 +129,7 @@ def _help(name: str) -> str:
 
 @pytest.mark.parametrize("name, wanted", [
     ("demo", ["--seed SEED corpus and training seed (default 0)"]),
-    ("inspect", ["(default: every text)", "embedded in the page (default 12)",
-                 "forward pass (default 32)", "seed of the samples (default 0)"]),
+    ("inspect", ["max_examples", "show_examples (12)", "batch_size (32)", "seed (0)"]),
     ("tour", ["timed repeats per backend (default 5)"]),
     ("serve", ["(default 8000)", "compound", "TF-IDF", "ensemble", "--config FILE",
                "auto|torch|onnx|FILE.onnx", "max_batch_size", "graceful_timeout"]),

@@ -50,6 +50,65 @@ def parse_assignment(item: str, what: str = "PART.FIELD") -> tuple[str, Any]:
         return name.strip(), raw
 
 
+def typed_value(cls: type, name: str, value: Any) -> Any:
+    """``value`` for the field ``name`` of the dataclass ``cls``, checked against its
+    annotation (bool, int, float, str or None; an int for a float field becomes a float).
+
+    Raises:
+        ValueError: a value of another type, naming the field and its type.
+    """
+    import typing
+
+    hint = typing.get_type_hints(cls)[name]
+    kinds = typing.get_args(hint) or (hint,)
+    for t in kinds:
+        if t is type(None) and value is None:
+            return None
+        if t is bool and isinstance(value, bool):
+            return value
+        if t is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if t is float and isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if t is str and isinstance(value, str):
+            return value
+    want = " or ".join("null" if t is type(None) else getattr(t, "__name__", str(t))
+                       for t in kinds)
+    raise ValueError(f"--set {name}={json.dumps(value, ensure_ascii=False)}: {name} is {want}")
+
+
+def scalar_fields(cls: type) -> tuple[str, ...]:
+    """The fields of the dataclass ``cls`` that ``--set`` can give: those of type bool,
+    int, float or str (or None)."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls)
+                 if set(typing.get_args(hints[f.name]) or (hints[f.name],))
+                 <= {bool, int, float, str, type(None)})
+
+
+def settings_of(cls: type, items: list[str] | None) -> dict[str, Any]:
+    """The fields of the dataclass ``cls`` that ``--set FIELD=VALUE`` items give (one rule:
+    FIELD is a field's name, VALUE JSON or a string; a later item wins), each checked by
+    :func:`typed_value`.
+
+    Raises:
+        ValueError: a malformed item, a field ``cls`` has not (listing those it has) or a
+            value of the wrong type.
+    """
+    names = scalar_fields(cls)
+    out = {}
+    for item in items or []:
+        name, value = parse_assignment(item, "FIELD")
+        if name not in names:
+            raise ValueError(f"--set {name}: no such setting; the settings: "
+                             f"{', '.join(names)}")
+        out[name] = typed_value(cls, name, value)
+    return out
+
+
 #: the data layouts ``--format`` takes: ``headwise.text.readers.FORMATS`` (repeated here so
 #: that building the parser does not import the readers; a test keeps the two equal)
 FORMATS = ("auto", "csv", "jsonl", "banking77", "clue", "xlsx")

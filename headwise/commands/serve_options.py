@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from headwise.commands._common import RUNTIMES, parse_assignment, runtime_choice
+from headwise.commands._common import RUNTIMES, parse_assignment, runtime_choice, typed_value
 
 if TYPE_CHECKING:
     from headwise.serve.config import ServeConfig
@@ -214,28 +213,8 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"--set {key}: no such setting; the settings: "
                              f"{', '.join(SERVICE_SETTINGS)}, "
                              f"{', '.join(f.name for f in dataclasses.fields(ServeProcess))}")
-        out[key] = _typed(cls, key, value)
+        out[key] = typed_value(cls, key, value)
     return out
-
-
-def _typed(cls: type, name: str, value: Any) -> Any:
-    """``value`` for field ``name`` of ``cls``, checked against its annotation (an int for
-    a float field becomes a float)."""
-    hint = typing.get_type_hints(cls)[name]
-    for t in typing.get_args(hint) or (hint,):
-        if t is type(None) and value is None:
-            return None
-        if t is bool and isinstance(value, bool):
-            return value
-        if t is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if t is float and isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        if t is str and isinstance(value, str):
-            return value
-    want = " or ".join("null" if t is type(None) else t.__name__
-                       for t in typing.get_args(hint) or (hint,))
-    raise ValueError(f"--set {name}={json.dumps(value)}: {name} is {want}")
 
 
 def process_from_args(args: argparse.Namespace) -> ServeProcess:
