@@ -142,6 +142,21 @@ def test_help_shows_defaults_and_shared_metavars(name, wanted):
     assert "(default" in text and "(default None)" not in text and "(default False)" not in text
 
 
+def test_the_cli_stays_small(monkeypatch):
+    """Issue 32: fewer options than the 160 it was filed at (203 before the slimming), and
+    a predict --help shorter than the 96 lines it had (80 columns)."""
+    from headwise.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "80")
+    sub = next(a for a in build_parser()._actions
+               if isinstance(a, argparse._SubParsersAction))
+    options = sum(bool(a.option_strings) and a.dest != "help"
+                  for p in sub.choices.values() for a in p._actions)
+    assert options <= 150, options
+    lines = sub.choices["predict"].format_help().splitlines()
+    assert len(lines) <= 85, len(lines)
+
+
 def test_data_and_file_options_are_named_file_everywhere():
     from headwise.cli import METAVARS, build_parser
 

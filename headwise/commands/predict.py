@@ -104,19 +104,14 @@ def ray_spec(text: str) -> dict[str, Any]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "predict", help="predict the intents of texts",
-        description="Top-k intents with calibrated confidence for each text; below the "
-        "classifier's threshold the answer is out_of_scope. Without texts, reads one text per "
-        "line from standard input. An empty text (argument or blank line) is reported on "
-        "stderr by its position, and under --json by an object {\"argument\" or \"line\": N, "
-        "\"error\": \"empty text\"} in its place; the other texts are answered, and the "
-        "exit status is 1. A compound (multi-label) classifier answers every intent "
-        "that passes its threshold, and the slots with their spans and normalised values. "
-        f"Each answer repeats the first {ECHO_CHARS} characters of its text (text_chars: its "
-        "length) and notes a text longer than the model reads (long_text). With --data FILE "
-        "--out FILE, streams a file of any size (CSV, JSON lines or plain text) into JSON "
-        "lines or CSV: the --json records plus the input line, batched, on onnxruntime when "
-        "MODEL/model.onnx is an export of the model, resumable with --resume; with --ray, "
-        "a directory of files over a Ray cluster.")
+        description="Top-k intents with calibrated confidence for each text, or out_of_scope "
+        "below the classifier's threshold; a compound (multi-label) classifier answers every "
+        "intent over its threshold, and the slots. An empty text is reported by its position "
+        "(under --json: {\"argument\" or \"line\": N, \"error\": \"empty text\"}) and "
+        f"the exit status is 1. An answer repeats the first {ECHO_CHARS} characters of its "
+        "text (text_chars: its length; long_text: what the model did not read). --data FILE "
+        "--out FILE streams a file of any size into the --json records plus the input line, "
+        "resumably; with --ray, files over a Ray cluster.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train` (or "
                    "by `headwise ensemble` or `EnsembleClassifier.save`)")
     # a default, so that TEXT is not reported missing beside a missing MODEL
@@ -141,10 +136,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"({', '.join(OUTPUT_FORMATS[1:])}), e.g. text or ,csv (default: from the "
                    f"extensions; jsonl with --ray)")
     f.add_argument("--columns", type=_text_and_kept, default=(None, ()),
-                   metavar="TEXT[,KEEP...]", help="CSV column / JSON key of the text (default: "
-                   "the first of text, sentence, query, utterance; ,KEEP... keeps it), then "
-                   "those whose values each answer carries after its line (a session id, an "
-                   "agent)")
+                   metavar="TEXT[,KEEP...]", help="CSV columns / JSON keys: the text's "
+                   "(empty: text, sentence, query or utterance), then those each answer "
+                   "carries (a session id), e.g. ,session")
     add_encoding_options(f)
     f.add_argument("--resume", action="store_true", help="continue an interrupted run: "
                    "after the last complete record of OUT.partial (or OUT), with the same "

@@ -349,7 +349,8 @@ def test_the_command_line_refuses_single_label_data_options_for_multi_label(
     assert "levers.linear_probe is single-label training's" in capsys.readouterr().err
 
 
-def test_train_help_is_short():
+def test_train_help_is_short(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
     out = io.StringIO()
     with redirect_stdout(out), pytest.raises(SystemExit):
         main(["train", "--help"])
