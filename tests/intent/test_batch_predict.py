@@ -424,12 +424,12 @@ def test_bad_file_option_values_are_usage_errors(argv, message, capsys):
 
 
 def test_repeated_constants_stay_equal():
-    from headwise.commands import predict
+    from headwise.commands import _common, predict
     from headwise.intent.inference import RUNTIMES
 
     assert predict.ECHO_CHARS == bp.ECHO_CHARS
     assert predict.INPUT_FORMATS == bp.INPUT_FORMATS
-    assert predict.OUTPUT_FORMATS == bp.OUTPUT_FORMATS and predict.RUNTIMES == RUNTIMES
+    assert predict.OUTPUT_FORMATS == bp.OUTPUT_FORMATS and _common.RUNTIMES == RUNTIMES
     assert (predict.DEFAULT_BATCH_SIZE, predict.DEFAULT_CHUNK_SIZE) == \
         (bp.DEFAULT_BATCH_SIZE, bp.DEFAULT_CHUNK_SIZE)
 
