@@ -140,7 +140,7 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
                         "PyTorch, saying why; FILE.onnx: onnxruntime on that export")
     p.add_argument("--config", metavar="FILE", help="JSON object of settings, as --set "
                    "names them (--set wins)")
-    p.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE",
                    help="a setting, VALUE as JSON or a string; repeatable. The service's "
                    "(ServeConfig, docs/serving.md): " + ", ".join(SERVICE_SETTINGS)
                    + "; the process's: " + ", ".join(
