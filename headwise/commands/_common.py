@@ -25,13 +25,18 @@ RUNTIMES = ("auto", "torch", "onnx")
 
 def runtime_choice(text: str) -> tuple[str, str | None]:
     """A ``--runtime`` value: ``(runtime, ONNX file)``: one of :data:`RUNTIMES` with the
-    default file (None), or a ``.onnx`` file, served by onnxruntime (``("onnx", FILE)``)."""
+    default file (None); a ``.onnx`` file, served by onnxruntime (``("onnx", FILE)``); or
+    ``auto:FILE.onnx``, that file when it is an export of the model's weights, else PyTorch
+    (``("auto", FILE)``)."""
     if text in RUNTIMES:
         return text, None
+    auto, colon, path = text.partition(":")
+    if colon and auto == "auto" and path.lower().endswith(".onnx"):
+        return "auto", path
     if text.lower().endswith(".onnx"):
         return "onnx", text
-    raise argparse.ArgumentTypeError(f"give {', '.join(RUNTIMES)} or an ONNX file "
-                                     f"(FILE.onnx), got {text!r}")
+    raise argparse.ArgumentTypeError(f"give {', '.join(RUNTIMES)}, an ONNX file (FILE.onnx) "
+                                     f"or auto:FILE.onnx, got {text!r}")
 
 
 def parse_assignment(item: str, what: str = "PART.FIELD") -> tuple[str, Any]:

@@ -154,7 +154,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--runtime", type=runtime_choice, default=("auto", None),
                    metavar="|".join(RUNTIMES) + "|FILE.onnx", help="auto (the default): "
                    "onnxruntime when MODEL/model.onnx is an export of these weights, else "
-                   "PyTorch (saying why); FILE.onnx: onnxruntime on that export")
+                   "PyTorch (saying why); FILE.onnx: onnxruntime on that export; "
+                   "auto:FILE.onnx: that file, as auto")
     f.add_argument("--threads", type=int, metavar="N", help="intra-op threads of the runtime "
                    "(default: PyTorch's; 1 per actor with --ray)")
     f.add_argument("--ray", nargs="?", const="", type=ray_spec, metavar="ADDRESS,actors=N,"

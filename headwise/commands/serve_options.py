@@ -137,7 +137,8 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
                    metavar="|".join(RUNTIMES) + "|FILE.onnx",
                    help="inference path: auto (the default) uses onnxruntime when "
                         "MODEL/model.onnx exists and reproduces the model's weights, else "
-                        "PyTorch, saying why; FILE.onnx: onnxruntime on that export")
+                        "PyTorch, saying why; FILE.onnx: onnxruntime on that export; "
+                        "auto:FILE.onnx: that file, as auto")
     p.add_argument("--config", metavar="FILE", help="JSON object of settings, as --set "
                    "names them (--set wins)")
     p.add_argument("--set", action="append", metavar="FIELD=VALUE",

@@ -37,6 +37,8 @@ def test_serve_options_make_the_config(tmp_path):
     for runtime in ("torch", "onnx", "auto"):
         args = build_parser().parse_args(["serve", "m", "--runtime", runtime])
         assert config_from_args(args).runtime == runtime
+    cfg = config_from_args(build_parser().parse_args(["serve", "m", "--runtime", "auto:x.onnx"]))
+    assert (cfg.runtime, cfg.onnx_path) == ("auto", "x.onnx")
     # --config FILE: the same settings as a JSON object; --set wins over it
     settings = tmp_path / "serve.json"
     settings.write_text(json.dumps({"max_wait_ms": 2, "top_k": 5, "log_level": "warning",
