@@ -123,7 +123,7 @@ def render(records: list[dict[str, Any]]) -> str:
 
     lines = [
         "## Blending the TF-IDF floor into a fine-tuned network (`blend=\"tfidf\"`)", "",
-        "The recipe field `blend=\"tfidf\"` (`headwise train --blend tfidf`) on kept "
+        "The recipe field `blend=\"tfidf\"` (`headwise train --set levers.blend=tfidf`) on kept "
         "classifiers: the TF-IDF share chosen on the validation rows by the recipe's "
         "`select_on` metric (grid 0-0.9, the smallest share winning a tie) and kept only when "
         "its gain over the network alone is significant on those rows (one-sided paired "

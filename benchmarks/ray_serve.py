@@ -4,10 +4,11 @@
     python benchmarks/ray_serve.py --quick --no-write     # smoke run (~2 min), prints it
 
 Both services are the ``headwise`` command in a subprocess, on the same model directory,
-PyTorch with the same ``--threads`` (the inference threads; Ray reserves as many CPUs for
-the replica), batching on: ``headwise serve MODEL`` (uvicorn) and ``headwise serve MODEL
---ray --replicas 1`` (a local Ray instance started by the command; Serve's HTTP proxy in
-its own process forwards each request to the replica's process). The model is
+PyTorch with the same ``--threads`` (``headwise serve --set threads=N``: the inference
+threads; Ray reserves as many CPUs for the replica), batching on: ``headwise serve MODEL``
+(uvicorn) and ``headwise serve MODEL --ray --replicas 1`` (a local Ray instance started by
+the command; Serve's HTTP proxy in its own process forwards each request to the replica's
+process). The model is
 all-MiniLM-L6-v2 with a random 10-intent head (``benchmarks/serve.py``'s; ``--quick``: a
 tiny random 2-layer Transformer, so that the proxy's cost is most of what is measured).
 
@@ -64,7 +65,7 @@ def start(model_dir: Path, args: argparse.Namespace, ray: bool) -> tuple[Any, st
     its URL and the seconds until ``/readyz`` answered 200."""
     from serve import start_server
 
-    extra = ("--threads", str(args.threads))
+    extra = ("--set", f"threads={args.threads}")
     if ray:
         extra += ("--ray", "--replicas", "1")
     t0 = time.perf_counter()

@@ -243,13 +243,13 @@ def start_server(model_dir: Path, batching: bool, args, runtime: str = "torch",
                  onnx: Path | None = None, extra: tuple[str, ...] = ()
                  ) -> tuple[subprocess.Popen, str]:
     port = _free_port()
+    # an ONNX file given: onnxruntime on it (--runtime FILE.onnx)
     cmd = [sys.executable, "-m", "headwise.cli", "serve", str(model_dir), "--port", str(port),
-           "--max-batch-size", str(args.max_batch_size), "--max-wait-ms", str(args.max_wait_ms),
-           "--log-level", "warning", "--runtime", runtime, *extra]
-    if onnx is not None:
-        cmd += ["--onnx", str(onnx)]
+           "--set", f"max_batch_size={args.max_batch_size}", "--set",
+           f"max_wait_ms={args.max_wait_ms}", "--set", "log_level=warning",
+           "--runtime", runtime if onnx is None else str(onnx), *extra]
     if not batching:
-        cmd.append("--no-batching")
+        cmd += ["--set", "batching=false"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     import httpx

@@ -2,8 +2,8 @@
 
 Errors a user can fix (a bad data file, a missing model directory, a wrong option value)
 end with a one-line message on standard error and exit status 1, not a traceback;
-usage errors exit with status 2 (argparse's convention). ``--debug``, before or after the
-sub-command, shows the traceback instead.
+usage errors exit with status 2 (argparse's convention). ``headwise --debug COMMAND ...``
+shows the traceback instead.
 
 Output cut short by its reader (``headwise predict M --json < texts | head -1``) ends the
 command quietly with status 141, what a shell reports for a process that SIGPIPE stopped
@@ -120,7 +120,9 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
         description="Multi-head attention, Transformer models and intent recognition.",
         epilog="Run `headwise COMMAND --help` for a command's options.")
     parser.add_argument("--version", action="version", version=f"headwise {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--debug", action="store_true",
+                        help="show tracebacks on errors (before the COMMAND: headwise --debug "
+                        "COMMAND ...)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=CommandParser)
     for name, (module, line) in COMMANDS.items():
@@ -133,11 +135,7 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
 
 
 def _finish(p: argparse.ArgumentParser) -> None:
-    """What every sub-command has: ``--debug`` (also accepted after the sub-command) and
-    the shared metavars."""
-    # SUPPRESS: left out, it does not overwrite a --debug given before the sub-command
-    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                   help="show tracebacks on errors")
+    """What every sub-command has: the shared metavars."""
     for action in p._actions:
         for option in action.option_strings:
             if option in METAVARS and action.metavar is None and action.nargs != 0:

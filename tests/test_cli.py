@@ -70,16 +70,23 @@ def test_help_lists_every_command_with_its_own_line():
 
 
 def test_constants_repeated_for_a_light_start_stay_equal():
+    import dataclasses
+
     from headwise.commands import _common, serve_options
-    from headwise.intent.inference import LONG_TEXT_POLICIES, RUNTIMES
+    from headwise.intent.inference import RUNTIMES
+    from headwise.serve.config import ServeConfig
     from headwise.text.readers import FORMATS
 
     assert _common.FORMATS == FORMATS
-    assert serve_options.RUNTIMES == RUNTIMES
-    assert serve_options.LONG_TEXT_POLICIES == LONG_TEXT_POLICIES
+    assert _common.RUNTIMES == RUNTIMES
+    # every ServeConfig field is a --set setting or has its own option, never both
+    fields = [f.name for f in dataclasses.fields(ServeConfig)]
+    assert sorted(serve_options.SERVICE_SETTINGS) == sorted(
+        set(fields) - set(serve_options.OWN_OPTIONS))
+    assert set(serve_options.OWN_OPTIONS) <= set(fields)
 
 
-# --- options anywhere, --debug after the sub-command -----------------------------------------
+# --- options anywhere, --debug before the sub-command ----------------------------------------
 @pytest.mark.parametrize("argv, want", [
     (["predict", "M", "--json", "a", "b"], {"json": True, "texts": ["a", "b"], "top_k": 3}),
     (["predict", "M", "a", "--top-k", "2", "b"], {"texts": ["a", "b"], "top_k": 2}),
@@ -96,19 +103,19 @@ def test_options_go_anywhere_among_positional_arguments(argv, want):
     assert {k: getattr(args, k) for k in want} == want
 
 
-def test_debug_is_accepted_after_the_sub_command(tmp_path):
+def test_debug_is_one_option_before_the_sub_command(tmp_path, capsys):
     from headwise.cli import build_parser
 
     for argv, debug in ((["eval", "m", "--data", "d"], False),
-                        (["--debug", "eval", "m", "--data", "d"], True),
-                        (["eval", "m", "--data", "d", "--debug"], True),
-                        (["eval", "--debug", "m", "--data", "d"], True)):
-        assert build_parser([argv[0] if argv[0] != "--debug" else argv[1]]).parse_args(
-            argv).debug is debug
+                        (["--debug", "eval", "m", "--data", "d"], True)):
+        assert build_parser(["eval"]).parse_args(argv).debug is debug
+    with pytest.raises(SystemExit) as e:  # not an option of the sub-commands
+        build_parser(["eval"]).parse_args(["eval", "m", "--data", "d", "--debug"])
+    assert e.value.code == 2 and "--debug" in capsys.readouterr().err
     missing = str(tmp_path / "missing")
     assert main(["predict", missing, "hi"]) == 1  # one line
-    with pytest.raises(FileNotFoundError):  # the traceback, wherever --debug stands
-        main(["predict", missing, "hi", "--debug"])
+    with pytest.raises(FileNotFoundError):  # the traceback
+        main(["--debug", "predict", missing, "hi"])
 
 
 # --- help text: defaults, metavars -----------------------------------------------------------
@@ -122,10 +129,10 @@ def _help(name: str) -> str:
 
 @pytest.mark.parametrize("name, wanted", [
     ("demo", ["--seed SEED corpus and training seed (default 0)"]),
-    ("inspect", ["(default: every text)", "embedded in the page (default 12)",
-                 "forward pass (default 32)", "seed of the samples (default 0)"]),
+    ("inspect", ["max_examples", "show_examples (12)", "batch_size (32)", "seed (0)"]),
     ("tour", ["timed repeats per backend (default 5)"]),
-    ("serve", ["log level (default info)", "compound", "TF-IDF", "ensemble", "--onnx FILE"]),
+    ("serve", ["(default 8000)", "compound", "TF-IDF", "ensemble", "--config FILE",
+               "auto|torch|onnx|FILE.onnx", "max_batch_size", "graceful_timeout"]),
     ("export", ["--onnx FILE", "--int8 FILE", "--data FILE"]),
 ])
 def test_help_shows_defaults_and_shared_metavars(name, wanted):
@@ -133,6 +140,21 @@ def test_help_shows_defaults_and_shared_metavars(name, wanted):
     for piece in wanted:
         assert piece in text, piece
     assert "(default" in text and "(default None)" not in text and "(default False)" not in text
+
+
+def test_the_cli_stays_small(monkeypatch):
+    """Issue 32: fewer options than the 160 it was filed at (203 before the slimming), and
+    a predict --help shorter than the 96 lines it had (80 columns)."""
+    from headwise.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "80")
+    sub = next(a for a in build_parser()._actions
+               if isinstance(a, argparse._SubParsersAction))
+    options = sum(bool(a.option_strings) and a.dest != "help"
+                  for p in sub.choices.values() for a in p._actions)
+    assert options <= 150, options
+    lines = sub.choices["predict"].format_help().splitlines()
+    assert len(lines) <= 85, len(lines)
 
 
 def test_data_and_file_options_are_named_file_everywhere():
@@ -152,7 +174,7 @@ def test_a_closed_pipe_ends_the_command_quietly_with_141():
     code = ("import sys\nimport headwise.commands.tour as t\n"
             "t.run = lambda args: [print('x' * 99) for _ in range(200_000)] and 0\n"
             "from headwise.cli import main\nsys.exit(main(sys.argv[1:]))")
-    for argv in (["tour"], ["tour", "--debug"]):
+    for argv in (["tour"], ["--debug", "tour"]):
         proc = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         assert proc.stdout.readline() == b"x" * 99 + b"\n"

@@ -17,18 +17,133 @@ if TYPE_CHECKING:
     from headwise.text.annotations import AnnotatedDataset
     from headwise.text.readers import Dataset
 
+#: the runtimes ``predict --runtime`` and ``serve --runtime`` take:
+#: ``headwise.intent.inference.RUNTIMES``, repeated so that building the parser imports
+#: nothing heavy (a test keeps them equal)
+RUNTIMES = ("auto", "torch", "onnx")
+
+
+def runtime_choice(text: str) -> tuple[str, str | None]:
+    """A ``--runtime`` value: ``(runtime, ONNX file)``: one of :data:`RUNTIMES` with the
+    default file (None); a ``.onnx`` file, served by onnxruntime (``("onnx", FILE)``); or
+    ``auto:FILE.onnx``, that file when it is an export of the model's weights, else PyTorch
+    (``("auto", FILE)``)."""
+    if text in RUNTIMES:
+        return text, None
+    auto, colon, path = text.partition(":")
+    if colon and auto == "auto" and path.lower().endswith(".onnx"):
+        return "auto", path
+    if text.lower().endswith(".onnx"):
+        return "onnx", text
+    raise argparse.ArgumentTypeError(f"give {', '.join(RUNTIMES)}, an ONNX file (FILE.onnx) "
+                                     f"or auto:FILE.onnx, got {text!r}")
+
+
+def parse_assignment(item: str, what: str = "PART.FIELD") -> tuple[str, Any]:
+    """A ``--set`` item ``NAME=VALUE``: the name and the value, read as JSON (``16``,
+    ``true``, ``null``, ``["a"]``) or else taken as a string.
+
+    Raises:
+        ValueError: no ``=``.
+    """
+    name, eq, raw = item.partition("=")
+    if not eq or not name.strip():
+        raise ValueError(f"--set {item!r}: give {what}=VALUE")
+    try:
+        return name.strip(), json.loads(raw)
+    except json.JSONDecodeError:
+        return name.strip(), raw
+
+
+def typed_value(cls: type, name: str, value: Any) -> Any:
+    """``value`` for the field ``name`` of the dataclass ``cls``, checked against its
+    annotation (bool, int, float, str or None; an int for a float field becomes a float).
+
+    Raises:
+        ValueError: a value of another type, naming the field and its type.
+    """
+    import typing
+
+    hint = typing.get_type_hints(cls)[name]
+    kinds = typing.get_args(hint) or (hint,)
+    for t in kinds:
+        if t is type(None) and value is None:
+            return None
+        if t is bool and isinstance(value, bool):
+            return value
+        if t is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if t is float and isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if t is str and isinstance(value, str):
+            return value
+    want = " or ".join("null" if t is type(None) else getattr(t, "__name__", str(t))
+                       for t in kinds)
+    raise ValueError(f"--set {name}={json.dumps(value, ensure_ascii=False)}: {name} is {want}")
+
+
+def scalar_fields(cls: type) -> tuple[str, ...]:
+    """The fields of the dataclass ``cls`` that ``--set`` can give: those of type bool,
+    int, float or str (or None)."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls)
+                 if set(typing.get_args(hints[f.name]) or (hints[f.name],))
+                 <= {bool, int, float, str, type(None)})
+
+
+def settings_of(cls: type, items: list[str] | None) -> dict[str, Any]:
+    """The fields of the dataclass ``cls`` that ``--set FIELD=VALUE`` items give (one rule:
+    FIELD is a field's name, VALUE JSON or a string; a later item wins), each checked by
+    :func:`typed_value`.
+
+    Raises:
+        ValueError: a malformed item, a field ``cls`` has not (listing those it has) or a
+            value of the wrong type.
+    """
+    names = scalar_fields(cls)
+    out = {}
+    for item in items or []:
+        name, value = parse_assignment(item, "FIELD")
+        if name not in names:
+            raise ValueError(f"--set {name}: no such setting; the settings: "
+                             f"{', '.join(names)}")
+        out[name] = typed_value(cls, name, value)
+    return out
+
+
 #: the data layouts ``--format`` takes: ``headwise.text.readers.FORMATS`` (repeated here so
 #: that building the parser does not import the readers; a test keeps the two equal)
 FORMATS = ("auto", "csv", "jsonl", "banking77", "clue", "xlsx")
 
 
+def column_list(text: str) -> tuple[str | None, ...]:
+    """A ``--columns`` value: comma-separated CSV columns / JSON keys, an empty one standing
+    for the default (``",intent"``: the default text column, the intent in ``intent``)."""
+    names = tuple(c.strip() or None for c in text.split(","))
+    if not any(names):
+        raise argparse.ArgumentTypeError(f"names no column: {text!r}")
+    return names
+
+
+def labelled_columns(text: str) -> tuple[str | None, str | None]:
+    """``--columns TEXT[,LABEL]`` of a labelled data file: the text's and the intent's
+    CSV column / JSON key (None: found by name)."""
+    names = column_list(text)
+    if len(names) > 2:
+        raise argparse.ArgumentTypeError(f"give TEXT[,LABEL], two columns at most: {text!r}")
+    return names[0], names[1] if len(names) > 1 else None
+
+
 def add_data_options(p: argparse.ArgumentParser) -> None:
-    """``--format``, ``--text-column``, ``--label-column``, ``--skip-bad-rows``,
-    ``--encoding``, ``--sheet``."""
+    """``--format``, ``--columns``, ``--skip-bad-rows``, ``--encoding``, ``--sheet``."""
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="data layout (default: from the extension and content)")
-    p.add_argument("--text-column", help="CSV column / JSON key of the text")
-    p.add_argument("--label-column", help="CSV column / JSON key of the intent")
+    p.add_argument("--columns", type=labelled_columns, default=(None, None),
+                   metavar="TEXT[,LABEL]", help="CSV columns / JSON keys of the text and of "
+                   "the intent, e.g. query,intent or ,intent (default: found by name)")
     p.add_argument("--skip-bad-rows", action="store_true",
                    help="skip malformed rows (counted) instead of stopping at the first")
     add_encoding_options(p)
@@ -48,8 +163,9 @@ def read(path: str, args: argparse.Namespace, *, require_labels: bool = True) ->
     """Read a data file with the command's data options; report skipped rows on stderr."""
     from headwise.text.readers import read_examples
 
-    data = read_examples(path, format=args.format, text_column=args.text_column,
-                         label_column=args.label_column, skip_bad_rows=args.skip_bad_rows,
+    text_column, label_column = args.columns
+    data = read_examples(path, format=args.format, text_column=text_column,
+                         label_column=label_column, skip_bad_rows=args.skip_bad_rows,
                          require_labels=require_labels, encoding=args.encoding,
                          sheet=args.sheet)
     _report_skipped(path, data.skipped)

@@ -7,13 +7,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from headwise.commands._common import add_data_options, check_out_dir, read, report_trained
+from headwise.commands._common import (
+    add_data_options,
+    check_out_dir,
+    parse_assignment,
+    read,
+    report_trained,
+)
+from headwise.commands.train import add_field_options, apply_field_options, set_path
 
 #: suffixes of an ``--unlabelled`` file read as CSV / JSON lines (any other: one text a line)
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".ndjson")
 #: the augmentation kinds (``headwise.intent.training.augmentation.AUGMENTATIONS``, repeated here so
 #: that building the parser imports nothing heavy; a test keeps the two equal)
 AUGMENTATIONS = ("typo", "drop", "duplicate", "width", "space", "punct")
+#: the student's recipe fields with an option (the rule of ``headwise train``)
+EXPOSED = ("train.epochs",)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--unlabelled", metavar="FILE",
                    help="texts without labels, learnt from the teacher's soft labels alone: "
                    "a plain text file (one text a line), or CSV / JSON lines (their text "
-                   "column; --text-column names it)")
+                   "column; --columns names it)")
     p.add_argument("--out", required=True, help="directory to save the student in")
     p.add_argument("--student", default="transformer", metavar="STUDENT",
                    help="transformer (from scratch; characters for Chinese), bilstm (the "
@@ -50,20 +59,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the soft term's share of a labelled row's loss (the rest: the gold "
                    "label's cross-entropy); rows without a label learn from the soft term "
                    "alone")
-    p.add_argument("--augment", metavar="KINDS",
-                   help="label-preserving character noise added as extra rows that the "
-                   "teacher labels, comma-separated: " + ", ".join(AUGMENTATIONS) + " or all "
-                   "(digits and negation cues are never touched)")
-    p.add_argument("--augment-copies", type=int, metavar="N",
-                   help="noisy copies of each text with --augment (default 1)")
+    p.add_argument("--augment", metavar="KINDS[:N]",
+                   help="label-preserving character noise added as N extra copies of each "
+                   "text (default 1) that the teacher labels, KINDS comma-separated: "
+                   + ", ".join(AUGMENTATIONS) + " or all (digits and negation cues are never "
+                   "touched), e.g. typo,width:2")
     p.add_argument("--teacher-batch-size", type=int, default=64, metavar="N",
                    help="texts per forward pass of the teacher")
     p.add_argument("--config", help="JSON file of the student's recipe parts (train, levers, "
                    "...; not the architecture's type: --student decides it)")
-    p.add_argument("--epochs", type=int, help="override the recipe's epochs (default: the "
-                   "recipe's; else 20 for transformer and bilstm, 4 for truncate:K)")
-    p.add_argument("--seed", type=int, help="override the recipe's seed (default: the "
-                   "recipe's, 0)")
+    p.add_argument("--set", action="append", metavar="PART.FIELD=VALUE",
+                   help="set a field of the student's recipe, VALUE as JSON or a string "
+                   "(e.g. --set train.seed=1); repeatable")
+    add_field_options(p, EXPOSED)
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its cached soft labels and last "
                    "checkpoint in --out")
@@ -72,6 +80,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_data_options(p)
     p.set_defaults(func=run)
+
+
+def _augmentation(text: str | None) -> tuple[list[str], int]:
+    """``--augment KINDS[:N]``: the kinds of noise and the copies per text (default 1).
+
+    Raises:
+        ValueError: no kind, or N not a positive integer.
+    """
+    if not text:
+        return [], 1
+    names, sep, count = text.rpartition(":") if ":" in text else (text, "", "1")
+    kinds = [k.strip() for k in names.split(",") if k.strip()]
+    if not kinds:
+        raise ValueError(f"--augment {text}: names no kind of noise")
+    try:
+        copies = int(count)
+    except ValueError:
+        copies = 0
+    if copies < 1:
+        raise ValueError(f"--augment {text}: the copies after ':' must be a positive "
+                         f"integer")
+    return kinds, copies
 
 
 def read_unlabelled(path: str, args: argparse.Namespace) -> list[str]:
@@ -86,7 +116,7 @@ def read_unlabelled(path: str, args: argparse.Namespace) -> list[str]:
 
     file = Path(path)
     if file.suffix.lower() in TABLE_SUFFIXES:
-        data = read_examples(file, text_column=args.text_column,
+        data = read_examples(file, text_column=args.columns[0],
                              skip_bad_rows=args.skip_bad_rows, require_labels=False)
         if data.skipped:
             print(f"{path}: skipped {len(data.skipped)} bad rows", file=sys.stderr)
@@ -131,21 +161,22 @@ def read_recipe_fields(path: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     check_out_dir(args.out)
-    if args.augment_copies is not None and not args.augment:
-        raise ValueError("--augment-copies needs --augment (the kinds of noise to add)")
+    kinds, copies = _augmentation(args.augment)
     # imported here, not at start: `headwise --help` stays light
     from headwise.intent.training.distillation import distill, parse_student
 
     parse_student(args.student)
     fields = read_recipe_fields(args.config) if args.config else {}
-    trainer = fields.setdefault("train", {})
-    if not isinstance(trainer, dict):
+    if not isinstance(fields.setdefault("train", {}), dict):
         raise ValueError(f"{args.config}: part 'train' must be an object of its fields")
-    for option, name in ((args.epochs, "epochs"), (args.seed, "seed")):
-        if option is not None:
-            trainer[name] = option
+    apply_field_options(args, fields, EXPOSED)
     if args.quiet:
-        trainer["progress"] = False
+        set_path(fields, "train.progress", False)
+    for item in args.set or []:
+        set_path(fields, *parse_assignment(item))
+    arch = fields.get("architecture")
+    if isinstance(arch, dict) and "type" in arch:
+        raise ValueError("--set architecture.type: the student is chosen by --student")
     train = read(args.data, args)
     valid = read(args.valid, args) if args.valid else None
     unlabelled = read_unlabelled(args.unlabelled, args) if args.unlabelled else []
@@ -154,13 +185,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"validation data: {len(valid)} rows ({args.valid})")
     if args.unlabelled:
         print(f"unlabelled texts: {len(unlabelled)} ({args.unlabelled})")
-    kinds = [k.strip() for k in args.augment.split(",") if k.strip()] if args.augment else []
-    if args.augment and not kinds:
-        raise ValueError("--augment names no kind of noise")
     result = distill(args.teacher, train, valid, out_dir=args.out, student=args.student,
                      recipe=fields, temperature=args.temperature, alpha=args.alpha,
                      unlabelled=unlabelled, augment=kinds,
-                     augment_copies=args.augment_copies or 1,
+                     augment_copies=copies,
                      teacher_batch_size=args.teacher_batch_size, resume=args.resume,
                      keep_checkpoints=args.keep_checkpoints, report=print)
     info = result.classifier.info

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, check_out_dir, read
+from headwise.commands._common import add_data_options, check_out_dir, read, settings_of
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,19 +26,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lexicon", metavar="FILE",
                    help="JSON file of category lexicons: {category: [words] | "
                         "{\"words\": [...], \"pattern\": regex}}")
-    p.add_argument("--max-examples", type=int,
-                   help="analyse a sample of this many texts (default: every text)")
-    p.add_argument("--show", type=int, default=12,
-                   help="examples embedded in the page (default 12)")
-    p.add_argument("--importance-examples", type=int, default=500,
-                   help="examples for the gate-gradient importance (default 500)")
-    p.add_argument("--faithfulness-examples", type=int, default=100,
-                   help="examples for the leave-one-out check (default 100)")
-    p.add_argument("--no-pruning", action="store_true", help="skip the pruning curves")
-    p.add_argument("--no-ablation", action="store_true", help="skip single-head ablation")
-    p.add_argument("--batch-size", type=int, default=32,
-                   help="texts per forward pass (default 32)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the samples (default 0)")
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE",
+                   help="a setting of the analysis (InspectOptions), VALUE as JSON; "
+                   "repeatable: max_examples (a seeded sample; default every text), "
+                   "show_examples (12), importance_examples (500), faithfulness_examples "
+                   "(100), ablation_examples (2000), ablation (true), pruning (true), "
+                   "pruning_step (0.1), random_repeats (3), batch_size (32), seed (0), "
+                   "view_units (64), embed_bytes; e.g. --set pruning=false")
     add_data_options(p)
     p.set_defaults(func=run)
 
@@ -63,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from headwise.intent.kinds import kind_of
 
     check_out_dir(args.out)
+    settings_of(InspectOptions, args.set)  # a bad setting: refused before any work
     kind_of(args.model).require("explain", args.model)
     clf = IntentClassifier.load(args.model)
     path = Path(args.data)
@@ -79,12 +74,7 @@ def run(args: argparse.Namespace) -> int:
     lexicon = CategoryLexicon.from_json(args.lexicon) if args.lexicon else None
     if lexicon is not None:
         spans = None  # an explicit lexicon wins over the corpus's spans
-    options = InspectOptions(batch_size=args.batch_size, max_examples=args.max_examples,
-                             show_examples=args.show,
-                             importance_examples=args.importance_examples,
-                             faithfulness_examples=args.faithfulness_examples,
-                             ablation=not args.no_ablation, pruning=not args.no_pruning,
-                             seed=args.seed)
+    options = InspectOptions(**settings_of(InspectOptions, args.set))
     analysis = inspect_classifier(clf, texts, labels, spans=spans, lexicon=lexicon,
                                   options=options, echo=print)
     analysis["data"]["source"] = str(path)

@@ -20,15 +20,20 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from headwise.commands._common import add_encoding_options, is_compound_model
+from headwise.commands._common import (
+    RUNTIMES,
+    add_encoding_options,
+    column_list,
+    is_compound_model,
+    runtime_choice,
+)
 
 #: characters of a text that an answer repeats (a longer one is cut, and marked with …):
 #: ``headwise.intent.batch.ECHO_CHARS``, repeated so that building the parser
-#: imports nothing heavy (a test keeps them equal), as are the formats and runtimes
+#: imports nothing heavy (a test keeps them equal), as are the formats
 ECHO_CHARS = 200
 INPUT_FORMATS = ("auto", "csv", "jsonl", "text", "xlsx")
 OUTPUT_FORMATS = ("auto", "jsonl", "csv")
-RUNTIMES = ("auto", "torch", "onnx")
 #: defaults of ``--batch-size`` and ``--chunk-size`` (``headwise.intent.batch``)
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_CHUNK_SIZE = 1024
@@ -40,29 +45,73 @@ EMPTY_TEXT_STATUS = 1
 #: bad rows printed one by one (the others are counted)
 SHOWN_BAD_ROWS = 20
 #: the options that only apply with --data, and their defaults
-FILE_OPTIONS = {"out": None, "input_format": "auto", "output_format": "auto",
-                "text_column": None, "resume": False, "strict": False, "quiet": False,
-                "batch_size": None, "chunk_size": None, "runtime": "auto", "onnx": None,
-                "threads": None, "ray": None, "num_cpus": None, "actors": None,
-                "encoding": None, "sheet": None, "keep_columns": ()}
+FILE_OPTIONS = {"out": None, "format": ("auto", "auto"), "columns": (None, ()),
+                "resume": False, "strict": False, "quiet": False, "batch_size": None,
+                "chunk_size": None, "runtime": ("auto", None), "threads": None, "ray": None,
+                "encoding": None, "sheet": None}
+
+
+def _formats(text: str) -> tuple[str, str]:
+    """``--format IN[,OUT]``: the input's and the output's layout (empty: auto)."""
+    given = [t.strip() or "auto" for t in text.split(",")]
+    if len(given) > 2:
+        raise argparse.ArgumentTypeError(f"give IN[,OUT], got {text!r}")
+    given += ["auto"] * (2 - len(given))
+    for value, choices, what in ((given[0], INPUT_FORMATS, "IN"),
+                                 (given[1], OUTPUT_FORMATS, "OUT")):
+        if value not in choices:
+            raise argparse.ArgumentTypeError(f"{what} must be one of {', '.join(choices)}, "
+                                             f"got {value!r}")
+    return given[0], given[1]
+
+
+def _text_and_kept(text: str) -> tuple[str | None, tuple[str, ...]]:
+    """``--columns TEXT[,KEEP...]``: the text's column (None: found by name) and the kept
+    ones."""
+    names = column_list(text)
+    if None in names[1:]:
+        raise argparse.ArgumentTypeError(f"an empty column name after the text's: {text!r}")
+    return names[0], tuple(n for n in names[1:] if n is not None)
+
+
+def ray_spec(text: str) -> dict[str, Any]:
+    """``--ray [ADDRESS][,actors=N][,cpus=N]``: ``{"address", "actors", "cpus"}`` (None:
+    the default; address None: a local cluster started here)."""
+    spec: dict[str, Any] = {"address": None, "actors": None, "cpus": None}
+    for item in (t.strip() for t in text.split(",")):
+        key, eq, value = item.partition("=")
+        if not item:
+            continue
+        if not eq:
+            if spec["address"] is not None:
+                raise argparse.ArgumentTypeError(f"two addresses in {text!r}")
+            spec["address"] = item
+            continue
+        if key not in ("actors", "cpus"):
+            raise argparse.ArgumentTypeError(f"{key!r}: give ADDRESS, actors=N or cpus=N")
+        try:
+            spec[key] = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{key}={value}: not an integer") from None
+        if spec[key] < 1:
+            raise argparse.ArgumentTypeError(f"{key} must be at least 1, got {value}")
+    if spec["address"] is not None and spec["cpus"] is not None:
+        raise argparse.ArgumentTypeError("cpus=N sizes the local cluster started here; the "
+                                         f"one at {spec['address']} has its own")
+    return spec
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "predict", help="predict the intents of texts",
-        description="Top-k intents with calibrated confidence for each text; below the "
-        "classifier's threshold the answer is out_of_scope. Without texts, reads one text per "
-        "line from standard input. An empty text (argument or blank line) is reported on "
-        "stderr by its position, and under --json by an object {\"argument\" or \"line\": N, "
-        "\"error\": \"empty text\"} in its place; the other texts are answered, and the "
-        "exit status is 1. A compound (multi-label) classifier answers every intent "
-        "that passes its threshold, and the slots with their spans and normalised values. "
-        f"Each answer repeats the first {ECHO_CHARS} characters of its text (text_chars: its "
-        "length) and notes a text longer than the model reads (long_text). With --data FILE "
-        "--out FILE, streams a file of any size (CSV, JSON lines or plain text) into JSON "
-        "lines or CSV: the --json records plus the input line, batched, on onnxruntime when "
-        "MODEL/model.onnx is an export of the model, resumable with --resume; with --ray, "
-        "a directory of files over a Ray cluster.")
+        description="Top-k intents with calibrated confidence for each text, or out_of_scope "
+        "below the classifier's threshold; a compound (multi-label) classifier answers every "
+        "intent over its threshold, and the slots. An empty text is reported by its position "
+        "(under --json: {\"argument\" or \"line\": N, \"error\": \"empty text\"}) and "
+        f"the exit status is 1. An answer repeats the first {ECHO_CHARS} characters of its "
+        "text (text_chars: its length; long_text: what the model did not read). --data FILE "
+        "--out FILE streams a file of any size into the --json records plus the input line, "
+        "resumably; with --ray, files over a Ray cluster.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train` (or "
                    "by `headwise ensemble` or `EnsembleClassifier.save`)")
     # a default, so that TEXT is not reported missing beside a missing MODEL
@@ -82,17 +131,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--out", metavar="OUT", help="with --data: the file to write, .jsonl or "
                    ".csv (written as OUT.partial, renamed when complete); with --ray: a "
                    "directory (NAME.jsonl per input NAME.EXT)")
-    f.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
-                   help="layout of --data (default: from the extension)")
-    f.add_argument("--output-format", choices=OUTPUT_FORMATS, default="auto",
-                   help="layout of --out (default: from the extension; jsonl with --ray)")
-    f.add_argument("--text-column", help="CSV column / JSON key of the text (default: the "
-                   "first of text, sentence, query, utterance)")
+    f.add_argument("--format", type=_formats, default=("auto", "auto"), metavar="IN[,OUT]",
+                   help=f"layouts of --data ({', '.join(INPUT_FORMATS[1:])}) and of --out "
+                   f"({', '.join(OUTPUT_FORMATS[1:])}), e.g. text or ,csv (default: from the "
+                   f"extensions; jsonl with --ray)")
+    f.add_argument("--columns", type=_text_and_kept, default=(None, ()),
+                   metavar="TEXT[,KEEP...]", help="CSV columns / JSON keys: the text's "
+                   "(empty: text, sentence, query or utterance), then those each answer "
+                   "carries (a session id), e.g. ,session")
     add_encoding_options(f)
-    f.add_argument("--keep-columns", type=lambda s: tuple(c.strip() for c in s.split(",")
-                                                           if c.strip()),
-                   default=(), metavar="A,B", help="CSV columns / JSON keys of --data whose "
-                   "values each answer carries after its line (a session id, an agent)")
     f.add_argument("--resume", action="store_true", help="continue an interrupted run: "
                    "after the last complete record of OUT.partial (or OUT), with the same "
                    "options")
@@ -104,21 +151,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--chunk-size", type=int, metavar="N", help=f"texts read, predicted and "
                    f"written at a time (default {DEFAULT_CHUNK_SIZE}); answers do not depend "
                    f"on it")
-    f.add_argument("--runtime", choices=RUNTIMES, default="auto", help="auto: onnxruntime "
-                   "when MODEL/model.onnx (or --onnx) is an export of these weights, else "
-                   "PyTorch (saying why)")
-    f.add_argument("--onnx", help="the ONNX file for --runtime auto or onnx (default "
-                   "MODEL/model.onnx)")
+    f.add_argument("--runtime", type=runtime_choice, default=("auto", None),
+                   metavar="|".join(RUNTIMES) + "|FILE.onnx", help="auto (the default): "
+                   "onnxruntime when MODEL/model.onnx is an export of these weights, else "
+                   "PyTorch (saying why); FILE.onnx: onnxruntime on that export; "
+                   "auto:FILE.onnx: that file, as auto")
     f.add_argument("--threads", type=int, metavar="N", help="intra-op threads of the runtime "
                    "(default: PyTorch's; 1 per actor with --ray)")
-    r = p.add_argument_group("Ray Data (pip install headwise[ray])")
-    r.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
-                   help="run over a Ray cluster: ADDRESS of a running one (auto, "
-                   "ray://HOST:10001), or, without it, a local one started here")
-    r.add_argument("--num-cpus", type=int, metavar="N", help="CPUs of the local Ray cluster "
-                   "(default: all)")
-    r.add_argument("--actors", type=int, metavar="N",
-                   help="model replicas, each a Ray actor loading the model once (default 1)")
+    f.add_argument("--ray", nargs="?", const="", type=ray_spec, metavar="ADDRESS,actors=N,"
+                   "cpus=N", help="over Ray Data (pip install headwise[ray]): on the running "
+                   "cluster at ADDRESS (auto, ray://HOST:10001), else on a local one started "
+                   "here with cpus=N CPUs (default: all); actors=N model replicas, each a Ray "
+                   "actor loading the model once (default 1); e.g. --ray actors=4")
     p.set_defaults(func=run)
 
 
@@ -260,23 +304,20 @@ def _check_data_args(args: argparse.Namespace) -> None:
         raise ValueError("pass TEXT arguments or --data FILE, not both")
     if args.json:
         raise ValueError("--json prints to standard output; with --data the answers go to "
-                         "--out (JSON lines for OUT.jsonl, or --output-format jsonl)")
+                         "--out (JSON lines for OUT.jsonl, or --format ,jsonl)")
     if args.out is None:
         raise ValueError("--data needs --out, the file to write the answers to (.jsonl or "
                          ".csv; a directory with --ray)")
-    if args.ray is None:
-        for name in ("num_cpus", "actors"):
-            if getattr(args, name) is not None:
-                raise ValueError(f"--{name.replace('_', '-')} is for --ray, which is not "
-                                 f"given")
-    elif args.resume:
+    if args.ray is not None and args.resume:
         raise ValueError("--resume is for one file (--data FILE without --ray); a Ray run "
                          "writes each output whole, as NAME.jsonl.partial until complete")
-    else:
-        for name in ("encoding", "sheet", "keep_columns"):
-            if getattr(args, name):
-                raise ValueError(f"--{name.replace('_', '-')} is for one file (--data FILE "
-                                 f"without --ray); a Ray run detects each file's encoding")
+    if args.ray is not None:
+        for option, given in (("--encoding", args.encoding), ("--sheet", args.sheet),
+                              ("--columns ...,KEEP", args.columns[1])):
+            if given:
+                raise ValueError(f"{option} is for one file (--data FILE without --ray); a "
+                                 f"Ray run detects each file's encoding and keeps no "
+                                 f"columns")
 
 
 def _bad_row_printer() -> Any:
@@ -320,25 +361,27 @@ def _run_data(args: argparse.Namespace) -> int:
     from headwise.intent.inference.load import load_predictor
 
     check_out_file(args.out, "--out")
-    output_format_of(args.out, args.output_format)  # before loading the model
+    input_format, output_format = args.format
+    output_format_of(args.out, output_format)  # before loading the model
     if Path(args.data).is_dir():
         raise ValueError(f"--data {args.data} is a directory: name one file, or pass --ray "
                          f"to predict every file in it")
     if not Path(args.data).is_file():
         raise FileNotFoundError(f"--data {args.data}: no such file")
     threads = 0 if args.threads is None else args.threads
+    runtime, onnx_path = args.runtime
     predictor = load_predictor(
-        args.model, runtime=args.runtime, onnx_path=args.onnx, max_rows=batch_size,
+        args.model, runtime=runtime, onnx_path=onnx_path, max_rows=batch_size,
         threads=threads, report=lambda line: print(f"headwise predict: {line}",
                                                    file=sys.stderr))
     if args.reference_date is not None:  # a compound model: its classifier's "today"
         predictor.classifier.reference_date = args.reference_date
     try:
         result = predict_file(
-            predictor, args.data, args.out, input_format=args.input_format,
-            output_format=args.output_format, text_column=args.text_column,
+            predictor, args.data, args.out, input_format=input_format,
+            output_format=output_format, text_column=args.columns[0],
             top_k=args.top_k, threshold=args.threshold, chunk_size=chunk_size,
-            encoding=args.encoding, sheet=args.sheet, keep_columns=args.keep_columns,
+            encoding=args.encoding, sheet=args.sheet, keep_columns=args.columns[1],
             resume=args.resume, strict=args.strict, progress=False if args.quiet else None,
             on_bad_row=_bad_row_printer(),
             options={"model": str(Path(args.model).resolve()),
@@ -370,13 +413,15 @@ def _run_ray(args: argparse.Namespace, batch_size: int, chunk_size: int) -> int:
     except ImportError as e:
         raise ValueError(f"--ray needs Ray Data: {e}") from None
     out_dir = check_out_dir(args.out)
-    output_format = "jsonl" if args.output_format == "auto" else args.output_format
+    input_format, output_format = args.format
+    runtime, onnx_path = args.runtime
     results = predict_files(
-        args.model, args.data, out_dir, address=None if args.ray == "local" else args.ray,
-        num_cpus=args.num_cpus, actors=_positive(args, "actors", 1),
-        input_format=args.input_format, output_format=output_format,
-        text_column=args.text_column, top_k=args.top_k, threshold=args.threshold,
-        runtime=args.runtime, onnx_path=args.onnx, batch_size=batch_size,
+        args.model, args.data, out_dir, address=args.ray["address"],
+        num_cpus=args.ray["cpus"], actors=args.ray["actors"] or 1,
+        input_format=input_format,
+        output_format="jsonl" if output_format == "auto" else output_format,
+        text_column=args.columns[0], top_k=args.top_k, threshold=args.threshold,
+        runtime=runtime, onnx_path=onnx_path, batch_size=batch_size,
         chunk_size=chunk_size, threads=_positive(args, "threads", 1), strict=args.strict,
         quiet=args.quiet, on_bad_row=_bad_row_printer())
     written = sum(r.written for r in results.values())

@@ -11,16 +11,16 @@ holds no key or a bad line ends the command with ``FILE:LINE: problem``.
 
 SIGTERM (or SIGINT) drains the service the way uvicorn does: the listening socket is closed
 at once, so new connections are refused; idle keep-alive connections are closed; requests
-in flight finish (for up to ``--graceful-timeout`` seconds) and are answered with
+in flight finish (for up to the ``graceful_timeout`` setting's seconds) and are answered with
 ``Connection: close``; then the batcher finishes and the command exits with status 0.
 SIGHUP reloads the key files and the model (one worker: in place, the new model loaded and
 warmed up beside the old; several workers: uvicorn replaces them one by one).
 
 ``--ray`` serves the same app as a Ray Serve deployment instead of under uvicorn
 (:mod:`headwise.integrations.ray_serve`, ``pip install headwise[ray]``): ``--replicas N``
-or ``--autoscale MIN:MAX`` [``--target-ongoing-requests K``] replicas, each with its own
+or ``--replicas MIN:MAX`` (``--set target_ongoing_requests=K``) replicas, each with its own
 copy of the model, behind Serve's HTTP proxy on ``--host``/``--port``; on a local Ray
-instance started here, or on the cluster at ``--ray-address``. ``--workers`` and SIGHUP
+instance started here (``--ray``), or on the cluster at ``--ray ADDRESS``. ``--workers`` and SIGHUP
 reloading are refused there (Serve runs replicas; deploy again to reload them).
 """
 
@@ -35,11 +35,13 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from headwise.commands._common import RUNTIMES
 from headwise.commands.serve_options import (
-    RUNTIMES,
+    ServeProcess,
     add_serve_options,
     check_ray_options,
     config_from_args,
+    process_from_args,
 )
 
 if TYPE_CHECKING:
@@ -61,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "micro-batches. onnxruntime serves Transformer classifiers exported with `headwise "
         "export`; everything else (a BiLSTM, a compound classifier, a TF-IDF model, an "
         "ensemble) is served by PyTorch or scikit-learn. A compound classifier takes no "
-        "--long-text chunk, a TF-IDF model or an ensemble truncate only. The model "
+        "long_text chunk, a TF-IDF model or an ensemble truncate only. The model "
         "directory and the address are checked before the server starts.")
     add_serve_options(p)
     p.set_defaults(func=run)
@@ -156,20 +158,20 @@ class _Terminated(BaseException):
     """SIGTERM before the service listens: end the command (status 0, nothing to drain)."""
 
 
-def scaling_summary(args: argparse.Namespace, max_ongoing: int) -> str:
+def scaling_summary(args: argparse.Namespace, process: ServeProcess, rate_limit: float | None,
+                    max_ongoing: int) -> str:
     """The start-up line's words for the replicas of ``--ray``, e.g. ``Ray Serve: 2
     replicas, up to 64 requests each at once``."""
-    if args.autoscale is not None:
-        low, high = args.autoscale
-        target = args.target_ongoing_requests
+    if isinstance(args.replicas, tuple):
+        low, high = args.replicas
+        target = process.target_ongoing_requests
         replicas = (f"{low}-{high} replicas (autoscaled, target {target or 2:g} requests in "
                     f"progress per replica)")
     else:
         n = args.replicas or 1
         replicas = f"{n} replica{'s' if n != 1 else ''}"
-    where = f"the cluster at {args.ray_address}" if args.ray_address else \
-        "a local Ray instance"
-    rate = "; the rate limit is per replica" if getattr(args, "rate_limit", None) else ""
+    where = f"the cluster at {args.ray}" if args.ray else "a local Ray instance"
+    rate = "; the rate limit is per replica" if rate_limit else ""
     return (f"Ray Serve on {where}: {replicas}, up to {max_ongoing} requests each at "
             f"once{rate}")
 
@@ -190,25 +192,27 @@ def _run_ray(args: argparse.Namespace) -> int:
     from headwise.serve.startup import load_served_predictor
 
     config = config_from_args(args)
+    process = process_from_args(args)
     keys = {name: len(ApiKeys(path)) if path else None for name, path in
             (("api", config.api_key_file), ("admin", config.admin_key_file))}
-    local = args.ray_address is None
+    local = not args.ray
     summary = "model read by the replicas"
     if local or Path(config.model_dir).exists():
         # refuse a bad model directory before Ray starts; a cluster may see other paths
         predictor = load_served_predictor(config)
         chosen = predictor.runtime.name if predictor.runtime.name in RUNTIMES else config.runtime
-        auto = args.runtime == "auto" and chosen != "auto"
+        auto = args.runtime[0] == "auto" and chosen != "auto"
         summary = (f"{api_for(predictor).described} classifier, {len(predictor.labels)} intents, "
                    f"{runtime_summary(predictor.runtime, auto=auto)}")
         # the replicas serve what was chosen here (and do not decide, or report, again)
         config = dataclasses.replace(config, runtime=chosen)
         del predictor
     port = check_address(args.host, args.port) if local else args.port
-    autoscaling = None if args.autoscale is None else ray_serve.Autoscaling(
-        *args.autoscale, **({} if args.target_ongoing_requests is None else
-                            {"target_ongoing_requests": args.target_ongoing_requests}))
-    max_ongoing = args.max_ongoing_requests or 2 * config.max_batch_size
+    autoscale = isinstance(args.replicas, tuple)
+    autoscaling = None if not autoscale else ray_serve.Autoscaling(
+        *args.replicas, **({} if process.target_ongoing_requests is None else
+                           {"target_ongoing_requests": process.target_ongoing_requests}))
+    max_ongoing = process.max_ongoing_requests or 2 * config.max_batch_size
     docs = "docs at /docs" if docs_available() else "schema at /openapi.json"
 
     def announce(service: ray_serve.RayService) -> None:
@@ -216,18 +220,20 @@ def _run_ray(args: argparse.Namespace) -> int:
             print(f"headwise serve: {service.http_note}", file=sys.stderr)
         print(f"headwise serve: {summary}, {service.url} ({docs}); "
               f"{access_summary(config, keys['api'], keys['admin'])}; "
-              f"{scaling_summary(args, max_ongoing)}", file=sys.stderr, flush=True)
+              f"{scaling_summary(args, process, config.rate_limit, max_ongoing)}",
+              file=sys.stderr, flush=True)
 
-    return ray_serve.run(config, on_ready=announce, address=args.ray_address,
-                         host=args.host, port=port, replicas=args.replicas,
+    return ray_serve.run(config, on_ready=announce, address=args.ray or None,
+                         host=args.host, port=port,
+                         replicas=None if autoscale else args.replicas,
                          autoscaling=autoscaling, max_ongoing_requests=max_ongoing,
-                         graceful_timeout_s=args.graceful_timeout, log_level=args.log_level,
-                         access_log=args.access_log)
+                         graceful_timeout_s=process.graceful_timeout,
+                         log_level=process.log_level, access_log=process.access_log)
 
 
 def run(args: argparse.Namespace) -> int:
     check_ray_options(args)
-    if getattr(args, "ray", False):
+    if args.ray is not None:
         return _run_ray(args)
     import uvicorn
 
@@ -239,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
     from headwise.serve.startup import load_served_predictor
 
     config = config_from_args(args)
+    process = process_from_args(args)
     # the key files before the model: a bad line is found in a moment, never echoing a key
     keys = {name: len(ApiKeys(path)) if path else None for name, path in
             (("api", config.api_key_file), ("admin", config.admin_key_file))}
@@ -255,11 +262,11 @@ def run(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, runtime=chosen)
     # uvicorn's "auto" loop and HTTP parser are uvloop and httptools (dependencies of
     # headwise where they install), several times cheaper per request than asyncio and h11
-    common = dict(host=args.host, port=port, log_level=args.log_level,
-                  log_config=log_config(args.log_level), access_log=args.access_log,
-                  timeout_graceful_shutdown=args.graceful_timeout)
+    common = dict(host=args.host, port=port, log_level=process.log_level,
+                  log_config=log_config(process.log_level), access_log=process.access_log,
+                  timeout_graceful_shutdown=process.graceful_timeout)
     docs = "docs at /docs" if docs_available() else "schema at /openapi.json"
-    auto_chosen = args.runtime == "auto" and chosen != "auto"
+    auto_chosen = args.runtime[0] == "auto" and chosen != "auto"
     print(f"headwise serve: {api_for(predictor).described} classifier, "
           f"{len(predictor.labels)} intents, "
           f"{runtime_summary(predictor.runtime, auto=auto_chosen)}, "

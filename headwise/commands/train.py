@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from headwise.commands._common import (
     add_data_options,
     check_out_dir,
+    parse_assignment,
     plural,
     read,
     read_compound,
@@ -23,8 +24,7 @@ if TYPE_CHECKING:
 #: the recipe fields ``headwise train`` has an option for; the rule: ``PART.FIELD`` is
 #: ``--FIELD`` (underscores as dashes), its help and type from the part. Every other field
 #: is reached with ``--set PART.FIELD=VALUE`` or ``--config``.
-EXPOSED = ("train.epochs", "train.lr", "train.seed", "levers.linear_probe", "levers.blend",
-           "decision.oos_labels", "task.per_intent_thresholds", "task.slots")
+EXPOSED = ("train.epochs", "train.lr", "train.seed", "decision.oos_labels")
 
 
 def option_of(path: str) -> str:
@@ -32,9 +32,10 @@ def option_of(path: str) -> str:
     return "--" + path.rsplit(".", 1)[1].replace("_", "-")
 
 
-def _exposed_options() -> list[tuple[str, str, Any, str]]:
-    """``(path, option, type, help)`` of every :data:`EXPOSED` field, read from the part's
-    dataclass (its annotation and the first sentence of its docstring entry)."""
+def _exposed_options(paths: tuple[str, ...] = EXPOSED) -> list[tuple[str, str, Any, str]]:
+    """``(path, option, type, help)`` of every field in ``paths`` (default :data:`EXPOSED`),
+    read from the part's dataclass (its annotation and the first sentence of its docstring
+    entry)."""
     import dataclasses
     import typing
 
@@ -42,7 +43,7 @@ def _exposed_options() -> list[tuple[str, str, Any, str]]:
     from headwise.intent.training.recipe_reference import field_docs, first_sentence
 
     out = []
-    for path in EXPOSED:
+    for path in paths:
         part, name = path.split(".")
         cls_ = next(c for c in PARTS[part] if name in {f.name for f in dataclasses.fields(c)})
         hint = typing.get_type_hints(cls_)[name]
@@ -78,13 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="set any recipe field, VALUE as JSON or a string (e.g. --set "
                    "architecture.d_model=128); repeatable")
     p.add_argument("--out", required=True, help="directory to save the classifier in")
-    for path, option, base, text in _exposed_options():
-        if base is bool:
-            p.add_argument(option, dest=path, action=argparse.BooleanOptionalAction,
-                           default=None, help=text)
-        else:
-            p.add_argument(option, dest=path, type=base, help=text,
-                           metavar=path.rsplit(".", 1)[1].upper())
+    add_field_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars (train.progress)")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its last checkpoint in --out")
@@ -97,6 +92,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.epilog = ("An option or field that the chosen architecture or task does not have is "
                 "refused with a message naming it, never ignored.")
     p.set_defaults(func=run)
+
+
+def add_field_options(p: argparse.ArgumentParser, paths: tuple[str, ...] = EXPOSED) -> None:
+    """An option for each recipe field in ``paths`` by the one rule (:func:`option_of`;
+    a bool field is ``--FIELD``/``--no-FIELD``), its value kept under the path."""
+    for path, option, base, text in _exposed_options(paths):
+        if base is bool:
+            p.add_argument(option, dest=path, action=argparse.BooleanOptionalAction,
+                           default=None, help=text)
+        else:
+            p.add_argument(option, dest=path, type=base, help=text,
+                           metavar=path.rsplit(".", 1)[1].upper())
+
+
+def apply_field_options(args: argparse.Namespace, data: dict[str, Any],
+                        paths: tuple[str, ...] = EXPOSED) -> None:
+    """Set in recipe ``data`` (by part) each field of ``paths`` whose option was given."""
+    for path in paths:
+        value = getattr(args, path)
+        if value is not None:
+            set_path(data, path, value)
 
 
 def set_path(data: dict[str, Any], path: str, value: Any) -> None:
@@ -118,26 +134,13 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
-def _parse_set(item: str) -> tuple[str, Any]:
-    path, eq, raw = item.partition("=")
-    if not eq:
-        raise ValueError(f"--set {item!r}: give PART.FIELD=VALUE")
-    try:
-        return path.strip(), json.loads(raw)
-    except json.JSONDecodeError:
-        return path.strip(), raw
-
-
 def recipe_data(args: argparse.Namespace) -> dict[str, Any]:
     """The recipe the command line gives, by part: ``--config``, then the options and
     ``--set`` (which win), ``--model`` as the architecture's type (and name)."""
     from headwise.intent.training.recipe import IntentRecipe, architecture_from_spec
 
     data = IntentRecipe.read_config(args.config) if args.config else {}
-    for path, _, _, _ in _exposed_options():
-        value = getattr(args, path)
-        if value is not None:
-            set_path(data, path, value)
+    apply_field_options(args, data)
     if args.quiet:
         set_path(data, "train.progress", False)
     if args.no_valid:
@@ -145,7 +148,7 @@ def recipe_data(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError("--no-valid and --valid exclude each other")
         data["valid_fraction"] = 0.0
     for item in args.set or []:
-        set_path(data, *_parse_set(item))
+        set_path(data, *parse_assignment(item))
     if args.model:
         part = architecture_from_spec(args.model)
         set_path(data, "architecture.type", part.NAME)
@@ -255,8 +258,8 @@ def _train(args: argparse.Namespace, out: Path) -> int:
         if default_blend(data, valid is not None):
             set_path(data, "levers.blend", "tfidf")
             reason += ("; a TF-IDF model is fitted beside it and blended in when the "
-                       "validation data shows a significant gain (--no-blend: the network "
-                       "alone)")
+                       "validation data shows a significant gain (--set levers.blend=none: "
+                       "the network alone)")
         print(reason)
         recipe = IntentRecipe.from_dict(data)
     if valid is not None:
@@ -295,8 +298,7 @@ def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path) -> 
     from headwise.intent.training.pipeline import train_intent_classifier
 
     given = [o for o, on in (("--format", args.format != "auto"),
-                             ("--text-column", args.text_column is not None),
-                             ("--label-column", args.label_column is not None)) if on]
+                             ("--columns", args.columns != (None, None))) if on]
     if given:
         raise ValueError(f"{given[0]} is single-label data's: multi-label data is JSON lines "
                          f"of annotated examples (text, intents, slots)")

@@ -108,7 +108,7 @@ class Autoscaling:
 
     @classmethod
     def parse(cls, text: str, target_ongoing_requests: float | None = None) -> Autoscaling:
-        """``MIN:MAX`` (``--autoscale``'s form), e.g. ``1:8``.
+        """``MIN:MAX`` (``headwise serve --replicas MIN:MAX``' form), e.g. ``1:8``.
 
         Raises:
             ValueError: not two integers separated by a colon, or as the constructor.
@@ -141,7 +141,7 @@ def check_config(config: ServeConfig) -> ServeConfig:
     if config.workers != 1:
         raise ValueError(f"workers={config.workers} (--workers): under Ray Serve the "
                          f"service runs replicas, not uvicorn worker processes; ask for "
-                         f"replicas (--replicas N or --autoscale MIN:MAX) instead")
+                         f"replicas (--replicas N or --replicas MIN:MAX) instead")
     if config.sighup_reload:
         raise ValueError("sighup_reload: a replica does not receive the signals of the "
                          "process that deployed it; deploy again to reload the replicas")
@@ -261,7 +261,8 @@ def build_deployment(config: ServeConfig, *, replicas: int | None = None,
     """
     config = check_config(config)
     if replicas is not None and autoscaling is not None:
-        raise ValueError("give replicas (--replicas) or autoscaling (--autoscale), not both")
+        raise ValueError("give replicas (--replicas N) or autoscaling (--replicas MIN:MAX), "
+                         "not both")
     if replicas is not None and (not isinstance(replicas, int) or isinstance(replicas, bool)
                                  or replicas < 1):
         raise ValueError(f"replicas must be a positive integer, got {replicas!r}")

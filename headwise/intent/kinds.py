@@ -38,8 +38,8 @@ __all__ = ["CAPABILITIES", "COMPOUND", "ENSEMBLE", "NETWORK", "TFIDF", "ModelKin
 #: what a kind may be able to do, and how a message names it
 CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "onnx": "ONNX export (`headwise export`, the onnx runtime of `headwise serve`)",
-    "chunk": "long-text policy chunk (`headwise serve --long-text chunk`: windows pooled)",
-    "reject": "long-text policy reject (`headwise serve --long-text reject`)",
+    "chunk": "long-text policy chunk (`headwise serve --set long_text=chunk`: windows pooled)",
+    "reject": "long-text policy reject (`headwise serve --set long_text=reject`)",
     "explain": "attention heads to show (`headwise inspect`, `/v1/explain`)",
     "soup": "weight averaging (`headwise soup`)",
     "calibrate": "recalibration (`headwise calibrate`)",

@@ -14,7 +14,7 @@ of each large buffer, which ``benchmarks/long_attention.py`` measures beside the
 
 :func:`steady_heap` makes that setting once per process; it is what
 :class:`~headwise.models.chunked.HierarchicalEncoder` (``steady_memory=True``) and
-``headwise serve --long-text chunk`` call.
+``headwise serve --set long_text=chunk`` call.
 """
 
 from __future__ import annotations

@@ -482,12 +482,12 @@ def _csv_columns(path: Path, header: list[str], line: int, text_column: str | No
     if text_at is None:
         wanted = repr(text_column) if text_column else f"one of {', '.join(TEXT_KEYS)}"
         raise DataError(path, line, f"no text column {wanted} in the header ({shown}); "
-                                    f"name it with --text-column NAME (text_column= in Python)")
+                                    f"name it with --columns NAME (text_column= in Python)")
     label_at = _pick(header, label_column, CSV_LABEL_KEYS)
     if label_at is None and (label_column is not None or require_labels):
         wanted = repr(label_column) if label_column else f"one of {', '.join(CSV_LABEL_KEYS)}"
         raise DataError(path, line, f"no label column {wanted} in the header ({shown}); "
-                                    f"name it with --label-column NAME (label_column= in "
+                                    f"name it with --columns TEXT,NAME (label_column= in "
                                     f"Python), or pass require_labels=False for unlabelled "
                                     f"data")
     return text_at, label_at

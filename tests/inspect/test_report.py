@@ -66,8 +66,9 @@ def test_cli_writes_the_report(saved, capsys):
     d, files = saved
     out = d / "report"
     code = main(["inspect", str(d / "model"), "--data", str(files["test.jsonl"]), "--out",
-                 str(out), "--importance-examples", "4", "--faithfulness-examples", "2",
-                 "--no-pruning", "--show", "3"])
+                 str(out), "--set", "importance_examples=4", "--set",
+                 "faithfulness_examples=2", "--set", "pruning=false", "--set",
+                 "show_examples=3"])
     assert code == 0
     text = capsys.readouterr().out
     assert "layer 0:" in text and "report:" in text
@@ -78,11 +79,36 @@ def test_cli_writes_the_report(saved, capsys):
     lex = d / "lex.json"
     lex.write_text(json.dumps({"refusal": ["不", "没"]}), encoding="utf-8")
     code = main(["inspect", str(d / "model"), "--data", str(files["test.csv"]), "--out",
-                 str(d / "r2"), "--lexicon", str(lex), "--no-pruning", "--no-ablation",
-                 "--faithfulness-examples", "0", "--importance-examples", "2", "--show", "1"])
+                 str(d / "r2"), "--lexicon", str(lex), "--set", "pruning=false", "--set",
+                 "ablation=false", "--set", "faithfulness_examples=0", "--set",
+                 "importance_examples=2", "--set", "show_examples=1"])
     assert code == 0
     stats = json.loads((d / "r2" / "stats.json").read_text(encoding="utf-8"))
     assert stats["categories"] == ["refusal"] and stats["category_source"] == "lexicon"
+
+
+def test_cli_settings_are_the_options_fields_by_one_rule(saved, capsys):
+    import dataclasses
+
+    from headwise.cli import build_parser
+    from headwise.commands._common import scalar_fields
+    from headwise.inspect import InspectOptions
+
+    d, files = saved
+    # every field but the head-role thresholds (an object) is a setting, named in --help
+    assert set(scalar_fields(InspectOptions)) == {
+        f.name for f in dataclasses.fields(InspectOptions)} - {"thresholds"}
+    sub = next(a for a in build_parser(["inspect"])._actions if a.dest == "command")
+    help_text = " ".join(sub.choices["inspect"].format_help().split())
+    assert all(name in help_text for name in scalar_fields(InspectOptions))
+    base = ["inspect", str(d / "model"), "--data", str(files["test.csv"]), "--out",
+            str(d / "r3")]
+    for extra, message in ((["--set", "pruning=maybe"], 'pruning="maybe": pruning is bool'),
+                           (["--set", "show=3"], "--set show: no such setting"),
+                           (["--set", "thresholds=1"], "--set thresholds: no such setting")):
+        assert main([*base, *extra]) == 1
+        assert message in capsys.readouterr().err
+    assert not (d / "r3").exists()
 
 
 def test_cli_refuses_a_bilstm(saved, tiny_clf, capsys):

@@ -63,24 +63,23 @@ def _args(*argv: str):
 # --- without Ray -----------------------------------------------------------------------------
 @pytest.mark.parametrize("argv, message", [
     (["--replicas", "2"], "--replicas is for --ray"),
-    (["--ray-address", "auto"], "--ray-address is for --ray"),
-    (["--autoscale", "1:4"], "--autoscale is for --ray"),
+    (["--replicas", "1:4"], "--replicas is for --ray"),
+    (["--set", "max_ongoing_requests=8"], "max_ongoing_requests is for --ray"),
     (["--ray", "--workers", "2"], "--workers 2 does not apply under --ray"),
-    (["--ray", "--replicas", "2", "--autoscale", "1:4"], "exclude each other"),
-    (["--ray", "--target-ongoing-requests", "4"], "--target-ongoing-requests needs "
-                                                   "--autoscale"),
-    (["--ray", "--ray-address", "auto", "--port", "0"], "--port 0"),
+    (["--ray", "--replicas", "2", "--set", "target_ongoing_requests=4"],
+     "target_ongoing_requests needs --replicas MIN:MAX"),
+    (["--ray", "auto", "--port", "0"], "--port 0"),
 ])
 def test_ray_options_are_refused_where_they_cannot_work(argv, message):
     with pytest.raises(ValueError, match=message):
         check_ray_options(_args(*argv))
 
 
-@pytest.mark.parametrize("value", ["4", "4:1", "1:0", "-1:2", "a:b"])
-def test_autoscale_must_be_a_replica_range(value, capsys):
+@pytest.mark.parametrize("value", ["0", "x", "4:1", "1:0", "-1:2", "a:b"])
+def test_replicas_must_be_a_count_or_a_replica_range(value, capsys):
     with pytest.raises(SystemExit) as e:
-        _args("--ray", "--autoscale", value)
-    assert e.value.code == 2 and "--autoscale" in capsys.readouterr().err
+        _args("--ray", "--replicas", value)
+    assert e.value.code == 2 and "--replicas" in capsys.readouterr().err
 
 
 def test_without_ray_serve_the_command_ends_in_one_line(model_dir, monkeypatch, capsys):
@@ -105,9 +104,10 @@ def test_the_command_hands_its_settings_to_ray_serve(model_dir, key_files, monke
 
     monkeypatch.setattr(ray_serve, "import_serve", lambda: None)  # Ray need not be here
     monkeypatch.setattr(ray_serve, "run", fake_run)
-    assert main(["serve", str(model_dir), "--ray", "--autoscale", "1:4",
-                 "--target-ongoing-requests", "3", "--port", "0", "--max-batch-size", "8",
-                 "--api-key-file", key_files[0], "--graceful-timeout", "7"]) == 0
+    assert main(["serve", str(model_dir), "--ray", "--replicas", "1:4",
+                 "--set", "target_ongoing_requests=3", "--port", "0", "--set",
+                 "max_batch_size=8", "--api-key-file", key_files[0], "--set",
+                 "graceful_timeout=7"]) == 0
     ((config, kwargs),) = calls
     assert config.model_dir == str(model_dir) and config.max_batch_size == 8
     assert config.runtime == "torch"  # resolved here: the replicas do not decide again
@@ -122,7 +122,7 @@ def test_the_command_hands_its_settings_to_ray_serve(model_dir, key_files, monke
 
     calls.clear()
     assert main(["serve", str(model_dir), "--ray", "--replicas", "3", "--port", "0",
-                 "--api-key-file", key_files[0], "--rate-limit", "5"]) == 0
+                 "--api-key-file", key_files[0], "--set", "rate_limit=5"]) == 0
     ((config, kwargs),) = calls
     assert kwargs["replicas"] == 3 and kwargs["autoscaling"] is None
     assert kwargs["max_ongoing_requests"] == 64  # twice the default batch of 32

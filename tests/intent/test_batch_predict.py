@@ -131,7 +131,7 @@ def test_records_are_those_of_predict_json_plus_the_line(model_dir, tmp_path, ca
         w.writerows([i, t, "bot"] for i, t in enumerate(texts))
     out = tmp_path / "labels.jsonl"
     assert main(["predict", str(model_dir), "--data", str(data), "--out", str(out),
-                 "--text-column", "message", "--top-k", "2", "--quiet"]) == 0
+                 "--columns", "message", "--top-k", "2", "--quiet"]) == 0
     err = capsys.readouterr().err
     assert f"wrote {len(texts)} answers to {out}" in err and "runtime torch" in err
     got = _jsonl(out)
@@ -297,7 +297,7 @@ def test_every_layout_reads_the_same_texts_at_their_lines(predictor, tmp_path):
         assert [(e.line, e.text) for e in ds] == [(r.line, r.text)
                                                   for r in RowReader(tmp_path / name)]
     assert RowReader(tmp_path / "a.log", input_format="csv").format == "csv"
-    with pytest.raises(ValueError, match="--text-column t names a CSV column"):
+    with pytest.raises(ValueError, match="--columns t names a CSV column"):
         RowReader(tmp_path / "a.log", text_column="t")
 
 
@@ -334,7 +334,7 @@ def test_plain_text_bad_bytes_and_whole_file_problems(predictor, tmp_path, capsy
     nocol.write_text("message,label\nhi,a\n", encoding="utf-8")
     out = tmp_path / "x.jsonl"
     with pytest.raises(DataError, match=r"nocol.csv:1: no text column one of text.*"
-                                        r"--text-column"):
+                                        r"--columns"):
         predict_file(predictor, nocol, out, progress=False)
     assert not out.exists() and not partial_path(out).exists()  # nothing was started
     array = tmp_path / "arr.json"
@@ -358,8 +358,8 @@ def test_command_line_refusals_name_the_option(model_dir, tmp_path, capsys):
         (["--data", str(tmp_path), "--out", str(tmp_path / "o.jsonl")], "is a directory"),
         (["--data", str(data), "--out", str(tmp_path / "o.jsonl"), "--batch-size", "0"],
          "--batch-size must be at least 1"),
-        (["--data", str(data), "--out", str(tmp_path / "o.jsonl"), "--actors", "2"],
-         "--actors is for --ray"),
+        (["--data", str(data), "--out", str(tmp_path / "d"), "--ray", "--columns", ",id"],
+         "--columns ...,KEEP is for one file"),
         (["--data", str(data), "--out", str(tmp_path / "d"), "--ray", "--resume"],
          "--resume is for one file"),
         (["--data", str(data), "--out", str(data)], "is the input file"),
@@ -383,13 +383,54 @@ def test_without_ray_the_ray_option_says_what_to_install(model_dir, tmp_path, ca
     assert "pip install headwise[ray]" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, want", [
+    ([], {"format": ("auto", "auto"), "columns": (None, ()), "runtime": ("auto", None),
+          "ray": None}),
+    (["--format", "text"], {"format": ("text", "auto")}),
+    (["--format", ",csv"], {"format": ("auto", "csv")}),
+    (["--format", "xlsx,jsonl"], {"format": ("xlsx", "jsonl")}),
+    (["--columns", "message"], {"columns": ("message", ())}),
+    (["--columns", ",id,agent"], {"columns": (None, ("id", "agent"))}),
+    (["--columns", "q,id"], {"columns": ("q", ("id",))}),
+    (["--runtime", "torch"], {"runtime": ("torch", None)}),
+    (["--runtime", "m/fast.onnx"], {"runtime": ("onnx", "m/fast.onnx")}),
+    (["--runtime", "auto:m/fast.onnx"], {"runtime": ("auto", "m/fast.onnx")}),
+    (["--ray"], {"ray": {"address": None, "actors": None, "cpus": None}}),
+    (["--ray", "actors=4,cpus=8"], {"ray": {"address": None, "actors": 4, "cpus": 8}}),
+    (["--ray", "ray://head:10001,actors=2"],
+     {"ray": {"address": "ray://head:10001", "actors": 2, "cpus": None}}),
+])
+def test_file_option_values_are_read_into_their_parts(argv, want):
+    from headwise.cli import build_parser
+
+    args = build_parser(["predict"]).parse_args(["predict", "M", *argv])
+    assert {k: getattr(args, k) for k in want} == want
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--format", "csv,text"], "OUT must be one of auto, jsonl, csv"),
+    (["--format", "a,b,c"], "give IN[,OUT]"),
+    (["--columns", "text,,id"], "an empty column name"),
+    (["--runtime", "fast"], "an ONNX file (FILE.onnx) or auto:FILE.onnx"),
+    (["--ray", "actors=0"], "actors must be at least 1"),
+    (["--ray", "replicas=2"], "give ADDRESS, actors=N or cpus=N"),
+    (["--ray", "auto,cpus=4"], "cpus=N sizes the local cluster"),
+])
+def test_bad_file_option_values_are_usage_errors(argv, message, capsys):
+    from headwise.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:
+        build_parser(["predict"]).parse_args(["predict", "M", *argv])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_repeated_constants_stay_equal():
-    from headwise.commands import predict
+    from headwise.commands import _common, predict
     from headwise.intent.inference import RUNTIMES
 
     assert predict.ECHO_CHARS == bp.ECHO_CHARS
     assert predict.INPUT_FORMATS == bp.INPUT_FORMATS
-    assert predict.OUTPUT_FORMATS == bp.OUTPUT_FORMATS and predict.RUNTIMES == RUNTIMES
+    assert predict.OUTPUT_FORMATS == bp.OUTPUT_FORMATS and _common.RUNTIMES == RUNTIMES
     assert (predict.DEFAULT_BATCH_SIZE, predict.DEFAULT_CHUNK_SIZE) == \
         (bp.DEFAULT_BATCH_SIZE, bp.DEFAULT_CHUNK_SIZE)
 

@@ -260,7 +260,7 @@ def test_cli_blend_then_predict_and_eval(tmp_path, capsys):
     cfg = tmp_path / "r.json"
     cfg.write_text(json.dumps(WEAK_FILE))
     assert main(["train", "--data", str(data), "--model", "transformer", "--config", str(cfg),
-                 "--blend", "tfidf", "--out", str(tmp_path / "m"), "--quiet"]) == 0
+                 "--set", "levers.blend=tfidf", "--out", str(tmp_path / "m"), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "blend: TF-IDF share" in out and "the members' temperatures" in out
     summary = json.loads((tmp_path / "m" / "train_summary.json").read_text())
@@ -287,8 +287,8 @@ def test_cli_default_model_adds_the_blend_where_validation_allows(tmp_path, caps
     assert "no --model given: test network; a TF-IDF model is fitted beside it" in out
     assert json.loads((tmp_path / "m" / "train_summary.json").read_text())[
         "recipe"]["levers"]["blend"] == "tfidf"
-    # --blend none, and --no-valid (nothing to choose the share on): the network alone
-    for extra in (["--blend", "none"], ["--no-valid"]):
+    # blend none, and --no-valid (nothing to choose the share on): the network alone
+    for extra in (["--set", "levers.blend=none"], ["--no-valid"]):
         cfg.write_text(json.dumps({k: v for k, v in WEAK_FILE.items()
                                    if k != "valid_fraction"}))
         assert main(["train", "--data", str(data), "--config", str(cfg), "--out",

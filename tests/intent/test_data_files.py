@@ -1,7 +1,7 @@
 """Files as a customer-service team has them, end to end: a GBK CSV (Chinese Excel's), a
 UTF-16 CSV, a UTF-8 CSV with a byte-order mark and an Excel workbook each train, evaluate
 and stream through ``headwise predict --data`` as the UTF-8 CSV does; the input's other
-columns ride along (``--keep-columns``); a stream none of whose rows decodes fails, saying
+columns ride along (``--columns TEXT,KEEP...``); a stream none of whose rows decodes fails, saying
 what to try; a wrong ``--encoding`` is a clear error."""
 
 from __future__ import annotations
@@ -134,14 +134,14 @@ def test_keep_columns_carry_the_session_and_agent(models, files, tmp_path, capsy
     for name in ("gbk.csv", "chats.xlsx"):
         out = tmp_path / f"{name}.jsonl"
         assert main(["predict", str(model), "--data", str(files[name]), "--out", str(out),
-                     "--keep-columns", "id,agent", "--quiet"]) == 0
+                     "--columns", ",id,agent", "--quiet"]) == 0
         got = _jsonl(out)
         assert all(list(r) == ["line", "id", "agent", *JSONL_KEYS[1:]] for r in got)
         assert [(r["id"], r["text"], r["agent"]) for r in got] == \
             [(i, t, a) for i, t, _, a in ROWS]
     out = tmp_path / "kept.csv"
     assert main(["predict", str(model), "--data", str(files["utf16.csv"]), "--out", str(out),
-                 "--keep-columns", "agent", "--quiet"]) == 0
+                 "--columns", "text,agent", "--quiet"]) == 0
     with out.open(newline="", encoding="utf-8") as f:
         table = list(csv.reader(f))
     assert table[0] == ["line", "agent", *CSV_COLUMNS[1:]]
@@ -152,7 +152,7 @@ def test_keep_columns_carry_the_session_and_agent(models, files, tmp_path, capsy
                      encoding="utf-8")
     out = tmp_path / "kept.jsonl"
     assert main(["predict", str(model), "--data", str(lines), "--out", str(out),
-                 "--keep-columns", "session", "--quiet"]) == 0
+                 "--columns", ",session", "--quiet"]) == 0
     assert [(r["session"], r["text"]) for r in _jsonl(out)] == [(7, "查询余额"),
                                                                 (None, "i lost my card")]
 
@@ -162,8 +162,8 @@ def test_resume_with_kept_columns_appends_to_the_same_layout(models, tmp_path, c
     path = tmp_path / "log.csv"
     path.write_bytes(_csv_text(ROWS[:5]).encode("gbk"))
     out = tmp_path / "log_answers.csv"
-    args = ["predict", str(model), "--data", str(path), "--out", str(out), "--keep-columns",
-            "id", "--quiet"]
+    args = ["predict", str(model), "--data", str(path), "--out", str(out), "--columns",
+            ",id", "--quiet"]
     assert main(args) == 0
     path.write_bytes(_csv_text(ROWS).encode("gbk"))  # the log grew
     assert main([*args, "--resume"]) == 0
@@ -204,11 +204,11 @@ def test_a_stream_none_of_whose_rows_decodes_fails_saying_what_to_try(models, fi
 @pytest.mark.parametrize("extra, message", [
     (["--encoding", "gbkk"], "unknown encoding 'gbkk' (--encoding)"),
     (["--sheet", "S"], "--sheet S names a sheet of an Excel workbook"),
-    (["--keep-columns", "text"], "--keep-columns text: the answers have a field text "
-                                 "already"),
-    (["--keep-columns", "id,id"], "--keep-columns id,id: a column named twice"),
-    (["--keep-columns", "session"], "no column 'session' (--keep-columns) in the header "
-                                    "(id, text, label, agent)"),
+    (["--columns", ",text"], "--columns TEXT,text: the answers have a field text "
+                             "already"),
+    (["--columns", ",id,id"], "--columns TEXT,id,id: a column named twice"),
+    (["--columns", ",session"], "no column 'session' (--columns TEXT,KEEP...) in the "
+                                "header (id, text, label, agent)"),
 ])
 def test_wrong_file_options_are_clear_errors(models, files, tmp_path, capsys, extra, message):
     out = tmp_path / "x.jsonl"
@@ -223,13 +223,13 @@ def test_file_options_are_refused_where_they_do_not_apply(models, files, tmp_pat
     assert main(["predict", model, "--data", str(files["chats.xlsx"]), "--out",
                  str(tmp_path / "x.jsonl"), "--encoding", "gbk"]) == 1
     assert "--encoding gbk is for text files" in capsys.readouterr().err
-    assert main(["predict", model, "--keep-columns", "id", "--", "查询余额"]) == 1
-    assert "--keep-columns: for --data FILE" in capsys.readouterr().err
+    assert main(["predict", model, "--columns", ",id", "--", "查询余额"]) == 1
+    assert "--columns: for --data FILE" in capsys.readouterr().err
     assert main(["train", "--data", str(files["gbk.csv"]), "--encoding", "nope", "--model",
                  "tfidf", "--out", str(tmp_path / "m")]) == 1
     assert "unknown encoding 'nope'" in capsys.readouterr().err
     text = tmp_path / "t.txt"
     text.write_text("查询余额\n", encoding="utf-8")
     assert main(["predict", model, "--data", str(text), "--out", str(tmp_path / "y.jsonl"),
-                 "--keep-columns", "id"]) == 1
+                 "--columns", ",id"]) == 1
     assert "is read as plain text" in capsys.readouterr().err

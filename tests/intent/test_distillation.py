@@ -343,13 +343,15 @@ def test_cli_distill_then_predict_json(teacher, tmp_path, capsys):
     out = tmp_path / "student"
     base = ["distill", str(teacher), "--data", str(train), "--valid", str(valid), "--out",
             str(out), "--config", str(cfg), "--quiet"]
-    assert main(base + ["--unlabelled", str(unl), "--augment", "typo,width", "--alpha",
-                        "0.8", "--temperature", "3"]) == 0
+    assert main(base + ["--unlabelled", str(unl), "--augment", "typo,width:2", "--alpha",
+                        "0.8", "--temperature", "3", "--set", "train.seed=3"]) == 0
     text = capsys.readouterr().out
     assert "unlabelled texts: 3" in text and "soft targets:" in text and "saved to" in text
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["distill"]["alpha"] == 0.8 and summary["distill"]["temperature"] == 3.0
     assert summary["distill"]["augmentation"]["kinds"] == ["typo", "width"]
+    assert summary["distill"]["augmentation"]["copies"] == 2
+    assert summary["recipe"]["train"]["seed"] == 3
     assert summary["oos_threshold"]["n_oos"] == 1
     assert main(["predict", str(out), "--json", "i lost my card", "send money abroad"]) == 0
     answers = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
@@ -364,7 +366,9 @@ def test_cli_distill_then_predict_json(teacher, tmp_path, capsys):
                            (["--student", "truncate:2"], "Transformer-encoder teacher"),
                            (["--student", "distilbert"], "transformer, bilstm or truncate"),
                            (["--augment", "blur"], "'blur'"),
-                           (["--augment-copies", "2"], "--augment"),
+                           (["--augment", "typo:0"], "--augment typo:0: the copies"),
+                           (["--augment", ":2"], "names no kind of noise"),
+                           (["--set", "architecture.type=bilstm"], "chosen by --student"),
                            (["--config", str(named)], "chosen by --student"),
                            (["--out", str(teacher)], "the teacher's directory")):
         argv = base[:7] + [str(bad), "--quiet"] + extra  # no --config: the recipe's checks
@@ -374,8 +378,8 @@ def test_cli_distill_then_predict_json(teacher, tmp_path, capsys):
 
 def test_a_weighted_ensemble_teacher_gives_the_log_of_its_blended_probabilities(teacher,
                                                                                 tmp_path):
-    """A blend (TF-IDF models in a weighted ensemble, as ``--blend tfidf`` saves one) is a
-    teacher too: its soft targets are the log of the weighted mean of the members'
+    """A blend (TF-IDF models in a weighted ensemble, as ``--set levers.blend=tfidf``
+    saves one) is a teacher too: its soft targets are the log of the weighted mean of the members'
     probabilities, computed here from the members themselves, and a student distils from
     its saved directory."""
     from headwise.intent import train_intent_classifier

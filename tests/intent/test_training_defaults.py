@@ -127,15 +127,15 @@ def test_no_linear_probe_on_the_command_line_turns_it_off(tmp_path, monkeypatch)
     monkeypatch.setattr(pipeline_mod, "train_intent_classifier", capture)
     data = tmp_path / "train.csv"
     data.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in ROWS), encoding="utf-8")
-    for flag, want in (("--no-linear-probe", False), ("--linear-probe", True), (None, None)):
+    for flag, want in (("false", False), ("true", True), (None, None)):
         args = ["train", "--data", str(data), "--model", f"pretrained:{tmp_path}", "--out",
-                str(tmp_path / "m")] + ([flag] if flag else [])
+                str(tmp_path / "m")] + (["--set", f"levers.linear_probe={flag}"] if flag else [])
         with pytest.raises(_Stop):
             main(args)
         assert got[-1].levers.linear_probe is want
     # typed on a path that has no LP-FT: refused, never dropped in silence
-    assert main(["train", "--data", str(data), "--model", "tfidf", "--no-linear-probe",
-                 "--out", str(tmp_path / "t")]) != 0
+    assert main(["train", "--data", str(data), "--model", "tfidf", "--set",
+                 "levers.linear_probe=false", "--out", str(tmp_path / "t")]) != 0
 
 
 def test_probe_c_goes_with_a_pretrained_encoders_default_lp_ft():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -13,16 +14,16 @@ from fastapi.testclient import TestClient
 from serve_helpers import wait_ready
 
 from headwise.cli import build_parser
-from headwise.commands.serve_options import config_from_args
+from headwise.commands.serve_options import config_from_args, process_from_args
 from headwise.serve import ServeConfig, app_from_environment, create_app
 from headwise.serve.config import CONFIG_ENV
 
 
-def test_serve_options_make_the_config():
+def test_serve_options_make_the_config(tmp_path):
     args = build_parser().parse_args(
-        ["serve", "m", "--runtime", "onnx", "--onnx", "m.onnx", "--max-batch-size", "8",
-         "--max-wait-ms", "1.5", "--no-batching", "--long-text", "chunk", "--chunk-stride",
-         "16", "--max-texts", "4", "--workers", "2"])
+        ["serve", "m", "--runtime", "m.onnx", "--set", "max_batch_size=8", "--set",
+         "max_wait_ms=1.5", "--set", "batching=false", "--set", "long_text=chunk", "--set",
+         "chunk_stride=16", "--set", "max_texts=4", "--workers", "2"])
     cfg = config_from_args(args)
     assert cfg == ServeConfig(model_dir="m", runtime="onnx", onnx_path="m.onnx",
                               batching=False, max_batch_size=8, max_wait_ms=1.5,
@@ -36,6 +37,39 @@ def test_serve_options_make_the_config():
     for runtime in ("torch", "onnx", "auto"):
         args = build_parser().parse_args(["serve", "m", "--runtime", runtime])
         assert config_from_args(args).runtime == runtime
+    cfg = config_from_args(build_parser().parse_args(["serve", "m", "--runtime", "auto:x.onnx"]))
+    assert (cfg.runtime, cfg.onnx_path) == ("auto", "x.onnx")
+    # --config FILE: the same settings as a JSON object; --set wins over it
+    settings = tmp_path / "serve.json"
+    settings.write_text(json.dumps({"max_wait_ms": 2, "top_k": 5, "log_level": "warning",
+                                    "graceful_timeout": 3}))
+    args = build_parser().parse_args(["serve", "m", "--config", str(settings),
+                                      "--set", "top_k=2"])
+    cfg = config_from_args(args)
+    assert (cfg.max_wait_ms, cfg.top_k) == (2.0, 2) and isinstance(cfg.max_wait_ms, float)
+    process = process_from_args(args)
+    assert (process.log_level, process.graceful_timeout, process.access_log) == (
+        "warning", 3, False)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--set", "max_batch_size=eight"], 'max_batch_size="eight": max_batch_size is int'),
+    (["--set", "batching=1"], "batching is bool"),
+    (["--set", "colour=red"], "--set colour: no such setting"),
+    (["--set", "workers=2"], "workers is not a setting: --workers sets it"),
+    (["--set", "onnx_path=m.onnx"], "--runtime FILE.onnx sets it"),
+    (["--set", "freeze_gc=true"], "headwise serve itself sets it"),
+    (["--set", "max_batch_size"], "give FIELD=VALUE"),
+    (["--set", "log_level=loud"], "log_level must be one of"),
+    (["--set", "max_wait_ms=-1"], "max_wait_ms must be >= 0"),
+])
+def test_bad_settings_are_refused_naming_the_field(argv, message):
+    from headwise.commands.serve_options import process_from_args
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        args = build_parser().parse_args(["serve", "m", *argv])
+        config_from_args(args)
+        process_from_args(args)
 
 
 @pytest.mark.parametrize("bad, match", [({"runtime": "tensorrt"}, "runtime"),
@@ -84,7 +118,7 @@ def test_serve_runs_uvicorn_without_access_log_and_with_a_frozen_gc(encoder_dir,
 
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
-    for extra in ([], ["--access-log"]):
+    for extra in ([], ["--set", "access_log=true"]):
         assert run(build_parser().parse_args(["serve", str(encoder_dir), *extra])) == 0
     (app, kw), (_, kw_logged) = calls
     assert kw["access_log"] is False and kw_logged["access_log"] is True

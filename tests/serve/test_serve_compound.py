@@ -274,8 +274,8 @@ def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
         load_served_predictor(ServeConfig(model_dir=str(compound_dir), runtime="onnx"))
     assert main(["serve", str(compound_dir), "--runtime", "onnx", "--port", "0"]) == 1
     assert "--runtime torch" in capsys.readouterr().err
-    assert main(["serve", str(compound_dir), "--long-text", "chunk", "--port", "0"]) == 1
-    assert "--long-text chunk" in capsys.readouterr().err
+    assert main(["serve", str(compound_dir), "--set", "long_text=chunk", "--port", "0"]) == 1
+    assert "--set long_text=chunk" in capsys.readouterr().err
     out = tmp_path / "m.onnx"
     assert main(["export", str(compound_dir), "--onnx", str(out)]) == 1
     assert "compound" in capsys.readouterr().err and not out.exists()

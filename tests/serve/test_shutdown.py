@@ -135,7 +135,8 @@ def test_serve_reloads_on_sighup_and_drains_on_sigterm(encoder_dir, tmp_path):
     flag = tmp_path / "slow"
     proc, url, lines = _start_serve(
         [str(encoder_dir), "--port", "0", "--runtime", "torch", "--api-key-file", str(keys),
-         "--open-metrics", "--no-batching", "--graceful-timeout", "20"], flag)
+         "--set", "open_metrics=true", "--set", "batching=false", "--set",
+         "graceful_timeout=20"], flag)
     try:
         # SIGHUP: the key files and the model are read again, the model swapped in
         keys.write_text(KEY_2 + "\n")

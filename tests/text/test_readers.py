@@ -67,10 +67,10 @@ def test_csv_bom_crlf_tsv_and_header_names(tmp_path):
         [("c", "d", 2)]
     with pytest.raises(DataError, match=r"both\.csv:1: no text column 'Query'.*"
                                         r"\(text, label, query, intent\); name it with "
-                                        r"--text-column NAME"):
+                                        r"--columns NAME"):
         read_examples(both, text_column="Query")
     with pytest.raises(DataError, match=r"both\.csv:1: no label column 'topic'.*"
-                                        r"--label-column NAME"):
+                                        r"--columns TEXT,NAME"):
         read_examples(both, label_column="topic")
 
 

@@ -125,16 +125,16 @@ class RowReader:
         self.format = input_format_of(self.path, input_format)
         check_workbook_options(self.path, self.format == "xlsx", encoding, sheet)
         if self.format == "text" and text_column is not None:
-            raise ValueError(f"--text-column {text_column} names a CSV column or JSON key; "
+            raise ValueError(f"--columns {text_column} names a CSV column or JSON key; "
                              f"{self.path} is read as plain text (one text a line)")
         self.keep_columns = tuple(keep_columns)
         taken = [n for n in self.keep_columns if n in JSONL_KEYS or n in CSV_COLUMNS]
         if taken or len(set(self.keep_columns)) < len(self.keep_columns):
             why = f"the answers have a field {', '.join(taken)} already" if taken \
                 else "a column named twice"
-            raise ValueError(f"--keep-columns {','.join(self.keep_columns)}: {why}")
+            raise ValueError(f"--columns TEXT,{','.join(self.keep_columns)}: {why}")
         if self.format == "text" and self.keep_columns:
-            raise ValueError(f"--keep-columns {','.join(self.keep_columns)} names CSV "
+            raise ValueError(f"--columns TEXT,{','.join(self.keep_columns)} names CSV "
                              f"columns or JSON keys; {self.path} is read as plain text (one "
                              f"text a line)")
         self.text_column = text_column
@@ -288,12 +288,12 @@ class RowReader:
                 f"one of {', '.join(TEXT_KEYS)}"
             raise DataError(self.path, line, f"no text column {wanted} in the header "
                                              f"({', '.join(header)}); name it with "
-                                             f"--text-column"
+                                             f"--columns"
                                              + header_hint(header, self.encoding))
         missing = [name for name in self.keep_columns if name not in header]
         if missing:
             raise DataError(self.path, line, f"no column {', '.join(map(repr, missing))} "
-                                             f"(--keep-columns) in the header "
+                                             f"(--columns TEXT,KEEP...) in the header "
                                              f"({', '.join(header)})"
                                              + header_hint(header, self.encoding))
         return at, [header.index(name) for name in self.keep_columns]

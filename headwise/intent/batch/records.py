@@ -88,7 +88,7 @@ def format_records(lines: Sequence[int], records: Sequence[Mapping[str, Any]], f
         records: the records (:func:`answer_record`).
         fmt: ``"jsonl"`` or ``"csv"``.
         kept: per record, the input's columns it carries (name -> value, in the order of
-            ``--keep-columns``; the same names for every record); None: none.
+            ``--columns TEXT,KEEP...``; the same names for every record); None: none.
 
     Returns:
         The text to append to the output.

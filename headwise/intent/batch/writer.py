@@ -38,7 +38,7 @@ def output_format_of(path: str | Path, output_format: str = "auto") -> str:
     if suffix not in by_suffix:
         raise ValueError(f"--out {path}: cannot tell the output format from the extension "
                          f"{suffix or '(none)'}; name the file .jsonl or .csv, or pass "
-                         f"--output-format jsonl|csv")
+                         f"--format ,jsonl or ,csv")
     return by_suffix[suffix]
 
 
@@ -70,7 +70,7 @@ class OutputFile:
         resume: continue an earlier output.
         state: the run's options, saved beside the partial file and checked on resume
             (None: none saved, the output cannot be resumed with a check).
-        kept: the input's columns each record carries after ``line`` (``--keep-columns``).
+        kept: the input's columns each record carries after ``line`` (``--columns TEXT,KEEP...``).
 
     Attributes:
         last_line: the input line of the last record kept (None: none).

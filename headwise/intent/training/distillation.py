@@ -376,7 +376,7 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
         raise ValueError(f"teacher batch size must be at least 1, got {teacher_batch_size}")
     kinds = check_augmentations(augment)
     if augment_copies < 1:
-        raise ValueError(f"augment copies (--augment-copies) must be at least 1, got "
+        raise ValueError(f"augment copies (--augment KINDS:N) must be at least 1, got "
                          f"{augment_copies}")
     architecture, layers = parse_student(student)
     out_dir = Path(out_dir)
