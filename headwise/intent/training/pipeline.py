@@ -355,13 +355,15 @@ def _warm_parent(start: WarmStart, recipe: IntentRecipe, soft_targets: SoftTarge
         raise ValueError("a warm start continues its parent on labelled rows; a teacher's "
                          "soft targets train a student from scratch: use one of the two")
     given = recipe.to_dict()
-    if recipe.levers.linear_probe:
+    if recipe.levers.linear_probe is True:
         raise ValueError("levers.linear_probe fits a fresh head before fine-tuning; a warm "
                          "start keeps its parent's head: remove it from the recipe")
     warm_recipe(start.parent, {"architecture": given["architecture"],
                                "task": {"type": given["task"]["type"]}})
-    levers = dataclasses.replace(recipe.levers, linear_probe=False)
-    return start.load(), dataclasses.replace(recipe, levers=levers)
+    if recipe.linear_probe:  # a pretrained encoder's default: the parent's head is kept
+        recipe = dataclasses.replace(recipe, levers=dataclasses.replace(recipe.levers,
+                                                                        linear_probe=False))
+    return start.load(), recipe
 
 
 def _describe_warm_start(lineage: dict[str, Any], parent_intents: int) -> str:

@@ -163,8 +163,12 @@ def warm_recipe(parent: str | Path, given: dict[str, Any]) -> dict[str, Any]:
             merged[part].update(copy.deepcopy(fields))
         else:
             merged[part] = copy.deepcopy(fields)
-    if isinstance(merged.get("levers"), dict) and "linear_probe" in merged["levers"]:
-        merged["levers"]["linear_probe"] = False
+    levers = merged.get("levers")
+    single = (merged.get("task") or {}).get("type", "single_label") == "single_label"
+    if isinstance(levers, dict) and (levers.get("linear_probe") or (
+            levers.get("linear_probe") is None and single
+            and parent_arch.get("type") == "pretrained")):
+        levers["linear_probe"] = False  # the parent's head is kept, not probed afresh
     return merged
 
 
