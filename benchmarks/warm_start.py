@@ -80,9 +80,14 @@ def split_intents(labels: list[str], new: int, seed: int) -> tuple[list[str], li
 
 
 def recipe_for(model: str, texts: list[str], seed: int, epochs: int | None,
-               valid_fraction: float) -> tuple[str, dict[str, Any]]:
+               valid_fraction: float, settings: list[str] | None = None
+               ) -> tuple[str, dict[str, Any]]:
     """The model spec and the recipe data of the from-scratch runs: ``model`` (``default``:
-    what ``headwise train`` picks for ``texts``), the network alone, the seed."""
+    what ``headwise train`` picks for ``texts``), the network alone, the seed, and
+    ``settings`` (``PART.FIELD=VALUE``, as ``headwise train --set``)."""
+    import json
+
+    from headwise.commands.train import set_path
     from headwise.intent.training.builders import default_model
 
     spec = default_model(texts)[0] if model == "default" else model
@@ -92,6 +97,13 @@ def recipe_for(model: str, texts: list[str], seed: int, epochs: int | None,
                             "levers": {"blend": "none"}, "valid_fraction": valid_fraction}
     if epochs is not None:
         data["train"]["epochs"] = epochs
+    for item in settings or []:
+        path, _, raw = item.partition("=")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        set_path(data, path.strip(), value)
     return spec, data
 
 
@@ -117,7 +129,7 @@ def measure(dataset: str, model: str, seed: int, runs: list[str], args: argparse
     data = load(dataset, args.data_dir)
     old, new = split_intents([y for _, y in data["train"]], args.new or NEW[dataset], seed)
     model, base = recipe_for(model, [t for t, _ in data["train"]], seed, args.epochs,
-                             args.valid_fraction)
+                             args.valid_fraction, args.set)
     known = set(old)
     work = Path(tempfile.mkdtemp(prefix=f"warm-{dataset}-{seed}-"))
     parent_dir = work / "parent"
@@ -253,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new", type=int, help="how many intents are new (default: 10 for "
                    "BANKING77, 4 for the demo corpus)")
     p.add_argument("--valid-fraction", type=float, default=0.1)
+    p.add_argument("--set", action="append", metavar="PART.FIELD=VALUE",
+                   help="a recipe field of every run, as headwise train --set (repeatable)")
     H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=7200)
     args = p.parse_args(argv)
     if not args.render:
