@@ -234,7 +234,7 @@ def test_tfidf_parent_is_refitted_with_its_lineage(tmp_path):
                                 init_from=WarmStart(tmp_path / "p"))
 
 
-def test_compound_warm_start_adds_an_intent(tmp_path, compound_corpus):
+def test_compound_warm_start_adds_an_intent_and_eval_compares(tmp_path, compound_corpus):
     recipe = IntentRecipe.from_dict({
         "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
                          "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
@@ -258,6 +258,15 @@ def test_compound_warm_start_adds_an_intent(tmp_path, compound_corpus):
     same = np.mean([sorted(k for k, _ in p.intents) == sorted(e.intents)
                     for p, e in zip(child.predict([e.text for e in kept]), kept, strict=True)])
     assert same >= 0.9, same  # the old intents kept
+    data = tmp_path / "all.jsonl"  # eval --parent on compound models: exact intent sets
+    data.write_text("".join(json.dumps({"text": e.text, "intents": list(e.intents)}) + "\n"
+                            for e in compound_corpus), encoding="utf-8")
+    assert main(["eval", str(tmp_path / "c"), "--data", str(data), "--parent",
+                 str(tmp_path / "p"), "--out", str(tmp_path / "ev")]) == 0
+    report = json.loads((tmp_path / "ev" / "report.json").read_text())["parent_comparison"]
+    assert report["new_intents"] == ["transfer"] and report["rows"] == len(compound_corpus)
+    transfer = next(r for r in report["per_intent"] if r["intent"] == "transfer")
+    assert transfer["parent"] == 0.0 and transfer["model"] > 0.5
 
 
 # --- the commands -----------------------------------------------------------------------------
@@ -300,3 +309,48 @@ def test_cli_refusals_say_what_to_do(parent, tmp_path, capsys):
     assert main(["train", "--data", str(dropped), "--init-from", str(d / "parent"), "--out",
                  str(tmp_path / "c"), "--quiet"]) == 1
     assert "keeps every intent of its parent" in capsys.readouterr().err
+
+
+def test_bilstm_warm_start_grows_its_vocabulary_and_head(tmp_path):
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "bilstm", "vocab_size": 200, "lstm_embed_dim": 16,
+                         "lstm_hidden": 16},
+        "train": {"epochs": 2, "batch_size": 8, "lr": 3e-3, "progress": False}})
+    first = train_intent_classifier(_rows(INTENTS), None, recipe,
+                                    out_dir=tmp_path / "p").classifier
+    warm = IntentRecipe.from_dict(warm_recipe(tmp_path / "p", {"train": {"epochs": 1}}))
+    child = train_intent_classifier(_rows({**INTENTS, **NEW}), None, warm,
+                                    out_dir=tmp_path / "c",
+                                    init_from=WarmStart(tmp_path / "p")).classifier
+    lineage = lineage_of(tmp_path / "c")
+    assert child.labels == first.labels + ["mortgage"] and lineage["tokens_added"] > 0
+    assert child.tokenizer.vocab_size == first.tokenizer.vocab_size + lineage["tokens_added"]
+    assert child.model.embedding.num_embeddings == child.tokenizer.vocab_size
+    assert IntentClassifier.load(tmp_path / "c").labels == child.labels
+
+
+def test_pretrained_warm_start_keeps_the_tokenizer_and_its_record(tmp_path):
+    pytest.importorskip("transformers")
+    from hf_checkpoints import xlmr_unigram
+
+    rows = [("我的信用卡被冻结了", "freeze"), ("my card is frozen", "freeze"),
+            ("每个月15号还款太早了", "repay_date"), ("change my repayment date", "repay_date"),
+            ("我要提前还一部分本金", "prepay"), ("repay early please", "prepay")]
+    directory = xlmr_unigram(tmp_path / "xlmr")
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "pretrained", "name": str(directory), "max_length": 24,
+                         "input_prefix": "query: ", "trim_vocab": 8},
+        "train": {"epochs": 2, "batch_size": 4, "lr": 3e-3, "progress": False}})
+    first = train_intent_classifier(rows * 2, rows, recipe, out_dir=tmp_path / "p").classifier
+    assert first.info["linear_probe"] is not None  # the family's default: LP-FT
+    given = warm_recipe(tmp_path / "p", {"train": {"epochs": 1}})
+    assert given["levers"]["linear_probe"] is False  # the head is the parent's
+    new = [("我想开一个储蓄账户", "open_account"), ("open a savings account", "open_account")]
+    child = train_intent_classifier((rows + new) * 2, rows + new,
+                                    IntentRecipe.from_dict(given), out_dir=tmp_path / "c",
+                                    init_from=WarmStart(tmp_path / "p")).classifier
+    assert child.labels == first.labels + ["open_account"]
+    assert child.tokenizer.backend.to_str() == first.tokenizer.backend.to_str()
+    assert child.tokenizer.input_prefix == "query: "
+    assert child.info["pretrained"] == first.info["pretrained"]
+    assert child.info["linear_probe"] is None and lineage_of(tmp_path / "c")["tokens_added"] == 0
