@@ -219,6 +219,19 @@ def test_warm_start_learns_a_new_intent_keeps_the_old_and_records_its_lineage(pa
     assert model_identity(d / "parent") == lineage["parent_id"]
 
 
+
+def test_a_resumed_warm_start_reads_its_grown_tokenizer_back(parent, tmp_path):
+    d, _ = parent
+    recipe = IntentRecipe.from_dict(warm_recipe(d / "parent", {"train": {"epochs": 1}}))
+    start, rows = WarmStart(d / "parent"), _rows({**INTENTS, **NEW})
+    first = train_intent_classifier(rows, None, recipe, out_dir=tmp_path / "c",
+                                    keep_checkpoints=True, init_from=start).classifier
+    assert (tmp_path / "c" / "checkpoints" / "tokenizer").is_dir()
+    again = train_intent_classifier(rows, None, recipe, out_dir=tmp_path / "c", resume=True,
+                                    init_from=start).classifier
+    assert again.tokenizer.backend.get_vocab() == first.tokenizer.backend.get_vocab()
+    assert again.info["lineage"]["tokens_added"] == first.info["lineage"]["tokens_added"] > 0
+
 def test_tfidf_parent_is_refitted_with_its_lineage(tmp_path):
     recipe = IntentRecipe.from_dict({"architecture": {"type": "tfidf"}})
     train_intent_classifier(_rows(INTENTS), None, recipe, out_dir=tmp_path / "p")
