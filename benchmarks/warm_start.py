@@ -31,6 +31,7 @@ import argparse
 import csv
 import math
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -162,6 +163,7 @@ def measure(dataset: str, model: str, seed: int, runs: list[str], args: argparse
                               model=model, seed=seed, run=run, threads=args.threads)
         print(f"{dataset} {model} seed {seed} {run}: old {rec['old_accuracy']} new "
               f"{rec['new_accuracy']} ({rec['train_seconds']} s)", file=sys.stderr, flush=True)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def _train(train_fn: Any, rows: list[tuple[str, str]], known: set[str], recipe: Any,
