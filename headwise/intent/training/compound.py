@@ -91,8 +91,8 @@ class CompoundData:
     #: the "today" of the training data's relative dates, when it declares one (the
     #: classifier keeps it)
     reference_date: date | None = None
-    #: a warm start's replayed share of the examples that have only the parent's intents
-    #: (already applied to ``train``), and the digest of the rows given
+    #: the SHA-256 of the training examples given, for a warm start's lineage (None from
+    #: scratch)
     rows_digest: str | None = None
 
 

@@ -111,7 +111,7 @@ class _Data:
     #: the training data's out-of-scope rows: ``{"rows", "labels", "used"}`` (``used``:
     #: they joined the validation rows, which happens when those have in-scope rows)
     oos: dict[str, Any]
-    #: a warm start's lineage (None from scratch); its parent's intents, in order
+    #: a warm start's lineage (``info["lineage"]``; None from scratch)
     lineage: dict[str, Any] | None = None
 
 
