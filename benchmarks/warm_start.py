@@ -10,6 +10,8 @@ stratified share of it, the only rows any choice is made on: early stopping, cal
 * ``full``: from scratch, on every row (the retrain a warm start replaces);
 * ``warm``: ``--init-from`` the parent, on every row, for a third of the parent's epochs
   (``--warm-epochs``), early stopping on validation as any run;
+* ``warm-partial-replay``: the same with a ``--replay-share`` (0.3) of the old intents'
+  rows: shorter epochs in which the new intents weigh more;
 * ``warm-no-replay``: the same with ``replay`` 0: only the new intents' rows, to show what a
   network forgets without the old rows.
 
@@ -48,7 +50,7 @@ SECTION = "warm-start:cpu"
 RESULTS = HERE / "results" / "warm_start_runs.jsonl"
 ROW = ("dataset", "model", "seed", "run")
 DATASETS = ("banking77", "demo")
-RUNS = ("parent", "full", "warm", "warm-no-replay")
+RUNS = ("parent", "full", "warm", "warm-partial-replay", "warm-no-replay")
 #: how many intents are new, per data set (about 13-15 % of them)
 NEW = {"banking77": 10, "demo": 4}
 
@@ -150,7 +152,8 @@ def measure(dataset: str, model: str, seed: int, runs: list[str], args: argparse
             epochs = args.warm_epochs or max(1, math.ceil(parent_epochs / 3))
             rows = data["train"]
             recipe = warm_recipe(parent_dir, {"train": {"epochs": epochs}})
-            init = WarmStart(parent_dir, 0.0 if run == "warm-no-replay" else 1.0)
+            replay = {"warm": 1.0, "warm-no-replay": 0.0}.get(run, args.replay_share)
+            init = WarmStart(parent_dir, replay)
         out = parent_dir if run == "parent" else work / run
         result = train_intent_classifier(rows, None, IntentRecipe.from_dict(recipe),
                                          out_dir=out, init_from=init)
@@ -158,7 +161,8 @@ def measure(dataset: str, model: str, seed: int, runs: list[str], args: argparse
                "train_seconds": round(result.train_seconds, 1),
                "epochs": result.classifier.info.get("epochs"),
                "train_rows": result.classifier.info.get("train_examples"),
-               "intents_old": len(old), "intents_new": new}
+               "intents_old": len(old), "intents_new": new,
+               "replay": None if init is None else init.replay}
         rec = H.append_record(args.results, rec, start, provenance=prov, dataset=dataset,
                               model=model, seed=seed, run=run, threads=args.threads)
         print(f"{dataset} {model} seed {seed} {run}: old {rec['old_accuracy']} new "
@@ -221,16 +225,17 @@ def render(records: list[dict[str, Any]]) -> str:
                          and d_new else "-",
                          f"{statistics.mean(ratio):.2f}" if run != "full" and ratio else "-"])
     lines = ["## Warm start against a full retrain (CPU)", "",
-             "The intents split with each seed into old and new ones (BANKING77: 67 + 10, the "
-             "demo corpus: 23 + 4); `parent` trained from scratch on the old intents' rows, "
-             "`full` from scratch on all rows, `warm` with `--init-from` the parent on all "
-             "rows for a third of its epochs, `warm-no-replay` the same on the new intents' "
-             "rows only (what a network forgets). Accuracy of the top intent (closed set) on "
-             "the test split's old and new intents' rows: the mean over seeds with its 95 % "
-             "t-interval; the difference from `full` paired by seed; time: the Trainer's, "
-             "as a share of `full`'s (the parent's own training is not counted: it was "
-             "already there). All choices (early stopping, calibration) on validation rows "
-             "held out of the training split.", ""]
+             "The intents split with each seed into old and new ones (BANKING77: 67 + 10, "
+             "the demo corpus: 23 + 4); `parent` trained from scratch on the old intents' "
+             "rows, `full` from scratch on all rows, `warm` with `--init-from` the parent on"
+             " all rows for a third of its epochs, `warm-partial-replay` the same with a "
+             "share of the old intents' rows (`--replay-share`, recorded), `warm-no-replay` "
+             "on the new intents' rows only (what a network forgets). Accuracy of the top "
+             "intent (closed set) on the test split's old and new intents' rows: the mean "
+             "over seeds with its 95 % t-interval; the difference from `full` paired by "
+             "seed; time: the Trainer's, as a share of `full`'s (the parent's own training "
+             "is not counted: it was already there). All choices (early stopping, "
+             "calibration) on validation rows held out of the training split.", ""]
     lines.append(H.markdown_table(
         ["data", "model", "run", "seeds", "old intents %", "new intents %", "old vs full",
          "new vs full", "time / full"], rows, "lllrrrrrr")
@@ -267,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new", type=int, help="how many intents are new (default: 10 for "
                    "BANKING77, 4 for the demo corpus)")
     p.add_argument("--valid-fraction", type=float, default=0.1)
+    p.add_argument("--replay-share", type=float, default=0.3,
+                   help="the share of the old intents' rows the warm-partial-replay run keeps")
     p.add_argument("--set", action="append", metavar="PART.FIELD=VALUE",
                    help="a recipe field of every run, as headwise train --set (repeatable)")
     H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=7200)
