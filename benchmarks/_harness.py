@@ -551,7 +551,7 @@ PAGES = {
     "intent:cpu": "intent", "intent:pretrained-footprint": "intent",
     "e5_fidelity:cpu": "intent", "demo:heldout": "intent", "demo:ood": "intent",
     "demo:time": "intent", "oos:cpu": "intent", "blend": "intent", "distill:cpu": "intent",
-    "doctor:cpu": "intent",
+    "doctor:cpu": "intent", "warm-start:cpu": "intent",
     "compound:cpu": "compound",
     "serve:cpu": "serving", "startup:cpu": "serving", "serve-access:cpu": "serving",
     "batch_predict:cpu": "serving", "ray-serve:cpu": "serving", "int8:choice": "serving",

@@ -166,6 +166,12 @@ def _doctor(res: Path, pages: Path) -> str | None:
         else None
 
 
+def _warm_start(res: Path, pages: Path) -> str | None:
+    import warm_start
+
+    return warm_start.section(res / warm_start.RESULTS.name)
+
+
 def _compound(res: Path, pages: Path) -> str | None:
     import _compound_report as report
     import compound
@@ -281,6 +287,10 @@ SOURCES: dict[str, Source] = {
     "doctor:cpu": Source(_doctor, ("headwise/intent/doctor",
                                    "headwise/intent/training/cleaning.py"),
                          "python benchmarks/doctor.py --seeds 0,1,2"),
+    "warm-start:cpu": Source(_warm_start, ("headwise/intent/training/warm_start.py",
+                                           "headwise/intent/training/pipeline.py",
+                                           "headwise/intent/training/compound.py"),
+                             "python benchmarks/warm_start.py --seeds 0,1,2"),
     "compound:cpu": Source(_compound, ("headwise/intent", "headwise/slots", "headwise/nn"),
                            "python benchmarks/compound.py"),
     "serve:cpu": Source(_serve, _SERVE, "python benchmarks/serve.py"),

@@ -1,5 +1,6 @@
 """``headwise eval``: accuracy, macro-F1, per-intent report, confusion matrix and, when the
-data has a ``slices`` column or field, accuracy per slice."""
+data has a ``slices`` column or field, accuracy per slice; with ``--parent``, the model
+against its parent on the same rows (:mod:`headwise.intent.comparison`)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "has one), also accuracy, in-scope reject rate and out-of-scope recall per slice. "
         "For a compound "
         "(multi-label) classifier: intent micro/macro-F1 and exact match, slot span F1 and "
-        "normalised-value accuracy per slot.")
+        "normalised-value accuracy per slot. With --parent, the model against the model it "
+        "was trained from on the same rows: per-intent changes, McNemar's exact test and a "
+        "verdict.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train` (or "
                    "by `headwise ensemble` or `EnsembleClassifier.save`)")
     p.add_argument("--data", required=True, help="labelled data file")
@@ -42,6 +45,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="compound models: the \"today\" relative dates in the slot values "
                    "resolve against (default: the model's own, kept from its training data, "
                    "else today's date)")
+    p.add_argument("--parent", metavar="PARENT",
+                   help="compare with this model (the one MODEL was warm-started from, or any "
+                   "other of the same task) on the same rows: per-intent changes, McNemar's "
+                   "exact test, a verdict (report.json's parent_comparison)")
     add_data_options(p)
     p.set_defaults(func=run)
 
@@ -58,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
                                  out_dir=out, slices=data.slices)
     report["data"] = str(args.data)
     report["skipped_rows"] = len(data.skipped)
+    if args.parent:
+        parent = load_single_label(args.parent)
+        report["parent_comparison"] = _compare(args, clf, parent, data.texts, data.labels,
+                                               multi_label=False,
+                                               oos_labels=model_oos_labels(clf))
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
                                      encoding="utf-8")
     if args.json:
@@ -65,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
                          ensure_ascii=False))
     else:
         print(format_report(report))
+        if args.parent:
+            print("\n" + _describe_comparison(report["parent_comparison"], args.parent))
         print(f"\nreport: {out / 'report.json'}" + (f", confusion matrix: {report['confusion_png']}"
                                                    if "confusion_png" in report else ""))
     return 0
@@ -84,9 +98,48 @@ def _run_compound(args: argparse.Namespace, out: Path) -> int:
     data = read_compound(args.data, args)
     report = evaluate_compound(clf, data.examples, out_dir=out,
                                reference_date=args.reference_date)
+    if args.parent:
+        if not is_compound_model(args.parent):
+            raise ValueError(f"--parent {args.parent} is a single-label model and {args.model} "
+                             f"a compound one: compare models of the same task")
+        parent = CompoundClassifier.load(args.parent)
+        report["parent_comparison"] = _compare(
+            args, clf, parent, [e.text for e in data.examples],
+            [list(e.intents) for e in data.examples], multi_label=True, oos_labels=[])
+        (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False,
+                                                    default=str) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(report, ensure_ascii=False, default=str))
     else:
         print(format_compound_report(report))
+        if args.parent:
+            print("\n" + _describe_comparison(report["parent_comparison"], args.parent))
         print(f"\nreport: {out / 'report.json'}")
     return 0
+
+
+def _compare(args: argparse.Namespace, clf: Any, parent: Any, texts: list[str],
+             gold: list[Any], *, multi_label: bool, oos_labels: list[str]) -> dict[str, Any]:
+    """:func:`~headwise.intent.comparison.compare_models` of the model and ``--parent``,
+    with ``lineage``: whether the model records this parent (its identity) as the one it
+    was warm-started from."""
+    from headwise.intent.comparison import compare_models
+    from headwise.intent.training.warm_start import lineage_of, model_identity
+
+    comparison = compare_models(clf, parent, texts, gold, multi_label=multi_label,
+                                oos_labels=oos_labels)
+    recorded = lineage_of(args.model)
+    if recorded is None:
+        comparison["lineage"] = "the model records no parent (it was trained from scratch)"
+    elif recorded.get("parent_id") == model_identity(args.parent):
+        comparison["lineage"] = "the model was warm-started from this parent"
+    else:
+        comparison["lineage"] = (f"this is not the model's recorded parent ({recorded['parent']}"
+                                 f", or it changed since: identities differ)")
+    return comparison
+
+
+def _describe_comparison(comparison: dict[str, Any], parent: str) -> str:
+    from headwise.intent.comparison import format_comparison
+
+    return format_comparison(comparison, parent=parent) + f"\n({comparison['lineage']})"

@@ -88,6 +88,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "saved")
     p.add_argument("--keep-checkpoints", action="store_true",
                    help="keep the training checkpoints (OUT/checkpoints)")
+    p.add_argument("--init-from", metavar="MODEL",
+                   help="warm start: continue from this saved model on --data (its recipe, "
+                   "which the options may change except the architecture and task; new "
+                   "intents grow the head; a TF-IDF model is refitted); the model records "
+                   "its lineage (docs/intent.md, Warm start)")
+    p.add_argument("--replay", type=float, metavar="SHARE",
+                   help="with --init-from: the share of the parent's intents' training rows "
+                   "kept (default 1: all; 0: only the new intents' rows)")
     add_data_options(p)
     p.epilog = ("An option or field that the chosen architecture or task does not have is "
                 "refused with a message naming it, never ignored.")
@@ -236,6 +244,11 @@ def _train(args: argparse.Namespace, out: Path) -> int:
     from headwise.text.readers import unseen_labels
 
     data = recipe_data(args)
+    start = _warm_start(args)
+    if start is not None:
+        from headwise.intent.training.warm_start import warm_recipe
+
+        data = warm_recipe(start.parent, data)
     task = data.get("task") if isinstance(data.get("task"), dict) else {}
     multi_label = task.get("type") == "multi_label" or looks_multi_label(args.data)
     if multi_label:
@@ -245,7 +258,7 @@ def _train(args: argparse.Namespace, out: Path) -> int:
     if multi_label:
         if recipe is None:
             recipe = IntentRecipe.from_dict(data)
-        return _run_compound(args, recipe, out)
+        return _run_compound(args, recipe, out, start)
     train = read(args.data, args)
     valid = read(args.valid, args) if args.valid else None
     print(f"training data: {plural(len(train), 'row')}, "
@@ -270,7 +283,8 @@ def _train(args: argparse.Namespace, out: Path) -> int:
                   "threshold, others are left out): "
                   + ", ".join(f"{k} ({v})" for k, v in new.items()))
     result = train_intent_classifier(train, valid, recipe, out_dir=out, resume=args.resume,
-                                     keep_checkpoints=args.keep_checkpoints, report=print)
+                                     keep_checkpoints=args.keep_checkpoints, report=print,
+                                     init_from=start)
     print(f"trained {recipe.architecture.spec} in {result.train_seconds:.1f} s")
     info = result.classifier.info
     if info.get("selection"):
@@ -281,6 +295,24 @@ def _train(args: argparse.Namespace, out: Path) -> int:
         print(f"prior correction tau {info['prior_correction']['tau']:g}")
     report_trained(result, out)
     return 0
+
+
+def _warm_start(args: argparse.Namespace) -> Any:
+    """The :class:`~headwise.intent.training.warm_start.WarmStart` of ``--init-from`` and
+    ``--replay`` (the data files ``--data`` and ``--valid`` for the lineage), None without.
+
+    Raises:
+        ValueError: ``--replay`` without ``--init-from``.
+    """
+    if args.init_from is None:
+        if args.replay is not None:
+            raise ValueError("--replay is the share of a parent's rows a warm start keeps: "
+                             "give --init-from MODEL too")
+        return None
+    from headwise.intent.training.warm_start import WarmStart
+
+    files = tuple(Path(f) for f in (args.data, args.valid) if f)
+    return WarmStart(Path(args.init_from), 1.0 if args.replay is None else args.replay, files)
 
 
 def _intents(labels: list[str], data: dict[str, Any]) -> list[str]:
@@ -294,7 +326,8 @@ def _intents(labels: list[str], data: dict[str, Any]) -> list[str]:
     return [y for y in labels if not is_oos_label(y, extra)]
 
 
-def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path) -> int:
+def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path,
+                  start: Any = None) -> int:
     from headwise.intent.training.pipeline import train_intent_classifier
 
     given = [o for o, on in (("--format", args.format != "auto"),
@@ -308,7 +341,13 @@ def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path) -> 
           f"{plural(len(train.intent_names()), 'intent')}, "
           f"{plural(len(train.slot_names()), 'slot name')} ({args.data})")
     result = train_intent_classifier(train, valid, recipe, out_dir=out, resume=args.resume,
-                                     keep_checkpoints=args.keep_checkpoints)
+                                     keep_checkpoints=args.keep_checkpoints, init_from=start)
+    lineage = result.classifier.info.get("lineage")
+    if lineage:
+        added = lineage["intents_added"]
+        print(f"warm start from {lineage['parent']}: "
+              + (f"{len(added)} new intents ({', '.join(added[:5])})" if added
+                 else "the same intents"))
     m = result.valid_metrics
     print(f"trained {recipe.architecture.spec} (intents + slots) in "
           f"{result.train_seconds:.1f} s")

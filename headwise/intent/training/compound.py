@@ -55,6 +55,13 @@ from headwise.intent.training.builders import (
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe, MultiLabel
 from headwise.intent.training.result import TrainedIntent
+from headwise.intent.training.warm_start import (
+    WarmStart,
+    grown_intents,
+    lineage_record,
+    rows_sha256,
+    warm_network,
+)
 from headwise.models.joint import JointIntentSlotModel
 from headwise.text.annotations import AnnotatedDataset, AnnotatedExample
 from headwise.text.batching import pad_collate
@@ -84,42 +91,84 @@ class CompoundData:
     #: the "today" of the training data's relative dates, when it declares one (the
     #: classifier keeps it)
     reference_date: date | None = None
+    #: the SHA-256 of the training examples given, for a warm start's lineage (None from
+    #: scratch)
+    rows_digest: str | None = None
 
 
 def compound_data(train: Sequence[AnnotatedExample] | AnnotatedDataset,
-                  valid: Sequence[AnnotatedExample] | None, recipe: IntentRecipe) -> CompoundData:
+                  valid: Sequence[AnnotatedExample] | None, recipe: IntentRecipe,
+                  parent: CompoundClassifier | None = None, replay: float = 1.0
+                  ) -> CompoundData:
     """Stage 1: the training and validation examples (a seeded ``valid_fraction`` of
     ``train`` when ``valid`` is None), the intents, the slot names and their tags
     (``task.slots`` off: none). Examples without intents are negatives for every intent.
     The training data's reference date (an
     :class:`~headwise.text.annotations.AnnotatedDataset`'s ``reference_date``) is kept.
 
+    A warm start's ``parent`` puts its intents first, in its order, and its slot names
+    among the data's; of the training examples with only the parent's intents a seeded
+    ``replay`` share is kept.
+
     Raises:
-        ValueError: fewer than two intents in the training data.
+        ValueError: fewer than two intents in the training data; with ``parent``, one of its
+            intents missing from the data (replay above 0).
     """
     reference = train.reference_date if isinstance(train, AnnotatedDataset) else None
     train = list(train)
+    digest = rows_sha256([e.text for e in train], [sorted(e.intents) for e in train]) \
+        if parent is not None else None
     intents = sorted({i for e in train for i in e.intents})
+    if parent is not None:
+        intents = grown_intents(parent.intents, [i for e in train for i in e.intents], replay)
     if len(intents) < 2:
         raise ValueError(f"training data must have at least two intents, found {intents}")
     if valid is None:
         train, valid = _split(train, recipe)
+    if parent is not None and replay < 1.0:
+        known = set(parent.intents)
+        old = [e for e in train if e.intents and set(e.intents) <= known]
+        new = [e for e in train if not (e.intents and set(e.intents) <= known)]
+        keep = random.Random(recipe.train.seed).sample(
+            range(len(old)), min(len(old), round(len(old) * replay)))
+        train = new + [old[i] for i in sorted(keep)]
     task = recipe.task
     assert isinstance(task, MultiLabel)
     slot_names = sorted({s.name for e in train for s in e.slots}) if task.slots else []
+    if parent is not None and task.slots:
+        slot_names = sorted(set(slot_names) | set(parent.info.get("slot_names") or []))
     return CompoundData(train, list(valid), intents, slot_names,
-                        bio_tag_names(slot_names) if slot_names else None, reference)
+                        bio_tag_names(slot_names) if slot_names else None, reference, digest)
 
 
 def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
-                   resume: bool = False, keep_checkpoints: bool = False) -> TrainedIntent:
-    """Stages 2 to 5 of a multi-label run: the network (:func:`compound_network`), the
-    optional masked-LM pre-training, joint training, the thresholds
-    (:func:`tune_compound`), the saved classifier."""
+                   resume: bool = False, keep_checkpoints: bool = False,
+                   init_from: WarmStart | None = None,
+                   parent: CompoundClassifier | None = None) -> TrainedIntent:
+    """Stages 2 to 5 of a multi-label run: the network (:func:`compound_network`, or a
+    warm start's ``parent`` grown), the optional masked-LM pre-training, joint training,
+    the thresholds (:func:`tune_compound`), the saved classifier (with its lineage after a
+    warm start)."""
     torch.manual_seed(recipe.train.seed)
-    model, tokenizer = compound_network(recipe, [e.text for e in data.train], data.intents,
-                                        data.tags, out_dir / "checkpoints", resume)
-    init_prior_bias(model, data.train, data.intents)
+    lineage = None
+    if parent is not None and init_from is not None:
+        model, tokenizer, added = warm_network(parent, recipe, [e.text for e in data.train],
+                                               data.intents, out_dir / "checkpoints",
+                                               resume=resume, tags=data.tags)
+        mark_cue_tokens(model, tokenizer)
+        old = len(parent.intents)
+        kept = model.classifier.bias[:old].detach().clone()
+        init_prior_bias(model, data.train, data.intents)  # the new intents' rows, as fresh
+        with torch.no_grad():
+            model.classifier.bias[:old] = kept
+        lineage = lineage_record(init_from, kind="compound", parent_labels=parent.intents,
+                                 labels=data.intents, train_rows=len(data.train),
+                                 rows_digest=data.rows_digest or "", added_tokens=len(added),
+                                 parent_info=parent.info)
+    else:
+        model, tokenizer = compound_network(recipe, [e.text for e in data.train], data.intents,
+                                            data.tags, out_dir / "checkpoints", resume)
+        init_prior_bias(model, data.train, data.intents)
     tag_index = {t: i for i, t in enumerate(data.tags or [])}
     max_length = recipe.architecture.max_length
     rows = encode_rows(tokenizer, data.train, data.intents, tag_index, max_length)
@@ -158,6 +207,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                 "pretrain": None if pretrained is None else asdict(pretrained),
                 "objective": {"label_smoothing": levers.label_smoothing,
                               "class_weighting": levers.class_weighting}}
+    if lineage is not None:
+        clf.info["lineage"] = lineage
     clf.save(out_dir)
     if not keep_checkpoints:
         shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)

@@ -18,6 +18,11 @@
    :class:`~headwise.intent.tfidf.TfidfClassifier` or, blended,
    :class:`~headwise.intent.ensemble.EnsembleClassifier`).
 
+A warm start (``init_from``, :mod:`headwise.intent.training.warm_start`) changes stages 1
+and 2: the intents are the parent's and the new ones, the parent's intents' rows are kept
+or replayed in part, and the network is the parent's, grown; the saved model records its
+lineage.
+
 What a recipe is (its parts and what each may hold) is
 :mod:`headwise.intent.training.recipe`'s; what it builds is
 :mod:`headwise.intent.training.builders`'.
@@ -72,6 +77,15 @@ from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.intent.training.result import TrainedIntent
 from headwise.intent.training.tfidf_selection import fit_tfidf
+from headwise.intent.training.warm_start import (
+    WarmStart,
+    grown_intents,
+    lineage_record,
+    replay_sample,
+    rows_sha256,
+    warm_network,
+    warm_recipe,
+)
 from headwise.text.batching import pad_collate
 from headwise.text.labels import OOS_LABEL, is_oos_label, marked_oos
 from headwise.text.tokenizer import Tokenizer
@@ -97,13 +111,16 @@ class _Data:
     #: the training data's out-of-scope rows: ``{"rows", "labels", "used"}`` (``used``:
     #: they joined the validation rows, which happens when those have in-scope rows)
     oos: dict[str, Any]
+    #: a warm start's lineage (``info["lineage"]``; None from scratch)
+    lineage: dict[str, Any] | None = None
 
 
 def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe | None = None,
                             *, out_dir: str | Path, resume: bool = False,
                             keep_checkpoints: bool = False,
                             report: Callable[[str], None] | None = None,
-                            soft_targets: SoftTargets | None = None
+                            soft_targets: SoftTargets | None = None,
+                            init_from: WarmStart | None = None
                             ) -> TrainedIntent:
     """Train, calibrate and save an intent classifier: single-label, or compound (several
     intents + slots) for a recipe whose ``task`` is multi-label.
@@ -132,6 +149,11 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             (:func:`~headwise.intent.training.losses.distillation_loss`) and from its extra rows
             (unlabelled texts, augmented copies), whose texts also build the tokenizer or
             the kept vocabulary; recorded in ``info["distill"]``.
+        init_from: a warm start (:class:`~headwise.intent.training.warm_start.WarmStart`):
+            continue from the saved parent model instead of a fresh network (a TF-IDF
+            parent is refitted), the recipe's architecture and task the parent's
+            (:func:`~headwise.intent.training.warm_start.warm_recipe` builds such a recipe);
+            recorded in ``info["lineage"]``.
 
     Returns:
         The :class:`~headwise.intent.training.result.TrainedIntent` (for a multi-label
@@ -141,9 +163,14 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         ValueError: fewer than two intents, or unlabelled rows; ``resume`` or
             ``keep_checkpoints`` for a TF-IDF model (it has no checkpoints), a teacher's
             ``soft_targets`` for a multi-label recipe, or a ``valid_fraction`` other than the
-            default beside ``valid``.
+            default beside ``valid``; a warm start whose recipe is not the parent's
+            architecture and task, with the linear probe or a teacher, or without a parent
+            intent in the data (see :mod:`~headwise.intent.training.warm_start`).
     """
     recipe = recipe or IntentRecipe()
+    parent = None
+    if init_from is not None:
+        parent, recipe = _warm_parent(init_from, recipe, soft_targets)
     if recipe.architecture_name == "tfidf" and (resume or keep_checkpoints):
         raise ValueError("resume and keep_checkpoints are a network's: a TF-IDF fit has no "
                          "checkpoints")
@@ -156,16 +183,21 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         if soft_targets is not None:
             raise ValueError("a teacher's soft targets train a single-label student; the "
                              "recipe's task is multi_label")
-        return train_compound(compound_data(train, valid, recipe), recipe, out_dir=out_dir,
-                              resume=resume, keep_checkpoints=keep_checkpoints)
-    data = _prepare_data(train, valid, recipe, soft_targets, report)
+        return train_compound(compound_data(train, valid, recipe, parent,
+                                            1.0 if init_from is None else init_from.replay),
+                              recipe,
+                              out_dir=out_dir, resume=resume,
+                              keep_checkpoints=keep_checkpoints, init_from=init_from,
+                              parent=parent)
+    data = _prepare_data(train, valid, recipe, soft_targets, report, init_from, parent)
     if report is not None and data.oos["rows"]:
         report(_describe_oos_rows(data.oos, len(data.intents),
                                   recipe.architecture_name != "tfidf"))
     if recipe.architecture_name == "tfidf":
         return _train_tfidf(recipe, data, out_dir)
     torch.manual_seed(recipe.train.seed)
-    model, tokenizer, recipe, pretrained_info = _network(recipe, data, out_dir, resume, report)
+    model, tokenizer, recipe, pretrained_info = _network(recipe, data, out_dir, resume, report,
+                                                         parent)
     index = {name: i for i, name in enumerate(data.intents)}
     levers, decision = recipe.levers, recipe.decision
     max_length = recipe.architecture.max_length
@@ -234,6 +266,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             choice = detector_choice
         if report is not None and clf.info["ood"].get("auto"):
             report(describe_auto(clf.info["ood"]))
+    if data.lineage is not None:  # a blend's info is its own
+        saved.info["lineage"] = data.lineage
     saved.save(out_dir)
     if not keep_checkpoints:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
@@ -243,9 +277,11 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
 # --- stage 1: the data ----------------------------------------------------------------------
 def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
                   soft_targets: SoftTargets | None,
-                  report: Callable[[str], None] | None = None) -> _Data:
+                  report: Callable[[str], None] | None = None,
+                  init_from: WarmStart | None = None, parent: Any = None) -> _Data:
     """The training and validation rows, the intents, a teacher's extra texts and the
-    cleaned labels (what cleaning changed told to ``report``).
+    cleaned labels (what cleaning changed told to ``report``); for a warm start, the
+    intents grown from the parent's, its intents' training rows replayed and the lineage.
 
     Raises:
         ValueError: fewer than two intents; blend or ``prior_correction="auto"`` without
@@ -258,6 +294,8 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
     texts, labels = in_scope(all_texts, all_labels, "training", oos_labels)
     intents = sorted(set(labels)) if soft_targets is None else \
         _student_intents(recipe, soft_targets, labels)
+    if parent is not None:
+        intents = grown_intents(parent.labels, labels, init_from.replay)
     extra = [] if soft_targets is None else [t for t, _ in soft_targets.extra]
     if len(intents) < 2:
         raise ValueError(f"training data must have at least two intents, found {intents}")
@@ -281,6 +319,17 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
             and not v_texts:
         raise ValueError("decision.prior_correction='auto' chooses a network's tau on "
                          "validation data; give validation data or a valid_fraction above 0")
+    lineage = None
+    if parent is not None:
+        kept = replay_sample(labels, parent.labels, init_from.replay, recipe.train.seed)
+        texts, labels = [texts[i] for i in kept], [labels[i] for i in kept]
+        lineage = lineage_record(init_from, kind="tfidf" if recipe.architecture_name == "tfidf"
+                                 else "network", parent_labels=parent.labels, labels=intents,
+                                 train_rows=len(texts), rows_digest=rows_sha256(all_texts,
+                                                                                all_labels),
+                                 parent_info=parent.info)
+        if report is not None:
+            report(_describe_warm_start(lineage, len(parent.labels)))
     cleaning = None
     if recipe.levers.label_cleaning != "none":
         texts, labels, issues = clean_labels(texts, labels, mode=recipe.levers.label_cleaning,
@@ -290,7 +339,44 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
             for line in describe_cleaning(cleaning):
                 report(line)
     return _Data(list(texts), list(labels), list(v_texts), list(v_labels), intents, extra,
-                 cleaning, oos)
+                 cleaning, oos, lineage)
+
+
+def _warm_parent(start: WarmStart, recipe: IntentRecipe, soft_targets: SoftTargets | None
+                 ) -> tuple[Any, IntentRecipe]:
+    """The loaded parent of a warm start and the recipe to train it with (the linear probe
+    off).
+
+    Raises:
+        ValueError: a recipe whose architecture or task is not the parent's, the linear
+            probe asked for, or a teacher's soft targets.
+    """
+    if soft_targets is not None:
+        raise ValueError("a warm start continues its parent on labelled rows; a teacher's "
+                         "soft targets train a student from scratch: use one of the two")
+    given = recipe.to_dict()
+    if recipe.levers.linear_probe is True:
+        raise ValueError("levers.linear_probe fits a fresh head before fine-tuning; a warm "
+                         "start keeps its parent's head: remove it from the recipe")
+    warm_recipe(start.parent, {"architecture": given["architecture"],
+                               "task": {"type": given["task"]["type"]}})
+    if recipe.linear_probe:  # a pretrained encoder's default: the parent's head is kept
+        recipe = dataclasses.replace(recipe, levers=dataclasses.replace(recipe.levers,
+                                                                        linear_probe=False))
+    return start.load(), recipe
+
+
+def _describe_warm_start(lineage: dict[str, Any], parent_intents: int) -> str:
+    """One line on a warm start: the parent, what it adds, the rows replayed."""
+    how = "refitting a TF-IDF model (it has no state to continue from)" if lineage["refit"] \
+        else "continuing"
+    added = lineage["intents_added"]
+    grows = (f"{parent_intents} intents + {len(added)} new ({', '.join(added[:5])}"
+             f"{', ...' if len(added) > 5 else ''})" if added else f"the same {parent_intents} "
+             f"intents")
+    replay = "" if lineage["replay"] >= 1 else \
+        f"; {lineage['replay']:.0%} of the parent's intents' rows replayed"
+    return f"warm start from {lineage['parent']}: {how}, {grows}{replay}"
 
 
 def _describe_oos_rows(oos: dict[str, Any], intents: int, detector: bool) -> str:
@@ -343,20 +429,34 @@ def _train_tfidf(recipe: IntentRecipe, data: _Data, out_dir: Path) -> TrainedInt
                     valid_examples=len(data.valid_texts), train_seconds=round(seconds, 1),
                     valid=metrics, label_cleaning=data.cleaning, oos_threshold=choice.to_dict(),
                     train_oos=data.oos)
+    if data.lineage is not None:
+        clf.info["lineage"] = data.lineage
     clf.save(out_dir)
     return TrainedIntent(clf, out_dir, choice, metrics, [], seconds)
 
 
 def _network(recipe: IntentRecipe, data: _Data, out_dir: Path, resume: bool,
-             report: Callable[[str], None] | None
+             report: Callable[[str], None] | None, parent: Any = None
              ) -> tuple[nn.Module, Tokenizer, IntentRecipe, dict[str, Any] | None]:
     """The network and its tokenizer: the pretrained encoder with a fresh head (and the
-    recipe with its family's defaults filled in), or a freshly built one.
+    recipe with its family's defaults filled in), a freshly built one, or a warm start's
+    parent, grown (its ``pretrained`` record kept).
 
     Returns:
         ``(model, tokenizer, recipe, pretrained_info)``; ``pretrained_info`` is None for a
         from-scratch network.
     """
+    if parent is not None:
+        model, tokenizer, added = warm_network(parent, recipe, data.texts + data.extra,
+                                               data.intents, out_dir / "checkpoints",
+                                               resume=resume)
+        assert data.lineage is not None
+        data.lineage["tokens_added"] = len(added)
+        if report is not None and added:
+            report(f"vocabulary grown by {len(added)} tokens of the new texts "
+                   f"({', '.join(added[:8])}{', ...' if len(added) > 8 else ''})")
+        mark_cue_tokens(model, tokenizer)
+        return model, tokenizer, recipe, parent.info.get("pretrained")
     if recipe.architecture_name == "pretrained":
         model, tokenizer, info = load_pretrained_for_task(
             recipe, data.texts + data.valid_texts + data.extra, data.intents)

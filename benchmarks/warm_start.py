@@ -1,0 +1,298 @@
+"""Warm start against a full retrain: a model trained on most intents, then the rest added
+with ``--init-from``.
+
+For each data set and seed: the intents are split, with the seed, into the old ones and
+``--new`` new ones (BANKING77: 67 + 10; the demo corpus: 23 + 4, about the same share).
+Four runs train on the training split (their validation rows: the recipe's seeded,
+stratified share of it, the only rows any choice is made on: early stopping, calibration):
+
+* ``parent``: from scratch, on the old intents' rows;
+* ``full``: from scratch, on every row (the retrain a warm start replaces);
+* ``warm``: ``--init-from`` the parent, on every row, for a third of the parent's epochs
+  (``--warm-epochs``), early stopping on validation as any run;
+* ``warm-partial-replay``: the same with a ``--replay-share`` (0.3) of the old intents'
+  rows: shorter epochs in which the new intents weigh more;
+* ``warm-no-replay``: the same with ``replay`` 0: only the new intents' rows, to show what a
+  network forgets without the old rows.
+
+Each run is scored on the test split (never seen by a run): the accuracy of the top intent
+(closed set, no out-of-scope threshold) on the old intents' rows and on the new intents'
+rows, and its training time (the Trainer's, calibration excluded). The section gives the
+mean over seeds with its 95 % t-interval, the paired difference from the full retrain
+(mean and 95 % t-interval over seeds) and the time as a share of the full retrain's.
+The model is ``--model`` (default: what ``headwise train`` picks for the data, network
+alone, no TF-IDF blend). Data: BANKING77 (``--data-dir``, default ``../shared/data``) and
+the demo corpus (in-scope rows).
+
+    python benchmarks/warm_start.py --seeds 0,1,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+
+SECTION = "warm-start:cpu"
+RESULTS = HERE / "results" / "warm_start_runs.jsonl"
+ROW = ("dataset", "model", "seed", "run")
+DATASETS = ("banking77", "demo")
+RUNS = ("parent", "full", "warm", "warm-partial-replay", "warm-no-replay")
+#: how many intents are new, per data set (about 13-15 % of them)
+NEW = {"banking77": 10, "demo": 4}
+
+
+def load(dataset: str, data_dir: Path) -> dict[str, list[tuple[str, str]]]:
+    """The training and test rows of a data set: ``{"train": [(text, label)], "test": ...}``
+    (the demo corpus's in-scope rows)."""
+    if dataset == "banking77":
+        out = {}
+        for split in ("train", "test"):
+            with open(data_dir / "banking77" / f"{split}.csv", newline="",
+                      encoding="utf-8") as f:
+                out[split] = [(r["text"], r["category"]) for r in csv.DictReader(f)]
+        return out
+    if dataset == "demo":
+        from headwise.demo.corpus import generate_demo_corpus
+        from headwise.text.labels import is_oos_label
+
+        corpus = generate_demo_corpus(seed=0)
+        return {split: [(e.text, e.label) for e in corpus[split] if not is_oos_label(e.label)]
+                for split in ("train", "test")}
+    raise ValueError(f"unknown data set {dataset!r}; known: {DATASETS}")
+
+
+def split_intents(labels: list[str], new: int, seed: int) -> tuple[list[str], list[str]]:
+    """The old and the new intents: ``new`` of them drawn with ``seed``."""
+    intents = sorted(set(labels))
+    fresh = sorted(random.Random(seed).sample(intents, new))
+    return [y for y in intents if y not in fresh], fresh
+
+
+def recipe_for(model: str, texts: list[str], seed: int, epochs: int | None,
+               valid_fraction: float, settings: list[str] | None = None
+               ) -> tuple[str, dict[str, Any]]:
+    """The model spec and the recipe data of the from-scratch runs: ``model`` (``default``:
+    what ``headwise train`` picks for ``texts``), the network alone, the seed, and
+    ``settings`` (``PART.FIELD=VALUE``, as ``headwise train --set``)."""
+    import json
+
+    from headwise.commands.train import set_path
+    from headwise.intent.training.builders import default_model
+
+    spec = default_model(texts)[0] if model == "default" else model
+    kind, _, name = spec.partition(":")
+    data: dict[str, Any] = {"architecture": {"type": kind, **({"name": name} if name else {})},
+                            "train": {"seed": seed, "progress": False},
+                            "levers": {"blend": "none"}, "valid_fraction": valid_fraction}
+    if epochs is not None:
+        data["train"]["epochs"] = epochs
+    for item in settings or []:
+        path, _, raw = item.partition("=")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        set_path(data, path.strip(), value)
+    return spec, data
+
+
+def score(clf: Any, test: list[tuple[str, str]], new: list[str]) -> dict[str, Any]:
+    """Closed-set accuracy of the top intent on the old and the new intents' test rows."""
+    preds = clf.predict([t for t, _ in test])
+    fresh = set(new)
+    hits = {"old": [], "new": []}
+    for p, (_, y) in zip(preds, test, strict=True):
+        hits["new" if y in fresh else "old"].append(p.top_k[0][0] == y)
+    return {f"{k}_accuracy": sum(v) / len(v) if v else None for k, v in hits.items()} | {
+        "old_rows": len(hits["old"]), "new_rows": len(hits["new"])}
+
+
+def measure(dataset: str, model: str, seed: int, runs: list[str], args: argparse.Namespace,
+            done: dict[tuple, dict[str, Any]]) -> None:
+    """Train and score the runs of one data set and seed, appending a record for each (the
+    parent is trained again when a warm run needs it and its directory is gone)."""
+    from headwise.intent.training.pipeline import train_intent_classifier
+    from headwise.intent.training.recipe import IntentRecipe
+    from headwise.intent.training.warm_start import WarmStart, warm_recipe
+
+    data = load(dataset, args.data_dir)
+    old, new = split_intents([y for _, y in data["train"]], args.new or NEW[dataset], seed)
+    model, base = recipe_for(model, [t for t, _ in data["train"]], seed, args.epochs,
+                             args.valid_fraction, args.set)
+    known = set(old)
+    work = Path(tempfile.mkdtemp(prefix=f"warm-{dataset}-{seed}-"))
+    parent_dir = work / "parent"
+    for run in runs:
+        if (dataset, model, seed, run) in done and not args.rerun:
+            continue
+        start, prov = time.time(), H.collect_provenance(args.threads)
+        if run != "parent" and not parent_dir.is_dir() and run.startswith("warm"):
+            _train(train_intent_classifier, data["train"], known, IntentRecipe.from_dict(base),
+                   parent_dir)
+        if run == "parent":
+            rows, recipe, init = [r for r in data["train"] if r[1] in known], base, None
+        elif run == "full":
+            rows, recipe, init = data["train"], base, None
+        else:
+            parent_epochs = _epochs(parent_dir)
+            epochs = args.warm_epochs or max(1, math.ceil(parent_epochs / 3))
+            rows = data["train"]
+            recipe = warm_recipe(parent_dir, {"train": {"epochs": epochs}})
+            replay = {"warm": 1.0, "warm-no-replay": 0.0}.get(run, args.replay_share)
+            init = WarmStart(parent_dir, replay)
+        out = parent_dir if run == "parent" else work / run
+        result = train_intent_classifier(rows, None, IntentRecipe.from_dict(recipe),
+                                         out_dir=out, init_from=init)
+        rec = {"status": "ok", **score(result.classifier, data["test"], new),
+               "train_seconds": round(result.train_seconds, 1),
+               "epochs": result.classifier.info.get("epochs"),
+               "train_rows": result.classifier.info.get("train_examples"),
+               "intents_old": len(old), "intents_new": new,
+               "replay": None if init is None else init.replay}
+        rec = H.append_record(args.results, rec, start, provenance=prov, dataset=dataset,
+                              model=model, seed=seed, run=run, threads=args.threads)
+        print(f"{dataset} {model} seed {seed} {run}: old {rec['old_accuracy']} new "
+              f"{rec['new_accuracy']} ({rec['train_seconds']} s)", file=sys.stderr, flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _train(train_fn: Any, rows: list[tuple[str, str]], known: set[str], recipe: Any,
+           out: Path) -> None:
+    train_fn([r for r in rows if r[1] in known], None, recipe, out_dir=out)
+
+
+def _epochs(directory: Path) -> int:
+    import json
+
+    from headwise.intent.kinds import kind_of
+
+    meta = json.loads((directory / kind_of(directory).marker).read_text(encoding="utf-8"))
+    return int(meta["info"]["recipe"]["train"]["epochs"])
+
+
+def _interval(values: list[float], share: bool = True) -> str:
+    """The mean and its 95 % t-interval over seeds, in points (a share kept in [0, 100])."""
+    from scipy import stats
+
+    m = statistics.mean(values)
+    if len(values) < 2:
+        return f"{100 * m:+.1f}" if not share else f"{100 * m:.1f}"
+    half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    low, high = m - half, m + half
+    if share:
+        low, high = max(0.0, low), min(1.0, high)
+        return f"{100 * m:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
+    return f"{100 * m:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+
+
+def render(records: list[dict[str, Any]]) -> str:
+    """The ``warm-start:cpu`` section from its records."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    by = {(r["dataset"], r["model"], r["seed"], r["run"]): r for r in ok}
+    rows = []
+    for ds, model in sorted({(r["dataset"], r["model"]) for r in ok}):
+        for run in RUNS:
+            rs = [r for (d, m, _, u), r in sorted(by.items()) if (d, m, u) == (ds, model, run)]
+            if not rs:
+                continue
+            paired = [(r, by.get((ds, model, r["seed"], "full"))) for r in rs]
+            paired = [(r, f) for r, f in paired if f is not None]
+            d_old = [r["old_accuracy"] - f["old_accuracy"] for r, f in paired]
+            d_new = [r["new_accuracy"] - f["new_accuracy"] for r, f in paired
+                     if r["new_accuracy"] is not None and f["new_accuracy"] is not None]
+            ratio = [r["train_seconds"] / f["train_seconds"] for r, f in paired
+                     if f["train_seconds"]]
+            new_acc = [r["new_accuracy"] for r in rs if r["new_accuracy"] is not None]
+            rows.append([ds, model, run, str(len(rs)),
+                         _interval([r["old_accuracy"] for r in rs]),
+                         _interval(new_acc) if new_acc else "-",
+                         _interval(d_old, share=False) if run != "full" and d_old else "-",
+                         _interval(d_new, share=False) if run not in ("full", "parent")
+                         and d_new else "-",
+                         f"{statistics.mean(ratio):.2f}" if run != "full" and ratio else "-"])
+    lines = ["## Warm start against a full retrain (CPU)", "",
+             "The intents split with each seed into old and new ones (BANKING77: 67 + 10, "
+             "the demo corpus: 23 + 4); `parent` trained from scratch on the old intents' "
+             "rows, `full` from scratch on all rows, `warm` with `--init-from` the parent on"
+             " all rows for a third of its epochs, `warm-partial-replay` the same with a "
+             "share of the old intents' rows (`--replay-share`, recorded), `warm-no-replay` "
+             "on the new intents' rows only (what a network forgets). Accuracy of the top "
+             "intent (closed set) on the test split's old and new intents' rows: the mean "
+             "over seeds with its 95 % t-interval; the difference from `full` paired by "
+             "seed; time: the Trainer's, as a share of `full`'s (the parent's own training "
+             "is not counted: it was already there). All choices (early stopping, "
+             "calibration) on validation rows held out of the training split.", ""]
+    lines.append(H.markdown_table(
+        ["data", "model", "run", "seeds", "old intents %", "new intents %", "old vs full",
+         "new vs full", "time / full"], rows, "lllrrrrrr")
+        if rows else "(not measured: run `python benchmarks/warm_start.py --seeds 0,1,2`)")
+    cmds = sorted({r["command"] for r in records if r.get("command")})
+    if cmds:
+        lines += ["", *(f"`{c}`" for c in cmds)]
+    return "\n".join(lines)
+
+
+def records(path: Path = RESULTS) -> list[dict[str, Any]]:
+    """The kept records (the last of each data set, model, seed and run)."""
+    return list(H.done_runs(path, ROW).values()) if path.is_file() else []
+
+
+def section(path: Path = RESULTS) -> str:
+    """The section as written and rendered (``benchmarks/render.py``)."""
+    return H.render_records(render, records(path), ("dataset", "model", "run"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=HERE.parent.parent / "shared" / "data")
+    p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--runs", default=",".join(RUNS))
+    p.add_argument("--model", default="default",
+                   help="transformer, bilstm or pretrained:NAME (default: headwise train's "
+                   "choice for the data)")
+    p.add_argument("--epochs", type=int, help="the from-scratch runs' epochs (default: the "
+                   "recipe's)")
+    p.add_argument("--warm-epochs", type=int,
+                   help="the warm runs' epochs (default: a third of the parent's)")
+    p.add_argument("--new", type=int, help="how many intents are new (default: 10 for "
+                   "BANKING77, 4 for the demo corpus)")
+    p.add_argument("--valid-fraction", type=float, default=0.1)
+    p.add_argument("--replay-share", type=float, default=0.3,
+                   help="the share of the old intents' rows the warm-partial-replay run keeps")
+    p.add_argument("--set", action="append", metavar="PART.FIELD=VALUE",
+                   help="a recipe field of every run, as headwise train --set (repeatable)")
+    H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=7200)
+    args = p.parse_args(argv)
+    if not args.render:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        done = H.done_runs(args.results, ROW) if args.results.is_file() else {}
+        runs = [r for r in args.runs.split(",") if r]
+        unknown = sorted(set(runs) - set(RUNS))
+        if unknown:
+            p.error(f"unknown runs {unknown}; known: {list(RUNS)}")
+        for ds in args.datasets.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                measure(ds, args.model, seed, runs, args, done)
+    H.print_or_write(args.md, SECTION, section(args.results), no_write=args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
