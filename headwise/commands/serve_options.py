@@ -134,6 +134,12 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--access-log", action="store_true",
                    help="log a line per request (off by default: each line is formatted "
                         "and written on the event loop that serves the requests)")
+    p.add_argument("--no-playground", action="store_true",
+                   help="do not offer GET /playground, the page that explains messages in a "
+                        "browser (on by default; its data calls need a key like /v1/*)")
+    p.add_argument("--playground-roles", metavar="STATS_JSON",
+                   help="the stats.json of `headwise inspect MODEL DATA --out DIR`: the "
+                        "playground shows its head roles beside the heads")
     access = p.add_argument_group(
         "access", "API keys and rate limits. With --api-key-file every path but /healthz and "
         "/readyz needs a key, sent as 'Authorization: Bearer KEY' or 'X-API-Key: KEY', else "
@@ -229,6 +235,11 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
     for option, value, needed, given, why in needs:
         if value is not None and given is None:
             raise ValueError(f"{option} needs {needed} ({why})")
+    no_playground = getattr(args, "no_playground", False)
+    playground_roles = getattr(args, "playground_roles", None)
+    if playground_roles is not None and no_playground:
+        raise ValueError("--playground-roles are shown by the playground, which "
+                         "--no-playground turns off")
     return ServeConfig(model_dir=args.model, runtime=args.runtime, onnx_path=args.onnx,
                        batching=not args.no_batching, max_batch_size=args.max_batch_size,
                        max_wait_ms=args.max_wait_ms, max_texts=args.max_texts,
@@ -238,4 +249,5 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
                        admin_key_file=getattr(args, "admin_key_file", None),
                        open_metrics=getattr(args, "open_metrics", False),
                        rate_limit=rate_limit, burst=getattr(args, "burst", None),
-                       workers=args.workers)
+                       workers=args.workers, playground=not no_playground,
+                       playground_roles=playground_roles)

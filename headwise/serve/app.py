@@ -73,6 +73,7 @@ from headwise.serve.docs_pages import add_docs
 from headwise.serve.explain import explain_text
 from headwise.serve.fastpath import FastRoute
 from headwise.serve.middleware import BodyGuard, RequestMetrics, error_payload
+from headwise.serve.playground import PLAYGROUND_OPEN_PATHS, add_playground
 from headwise.serve.schemas import (
     CompoundPredictRequest,
     ErrorResponse,
@@ -185,6 +186,8 @@ def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastA
                   description=api.about, docs_url=None, redoc_url=None)
     app.state.serve = state
     add_docs(app)
+    if config.playground:
+        add_playground(app, state, analysis_roles=config.playground_roles)
     generate_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -329,7 +332,8 @@ def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastA
                        optional_body=OPTIONAL_BODY_ROUTES)
     app.add_middleware(AccessGuard, keys=state.keys, admin_keys=state.admin_keys,
                        limiter=state.limiter,
-                       open_paths=OPEN_PATHS + (("/metrics",) if config.open_metrics else ()),
+                       open_paths=OPEN_PATHS + (("/metrics",) if config.open_metrics else ())
+                       + (PLAYGROUND_OPEN_PATHS if config.playground else ()),
                        methods={route.path: route.methods for route in app.routes
                                 if getattr(route, "methods", None)})
     app.add_middleware(RequestMetrics, metrics=state.metrics, endpoints=ENDPOINTS)
