@@ -229,7 +229,7 @@
         el("tr", {}, [el("th", { text: "slot" }), el("th", { text: "text" }), el("th", { text: "value" })])
       ].concat(p.slots.map(function (s) {
         var value = s.value === null ? "(does not parse)" : (typeof s.value === "object" ? JSON.stringify(s.value) : String(s.value));
-        return el("tr", { "data-slot": s.name, "data-value": value },
+        return el("tr", { "data-slot": s.name, "data-value": JSON.stringify(s.value) },
                   [el("td", { text: s.name }), el("td", { text: s.text }), el("td", {}, [el("pre", { "class": "value", text: value })])]);
       }))));
     }
