@@ -138,8 +138,8 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
                    help="do not offer GET /playground, the page that explains messages in a "
                         "browser (on by default; its data calls need a key like /v1/*)")
     p.add_argument("--playground-roles", metavar="STATS_JSON",
-                   help="the stats.json of `headwise inspect MODEL DATA --out DIR`: the "
-                        "playground shows its head roles beside the heads")
+                   help="the stats.json of `headwise inspect MODEL --data DATA --out DIR`: "
+                        "the playground shows its head roles beside the heads")
     access = p.add_argument_group(
         "access", "API keys and rate limits. With --api-key-file every path but /healthz and "
         "/readyz needs a key, sent as 'Authorization: Bearer KEY' or 'X-API-Key: KEY', else "

@@ -6,14 +6,17 @@ the model and runtime it serves), ``GET /readyz`` (the model is loaded and warme
 ``GET /metrics`` (Prometheus), ``GET /openapi.json`` (the schema, with this service's
 limits on texts), and ``GET /docs`` and ``/redoc``, its pages, whose scripts are served
 from the package ``fastapi-offline`` (no CDN: they work offline; without that package
-there are no pages, and ``/openapi.json`` is the schema). Both text endpoints take
+there are no pages, and ``/openapi.json`` is the schema), and ``GET /playground``, a page
+that explains messages in a browser through the two text endpoints
+(:mod:`headwise.serve.playground`; off with ``playground=False``). Both text endpoints take
 ``text`` (one text) or ``texts`` (one text or a list). ``POST /admin/reload`` reads the
 API key files again and swaps in the model (its directory read again, or a new one) once
 it is loaded and warmed up beside the one in use; SIGHUP does the same
 (:meth:`ServiceState.reload`).
 
 With API keys (``api_key_file``, :mod:`headwise.serve.access`), every path but
-``/healthz`` and ``/readyz`` (and ``/metrics`` when open) needs a key, or is answered 401;
+``/healthz`` and ``/readyz`` (and ``/metrics`` when open, and the playground's static page
+and files) needs a key, or is answered 401;
 over a key's rate limit 429 with ``Retry-After``; ``/admin/*`` is 403 without keys.
 
 For a compound (multi-label + slots) classifier, ``/v1/predict`` takes

@@ -128,7 +128,7 @@ def read_analysis_roles(path: str | Path) -> list[list[list[dict[str, Any]]]]:
             isinstance(layer, list) and all(isinstance(h, list) for h in layer)
             for layer in roles)):
         raise ValueError(f"{path}: no head roles (the stats.json that `headwise inspect "
-                         f"MODEL DATA --out DIR` writes has them)")
+                         f"MODEL --data DATA --out DIR` writes has them)")
     return [[[{"role": str(r["role"]), "evidence": str(r.get("evidence", "")),
                "source": "analysis"} for r in head] for head in layer] for layer in roles]
 
