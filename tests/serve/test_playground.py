@@ -418,6 +418,8 @@ def test_browser_renders_the_slots_of_a_compound_model(browser, compound_dir):
         assert page.locator(".answer").get_attribute("data-answer") == \
             " + ".join(i["intent"] for i in want["intents"])
         # the roles the model was built with are beside its heads (number_heads [0])
+        roles = httpx.get(f"{url}/playground/heads").json()["roles"]
+        assert [[r["role"] for r in head] for head in roles[0]] == [["number"], [], [], []]
         explained = httpx.post(f"{url}/v1/explain", json={"text": text})
         if explained.status_code == 200 and explained.json().get("attention"):
             assert page.locator(".head[data-head='0'] .role").first.inner_text() == "number"

@@ -321,7 +321,7 @@
     var grid = el("div", { "class": "heads" });
     var zoom = el("div", { "class": "zoom" });
     box.appendChild(el("div", { "class": "controls small" }, [select,
-      el("span", { "class": "muted", text: "each head: its query × key weights; click one to enlarge" })]));
+      el("span", { "class": "muted", text: "each head: its query × key weights, each row scaled to its largest; click one to enlarge" })]));
     box.appendChild(grid);
     box.appendChild(zoom);
     var cell = Math.max(2, Math.min(6, Math.floor(72 / Math.max(1, tokens.length))));
