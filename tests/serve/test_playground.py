@@ -371,9 +371,11 @@ def test_browser_shows_the_refusals(browser, served):
     page, _ = _open(browser, served)
     _status(page, "this service needs an API key: type it above")
     _explain_all(page, ["i lost my card"])  # no key given
-    alert = page.locator("section.column [role=alert]").first
-    assert alert.get_attribute("data-status") == "401"
-    assert "needs a valid API key" in alert.inner_text()
+    alerts = page.locator("section.column [role=alert]")
+    assert alerts.count() == 1  # said once, not for each call the page made
+    assert alerts.first.get_attribute("data-status") == "401"
+    assert alerts.first.inner_text().startswith("/v1/predict: 401 unauthorized")
+    assert "needs a valid API key" in alerts.first.inner_text()
 
     page.fill("#key", KEY)
     page.click("#key-use")

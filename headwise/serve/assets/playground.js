@@ -168,7 +168,8 @@
   function render(c, text, predicted, explained, heads) {
     var out = c.result;
     out.textContent = "";
-    if (heads instanceof ApiError) out.appendChild(errorBox("head roles", heads));
+    if (heads instanceof ApiError && !(predicted instanceof ApiError && predicted.status === heads.status))
+      out.appendChild(errorBox("head roles", heads));  // a refused key is said once, below
     var prediction = null;
     if (predicted instanceof ApiError) out.appendChild(errorBox("/v1/predict", predicted));
     else prediction = predicted.predictions[0];
