@@ -6,14 +6,17 @@ the model and runtime it serves), ``GET /readyz`` (the model is loaded and warme
 ``GET /metrics`` (Prometheus), ``GET /openapi.json`` (the schema, with this service's
 limits on texts), and ``GET /docs`` and ``/redoc``, its pages, whose scripts are served
 from the package ``fastapi-offline`` (no CDN: they work offline; without that package
-there are no pages, and ``/openapi.json`` is the schema). Both text endpoints take
+there are no pages, and ``/openapi.json`` is the schema), and ``GET /playground``, a page
+that explains messages in a browser through the two text endpoints
+(:mod:`headwise.serve.playground`; off with ``playground=False``). Both text endpoints take
 ``text`` (one text) or ``texts`` (one text or a list). ``POST /admin/reload`` reads the
 API key files again and swaps in the model (its directory read again, or a new one) once
 it is loaded and warmed up beside the one in use; SIGHUP does the same
 (:meth:`ServiceState.reload`).
 
 With API keys (``api_key_file``, :mod:`headwise.serve.access`), every path but
-``/healthz`` and ``/readyz`` (and ``/metrics`` when open) needs a key, or is answered 401;
+``/healthz`` and ``/readyz`` (and ``/metrics`` when open, and the playground's static page
+and files) needs a key, or is answered 401;
 over a key's rate limit 429 with ``Retry-After``; ``/admin/*`` is 403 without keys.
 
 For a compound (multi-label + slots) classifier, ``/v1/predict`` takes
@@ -73,6 +76,7 @@ from headwise.serve.docs_pages import add_docs
 from headwise.serve.explain import explain_text
 from headwise.serve.fastpath import FastRoute
 from headwise.serve.middleware import BodyGuard, RequestMetrics, error_payload
+from headwise.serve.playground import PLAYGROUND_OPEN_PATHS, add_playground
 from headwise.serve.schemas import (
     CompoundPredictRequest,
     ErrorResponse,
@@ -185,6 +189,8 @@ def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastA
                   description=api.about, docs_url=None, redoc_url=None)
     app.state.serve = state
     add_docs(app)
+    if config.playground:
+        add_playground(app, state, analysis_roles=config.playground_roles)
     generate_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -329,7 +335,8 @@ def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastA
                        optional_body=OPTIONAL_BODY_ROUTES)
     app.add_middleware(AccessGuard, keys=state.keys, admin_keys=state.admin_keys,
                        limiter=state.limiter,
-                       open_paths=OPEN_PATHS + (("/metrics",) if config.open_metrics else ()),
+                       open_paths=OPEN_PATHS + (("/metrics",) if config.open_metrics else ())
+                       + (PLAYGROUND_OPEN_PATHS if config.playground else ()),
                        methods={route.path: route.methods for route in app.routes
                                 if getattr(route, "methods", None)})
     app.add_middleware(RequestMetrics, metrics=state.metrics, endpoints=ENDPOINTS)

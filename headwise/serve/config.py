@@ -72,6 +72,11 @@ class ServeConfig:
             them one by one).
         sighup_reload: reload the keys and the model on SIGHUP (``headwise serve`` turns it
             on with one worker; it needs the event loop in the main thread).
+        playground: offer ``GET /playground``, a page that explains messages in a browser
+            through ``/v1/predict`` and ``/v1/explain`` (:mod:`headwise.serve.playground`).
+        playground_roles: a head analysis' ``stats.json`` (``headwise inspect``) whose head
+            roles the playground shows beside the heads (default: only the roles the model
+            was built with). Needs ``playground``.
 
     Raises:
         ValueError: an unknown runtime or policy, a size that is not positive, or an
@@ -101,6 +106,8 @@ class ServeConfig:
     burst: int | None = None
     workers: int = 1
     sighup_reload: bool = False
+    playground: bool = True
+    playground_roles: str | None = None
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
@@ -119,6 +126,9 @@ class ServeConfig:
             raise ValueError(f"chunk_stride must be positive, got {self.chunk_stride!r}")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, got {self.threads!r}")
+        if self.playground_roles is not None and not self.playground:
+            raise ValueError("playground_roles are shown by the playground: it needs "
+                             "playground")
         self._check_access()
 
     def _check_access(self) -> None:
