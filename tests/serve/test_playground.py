@@ -223,7 +223,7 @@ def browser():
 @pytest.fixture(scope="module")
 def served(encoder_dir, keys_file, browser):
     proc, url, lines = start_serve([str(encoder_dir), "--runtime", "torch", "--api-key-file",
-                                    str(keys_file), "--max-text-chars", "60"])
+                                    str(keys_file), "--set", "max_text_chars=60"])
     yield url
     _stop(proc)
     assert "Traceback" not in "".join(lines) and KEY not in "".join(lines), "".join(lines)
