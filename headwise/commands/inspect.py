@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_out_dir(args.out)
     settings_of(InspectOptions, args.set)  # a bad setting: refused before any work
-    kind_of(args.model).require("explain", args.model)
+    kind_of(args.model).require("heads", args.model)
     clf = IntentClassifier.load(args.model)
     path = Path(args.data)
     spans = None
