@@ -166,6 +166,12 @@ def _doctor(res: Path, pages: Path) -> str | None:
         else None
 
 
+def _explain(res: Path, pages: Path) -> str | None:
+    import explain_faithfulness as ef
+
+    return ef.section(res / ef.RESULTS.name)  # "not measured" until its first run
+
+
 def _compound(res: Path, pages: Path) -> str | None:
     import _compound_report as report
     import compound
@@ -300,6 +306,10 @@ SOURCES: dict[str, Source] = {
                           "python benchmarks/walkthrough.py"),
     "inspect_demo:cpu": Source(_inspect, ("headwise/inspect", "headwise/demo"),
                                "python benchmarks/inspect_demo.py"),
+    "explain_faithfulness:cpu": Source(
+        _explain, ("headwise/inspect/attribution.py", "headwise/inspect/rollout.py",
+                   "headwise/demo"),
+        "python benchmarks/explain_faithfulness.py --seeds 0,1,2 --texts 200"),
     "translate:cpu": Source(_translate, ("headwise/nn", "headwise/attention"),
                             "python benchmarks/translate.py"),
 }
