@@ -86,11 +86,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summarize(analysis: dict, echo) -> None:
-    """Print the head roles and the pruning result in a few lines."""
+    """Print the head roles, the negation heads' agreement with the attribution and the
+    pruning result in a few lines."""
     for layer, row in enumerate(analysis["roles"]):
         cells = [f"H{h}:{'/'.join(r['role'] for r in roles) or '-'}"
                  for h, roles in enumerate(row)]
         echo(f"layer {layer}: " + "  ".join(cells))
+    agreement = analysis.get("negation_agreement")
+    if agreement and agreement["share"] is not None:
+        low, high = agreement["interval"]
+        echo(f"negation heads vs attribution on {agreement['texts']} negated texts: "
+             f"{agreement['verdict']} (more rollout on the deciding tokens than the other "
+             f"heads on {agreement['share']:.0%} [{low:.0%}, {high:.0%}])")
+    elif agreement:
+        echo(f"negation heads vs attribution: {agreement['verdict']}")
     if analysis.get("pruning"):
         p = analysis["pruning"]
         echo(f"pruning: up to {p['max_fraction_within']['importance']:.0%} of the heads "

@@ -50,12 +50,13 @@ from torch import nn
 from headwise.attention import capture_attention
 from headwise.inspect.forward import NoAttentionError, attention_layers, pooling_of
 from headwise.inspect.rollout import attention_rollout, head_rollout, pool_vector, rollout_matrix
+from headwise.inspect.words import Segmented
 from headwise.text.tokenizer import Tokenizer
 
 __all__ = ["COMPLETENESS_TOLERANCE", "DELETION_FRACTIONS", "DELETION_METHODS", "Attribution",
-           "Explanation", "TokenSpan", "deciding_heads", "deletion_curves",
+           "Explanation", "TokenSpan", "case_views", "deciding_heads", "deletion_curves",
            "embedding_layer", "explain", "integrated_gradients", "method_scores",
-           "token_spans"]
+           "role_agreement", "token_spans", "unit_attribution"]
 
 #: the completeness error an explanation is held to, relative to
 #: ``max(1, |logit(x) - logit(baseline)|)``
@@ -606,3 +607,113 @@ def deletion_curves(classifier: Any, texts: Sequence[str], *,
     return {"fractions": list(fractions), "methods": list(out_curves),
             "curves": out_curves, "area": area,
             "completeness": np.array(completeness)}
+
+
+# -- the head report -------------------------------------------------------------------
+def unit_attribution(explanation: Explanation, seg: Segmented) -> np.ndarray:
+    """(units,) the first explained intent's attribution summed over each unit's pieces
+    (the head analysis's words; special tokens 0).
+
+    Raises:
+        ValueError: a segmentation of other tokens than the explanation's.
+    """
+    if seg.num_tokens != len(explanation.tokens):
+        raise ValueError(f"the segmentation has {seg.num_tokens} tokens, the explanation "
+                         f"{len(explanation.tokens)}")
+    return np.add.reduceat(explanation.attributions[0].scores, seg.starts)
+
+
+def case_views(classifier: Any, segs: Sequence[Segmented], *, steps: int = 32
+               ) -> list[dict[str, Any]]:
+    """The attribution view of texts (the head report's bad cases): each unit's
+    attribution to the predicted intent, and the completeness check.
+
+    Returns:
+        Per text ``{"units", "attribution", "intent", "completeness"}``.
+    """
+    out = []
+    for seg in segs:
+        ex = explain(classifier, seg.text, steps=steps)
+        scores = unit_attribution(ex, seg)
+        out.append({"units": list(seg.units),
+                    "attribution": [None if sp else round(float(v), 6)
+                                    for v, sp in zip(scores, seg.special, strict=True)],
+                    "intent": ex.attributions[0].intent,
+                    "completeness": ex.attributions[0].completeness()})
+    return out
+
+
+def role_agreement(classifier: Any, segs: Sequence[Segmented], marked: Sequence[np.ndarray],
+                   heads: Sequence[tuple[int, int]], *, top_tokens: int = 3,
+                   steps: int = 32) -> dict[str, Any]:
+    """Do the heads of a role attend to what decides, on the texts that have the role's
+    words? Agreement, measured.
+
+    On each text, the deciding units are the ``top_tokens`` with the largest positive
+    attribution (integrated gradients) to the predicted intent; each head's share of the
+    classification token's per-head rollout on them is compared. The text agrees when the
+    role's heads put more of it there, on average, than the other heads.
+
+    Args:
+        classifier: a Transformer intent classifier.
+        segs: the texts (segmented), each with at least one unit of the role.
+        marked: per text, (units,) bool: the role's units (the negation words).
+        heads: the (layer, head) pairs that have the role.
+        top_tokens: the deciding units per text.
+        steps: integration steps of the first try.
+
+    Returns:
+        ``{"texts", "heads", "agree", "share", "interval", "verdict",
+        "role_mass", "other_mass", "role_word_deciding"}``: ``share`` of texts that
+        agree with its 95 % Wilson interval; ``verdict`` ``"agree"`` (interval above one
+        half), ``"disagree"`` (below), ``"inconclusive"`` or ``"no heads"`` / ``"no texts"``;
+        the mean rollout share of the role's heads and of the others on the deciding
+        units; the share of texts where a role word is among the deciding units.
+    """
+    heads = [tuple(h) for h in heads]
+    out: dict[str, Any] = {"texts": 0, "heads": [list(h) for h in heads], "agree": 0,
+                           "share": None, "interval": None, "role_mass": None,
+                           "other_mass": None, "role_word_deciding": None}
+    if not heads:
+        return {**out, "verdict": "no heads"}
+    role_mass, other_mass, agree, deciding_word = [], [], 0, 0
+    for seg, mark in zip(segs, marked, strict=True):
+        ex = explain(classifier, seg.text, steps=steps)
+        if ex.attention is None:
+            raise NoAttentionError("role agreement needs attention heads")
+        scores = unit_attribution(ex, seg)
+        scores[seg.special] = -np.inf
+        top = [int(i) for i in np.argsort(-scores, kind="stable")[:top_tokens]
+               if np.isfinite(scores[i]) and scores[i] > 0]
+        if not top:
+            continue
+        per_head = np.add.reduceat(head_rollout(ex.attention, ex.pooling or "cls"),
+                                   seg.starts, axis=-1)[:, :, top].sum(-1)  # (L, H)
+        role = np.zeros(per_head.shape, dtype=bool)
+        for layer, head in heads:
+            role[layer, head] = True
+        if role.all():
+            return {**out, "verdict": "every head has the role"}
+        r, o = float(per_head[role].mean()), float(per_head[~role].mean())
+        role_mass.append(r)
+        other_mass.append(o)
+        agree += int(r > o)
+        deciding_word += int(bool(np.asarray(mark, dtype=bool)[top].any()))
+    n = len(role_mass)
+    if n == 0:
+        return {**out, "verdict": "no texts"}
+    share = agree / n
+    low, high = _wilson(agree, n)
+    verdict = "agree" if low > 0.5 else "disagree" if high < 0.5 else "inconclusive"
+    return {**out, "texts": n, "agree": agree, "share": share, "interval": [low, high],
+            "verdict": verdict, "role_mass": float(np.mean(role_mass)),
+            "other_mass": float(np.mean(other_mass)),
+            "role_word_deciding": deciding_word / n}
+
+
+def _wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion ``k / n``."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))

@@ -286,3 +286,40 @@ def test_an_ensemble_is_refused_with_the_registry_reason(tiny_clf):
     with pytest.raises(ValueError, match="which has no token attribution .*its members' "
                                          "attributions are not one model's"):
         explain(ensemble, "我的卡丢了")
+
+
+def test_role_agreement_against_a_hand_count(tiny_clf64, demo_examples):
+    from scipy.stats import binomtest
+
+    from headwise.inspect.attribution import role_agreement, unit_attribution
+    from headwise.inspect.words import segment
+
+    clf = tiny_clf64
+    segs = [segment(clf.tokenizer, e.text, clf.max_length) for e in demo_examples[:6]]
+    marked = [np.arange(len(s.units)) == 1 for s in segs]  # the first word stands for the role
+    heads = [(0, 1), (1, 2)]
+    out = role_agreement(clf, segs, marked, heads, top_tokens=2)
+    agree, word, role_mass = 0, 0, []
+    for seg, mark in zip(segs, marked, strict=True):
+        ex = explain(clf, seg.text)
+        units = unit_attribution(ex, seg)
+        assert units.sum() == pytest.approx(ex.attributions[0].scores.sum())
+        units[seg.special] = -np.inf
+        top = [i for i in np.argsort(-units, kind="stable")[:2] if units[i] > 0]
+        per_head = np.zeros((2, 4))
+        for layer in range(2):
+            for head in range(4):
+                rows = head_rollout(ex.attention, ex.pooling)[layer, head]
+                per_head[layer, head] = sum(rows[seg.starts[u]:seg.starts[u] + seg.sizes[u]].sum()
+                                            for u in top)
+        r = np.mean([per_head[h] for h in heads])
+        o = (per_head.sum() - sum(per_head[h] for h in heads)) / 6
+        role_mass.append(r)
+        agree += r > o
+        word += bool(mark[top].any())
+    assert out["texts"] == 6 and out["agree"] == agree
+    assert out["role_mass"] == pytest.approx(np.mean(role_mass))
+    assert out["role_word_deciding"] == pytest.approx(word / 6)
+    ci = binomtest(agree, 6).proportion_ci(method="wilson")
+    assert out["interval"] == pytest.approx([ci.low, ci.high], abs=1e-9)
+    assert role_agreement(clf, segs, marked, [])["verdict"] == "no heads"
