@@ -34,6 +34,11 @@ more the method's top tokens carry the decision. Methods: ``ig`` (integrated gra
 last layer's head-averaged pooled row) and ``random``. Which one is the most faithful for
 a model is measured by ``benchmarks/explain_faithfulness.py`` (the BENCHMARKS section
 "Explanation faithfulness"), not assumed.
+
+**The head report** (:func:`~headwise.inspect.analysis.inspect_classifier`) shows each
+listed bad case with its words' attribution (:func:`case_views`) and measures whether the
+heads of a role (the negation heads) attend to what the attribution finds deciding on
+the texts that hold the role's words (:func:`role_agreement`).
 """
 
 from __future__ import annotations
