@@ -33,6 +33,12 @@ def make_classifier(examples, *, num_heads=4, num_layers=2, pooling="mean", seed
 
 
 @pytest.fixture(scope="session")
+def classifier_factory():
+    """:func:`make_classifier`, for tests that build their own tiny classifier."""
+    return make_classifier
+
+
+@pytest.fixture(scope="session")
 def tiny_clf(demo_examples):
     return make_classifier(demo_examples)
 

@@ -10,7 +10,6 @@ import random
 import numpy as np
 import pytest
 import torch
-from conftest import make_classifier
 
 from headwise.inspect.attribution import (
     COMPLETENESS_TOLERANCE,
@@ -65,8 +64,9 @@ def _batch(clf, text):
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_transformer_matches_a_hand_written_riemann_sum_in_float64(demo_examples, pooling):
-    clf = make_classifier(demo_examples, dtype=torch.float64, pooling=pooling, seed=2)
+def test_transformer_matches_a_hand_written_riemann_sum_in_float64(demo_examples, pooling,
+                                                                  classifier_factory):
+    clf = classifier_factory(demo_examples, dtype=torch.float64, pooling=pooling, seed=2)
     with torch.no_grad():
         clf.model.classifier.weight.normal_(0, 1.0)  # logits that move along the path
     text = demo_examples[3].text
