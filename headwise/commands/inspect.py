@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "repeatable: max_examples (a seeded sample; default every text), "
                    "show_examples (12), importance_examples (500), faithfulness_examples "
                    "(100), ablation_examples (2000), ablation (true), pruning (true), "
-                   "pruning_step (0.1), random_repeats (3), batch_size (32), seed (0), "
+                   "pruning_step (0.1), random_repeats (3), attribution_cases (20), "
+                   "agreement_examples (50), batch_size (32), seed (0), "
                    "view_units (64), embed_bytes; e.g. --set pruning=false")
     add_data_options(p)
     p.set_defaults(func=run)
