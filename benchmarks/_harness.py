@@ -556,7 +556,7 @@ PAGES = {
     "serve:cpu": "serving", "startup:cpu": "serving", "serve-access:cpu": "serving",
     "batch_predict:cpu": "serving", "ray-serve:cpu": "serving", "int8:choice": "serving",
     "one_path:cpu": "serving", "walkthrough": "serving",
-    "inspect_demo:cpu": "inspect",
+    "inspect_demo:cpu": "inspect", "explain_faithfulness:cpu": "inspect",
     "translate:cpu": "translate",
 }
 """Section name -> area: the one place that says which page a section lives on (in this

@@ -172,6 +172,12 @@ def _warm_start(res: Path, pages: Path) -> str | None:
     return warm_start.section(res / warm_start.RESULTS.name)
 
 
+def _explain(res: Path, pages: Path) -> str | None:
+    import explain_faithfulness as ef
+
+    return ef.section(res / ef.RESULTS.name)  # "not measured" until its first run
+
+
 def _compound(res: Path, pages: Path) -> str | None:
     import _compound_report as report
     import compound
@@ -310,6 +316,10 @@ SOURCES: dict[str, Source] = {
                           "python benchmarks/walkthrough.py"),
     "inspect_demo:cpu": Source(_inspect, ("headwise/inspect", "headwise/demo"),
                                "python benchmarks/inspect_demo.py"),
+    "explain_faithfulness:cpu": Source(
+        _explain, ("headwise/inspect/attribution.py", "headwise/inspect/rollout.py",
+                   "headwise/demo"),
+        "python benchmarks/explain_faithfulness.py --seeds 0,1,2 --texts 200"),
     "translate:cpu": Source(_translate, ("headwise/nn", "headwise/attention"),
                             "python benchmarks/translate.py"),
 }

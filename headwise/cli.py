@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ensemble": ("ensemble", "average several classifiers' calibrated probabilities"),
     "soup": ("soup", "average fine-tuned classifiers' weights into one model"),
     "inspect": ("inspect", "analyse a Transformer classifier's attention heads (HTML report)"),
+    "explain": ("explain", "explain one text's answer: token attribution and the deciding heads"),
     "serve": ("serve", "serve a classifier over HTTP"),
     "export": ("export", "export a classifier to ONNX"),
     "tour": ("tour", "a tour of the attention core"),

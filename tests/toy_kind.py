@@ -53,5 +53,7 @@ class KeywordClassifier(ProbabilityClassifier):
 KIND = ModelKind("keywords", MARKER, FORMAT, "toy_kind:KeywordClassifier",
                  "a keyword classifier (a test kind)",
                  missing={"onnx": "it has no network", "chunk": "it has no network",
-                          "reject": "it has no network", "explain": "it has no heads",
+                          "reject": "it has no network",
+                          "explain": "it has no network or features to attribute to",
+                          "heads": "it has no heads",
                           "soup": "it has no weights", "teacher": "not tested"})

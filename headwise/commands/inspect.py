@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "repeatable: max_examples (a seeded sample; default every text), "
                    "show_examples (12), importance_examples (500), faithfulness_examples "
                    "(100), ablation_examples (2000), ablation (true), pruning (true), "
-                   "pruning_step (0.1), random_repeats (3), batch_size (32), seed (0), "
+                   "pruning_step (0.1), random_repeats (3), attribution_cases (20), "
+                   "agreement_examples (50), batch_size (32), seed (0), "
                    "view_units (64), embed_bytes; e.g. --set pruning=false")
     add_data_options(p)
     p.set_defaults(func=run)
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_out_dir(args.out)
     settings_of(InspectOptions, args.set)  # a bad setting: refused before any work
-    kind_of(args.model).require("explain", args.model)
+    kind_of(args.model).require("heads", args.model)
     clf = IntentClassifier.load(args.model)
     path = Path(args.data)
     spans = None
@@ -86,11 +87,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summarize(analysis: dict, echo) -> None:
-    """Print the head roles and the pruning result in a few lines."""
+    """Print the head roles, the negation heads' agreement with the attribution and the
+    pruning result in a few lines."""
     for layer, row in enumerate(analysis["roles"]):
         cells = [f"H{h}:{'/'.join(r['role'] for r in roles) or '-'}"
                  for h, roles in enumerate(row)]
         echo(f"layer {layer}: " + "  ".join(cells))
+    agreement = analysis.get("negation_agreement")
+    if agreement and agreement["share"] is not None:
+        low, high = agreement["interval"]
+        echo(f"negation heads vs attribution on {agreement['texts']} negated texts: "
+             f"{agreement['verdict']} (more rollout on the deciding tokens than the other "
+             f"heads on {agreement['share']:.0%} [{low:.0%}, {high:.0%}])")
+    elif agreement:
+        echo(f"negation heads vs attribution: {agreement['verdict']}")
     if analysis.get("pruning"):
         p = analysis["pruning"]
         echo(f"pruning: up to {p['max_fraction_within']['importance']:.0%} of the heads "

@@ -1,5 +1,7 @@
 """Head analysis: statistics per layer and head, importance and pruning, rollout,
-faithfulness, head roles, bad cases, and the offline report.
+faithfulness, head roles, bad cases, and the offline report; token attribution of one
+text (integrated gradients with its completeness error, :func:`explain`) and deletion
+curves.
 
     analysis = inspect_classifier(clf, texts, labels)     # one JSON-serialisable dict
     write_report(analysis, "report/")                     # index.html, stats.json, figures/
@@ -8,6 +10,17 @@ faithfulness, head roles, bad cases, and the offline report.
 """
 
 from headwise.inspect.analysis import InspectOptions, example_views, inspect_classifier
+from headwise.inspect.attribution import (
+    COMPLETENESS_TOLERANCE,
+    Attribution,
+    Explanation,
+    deciding_heads,
+    deletion_curves,
+    explain,
+    integrated_gradients,
+    method_scores,
+    token_spans,
+)
 from headwise.inspect.badcases import bad_cases, link_slices
 from headwise.inspect.categories import (
     CategoryLexicon,
@@ -27,7 +40,10 @@ from headwise.inspect.stats import HeadStatistics, row_statistics
 from headwise.inspect.words import Segmented, segment, to_units, words_only
 
 __all__ = [
+    "COMPLETENESS_TOLERANCE",
+    "Attribution",
     "CategoryLexicon",
+    "Explanation",
     "HeadStatistics",
     "InspectOptions",
     "RoleThresholds",
@@ -39,10 +55,13 @@ __all__ = [
     "bad_cases",
     "build_html",
     "categories_from_spans",
+    "deciding_heads",
+    "deletion_curves",
     "chinese_lexicon",
     "default_lexicon",
     "english_lexicon",
     "example_views",
+    "explain",
     "faithfulness",
     "gradient_importance",
     "head_roles",
@@ -50,13 +69,16 @@ __all__ = [
     "rollout_matrix",
     "heads_with_role",
     "inspect_classifier",
+    "integrated_gradients",
     "iter_attention",
     "label_ids",
     "link_slices",
+    "method_scores",
     "pruning_curve",
     "row_statistics",
     "segment",
     "to_units",
+    "token_spans",
     "word_scores",
     "words_only",
     "write_report",

@@ -2,9 +2,11 @@
 
 :func:`inspect_classifier` runs the model once over the data with attention capture,
 aggregates the statistics in Python (nothing per example is kept but a few numbers per
-head), then measures head importance, pruning, faithfulness, roles and bad cases, and
-finally captures the few examples the report shows (their word-level attention, quantised
-to bytes). :mod:`headwise.inspect.report` writes the result as HTML, PNG and JSON.
+head), then measures head importance, pruning, faithfulness, roles and bad cases (the
+listed ones with their token attribution), whether the negation heads agree with the
+attribution on negated texts, and finally captures the few examples the report shows
+(their word-level attention, quantised to bytes). :mod:`headwise.inspect.report` writes the
+result as HTML, PNG and JSON.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from headwise.inspect.attribution import case_views, role_agreement
 from headwise.inspect.badcases import bad_cases
 from headwise.inspect.categories import CategoryLexicon, categories_from_spans, default_lexicon
 from headwise.inspect.faithfulness import faithfulness
 from headwise.inspect.forward import attention_layers, iter_attention, label_ids, pooling_of
 from headwise.inspect.importance import ablation, gradient_importance, pruning_curve
-from headwise.inspect.roles import RoleThresholds, head_roles
+from headwise.inspect.roles import RoleThresholds, head_roles, heads_with_role
 from headwise.inspect.rollout import attention_rollout, head_rollout
 from headwise.inspect.stats import HeadStatistics
 from headwise.inspect.words import Segmented, segment, to_units
@@ -49,6 +52,10 @@ class InspectOptions:
         pruning_step: share of the heads removed per pruning step.
         random_repeats: random pruning orders averaged.
         faithfulness_examples: examples scored by leave-one-out (one pass per word).
+        attribution_cases: bad cases given the attribution view (integrated gradients).
+        agreement_examples: texts with a negation word on which the negation heads are
+            compared with the attribution (:func:`~headwise.inspect.attribution.
+            role_agreement`).
         seed: seed of every sample.
         thresholds: the head-role rules.
     """
@@ -65,6 +72,8 @@ class InspectOptions:
     pruning_step: float = 0.1
     random_repeats: int = 3
     faithfulness_examples: int = 100
+    attribution_cases: int = 20
+    agreement_examples: int = 50
     seed: int = 0
     thresholds: RoleThresholds = field(default_factory=RoleThresholds)
 
@@ -95,8 +104,10 @@ def inspect_classifier(clf: IntentClassifier, texts: Sequence[str],
     Returns:
         The analysis (see :mod:`headwise.inspect.report` for how it is shown): ``model``,
         ``data``, ``accuracy``, ``categories``, ``stats``, ``rollout``, ``importance``,
-        ``ablation``, ``pruning``, ``roles``, ``faithfulness``, ``bad_cases``,
-        ``examples``.
+        ``ablation``, ``pruning``, ``roles``, ``faithfulness``, ``bad_cases`` (the first
+        ``attribution_cases`` with their ``attribution`` view), ``negation_agreement``
+        (whether the negation heads attend to what the attribution finds deciding on
+        texts with a negation word; None without a negation category), ``examples``.
 
     Raises:
         ValueError: no texts, mismatched lengths, or a model without attention heads.
@@ -193,6 +204,21 @@ def inspect_classifier(clf: IntentClassifier, texts: Sequence[str],
         row["index"] = int(faith[row["index"]])
     result["bad_cases"] = bad_cases(features, feature_names, gold, predicted, texts=texts,
                                     labels=clf.labels)
+    cases = result["bad_cases"]["cases"][:o.attribution_cases]
+    say(f"attribution (integrated gradients) of {len(cases)} bad cases")
+    for case, view in zip(cases, case_views(clf, [segs[c["index"]] for c in cases]),
+                          strict=True):
+        case["attribution"] = view
+    result["negation_agreement"] = None
+    if "negation" in names:
+        k = names.index("negation")
+        negated = np.array([i for i in range(len(texts)) if cats[i][k].any()], dtype=np.int64)
+        pick = negated[_sample(len(negated), o.agreement_examples,
+                               np.random.default_rng(o.seed + 1))]
+        say(f"negation heads against the attribution on {len(pick)} negated texts")
+        result["negation_agreement"] = role_agreement(
+            clf, [segs[i] for i in pick], [cats[i][k] for i in pick],
+            heads_with_role(result["roles"], "negation"))
     shown = _pick_examples(result["bad_cases"], gold, predicted, o.show_examples)
     per_unit2 = max(len(shown), 1) * shape[0] * shape[1]
     units = max(8, min(o.view_units, int((o.embed_bytes / per_unit2) ** 0.5)))

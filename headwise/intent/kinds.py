@@ -40,7 +40,8 @@ CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "onnx": "ONNX export (`headwise export`, the onnx runtime of `headwise serve`)",
     "chunk": "long-text policy chunk (`headwise serve --set long_text=chunk`: windows pooled)",
     "reject": "long-text policy reject (`headwise serve --set long_text=reject`)",
-    "explain": "attention heads to show (`headwise inspect`, `/v1/explain`)",
+    "explain": "token attribution (`headwise explain`, `/v1/explain`)",
+    "heads": "attention heads to analyse (`headwise inspect`)",
     "soup": "weight averaging (`headwise soup`)",
     "calibrate": "recalibration (`headwise calibrate`)",
     "teacher": "a single-label teacher's probabilities (`headwise distill`)",
@@ -122,7 +123,7 @@ TFIDF = ModelKind(
                  "truncate",
         "reject": "it needs a single network (a TF-IDF model reads the whole text); use "
                   "truncate",
-        "explain": "a linear model on n-grams has no attention heads",
+        "heads": "a linear model on n-grams has no attention heads",
         "soup": "a soup averages the weights of networks fine-tuned from one checkpoint"})
 ENSEMBLE = ModelKind(
     "ensemble", "ensemble.json", "headwise-ensemble", "headwise.intent.ensemble:"
@@ -133,7 +134,8 @@ ENSEMBLE = ModelKind(
                  "use truncate",
         "reject": "it needs a single network (an ensemble's networks truncate each text); "
                   "use truncate",
-        "explain": "its members' heads are not one model's; inspect a member",
+        "explain": "its members' attributions are not one model's; explain a member",
+        "heads": "its members' heads are not one model's; inspect a member",
         "soup": "list its members instead"})
 COMPOUND = ModelKind(
     "compound", "compound.json", "headwise-compound", "headwise.intent.compound.classifier:"
@@ -142,7 +144,7 @@ COMPOUND = ModelKind(
         "onnx": "its slot tags are a second output the export does not carry; "
                 "`headwise serve` serves it with PyTorch (--runtime torch)",
         "chunk": "slot spans cannot be pooled over windows; use truncate or reject",
-        "explain": "`headwise inspect` reads single-label classifiers",
+        "heads": "`headwise inspect` reads single-label classifiers",
         "soup": "soups average single-label networks",
         "calibrate": "its per-intent thresholds are tuned by `headwise train --valid`",
         "teacher": "distillation needs a single-label teacher"})

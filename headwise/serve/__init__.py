@@ -18,7 +18,6 @@ from headwise.serve.app import app_from_environment, create_app
 from headwise.serve.auth import ApiKeys, KeyFileError
 from headwise.serve.batching import BatcherClosed, MicroBatcher
 from headwise.serve.config import ServeConfig
-from headwise.serve.explain import Explanation, explain_text
 from headwise.serve.ratelimit import RateLimiter
 from headwise.serve.served import ServedModel
 from headwise.serve.startup import load_served_predictor
@@ -27,7 +26,6 @@ __all__ = [
     "AccessGuard",
     "ApiKeys",
     "BatcherClosed",
-    "Explanation",
     "KeyFileError",
     "MicroBatcher",
     "RateLimiter",
@@ -35,6 +33,5 @@ __all__ = [
     "ServedModel",
     "app_from_environment",
     "create_app",
-    "explain_text",
     "load_served_predictor",
 ]

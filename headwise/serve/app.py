@@ -1,7 +1,8 @@
 """The FastAPI app of the intent service.
 
 Endpoints: ``POST /v1/predict`` (top-k intents of one or many texts), ``POST /v1/explain``
-(per-head attention and rollout of one text), ``GET /healthz`` (the process answers, with
+(one text's token attribution with its completeness error, and per-head attention and
+rollout where the model has heads), ``GET /healthz`` (the process answers, with
 the model and runtime it serves), ``GET /readyz`` (the model is loaded and warmed up),
 ``GET /metrics`` (Prometheus), ``GET /openapi.json`` (the schema, with this service's
 limits on texts), and ``GET /docs`` and ``/redoc``, its pages, whose scripts are served
@@ -25,14 +26,17 @@ For a compound (multi-label + slots) classifier, ``/v1/predict`` takes
 :class:`~headwise.serve.schemas.PredictResponse`: the answered intents, the out-of-scope
 decision and the score that made it, and the slot spans with their values (empty for a
 single-label model); the OpenAPI schema shows the request of the kind being served.
-``/v1/explain`` refuses a compound classifier (409).
+``/v1/explain`` answers every kind the kind registry can explain
+(:func:`headwise.inspect.explain`: a Transformer, a pretrained encoder, a BiLSTM without
+attention fields, a compound model per answered intent, a TF-IDF model by its features'
+weights) and refuses an ensemble (409) with the registry's reason.
 
 Bad input is answered with a 4xx and a JSON ``{"error": {status, type, message}}``:
 400 malformed JSON or invalid UTF-8, 413 an oversized body, 415 a body that is not JSON,
 422 wrong types, unknown fields, both or neither of ``text`` and ``texts`` (or one of them
 null), empty texts, too many texts, a text over the character limit (or over the token
-limit under the ``reject`` policy), 409 ``/v1/explain`` on a model without attention heads or on a
-compound classifier, 503 before the model is ready or while shutting down; 404 an unknown
+limit under the ``reject`` policy), 409 ``/v1/explain`` on a kind that cannot be explained (an
+ensemble), 503 before the model is ready or while shutting down; 404 an unknown
 path, 405 with ``Allow`` a method the path does not take (``PUT /healthz``, ``TRACE
 /admin/reload``: the body checks apply only to the endpoints that read a body, and
 ``/admin/*``'s 403 only to its methods; with keys, on a path that needs one, only once a
@@ -67,13 +71,13 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from headwise.intent.inference.bucketing import EncodedText
+from headwise.inspect import attribution
 from headwise.intent.inference.predictor import Predictor
+from headwise.intent.kinds import kind_of_classifier
 from headwise.serve.access import ADMIN_PREFIX, OPEN_PATHS, AccessGuard
 from headwise.serve.batching import BatcherClosed
 from headwise.serve.config import CONFIG_ENV, ServeConfig
 from headwise.serve.docs_pages import add_docs
-from headwise.serve.explain import explain_text
 from headwise.serve.fastpath import FastRoute
 from headwise.serve.middleware import BodyGuard, RequestMetrics, error_payload
 from headwise.serve.playground import PLAYGROUND_OPEN_PATHS, add_playground
@@ -251,42 +255,55 @@ def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastA
              summary=api.summary)(predict)
 
     @app.post("/v1/explain", response_model=ExplainResponse, responses=_ERRORS,
-              summary="Per-head attention and attention rollout of one text",
-              description="Not offered for a compound (multi-label + slots) classifier: "
-                          "answered with 409 'unsupported_model'.")
+              summary="Token attribution, per-head attention and rollout of one text",
+              description="The prediction (as /v1/predict answers it), each token's "
+                          "attribution to the answered intent (integrated gradients; a "
+                          "TF-IDF model's feature weights) with its completeness error, "
+                          "and, where the model has attention heads, their weights and "
+                          "rollout (null for a BiLSTM or a TF-IDF model). A compound "
+                          "(multi-label + slots) classifier explains each intent it "
+                          "answers. An ensemble is answered with 409 'unsupported_model'.")
     async def explain(body: ExplainRequest) -> ExplainResponse:
         served = state.served  # one model for the whole answer, as /v1/predict
-        if not served.api.explains:
-            raise InputError(409, "unsupported_model", f"/v1/explain does not support "
-                             f"{served.api.described} classifier; use /v1/predict for its intents "
-                             f"and slots")
-        if not served.has_attention:
-            clf = served.predictor.classifier
-            raise InputError(409, "no_attention", f"this model "
-                             f"({type(getattr(clf, 'model', clf)).__name__}) has no "
-                             f"attention heads to explain; /v1/explain needs a Transformer "
-                             f"classifier")
+        classifier = served.predictor.classifier
+        kind = kind_of_classifier(classifier)
+        if not kind.supports("explain"):
+            try:
+                kind.require("explain", "the served model")
+            except ValueError as e:
+                raise InputError(409, "unsupported_model", str(e)) from None
         where, text = body.one_text()
-        state.check_text(text, where)
-        state.check_ready()
+        served, texts, items, rows = await state.infer(text, where)
+        prediction = served.predictor.answer(
+            texts, items, np.stack(rows) if served.api.stack_rows else rows,
+            top_k=config.top_k)[0]
         try:
-            ex = await served.batcher.run_in_thread(explain_text, served.predictor.classifier,
-                                                    text)
+            ex = await served.batcher.run_in_thread(attribution.explain,
+                                                    served.predictor.classifier, text)
         except BatcherClosed:
             raise InputError(503, "stopping", "the service is shutting down") from None
-        item = EncodedText(((0,) * min(ex.total_tokens, served.predictor.max_length),),
-                           ex.total_tokens, "truncated" if ex.truncated else None)
-        prediction = served.predictor.answer([text], [item], ex.logits[None],
-                                          top_k=config.top_k)[0]
-        real = [i for i, t in enumerate(ex.tokens) if not t[3]] or list(range(len(ex.tokens)))
+        first = ex.attributions[0]
+        explained = [{"intent": a.intent,
+                      "attribution": [None if t[3] else float(v)
+                                      for t, v in zip(ex.tokens, a.scores, strict=True)],
+                      "completeness": a.completeness()} for a in ex.attributions]
+        attention = rollout = None
+        if ex.attention is not None:
+            matrix = ex.rollout()
+            real = [i for i, t in enumerate(ex.tokens) if not t[3]] or \
+                list(range(len(ex.tokens)))
+            attention = np.round(ex.attention.astype(np.float64), 6).tolist()
+            rollout = {"cls": np.round(matrix[0], 6).tolist(),
+                       "mean": np.round(matrix[real].mean(0), 6).tolist()}
         return ExplainResponse(
             model=served.name, prediction=prediction,
-            tokens=[{"token": t, "start": s, "end": e, "special": sp}
-                    for t, s, e, sp in ex.tokens],
-            num_layers=ex.attention.shape[0], num_heads=ex.attention.shape[1],
-            attention=np.round(ex.attention.numpy().astype(np.float64), 6).tolist(),
-            rollout={"cls": np.round(ex.rollout[0].numpy(), 6).tolist(),
-                     "mean": np.round(ex.rollout[real].mean(0).numpy(), 6).tolist()})
+            tokens=[{"token": t, "start": s, "end": e, "special": sp, "attribution": v}
+                    for (t, s, e, sp), v in zip(ex.tokens, explained[0]["attribution"],
+                                                strict=True)],
+            completeness=first.completeness(), explained=explained,
+            num_layers=None if ex.attention is None else ex.attention.shape[0],
+            num_heads=None if ex.attention is None else ex.attention.shape[1],
+            attention=attention, rollout=rollout)
 
     @app.get("/healthz", response_model=Health,
              summary="The process is up, and the model and runtime it serves")

@@ -34,6 +34,7 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from headwise.inspect.forward import NoAttentionError, attention_layers
 from headwise.models.config import ModelConfig
 from headwise.serve.state import ServiceState
 
@@ -133,6 +134,18 @@ def read_analysis_roles(path: str | Path) -> list[list[list[dict[str, Any]]]]:
                "source": "analysis"} for r in head] for head in layer] for layer in roles]
 
 
+def _has_attention(model: Any) -> bool:
+    """Whether the served network has attention heads to draw (a BiLSTM, a TF-IDF model or
+    an ensemble has none)."""
+    if model is None:
+        return False
+    try:
+        attention_layers(model)
+    except NoAttentionError:
+        return False
+    return True
+
+
 def playground_heads(state: ServiceState,
                      analysis: list[list[list[dict[str, Any]]]] | None) -> dict[str, Any]:
     """``GET /playground/heads``: the served model's name and the roles of its heads, by
@@ -149,7 +162,7 @@ def playground_heads(state: ServiceState,
         else:
             roles = [[built + analysis[layer][head] for head, built in enumerate(row)]
                      for layer, row in enumerate(roles)]
-    return {"model": served.name, "has_attention": served.has_attention, "roles": roles,
+    return {"model": served.name, "has_attention": _has_attention(model), "roles": roles,
             "analysis": analysis is not None and note is None, "note": note}
 
 

@@ -3,9 +3,10 @@
 Every predictor answers with :class:`~headwise.serve.schemas.PredictResponse` (the one
 answer of every model kind: intents, out-of-scope decision, slots). A single-label
 predictor (a network, a TF-IDF model, an ensemble: ``task`` ``"single_label"``) takes
-:class:`~headwise.serve.schemas.PredictRequest` and explains its answers; a multi-label one
-(``task`` ``"multi_label"``: a compound model) takes the compound request
-(``at_least_one``, ``reference_date``), and has no ``/v1/explain``. Each request schema
+:class:`~headwise.serve.schemas.PredictRequest`; a multi-label one (``task``
+``"multi_label"``: a compound model) takes the compound request (``at_least_one``,
+``reference_date``). ``/v1/explain`` serves every kind the kind registry says it can
+explain (:mod:`headwise.intent.kinds`, capability ``explain``). Each request schema
 states exactly what the served model takes. The app reads the served predictor's
 :class:`PredictApi` (:func:`api_for`) instead of testing which kind it is; a task added
 later declares its entry in :data:`PREDICT_APIS`.
@@ -37,7 +38,6 @@ class PredictApi:
         summary: the endpoint's summary.
         operation: the endpoint function's name (the OpenAPI operation id's stem).
         request, response: the pydantic models of the request and the answer.
-        explains: whether ``/v1/explain`` serves this task.
         options: the predictor's ``answer`` keyword arguments that a request carries.
         stack_rows: whether the predictor's ``answer`` takes its rows stacked into one array
             (logits) rather than as the list the batcher returned.
@@ -49,7 +49,6 @@ class PredictApi:
     operation: str
     request: type[BaseModel]
     response: type[BaseModel]
-    explains: bool
     options: Callable[[Any], dict[str, Any]]
     stack_rows: bool
 
@@ -66,9 +65,9 @@ PREDICT_APIS: dict[str, PredictApi] = {
     "single_label": PredictApi(
         described="a single-label",
         about="Intent recognition with calibrated confidence, out-of-scope detection and "
-              "per-head attention explanations.",
+              "explanations: token attribution and per-head attention.",
         summary="Top-k intents of one or many texts", operation="predict",
-        request=PredictRequest, response=PredictResponse, explains=True,
+        request=PredictRequest, response=PredictResponse,
         options=lambda body: {}, stack_rows=True),
     "multi_label": PredictApi(
         described="a compound (multi-label + slots)",
@@ -76,7 +75,7 @@ PREDICT_APIS: dict[str, PredictApi] = {
               "and normalised values.",
         summary="Every intent and the slots of one or many texts",
         operation="predict_compound", request=CompoundPredictRequest,
-        response=PredictResponse, explains=False,
+        response=PredictResponse,
         # whether one intent is a must, and the "today" of relative dates in the slots
         options=lambda body: {"at_least_one": body.at_least_one,
                               "reference_date": body.reference()},

@@ -317,6 +317,10 @@ class Token(BaseModel):
     start: int | None = Field(description="character offset of the token's first character")
     end: int | None = Field(description="character offset just past the token")
     special: bool
+    attribution: float | None = Field(
+        description="the token's share of the explained intent's logit change from the "
+                    "baseline (integrated gradients; a TF-IDF model's feature weights); "
+                    "null for special tokens")
 
 
 class Rollout(BaseModel):
@@ -326,17 +330,50 @@ class Rollout(BaseModel):
     mean: list[float] = Field(description="rollout rows averaged over all tokens")
 
 
+class Completeness(BaseModel):
+    """How well an explanation's attributions add up: they should sum to the intent's
+    logit change from the baseline (``delta``); ``error`` is what they miss by."""
+
+    intent: str
+    method: Literal["integrated_gradients", "feature_weights"]
+    sum: float = Field(description="the attributions' sum")
+    logit: float = Field(description="the intent's raw logit on the text")
+    baseline_logit: float = Field(description="its logit at the baseline (padding "
+                                              "embeddings; a TF-IDF model's intercept)")
+    delta: float = Field(description="logit - baseline_logit")
+    error: float = Field(description="sum - delta")
+    relative_error: float = Field(description="|error| / max(1, |delta|)")
+    tolerance: float = Field(description="what relative_error is held to")
+    within_tolerance: bool
+    steps: int = Field(description="integration steps (0: an exact sum)")
+
+
+class ExplainedIntent(BaseModel):
+    """One explained intent: each token's attribution, in token order."""
+
+    intent: str
+    attribution: list[float | None] = Field(description="per token; null for special tokens")
+    completeness: Completeness
+
+
 class ExplainResponse(BaseModel):
-    """``POST /v1/explain``'s answer: per-head attention and rollout for one text."""
+    """``POST /v1/explain``'s answer for one text: the prediction, each token's attribution
+    to the answered intent with its completeness, and, for a network with attention heads,
+    the per-head attention and its rollout (null otherwise: a BiLSTM, a TF-IDF model)."""
 
     model: str
     prediction: Prediction
     tokens: list[Token]
-    num_layers: int
-    num_heads: int
-    attention: list[list[list[list[float]]]] = Field(
+    completeness: Completeness = Field(description="of the attribution in tokens")
+    explained: list[ExplainedIntent] = Field(
+        description="every explained intent, the one in tokens first: the answered intent "
+                    "(its most probable one when out of scope); each intent a compound "
+                    "model answers")
+    num_layers: int | None
+    num_heads: int | None
+    attention: list[list[list[list[float]]]] | None = Field(
         description="weights [layer][head][query][key]; each query row sums to 1")
-    rollout: Rollout
+    rollout: Rollout | None
 
 
 class ErrorBody(BaseModel):

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from headwise.inspect.forward import NoAttentionError, attention_layers
 from headwise.intent.inference.bucketing import EncodedText
 from headwise.intent.inference.predictor import Predictor
 from headwise.serve.batching import MicroBatcher
@@ -50,11 +49,6 @@ class ServedModel:
             predictor.run, max_batch_size=config.max_batch_size,
             max_wait_s=config.max_wait_ms / 1000.0, batching=config.batching,
             on_batch=on_batch)
-        model = getattr(predictor.classifier, "model", None)  # None: a TF-IDF model, an ensemble
-        try:
-            self.has_attention = model is not None and bool(attention_layers(model))
-        except NoAttentionError:
-            self.has_attention = False
 
     async def start(self) -> None:
         """Start the batcher (its inference thread)."""

@@ -90,10 +90,6 @@ class ServiceState:
     def model_name(self) -> str:
         return self.served.name
 
-    @property
-    def has_attention(self) -> bool:
-        return self.served.has_attention
-
     def check_ready(self) -> None:
         if self.stopping:
             raise InputError(503, "stopping", "the service is shutting down")

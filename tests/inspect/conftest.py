@@ -33,6 +33,12 @@ def make_classifier(examples, *, num_heads=4, num_layers=2, pooling="mean", seed
 
 
 @pytest.fixture(scope="session")
+def classifier_factory():
+    """:func:`make_classifier`, for tests that build their own tiny classifier."""
+    return make_classifier
+
+
+@pytest.fixture(scope="session")
 def tiny_clf(demo_examples):
     return make_classifier(demo_examples)
 
@@ -52,6 +58,7 @@ def small_report(tiny_clf, demo_examples, tmp_path_factory):
         tiny_clf, [e.text for e in examples], [e.label for e in examples],
         spans=[[(s.start, s.end, s.category) for s in e.spans] for e in examples],
         options=InspectOptions(importance_examples=6, ablation_examples=8, random_repeats=1,
-                               faithfulness_examples=3, show_examples=4, pruning_step=0.25))
+                               faithfulness_examples=3, show_examples=4, pruning_step=0.25,
+                               attribution_cases=3, agreement_examples=5))
     out = tmp_path_factory.mktemp("report")
     return analysis, write_report(analysis, out, title="test report")

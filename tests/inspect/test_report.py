@@ -51,6 +51,21 @@ def test_analysis_sections(small_report):
     assert np.array(analysis["importance"]["gradient"]).shape == (2, 4)
     assert 0 <= analysis["accuracy"] <= 1
     assert len(analysis["examples"]) == 4
+    # the bad cases' attribution view: per unit, summing to the completeness sum
+    viewed = [c for c in analysis["bad_cases"]["cases"] if "attribution" in c]
+    assert len(viewed) == min(3, len(analysis["bad_cases"]["cases"]))
+    for c in viewed:
+        a = c["attribution"]
+        assert a["intent"] == c["predicted"] and a["completeness"]["within_tolerance"]
+        assert sum(v for v in a["attribution"] if v is not None) == \
+            pytest.approx(a["completeness"]["sum"], abs=1e-5)
+    agreement = analysis["negation_agreement"]
+    negation_heads = [[layer, head] for layer, row in enumerate(analysis["roles"])
+                      for head, roles in enumerate(row)
+                      if any(r["role"] == "negation" for r in roles)]
+    assert agreement["heads"] == negation_heads
+    assert agreement["verdict"] in {"agree", "disagree", "inconclusive", "no heads",
+                                    "every head has the role", "no texts"}
     json.dumps(analysis, allow_nan=False)
 
 

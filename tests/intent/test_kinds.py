@@ -117,7 +117,11 @@ def test_capabilities_are_declared_and_refused_with_the_reason(saved, tmp_path, 
     assert "which has no weight averaging" in capsys.readouterr().err
     assert main(["inspect", str(saved["tfidf"]), "--data", "x.csv", "--out",
                  str(tmp_path / "r")]) == 1
-    assert "has no attention heads to show" in capsys.readouterr().err
+    assert "has no attention heads to analyse" in capsys.readouterr().err
+    assert main(["explain", str(saved["ensemble"]), "lost my card"]) == 1
+    assert ("is an ensemble, which has no token attribution (`headwise explain`, "
+            "`/v1/explain`): its members' attributions are not one model's"
+            in capsys.readouterr().err)
 
 
 def test_registration_rules(toy):

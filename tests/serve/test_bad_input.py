@@ -160,14 +160,6 @@ def test_long_text_policies_say_what_they_did(encoder_dir):
     assert msg == f"texts[1] has {n} tokens, over the model's maximum length of {MAX_LENGTH}"
 
 
-def test_explain_on_a_bilstm_is_409(bilstm_dir):
-    with TestClient(create_app(ServeConfig(model_dir=str(bilstm_dir)))) as c:
-        wait_ready(c)
-        assert c.post("/v1/predict", json={"texts": "hi"}).status_code == 200
-        msg = _error(c.post("/v1/explain", json={"text": "hi"}), 409, "no_attention")
-    assert "BiLSTMClassifier" in msg and "no attention heads" in msg
-
-
 def test_pickle_file_is_refused_at_startup(encoder_dir, tmp_path, capsys):
     bad = tmp_path / "with_pickle"
     shutil.copytree(encoder_dir, bad)

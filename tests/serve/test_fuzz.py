@@ -85,6 +85,7 @@ def _check_explain(r) -> None:
     if r.status_code == 200:
         body = r.json()
         assert len(body["attention"][0][0]) == len(body["tokens"])
+        assert body["completeness"]["within_tolerance"]
 
 
 # --- every endpoint, from the OpenAPI document, behind API keys ----------------------------

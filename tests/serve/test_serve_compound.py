@@ -138,6 +138,7 @@ def test_openapi_shows_the_compound_schemas(cclient):
     assert set(schemas["Prediction"]["properties"]) == {
         "text", "intents", "out_of_scope", "slots", "top_k", "decision", "long_text"}
     assert "compound" in spec["paths"]["/v1/explain"]["post"]["description"]
+    assert "ensemble" in spec["paths"]["/v1/explain"]["post"]["description"]
 
 
 @pytest.mark.parametrize("max_rows", [64, 2])
@@ -228,11 +229,14 @@ def test_long_texts_can_be_rejected(compound_dir):
     assert "texts[1]" in r.json()["error"]["message"]
 
 
-def test_explain_refuses_and_health_ready_metrics_work(cclient):
-    r = cclient.post("/v1/explain", json={"text": "send 50 pounds"})
-    assert r.status_code == 409
-    assert r.json()["error"]["type"] == "unsupported_model"
-    assert "compound" in r.json()["error"]["message"]
+def test_explain_answers_and_health_ready_metrics_work(cclient):
+    r = cclient.post("/v1/explain", json={"text": TEXTS[0]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [e["intent"] for e in body["explained"]] == \
+        [i["intent"] for i in body["prediction"]["intents"]] == ["transfer"]
+    assert [s["name"] for s in body["prediction"]["slots"]] == ["amount_of_money"]
+    assert body["completeness"]["within_tolerance"]
     assert cclient.get("/healthz").json() == {"status": "ok", "model": "model",
                                               "runtime": "torch"}
     assert cclient.get("/readyz").json() == {"status": "ready", "model": "model",

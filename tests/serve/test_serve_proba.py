@@ -73,12 +73,22 @@ def test_the_service_answers_what_predict_answers(kind, tfidf_dir, ensemble_dir)
     assert all(p["out_of_scope"] for p in strict["predictions"])
 
 
-def test_a_tfidf_model_has_no_attention_to_explain(tfidf_dir):
+def test_a_tfidf_model_is_explained_by_its_features_and_an_ensemble_refused(
+        tfidf_dir, ensemble_dir):
     with _served(tfidf_dir) as client:
         wait_ready(client)
         r = client.post("/v1/explain", json={"text": QUERIES[0]})
-    assert r.status_code == 409 and r.json()["error"]["type"] == "no_attention"
-    assert "TfidfClassifier" in r.json()["error"]["message"]
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["attention"] is None and body["completeness"]["method"] == "feature_weights"
+    assert abs(body["completeness"]["error"]) < 1e-9
+    assert "".join(t["token"] for t in body["tokens"]) == QUERIES[0].replace(" ", "")
+    with _served(ensemble_dir) as client:
+        wait_ready(client)
+        r = client.post("/v1/explain", json={"text": QUERIES[0]})
+    assert r.status_code == 409 and r.json()["error"]["type"] == "unsupported_model"
+    assert "the served model is an ensemble, which has no token attribution" in \
+        r.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("options, match", [

@@ -36,6 +36,14 @@ function summary() {
     `${d.examples} examples (${d.labelled} with a known intent), ${fmt(d.mean_units, 1)} units on average, longest ${d.max_tokens} tokens`,
     `categories from ${D.category_source}: ${D.categories.join(", ")}`];
   if (D.accuracy !== null) parts.push(`accuracy ${pct(D.accuracy)}`);
+  const A = D.negation_agreement;
+  if (A) {
+    if (A.share === null) parts.push(`negation heads vs attribution: ${A.verdict}`);
+    else parts.push(`negation heads vs attribution on ${A.texts} negated texts: ${A.verdict} ` +
+      `(the negation heads put more of their rollout on the deciding tokens than the other heads on ${pct(A.share)} ` +
+      `[${pct(A.interval[0])}, ${pct(A.interval[1])}]; ${fmt(A.role_mass)} vs ${fmt(A.other_mass)}; ` +
+      `a negation word among the deciding tokens on ${pct(A.role_word_deciding)})`);
+  }
   $("summary").textContent = parts.join(" · ");
 }
 
@@ -240,10 +248,10 @@ function badCases() {
     box.append(el("h3", { text: "Heads most implicated across the errors" }), t);
   }
   const shown = new Map(D.examples.map((e, i) => [e.index, i]));
-  const t = el("table", { class: "bad" }, el("tr", {}, el("th", { text: "text" }), el("th", { text: "gold → predicted" }), el("th", { text: "heads that differ most (value vs correct mean)" })));
+  const t = el("table", { class: "bad" }, el("tr", {}, el("th", { text: "text (coloured by attribution to the predicted intent)" }), el("th", { text: "gold → predicted" }), el("th", { text: "heads that differ most (value vs correct mean)" })));
   for (const c of B.cases.slice(0, 40)) {
     const heads = c.heads.map((h) => `L${h.layer}H${h.head} ${h.feature} ${fmt(h.value, 2)} vs ${fmt(h.reference, 2)}`).join("; ");
-    const tr = el("tr", {}, el("td", { text: c.text || `#${c.index}` }), el("td", { text: `${c.gold} → ${c.predicted}` + (c.slices && c.slices.length ? ` [${c.slices.join(", ")}]` : "") }), el("td", { class: "small", text: heads }));
+    const tr = el("tr", {}, attributionCell(c), el("td", { text: `${c.gold} → ${c.predicted}` + (c.slices && c.slices.length ? ` [${c.slices.join(", ")}]` : "") }), el("td", { class: "small", text: heads }));
     tr.addEventListener("click", () => {
       if (c.heads.length) { state.layer = c.heads[0].layer; state.head = c.heads[0].head; }
       if (shown.has(c.index)) { state.example = shown.get(c.index); $("sel-example").value = String(state.example); }
@@ -252,6 +260,25 @@ function badCases() {
     t.append(tr);
   }
   box.append(t);
+}
+
+// a bad case's text, each word tinted by its attribution (integrated gradients) to the
+// predicted intent: red for, blue against; the completeness check in the tooltip
+function attributionCell(c) {
+  const A = c.attribution, td = el("td");
+  if (!A) { td.textContent = c.text || `#${c.index}`; return td; }
+  const vals = A.attribution.filter((v) => v !== null), top = Math.max(1e-12, ...vals.map(Math.abs));
+  A.units.forEach((u, i) => {
+    const v = A.attribution[i];
+    if (v === null) return;
+    const s = el("span", { text: u, title: `${u}: ${fmt(v, 3)}` });
+    const a = Math.min(1, Math.abs(v) / top);
+    s.style.background = v >= 0 ? `rgba(214, 39, 40, ${0.65 * a})` : `rgba(31, 119, 180, ${0.65 * a})`;
+    td.append(s);
+  });
+  const k = A.completeness;
+  td.title = `attribution to ${A.intent}; completeness error ${fmt(k.error, 4)} (${pct(k.relative_error)}, tolerance ${pct(k.tolerance)})`;
+  return td;
 }
 
 // ---- faithfulness and rollout ------------------------------------------------------------

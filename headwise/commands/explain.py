@@ -1,0 +1,147 @@
+"""``headwise explain MODEL TEXT``: why one text got its answer.
+
+The answer (intents and confidences, as ``headwise predict``), each token's attribution
+to the explained intent (integrated gradients over the input embeddings for a network, the
+features' weights for a TF-IDF model) with its completeness error, and for a network with
+attention heads the heads that attend most to the deciding tokens, with the roles a head
+analysis (``headwise inspect``, ``--report``) gave them. ``--json`` prints one JSON object:
+``intents``, ``tokens`` (``token``, ``start``, ``end``, ``special``, ``attribution``),
+``heads``, ``completeness`` and ``explained`` (every explained intent: a compound model
+explains each intent it answers). See :mod:`headwise.inspect.attribution`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+#: characters of a bar for the largest attribution in the plain output
+BAR = 20
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "explain", help="explain one text's answer: token attribution and the deciding heads",
+        description="The answer to TEXT, each token's attribution to the answered intent "
+        "(integrated gradients over the input embeddings for a network: Transformer, "
+        "pretrained encoder, BiLSTM, compound; the features' weights for a TF-IDF model) "
+        "with its completeness error (the attributions sum to the logit's difference from "
+        "the baseline, within a stated tolerance), and the attention heads that attend most "
+        "to the deciding tokens, with their roles (negation, number, previous/next ...) from "
+        "a head analysis when --report names one. An ensemble is refused: explain a member.")
+    p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
+    p.add_argument("text", metavar="TEXT", help="the text to explain")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--intent", action="append", metavar="NAME",
+                   help="explain this intent instead of the answer's (repeatable)")
+    p.add_argument("--report", metavar="DIR",
+                   help="a `headwise inspect` report directory of this model: the heads' "
+                        "roles come from its stats.json")
+    p.add_argument("--heads", type=int, default=5, help="heads listed (default 5)")
+    p.add_argument("--steps", type=int, default=32,
+                   help="integration steps of the first try; doubled (up to 1024) while the "
+                        "completeness error is above the tolerance (default 32)")
+    p.set_defaults(func=run)
+
+
+def _roles(report: str | None) -> list | None:
+    if report is None:
+        return None
+    path = Path(report) / "stats.json"
+    if not path.is_file():
+        raise ValueError(f"--report {report}: no stats.json (a `headwise inspect --out` "
+                         f"directory holds one)")
+    roles = json.loads(path.read_text(encoding="utf-8")).get("roles")
+    if roles is None:
+        raise ValueError(f"{path} holds no head roles")
+    return roles
+
+
+def result(model: str, text: str, *, intents: list[str] | None = None,
+           report: str | None = None, heads: int = 5, steps: int = 32) -> dict[str, Any]:
+    """The JSON object ``headwise explain --json`` prints.
+
+    Raises:
+        ValueError: a kind that cannot be explained (the kind registry's reason), an
+            unknown intent, a report without roles.
+    """
+    from headwise.inspect.attribution import deciding_heads, explain
+    from headwise.intent.kinds import kind_of
+
+    kind = kind_of(model)
+    kind.require("explain", model)
+    roles = _roles(report)
+    clf = kind.load(model)
+    ex = explain(clf, text, intents=intents, steps=steps)
+    answer = clf.predict([text])[0].to_dict()
+    first = ex.attributions[0]
+    return {
+        "model": Path(model).name, "text": text,
+        "intents": answer["intents"], "top_k": answer["top_k"],
+        "out_of_scope": answer["out_of_scope"], "slots": answer["slots"],
+        "explained_intent": first.intent, "method": first.method,
+        "truncated": ex.truncated,
+        "tokens": [{"token": t, "start": s, "end": e, "special": sp,
+                    "attribution": None if sp else float(v)}
+                   for (t, s, e, sp), v in zip(ex.tokens, first.scores, strict=True)],
+        "heads": deciding_heads(ex, roles=roles, top_heads=heads),
+        "completeness": first.completeness(),
+        "explained": [{"intent": a.intent, "attribution": [None if sp else float(v) for
+                                                          (*_, sp), v in zip(ex.tokens,
+                                                                             a.scores,
+                                                                             strict=True)],
+                       "completeness": a.completeness()} for a in ex.attributions],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    out = result(args.model, args.text, intents=args.intent, report=args.report,
+                 heads=args.heads, steps=args.steps)
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+        return 0
+    for line in render(out):
+        print(line)
+    return 0
+
+
+def render(out: dict[str, Any]) -> list[str]:
+    """The plain output for a person."""
+    lines = []
+    if out["out_of_scope"]:
+        top = out["top_k"][0]
+        lines.append(f"answer: out of scope (most probable: {top['intent']} "
+                     f"{top['confidence']:.2f})")
+    else:
+        lines.append("answer: " + ", ".join(f"{i['intent']} {i['confidence']:.2f}"
+                                            for i in out["intents"]))
+    for explained in out["explained"]:
+        c = explained["completeness"]
+        how = "integrated gradients" if c["method"] == "integrated_gradients" \
+            else "feature weights"
+        verdict = "holds" if c["within_tolerance"] else "NOT within tolerance"
+        lines.append(f"\nwhy {explained['intent']} ({how}): attributions sum to "
+                     f"{c['sum']:+.4f}, the logit's change from the baseline is "
+                     f"{c['delta']:+.4f}; completeness error {c['error']:+.2e} "
+                     f"({c['relative_error']:.2%}, tolerance {c['tolerance']:.0%}: "
+                     f"{verdict}{', ' + str(c['steps']) + ' steps' if c['steps'] else ''})")
+        values = [v for v in explained["attribution"] if v is not None]
+        scale = max((abs(v) for v in values), default=0.0) or 1.0
+        for token, v in zip(out["tokens"], explained["attribution"], strict=True):
+            if v is None:
+                continue
+            bar = ("+" if v >= 0 else "-") * round(BAR * abs(v) / scale)
+            lines.append(f"  {token['token']:<12} {v:+9.4f}  {bar}")
+    if out["heads"]:
+        lines.append(f"\nheads attending most to the deciding tokens "
+                     f"({', '.join(out['heads'][0]['tokens'])}):")
+        for h in out["heads"]:
+            roles = "roles unknown (--report)" if h["roles"] is None \
+                else "/".join(h["roles"]) or "-"
+            lines.append(f"  layer {h['layer']} head {h['head']}: {h['mass']:.0%} of its "
+                         f"rollout on them; {roles}")
+    if out["truncated"]:
+        lines.append("\n(the text was cut to the model's maximum length)")
+    return lines

@@ -1,0 +1,724 @@
+"""Token attribution for one text, measured: integrated gradients with its completeness
+error, the attention beside it, the heads that attend to the deciding tokens, and
+deletion curves that say which explanation is faithful.
+
+**Networks** (the from-scratch Transformer, the BiLSTM, the imported pretrained encoders,
+compound multi-label + slots models): integrated gradients (Sundararajan et al. 2017),
+computed by Captum's ``LayerIntegratedGradients`` over the output of the token embedding
+table (``word_embeddings`` of a Transformer, ``embedding`` of the BiLSTM). The baseline
+puts the padding token's embedding at every position but the special tokens ([CLS],
+[SEP]), which keep theirs, so their attribution is exactly zero; positions, segments and
+the attention mask stay those of the text. The explained score is an intent's raw logit
+(before the temperature, which only divides it). Completeness says that the attributions
+sum to ``logit(x) - logit(baseline)``; the sum of a finite quadrature misses it by the
+*completeness error*, which each explanation reports beside the tolerance it is held to
+(:data:`COMPLETENESS_TOLERANCE`, relative to ``max(1, |logit(x) - logit(baseline)|)``):
+the number of integration steps doubles until the error is within it, or
+``max_steps`` is reached. The baseline logit is the network's output at the start of
+the integrated path itself (the baseline embeddings fed through a hook), so the check
+holds even where a network reads the token ids beside the embeddings (the number and
+negation key biases).
+
+**TF-IDF models** are linear in their features: a feature's contribution is its TF-IDF
+value times its weight, spread evenly over the characters of its occurrences in the text
+and summed per token (a CJK character, a run of letters and digits, or another character).
+The baseline is the empty text (the intercept), so completeness holds to rounding.
+
+**Deletion curves** (DeYoung et al. 2020's comprehensiveness, Samek et al. 2017's area
+over the perturbation curve): remove a text's top-ranked tokens by a method (masked out of
+the attention and the pooling, positions unchanged, as the leave-one-out check of
+:mod:`~headwise.inspect.faithfulness`), follow the predicted intent's probability, and
+average its drop over the removed fractions: the larger the area over the curve, the
+more the method's top tokens carry the decision. Methods: ``ig`` (integrated gradients),
+``rollout`` (:func:`~headwise.inspect.rollout.attention_rollout`), ``attention`` (the
+last layer's head-averaged pooled row) and ``random``. Which one is the most faithful for
+a model is measured by ``benchmarks/explain_faithfulness.py`` (the BENCHMARKS section
+"Explanation faithfulness"), not assumed.
+
+**The head report** (:func:`~headwise.inspect.analysis.inspect_classifier`) shows each
+listed bad case with its words' attribution (:func:`case_views`) and measures whether the
+heads of a role (the negation heads) attend to what the attribution finds deciding on
+the texts that hold the role's words (:func:`role_agreement`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from headwise.attention import capture_attention
+from headwise.inspect.forward import NoAttentionError, attention_layers, pooling_of
+from headwise.inspect.rollout import attention_rollout, head_rollout, pool_vector, rollout_matrix
+from headwise.inspect.words import Segmented
+from headwise.text.tokenizer import Tokenizer
+
+__all__ = ["COMPLETENESS_TOLERANCE", "DELETION_FRACTIONS", "DELETION_METHODS", "Attribution",
+           "Explanation", "TokenSpan", "case_views", "deciding_heads", "deletion_curves",
+           "embedding_layer", "explain", "integrated_gradients", "method_scores",
+           "role_agreement", "token_spans", "unit_attribution"]
+
+#: the completeness error an explanation is held to, relative to
+#: ``max(1, |logit(x) - logit(baseline)|)``
+COMPLETENESS_TOLERANCE = 0.01
+#: the shares of a text's tokens removed along a deletion curve
+DELETION_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
+#: the token rankings a deletion curve compares
+DELETION_METHODS = ("ig", "rollout", "attention", "random")
+
+#: (token, start, end, special): special tokens have no character span
+TokenSpan = tuple[str, int | None, int | None, bool]
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The attribution of one intent's score to the tokens of one text.
+
+    Attributes:
+        intent: the intent explained.
+        index: its output index.
+        scores: (tokens,) float64, one per token of :attr:`Explanation.tokens` (0 for
+            special tokens).
+        logit: the intent's raw logit on the text.
+        baseline_logit: its logit at the baseline (the path's start; the intercept of a
+            TF-IDF model).
+        error: ``scores.sum() - (logit - baseline_logit)``: the completeness error.
+        tolerance: what :attr:`error` is held to, relative to ``max(1, |delta|)``.
+        steps: integration steps used (0 for a TF-IDF model's exact sum).
+        method: ``"integrated_gradients"`` or ``"feature_weights"``.
+    """
+
+    intent: str
+    index: int
+    scores: np.ndarray
+    logit: float
+    baseline_logit: float
+    error: float
+    tolerance: float
+    steps: int
+    method: str
+
+    @property
+    def delta(self) -> float:
+        """``logit - baseline_logit``: what the attributions should sum to."""
+        return self.logit - self.baseline_logit
+
+    @property
+    def relative_error(self) -> float:
+        """``|error| / max(1, |delta|)``."""
+        return abs(self.error) / max(1.0, abs(self.delta))
+
+    @property
+    def within_tolerance(self) -> bool:
+        """Whether completeness holds within :attr:`tolerance`."""
+        return self.relative_error <= self.tolerance
+
+    def completeness(self) -> dict[str, Any]:
+        """The completeness check as a JSON-serialisable dict."""
+        return {"intent": self.intent, "method": self.method,
+                "sum": float(self.scores.sum()), "logit": self.logit,
+                "baseline_logit": self.baseline_logit, "delta": self.delta,
+                "error": self.error, "relative_error": self.relative_error,
+                "tolerance": self.tolerance, "within_tolerance": self.within_tolerance,
+                "steps": self.steps}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """One text explained.
+
+    Attributes:
+        text: the text.
+        tokens: ``[(token, start, end, special)]`` as the model read it (truncated).
+        logits: (intents,) float64 raw logits of the text.
+        labels: the intent names, index = output.
+        attributions: one :class:`Attribution` per explained intent, the predicted
+            (or chosen) intents first.
+        attention: (layers, heads, n, n) float32 attention weights; None for a network
+            without attention heads (BiLSTM) and a TF-IDF model.
+        pooling: how the network pools (``"cls"``/``"mean"``; None without attention).
+        truncated: whether the text was cut to the model's maximum length.
+        total_tokens: tokens of the whole text (special tokens included).
+    """
+
+    text: str
+    tokens: list[TokenSpan]
+    logits: np.ndarray
+    labels: list[str]
+    attributions: list[Attribution]
+    attention: np.ndarray | None
+    pooling: str | None
+    truncated: bool
+    total_tokens: int
+
+    @property
+    def special(self) -> np.ndarray:
+        """(tokens,) bool: which tokens are special."""
+        return np.array([t[3] for t in self.tokens], dtype=bool)
+
+    def rollout(self) -> np.ndarray | None:
+        """The (n, n) rollout matrix (:func:`~headwise.inspect.rollout.rollout_matrix`), or
+        None without attention."""
+        return None if self.attention is None else rollout_matrix(self.attention)
+
+
+# -- tokens ----------------------------------------------------------------------------
+def token_spans(tokenizer: Tokenizer, text: str, ids: Sequence[int]) -> list[TokenSpan]:
+    """The tokens of ``ids`` (the tokenizer's encoding of ``text``, possibly truncated) with
+    their character spans; special tokens have none, and so has every token when the
+    tokenizer's pieces do not line up with the ids."""
+    ids = list(ids)
+    lead = int(bool(ids) and tokenizer.cls_token_id is not None
+               and ids[0] == tokenizer.cls_token_id)
+    tail = int(len(ids) > lead and tokenizer.sep_token_id is not None
+               and ids[-1] == tokenizer.sep_token_id)
+    body = ids[lead:len(ids) - tail]
+    names = tokenizer.tokenize(text)[:len(body)]
+    spans = tokenizer.offsets(text)[:len(body)]
+    if len(names) != len(body) or len(spans) != len(body):
+        names = [tokenizer.backend.id_to_token(i) or "" for i in body]
+        spans = [(None, None)] * len(body)
+    out: list[TokenSpan] = []
+    if lead:
+        out.append((tokenizer.backend.id_to_token(ids[0]), None, None, True))
+    out.extend((name, s, e, False) for name, (s, e) in zip(names, spans, strict=True))
+    if tail:
+        out.append((tokenizer.backend.id_to_token(ids[-1]), None, None, True))
+    return out
+
+
+# -- integrated gradients --------------------------------------------------------------
+def embedding_layer(model: nn.Module) -> nn.Module:
+    """The token embedding table whose output integrated gradients integrates over.
+
+    Raises:
+        TypeError: a network with neither a Transformer encoder's nor the BiLSTM's table.
+    """
+    encoder = getattr(model, "encoder", None)
+    embeddings = getattr(encoder, "embeddings", None)
+    table = getattr(embeddings, "word_embeddings", None)
+    if isinstance(table, nn.Embedding):
+        return table
+    table = getattr(model, "embedding", None)
+    if isinstance(table, nn.Embedding):
+        return table
+    raise TypeError(f"{type(model).__name__} has no token embedding table to attribute to "
+                    f"(a Transformer encoder's word_embeddings or the BiLSTM's embedding)")
+
+
+def _logits(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+            ) -> torch.Tensor:
+    return model(input_ids=input_ids, attention_mask=attention_mask)["logits"]
+
+
+def _layer_output(model: nn.Module, layer: nn.Module, ids: torch.Tensor, mask: torch.Tensor
+                  ) -> torch.Tensor:
+    seen: list[torch.Tensor] = []
+    handle = layer.register_forward_hook(lambda _m, _i, out: seen.append(out.detach()))
+    try:
+        _logits(model, ids, mask)
+    finally:
+        handle.remove()
+    return seen[0]
+
+
+def _logits_with(model: nn.Module, layer: nn.Module, ids: torch.Tensor, mask: torch.Tensor,
+                 replacement: torch.Tensor) -> torch.Tensor:
+    handle = layer.register_forward_hook(lambda _m, _i, _out: replacement)
+    try:
+        return _logits(model, ids, mask)
+    finally:
+        handle.remove()
+
+
+def integrated_gradients(model: nn.Module, input_ids: torch.Tensor,
+                         attention_mask: torch.Tensor, targets: Sequence[int], *,
+                         baseline_ids: torch.Tensor, steps: int = 32, max_steps: int = 1024,
+                         tolerance: float = COMPLETENESS_TOLERANCE
+                         ) -> list[tuple[np.ndarray, float, float, float, int]]:
+    """Integrated gradients of one text's logits over its token embeddings (Captum).
+
+    Args:
+        model: a classifier network (``model(input_ids=, attention_mask=)["logits"]``), in
+            eval mode.
+        input_ids, attention_mask: (1, n) the text.
+        targets: the logit indices to explain.
+        baseline_ids: (1, n) the baseline's token ids (their embeddings start the path).
+        steps: Gauss-Legendre steps of the first try.
+        max_steps: the most steps; they double while the completeness error is above
+            ``tolerance``.
+        tolerance: the relative completeness error aimed at.
+
+    Returns:
+        Per target ``(scores (n,), logit, baseline_logit, error, steps)``.
+
+    Raises:
+        ValueError: not one text, or ``steps < 1``.
+    """
+    from captum.attr import LayerIntegratedGradients
+
+    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"integrated gradients explains one text: input_ids (1, n), got "
+                         f"{tuple(input_ids.shape)}")
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    layer = embedding_layer(model)
+    mask = attention_mask.bool()
+    with torch.inference_mode(False), torch.no_grad():
+        logits = _logits(model, input_ids, mask)[0].double()
+        start = _layer_output(model, layer, baseline_ids, mask)
+        base = _logits_with(model, layer, input_ids, mask, start)[0].double()
+    lig = LayerIntegratedGradients(lambda ids, m: _logits(model, ids, m), layer)
+    out = []
+    for target in targets:
+        n = steps
+        while True:
+            with torch.inference_mode(False):
+                attr = lig.attribute(input_ids, baselines=baseline_ids, target=int(target),
+                                     additional_forward_args=(mask,), n_steps=n,
+                                     method="gausslegendre", internal_batch_size=n)
+            scores = attr[0].double().sum(-1).detach().cpu().numpy()
+            delta = float(logits[target] - base[target])
+            error = float(scores.sum() - delta)
+            if abs(error) <= tolerance * max(1.0, abs(delta)) or n >= max_steps:
+                break
+            n = min(2 * n, max_steps)
+        out.append((scores, float(logits[target]), float(base[target]), error, n))
+    return out
+
+
+def _baseline_ids(tokenizer: Tokenizer, ids: torch.Tensor) -> torch.Tensor:
+    special = {i for i in (tokenizer.cls_token_id, tokenizer.sep_token_id) if i is not None}
+    keep = torch.tensor([[int(i) in special for i in ids[0].tolist()]], device=ids.device)
+    return torch.where(keep, ids, torch.full_like(ids, tokenizer.pad_token_id))
+
+
+def _network_explanation(model: nn.Module, tokenizer: Tokenizer, max_length: int, text: str,
+                         labels: list[str], choose: Callable[[np.ndarray], list[int]],
+                         intents: Sequence[str] | None, steps: int, max_steps: int,
+                         tolerance: float) -> Explanation:
+    total = int(tokenizer([text], max_length=None)["attention_mask"].sum())
+    batch = tokenizer([text], max_length=max_length)
+    device = next(model.parameters()).device
+    ids = batch["input_ids"].to(device)
+    mask = batch["attention_mask"].bool().to(device)
+    try:
+        layers = attention_layers(model)
+    except NoAttentionError:
+        layers = []
+    with torch.no_grad():
+        if layers:
+            with capture_attention(layers, to_cpu=True) as cap:
+                logits = _logits(model, ids, mask)[0].double().cpu().numpy()
+            attention = torch.stack([cap[m][0][0] for m in layers]).float().numpy()
+        else:
+            logits = _logits(model, ids, mask)[0].double().cpu().numpy()
+            attention = None
+    targets = _targets(labels, intents) if intents is not None else choose(logits)
+    found = integrated_gradients(model, ids, mask, targets,
+                                 baseline_ids=_baseline_ids(tokenizer, ids), steps=steps,
+                                 max_steps=max_steps, tolerance=tolerance)
+    attributions = [Attribution(labels[t], t, scores, logit, base, error, tolerance, n,
+                                "integrated_gradients")
+                    for t, (scores, logit, base, error, n) in zip(targets, found, strict=True)]
+    return Explanation(text, token_spans(tokenizer, text, ids[0].tolist()), logits, labels,
+                       attributions, attention, pooling_of(model) if layers else None,
+                       total > ids.shape[1], total)
+
+
+def _targets(labels: list[str], intents: Sequence[str]) -> list[int]:
+    index = {name: i for i, name in enumerate(labels)}
+    unknown = [x for x in intents if x not in index]
+    if unknown:
+        raise ValueError(f"unknown intents {unknown}; the model's intents: {labels}")
+    return [index[x] for x in intents]
+
+
+# -- TF-IDF ----------------------------------------------------------------------------
+_TFIDF_TOKEN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\W_]+|\S", re.UNICODE)
+
+
+def _feature_positions(vectorizer: Any, text: str) -> dict[str, list[list[int]]]:
+    """Each n-gram a fitted ``TfidfVectorizer`` reads in ``text``: the character positions
+    of each of its occurrences (the analyzers of scikit-learn, with offsets kept)."""
+    low = text.lower() if vectorizer.lowercase else text
+    lo, hi = vectorizer.ngram_range
+    found: dict[str, list[list[int]]] = {}
+    if vectorizer.analyzer == "word":
+        words = [(m.group(), m.start(), m.end())
+                 for m in re.finditer(vectorizer.token_pattern, low)]
+        for n in range(lo, hi + 1):
+            for i in range(len(words) - n + 1):
+                gram = words[i:i + n]
+                key = " ".join(w for w, _, _ in gram)
+                found.setdefault(key, []).append(
+                    [p for _, s, e in gram for p in range(s, e)])
+        return found
+    if vectorizer.analyzer == "char":
+        # scikit-learn collapses each run of white space to one space
+        chars: list[tuple[str, int | None]] = []
+        for m in re.finditer(r"\s\s+|.", low, re.DOTALL):
+            chars.append((" ", m.start()) if m.group().isspace() else (m.group(), m.start()))
+        grams = [chars]
+    elif vectorizer.analyzer == "char_wb":
+        grams = [[(" ", None)] + [(c, m.start() + k) for k, c in enumerate(m.group())]
+                 + [(" ", None)] for m in re.finditer(r"\S+", low)]
+    else:
+        raise ValueError(f"no offsets for the analyzer {vectorizer.analyzer!r}")
+    for seq in grams:
+        for n in range(lo, hi + 1):
+            starts = range(max(1, len(seq) - n + 1))
+            for i in starts:
+                piece = seq[i:i + n]
+                found.setdefault("".join(c for c, _ in piece), []).append(
+                    [p for _, p in piece if p is not None])
+            if vectorizer.analyzer == "char_wb" and len(seq) <= n:
+                break  # scikit-learn counts a word shorter than n once
+    return found
+
+
+def _tfidf_explanation(clf: Any, text: str, intents: Sequence[str] | None) -> Explanation:
+    labels = list(clf.labels)
+    logits = clf.logits([text])[0]
+    x = clf.features([text]).tocsr()
+    units = [(m.group(), m.start(), m.end()) for m in _TFIDF_TOKEN.finditer(text)]
+    owner = np.full(len(text), -1)
+    for u, (_, s, e) in enumerate(units):
+        owner[s:e] = u
+    targets = _targets(labels, intents) if intents is not None \
+        else [int(np.argmax(logits))]
+    per_char = np.zeros((len(targets), len(text)))
+    offset = 0
+    for vectorizer in clf.vectorizers:
+        vocab = vectorizer.vocabulary_
+        positions = _feature_positions(vectorizer, text)
+        for gram, where in positions.items():
+            column = vocab.get(gram)
+            if column is None:
+                continue
+            value = x[0, offset + column]
+            where = [w for w in where if w]
+            if value == 0 or not where:
+                continue
+            share = value * clf.coef[targets, offset + column] / len(where)
+            for occurrence in where:
+                per_char[:, occurrence] += share[:, None] / len(occurrence)
+        offset += len(vocab)
+    attributions = []
+    for row, t in enumerate(targets):
+        scores = np.array([per_char[row, s:e].sum() for _, s, e in units])
+        logit, base = float(logits[t]), float(clf.intercept[t])
+        attributions.append(Attribution(labels[t], t, scores, logit, base,
+                                        float(scores.sum() - (logit - base)),
+                                        COMPLETENESS_TOLERANCE, 0, "feature_weights"))
+    return Explanation(text, [(u, s, e, False) for u, s, e in units], logits, labels,
+                       attributions, None, None, False, len(units))
+
+
+# -- one entry -------------------------------------------------------------------------
+def explain(classifier: Any, text: str, *, intents: Sequence[str] | None = None,
+            steps: int = 32, max_steps: int = 1024,
+            tolerance: float = COMPLETENESS_TOLERANCE) -> Explanation:
+    """Explain one text's answer: token attributions with their completeness error, and
+    the attention weights of a network that has heads.
+
+    Args:
+        classifier: a loaded classifier: an intent classifier (Transformer, pretrained
+            encoder or BiLSTM), a compound classifier or a TF-IDF model.
+        text: the text (truncated to the model's maximum length).
+        intents: the intents to explain; default the answer's: a single-label model's
+            top intent, a compound model's intents over their thresholds (its most
+            probable one when none is).
+        steps: integration steps of the first try (networks).
+        max_steps: the most integration steps (doubled from ``steps`` while the
+            completeness error is above ``tolerance``; a sharp turn of the network along
+            the path, such as a layer norm of a nearly empty embedding, needs many).
+        tolerance: the relative completeness error aimed at.
+
+    Returns:
+        An :class:`Explanation`.
+
+    Raises:
+        ValueError: a kind that cannot be explained (the kind registry's reason), an
+            unknown intent.
+    """
+    from headwise.intent.compound.classifier import CompoundClassifier
+    from headwise.intent.kinds import kind_of_classifier
+
+    kind_of_classifier(classifier).require("explain", f"this {type(classifier).__name__}")
+    if hasattr(classifier, "vectorizers") and hasattr(classifier, "coef"):
+        return _tfidf_explanation(classifier, text, intents)
+    if isinstance(classifier, CompoundClassifier):
+        def chosen(logits: np.ndarray) -> list[int]:
+            # the compound predictor's probabilities: a sigmoid per intent, or a softmax
+            probs = 1.0 / (1.0 + np.exp(-logits[None])) if classifier.model.multi_label \
+                else _softmax(logits[None])
+            keep = classifier.chosen_intents(probs, classifier.thresholds, True)[0]
+            order = np.argsort(-probs[0], kind="stable")
+            return [int(j) for j in order if keep[j]]
+
+        return _network_explanation(classifier.model, classifier.tokenizer,
+                                    classifier.max_length, text, list(classifier.intents),
+                                    chosen, intents, steps, max_steps, tolerance)
+    return _network_explanation(classifier.model, classifier.tokenizer, classifier.max_length,
+                                text, list(classifier.labels),
+                                lambda logits: [int(np.argmax(logits))], intents, steps,
+                                max_steps, tolerance)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.exp(logits - logits.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+# -- heads -----------------------------------------------------------------------------
+def deciding_heads(explanation: Explanation, *, roles: list | None = None,
+                   top_tokens: int = 3, top_heads: int = 5) -> list[dict[str, Any]]:
+    """The heads that attend most to the tokens that decide the first explained intent.
+
+    The deciding tokens are the ``top_tokens`` with the largest positive attribution; a
+    head's score is the share of the classification token's per-head rollout
+    (:func:`~headwise.inspect.rollout.head_rollout`: that head at its layer, the layers
+    below head-averaged) that lands on them.
+
+    Args:
+        explanation: from :func:`explain`, with attention.
+        roles: ``roles[layer][head]`` of a head analysis
+            (:func:`~headwise.inspect.roles.head_roles`; ``stats.json``'s ``"roles"``), or
+            None when unknown.
+        top_tokens: how many deciding tokens.
+        top_heads: how many heads to list.
+
+    Returns:
+        ``[{"layer", "head", "mass", "tokens", "roles"}]``, best first (``roles`` a list of
+        role names, None when unknown); empty without attention.
+    """
+    if explanation.attention is None or not explanation.attributions:
+        return []
+    scores = explanation.attributions[0].scores.copy()
+    scores[explanation.special] = -np.inf
+    order = [int(i) for i in np.argsort(-scores, kind="stable")
+             if np.isfinite(scores[i]) and scores[i] > 0][:top_tokens]
+    if not order:
+        return []
+    per_head = head_rollout(explanation.attention, explanation.pooling or "cls")
+    mass = per_head[:, :, order].sum(-1)  # (layers, heads)
+    ranked = np.dstack(np.unravel_index(np.argsort(-mass, axis=None, kind="stable"),
+                                        mass.shape))[0][:top_heads]
+    out = []
+    for layer, head in ranked.tolist():
+        known = None
+        if roles is not None and layer < len(roles) and head < len(roles[layer]):
+            known = [r["role"] for r in roles[layer][head]]
+        out.append({"layer": layer, "head": head, "mass": float(mass[layer, head]),
+                    "tokens": [explanation.tokens[i][0] for i in order], "roles": known})
+    return out
+
+
+# -- deletion curves -------------------------------------------------------------------
+def method_scores(classifier: Any, text: str, *, seed: int = 0, steps: int = 32
+                  ) -> tuple[Explanation, dict[str, np.ndarray]]:
+    """Each deletion method's score of every token of one text (special tokens -inf, so
+    they are never removed).
+
+    Args:
+        classifier: an intent classifier (a single-label network).
+        text: the text.
+        seed: the random ranking's seed.
+        steps: integration steps of the first try.
+
+    Returns:
+        ``(explanation, {method: (tokens,) float64})``: ``ig`` always, ``rollout`` and
+        ``attention`` for a network with heads, ``random``.
+    """
+    ex = explain(classifier, text, steps=steps)
+    special = ex.special
+    n = len(ex.tokens)
+    out = {"ig": ex.attributions[0].scores.copy()}
+    if ex.attention is not None:
+        out["rollout"] = attention_rollout(ex.attention, ex.pooling or "cls")
+        out["attention"] = pool_vector(n, ex.pooling or "cls") @ \
+            ex.attention[-1].astype(np.float64).mean(0)
+    out["random"] = np.random.default_rng(seed).random(n)
+    for v in out.values():
+        v[special] = -np.inf
+    return ex, out
+
+
+@torch.no_grad()
+def deletion_curves(classifier: Any, texts: Sequence[str], *,
+                    fractions: Sequence[float] = DELETION_FRACTIONS, seed: int = 0,
+                    steps: int = 32) -> dict[str, Any]:
+    """Deletion curves of each method over texts, and the area over them.
+
+    For each text and method, the ``ceil(f * tokens)`` top-ranked real tokens are masked
+    out for each fraction ``f``, and the predicted intent's probability (softmax of the
+    logits over the temperature) is read again.
+
+    Args:
+        classifier: an intent classifier (a single-label network).
+        texts: the texts.
+        fractions: the shares of each text's real tokens removed.
+        seed: the seed of the random ranking (text ``i`` uses ``seed + i``).
+        steps: integration steps of the first try.
+
+    Returns:
+        ``{"fractions", "methods", "per_text": [{method: area}], "curves": {method:
+        (texts, 1 + fractions) probabilities}, "area": {method: (texts,) area over the
+        curve}, "completeness": (texts,) relative completeness errors}``.
+
+    Raises:
+        ValueError: no texts, or a fraction outside (0, 1].
+    """
+    if not texts:
+        raise ValueError("deletion curves need at least one text")
+    if any(not 0 < f <= 1 for f in fractions):
+        raise ValueError(f"fractions must be in (0, 1], got {list(fractions)}")
+    model = classifier.model
+    device = next(model.parameters()).device
+    temperature = float(getattr(classifier, "temperature", 1.0))
+    curves: dict[str, list[np.ndarray]] = {}
+    completeness = []
+    for i, text in enumerate(texts):
+        ex, scores = method_scores(classifier, text, seed=seed + i, steps=steps)
+        completeness.append(ex.attributions[0].relative_error)
+        pred = ex.attributions[0].index
+        batch = classifier.tokenizer([text], max_length=classifier.max_length)
+        ids = batch["input_ids"].to(device)
+        mask = batch["attention_mask"].bool().to(device)
+        real = int((~ex.special).sum())
+        counts = [min(real, int(np.ceil(f * real - 1e-9))) for f in fractions]
+        for method, s in scores.items():
+            order = np.argsort(-s, kind="stable")
+            masks = mask.repeat(len(counts), 1)
+            for row, k in enumerate(counts):
+                masks[row, torch.as_tensor(order[:k], device=device)] = False
+            keep_rows = masks.sum(1) > 0
+            probs = np.full(len(counts), np.nan)
+            if bool(keep_rows.any()):
+                logits = _logits(model, ids.expand(int(keep_rows.sum()), -1),
+                                 masks[keep_rows]).double() / temperature
+                probs[keep_rows.cpu().numpy()] = torch.softmax(logits, -1)[:, pred].cpu().numpy()
+            probs = np.nan_to_num(probs, nan=0.0)
+            p0 = float(_softmax(ex.logits / temperature)[pred])
+            curves.setdefault(method, []).append(np.concatenate([[p0], probs]))
+    out_curves = {m: np.stack(c) for m, c in curves.items()}
+    area = {m: (c[:, :1] - c[:, 1:]).mean(1) for m, c in out_curves.items()}
+    return {"fractions": list(fractions), "methods": list(out_curves),
+            "curves": out_curves, "area": area,
+            "completeness": np.array(completeness)}
+
+
+# -- the head report -------------------------------------------------------------------
+def unit_attribution(explanation: Explanation, seg: Segmented) -> np.ndarray:
+    """(units,) the first explained intent's attribution summed over each unit's pieces
+    (the head analysis's words; special tokens 0).
+
+    Raises:
+        ValueError: a segmentation of other tokens than the explanation's.
+    """
+    if seg.num_tokens != len(explanation.tokens):
+        raise ValueError(f"the segmentation has {seg.num_tokens} tokens, the explanation "
+                         f"{len(explanation.tokens)}")
+    return np.add.reduceat(explanation.attributions[0].scores, seg.starts)
+
+
+def case_views(classifier: Any, segs: Sequence[Segmented], *, steps: int = 32
+               ) -> list[dict[str, Any]]:
+    """The attribution view of texts (the head report's bad cases): each unit's
+    attribution to the predicted intent, and the completeness check.
+
+    Returns:
+        Per text ``{"units", "attribution", "intent", "completeness"}``.
+    """
+    out = []
+    for seg in segs:
+        ex = explain(classifier, seg.text, steps=steps)
+        scores = unit_attribution(ex, seg)
+        out.append({"units": list(seg.units),
+                    "attribution": [None if sp else round(float(v), 6)
+                                    for v, sp in zip(scores, seg.special, strict=True)],
+                    "intent": ex.attributions[0].intent,
+                    "completeness": ex.attributions[0].completeness()})
+    return out
+
+
+def role_agreement(classifier: Any, segs: Sequence[Segmented], marked: Sequence[np.ndarray],
+                   heads: Sequence[tuple[int, int]], *, top_tokens: int = 3,
+                   steps: int = 32) -> dict[str, Any]:
+    """Do the heads of a role attend to what decides, on the texts that have the role's
+    words? Agreement, measured.
+
+    On each text, the deciding units are the ``top_tokens`` with the largest positive
+    attribution (integrated gradients) to the predicted intent; each head's share of the
+    classification token's per-head rollout on them is compared. The text agrees when the
+    role's heads put more of it there, on average, than the other heads.
+
+    Args:
+        classifier: a Transformer intent classifier.
+        segs: the texts (segmented), each with at least one unit of the role.
+        marked: per text, (units,) bool: the role's units (the negation words).
+        heads: the (layer, head) pairs that have the role.
+        top_tokens: the deciding units per text.
+        steps: integration steps of the first try.
+
+    Returns:
+        ``{"texts", "heads", "agree", "share", "interval", "verdict",
+        "role_mass", "other_mass", "role_word_deciding"}``: ``share`` of texts that
+        agree with its 95 % Wilson interval; ``verdict`` ``"agree"`` (interval above one
+        half), ``"disagree"`` (below), ``"inconclusive"`` or ``"no heads"`` / ``"no texts"``;
+        the mean rollout share of the role's heads and of the others on the deciding
+        units; the share of texts where a role word is among the deciding units.
+    """
+    heads = [tuple(h) for h in heads]
+    out: dict[str, Any] = {"texts": 0, "heads": [list(h) for h in heads], "agree": 0,
+                           "share": None, "interval": None, "role_mass": None,
+                           "other_mass": None, "role_word_deciding": None}
+    if not heads:
+        return {**out, "verdict": "no heads"}
+    role_mass, other_mass, agree, deciding_word = [], [], 0, 0
+    for seg, mark in zip(segs, marked, strict=True):
+        ex = explain(classifier, seg.text, steps=steps)
+        if ex.attention is None:
+            raise NoAttentionError("role agreement needs attention heads")
+        scores = unit_attribution(ex, seg)
+        scores[seg.special] = -np.inf
+        top = [int(i) for i in np.argsort(-scores, kind="stable")[:top_tokens]
+               if np.isfinite(scores[i]) and scores[i] > 0]
+        if not top:
+            continue
+        per_head = np.add.reduceat(head_rollout(ex.attention, ex.pooling or "cls"),
+                                   seg.starts, axis=-1)[:, :, top].sum(-1)  # (L, H)
+        role = np.zeros(per_head.shape, dtype=bool)
+        for layer, head in heads:
+            role[layer, head] = True
+        if role.all():
+            return {**out, "verdict": "every head has the role"}
+        r, o = float(per_head[role].mean()), float(per_head[~role].mean())
+        role_mass.append(r)
+        other_mass.append(o)
+        agree += int(r > o)
+        deciding_word += int(bool(np.asarray(mark, dtype=bool)[top].any()))
+    n = len(role_mass)
+    if n == 0:
+        return {**out, "verdict": "no texts"}
+    share = agree / n
+    low, high = _wilson(agree, n)
+    verdict = "agree" if low > 0.5 else "disagree" if high < 0.5 else "inconclusive"
+    return {**out, "texts": n, "agree": agree, "share": share, "interval": [low, high],
+            "verdict": verdict, "role_mass": float(np.mean(role_mass)),
+            "other_mass": float(np.mean(other_mass)),
+            "role_word_deciding": deciding_word / n}
+
+
+def _wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion ``k / n``."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
