@@ -39,10 +39,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", metavar="DIR",
                    help="a `headwise inspect` report directory of this model: the heads' "
                         "roles come from its stats.json")
-    p.add_argument("--heads", type=int, default=5, help="heads listed (default 5)")
-    p.add_argument("--steps", type=int, default=32,
-                   help="integration steps of the first try; doubled (up to 1024) while the "
-                        "completeness error is above the tolerance (default 32)")
     p.set_defaults(func=run)
 
 
@@ -97,8 +93,7 @@ def result(model: str, text: str, *, intents: list[str] | None = None,
 
 
 def run(args: argparse.Namespace) -> int:
-    out = result(args.model, args.text, intents=args.intent, report=args.report,
-                 heads=args.heads, steps=args.steps)
+    out = result(args.model, args.text, intents=args.intent, report=args.report)
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
         return 0

@@ -34,7 +34,7 @@ def test_json_keys_offsets_and_roles_from_the_report(tiny_clf, small_report, tmp
     tiny_clf.save(tmp_path / "model")
     text = demo_examples[0].text
     out = _json(["explain", str(tmp_path / "model"), text, "--json", "--report",
-                 str(paths["json"].parent), "--heads", "3"], capsys)
+                 str(paths["json"].parent)], capsys)
     assert {"intents", "tokens", "heads", "completeness"} <= set(out)
     want = explain(IntentClassifier.load(tmp_path / "model"), text)
     assert out["explained_intent"] == want.attributions[0].intent
@@ -51,7 +51,8 @@ def test_json_keys_offsets_and_roles_from_the_report(tiny_clf, small_report, tmp
     assert c["within_tolerance"] and c["tolerance"] == 0.01
     assert sum(t["attribution"] or 0 for t in out["tokens"]) == pytest.approx(c["delta"],
                                                                               abs=0.01)
-    assert len(out["heads"]) == 3
+    config = IntentClassifier.load(tmp_path / "model").model.config
+    assert len(out["heads"]) == min(5, config.num_layers * config.num_heads)  # the default 5
     for h in out["heads"]:
         assert h["roles"] == [r["role"] for r in analysis["roles"][h["layer"]][h["head"]]]
     assert out["intents"] == tiny_clf.predict([text])[0].to_dict()["intents"]

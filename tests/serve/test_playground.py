@@ -29,6 +29,8 @@ from headwise.serve.playground import (
     read_analysis_roles,
 )
 
+#: Chromium keeps a colour's alpha in 8 bits and prints it with 2 decimals
+ALPHA_TOL = 0.006
 KEY = "playground-key-0123456789abcdef"
 #: any URL that names a scheme or a host: the page and its files must hold none
 _EXTERNAL = re.compile(r"(?:https?:|wss?:|ftp:)?//[\w.-]+|\burl\(\s*['\"]?(?!data:)")
@@ -47,6 +49,7 @@ class _Refs(HTMLParser):
 
 
 @pytest.fixture(scope="module")
+
 def keys_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("playground") / "keys.txt"
     path.write_text(KEY + "\n")
@@ -316,7 +319,7 @@ def test_browser_renders_intents_decision_tokens_and_heads(browser, served):
                 if a is None:
                     continue
                 assert rgba[:3] == ((207, 34, 46) if a >= 0 else (9, 105, 218))
-                assert rgba[3] == pytest.approx(0.85 * abs(a) / scale, abs=3e-3)
+                assert rgba[3] == pytest.approx(0.85 * abs(a) / scale, abs=ALPHA_TOL)
         else:  # this service's explanation has no attribution: shaded by rollout, and said
             assert column.locator(".tokens").get_attribute("data-by") == "rollout"
             assert column.locator(".no-attribution").count() == 1
@@ -326,7 +329,7 @@ def test_browser_renders_intents_decision_tokens_and_heads(browser, served):
             for rgba, r, t in zip(colours, cls, explained["tokens"], strict=True):
                 if not t["special"]:
                     assert rgba[:3] == (130, 80, 223)
-                    assert rgba[3] == pytest.approx(0.85 * r / scale, abs=3e-3)
+                    assert rgba[3] == pytest.approx(0.85 * r / scale, abs=ALPHA_TOL)
     # every request went to the service itself
     assert requested and all(u.startswith(served + "/") for u in requested), requested
     page.close()
@@ -362,7 +365,7 @@ def test_browser_colours_follow_the_attribution(browser, served):
             assert rgba[3] == 0  # a special token: no colour
         else:
             assert rgba[:3] == ((207, 34, 46) if a >= 0 else (9, 105, 218)), (j, a, rgba)
-            assert rgba[3] == pytest.approx(0.85 * abs(a) / scale, abs=3e-3)
+            assert rgba[3] == pytest.approx(0.85 * abs(a) / scale, abs=ALPHA_TOL)
     assert "completeness: error 0.001, tolerance 0.010" in \
         page.locator(".completeness").inner_text()
     page.close()
