@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 #: the recipe fields ``headwise train`` has an option for; the rule: ``PART.FIELD`` is
 #: ``--FIELD`` (underscores as dashes), its help and type from the part. Every other field
 #: is reached with ``--set PART.FIELD=VALUE`` or ``--config``.
-EXPOSED = ("train.epochs", "train.lr", "train.seed", "levers.linear_probe", "levers.blend",
-           "decision.oos_labels", "task.per_intent_thresholds", "task.slots")
+EXPOSED = ("train.epochs", "train.lr", "train.seed", "train.precision", "levers.linear_probe",
+           "levers.blend", "decision.oos_labels", "task.per_intent_thresholds", "task.slots")
 
 
 def option_of(path: str) -> str:

@@ -260,6 +260,7 @@ def _get(recipe, path):
 
 #: a value for every exposed option, as typed and as the recipe holds it
 TYPED = {"train.epochs": ("3", 3), "train.lr": ("0.002", 0.002), "train.seed": ("4", 4),
+         "train.precision": ("bf16", "bf16"),
          "levers.linear_probe": (None, True), "levers.blend": ("tfidf", "tfidf"),
          "decision.oos_labels": ("其他", "其他"),
          "task.per_intent_thresholds": (None, True), "task.slots": (None, False)}
