@@ -335,3 +335,14 @@ def test_frozen_parameters_are_not_trained(tmp_path: Path):
             out_dir=tmp_path).train()
     assert torch.equal(model.fc1.weight, before)
     assert not torch.equal(model.fc2.weight, tiny_mlp().fc2.weight)
+
+
+def test_the_optimizer_is_fused_adamw_on_the_cpu_and_not_off_its_devices():
+    from headwise.train import build_optimizer
+
+    opt = build_optimizer(tiny_classifier(), lr=0.1, weight_decay=0.01, betas=(0.9, 0.999),
+                          eps=1e-8)
+    assert isinstance(opt, torch.optim.AdamW) and opt.defaults["fused"] is True
+    meta = torch.nn.Linear(3, 2, device="meta")  # a device without torch's fused kernel
+    opt = build_optimizer(meta, lr=0.1, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8)
+    assert not opt.defaults["fused"]
