@@ -67,15 +67,17 @@ def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
 
 
 def bf16_probe_speedup(tokens: int = 128, dim: int = 256, hidden: int = 1024,
-                       repeats: int = 3) -> float:
+                       repeats: int = 7) -> float:
     """How many times as fast bf16 autocast runs a training-shaped workload as fp32 here.
 
     The workload is the forward and backward of a feed-forward block
     (``Linear(dim, hidden)``, GELU, ``Linear(hidden, dim)``) on ``tokens`` rows: the
     matrix shapes of a fine-tuning step, not a large square matmul (whose bf16 rate can
     differ from them either way). Each precision runs once untimed, then ``repeats`` times,
-    interleaved; the ratio of the fastest runs is returned (fp32 time / bf16 time). A few
-    milliseconds on a CPU with native BF16; torch's random state is left as it was.
+    interleaved; the ratio of the fastest runs is returned (fp32 time / bf16 time): on a
+    shared, busy machine some runs are slowed by other work, the fastest of several are
+    not. Tens of milliseconds on a CPU with native BF16; torch's random state is left as
+    it was.
     """
     rng = torch.get_rng_state()
     try:
