@@ -76,10 +76,15 @@ def bf16_probe_speedup(tokens: int = 128, dim: int = 256, hidden: int = 1024,
     differ from them either way). Each precision runs once untimed, then ``repeats`` times,
     interleaved; the ratio of the fastest runs is returned (fp32 time / bf16 time): on a
     shared, busy machine some runs are slowed by other work, the fastest of several are
-    not. Tens of milliseconds on a CPU with native BF16; torch's random state is left as
-    it was.
+    not. It runs on one thread: what it measures is the core's bf16 arithmetic against
+    its fp32, and on a busy machine a multi-threaded product waits for descheduled
+    threads at random (on 2 shared cores the ratio swung many-fold between calls, while
+    one thread's stayed steady). Tens of milliseconds on a CPU with native BF16; torch's
+    random state and thread count are left as they were.
     """
     rng = torch.get_rng_state()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
         g = torch.Generator().manual_seed(0)
         x = torch.randn(tokens, dim, generator=g)
@@ -103,6 +108,7 @@ def bf16_probe_speedup(tokens: int = 128, dim: int = 256, hidden: int = 1024,
             bf16.append(run(True))
     finally:
         torch.set_rng_state(rng)
+        torch.set_num_threads(threads)
     return min(fp32) / max(min(bf16), 1e-9)
 
 
@@ -116,15 +122,13 @@ def choose_cpu_precision(flags: Iterable[str], probe: Callable[[], float]) -> Pr
                                f"{' or '.join(BF16_CPU_FLAGS)} flag), where bf16 is emulated "
                                "and slow")
     speedup = probe()
-    threads = torch.get_num_threads()
     if speedup >= MIN_BF16_SPEEDUP:
         return PrecisionChoice("bf16", f"auto: bf16 autocast, the CPU has {', '.join(native)} "
                                f"and a training-shaped probe ran {speedup:.1f}x as fast in "
-                               f"bf16 as in fp32 ({threads} threads)")
+                               f"bf16 as in fp32 on one thread")
     return PrecisionChoice("fp32", f"auto: fp32, the CPU has {', '.join(native)} but a "
                            f"training-shaped probe ran only {speedup:.2f}x as fast in bf16 "
-                           f"as in fp32 ({threads} threads; bf16 needs "
-                           f"{MIN_BF16_SPEEDUP:g}x)")
+                           f"as in fp32 on one thread (bf16 needs {MIN_BF16_SPEEDUP:g}x)")
 
 
 @functools.cache
