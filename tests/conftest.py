@@ -26,6 +26,26 @@ settings.register_profile("long", max_examples=2000, deadline=None,
 settings.load_profile("ci")
 
 
+#: what ``precision="auto"`` takes on the CPU in the tests: fp32 on every machine, so a
+#: recipe's default training (``auto``) runs as on a CPU without BF16 wherever the suite
+#: runs; bf16 and the machine's own choice are tested explicitly (tests/train/test_precision.py)
+PINNED_AUTO = None
+
+
+@pytest.fixture(autouse=True)
+def auto_precision_is_fp32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pin the CPU's ``auto`` precision to fp32 (its probe times the machine, and a busy
+    machine could make runs differ between test sessions)."""
+    global PINNED_AUTO
+    from headwise.train import precision
+
+    if PINNED_AUTO is None:
+        PINNED_AUTO = precision.PrecisionChoice(
+            "fp32", "auto: fp32 (pinned by tests/conftest.py; the machine's choice is "
+            "tested in tests/train/test_precision.py)")
+    monkeypatch.setattr(precision, "auto_cpu_precision", lambda: PINNED_AUTO)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Draw the session's hypothesis seed when none is given (before hypothesis's own plugin

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 #: the recipe fields ``headwise train`` has an option for; the rule: ``PART.FIELD`` is
 #: ``--FIELD`` (underscores as dashes), its help and type from the part. Every other field
 #: is reached with ``--set PART.FIELD=VALUE`` or ``--config``.
-EXPOSED = ("train.epochs", "train.lr", "train.seed", "decision.oos_labels")
+EXPOSED = ("train.epochs", "train.lr", "train.seed", "train.precision", "decision.oos_labels")
 
 
 def option_of(path: str) -> str:

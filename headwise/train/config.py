@@ -32,9 +32,11 @@ class TrainConfig:
         warmup_ratio: warmup as a fraction of all optimizer steps.
         schedule: learning-rate decay after warmup: "linear", "cosine" or "constant".
         max_grad_norm: clip the global gradient L2 norm to this; None disables clipping.
-        precision: "fp32"; "bf16" (autocast; on CPU only when asked for, since most CPUs
-            lack fast bf16); "fp16" (CUDA only, with a loss scaler); "auto" picks bf16
-            (or fp16) on CUDA and fp32 on CPU.
+        precision: "auto" (bf16 autocast where the device runs it fast, else fp32),
+            "fp32", "bf16" or "fp16" (CUDA only, with a loss scaler). On the CPU "auto"
+            takes bf16 only with native BF16 instructions that a short probe finds faster
+            than fp32 (:func:`~headwise.train.precision.resolve_precision`); on CUDA bf16,
+            or fp16 without it. Weights stay fp32 in every case.
         gradient_checkpointing: recompute activations in backward; the model must have
             ``set_gradient_checkpointing(enabled)``.
         seed: seeds torch, ``random`` and numpy, and the data order.

@@ -51,9 +51,10 @@ from headwise.train.distributed import (
     shutdown_distributed,
 )
 from headwise.train.early_stopping import EarlyStopping
+from headwise.train.estimate import TrainingEstimate, estimate_training
 from headwise.train.metrics_log import MetricsLog, StepMeter
 from headwise.train.optim import build_optimizer
-from headwise.train.precision import MixedPrecision
+from headwise.train.precision import MixedPrecision, resolve_precision
 from headwise.train.rng import (
     host_rng_states,
     seed_everything,
@@ -145,7 +146,8 @@ class Trainer:
         self.evaluate_fn = evaluate_fn
         self.out_dir = Path(out_dir)
         self.device = resolve_device(config.device)
-        MixedPrecision(config.precision, self.device)  # fail now, not after set-up
+        #: the precision the run takes ("auto" resolved once, with its reason)
+        self.precision = resolve_precision(config.precision, self.device)  # fails now
         self.lengths = list(lengths) if lengths is not None else infer_lengths(train_data)
         if len(self.lengths) != len(train_data):
             raise ValueError(f"{len(self.lengths)} lengths for {len(train_data)} examples")
@@ -177,6 +179,17 @@ class Trainer:
         finally:
             shutdown_distributed(ctx, wait=ok)
 
+    def estimate(self, measure: int = 3) -> TrainingEstimate:
+        """How long :meth:`train` will take: ``measure`` of the run's own first-epoch
+        batches timed in its precision, with its optimizer at learning rate 0 (no weight
+        moves), scaled to the run (:func:`~headwise.train.estimate.estimate_training`).
+        The model is moved to the training device."""
+        self.model.to(self.device)
+        return estimate_training(self.model, self.train_data, self.collate_fn, self.config,
+                                 lengths=self.lengths,
+                                 valid_rows=len(self.valid_data or ()), measure=measure,
+                                 precision=self.precision.precision)
+
     @torch.no_grad()
     def evaluate(self, model: nn.Module | None = None) -> dict[str, float]:
         """Validation metrics of ``model`` (default: the trained model) on ``valid_data``.
@@ -191,7 +204,7 @@ class Trainer:
         loader = DataLoader(self.valid_data, batch_size=cfg.batch_size, shuffle=False,
                             collate_fn=self.collate_fn, num_workers=cfg.num_workers,
                             generator=torch.Generator().manual_seed(cfg.seed))
-        amp = MixedPrecision(cfg.precision, self.device)
+        amp = MixedPrecision(self.precision.precision, self.device)
         was_training = model.training
         model.eval()
         try:
@@ -231,7 +244,7 @@ class Trainer:
                              f"{cfg.batch_size} (drop_last={cfg.drop_last})")
         total = cfg.max_steps or cfg.epochs * math.ceil(per_epoch / cfg.grad_accum_steps)
         schedule = LRSchedule(optimizer, cfg.schedule, cfg.warmup_for(total), total)
-        amp = MixedPrecision(cfg.precision, ctx.device)
+        amp = MixedPrecision(self._agreed_precision(ctx), ctx.device)
         stopper = EarlyStopping(cfg.early_stopping_metric, cfg.early_stopping_mode,
                                 cfg.patience)
         pos, last_ckpt, meter = _Position(), None, StepMeter(ctx.device)
@@ -302,6 +315,13 @@ class Trainer:
                            best_metric=stopper.best, best_step=stopper.best_step,
                            best_checkpoint=best, last_checkpoint=last_ckpt,
                            stopped_early=stop, history=list(log.records))
+
+    def _agreed_precision(self, ctx: DistContext) -> str:
+        """The precision of the run, rank 0's on every rank (each rank's ``auto`` probe
+        could differ)."""
+        names = ("fp32", "bf16", "fp16")
+        mine = torch.tensor([names.index(self.precision.precision)])
+        return names[int(broadcast_from_main(mine, ctx)[0])]
 
     def _step(self, net: nn.Module, window: list[Mapping[str, Any]],
               optimizer: torch.optim.Optimizer, amp: MixedPrecision, ctx: DistContext,

@@ -78,6 +78,27 @@ def test_probe_writes_the_fitted_head():
         float(((x @ w.T + b).argmax(1) == torch.tensor(labels)).double().mean()))
 
 
+def test_the_probe_runs_the_frozen_encoder_once_per_text_without_gradients():
+    """LP-FT's probe stage computes the frozen features once (one forward pass per batch
+    of texts, no autograd graph) and fits the head on them, never re-running the encoder."""
+    model = _model()
+    g = torch.Generator().manual_seed(1)
+    ids = [[2, *torch.randint(4, 200, (int(n),), generator=g).tolist(), 3]
+           for n in torch.randint(2, 9, (50,), generator=g)]
+    seen: list[int] = []
+    encode = model.encode
+
+    def counting(x, mask):
+        out = encode(x, mask)
+        seen.append(x.shape[0])
+        assert not out.requires_grad
+        return out
+
+    model.encode = counting
+    fit_linear_probe(model, ids, [i % 3 for i in range(50)], batch_size=16)
+    assert sum(seen) == 50 and len(seen) == 4  # every text once, in ceil(50 / 16) passes
+
+
 def test_probe_errors():
     lstm = BiLSTMClassifier(50, 3, embed_dim=8, hidden_size=8)
     with pytest.raises(TypeError, match="encode/pool"):

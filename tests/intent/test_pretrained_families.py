@@ -53,6 +53,11 @@ def test_training_reports_prefix_trimming_and_an_estimate(trained):
     assert "input prefix: 'query: '" in text and "vocabulary trimmed" in text
     assert "estimated training time: about" in text
     info = result.classifier.info
+    # the precision taken ("auto" by default) and why, in the log and the saved info
+    chosen = info["precision"]
+    assert chosen["precision"] in ("fp32", "bf16") and chosen["reason"].startswith("auto: ")
+    assert f"precision {chosen['precision']} ({chosen['reason']})" in text
+    assert f"in {chosen['precision']} (" in text  # the estimate's steps ran in it
     assert info["pretrained"]["input_prefix"] == "query: "
     trim = info["pretrained"]["trim_vocab"]
     assert trim["kept"] < trim["vocab_size"] and info["estimate"]["steps"] == 10 * 6

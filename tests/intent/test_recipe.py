@@ -260,7 +260,7 @@ def _get(recipe, path):
 
 #: a value for every exposed option, as typed and as the recipe holds it
 TYPED = {"train.epochs": ("3", 3), "train.lr": ("0.002", 0.002), "train.seed": ("4", 4),
-         "decision.oos_labels": ("其他", "其他")}
+         "train.precision": ("bf16", "bf16"), "decision.oos_labels": ("其他", "其他")}
 
 
 def test_the_rule_makes_a_switch_of_a_bool_field_and_set_reaches_the_others():

@@ -268,13 +268,22 @@ def test_bf16_on_cpu_when_asked(tmp_path: Path):
     assert all(math.isfinite(r["loss"]) for r in result.history)
 
 
-def test_auto_precision_is_fp32_on_cpu(tmp_path: Path):
+@pytest.mark.parametrize("chosen", ["fp32", "bf16"])
+def test_auto_precision_on_cpu_runs_what_the_machine_choice_says(tmp_path: Path, monkeypatch,
+                                                                 chosen: str):
+    from headwise.train import precision as precision_module
+
+    monkeypatch.setattr(precision_module, "auto_cpu_precision",
+                        lambda: precision_module.PrecisionChoice(chosen, "injected"))
     model = tiny_classifier()
     dtypes = []
     model.head.register_forward_hook(lambda m, i, out: dtypes.append(out.dtype))
-    Trainer(model, config(precision="auto", max_steps=1, batch_size=4),
-            make_token_data(4, seed=9), collate_fn=pad_collate, out_dir=tmp_path).train()
-    assert dtypes == [torch.float32]
+    trainer = Trainer(model, config(precision="auto", max_steps=1, batch_size=4),
+                      make_token_data(4, seed=9), collate_fn=pad_collate, out_dir=tmp_path)
+    assert (trainer.precision.precision, trainer.precision.reason) == (chosen, "injected")
+    trainer.train()
+    assert dtypes == [torch.bfloat16 if chosen == "bf16" else torch.float32]
+    assert all(p.dtype == torch.float32 for p in model.parameters())
 
 
 def test_fp16_on_cpu_is_a_clear_error(tmp_path: Path):
@@ -326,3 +335,14 @@ def test_frozen_parameters_are_not_trained(tmp_path: Path):
             out_dir=tmp_path).train()
     assert torch.equal(model.fc1.weight, before)
     assert not torch.equal(model.fc2.weight, tiny_mlp().fc2.weight)
+
+
+def test_the_optimizer_is_fused_adamw_on_the_cpu_and_not_off_its_devices():
+    from headwise.train import build_optimizer
+
+    opt = build_optimizer(tiny_classifier(), lr=0.1, weight_decay=0.01, betas=(0.9, 0.999),
+                          eps=1e-8)
+    assert isinstance(opt, torch.optim.AdamW) and opt.defaults["fused"] is True
+    meta = torch.nn.Linear(3, 2, device="meta")  # a device without torch's fused kernel
+    opt = build_optimizer(meta, lr=0.1, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8)
+    assert not opt.defaults["fused"]

@@ -90,7 +90,6 @@ from headwise.text.batching import pad_collate
 from headwise.text.labels import OOS_LABEL, is_oos_label, marked_oos
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
-from headwise.train.estimate import estimate_training
 
 __all__ = ["train_intent_classifier"]
 
@@ -225,11 +224,12 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                       collate_fn=trainer_collate,
                       evaluate_fn=validation_metrics if valid_rows else None, out_dir=ckpt_dir)
     estimate = None
-    if report is not None and not resume:
-        estimate = estimate_training(wrapper, train_rows, trainer_collate,
-                                     batch_size=config.batch_size, epochs=config.epochs,
-                                     valid_rows=len(valid_rows), seed=config.seed)
-        report(f"estimated training time: {estimate.describe(config.epochs)}")
+    if report is not None:
+        report(f"precision {trainer.precision.precision} ({trainer.precision.reason}); "
+               f"{torch.get_num_threads()} threads")
+        if not resume:
+            estimate = trainer.estimate()
+            report(f"estimated training time: {estimate.describe(config.epochs)}")
     start = time.perf_counter()
     result = trainer.train(resume=resume)
     seconds = time.perf_counter() - start
@@ -252,6 +252,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                 "label_cleaning": data.cleaning, "distill": distill, "prior_correction": prior,
                 "pretrained": pretrained_info,
                 "estimate": None if estimate is None else dataclasses.asdict(estimate),
+                "precision": {"precision": trainer.precision.precision,
+                              "reason": trainer.precision.reason},
                 "oos_threshold": choice.to_dict(), "train_oos": data.oos}
     saved: IntentClassifier | EnsembleClassifier = clf
     if levers.blend == "tfidf":

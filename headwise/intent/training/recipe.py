@@ -521,10 +521,11 @@ def default_train(architecture: Architecture) -> TrainConfig:
     """The Trainer settings a recipe of ``architecture`` starts from: the architecture's
     :data:`~headwise.intent.training.defaults.DEFAULT_LR` and
     :data:`~headwise.intent.training.defaults.DEFAULT_EPOCHS` (a pretrained encoder fine-tunes
-    in a few epochs, a from-scratch network needs many), 10 % warm-up, patience 5."""
+    in a few epochs, a from-scratch network needs many), 10 % warm-up, patience 5, and
+    precision ``auto`` (bf16 autocast where the machine runs it faster, else fp32)."""
     name = architecture.NAME
     return TrainConfig(lr=DEFAULT_LR.get(name, TrainConfig.lr), epochs=DEFAULT_EPOCHS[name],
-                       warmup_ratio=0.1, patience=5)
+                       warmup_ratio=0.1, patience=5, precision="auto")
 
 
 @dataclass

@@ -69,7 +69,7 @@ def recipe_table() -> str:
     expected to set, at the recipe's defaults (the transformer's ``lr`` / ``epochs``)."""
     rows = ["| part | field | type | default | what it does |", "| --- | --- | --- | --- | --- |"]
     train_shown = ("lr", "epochs", "batch_size", "weight_decay", "warmup_ratio", "schedule",
-                   "patience", "seed", "progress", "max_grad_norm", "device")
+                   "patience", "seed", "progress", "max_grad_norm", "precision", "device")
     groups: list[tuple[str, type, Any, tuple[str, ...] | None]] = [
         *((f"architecture ({c.NAME})", c, None, None) for c in ARCHITECTURES.values()),
         ("train (TrainConfig)", TrainConfig, default_train(Transformer()), train_shown),

