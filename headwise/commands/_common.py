@@ -152,9 +152,8 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
 def add_encoding_options(p: argparse.ArgumentParser) -> None:
     """``--encoding`` (of a text file) and ``--sheet`` (of an Excel workbook)."""
     p.add_argument("--encoding", metavar="NAME",
-                   help="the data file's text encoding, e.g. gb18030 (GBK, Chinese Excel's "
-                   "CSV), utf-16, big5 (default: detected: a byte-order mark, else UTF-8, "
-                   "else GB18030 when the bytes read as Chinese text)")
+                   help="text encoding, e.g. gb18030 (GBK), utf-16, big5 (default: "
+                   "detected: BOM, UTF-8, else GB18030)")
     p.add_argument("--sheet", metavar="NAME",
                    help="the sheet of an Excel workbook (.xlsx) to read (default: the first)")
 

@@ -59,10 +59,9 @@ def _exposed_options(paths: tuple[str, ...] = EXPOSED) -> list[tuple[str, str, A
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train", help="train an intent classifier",
-        description="Train an intent classifier (Transformer, BiLSTM, TF-IDF or a pretrained "
-        "encoder; single-label, or several intents + slots) on labelled data, calibrate it "
-        "on the validation data, and save it. The recipe is --config FILE (by part: "
-        "architecture, train, levers, decision, task; docs/recipe.md), then the options.")
+        description="Train an intent classifier (single-label, or several intents + slots) "
+        "on labelled data, calibrate it on validation data, and save it. The recipe: "
+        "--config FILE (docs/recipe.md), then the options.")
     p.add_argument("--data", required=True, help="training data file")
     p.add_argument("--valid", help="validation data file (default: 10%% of --data, stratified)")
     p.add_argument("--no-valid", action="store_true",
@@ -89,13 +88,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-checkpoints", action="store_true",
                    help="keep the training checkpoints (OUT/checkpoints)")
     p.add_argument("--init-from", metavar="MODEL",
-                   help="warm start: continue from this saved model on --data (its recipe, "
-                   "which the options may change except the architecture and task; new "
-                   "intents grow the head; a TF-IDF model is refitted); the model records "
-                   "its lineage (docs/intent.md, Warm start)")
+                   help="warm start from this saved model, new intents growing its head "
+                   "(docs/intent.md, Warm start)")
     p.add_argument("--replay", type=float, metavar="SHARE",
-                   help="with --init-from: the share of the parent's intents' training rows "
-                   "kept (default 1: all; 0: only the new intents' rows)")
+                   help="with --init-from: share of the old intents' rows kept (default 1)")
     add_data_options(p)
     p.epilog = ("An option or field that the chosen architecture or task does not have is "
                 "refused with a message naming it, never ignored.")
