@@ -197,7 +197,9 @@ def test_onnx_from_other_weights_is_refused(encoder_dir, exported, tmp_path):
     with pytest.raises(ValueError, match="exported from other weights"):
         load_served_predictor(cfg)
     with pytest.raises(FileNotFoundError, match="headwise export"):
-        load_served_predictor(ServeConfig(model_dir=str(other), runtime="onnx"))
+        load_served_predictor(ServeConfig(runtime="onnx",
+                                          onnx_path=str(tmp_path / "missing.onnx")),
+                              clf)
     (other / "junk.onnx").write_bytes(b"not onnx")
     with pytest.raises(ValueError, match="not a loadable ONNX model"):
         OnnxRuntime(other / "junk.onnx")
