@@ -10,6 +10,7 @@ import os
 import shutil
 import stat
 import sys
+import time
 
 import pytest
 import torch
@@ -160,11 +161,18 @@ def test_with_no_writable_cache_auto_says_why_and_onnx_refuses(encoder_dir, tmp_
 
 
 def test_a_changed_model_gets_a_new_export_and_a_damaged_one_is_rebuilt(
-        encoder_dir, tmp_path):
+        encoder_dir, tmp_path, onnx_cache):
     d = tmp_path / "model"
     shutil.copytree(encoder_dir, d)
     first, _ = _engine(d)
     old = first.runtime.path
+    # exports of other models: unused for 31 days, used a day ago, and one being built
+    for name, days in (("unused", 31), ("recent", 1), ("building", None)):
+        (onnx_cache / name).mkdir()
+        if days is not None:
+            (onnx_cache / name / "model.onnx").write_bytes(b"")
+            when = time.time() - days * 86400
+            os.utime(onnx_cache / name / "model.onnx", (when, when))
     clf = IntentClassifier.load(d)
     with torch.no_grad():
         clf.model.classifier.bias.add_(torch.arange(len(clf.labels), dtype=torch.float32))
@@ -172,6 +180,9 @@ def test_a_changed_model_gets_a_new_export_and_a_damaged_one_is_rebuilt(
     predictor, (note,) = _engine(d)
     assert predictor.runtime.name == "onnx" and predictor.runtime.path != old
     assert "exported" in note and old.is_file()  # the old model's export is not reused
+    # building it dropped the export unused for ONNX_CACHE_DAYS, and only that one
+    assert not (onnx_cache / "unused").exists()
+    assert (onnx_cache / "recent" / "model.onnx").is_file() and (onnx_cache / "building").is_dir()
     torch_engine, _ = _engine(d, runtime="torch")
     _same_answers(predictor.predict(TEXTS), torch_engine.predict(TEXTS))
     changed = [abs(confidence_of(a) - confidence_of(b)) for a, b in

@@ -23,8 +23,10 @@ runs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -52,9 +54,9 @@ from headwise.onnx.export import (
     probe_batches,
 )
 
-__all__ = ["DEFAULT_ONNX_NAME", "ONNX_CACHE_DIR", "ONNX_TOLERANCE", "RUNTIMES", "check_onnx",
-           "choose_runtime", "export_checked_onnx", "load_predictor", "onnx_cache_path",
-           "onnx_path_for", "onnx_unsupported"]
+__all__ = ["DEFAULT_ONNX_NAME", "ONNX_CACHE_DAYS", "ONNX_CACHE_DIR", "ONNX_TOLERANCE",
+           "RUNTIMES", "check_onnx", "choose_runtime", "export_checked_onnx", "load_predictor",
+           "onnx_cache_path", "onnx_path_for", "onnx_unsupported"]
 
 #: the runtimes a predictor can be asked for: ``"auto"`` resolves to ``"onnx"`` or
 #: ``"torch"`` (:func:`choose_runtime`)
@@ -66,6 +68,9 @@ DEFAULT_ONNX_NAME = "model.onnx"
 #: the folder of headwise's cache (:func:`~headwise.models.catalog.cache_root`) that holds
 #: the exports runtime ``auto`` builds
 ONNX_CACHE_DIR = "onnx"
+#: a cached export not used for this many days is removed when another one is built (a
+#: model retrained every week leaves one export a week behind it)
+ONNX_CACHE_DAYS = 30
 
 
 def onnx_path_for(model_dir: str | Path | None, onnx_path: str | Path | None = None) -> Path:
@@ -163,6 +168,7 @@ def onnx_cache_path(classifier: Any, model_dir: str | Path, *,
     The key is a hash of what the graph is made from: the weights' and the architecture's
     files (``model.safetensors``, ``config.json``), the longest input and the headwise
     version; a model saved again with other weights gets a new export, not the old one.
+    Exports not used for :data:`ONNX_CACHE_DAYS` days are removed when another is built.
     """
     directory = Path(model_dir)
     config = directory / CONFIG_NAME
@@ -193,15 +199,29 @@ def _cached_onnx(classifier: Any, model_dir: str | Path, *, threads: int
         try:
             cached = OnnxRuntime(path, threads=threads)
             check_onnx(classifier, cached, model_dir, weights_sha256=weights)
+            with contextlib.suppress(OSError):  # its last use (a read-only cache keeps it)
+                os.utime(path)
             return cached, None
         except ValueError as e:  # a damaged or foreign file: build it again
             rebuilt = f" (the cached file was not usable: {' '.join(str(e).split())})"
     start = time.perf_counter()
     built, diff = export_checked_onnx(classifier, path, model_dir=model_dir, threads=threads,
                                       weights_sha256=weights)
+    _drop_unused_exports(path.parent.parent, keep=path.parent)
     return built, (f"runtime auto: exported {model_dir} to ONNX once, into {path}{rebuilt} "
                    f"({time.perf_counter() - start:.1f} s; logits within {diff:.1e} of "
                    f"PyTorch)")
+
+
+def _drop_unused_exports(folder: Path, *, keep: Path) -> None:
+    """Remove the cached exports under ``folder`` not used for :data:`ONNX_CACHE_DAYS`
+    days (by their file's modification time, which each use renews), except ``keep``; a
+    folder with no export yet (one being built) is left alone."""
+    cutoff = time.time() - ONNX_CACHE_DAYS * 86400
+    for entry in folder.iterdir():
+        with contextlib.suppress(OSError):  # another process may be removing it too
+            if entry != keep and (entry / DEFAULT_ONNX_NAME).stat().st_mtime < cutoff:
+                shutil.rmtree(entry)
 
 
 def onnx_unsupported(classifier: Any) -> str | None:
