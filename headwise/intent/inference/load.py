@@ -150,8 +150,11 @@ def export_checked_onnx(classifier: Any, out: str | Path, *,
     try:
         export_onnx(classifier.model, staged, opset=opset, max_length=classifier.max_length,
                     weights_sha256=weights_sha256, fuse=fuse)
-        diff = check_onnx(classifier, OnnxRuntime(staged), model_dir,
-                          weights_sha256=weights_sha256)
+        try:
+            diff = check_onnx(classifier, OnnxRuntime(staged), model_dir,
+                              weights_sha256=weights_sha256)
+        except ValueError as e:  # named as the file it was to become
+            raise ValueError(f"not written: {str(e).replace(str(staged), str(out))}") from None
         os.replace(staged, out)
     finally:
         staged.unlink(missing_ok=True)
