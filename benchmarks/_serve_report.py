@@ -249,6 +249,14 @@ def section(r: dict[str, Any], command: str) -> str:
                   "(`SingleLabelPredictor.predict`); the pipeline: `transformers.pipeline("
                   "'text-classification', top_k=3)` on `AutoModelForSequenceClassification` "
                   "of the same checkpoint.", ""]
+        d = r["single"].get("default_path")
+        if d:
+            lines += [f"The default path (`headwise serve MODEL`, `predict`) of a directory "
+                      f"never exported: \"default before\" is PyTorch, what runtime auto "
+                      f"chose until it built the export itself; \"default now\" is what it "
+                      f"chooses now ({d['runtime']}); the first start took "
+                      f"{d['first_use_s']:.1f} s, the export built and checked once into the "
+                      f"user cache, later starts reuse it.", ""]
     if "int8" in r.get("single", {}):
         i8 = r["single"]["int8"]
         lines += [f"int8 (onnxruntime dynamic quantisation) vs float32 on {i8['texts']} texts: "

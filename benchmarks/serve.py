@@ -11,8 +11,12 @@ benchmark's texts; ``headwise export MODEL --onnx OUT --int8 OUT8 --data DATA`` 
 real accuracy change of a trained classifier.
 
 1. Single-query latency in this process, interleaved in rounds: our predictor (tokenize,
-   forward, calibrated top-k) on PyTorch, onnxruntime and int8, and the ``transformers``
-   ``text-classification`` pipeline on the same weights.
+   forward, calibrated top-k) on PyTorch, onnxruntime and int8, the ``transformers``
+   ``text-classification`` pipeline on the same weights, and the default serving path of
+   the freshly saved directory (no ``headwise export``) before and after runtime ``auto``
+   built its export on first use: ``load_predictor(MODEL, runtime="torch")``, what
+   ``auto`` chose before, against ``load_predictor(MODEL)`` (the one-off export into a
+   temporary ``HEADWISE_CACHE`` is timed too).
 2. ``headwise serve`` in a subprocess, batching on and off; a load generator in another
    process (``_serve_load.py``, loopback only, bounded in requests and seconds) at
    concurrency 1, 8, 32, 64; then a long run at concurrency 32 with batching on, which must
@@ -152,6 +156,17 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
     hf_model = AutoModelForSequenceClassification.from_pretrained(src, num_labels=len(INTENTS))
     hf = pipeline("text-classification", model=hf_model.eval(),
                   tokenizer=AutoTokenizer.from_pretrained(src), device=-1, top_k=3)
+    # the default serving path of a directory with no export: before (auto fell back to
+    # PyTorch) and now (auto builds and caches the export on first use, timed here once)
+    from headwise.intent.inference import load_predictor
+
+    predictors["default before (auto = PyTorch)"] = load_predictor(model_dir, runtime="torch")
+    notes: list[str] = []
+    t0 = time.perf_counter()
+    now = load_predictor(model_dir, report=notes.append)
+    default = {"runtime": now.runtime.name, "first_use_s": time.perf_counter() - t0,
+               "note": notes[0] if notes else None}
+    predictors[f"default now (auto = {now.runtime.name})"] = now
     fns = {name: (lambda t, e=e: e.predict([t], top_k=3)) for name, e in predictors.items()}
     fns["transformers pipeline"] = lambda t: hf(t)
     tmp = Path(tempfile.mkdtemp(prefix="headwise-hf-onnx-"))
@@ -171,7 +186,7 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
                 times[name].append(time.perf_counter() - t0)
     out = {"latency": {name: percentiles(v) for name, v in times.items()},
            # per-round times (s), interleaved: ratio intervals (benchmarks/_verdicts.py)
-           "times_s": times}
+           "times_s": times, "default_path": default}
     if "int8" in onnx:
         base = predictors["ours (PyTorch)"]
         q = predictors["ours (int8)"]
@@ -495,6 +510,8 @@ def main() -> int:
             results["export_s"] = time.perf_counter() - t0
         if "single" in parts:
             print("single-query latency ...", file=sys.stderr)
+            # runtime auto's export of the default path goes to a fresh cache: built here
+            os.environ["HEADWISE_CACHE"] = str(tmp / "cache")
             results["single"] = single_query(model_dir, src, texts, rounds, onnx)
         if "sweep" in parts:
             print("batch-size sweep in process ...", file=sys.stderr)

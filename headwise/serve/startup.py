@@ -32,8 +32,9 @@ def load_served_predictor(config: ServeConfig, classifier: Any | None = None, *,
         config: the service settings (``model_dir`` is loaded unless ``classifier`` is
             given).
         classifier: an already loaded classifier.
-        report: receives the one-line reason when ``runtime="auto"`` falls back to
-            PyTorch (default: printed on stderr; None: silent).
+        report: receives runtime ``auto``'s one-line note: why it fell back to PyTorch,
+            or that it built the cached ONNX export now (default: printed on stderr;
+            None: silent).
 
     Raises:
         ValueError: no model directory and no classifier, or what

@@ -110,7 +110,7 @@ def test_the_command_hands_its_settings_to_ray_serve(model_dir, key_files, monke
                  "graceful_timeout=7"]) == 0
     ((config, kwargs),) = calls
     assert config.model_dir == str(model_dir) and config.max_batch_size == 8
-    assert config.runtime == "torch"  # resolved here: the replicas do not decide again
+    assert config.runtime == "onnx"  # resolved here: the replicas do not decide again
     assert config.api_key_file == key_files[0] and config.workers == 1
     assert kwargs["autoscaling"] == ray_serve.Autoscaling(1, 4, target_ongoing_requests=3)
     assert kwargs["replicas"] is None and kwargs["max_ongoing_requests"] == 16

@@ -133,7 +133,7 @@ def test_records_are_those_of_predict_json_plus_the_line(model_dir, tmp_path, ca
     assert main(["predict", str(model_dir), "--data", str(data), "--out", str(out),
                  "--columns", "message", "--top-k", "2", "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert f"wrote {len(texts)} answers to {out}" in err and "runtime torch" in err
+    assert f"wrote {len(texts)} answers to {out}" in err and "runtime onnx" in err
     got = _jsonl(out)
     assert [r.pop("line") for r in got] == list(range(2, len(texts) + 2))
     want = _cli_json(model_dir, texts, capsys, "--top-k", "2")
@@ -175,13 +175,16 @@ def test_answers_do_not_depend_on_the_chunk_size(predictor, tmp_path):
     assert texts[1] == texts[7] == texts[1000]
 
 
-def test_batch_invariant_runtime_answers_a_row_alike_in_any_batch(predictor):
+@pytest.mark.parametrize("runtime", ["torch", "onnx"])
+def test_batch_invariant_runtime_answers_a_row_alike_in_any_batch(model_dir, runtime):
     """Alone, with longer or shorter neighbours, padded to any width of its bucket: the
-    same bits (the predictors pad a pass to its longest row; the runtime re-pads)."""
-    inner = predictor.runtime.inner if isinstance(predictor.runtime, BatchInvariantRuntime) \
-        else predictor.runtime
+    same bits (the predictors pad a pass to its longest row; the runtime re-pads), on
+    PyTorch and on onnxruntime (what runtime auto takes for this model)."""
+    predictor = load_served_predictor(ServeConfig(model_dir=str(model_dir), warmup=False,
+                                                  runtime=runtime), report=None)
+    inner = predictor.runtime
     rt = BatchInvariantRuntime(inner, pad_id=predictor.pad_id, max_length=predictor.max_length)
-    assert rt.name == "torch" and rt.model is inner.model
+    assert rt.name == runtime and rt.inner is inner
     rows = [list(it.chunks[0]) for it in predictor.encode_truncated(queries(40, seed=2))]
 
     def run(batch: list[list[int]], width: int | None = None):

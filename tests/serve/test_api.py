@@ -24,7 +24,7 @@ def test_predict_many_equals_classifier_predict(client, clf):
     r = client.post("/v1/predict", json={"texts": texts, "top_k": 2})
     assert r.status_code == 200
     body = r.json()
-    assert body["runtime"] == "torch" and body["model"] == "encoder"
+    assert body["runtime"] == "onnx" and body["model"] == "encoder"
     assert [p["text"] for p in body["predictions"]] == texts
     for got, want in zip(body["predictions"], clf.predict(texts, top_k=2), strict=True):
         assert intent_of(got) == want.intent and got["out_of_scope"] == want.out_of_scope
@@ -83,7 +83,7 @@ def test_explain_gives_per_head_attention_and_rollout(client, clf):
 
 def test_health_ready_and_metrics(client):
     assert client.get("/healthz").json() == {"status": "ok", "model": "encoder",
-                                             "runtime": "torch"}
+                                             "runtime": "onnx"}
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
     client.post("/v1/predict", json={"texts": ["what is my balance", "i lost my card"]})
@@ -105,7 +105,7 @@ def test_not_ready_answers_503(client):
     try:
         r = client.get("/readyz")
         assert r.status_code == 503
-        assert r.json() == {"status": "starting", "model": "encoder", "runtime": "torch"}
+        assert r.json() == {"status": "starting", "model": "encoder", "runtime": "onnx"}
         r = client.post("/v1/predict", json={"texts": "hello"})
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
         assert r.json()["error"]["type"] == "not_ready"

@@ -197,10 +197,26 @@ def test_onnx_from_other_weights_is_refused(encoder_dir, exported, tmp_path):
     with pytest.raises(ValueError, match="exported from other weights"):
         load_served_predictor(cfg)
     with pytest.raises(FileNotFoundError, match="headwise export"):
-        load_served_predictor(ServeConfig(model_dir=str(other), runtime="onnx"))
+        load_served_predictor(ServeConfig(runtime="onnx",
+                                          onnx_path=str(tmp_path / "missing.onnx")),
+                              clf)
     (other / "junk.onnx").write_bytes(b"not onnx")
     with pytest.raises(ValueError, match="not a loadable ONNX model"):
         OnnxRuntime(other / "junk.onnx")
+
+
+def test_an_export_that_fails_its_check_is_not_written(encoder_dir, tmp_path, monkeypatch,
+                                                       capsys):
+    """`headwise export` and runtime auto's cache run one export-and-check: a graph
+    outside the tolerance (here: any difference at all) leaves no file behind."""
+    from headwise.intent.inference import load
+
+    monkeypatch.setattr(load, "ONNX_TOLERANCE", -1.0)
+    out = tmp_path / "m.onnx"
+    assert main(["export", str(encoder_dir), "--onnx", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"not written: {out} does not reproduce the model in {encoder_dir}" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_portable_export_writes_standard_operators(encoder_dir, tmp_path, capsys):

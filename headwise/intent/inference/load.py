@@ -11,17 +11,29 @@ chunk-and-pool; a TF-IDF model or an ensemble through
 truncate policy only. ``headwise predict``, the file stream, Ray and ``headwise serve``
 all get their predictor here.
 
-``runtime="auto"`` (the default) runs on onnxruntime when the ONNX file
-(``MODEL/model.onnx`` or ``onnx_path``) exists and passes those checks, and on PyTorch
-otherwise, saying why in one line (:func:`choose_runtime`).
+``runtime="auto"`` (the default) runs a Transformer classifier on onnxruntime with no
+export step: from the ONNX file named (``onnx_path``) or ``MODEL/model.onnx`` when one
+exists and passes those checks, else from the export it builds once into the user cache
+(:func:`onnx_cache_path`: ``$HEADWISE_CACHE/onnx/``, keyed by the model files' hash, so a
+read-only model directory is never written and a changed model gets a new export); on
+PyTorch otherwise, saying why in one line (:func:`choose_runtime`). The export and its
+check against PyTorch are :func:`export_checked_onnx`, the same that ``headwise export``
+runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import shutil
+import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from headwise import __version__
 from headwise._files import file_sha256
 from headwise.intent import kinds
 from headwise.intent.inference.bucketing import LONG_TEXT_POLICIES
@@ -30,17 +42,21 @@ from headwise.intent.inference.predictor import Predictor
 from headwise.intent.inference.proba import ProbabilityPredictor
 from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
 from headwise.intent.inference.single import SingleLabelPredictor
+from headwise.models.catalog import cache_root
 from headwise.models.heap import steady_heap
-from headwise.models.io import WEIGHTS_NAME
+from headwise.models.io import CONFIG_NAME, WEIGHTS_NAME
 from headwise.onnx.export import (
+    DEFAULT_OPSET,
     META_WEIGHTS_SHA256,
     ExportableClassifier,
+    export_onnx,
     max_logit_difference,
     probe_batches,
 )
 
-__all__ = ["DEFAULT_ONNX_NAME", "ONNX_TOLERANCE", "RUNTIMES", "check_onnx", "choose_runtime",
-           "load_predictor", "onnx_path_for", "onnx_unsupported"]
+__all__ = ["DEFAULT_ONNX_NAME", "ONNX_CACHE_DAYS", "ONNX_CACHE_DIR", "ONNX_TOLERANCE",
+           "RUNTIMES", "check_onnx", "choose_runtime", "export_checked_onnx", "load_predictor",
+           "onnx_cache_path", "onnx_path_for", "onnx_unsupported"]
 
 #: the runtimes a predictor can be asked for: ``"auto"`` resolves to ``"onnx"`` or
 #: ``"torch"`` (:func:`choose_runtime`)
@@ -49,6 +65,12 @@ RUNTIMES = ("auto", "torch", "onnx")
 ONNX_TOLERANCE = 1e-4
 #: the ONNX file ``--runtime onnx`` reads when none is named
 DEFAULT_ONNX_NAME = "model.onnx"
+#: the folder of headwise's cache (:func:`~headwise.models.catalog.cache_root`) that holds
+#: the exports runtime ``auto`` builds
+ONNX_CACHE_DIR = "onnx"
+#: a cached export not used for this many days is removed when another one is built (a
+#: model retrained every week leaves one export a week behind it)
+ONNX_CACHE_DAYS = 30
 
 
 def onnx_path_for(model_dir: str | Path | None, onnx_path: str | Path | None = None) -> Path:
@@ -56,9 +78,15 @@ def onnx_path_for(model_dir: str | Path | None, onnx_path: str | Path | None = N
     return Path(onnx_path) if onnx_path else Path(model_dir or ".") / DEFAULT_ONNX_NAME
 
 
-def check_onnx(classifier: Any, runtime: OnnxRuntime, model_dir: str | Path | None
-               ) -> float:
+def check_onnx(classifier: Any, runtime: OnnxRuntime, model_dir: str | Path | None, *,
+               weights_sha256: str | None = None) -> float:
     """Refuse an ONNX file made from other weights or (float32) disagreeing with PyTorch.
+
+    Args:
+        classifier: the loaded classifier the file must reproduce.
+        runtime: the ONNX file on onnxruntime.
+        model_dir: the classifier's directory (its ``model.safetensors``).
+        weights_sha256: that file's SHA-256 when already computed.
 
     Returns:
         The largest |logit difference| on random probe batches (not checked for int8).
@@ -69,7 +97,7 @@ def check_onnx(classifier: Any, runtime: OnnxRuntime, model_dir: str | Path | No
     """
     recorded = runtime.metadata.get(META_WEIGHTS_SHA256)
     weights = Path(model_dir or ".") / WEIGHTS_NAME
-    if recorded and weights.is_file() and recorded != file_sha256(weights):
+    if recorded and weights.is_file() and recorded != (weights_sha256 or file_sha256(weights)):
         raise ValueError(f"{runtime.path} was exported from other weights than "
                          f"{weights}; export again with `headwise export {model_dir} --onnx "
                          f"{runtime.path}`")
@@ -81,6 +109,122 @@ def check_onnx(classifier: Any, runtime: OnnxRuntime, model_dir: str | Path | No
         raise ValueError(f"{runtime.path} does not reproduce the model in {model_dir}: logits "
                          f"differ by up to {diff:.3g} (> {ONNX_TOLERANCE}); export again")
     return diff
+
+
+def export_checked_onnx(classifier: Any, out: str | Path, *,
+                        model_dir: str | Path | None, opset: int = DEFAULT_OPSET,
+                        fuse: bool = True, threads: int = 0,
+                        weights_sha256: str | None = None) -> tuple[OnnxRuntime, float]:
+    """Export a Transformer classifier to ``out`` and check it against PyTorch
+    (:func:`check_onnx`): what ``headwise export`` writes and runtime ``auto`` caches.
+
+    The graph is written beside ``out`` under a temporary name and moved into place only
+    once checked, so ``out`` is never a half-written or failing file, and processes
+    building the same file at once each leave a whole one.
+
+    Args:
+        classifier: the loaded intent classifier.
+        out: the ``.onnx`` file to write (its folder is created).
+        model_dir: the classifier's directory: the SHA-256 of its ``model.safetensors``
+            goes into the file's metadata.
+        opset: ONNX opset.
+        fuse: onnxruntime's fused operators (:func:`~headwise.onnx.export.export_onnx`).
+        threads: intra-op threads of the returned runtime (0: onnxruntime's default).
+        weights_sha256: the weights' SHA-256 when already computed.
+
+    Returns:
+        ``(runtime, diff)``: ``out`` on onnxruntime and the largest |logit difference|
+        from PyTorch on the probe batches.
+
+    Raises:
+        ValueError: a classifier the exporter does not support, or a graph whose logits
+            differ from PyTorch's by more than :data:`ONNX_TOLERANCE` (nothing is left
+            at ``out`` then).
+    """
+    out = Path(out)
+    weights = Path(model_dir or ".") / WEIGHTS_NAME
+    if weights_sha256 is None and weights.is_file():
+        weights_sha256 = file_sha256(weights)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = out.with_name(f".{out.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        export_onnx(classifier.model, staged, opset=opset, max_length=classifier.max_length,
+                    weights_sha256=weights_sha256, fuse=fuse)
+        try:
+            diff = check_onnx(classifier, OnnxRuntime(staged), model_dir,
+                              weights_sha256=weights_sha256)
+        except ValueError as e:  # named as the file it was to become
+            raise ValueError(f"not written: {str(e).replace(str(staged), str(out))}") from None
+        os.replace(staged, out)
+    finally:
+        staged.unlink(missing_ok=True)
+    return OnnxRuntime(out, threads=threads), diff
+
+
+def onnx_cache_path(classifier: Any, model_dir: str | Path, *,
+                    weights_sha256: str | None = None) -> Path:
+    """Where runtime ``auto`` keeps the export of a model directory that has none:
+    ``<cache>/onnx/<key>/model.onnx`` under :func:`~headwise.models.catalog.cache_root`
+    (``$HEADWISE_CACHE``, else the user cache folder), never in the model directory (a
+    mounted volume may be read-only).
+
+    The key is a hash of what the graph is made from: the weights' and the architecture's
+    files (``model.safetensors``, ``config.json``), the longest input and the headwise
+    version; a model saved again with other weights gets a new export, not the old one.
+    Exports not used for :data:`ONNX_CACHE_DAYS` days are removed when another is built.
+    """
+    directory = Path(model_dir)
+    config = directory / CONFIG_NAME
+    parts = [weights_sha256 or file_sha256(directory / WEIGHTS_NAME),
+             file_sha256(config) if config.is_file() else "-",
+             f"max_length={classifier.max_length}", f"headwise={__version__}"]
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+    return cache_root() / ONNX_CACHE_DIR / key / DEFAULT_ONNX_NAME
+
+
+def _cached_onnx(classifier: Any, model_dir: str | Path, *, threads: int
+                 ) -> tuple[OnnxRuntime, str | None]:
+    """The cached export of a model directory (:func:`onnx_cache_path`), built and
+    checked the first time (:func:`export_checked_onnx`) and again when the cached file
+    does not pass :func:`check_onnx`.
+
+    Returns:
+        ``(runtime, note)``: ``note`` says, in one line, that the export was built now.
+
+    Raises:
+        OSError: the cache folder cannot be written; ValueError, ImportError: as
+            :func:`export_checked_onnx`.
+    """
+    weights = file_sha256(Path(model_dir) / WEIGHTS_NAME)
+    path = onnx_cache_path(classifier, model_dir, weights_sha256=weights)
+    rebuilt = ""
+    if path.is_file():
+        try:
+            cached = OnnxRuntime(path, threads=threads)
+            check_onnx(classifier, cached, model_dir, weights_sha256=weights)
+            with contextlib.suppress(OSError):  # its last use (a read-only cache keeps it)
+                os.utime(path)
+            return cached, None
+        except ValueError as e:  # a damaged or foreign file: build it again
+            rebuilt = f" (the cached file was not usable: {' '.join(str(e).split())})"
+    start = time.perf_counter()
+    built, diff = export_checked_onnx(classifier, path, model_dir=model_dir, threads=threads,
+                                      weights_sha256=weights)
+    _drop_unused_exports(path.parent.parent, keep=path.parent)
+    return built, (f"runtime auto: exported {model_dir} to ONNX once, into {path}{rebuilt} "
+                   f"({time.perf_counter() - start:.1f} s; logits within {diff:.1e} of "
+                   f"PyTorch)")
+
+
+def _drop_unused_exports(folder: Path, *, keep: Path) -> None:
+    """Remove the cached exports under ``folder`` not used for :data:`ONNX_CACHE_DAYS`
+    days (by their file's modification time, which each use renews), except ``keep``; a
+    folder with no export yet (one being built) is left alone."""
+    cutoff = time.time() - ONNX_CACHE_DAYS * 86400
+    for entry in folder.iterdir():
+        with contextlib.suppress(OSError):  # another process may be removing it too
+            if entry != keep and (entry / DEFAULT_ONNX_NAME).stat().st_mtime < cutoff:
+                shutil.rmtree(entry)
 
 
 def onnx_unsupported(classifier: Any) -> str | None:
@@ -98,29 +242,36 @@ def choose_runtime(classifier: Any, runtime: str = "auto", *,
                    threads: int = 0) -> tuple[TorchRuntime | OnnxRuntime, str | None]:
     """The runtime asked for, resolving ``"auto"``.
 
-    ``"auto"`` takes onnxruntime with :func:`onnx_path_for`'s file when the classifier is
-    a single-label intent classifier, onnxruntime is importable, the file exists, loads
-    as a headwise export and passes :func:`check_onnx` (these very weights, float32
-    logits within :data:`ONNX_TOLERANCE` of PyTorch); otherwise PyTorch.
+    The ONNX file is ``onnx_path``, else ``MODEL/model.onnx`` when it exists, else the
+    export cached for this model directory (:func:`onnx_cache_path`), built and checked
+    the first time (:func:`export_checked_onnx`). ``"auto"`` takes onnxruntime with that
+    file when the classifier is a single-label Transformer classifier, onnxruntime is
+    importable and the file passes :func:`check_onnx` (these very weights, float32 logits
+    within :data:`ONNX_TOLERANCE` of PyTorch); otherwise PyTorch. ``"onnx"`` takes the
+    same file and refuses what ``"auto"`` steps around. ``"torch"`` takes PyTorch.
 
     Args:
         classifier: the loaded network (intent or compound classifier).
         runtime: ``"auto"``, ``"torch"`` or ``"onnx"``.
-        model_dir: the classifier's directory (its ``model.onnx`` and weights' hash).
-        onnx_path: the ONNX file (default ``MODEL/model.onnx``).
+        model_dir: the classifier's directory (its ``model.onnx``, the weights' hash and
+            the cache key); without one there is no cached export.
+        onnx_path: the ONNX file (default ``MODEL/model.onnx``, else the cached export).
         threads: intra-op threads of the runtime (0: the library's default).
 
     Returns:
-        ``(runtime, reason)``: ``reason`` says why ``"auto"`` fell back to PyTorch (one
-        line), else None.
+        ``(runtime, note)``: ``note`` is one line to report: why ``"auto"`` fell back to
+        PyTorch, or that the cached export was built now; else None.
 
     Raises:
-        FileNotFoundError, ValueError: ``runtime="onnx"`` with a missing or mismatching
-            file, or a compound classifier (as :func:`load_predictor`).
+        FileNotFoundError, ValueError, OSError: ``runtime="onnx"`` with a missing or
+            mismatching file, an export that cannot be built or cached, or a compound
+            classifier (as :func:`load_predictor`).
     """
     if runtime == "torch":
         return TorchRuntime(classifier.model, threads=threads), None
     path = onnx_path_for(model_dir, onnx_path)
+    # no file named and none beside the weights: the export cached for the directory
+    cache = onnx_path is None and model_dir is not None and not path.is_file()
     kind = kinds.kind_of_classifier(classifier)
     if runtime == "onnx":
         kind.require("onnx", model_dir or "the model")
@@ -128,27 +279,35 @@ def choose_runtime(classifier: Any, runtime: str = "auto", *,
         if unsupported is not None:
             raise ValueError(f"{model_dir or 'the model'} cannot be served with "
                              f"--runtime onnx: {unsupported}; serve it with --runtime torch")
+        if cache:
+            return _cached_onnx(classifier, model_dir, threads=threads)
         onnx = OnnxRuntime(path, threads=threads)
         check_onnx(classifier, onnx, model_dir)
         return onnx, None
     unsupported = None if not kind.supports("onnx") else onnx_unsupported(classifier)
     if not kind.supports("onnx"):
-        reason = f"{kind.description} has no ONNX path"
+        reason = f"{kind.description} has no ONNX path ({kind.missing['onnx']})"
     elif unsupported is not None:
-        # a file beside it is not this model's (export never writes one): say so, and do
-        # not suggest an export that would be refused
+        # a file beside it is not this model's (export never writes one): say so
         stale = f"; {path} is ignored" if path.is_file() else ""
         reason = f"no ONNX path for this model ({unsupported}){stale}"
-    elif not path.is_file():
+    elif not path.is_file() and not cache:
         reason = (f"no ONNX export at {path} (`headwise export {model_dir or 'MODEL'} "
                   f"--onnx {path}` writes one)")
     else:
         try:
+            if cache:
+                return _cached_onnx(classifier, model_dir, threads=threads)
             onnx = OnnxRuntime(path, threads=threads)
             check_onnx(classifier, onnx, model_dir)
             return onnx, None
         except ImportError as e:
             reason = f"onnxruntime cannot be imported ({e})"
+        except OSError as e:  # a cache folder that cannot be written, a full disk
+            reason = (f"no ONNX export at {path}, and none can be cached under "
+                      f"{cache_root() / ONNX_CACHE_DIR} ({type(e).__name__}: "
+                      f"{' '.join(str(e).split())}; set HEADWISE_CACHE to a writable "
+                      f"folder, or `headwise export {model_dir} --onnx FILE`)")
         except Exception as e:  # whatever keeps "auto" from running the file: fall back
             reason = " ".join(str(e).split())
     return (TorchRuntime(classifier.model, threads=threads),
@@ -193,14 +352,15 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         model_dir: the directory of a loaded ``model`` (its ``model.onnx`` and the weights'
             hash the ONNX file must carry); a directory ``model`` is its own.
         runtime: ``"auto"``, ``"torch"`` or ``"onnx"`` (:func:`choose_runtime`).
-        onnx_path: the ONNX file (default ``MODEL/model.onnx``).
+        onnx_path: the ONNX file (default ``MODEL/model.onnx``, else the cached export).
         threads: intra-op threads of the runtime (0: the library's default; the setting is
             per process).
         long_text: ``"truncate"``, ``"chunk"`` or ``"reject"``.
         chunk_stride: tokens between window starts for ``"chunk"``.
         max_rows: most rows in one forward pass.
-        report: receives the one-line reason when ``runtime="auto"`` falls back to PyTorch
-            (None: silent).
+        report: receives :func:`choose_runtime`'s one-line note: why ``runtime="auto"``
+            fell back to PyTorch, or that the cached ONNX export was built now (None:
+            silent).
 
     Returns:
         A :class:`~headwise.intent.inference.single.SingleLabelPredictor` for an intent
@@ -236,12 +396,12 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
     if kind not in (kinds.NETWORK, kinds.COMPOUND):
         return _probability_predictor(classifier, runtime=runtime, long_text=long_text,
                                       threads=threads, where=where)
-    chosen, fallback = choose_runtime(classifier, runtime, model_dir=model_dir,
-                                      onnx_path=onnx_path, threads=threads)
+    chosen, note = choose_runtime(classifier, runtime, model_dir=model_dir,
+                                  onnx_path=onnx_path, threads=threads)
     if long_text != "truncate":
         kind.require(long_text, where)
-    if fallback is not None and report is not None:
-        report(fallback)
+    if note is not None and report is not None:
+        report(note)
     if long_text == "chunk":
         # a long text is many windows in a row: keep glibc's heap from growing with them
         steady_heap()
