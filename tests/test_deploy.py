@@ -141,7 +141,10 @@ def test_commands_are_valid_headwise_serve_command_lines(manifests):
     k8s = _serve_args(_container(manifests)["args"])
     assert k8s.model in mounts and mounts[k8s.model]["readOnly"] is True
     grace = manifests["Deployment"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace > k8s.graceful_timeout  # requests in flight finish before SIGKILL
+    from headwise.commands.serve_options import process_from_args
+
+    # requests in flight finish before SIGKILL
+    assert grace > process_from_args(k8s).graceful_timeout
 
 
 def test_dockerfile_installs_cpu_torch_as_a_non_root_user():
