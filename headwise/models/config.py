@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MODEL_TYPES = ("encoder_classifier", "seq2seq", "bilstm", "joint_intent_slot")
+MODEL_TYPES = ("encoder_classifier", "seq2seq", "bilstm", "joint_intent_slot",
+               "bilstm_joint")
+#: the model types whose encoder is a BiLSTM (the ``lstm_*`` fields; no attention heads)
+LSTM_TYPES = ("bilstm", "bilstm_joint")
 
 
 @dataclass
@@ -23,7 +26,8 @@ class ModelConfig:
     ``set_number_tokens``. ``negation_heads`` / ``negation_bias_init`` do the same for
     negation-cue keys (ids from :func:`~headwise.text.negation_tokens.negation_token_ids`,
     set with ``set_negation_tokens``). ``multi_label``, ``slot_tags`` (BIO tag names)
-    and ``slot_loss_weight`` describe the joint intent + slot model (``joint_intent_slot``).
+    and ``slot_loss_weight`` describe the joint intent + slot models (``joint_intent_slot``
+    on a Transformer, ``bilstm_joint`` on a BiLSTM).
 
     ``positions_from_padding`` numbers learned positions as RoBERTa and XLM-R do: real
     tokens from ``pad_token_id + 1``, padding at ``pad_token_id`` (so ``max_position`` is
@@ -33,8 +37,8 @@ class ModelConfig:
     maps every one of the ``vocab_size`` ids to a row (:mod:`headwise.models.vocab_trim`).
 
     Transformer fields follow the papers' names (d_model, d_ff, num_heads). The BiLSTM
-    baseline uses ``vocab_size``, ``num_labels``, ``dropout``, ``pad_token_id`` and the
-    ``lstm_*`` fields.
+    baseline (``bilstm``, and ``bilstm_joint`` with the joint fields) uses ``vocab_size``,
+    ``num_labels``, ``dropout``, ``pad_token_id`` and the ``lstm_*`` fields.
     """
 
     model_type: str = "encoder_classifier"
@@ -88,7 +92,7 @@ class ModelConfig:
             raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {self.model_type!r}")
         if self.labels is not None and len(self.labels) != self.num_labels:
             raise ValueError(f"{len(self.labels)} label names for num_labels={self.num_labels}")
-        if self.model_type != "bilstm" and self.d_model % self.num_heads:
+        if self.model_type not in LSTM_TYPES and self.d_model % self.num_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads "
                              f"({self.num_heads})")
 

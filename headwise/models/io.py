@@ -39,7 +39,7 @@ WEIGHTS_NAME = "model.safetensors"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 #: the prefix of the classification head's parameters, per model type
 HEAD_PREFIXES = {"encoder_classifier": "classifier.", "bilstm": "classifier.",
-                 "joint_intent_slot": "classifier."}
+                 "joint_intent_slot": "classifier.", "bilstm_joint": "classifier."}
 
 _META_TIED = "headwise.tied"
 _META_PRUNED = "headwise.pruned_heads"

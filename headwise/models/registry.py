@@ -49,8 +49,8 @@ def build_model(config: ModelConfig) -> nn.Module:
 
     Returns:
         ``EncoderClassifier`` (``encoder_classifier``), ``EncoderDecoder`` (``seq2seq``),
-        ``BiLSTMClassifier`` (``bilstm``) or ``JointIntentSlotModel``
-        (``joint_intent_slot``).
+        ``BiLSTMClassifier`` (``bilstm``), ``JointIntentSlotModel``
+        (``joint_intent_slot``) or ``BiLSTMJointModel`` (``bilstm_joint``).
 
     Raises:
         ValueError: a model type without a builder.

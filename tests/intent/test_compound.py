@@ -117,12 +117,7 @@ def test_value_accuracy_by_hand():
     assert _same({"a": [1.0, 2]}, {"a": [1.0 + 1e-12, 2]}) and not _same(1.0, 1.1)
 
 
-def test_bilstm_and_single_intent_data_are_refused(tmp_path, compound_corpus):
-    with pytest.raises(ValueError, match="^task multi_label needs a Transformer or a "
-                                         "pretrained encoder: the joint intent \\+ slot model "
-                                         "has no bilstm form yet"):
-        IntentRecipe.from_dict({"architecture": {"type": "bilstm"},
-                                "task": {"type": "multi_label"}})
+def test_single_intent_data_is_refused(tmp_path):
     with pytest.raises(ValueError, match="two intents"):
         one = AnnotatedExample("hi", ("greet",), (), 1)
         train_intent_classifier([one] * 3, None, TINY, out_dir=tmp_path)

@@ -106,8 +106,8 @@ def test_errors(tmp_path):
         IntentRecipe.from_dict({
             "architecture": {"type": "tfidf"},
             "levers": {"linear_probe": True}})
-    with pytest.raises(ValueError, match="task multi_label needs a Transformer or a "
-                                         "pretrained encoder: .* no tfidf form"):
+    with pytest.raises(ValueError, match="task multi_label needs a Transformer, a BiLSTM or "
+                                         "a pretrained encoder: .* no tfidf form"):
         IntentRecipe.from_dict({"architecture": {"type": "tfidf"},
                                 "task": {"type": "multi_label"}})
 

@@ -31,7 +31,7 @@ from headwise.intent.kinds import COMPOUND
 from headwise.intent.prediction import INTENT_THRESHOLD, OutOfScopeDecision, Prediction, check_texts
 from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
-from headwise.models.joint import JointIntentSlotModel
+from headwise.models.joint_heads import JointHeads
 from headwise.slots import SCHEMAS, normalize_slot
 from headwise.text.annotations import SlotSpan
 from headwise.text.tokenizer import Tokenizer
@@ -43,7 +43,9 @@ class CompoundClassifier:
     """A joint intent + slot model with its tokenizer, intents and thresholds.
 
     Args:
-        model: a :class:`JointIntentSlotModel`.
+        model: a joint intent + slot model (:class:`~headwise.models.joint_heads.
+            JointHeads`: the Transformer's ``JointIntentSlotModel``, the BiLSTM's
+            ``BiLSTMJointModel``).
         tokenizer: the tokenizer whose ids the model reads.
         intents: intent names, index = output of the intent head.
         thresholds: the multi-label decision thresholds (default 0.5 for every intent).
@@ -53,16 +55,16 @@ class CompoundClassifier:
         info: free-form training summary stored in ``compound.json``.
 
     Raises:
-        TypeError: the model is not a JointIntentSlotModel.
+        TypeError: the model is not a joint intent + slot model.
         ValueError: intents that do not match the intent head, or per-intent thresholds
             of the wrong length.
     """
 
-    def __init__(self, model: JointIntentSlotModel, tokenizer: Tokenizer, intents: Sequence[str],
+    def __init__(self, model: JointHeads, tokenizer: Tokenizer, intents: Sequence[str],
                  *, thresholds: Thresholds | None = None, max_length: int = 128,
                  reference_date: date | None = None, info: dict[str, Any] | None = None) -> None:
-        if not isinstance(model, JointIntentSlotModel):
-            raise TypeError(f"a CompoundClassifier needs a JointIntentSlotModel, got "
+        if not isinstance(model, JointHeads):
+            raise TypeError(f"a CompoundClassifier needs a joint intent + slot model, got "
                             f"{type(model).__name__}")
         intents = [str(x) for x in intents]
         if model.classifier.out_features != len(intents):

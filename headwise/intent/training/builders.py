@@ -181,7 +181,7 @@ def build_intent_model(recipe: IntentRecipe, tokenizer: Tokenizer, labels: list[
     shape = {k: v for k, v in dataclasses.asdict(part).items()
              if k not in ("tokenizer", "vocab_size", "max_length", "model_overrides")}
     if part.NAME == "bilstm":
-        shape["model_type"] = "bilstm"
+        shape["model_type"] = fields.pop("model_type", "bilstm")  # or "bilstm_joint"
     else:
         shape.update(max_position=part.max_length, d_ff=part.d_ff or 2 * part.d_model)
     cfg = ModelConfig(**shape, vocab_size=tokenizer.vocab_size, num_labels=len(labels),

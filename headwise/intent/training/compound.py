@@ -4,20 +4,23 @@ a compound (several intents + slots) classifier, one function a stage.
 For a recipe whose ``task`` is :class:`~headwise.intent.training.recipe.MultiLabel`
 (``headwise train --multi-label``): the data (:func:`compound_data`: annotated examples, a
 seeded validation share), the network (:func:`compound_network`: a
-:class:`~headwise.models.joint.JointIntentSlotModel` from scratch, or a BERT-family encoder
-with fresh heads, its sigmoids started at the intents' priors), joint training with the
+:class:`~headwise.models.joint.JointIntentSlotModel` from scratch, a BERT-family encoder
+with fresh heads, or the BiLSTM baseline
+:class:`~headwise.models.lstm_joint.BiLSTMJointModel` with the same heads; its sigmoids
+started at the intents' priors), joint training with the
 project's Trainer (:func:`train_compound`: early stopping on the mean of intent micro-F1 and
 slot-token F1 on validation), the thresholds tuned on validation probabilities
 (:func:`tune_compound`), and the saved
 :class:`~headwise.intent.compound.classifier.CompoundClassifier`.
 
-Number-aware heads (``architecture.model_overrides["number_heads"] = [0, 1]``) work for
-both architectures. Of the levers the intent head takes ``label_smoothing`` (each
-sigmoid's target ``y * (1 - eps) + eps / 2``) and ``class_weighting="balanced"`` (each
-intent's positives and negatives weighted to count equally,
-:func:`balanced_multilabel_weights`), through :class:`CompoundObjective`; the from-scratch
-Transformer takes the masked-LM pre-training (``levers.pretrain_epochs``). The recipe
-refuses, when built, what the multi-label task does not use.
+Number-aware heads (``architecture.model_overrides["number_heads"] = [0, 1]``) work for the
+Transformer and the pretrained encoder (a BiLSTM has no attention heads to bias). Of the
+levers the intent head takes ``label_smoothing`` (each sigmoid's target ``y * (1 - eps) +
+eps / 2``) and ``class_weighting="balanced"`` (each intent's positives and negatives
+weighted to count equally, :func:`balanced_multilabel_weights`), through
+:class:`CompoundObjective`; the from-scratch Transformer takes the masked-LM pre-training
+(``levers.pretrain_epochs``). The recipe refuses, when built, what the multi-label task does
+not use.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from headwise.intent.training.warm_start import (
     warm_network,
 )
 from headwise.models.joint import JointIntentSlotModel
+from headwise.models.joint_heads import JointHeads
 from headwise.text.annotations import AnnotatedDataset, AnnotatedExample
 from headwise.text.batching import pad_collate
 from headwise.text.bio import bio_tag_names, encode_with_tags
@@ -215,7 +219,7 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     return TrainedIntent(clf, out_dir, thresholds, metrics, result.history, seconds)
 
 
-def init_prior_bias(model: JointIntentSlotModel, train: Sequence[AnnotatedExample],
+def init_prior_bias(model: JointHeads, train: Sequence[AnnotatedExample],
                     intents: list[str]) -> None:
     """Start each intent's sigmoid at its training frequency (Lin et al., 2017, "prior
     initialisation"): bias = log(p / (1 - p)), p clipped to [1e-4, 1 - 1e-4].
@@ -263,7 +267,7 @@ def multilabel_intent_loss(logits: Tensor, targets: Tensor, *, label_smoothing: 
     targets ``y * (1 - eps) + eps / 2`` (each intent's two-class target smoothed as
     cross-entropy smooths it), each term weighted by ``weights[y, intent]``
     (:func:`balanced_multilabel_weights`). With neither, it is
-    :class:`~headwise.models.joint.JointIntentSlotModel`'s own intent loss.
+    the joint models' own intent loss (:class:`~headwise.models.joint_heads.JointHeads`).
 
     Args:
         logits: (batch, intents).
@@ -279,8 +283,8 @@ def multilabel_intent_loss(logits: Tensor, targets: Tensor, *, label_smoothing: 
 
 
 class CompoundObjective(nn.Module):
-    """A :class:`~headwise.models.joint.JointIntentSlotModel` whose intent loss takes the
-    recipe's label smoothing and class weights (:func:`multilabel_intent_loss`); the slot
+    """A joint model (:class:`~headwise.models.joint_heads.JointHeads`) whose intent loss
+    takes the recipe's label smoothing and class weights (:func:`multilabel_intent_loss`); the slot
     loss and the sum ``intent + slot_loss_weight * tag`` are the model's. Trained by the
     Trainer in place of the model; the model is trained in place.
 
@@ -294,7 +298,7 @@ class CompoundObjective(nn.Module):
             that are not positive or not ``(2, intents)``.
     """
 
-    def __init__(self, model: JointIntentSlotModel, label_smoothing: float = 0.0,
+    def __init__(self, model: JointHeads, label_smoothing: float = 0.0,
                  weights: Tensor | None = None) -> None:
         super().__init__()
         if not model.multi_label:
@@ -395,15 +399,17 @@ def joint_validation(model: nn.Module, loader) -> dict[str, float]:
 
 def compound_network(recipe: IntentRecipe, texts: list[str], intents: list[str],
                      tags: list[str] | None, run_dir: Path | None = None, resume: bool = False
-                     ) -> tuple[JointIntentSlotModel, Tokenizer]:
+                     ) -> tuple[JointHeads, Tokenizer]:
     """Stage 2: the joint model and its tokenizer: a pretrained encoder with fresh intent
-    and tag heads, or a from-scratch Transformer (its tokenizer trained on ``texts`` and,
-    with ``run_dir``, saved there so that a resumed run reads it back).
+    and tag heads, or a from-scratch Transformer or BiLSTM (``bilstm_joint``; its tokenizer
+    trained on ``texts`` and, with ``run_dir``, saved there so that a resumed run reads it
+    back).
 
     Raises:
         ValueError: a pretrained checkpoint that does not fit the joint model.
     """
-    joint = dict(model_type="joint_intent_slot", multi_label=True, slot_tags=tags)
+    joint_type = "bilstm_joint" if recipe.architecture_name == "bilstm" else "joint_intent_slot"
+    joint = dict(model_type=joint_type, multi_label=True, slot_tags=tags)
     part = recipe.architecture
     if recipe.architecture_name == "pretrained":
         base, tokenizer, _ = load_pretrained_for_task(recipe, texts, intents)

@@ -762,9 +762,9 @@ def _what_does_not_apply(r: IntentRecipe) -> str | None:
         return ("architecture.model_overrides: single-label fine-tuning keeps the "
                 "checkpoint's architecture (overrides shape the multi-label joint model)")
     if r.multi_label:
-        if arch in ("bilstm", "tfidf"):
-            return (f"task multi_label needs a Transformer or a pretrained encoder: the joint "
-                    f"intent + slot model has no {arch} form yet (issue 34 adds the BiLSTM's)")
+        if arch == "tfidf":
+            return ("task multi_label needs a Transformer, a BiLSTM or a pretrained encoder: "
+                    "the joint intent + slot model has no tfidf form")
         for name in ("gce_q", "label_cleaning", "distill", "blend"):
             if getattr(lev, name) != getattr(Levers, name):
                 return (f"levers.{name} is single-label training's; the multi_label task "

@@ -1,0 +1,82 @@
+"""The compound benchmark's scoring from per-question outcomes (``benchmarks/
+_compound_report.py``): point scores equal scikit-learn's, the bootstrap intervals hold
+them, slices and the validation choice read what they say."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import f1_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import _compound_report as R  # noqa: E402
+
+INTENTS = ["a", "b", "c", "d"]
+
+
+def _run(seed: int, config: str = "bilstm", n: int = 60, valid: float = 0.5) -> dict:
+    rng = random.Random(seed)
+    questions, slices = [], []
+    for i in range(n):
+        gold = sorted(rng.sample(INTENTS, rng.choice([0, 1, 1, 2])))
+        pred = gold if rng.random() < 0.6 else sorted(rng.sample(INTENTS, rng.choice([1, 2])))
+        g = [["amount", i, i + 2]] if i % 3 else []
+        p = g if rng.random() < 0.7 else [["amount", i, i + 3]]
+        questions.append({"gold": gold, "pred": pred, "gold_spans": g, "pred_spans": p,
+                          "values": [["amount", int(p == g)]] if g else []})
+        slices.append(["compound"] if len(gold) > 1 else [])
+    return {"setting": R.DETAILED, "config": config, "seed": seed, "status": "ok",
+            "per_question": questions, "slices": slices, "valid": {"exact_match": valid},
+            "p50_ms": 1.0, "p50_runtime": "torch"}
+
+
+def _matrix(rows: list[list[str]]) -> np.ndarray:
+    return np.array([[n in r for n in INTENTS] for r in rows])
+
+
+def test_point_scores_equal_scikit_learn_averaged_over_seeds():
+    runs = [_run(0), _run(1)]
+    got = R._intervals(runs, list(range(60)))
+    ref = {"exact_match": [], "micro_f1": [], "macro_f1": [], "span_f1": []}
+    for r in runs:
+        q = r["per_question"]
+        gold, pred = _matrix([x["gold"] for x in q]), _matrix([x["pred"] for x in q])
+        ref["exact_match"].append(np.mean((gold == pred).all(1)))
+        ref["micro_f1"].append(f1_score(gold, pred, average="micro"))
+        used = (gold | pred).any(0)  # macro over the intents that occur
+        ref["macro_f1"].append(f1_score(gold[:, used], pred[:, used], average="macro",
+                                        zero_division=0))
+        g = {(i, tuple(s)) for i, x in enumerate(q) for s in x["gold_spans"]}
+        p = {(i, tuple(s)) for i, x in enumerate(q) for s in x["pred_spans"]}
+        ref["span_f1"].append(2 * len(g & p) / (len(g) + len(p)))
+    for k, values in ref.items():
+        point, low, high = got[k]
+        assert point == pytest.approx(np.mean(values)), k
+        assert low <= point <= high and high - low > 0, (k, got[k])
+
+
+def test_intervals_narrow_with_more_questions():
+    few = R._intervals([_run(0, n=30)], list(range(30)))["exact_match"]
+    many = R._intervals([_run(0, n=600)], list(range(600)))["exact_match"]
+    assert many[2] - many[1] < few[2] - few[1]
+
+
+def test_slices_and_the_choice_on_validation():
+    run = _run(0)
+    compound = R._slice_rows(run, "compound")
+    assert compound == [i for i, q in enumerate(run["per_question"]) if len(q["gold"]) > 1]
+    assert R._slice_rows(run, "out_of_scope") == [
+        i for i, q in enumerate(run["per_question"]) if not q["gold"]]
+    runs = [_run(0, "bilstm", valid=0.4), _run(0, "bilstm-attn", valid=0.6),
+            _run(0, "scratch", valid=0.7)]
+    assert R.chosen_configs(runs) == {"bilstm": "bilstm-attn", "transformer": "scratch"}
+    value = R.value_intervals(runs[:1], "amount")
+    rows = [ok for q in runs[0]["per_question"] for _, ok in q["values"]]
+    assert value[0] == pytest.approx(np.mean(rows)) and value[1] <= value[0] <= value[2]
+    table = R.comparison_table(runs)
+    assert "**yes**" in table and "BiLSTM joint, attention pooling" in table
