@@ -5,8 +5,8 @@ It loads the directory (an intent classifier, ``intent.json``, a compound classi
 pickle files and a config that does not match the weights are refused by the loader with
 a message naming the problem) and, for the onnxruntime path, checks that the ONNX file was
 exported from these very weights and that its float32 outputs equal PyTorch's within
-:data:`ONNX_TOLERANCE`. A compound classifier runs on PyTorch only, and without
-chunk-and-pool; a TF-IDF model or an ensemble through
+:data:`ONNX_TOLERANCE`. A compound classifier runs on PyTorch only, and reads a long
+text's first window only; a TF-IDF model or an ensemble through
 :class:`~headwise.intent.inference.proba.ProbabilityPredictor`, with no ONNX path and the
 truncate policy only. ``headwise predict``, the file stream, Ray and ``headwise serve``
 all get their predictor here.
