@@ -128,3 +128,41 @@ def test_predict_says_what_it_did_with_a_long_text(trained, tmp_path, capsys):
     assert main(["predict", str(model), "--long-text", "truncate", "--json", text]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["long_text"]["policy"] == "truncated" and intent_of(record) != "card_lost"
+
+
+@pytest.mark.parametrize("position", ["middle", None])
+def test_chunk_max_with_a_detector_picks_among_the_windows_it_keeps(trained, position):
+    """With an out-of-scope detector (k nearest neighbours on pooled vectors), chunk_max's
+    window is, among those the detector keeps, the one of highest top probability; when it
+    keeps none, the one of highest detector score, and the text is out of scope: checked
+    by hand on each window read alone."""
+    import copy
+
+    from tiny_corpus import INTENTS
+    from tiny_models import TEXTS
+
+    from headwise.intent.decision.temperature import calibrated_probs
+    from headwise.intent.posthoc.recalibration import fit_ood_detector
+
+    clf = copy.deepcopy(trained)
+    labels = [k for k, ts in INTENTS.items() for _ in ts]
+    fit_ood_detector(clf, TEXTS, labels, TEXTS[::2] + [chatter(2, s) for s in range(8)],
+                     labels[::2] + ["oos"] * 8, "knn:2")
+    assert clf.ood is not None
+    p = predictor(clf, "chunk_max")
+    text = planted(position) if position else chatter(12, 7)
+    [item] = p.encode([text])
+    parts = [p.forward([EncodedText((c,), len(c))]) for c in item.chunks]
+    logits = np.concatenate([lg for lg, _ in parts])
+    pooled = np.concatenate([pl for _, pl in parts])
+    scores = np.asarray(clf.ood.score(pooled, logits))
+    kept = scores >= clf.ood.threshold
+    top = calibrated_probs(logits, clf.temperature).max(1)
+    want = int(np.where(kept, top, -np.inf).argmax()) if kept.any() else int(scores.argmax())
+    [answer], [note] = p.predictions([text])
+    assert note["chunk"] == want + 1
+    assert answer.out_of_scope == (not kept.any())
+    assert answer.decision.score == clf.ood.name
+    assert answer.decision.value == pytest.approx(scores[want], abs=1e-6)
+    if kept.any():
+        assert answer.intent == clf.labels[int(logits[want].argmax())]
