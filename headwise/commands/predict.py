@@ -124,9 +124,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="override the saved out-of-scope threshold (0 disables it)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--long-text", choices=LONG_TEXT_POLICIES, default="auto", metavar="POLICY",
-                   help="a text over the model's length: auto (a network: chunk_max, its "
-                   "most confident window answers), " + ", ".join(LONG_TEXT_POLICIES[1:])
-                   + " (docs/serving.md)")
+                   help="past the model's length: auto (chunk_max: the most confident "
+                   "window), " + ", ".join(LONG_TEXT_POLICIES[1:]))
     p.add_argument("--reference-date", type=_iso_date, metavar="YYYY-MM-DD",
                    help="compound models: the day relative dates in slot values (下个月5号, "
                    "next Friday) count from (default: the model's saved one, else today)")
