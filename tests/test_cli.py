@@ -73,12 +73,13 @@ def test_constants_repeated_for_a_light_start_stay_equal():
     import dataclasses
 
     from headwise.commands import _common, serve_options
-    from headwise.intent.inference import RUNTIMES
+    from headwise.intent.inference import LONG_TEXT_POLICIES, RUNTIMES
     from headwise.serve.config import ServeConfig
     from headwise.text.readers import FORMATS
 
     assert _common.FORMATS == FORMATS
     assert _common.RUNTIMES == RUNTIMES
+    assert _common.LONG_TEXT_POLICIES == LONG_TEXT_POLICIES
     # every ServeConfig field is a --set setting or has its own option, never both
     fields = [f.name for f in dataclasses.fields(ServeConfig)]
     assert sorted(serve_options.SERVICE_SETTINGS) == sorted(

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 #: ``headwise.intent.inference.RUNTIMES``, repeated so that building the parser imports
 #: nothing heavy (a test keeps them equal)
 RUNTIMES = ("auto", "torch", "onnx")
+#: the long-text policies ``predict --long-text`` takes:
+#: ``headwise.intent.inference.LONG_TEXT_POLICIES``, repeated likewise
+LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "reject")
 
 
 def runtime_choice(text: str) -> tuple[str, str | None]:

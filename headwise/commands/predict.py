@@ -1,8 +1,9 @@
 """``headwise predict``: top-k intents with calibrated confidence, or out-of-scope.
 
 Each answer echoes at most :data:`ECHO_CHARS` characters of its text (then ``…``), with
-the text's length in ``text_chars``, and says in ``long_text`` when a network read only
-the first ``max_length`` tokens of it (the service's ``long_text`` note, null otherwise).
+the text's length in ``text_chars``, and says in ``long_text`` how a network read a text
+over its ``max_length`` tokens (``--long-text``: the service's ``long_text`` note, null
+otherwise); the plain output says it in words (:func:`long_text_words`).
 
 ``--data FILE --out FILE`` streams a file of any size through the model
 (:func:`headwise.intent.batch.predict_file`: constant memory, batched forward
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from headwise.commands._common import (
+    LONG_TEXT_POLICIES,
     RUNTIMES,
     add_encoding_options,
     column_list,
@@ -121,6 +123,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threshold", type=float,
                    help="override the saved out-of-scope threshold (0 disables it)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--long-text", choices=LONG_TEXT_POLICIES, default="auto", metavar="POLICY",
+                   help="past the model's length: auto (chunk_max: the most confident "
+                   "window), " + ", ".join(LONG_TEXT_POLICIES[1:]))
     p.add_argument("--reference-date", type=_iso_date, metavar="YYYY-MM-DD",
                    help="compound models: the day relative dates in slot values (下个月5号, "
                    "next Friday) count from (default: the model's saved one, else today)")
@@ -183,13 +188,27 @@ def record(answer: dict[str, Any], text: str, note: dict[str, Any] | None) -> di
     return make(answer, text, note)
 
 
+def long_text_words(note: dict[str, Any]) -> str:
+    """How the plain output says what was done with a long text (its ``long_text`` note),
+    e.g. ``long text: 180 tokens over 64, 5 chunks, answer from chunk 4``."""
+    head = f"long text: {note['tokens']} tokens over {note['max_length']}"
+    if note["policy"] == "truncated":
+        return f"{head}, truncated (read the first {note['max_length']})"
+    if note["policy"] == "head_tail":
+        return f"{head}, read its head and tail"
+    if note.get("chunk") is not None:
+        return f"{head}, {note['chunks']} chunks, answer from chunk {note['chunk']}"
+    return f"{head}, {note['chunks']} chunks, pooled ({note.get('pooling') or 'mean'})"
+
+
 def _note_line(text: str, note: dict[str, Any] | None) -> str:
-    """The plain output's first line of an answer: the (cut) text, and what was cut."""
+    """The plain output's first line of an answer: the (cut) text, its length when cut,
+    and what was done with a long text (:func:`long_text_words`)."""
     parts = []
     if len(text) > ECHO_CHARS:
         parts.append(f"{len(text)} characters")
     if note is not None:
-        parts.append(f"read up to token {note['max_length']} of {note['tokens']}")
+        parts.append(long_text_words(note))
     return echo(text) + (f"  [{'; '.join(parts)}]" if parts else "")
 
 
@@ -237,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
         from headwise.intent.inference.load import load_predictor
 
         # the predictor ``serve`` would run (runtime auto), on the texts' one encoding
-        predictor = load_predictor(args.model)
+        predictor = load_predictor(args.model, long_text=args.long_text)
         answers, notes = predictor.predictions(texts, top_k=args.top_k,
                                                threshold=args.threshold,
                                                reference_date=args.reference_date)
@@ -372,8 +391,8 @@ def _run_data(args: argparse.Namespace) -> int:
     runtime, onnx_path = args.runtime
     predictor = load_predictor(
         args.model, runtime=runtime, onnx_path=onnx_path, max_rows=batch_size,
-        threads=threads, report=lambda line: print(f"headwise predict: {line}",
-                                                   file=sys.stderr))
+        threads=threads, long_text=args.long_text,
+        report=lambda line: print(f"headwise predict: {line}", file=sys.stderr))
     if args.reference_date is not None:  # a compound model: its classifier's "today"
         predictor.classifier.reference_date = args.reference_date
     try:
@@ -405,6 +424,10 @@ def _run_data(args: argparse.Namespace) -> int:
 
 def _run_ray(args: argparse.Namespace, batch_size: int, chunk_size: int) -> int:
     from headwise.commands._common import check_out_dir
+
+    if args.long_text != "auto":
+        raise ValueError("--long-text: Ray's actors run the auto policy; leave it out with "
+                         "--ray")
 
     try:
         from headwise.integrations.ray import import_ray, predict_files

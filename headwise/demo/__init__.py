@@ -8,6 +8,8 @@ attention tour of ``headwise tour``.
   (:mod:`.render`), slot values (:mod:`.values`), the surface phenomena of real
   customers (:mod:`.phenomena`: fillers, typos, code-mixing, long context ...) and compound
   questions (:mod:`.joins`: several requests joined in one message, or one taken back);
+* long messages: :mod:`.long_messages` (:func:`long_message_slice`: a held-out request at
+  the start, middle or end of chatter 2 to 20 times the model's length);
 * the runs: :mod:`.runner` (:func:`run_demo`: TF-IDF, BiLSTM, Transformer and, where
   installed, a pretrained encoder, compared per slice on held-out phrasing) and
   :mod:`.compound` (:func:`run_compound_demo`: multi-label intents with slots);
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
         read_demo_jsonl,
         write_demo_corpus,
     )
+    from headwise.demo.long_messages import LongMessage, long_message_slice
     from headwise.demo.runner import DemoSettings, demo_recipes, pretrained_demo_recipe, run_demo
     from headwise.demo.templates import DEMO_INTENTS
 
@@ -45,14 +48,17 @@ _LAZY: dict[str, str] = {
     "generate_demo_corpus": "headwise.demo.corpus",
     "read_demo_jsonl": "headwise.demo.corpus",
     "write_demo_corpus": "headwise.demo.corpus",
+    "LongMessage": "headwise.demo.long_messages",
+    "long_message_slice": "headwise.demo.long_messages",
     "DemoSettings": "headwise.demo.runner",
     "demo_recipes": "headwise.demo.runner",
     "pretrained_demo_recipe": "headwise.demo.runner",
     "run_demo": "headwise.demo.runner",
 }
 
-__all__ = ["DEMO_INTENTS", "DemoExample", "DemoSettings", "Slot", "Span", "demo_recipes",
-           "generate_demo_corpus", "pretrained_demo_recipe", "read_demo_jsonl",
-           "run_compound_demo", "run_demo", "write_demo_corpus"]
+__all__ = ["DEMO_INTENTS", "DemoExample", "DemoSettings", "LongMessage", "Slot", "Span",
+           "demo_recipes", "generate_demo_corpus", "long_message_slice",
+           "pretrained_demo_recipe", "read_demo_jsonl", "run_compound_demo", "run_demo",
+           "write_demo_corpus"]
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

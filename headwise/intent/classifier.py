@@ -69,8 +69,10 @@ class IntentClassifier(CalibratedClassifier):
         temperature: logits are divided by it before the softmax (calibration).
         threshold: calibrated top probability below which the answer is out-of-scope
             (0 disables it); not used while ``ood`` is set.
-        max_length: longest input in tokens (special tokens included); longer texts are
-            truncated.
+        max_length: longest input in tokens (special tokens included); :meth:`predict`
+            reads a longer text in windows, the most confident answering (the long-text
+            policy ``"auto"``: ``"chunk_max"``); :meth:`logits` and
+            :meth:`features_and_logits` truncate it.
         info: free-form training summary stored in ``intent.json``.
         ood: an out-of-scope detector (:mod:`headwise.intent.decision.ood`), fitted and with its
             threshold chosen, that decides out-of-scope answers instead of ``threshold``;
@@ -107,9 +109,10 @@ class IntentClassifier(CalibratedClassifier):
 
     # -- inference ---------------------------------------------------------------------
     def predictor(self, *, batch_size: int = 64) -> SingleLabelPredictor:
-        """This classifier's predictor on the PyTorch runtime, truncating long texts: what
-        :meth:`predict`, :meth:`logits` and :meth:`features_and_logits` run (the service
-        and ``headwise predict`` run the same predictor, on the runtime they pick).
+        """This classifier's predictor on the PyTorch runtime, with the default long-text
+        policy (``"auto"``: ``"chunk_max"``): what :meth:`predict`, :meth:`logits` and
+        :meth:`features_and_logits` (these two on truncated texts) run (the service and
+        ``headwise predict`` run the same predictor, on the runtime they pick).
 
         Args:
             batch_size: most texts in one forward pass.

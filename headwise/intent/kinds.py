@@ -38,7 +38,8 @@ __all__ = ["CAPABILITIES", "COMPOUND", "ENSEMBLE", "NETWORK", "TFIDF", "ModelKin
 #: what a kind may be able to do, and how a message names it
 CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "onnx": "ONNX export (`headwise export`, the onnx runtime of `headwise serve`)",
-    "chunk": "long-text policy chunk (`headwise serve --set long_text=chunk`: windows pooled)",
+    "chunk": "long-text policies that read past the first window (`--set long_text=chunk`, "
+             "`head_tail` or `chunk_max`)",
     "reject": "long-text policy reject (`headwise serve --set long_text=reject`)",
     "explain": "token attribution (`headwise explain`, `/v1/explain`)",
     "heads": "attention heads to analyse (`headwise inspect`)",
@@ -143,7 +144,8 @@ COMPOUND = ModelKind(
     missing={
         "onnx": "its slot tags are a second output the export does not carry; "
                 "`headwise serve` serves it with PyTorch (--runtime torch)",
-        "chunk": "slot spans cannot be pooled over windows; use truncate or reject",
+        "chunk": "slot spans are read on the text's first window only; use truncate or "
+                 "reject",
         "heads": "`headwise inspect` reads single-label classifiers",
         "soup": "soups average single-label networks",
         "calibrate": "its per-intent thresholds are tuned by `headwise train --valid`",

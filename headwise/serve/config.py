@@ -39,11 +39,14 @@ class ServeConfig:
         max_texts: most texts in one ``/v1/predict`` request.
         max_text_chars: longest text in characters (longer is refused with 422).
         max_body_bytes: largest request body (larger is refused with 413).
-        long_text: a text over the model's maximum length in tokens is ``"truncate"``d,
-            split into overlapping windows whose pooled vectors are averaged
-            (``"chunk"``), or refused with 422 (``"reject"``).
-        chunk_stride: tokens between window starts for ``"chunk"`` (default: half the
-            window body).
+        long_text: what a text over the model's maximum length in tokens gets
+            (:data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`): ``"auto"``
+            (a single network: the most confident window decides, ``"chunk_max"``; other
+            kinds: ``"truncate"``), ``"truncate"``, ``"head_tail"``, ``"chunk"``
+            (windows' pooled vectors averaged), ``"chunk_max"``, or refused with 422
+            (``"reject"``).
+        chunk_stride: tokens between window starts for ``"chunk"`` and ``"chunk_max"``
+            (default: half the window body).
         top_k: intents listed per text when the request does not say.
         threads: intra-op threads of the inference runtime (0: the library's default).
         warmup: run a few forward passes before reporting ready.
@@ -92,7 +95,7 @@ class ServeConfig:
     max_texts: int = 64
     max_text_chars: int = 10_000
     max_body_bytes: int = 1 << 20
-    long_text: str = "truncate"
+    long_text: str = "auto"
     chunk_stride: int | None = None
     top_k: int = 3
     threads: int = 0

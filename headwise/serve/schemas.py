@@ -249,12 +249,21 @@ class Intent(BaseModel):
 class LongText(BaseModel):
     """How a text over the model's maximum length was handled."""
 
-    policy: Literal["truncated", "chunked"] = Field(
-        description="'truncated': only the first max_length tokens were read; 'chunked': "
-                    "overlapping windows were read and their pooled vectors averaged")
+    policy: Literal["truncated", "head_tail", "chunked"] = Field(
+        description="'truncated': only the first max_length tokens were read; 'head_tail': "
+                    "the text's first and last half windows were read as one; 'chunked': "
+                    "overlapping windows were read (see pooling)")
     tokens: int = Field(description="tokens of the whole text, special tokens included")
     max_length: int = Field(description="the model's maximum length in tokens")
-    chunks: int = Field(description="windows read (1 when truncated)")
+    chunks: int = Field(description="windows read (1 unless chunked)")
+    pooling: Literal["mean", "max_confidence"] | None = Field(
+        default=None, description="how chunked windows were combined: 'mean' (their pooled "
+        "vectors averaged before the head) or 'max_confidence' (each window answered; the "
+        "most confident in-scope one decides, out of scope only when every window is); "
+        "null unless chunked")
+    chunk: int | None = Field(
+        default=None, description="under max_confidence pooling, the window (from 1) whose "
+                                  "answer this is; null otherwise")
 
 
 #: a slot's normalised value: a number, a string, or a JSON object of them

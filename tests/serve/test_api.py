@@ -26,14 +26,22 @@ def test_predict_many_equals_classifier_predict(client, clf):
     body = r.json()
     assert body["runtime"] == "onnx" and body["model"] == "encoder"
     assert [p["text"] for p in body["predictions"]] == texts
-    for got, want in zip(body["predictions"], clf.predict(texts, top_k=2), strict=True):
+    predictor = clf.predictor()
+    answers, notes = predictor.predictions(texts, top_k=2)
+    for got, want, note, item in zip(body["predictions"], answers, notes,
+                                     predictor.encode(texts), strict=True):
         assert intent_of(got) == want.intent and got["out_of_scope"] == want.out_of_scope
         assert confidence_of(got) == pytest.approx(want.confidence, abs=1e-6)
         assert [k["intent"] for k in got["top_k"]] == [k for k, _ in want.top_k]
         n = int(clf.tokenizer([got["text"]], max_length=None)["attention_mask"].sum())
-        want_long = None if n <= MAX_LENGTH else {"policy": "truncated", "tokens": n,
-                                                  "max_length": MAX_LENGTH, "chunks": 1}
-        assert got["long_text"] == want_long
+        # the default policy: a long text read in windows, the most confident answering
+        assert (note is None) == (n <= MAX_LENGTH)
+        if note is not None:
+            assert note == {"policy": "chunked", "tokens": n, "max_length": MAX_LENGTH,
+                            "chunks": len(item.chunks), "pooling": "max_confidence",
+                            "chunk": note["chunk"]}
+            assert 1 <= note["chunk"] <= len(item.chunks)
+        assert got["long_text"] == note
 
 
 def test_predict_one_text_and_threshold_override(client, clf):

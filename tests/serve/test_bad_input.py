@@ -14,6 +14,7 @@ from tiny_models import MAX_LENGTH
 
 from headwise.cli import main
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.inference import load_predictor
 from headwise.models.io import UnsafeCheckpointError
 from headwise.serve import ServeConfig, create_app
 
@@ -140,7 +141,8 @@ def test_long_text_policies_say_what_they_did(encoder_dir):
     clf = IntentClassifier.load(encoder_dir)
     n = int(clf.tokenizer([LONG], max_length=None)["attention_mask"].sum())
     assert n > MAX_LENGTH
-    for policy, expected in (("truncate", "truncated"), ("chunk", "chunked")):
+    for policy, expected in (("truncate", "truncated"), ("head_tail", "head_tail"),
+                             ("chunk", "chunked"), ("chunk_max", "chunked")):
         app = create_app(ServeConfig(model_dir=str(encoder_dir), long_text=policy))
         with TestClient(app) as c:
             wait_ready(c)
@@ -149,10 +151,15 @@ def test_long_text_policies_say_what_they_did(encoder_dir):
         info = p[0]["long_text"]
         assert info["policy"] == expected and info["tokens"] == n
         assert info["max_length"] == MAX_LENGTH
-        assert (info["chunks"] == 1) == (policy == "truncate")
-        if policy == "truncate":  # what IntentClassifier.predict does
-            assert confidence_of(p[0]) == pytest.approx(clf.predict([LONG])[0].confidence,
-                                                       abs=1e-6)
+        assert (info["chunks"] == 1) == (policy in ("truncate", "head_tail"))
+        assert info["pooling"] == {"chunk": "mean", "chunk_max": "max_confidence"}.get(policy)
+        assert (info["chunk"] is not None) == (policy == "chunk_max")
+        # what the library's predictor with the same policy answers (the service may run
+        # onnxruntime: float32 within 1e-4)
+        [want], [note] = load_predictor(clf, runtime="torch", long_text=policy).predictions(
+            [LONG])
+        assert confidence_of(p[0]) == pytest.approx(want.confidence, abs=1e-4)
+        assert info == note
     app = create_app(ServeConfig(model_dir=str(encoder_dir), long_text="reject"))
     with TestClient(app) as c:
         wait_ready(c)

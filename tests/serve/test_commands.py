@@ -222,12 +222,14 @@ def test_predict_notes_a_truncated_text_and_echoes_a_bounded_prefix(encoder_dir,
     from headwise.cli import main
     from headwise.commands.predict import ECHO_CHARS
     from headwise.intent.classifier import IntentClassifier
+    from headwise.intent.inference import load_predictor
     from headwise.intent.inference.bucketing import long_text_note
 
     clf = IntentClassifier.load(encoder_dir)
     huge = "transfer money to my savings " * 35_000  # about a million characters
     long = "send money to my friend and then transfer fifty pounds to my savings now"
-    assert main(["predict", str(encoder_dir), "--json", "hi", long, huge]) == 0
+    assert main(["predict", str(encoder_dir), "--json", "--long-text", "truncate", "hi", long,
+                 huge]) == 0
     out = capsys.readouterr().out
     assert len(out) < 3000  # not the million characters back
     short, cut, whole = (json.loads(x) for x in out.splitlines())
@@ -239,12 +241,14 @@ def test_predict_notes_a_truncated_text_and_echoes_a_bounded_prefix(encoder_dir,
     assert whole["text"] == huge[:ECHO_CHARS] + "…"
     assert whole["long_text"]["policy"] == "truncated"
     assert whole["long_text"]["tokens"] == clf.tokenizer.lengths([huge])[0]
-    assert intent_of(whole) == clf.predict([huge])[0].intent
+    truncating = load_predictor(clf, runtime="torch", long_text="truncate")
+    assert intent_of(whole) == truncating.predictions([huge])[0][0].intent
     # the plain output is bounded too, and says what was cut
-    assert main(["predict", str(encoder_dir), huge]) == 0
+    assert main(["predict", str(encoder_dir), "--long-text", "truncate", huge]) == 0
     plain = capsys.readouterr().out
     assert len(plain) < 1000 and f"{len(huge)} characters" in plain
-    assert f"read up to token {clf.max_length} of " in plain
+    assert f"long text: {whole['long_text']['tokens']} tokens over {clf.max_length}, " \
+           f"truncated (read the first {clf.max_length})" in plain
 
 
 def test_long_text_notes_of_an_ensemble_name_the_network_that_cut_most(encoder_dir):
@@ -258,7 +262,8 @@ def test_long_text_notes_of_an_ensemble_name_the_network_that_cut_most(encoder_d
     n = a.tokenizer.lengths([text])[0]
     assert 8 < n <= a.max_length
     _, notes = ProbabilityPredictor(EnsembleClassifier([a, b])).predictions(["hi", text])
-    assert notes == [None, {"policy": "truncated", "tokens": n, "max_length": 8, "chunks": 1}]
+    assert notes == [None, {"policy": "truncated", "tokens": n, "max_length": 8, "chunks": 1,
+                            "pooling": None, "chunk": None}]
     assert a.predictor().predictions(["hi", text])[1] == [None, None]
 
 

@@ -169,16 +169,17 @@ def test_int8_graph_holds_int8_weights_and_integer_operators(trained_int8):
     assert OnnxRuntime(int8).quantized and not OnnxRuntime(fp32).quantized
 
 
-def test_serving_on_onnxruntime_gives_the_same_answers(encoder_dir, exported):
+@pytest.mark.parametrize("policy", ["chunk", "chunk_max"])
+def test_serving_on_onnxruntime_gives_the_same_answers(encoder_dir, exported, policy):
     cfg = ServeConfig(model_dir=str(encoder_dir), runtime="onnx",
-                      onnx_path=str(exported / "model.onnx"), long_text="chunk")
+                      onnx_path=str(exported / "model.onnx"), long_text=policy)
     with TestClient(create_app(cfg)) as c:
         wait_ready(c)
         body = c.post("/v1/predict", json={"texts": TEXTS}).json()
     assert body["runtime"] == "onnx"
     clf = IntentClassifier.load(encoder_dir)
     torch_predictor = load_served_predictor(
-        ServeConfig(model_dir=str(encoder_dir), long_text="chunk"), clf)
+        ServeConfig(model_dir=str(encoder_dir), long_text=policy), clf)
     for got, want in zip(body["predictions"], torch_predictor.predict(TEXTS), strict=True):
         assert [k["intent"] for k in got["top_k"]] == [k["intent"] for k in want["top_k"]]
         assert confidence_of(got) == pytest.approx(confidence_of(want), abs=1e-4)

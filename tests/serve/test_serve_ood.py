@@ -54,21 +54,29 @@ def _key(records):
 
 
 def test_engine_rows_carry_the_pooled_vectors_and_answer_as_predict(knn_clf):
-    predictor = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model))
+    # truncated, as features_and_logits reads them (one query is over the limit)
+    predictor = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model), long_text="truncate")
     assert predictor.with_features
     rows = predictor.run(predictor.encode(QUERIES))
     feats, logits = knn_clf.features_and_logits(QUERIES)
-    assert rows[0].shape == (len(NAMES) + feats.shape[1],)
+    # logits, pooled vector, the deciding window (0: each query is one window)
+    assert rows[0].shape == (len(NAMES) + feats.shape[1] + 1,)
     np.testing.assert_allclose(np.stack(rows)[:, :len(NAMES)], logits, atol=1e-5)
-    np.testing.assert_allclose(np.stack(rows)[:, len(NAMES):], feats, atol=1e-5)
+    np.testing.assert_allclose(np.stack(rows)[:, len(NAMES):-1], feats, atol=1e-5)
+    assert not np.stack(rows)[:, -1].any()
     records = predictor.predict(QUERIES, top_k=2)
-    answers = knn_clf.predict(QUERIES, top_k=2)
-    assert _key(records) == [(a.intent, a.out_of_scope) for a in answers]
+    # predict's answers where the policies agree: the queries within the limit
+    within = [i for i, n in enumerate(knn_clf.tokenizer.lengths(QUERIES)) if n <= MAX_LENGTH]
+    assert 0 < len(within) < len(QUERIES)
+    answers = knn_clf.predict([QUERIES[i] for i in within], top_k=2)
+    assert [_key(records)[i] for i in within] == [(a.intent, a.out_of_scope) for a in answers]
     want = knn_clf.ood.score(feats, None) < knn_clf.ood.threshold
     assert [r["out_of_scope"] for r in records] == want.tolist()
     assert 0 < want.sum() < len(QUERIES)
-    for r, a in zip(records, answers, strict=True):
-        assert confidence_of(r) == pytest.approx(a.confidence, abs=1e-6)
+    assert [intent_of(r) for r in records if not r["out_of_scope"]] == \
+        [NAMES[i] for i in logits.argmax(1)[~want]]
+    for i, a in zip(within, answers, strict=True):
+        assert confidence_of(records[i]) == pytest.approx(a.confidence, abs=1e-6)
     # the explain endpoint's path: logits alone, the predictor runs the texts again
     again = predictor.answer(QUERIES, predictor.encode(QUERIES), logits, top_k=2)
     assert _key(again) == _key(records)
@@ -85,7 +93,7 @@ def test_a_chunked_text_is_scored_on_its_windows_mean(knn_clf):
     pooled = np.stack([runtime.forward(np.array([w]), np.ones((1, len(w))))[1][0]
                        for w in item.chunks]).astype(np.float64).mean(0)
     row = predictor.run([item])[0]
-    np.testing.assert_allclose(row[len(NAMES):], pooled, atol=1e-5)
+    np.testing.assert_allclose(row[len(NAMES):-1], pooled, atol=1e-5)
     record = predictor.answer([LONG], [item], np.stack([row]), top_k=1)[0]
     want = bool(knn_clf.ood.score(pooled[None], None)[0] < knn_clf.ood.threshold)
     assert record["out_of_scope"] == want and record["long_text"]["policy"] == "chunked"
@@ -95,7 +103,8 @@ def test_a_logits_only_detector_keeps_logit_rows():
     clf = classifier_with("energy")
     predictor = SingleLabelPredictor(clf, TorchRuntime(clf.model))
     assert not predictor.with_features
-    assert predictor.run(predictor.encode(QUERIES))[0].shape == (len(NAMES),)
+    # logits and the deciding window, no pooled vector
+    assert predictor.run(predictor.encode(QUERIES))[0].shape == (len(NAMES) + 1,)
     assert _key(predictor.predict(QUERIES)) == \
         [(a.intent, a.out_of_scope) for a in clf.predict(QUERIES)]
 

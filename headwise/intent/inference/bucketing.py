@@ -1,8 +1,9 @@
 """What every network's predictor shares: texts -> token windows -> length-bucketed batches.
 
 :class:`BucketedPredictor` tokenizes texts once, applies the long-text policy (truncate,
-split into overlapping windows, or refuse), groups rows into forward passes by length
-bucket and pads each group. The predictors of the two network kinds build on it:
+keep the head and the tail, split into overlapping windows, or refuse), groups rows into
+forward passes by length bucket and pads each group. The predictors of the two network
+kinds build on it:
 :class:`~headwise.intent.inference.single.SingleLabelPredictor` (single-label intents) and
 :class:`~headwise.intent.inference.compound.CompoundPredictor` (several intents plus
 slots). Each defines :meth:`~headwise.intent.inference.predictor.Predictor.run`, the call
@@ -26,11 +27,25 @@ from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
 from headwise.models.chunked import split_into_chunks
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["LONG_TEXT_POLICIES", "MIN_BUCKET", "BucketedPredictor", "EncodedText",
-           "LongTextError", "length_bucket", "long_text_note"]
+__all__ = ["CHUNK_POOLING", "DEFAULT_LONG_TEXT", "LONG_TEXT_POLICIES", "MIN_BUCKET",
+           "BucketedPredictor", "EncodedText", "LongTextError", "length_bucket",
+           "long_text_note"]
 
-#: what a predictor does with a text over the model's maximum length
-LONG_TEXT_POLICIES = ("truncate", "chunk", "reject")
+#: what a predictor does with a text over the model's maximum length: ``"auto"`` (a single
+#: network: :data:`DEFAULT_LONG_TEXT`; a compound model, a TF-IDF model or an ensemble:
+#: ``"truncate"``), ``"truncate"`` (the first window only), ``"head_tail"`` (its first and
+#: last halves of a window), ``"chunk"`` (overlapping windows, their pooled vectors
+#: averaged before the head), ``"chunk_max"`` (overlapping windows, each answered; the
+#: most confident in-scope window's answer is the text's, out of scope only when every
+#: window is), ``"reject"`` (refused)
+LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "reject")
+
+#: the policy ``"auto"`` gives a single network: the one chosen on validation rows of the
+#: long-message slice (BENCHMARKS.md, "Long messages"; ``benchmarks/long_text.py``)
+DEFAULT_LONG_TEXT = "chunk_max"
+
+#: the policies that read several windows of a text, and how each pools them
+CHUNK_POOLING = {"chunk": "mean", "chunk_max": "max_confidence"}
 
 #: smallest length bucket (tokens); buckets are powers of two from here
 MIN_BUCKET = 8
@@ -48,7 +63,8 @@ class EncodedText:
         chunks: token ids of each window, special tokens included (one window unless
             chunked).
         tokens: tokens of the whole text, special tokens included.
-        policy: None (within the limit), ``"truncated"`` or ``"chunked"``.
+        policy: None (within the limit), ``"truncated"``, ``"head_tail"`` or
+            ``"chunked"``.
     """
 
     chunks: tuple[tuple[int, ...], ...]
@@ -56,13 +72,18 @@ class EncodedText:
     policy: str | None = None
 
 
-def long_text_note(policy: str | None, tokens: int, max_length: int,
-                   chunks: int) -> dict[str, Any] | None:
+def long_text_note(policy: str | None, tokens: int, max_length: int, chunks: int, *,
+                   pooling: str | None = None, chunk: int | None = None
+                   ) -> dict[str, Any] | None:
     """A response's ``long_text`` record: None for a text within the limit (``policy``
-    None), else how it was handled, its token count, the limit and the windows read."""
+    None), else how it was handled (``"truncated"``, ``"head_tail"`` or ``"chunked"``),
+    its token count, the limit, the windows read, how chunked windows were pooled
+    (``"mean"`` or ``"max_confidence"``, else None) and, under ``"max_confidence"``, the
+    window whose answer is the text's (from 1, else None)."""
     if policy is None:
         return None
-    return {"policy": policy, "tokens": tokens, "max_length": max_length, "chunks": chunks}
+    return {"policy": policy, "tokens": tokens, "max_length": max_length, "chunks": chunks,
+            "pooling": pooling, "chunk": chunk}
 
 
 def length_bucket(n: int) -> int:
@@ -78,7 +99,8 @@ class BucketedPredictor(Predictor):
         tokenizer: the model's tokenizer.
         runtime: a :class:`TorchRuntime` or :class:`OnnxRuntime` of the model.
         max_length: the model's longest input in tokens, special tokens included.
-        long_text: ``"truncate"``, ``"chunk"`` or ``"reject"``.
+        long_text: one of :data:`LONG_TEXT_POLICIES` but ``"auto"`` (which the kinds'
+            predictors resolve).
         chunk_stride: tokens between window starts (default half a window's body).
         max_rows: most rows in one forward pass (a gathered batch is split beyond it).
 
@@ -89,8 +111,10 @@ class BucketedPredictor(Predictor):
     def __init__(self, tokenizer: Tokenizer, runtime: TorchRuntime | OnnxRuntime, *,
                  max_length: int, long_text: str = "truncate",
                  chunk_stride: int | None = None, max_rows: int = 64) -> None:
-        if long_text not in LONG_TEXT_POLICIES:
-            raise ValueError(f"long_text must be truncate, chunk or reject, got {long_text!r}")
+        if long_text not in LONG_TEXT_POLICIES or long_text == "auto":
+            raise ValueError(f"long_text must be one of "
+                             f"{', '.join(p for p in LONG_TEXT_POLICIES if p != 'auto')}, "
+                             f"got {long_text!r}")
         self.tokenizer = tokenizer
         self.runtime = runtime
         self.long_text = long_text
@@ -98,6 +122,7 @@ class BucketedPredictor(Predictor):
         self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, \
             tokenizer.sep_token_id, tokenizer.pad_token_id
         body = self.max_length - (self.cls_id is not None) - (self.sep_id is not None)
+        self.body = body
         self.chunk_stride = chunk_stride if chunk_stride is not None else max(1, body // 2)
         if not 1 <= self.chunk_stride <= body:
             raise ValueError(f"chunk_stride must be in [1, {body}], got {self.chunk_stride}")
@@ -135,6 +160,8 @@ class BucketedPredictor(Predictor):
             elif self.long_text == "truncate":
                 ids = tok([text], max_length=self.max_length)["input_ids"][0].tolist()
                 out.append(EncodedText((tuple(ids),), n, "truncated"))
+            elif self.long_text == "head_tail":
+                out.append(EncodedText((self._head_tail(row),), n, "head_tail"))
             else:
                 out.append(EncodedText(self._windows(row), n, "chunked"))
         return out
@@ -146,12 +173,26 @@ class BucketedPredictor(Predictor):
         rows = batch["input_ids"].tolist()
         return [EncodedText((tuple(r[:n]),), n) for r, n in zip(rows, lengths, strict=True)]
 
-    def _windows(self, row: list[int]) -> tuple[tuple[int, ...], ...]:
+    def _body(self, row: list[int]) -> list[int]:
+        """A tokenized text without its special tokens."""
         body = row
         if self.cls_id is not None and body and body[0] == self.cls_id:
             body = body[1:]
         if self.sep_id is not None and body and body[-1] == self.sep_id:
             body = body[:-1]
+        return body
+
+    def _head_tail(self, row: list[int]) -> tuple[int, ...]:
+        """One window of a long text: its first ``body // 2`` tokens and its last
+        ``body - body // 2``, between the special tokens."""
+        body = self._body(row)
+        head = self.body // 2
+        kept = body[:head] + body[len(body) - (self.body - head):]
+        return tuple(([self.cls_id] if self.cls_id is not None else []) + kept
+                     + ([self.sep_id] if self.sep_id is not None else []))
+
+    def _windows(self, row: list[int]) -> tuple[tuple[int, ...], ...]:
+        body = self._body(row)
         chunks, mask, _ = split_into_chunks(body, chunk_len=self.max_length,
                                             stride=self.chunk_stride, cls_id=self.cls_id,
                                             sep_id=self.sep_id, pad_id=self.pad_id)
@@ -191,9 +232,12 @@ class BucketedPredictor(Predictor):
                 mask[r, :len(rows[i])] = 1
             yield group, ids, mask
 
-    def note(self, item: EncodedText) -> dict[str, Any] | None:
-        """The response's ``long_text`` record of an encoded text (None within the limit)."""
-        return long_text_note(item.policy, item.tokens, self.max_length, len(item.chunks))
+    def note(self, item: EncodedText, row: Any = None) -> dict[str, Any] | None:
+        """The response's ``long_text`` record of an encoded text (None within the limit);
+        ``row`` (its :meth:`run` row) is not read here."""
+        return long_text_note(item.policy, item.tokens, self.max_length, len(item.chunks),
+                              pooling=CHUNK_POOLING.get(self.long_text)
+                              if item.policy == "chunked" else None)
 
     def warm_up(self, texts: Sequence[str]) -> None:
         """Run texts (truncated, whatever the policy) through the runtime once, so the

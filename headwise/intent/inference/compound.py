@@ -10,8 +10,9 @@ thresholds and normalises the slot values. Tokenizing, bucketing and padding are
 the single-label predictor (:class:`~headwise.intent.inference.bucketing.BucketedPredictor`),
 so an answer does not depend on the other rows of the batch.
 
-A text over the maximum length is truncated (slots past the cut are not found) or refused;
-chunk-and-pool is not offered, since slot spans cannot be pooled over windows.
+A text over the maximum length is truncated (slots past the cut are not found; what
+``"auto"`` gives) or refused; the policies that read other windows are not offered, since
+slot spans are decoded on one window.
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ class CompoundPredictor(BucketedPredictor):
         classifier: a :class:`~headwise.intent.compound.classifier.CompoundClassifier`.
         runtime: a :class:`TorchRuntime` of its model (the ONNX path does not carry the
             tag logits).
-        long_text: ``"truncate"`` or ``"reject"``.
+        long_text: ``"truncate"`` (also what ``"auto"`` gives) or ``"reject"``.
         max_rows: most rows in one forward pass.
 
     Raises:
-        ValueError: ``long_text="chunk"`` or an unknown policy.
+        ValueError: a policy that reads more than the first window (``"head_tail"``,
+            ``"chunk"``, ``"chunk_max"``) or an unknown one.
         TypeError: a runtime without :meth:`TorchRuntime.forward_joint`.
     """
 
@@ -67,10 +69,11 @@ class CompoundPredictor(BucketedPredictor):
 
     def __init__(self, classifier: Any, runtime: TorchRuntime, *,
                  long_text: str = "truncate", max_rows: int = 64) -> None:
-        if long_text == "chunk":
-            raise ValueError("long_text 'chunk' is not supported for a compound (multi-label "
-                             "+ slots) classifier: slot spans cannot be pooled over windows; "
-                             "use 'truncate' or 'reject'")
+        long_text = "truncate" if long_text == "auto" else long_text
+        if long_text in ("head_tail", "chunk", "chunk_max"):
+            raise ValueError(f"long_text {long_text!r} is not supported for a compound "
+                             f"(multi-label + slots) classifier: slot spans are read on the "
+                             f"text's first window only; use 'truncate' or 'reject'")
         if not hasattr(runtime, "forward_joint"):
             raise TypeError(f"the {getattr(runtime, 'name', type(runtime).__name__)} runtime "
                             f"cannot serve a compound classifier; use the torch runtime")

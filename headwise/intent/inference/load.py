@@ -5,8 +5,8 @@ It loads the directory (an intent classifier, ``intent.json``, a compound classi
 pickle files and a config that does not match the weights are refused by the loader with
 a message naming the problem) and, for the onnxruntime path, checks that the ONNX file was
 exported from these very weights and that its float32 outputs equal PyTorch's within
-:data:`ONNX_TOLERANCE`. A compound classifier runs on PyTorch only, and without
-chunk-and-pool; a TF-IDF model or an ensemble through
+:data:`ONNX_TOLERANCE`. A compound classifier runs on PyTorch only, and reads a long
+text's first window only; a TF-IDF model or an ensemble through
 :class:`~headwise.intent.inference.proba.ProbabilityPredictor`, with no ONNX path and the
 truncate policy only. ``headwise predict``, the file stream, Ray and ``headwise serve``
 all get their predictor here.
@@ -36,7 +36,7 @@ from typing import Any
 from headwise import __version__
 from headwise._files import file_sha256
 from headwise.intent import kinds
-from headwise.intent.inference.bucketing import LONG_TEXT_POLICIES
+from headwise.intent.inference.bucketing import DEFAULT_LONG_TEXT, LONG_TEXT_POLICIES
 from headwise.intent.inference.compound import CompoundPredictor
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.inference.proba import ProbabilityPredictor
@@ -55,8 +55,8 @@ from headwise.onnx.export import (
 )
 
 __all__ = ["DEFAULT_ONNX_NAME", "ONNX_CACHE_DAYS", "ONNX_CACHE_DIR", "ONNX_TOLERANCE",
-           "RUNTIMES", "check_onnx", "choose_runtime", "export_checked_onnx", "load_predictor",
-           "onnx_cache_path", "onnx_path_for", "onnx_unsupported"]
+           "RUNTIMES", "capability_of", "check_onnx", "choose_runtime", "export_checked_onnx",
+           "load_predictor", "onnx_cache_path", "onnx_path_for", "onnx_unsupported"]
 
 #: the runtimes a predictor can be asked for: ``"auto"`` resolves to ``"onnx"`` or
 #: ``"torch"`` (:func:`choose_runtime`)
@@ -332,16 +332,23 @@ def _probability_predictor(classifier: Any, *, runtime: str, long_text: str, thr
             kind.require("onnx", where)
         raise ValueError(f"{where} is {kind.description if kind else 'not a network'}, which "
                          f"the onnx runtime does not run; use --runtime auto")
-    if long_text != "truncate":
+    if long_text not in ("auto", "truncate"):
         if kind is not None:
-            kind.require(long_text, where)
+            kind.require(capability_of(long_text), where)
         raise ValueError(f"{where}: the {long_text} long-text policy needs a network")
     return ProbabilityPredictor(classifier, threads=threads)
 
 
+def capability_of(long_text: str) -> str:
+    """The kind capability (:data:`~headwise.intent.kinds.CAPABILITIES`) a long-text
+    policy needs: ``"chunk"`` for every policy that reads more than a text's first window
+    (``"head_tail"``, ``"chunk"``, ``"chunk_max"``), else the policy's own name."""
+    return "chunk" if long_text in ("head_tail", "chunk", "chunk_max") else long_text
+
+
 def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = None,
                    runtime: str = "auto", onnx_path: str | Path | None = None,
-                   threads: int = 0, long_text: str = "truncate",
+                   threads: int = 0, long_text: str = "auto",
                    chunk_stride: int | None = None, max_rows: int = 64,
                    report: Callable[[str], None] | None = None) -> Predictor:
     """The predictor of a model directory or a loaded classifier.
@@ -355,8 +362,11 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         onnx_path: the ONNX file (default ``MODEL/model.onnx``, else the cached export).
         threads: intra-op threads of the runtime (0: the library's default; the setting is
             per process).
-        long_text: ``"truncate"``, ``"chunk"`` or ``"reject"``.
-        chunk_stride: tokens between window starts for ``"chunk"``.
+        long_text: one of :data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`:
+            ``"auto"`` (the default) is
+            :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT` for a single
+            network and ``"truncate"`` for the other kinds.
+        chunk_stride: tokens between window starts for ``"chunk"`` and ``"chunk_max"``.
         max_rows: most rows in one forward pass.
         report: receives :func:`choose_runtime`'s one-line note: why ``runtime="auto"``
             fell back to PyTorch, or that the cached ONNX export was built now (None:
@@ -373,13 +383,14 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         ValueError: an unknown runtime or policy, pickle files in the directory
             (``UnsafeCheckpointError``), a config that does not match the weights, an ONNX
             file that does not match (with ``runtime="onnx"``; ``"auto"`` falls back to
-            PyTorch), a compound classifier with ``runtime="onnx"`` or
-            ``long_text="chunk"``, or a TF-IDF model or an ensemble with ``runtime="onnx"``
-            or a long-text policy other than ``"truncate"``.
+            PyTorch), a compound classifier with ``runtime="onnx"`` or a policy that
+            reads more than the first window (``"head_tail"``, ``"chunk"``,
+            ``"chunk_max"``), or a TF-IDF model or an ensemble with ``runtime="onnx"``
+            or a long-text policy other than ``"auto"`` and ``"truncate"``.
 
-    With ``long_text="chunk"`` it also fixes glibc's mmap threshold for the process
-    (:func:`~headwise.models.heap.steady_heap`): the windows of long texts then do not
-    leave the C heap's resident memory growing.
+    With ``"chunk"`` or ``"chunk_max"`` (a single network's ``"auto"``) it also fixes
+    glibc's mmap threshold for the process (:func:`~headwise.models.heap.steady_heap`):
+    the windows of long texts then do not leave the C heap's resident memory growing.
     """
     if runtime not in RUNTIMES:
         raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
@@ -398,11 +409,13 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
                                       threads=threads, where=where)
     chosen, note = choose_runtime(classifier, runtime, model_dir=model_dir,
                                   onnx_path=onnx_path, threads=threads)
-    if long_text != "truncate":
-        kind.require(long_text, where)
+    if kind is kinds.COMPOUND and long_text == "auto":
+        long_text = "truncate"
+    if long_text not in ("auto", "truncate"):
+        kind.require(capability_of(long_text), where)
     if note is not None and report is not None:
         report(note)
-    if long_text == "chunk":
+    if (DEFAULT_LONG_TEXT if long_text == "auto" else long_text) in ("chunk", "chunk_max"):
         # a long text is many windows in a row: keep glibc's heap from growing with them
         steady_heap()
     if kind is kinds.COMPOUND:

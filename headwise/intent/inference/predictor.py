@@ -70,9 +70,10 @@ class Predictor(ABC):
         """One row of model outputs per item, in order: the micro-batcher's call."""
 
     @abstractmethod
-    def note(self, item: Any) -> dict[str, Any] | None:
+    def note(self, item: Any, row: Any = None) -> dict[str, Any] | None:
         """The ``long_text`` note of an item: how a text over the maximum length was read
-        (None within it)."""
+        (None within it); ``row``, its :meth:`run` row, says which window answered where
+        the policy picks one (``"chunk_max"``)."""
 
     @abstractmethod
     def decide(self, texts: Sequence[str], items: Sequence[Any], rows: Any, *, top_k: int,
@@ -124,8 +125,8 @@ class Predictor(ABC):
         of :meth:`answers` (probabilities not rounded, so batched and unbatched answers
         agree to float precision) plus its ``long_text`` note."""
         found = self.answers(texts, items, rows, top_k=top_k, threshold=threshold, **options)
-        return [{**a.to_dict(digits=None), "long_text": self.note(item)}
-                for a, item in zip(found, items, strict=True)]
+        return [{**a.to_dict(digits=None), "long_text": self.note(item, row)}
+                for a, item, row in zip(found, items, rows, strict=True)]
 
     def predictions(self, texts: Sequence[str] | str, *, top_k: int = 3,
                     threshold: float | None = None, **options: Any
@@ -140,9 +141,9 @@ class Predictor(ABC):
         """
         texts = check_texts([texts] if isinstance(texts, str) else texts)
         items = self.encode(texts)
-        found = self.answers(texts, items, self.run(items), top_k=top_k, threshold=threshold,
-                             **options)
-        return found, [self.note(item) for item in items]
+        rows = self.run(items)
+        found = self.answers(texts, items, rows, top_k=top_k, threshold=threshold, **options)
+        return found, [self.note(item, row) for item, row in zip(items, rows, strict=True)]
 
     def predict(self, texts: Sequence[str], *, top_k: int = 3,
                 threshold: float | None = None, **options: Any) -> list[dict[str, Any]]:

@@ -115,8 +115,9 @@ class ProbabilityPredictor(Predictor):
         return list(self.classifier.predict_proba([item.text for item in items],
                                                   batch_size=self.batch_size))
 
-    def note(self, item: TextItem) -> dict | None:
-        """The ``long_text`` note of an item (:meth:`TextItem.note`)."""
+    def note(self, item: TextItem, row: Any = None) -> dict | None:
+        """The ``long_text`` note of an item (:meth:`TextItem.note`; ``row`` is not
+        read)."""
         return item.note()
 
     def probs_and_scores(self, rows: Any, *, threshold: float | None = None

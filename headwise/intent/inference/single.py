@@ -4,22 +4,28 @@
 :class:`SingleLabelPredictor` is how a network (an encoder or a BiLSTM) answers, batched or
 not: in the library (``IntentClassifier.predict``, on PyTorch), ``headwise predict``, the
 file stream and the service (on PyTorch or onnxruntime). A text longer than the maximum
-length is truncated, or split into overlapping windows
+length (:data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`) is truncated,
+read as its head and tail in one window, split into overlapping windows
 (:func:`headwise.models.chunked.split_into_chunks`) whose pooled vectors are averaged before
-the classification head ("chunk and pool", as
-:class:`~headwise.models.chunked.HierarchicalEncoder` with mean pooling), or refused.
+the classification head (``"chunk"``: "chunk and pool", as
+:class:`~headwise.models.chunked.HierarchicalEncoder` with mean pooling), split into
+windows that are each answered, the most confident in-scope window deciding
+(``"chunk_max"``, what ``"auto"`` gives: a request anywhere in a long message is read
+whole in some window, and chatter around it does not dilute it), or refused.
 
 Tokenizing, the long-text policy, bucketing and padding are shared with the compound
 predictor (:mod:`headwise.intent.inference.bucketing`).
 
 Out-of-scope answers follow the classifier (:meth:`SingleLabelPredictor.scores`, the one
-place that rule is written): its out-of-scope detector
-(:mod:`headwise.intent.decision.ood`) when it has one and no threshold is given, else the
-top probability against the threshold (default: the saved one). A detector that reads the
-pooled vectors (Mahalanobis, k-nearest neighbours) gets them from the same forward pass
-(both runtimes return them; a chunked text's are its windows' mean, the vector its head
-reads), so :meth:`SingleLabelPredictor.run`'s rows then carry each text's logits followed by
-its pooled vector. The answers keep their shape either way.
+place that rule is written): its out-of-scope detector (:mod:`headwise.intent.decision.ood`)
+when it has one and no threshold is given, else the top probability against the threshold
+(default: the saved one). A detector that reads the pooled vectors (Mahalanobis, k-nearest
+neighbours) gets them from the same forward pass (both runtimes return them; a chunked
+text's are its windows' mean, the vector its head reads, or under ``"chunk_max"`` its
+deciding window's), so :meth:`SingleLabelPredictor.run`'s rows then carry each text's logits
+followed by its pooled vector. Every row ends with the index of the window whose answer it
+is (0 but under ``"chunk_max"``), which the ``long_text`` note reports. The answers keep
+their shape either way.
 """
 
 from __future__ import annotations
@@ -30,7 +36,12 @@ from typing import Any
 import numpy as np
 
 from headwise.intent.decision.temperature import calibrated_probs
-from headwise.intent.inference.bucketing import BucketedPredictor, EncodedText
+from headwise.intent.inference.bucketing import (
+    DEFAULT_LONG_TEXT,
+    BucketedPredictor,
+    EncodedText,
+    long_text_note,
+)
 from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
 from headwise.intent.prediction import (
     MAX_PROB,
@@ -50,7 +61,8 @@ class SingleLabelPredictor(BucketedPredictor):
             labels, temperature, threshold, out-of-scope detector, maximum length, and the
             head used by chunk-and-pool).
         runtime: a :class:`TorchRuntime` or :class:`OnnxRuntime` of the same model.
-        long_text: ``"truncate"``, ``"chunk"`` or ``"reject"``.
+        long_text: one of :data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`;
+            ``"auto"`` is :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`.
         chunk_stride: tokens between window starts (default half a window's body).
         max_rows: most rows in one forward pass (a gathered batch is split beyond it).
 
@@ -61,8 +73,9 @@ class SingleLabelPredictor(BucketedPredictor):
     task = "single_label"
 
     def __init__(self, classifier: Any, runtime: TorchRuntime | OnnxRuntime, *,
-                 long_text: str = "truncate", chunk_stride: int | None = None,
+                 long_text: str = "auto", chunk_stride: int | None = None,
                  max_rows: int = 64) -> None:
+        long_text = DEFAULT_LONG_TEXT if long_text == "auto" else long_text
         super().__init__(classifier.tokenizer, runtime, max_length=classifier.max_length,
                          long_text=long_text, chunk_stride=chunk_stride, max_rows=max_rows)
         self.classifier = classifier
@@ -101,11 +114,19 @@ class SingleLabelPredictor(BucketedPredictor):
     # -- windows -> logits ---------------------------------------------------------------
     def forward(self, items: Sequence[EncodedText]) -> tuple[np.ndarray, np.ndarray]:
         """Uncalibrated logits (n, intents) and pooled vectors (n, d), float64, of encoded
-        texts, in one go.
+        texts, in one go (:meth:`forward_windows` without the windows)."""
+        logits, pooled, _ = self.forward_windows(items)
+        return logits, pooled
 
-        All windows of all texts are padded into length-bucketed batches; a chunked
-        text's pooled vector is the mean of its windows' and its logits are the head
-        applied to that mean.
+    def forward_windows(self, items: Sequence[EncodedText]
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Uncalibrated logits (n, intents), pooled vectors (n, d), float64, and the
+        window (n,) int64 whose answer each text's is, in one go.
+
+        All windows of all texts are padded into length-bucketed batches. A chunked
+        text's pooled vector is, under ``"chunk"``, the mean of its windows' and its
+        logits the head applied to that mean (window 0); under ``"chunk_max"``, those of
+        the window :meth:`deciding_window` picks.
         """
         rows = [c for item in items for c in item.chunks]
         logits = np.empty((len(rows), len(self.labels)), dtype=np.float64)
@@ -118,28 +139,88 @@ class SingleLabelPredictor(BucketedPredictor):
             pooled[group] = pl
         out = np.empty((len(items), len(self.labels)), dtype=np.float64)
         vectors = np.empty((len(items), pooled.shape[1]), dtype=np.float64)
+        windows = np.zeros(len(items), dtype=np.int64)
         start = 0
         for j, item in enumerate(items):
             n = len(item.chunks)
             if n == 1:
                 out[j], vectors[j] = logits[start], pooled[start]
+            elif self.long_text == "chunk_max":
+                w = self.deciding_window(logits[start:start + n], pooled[start:start + n])
+                out[j], vectors[j], windows[j] = logits[start + w], pooled[start + w], w
             else:
                 weight, bias = self.head()
                 vectors[j] = pooled[start:start + n].mean(0)
                 out[j] = vectors[j] @ weight.T + bias
             start += n
-        return out, vectors
+        return out, vectors, windows
+
+    def deciding_window(self, logits: np.ndarray, pooled: np.ndarray) -> int:
+        """The window of a long text whose answer is the text's under ``"chunk_max"``.
+
+        Each window is scored by the saved out-of-scope rule (:meth:`scores` with no
+        threshold: the classifier's detector, else the top probability at the saved
+        threshold). Among the windows the rule keeps in scope, the one with the highest
+        calibrated top probability decides; when it rejects every window, the one with
+        the highest score (the nearest to in scope), which the rule then rejects. Under the
+        top-probability rule this is the window of highest top probability whatever the
+        threshold, so a request's ``threshold`` rejects the text exactly when it rejects
+        every window.
+
+        Args:
+            logits: (windows, intents) uncalibrated logits of one text's windows.
+            pooled: (windows, d) their pooled vectors.
+
+        Returns:
+            The window's index (from 0).
+        """
+        probs = calibrated_probs(logits, self.classifier.temperature)
+        scores = self.scores([], probs, logits, pooled, None)
+        kept = ~scores.rejected
+        if kept.any():
+            top = np.where(kept, probs.max(1), -np.inf)
+            return int(top.argmax())
+        return int(np.asarray(scores.values).argmax())
 
     def logits(self, items: Sequence[EncodedText]) -> np.ndarray:
         """Uncalibrated logits (n, intents) float64 of encoded texts (see :meth:`forward`)."""
         return self.forward(items)[0]
 
     def run(self, items: Sequence[EncodedText]) -> list[np.ndarray]:
-        """The micro-batcher's call: one row per encoded text, its logits (intents,), or
-        its logits followed by its pooled vector (intents + d,) when the classifier's
-        out-of-scope detector reads pooled vectors (:attr:`with_features`)."""
-        logits, pooled = self.forward(items)
-        return list(np.hstack([logits, pooled]) if self.with_features else logits)
+        """The micro-batcher's call: one row per encoded text: its logits (intents,), then
+        its pooled vector (d,) when the classifier's out-of-scope detector reads pooled
+        vectors (:attr:`with_features`), then the index of the window whose answer it is
+        (:meth:`forward_windows`)."""
+        logits, pooled, windows = self.forward_windows(items)
+        parts = [logits, pooled, windows[:, None]] if self.with_features \
+            else [logits, windows[:, None]]
+        return list(np.hstack(parts))
+
+    def split_rows(self, rows: Any) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """:meth:`run`'s rows (a list, or stacked) as logits (n, intents), pooled vectors
+        (n, d) or None, and deciding windows (n,) or None. Rows of logits alone (the
+        explain endpoint's) have neither."""
+        stacked = np.asarray(rows, dtype=np.float64)
+        n_labels = len(self.labels)
+        logits = stacked[:, :n_labels]
+        if stacked.shape[1] == n_labels:
+            return logits, None, None
+        pooled = stacked[:, n_labels:-1] if stacked.shape[1] > n_labels + 1 else None
+        return logits, pooled, stacked[:, -1].astype(np.int64)
+
+    def note(self, item: EncodedText, row: Any = None) -> dict[str, Any] | None:
+        """The ``long_text`` note of an encoded text (None within the limit); under
+        ``"chunk_max"``, ``chunk`` is the window (from 1) of ``row`` (its :meth:`run`
+        row) whose answer is the text's."""
+        note = super().note(item)
+        if note is not None and self.long_text == "chunk_max" and row is not None \
+                and item.policy == "chunked":
+            window = self.split_rows(np.asarray(row, dtype=np.float64)[None])[2]
+            if window is not None:
+                note = long_text_note(item.policy, item.tokens, self.max_length,
+                                      len(item.chunks), pooling=note["pooling"],
+                                      chunk=int(window[0]) + 1)
+        return note
 
     # -- logits -> answers ---------------------------------------------------------------
     def scores(self, texts: Sequence[str], probs: np.ndarray, logits: np.ndarray,
@@ -169,12 +250,8 @@ class SingleLabelPredictor(BucketedPredictor):
                          threshold: float | None = None
                          ) -> tuple[np.ndarray, OutOfScopeScores]:
         """Calibrated probabilities (n, intents) and the deciding out-of-scope scores
-        (:meth:`scores`) of texts from :meth:`run`'s rows (a list, or stacked: logits,
-        followed by the pooled vector when the detector reads those)."""
-        stacked = np.asarray(rows, dtype=np.float64)
-        n_labels = len(self.labels)
-        logits = stacked[:, :n_labels]
-        pooled = stacked[:, n_labels:] if stacked.shape[1] > n_labels else None
+        (:meth:`scores`) of texts from :meth:`run`'s rows (:meth:`split_rows`)."""
+        logits, pooled, _ = self.split_rows(rows)
         probs = calibrated_probs(logits, self.classifier.temperature)
         return probs, self.scores(texts, probs, logits, pooled, threshold)
 

