@@ -102,12 +102,16 @@ def test_learns_compound_intents_far_above_a_shuffled_label_control(trained, cor
     chance = evaluate_compound(control.classifier, test, reference_date=REFERENCE)
     micro, floor = got["intents"]["micro_f1"], chance["intents"]["micro_f1"]
     assert micro >= 0.85 and micro >= floor + 0.25, (micro, floor)
-    # compound questions: both intents of a pair found, on held-out phrasing
+    # compound questions: exactly the pair's two intents, on held-out phrasing (recall alone
+    # does not tell: a control that answers every intent "finds" both)
     both = [e for e in test if len(e.intents) == 2]
-    preds = real.classifier.predict([e.text for e in both])
-    found = np.mean([set(e.intents) <= {n for n, _ in p.intents}
-                     for e, p in zip(both, preds, strict=True)])
-    assert found >= 0.8, found
+    def both_found(clf) -> float:
+        preds = clf.predict([e.text for e in both])
+        return float(np.mean([set(e.intents) == {n for n, _ in p.intents}
+                              for e, p in zip(both, preds, strict=True)]))
+
+    found, found_by_chance = both_found(real.classifier), both_found(control.classifier)
+    assert found >= 0.6 and found >= found_by_chance + 0.3, (found, found_by_chance)
     # the slot tagger learns too: spans and values of amounts never seen in training
     assert got["slots"]["f1"] >= 0.5, got["slots"]
     assert got["values"]["amount_of_money"]["end_to_end"] >= 0.5, got["values"]

@@ -54,7 +54,8 @@ def tiny_classifier(seed: int = 0) -> IntentClassifier:
     model = EncoderClassifier(cfg).eval()
     with torch.no_grad():
         model.classifier.weight.normal_(0, 1.0)
-    return IntentClassifier(model, tok, NAMES, temperature=1.3, threshold=0.4, max_length=16)
+    # max_length 64: every query is read whole (a long text is windowed, test_long_text.py)
+    return IntentClassifier(model, tok, NAMES, temperature=1.3, threshold=0.4, max_length=64)
 
 
 @torch.inference_mode()
