@@ -547,15 +547,15 @@ AREAS = {
 PAGES = {
     "attention:cpu": "attention", "long_attention:cpu": "attention", "decode:cpu": "attention",
     "train_throughput:cpu": "training", "pruning:cpu": "training",
-    "hardening:hypothesis": "training",
+    "hardening:hypothesis": "training", "cpu_finetune:cpu": "training",
     "intent:cpu": "intent", "intent:pretrained-footprint": "intent",
     "e5_fidelity:cpu": "intent", "demo:heldout": "intent", "demo:ood": "intent",
     "demo:time": "intent", "oos:cpu": "intent", "blend": "intent", "distill:cpu": "intent",
-    "doctor:cpu": "intent", "warm-start:cpu": "intent",
+    "doctor:cpu": "intent", "warm-start:cpu": "intent", "demo:long_text": "intent",
     "compound:cpu": "compound",
     "serve:cpu": "serving", "startup:cpu": "serving", "serve-access:cpu": "serving",
     "batch_predict:cpu": "serving", "ray-serve:cpu": "serving", "int8:choice": "serving",
-    "one_path:cpu": "serving", "walkthrough": "serving",
+    "one_path:cpu": "serving", "walkthrough": "serving", "playground:cpu": "serving",
     "inspect_demo:cpu": "inspect", "explain_faithfulness:cpu": "inspect",
     "translate:cpu": "translate",
 }

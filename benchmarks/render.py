@@ -166,6 +166,35 @@ def _doctor(res: Path, pages: Path) -> str | None:
         else None
 
 
+def _cpu_finetune(res: Path, pages: Path) -> str | None:
+    import cpu_finetune
+
+    path = res / cpu_finetune.RESULTS.name
+    return cpu_finetune.section(path) if path.is_file() else None
+
+
+def _playground(res: Path, pages: Path) -> str | None:
+    import playground
+
+    data = _json(res / "playground_cpu.json")
+    if data is None:
+        return ("## The playground page: explaining one message (CPU)\n\nNot measured yet: "
+                "`python benchmarks/playground.py`.")
+    return H.with_machine_line(playground.section(data, pages), [data["meta"]])
+
+
+def _long_text(res: Path, pages: Path) -> str | None:
+    import long_text
+
+    runs = list(H.done_runs(res / long_text.RESULTS.name, ("seed",)).values())
+    if not runs:
+        return ("## Long messages: a request in chatter (held-out phrasing)\n\nNot measured "
+                "yet: `python benchmarks/long_text.py --seeds 0,1,2`. Until it runs, the "
+                "default long-text policy (`chunk_max`) rests on reasoning and the planted "
+                "tests, not on this measurement.")
+    return H.render_records(long_text.render, runs, ())
+
+
 def _warm_start(res: Path, pages: Path) -> str | None:
     import warm_start
 
@@ -293,6 +322,14 @@ SOURCES: dict[str, Source] = {
     "doctor:cpu": Source(_doctor, ("headwise/intent/doctor",
                                    "headwise/intent/training/cleaning.py"),
                          "python benchmarks/doctor.py --seeds 0,1,2"),
+    "cpu_finetune:cpu": Source(_cpu_finetune, ("headwise/train", "headwise/nn",
+                                                 "headwise/attention",
+                                                 "headwise/intent/training"),
+                               "python benchmarks/cpu_finetune.py"),
+    "playground:cpu": Source(_playground, (*_SERVE, "headwise/inspect"),
+                             "python benchmarks/playground.py"),
+    "demo:long_text": Source(_long_text, (*_INTENT, "headwise/demo"),
+                             "python benchmarks/long_text.py --rerun"),
     "warm-start:cpu": Source(_warm_start, ("headwise/intent/training/warm_start.py",
                                            "headwise/intent/training/pipeline.py",
                                            "headwise/intent/training/compound.py"),
