@@ -178,8 +178,8 @@ def _playground(res: Path, pages: Path) -> str | None:
 
     data = _json(res / "playground_cpu.json")
     if data is None:
-        return ("## The playground page: explaining one message (CPU)\n\nNot measured yet: "
-                "`python benchmarks/playground.py`.")
+        return H.with_machine_line("## The playground page: explaining one message (CPU)"
+                                   "\n\nNothing measured yet.", [])
     return H.with_machine_line(playground.section(data, pages), [data["meta"]])
 
 
@@ -187,12 +187,7 @@ def _long_text(res: Path, pages: Path) -> str | None:
     import long_text
 
     runs = list(H.done_runs(res / long_text.RESULTS.name, ("seed",)).values())
-    if not runs:
-        return ("## Long messages: a request in chatter (held-out phrasing)\n\nNot measured "
-                "yet: `python benchmarks/long_text.py --seeds 0,1,2`. Until it runs, the "
-                "default long-text policy (`chunk_max`) rests on reasoning and the planted "
-                "tests, not on this measurement.")
-    return H.render_records(long_text.render, runs, ())
+    return H.render_records(long_text.render, runs, ())  # "nothing measured" without runs
 
 
 def _warm_start(res: Path, pages: Path) -> str | None:
