@@ -16,7 +16,6 @@ a second output the service's ONNX path does not read; it is served with PyTorch
 from __future__ import annotations
 
 import contextlib
-import logging
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from headwise.models.joint import JointIntentSlotModel
 from headwise.onnx.fusion import (
     fused_attention,
     optimize_graph,
+    quiet_loggers,
     translations,
     unfusable_reason,
 )
@@ -54,21 +54,6 @@ class LogitsRuntime(Protocol):
 
     def forward(self, input_ids: np.ndarray, attention_mask: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]: ...
-
-
-@contextlib.contextmanager
-def _quiet(*names: str):
-    """Silence the exporter's and quantiser's advice logged at WARNING (torchvision not
-    installed, "consider pre-processing") for the duration of a call."""
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
 
 
 class ExportableClassifier(nn.Module):
@@ -145,7 +130,7 @@ def _write_graph(model: nn.Module, out: Path, *, opset: int, max_length: int, fu
     batch = torch.export.Dim("batch", max=1 << 16)
     seq = torch.export.Dim("seq", max=max(max_length, 9))
     swap = fused_attention(model) if fused else contextlib.nullcontext()
-    with warnings.catch_warnings(), _quiet("torch.onnx", "torch.export"), swap:
+    with warnings.catch_warnings(), quiet_loggers("torch.onnx", "torch.export"), swap:
         warnings.simplefilter("ignore")
         program = torch.onnx.export(
             wrapper, (ids, mask), input_names=["input_ids", "attention_mask"],
@@ -207,7 +192,7 @@ def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None
             m.backend = b
     if fuse:
         try:
-            with warnings.catch_warnings(), _quiet("onnxruntime"):
+            with warnings.catch_warnings(), quiet_loggers("onnxruntime"):
                 warnings.simplefilter("ignore")
                 optimize_graph(out, num_heads=model.config.num_heads,
                                hidden_size=model.config.d_model)
@@ -250,7 +235,7 @@ def quantize_int8(src: str | Path, dst: str | Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         # the quantiser writes shape-inferred intermediates; keep them out of dst's folder
         staged = Path(tmp) / dst.name
-        with _quiet("", "onnxruntime"):
+        with quiet_loggers("", "onnxruntime"):
             quantize_dynamic(str(src), str(staged), weight_type=QuantType.QInt8,
                              per_channel=True)
         _set_metadata(staged, {**meta, META_QUANTIZED: "int8"})

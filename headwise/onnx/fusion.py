@@ -174,6 +174,22 @@ def fused_attention(model: nn.Module) -> Iterator[None]:
             layer.attn = attn
 
 
+@contextlib.contextmanager
+def quiet_loggers(*names: str) -> Iterator[None]:
+    """Silence these loggers below ERROR for the duration of a call: the exporter's, the
+    quantiser's and the optimizer's advice logged at WARNING (torchvision not installed,
+    "consider pre-processing", "symbolic shape inference disabled or failed")."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
 def optimize_graph(path: str | Path, *, num_heads: int, hidden_size: int) -> None:
     """Run onnxruntime's transformer optimizer (BERT fusions, no approximations, no
     hardware-specific rewrites) on an exported classifier, in place.
@@ -190,7 +206,7 @@ def optimize_graph(path: str | Path, *, num_heads: int, hidden_size: int) -> Non
     # the optimizer prints its own diagnostics ("failed in shape inference") on stdout, which
     # is the user's output (`headwise export ... | jq`): they go to the debug log instead
     chatter = io.StringIO()
-    with contextlib.redirect_stdout(chatter):
+    with contextlib.redirect_stdout(chatter), quiet_loggers("onnxruntime.transformers"):
         optimized = optimize_model(str(path), model_type="bert", num_heads=num_heads,
                                    hidden_size=hidden_size, optimization_options=options,
                                    opt_level=0, use_gpu=False)
