@@ -33,3 +33,40 @@ def post_concurrently(app, requests: list[list[str]]) -> tuple[list, str]:
         return rs, metrics
 
     return asyncio.run(run())
+
+
+def start_server_process(cmd: list[str]):
+    """Run ``cmd`` (a ``headwise serve ... --port 0`` command line) and wait for its banner
+    and ``/readyz``: ``(process, URL, its stderr lines)``; the pipe is kept drained."""
+    import re
+    import subprocess
+    import threading
+    import time
+
+    import httpx
+    import pytest
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    announced = threading.Event()
+
+    def read() -> None:  # keep the pipe drained; the banner names the port
+        for line in proc.stderr:
+            lines.append(line)
+            if "http://127.0.0.1:" in line:
+                announced.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not announced.wait(120):
+        proc.kill()
+        pytest.fail(f"no banner: {''.join(lines)[-2000:]}")
+    url = re.search(r"http://127\.0\.0\.1:\d+", next(x for x in lines if "http://" in x))[0]
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return proc, url, lines
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.05)

@@ -10,13 +10,12 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
-import time
 from html.parser import HTMLParser
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from serve_helpers import start_server_process
 
 from headwise.cli import build_parser
 from headwise.commands.serve_options import config_from_args
@@ -175,31 +174,8 @@ def _chromium() -> str:
 def start_serve(args: list[str]) -> tuple[subprocess.Popen, str, list[str]]:
     """``headwise serve ARGS --port 0`` in a subprocess, once ready: (process, URL, its
     stderr lines)."""
-    proc = subprocess.Popen([sys.executable, "-m", "headwise.cli", "serve", *args, "--port",
-                             "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    announced = threading.Event()
-
-    def read() -> None:
-        for line in proc.stderr:
-            lines.append(line)
-            if "http://127.0.0.1:" in line:
-                announced.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    if not announced.wait(120):
-        proc.kill()
-        pytest.fail(f"no banner: {''.join(lines)[-2000:]}")
-    url = re.search(r"http://127\.0\.0\.1:\d+", next(x for x in lines if "http://" in x))[0]
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return proc, url, lines
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
-        time.sleep(0.05)
+    return start_server_process([sys.executable, "-m", "headwise.cli", "serve", *args,
+                                 "--port", "0"])
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 import signal
 import socket
 import subprocess
@@ -14,6 +13,7 @@ import time
 import httpx
 import pytest
 import uvicorn
+from serve_helpers import start_server_process
 from tiny_models import TEXTS
 
 from headwise.serve import ServeConfig, create_app
@@ -97,31 +97,7 @@ KEY_2 = "shutdown-key-2-0123456789abcdef"
 
 
 def _start_serve(args: list[str], flag) -> tuple[subprocess.Popen, str, list[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_SERVE, str(flag), "serve", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    announced = threading.Event()
-
-    def read() -> None:  # keep the pipe drained; the banner names the port
-        for line in proc.stderr:
-            lines.append(line)
-            if "http://127.0.0.1:" in line:
-                announced.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    if not announced.wait(120):
-        proc.kill()
-        pytest.fail(f"no banner: {''.join(lines)[-2000:]}")
-    url = re.search(r"http://127\.0\.0\.1:\d+", next(x for x in lines if "http://" in x))[0]
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return proc, url, lines
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
-        time.sleep(0.05)
+    return start_server_process([sys.executable, "-c", SLOW_SERVE, str(flag), "serve", *args])
 
 
 def _metric(url: str, name: str) -> float:
