@@ -15,10 +15,8 @@ from headwise.inspect.attribution import (
     Attribution,
     Explanation,
     deciding_heads,
-    deletion_curves,
     explain,
     integrated_gradients,
-    method_scores,
     token_spans,
 )
 from headwise.inspect.badcases import bad_cases, link_slices
@@ -29,7 +27,12 @@ from headwise.inspect.categories import (
     default_lexicon,
     english_lexicon,
 )
-from headwise.inspect.faithfulness import faithfulness, word_scores
+from headwise.inspect.faithfulness import (
+    deletion_curves,
+    faithfulness,
+    method_scores,
+    word_scores,
+)
 from headwise.inspect.forward import NoAttentionError, attention_layers, iter_attention, label_ids
 from headwise.inspect.importance import ablation, gradient_importance, pruning_curve
 from headwise.inspect.report import write_report

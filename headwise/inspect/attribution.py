@@ -1,6 +1,7 @@
 """Token attribution for one text, measured: integrated gradients with its completeness
-error, the attention beside it, the heads that attend to the deciding tokens, and
-deletion curves that say which explanation is faithful.
+error, the attention beside it, and the heads that attend to the deciding tokens (which
+explanation is faithful is measured by the deletion curves of
+:mod:`headwise.inspect.faithfulness`).
 
 **Networks** (the from-scratch Transformer, the BiLSTM, the imported pretrained encoders,
 compound multi-label + slots models): integrated gradients (Sundararajan et al. 2017),
@@ -50,26 +51,23 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.special import softmax
+from scipy.stats import binomtest
 from torch import nn
 
 from headwise.attention import capture_attention
 from headwise.inspect.forward import NoAttentionError, attention_layers, pooling_of
-from headwise.inspect.rollout import attention_rollout, head_rollout, pool_vector, rollout_matrix
+from headwise.inspect.rollout import head_rollout, rollout_matrix
 from headwise.inspect.words import Segmented
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["COMPLETENESS_TOLERANCE", "DELETION_FRACTIONS", "DELETION_METHODS", "Attribution",
-           "Explanation", "TokenSpan", "case_views", "deciding_heads", "deletion_curves",
-           "embedding_layer", "explain", "integrated_gradients", "method_scores",
-           "role_agreement", "token_spans", "unit_attribution"]
+__all__ = ["COMPLETENESS_TOLERANCE", "Attribution", "Explanation", "TokenSpan", "case_views",
+           "deciding_heads", "embedding_layer", "explain", "integrated_gradients",
+           "network_logits", "role_agreement", "token_spans", "unit_attribution"]
 
 #: the completeness error an explanation is held to, relative to
 #: ``max(1, |logit(x) - logit(baseline)|)``
 COMPLETENESS_TOLERANCE = 0.01
-#: the shares of a text's tokens removed along a deletion curve
-DELETION_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
-#: the token rankings a deletion curve compares
-DELETION_METHODS = ("ig", "rollout", "attention", "random")
 
 #: (token, start, end, special): special tokens have no character span
 TokenSpan = tuple[str, int | None, int | None, bool]
@@ -211,8 +209,9 @@ def embedding_layer(model: nn.Module) -> nn.Module:
                     f"(a Transformer encoder's word_embeddings or the BiLSTM's embedding)")
 
 
-def _logits(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+def network_logits(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
             ) -> torch.Tensor:
+    """A network's ``(batch, intents)`` logits for token ids and their attention mask."""
     return model(input_ids=input_ids, attention_mask=attention_mask)["logits"]
 
 
@@ -221,7 +220,7 @@ def _layer_output(model: nn.Module, layer: nn.Module, ids: torch.Tensor, mask: t
     seen: list[torch.Tensor] = []
     handle = layer.register_forward_hook(lambda _m, _i, out: seen.append(out.detach()))
     try:
-        _logits(model, ids, mask)
+        network_logits(model, ids, mask)
     finally:
         handle.remove()
     return seen[0]
@@ -231,7 +230,7 @@ def _logits_with(model: nn.Module, layer: nn.Module, ids: torch.Tensor, mask: to
                  replacement: torch.Tensor) -> torch.Tensor:
     handle = layer.register_forward_hook(lambda _m, _i, _out: replacement)
     try:
-        return _logits(model, ids, mask)
+        return network_logits(model, ids, mask)
     finally:
         handle.remove()
 
@@ -270,10 +269,10 @@ def integrated_gradients(model: nn.Module, input_ids: torch.Tensor,
     layer = embedding_layer(model)
     mask = attention_mask.bool()
     with torch.inference_mode(False), torch.no_grad():
-        logits = _logits(model, input_ids, mask)[0].double()
+        logits = network_logits(model, input_ids, mask)[0].double()
         start = _layer_output(model, layer, baseline_ids, mask)
         base = _logits_with(model, layer, input_ids, mask, start)[0].double()
-    lig = LayerIntegratedGradients(lambda ids, m: _logits(model, ids, m), layer)
+    lig = LayerIntegratedGradients(lambda ids, m: network_logits(model, ids, m), layer)
     out = []
     for target in targets:
         n = steps
@@ -314,10 +313,10 @@ def _network_explanation(model: nn.Module, tokenizer: Tokenizer, max_length: int
     with torch.no_grad():
         if layers:
             with capture_attention(layers, to_cpu=True) as cap:
-                logits = _logits(model, ids, mask)[0].double().cpu().numpy()
+                logits = network_logits(model, ids, mask)[0].double().cpu().numpy()
             attention = torch.stack([cap[m][0][0] for m in layers]).float().numpy()
         else:
-            logits = _logits(model, ids, mask)[0].double().cpu().numpy()
+            logits = network_logits(model, ids, mask)[0].double().cpu().numpy()
             attention = None
     targets = _targets(labels, intents) if intents is not None else choose(logits)
     found = integrated_gradients(model, ids, mask, targets,
@@ -457,7 +456,7 @@ def explain(classifier: Any, text: str, *, intents: Sequence[str] | None = None,
         def chosen(logits: np.ndarray) -> list[int]:
             # the compound predictor's probabilities: a sigmoid per intent, or a softmax
             probs = 1.0 / (1.0 + np.exp(-logits[None])) if classifier.model.multi_label \
-                else _softmax(logits[None])
+                else softmax(logits[None], axis=-1)
             keep = classifier.chosen_intents(probs, classifier.thresholds, True)[0]
             order = np.argsort(-probs[0], kind="stable")
             return [int(j) for j in order if keep[j]]
@@ -469,11 +468,6 @@ def explain(classifier: Any, text: str, *, intents: Sequence[str] | None = None,
                                 text, list(classifier.labels),
                                 lambda logits: [int(np.argmax(logits))], intents, steps,
                                 max_steps, tolerance)
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    z = np.exp(logits - logits.max(-1, keepdims=True))
-    return z / z.sum(-1, keepdims=True)
 
 
 # -- heads -----------------------------------------------------------------------------
@@ -518,100 +512,6 @@ def deciding_heads(explanation: Explanation, *, roles: list | None = None,
         out.append({"layer": layer, "head": head, "mass": float(mass[layer, head]),
                     "tokens": [explanation.tokens[i][0] for i in order], "roles": known})
     return out
-
-
-# -- deletion curves -------------------------------------------------------------------
-def method_scores(classifier: Any, text: str, *, seed: int = 0, steps: int = 32
-                  ) -> tuple[Explanation, dict[str, np.ndarray]]:
-    """Each deletion method's score of every token of one text (special tokens -inf, so
-    they are never removed).
-
-    Args:
-        classifier: an intent classifier (a single-label network).
-        text: the text.
-        seed: the random ranking's seed.
-        steps: integration steps of the first try.
-
-    Returns:
-        ``(explanation, {method: (tokens,) float64})``: ``ig`` always, ``rollout`` and
-        ``attention`` for a network with heads, ``random``.
-    """
-    ex = explain(classifier, text, steps=steps)
-    special = ex.special
-    n = len(ex.tokens)
-    out = {"ig": ex.attributions[0].scores.copy()}
-    if ex.attention is not None:
-        out["rollout"] = attention_rollout(ex.attention, ex.pooling or "cls")
-        out["attention"] = pool_vector(n, ex.pooling or "cls") @ \
-            ex.attention[-1].astype(np.float64).mean(0)
-    out["random"] = np.random.default_rng(seed).random(n)
-    for v in out.values():
-        v[special] = -np.inf
-    return ex, out
-
-
-@torch.no_grad()
-def deletion_curves(classifier: Any, texts: Sequence[str], *,
-                    fractions: Sequence[float] = DELETION_FRACTIONS, seed: int = 0,
-                    steps: int = 32) -> dict[str, Any]:
-    """Deletion curves of each method over texts, and the area over them.
-
-    For each text and method, the ``ceil(f * tokens)`` top-ranked real tokens are masked
-    out for each fraction ``f``, and the predicted intent's probability (softmax of the
-    logits over the temperature) is read again.
-
-    Args:
-        classifier: an intent classifier (a single-label network).
-        texts: the texts.
-        fractions: the shares of each text's real tokens removed.
-        seed: the seed of the random ranking (text ``i`` uses ``seed + i``).
-        steps: integration steps of the first try.
-
-    Returns:
-        ``{"fractions", "methods", "per_text": [{method: area}], "curves": {method:
-        (texts, 1 + fractions) probabilities}, "area": {method: (texts,) area over the
-        curve}, "completeness": (texts,) relative completeness errors}``.
-
-    Raises:
-        ValueError: no texts, or a fraction outside (0, 1].
-    """
-    if not texts:
-        raise ValueError("deletion curves need at least one text")
-    if any(not 0 < f <= 1 for f in fractions):
-        raise ValueError(f"fractions must be in (0, 1], got {list(fractions)}")
-    model = classifier.model
-    device = next(model.parameters()).device
-    temperature = float(getattr(classifier, "temperature", 1.0))
-    curves: dict[str, list[np.ndarray]] = {}
-    completeness = []
-    for i, text in enumerate(texts):
-        ex, scores = method_scores(classifier, text, seed=seed + i, steps=steps)
-        completeness.append(ex.attributions[0].relative_error)
-        pred = ex.attributions[0].index
-        batch = classifier.tokenizer([text], max_length=classifier.max_length)
-        ids = batch["input_ids"].to(device)
-        mask = batch["attention_mask"].bool().to(device)
-        real = int((~ex.special).sum())
-        counts = [min(real, int(np.ceil(f * real - 1e-9))) for f in fractions]
-        for method, s in scores.items():
-            order = np.argsort(-s, kind="stable")
-            masks = mask.repeat(len(counts), 1)
-            for row, k in enumerate(counts):
-                masks[row, torch.as_tensor(order[:k], device=device)] = False
-            keep_rows = masks.sum(1) > 0
-            probs = np.full(len(counts), np.nan)
-            if bool(keep_rows.any()):
-                logits = _logits(model, ids.expand(int(keep_rows.sum()), -1),
-                                 masks[keep_rows]).double() / temperature
-                probs[keep_rows.cpu().numpy()] = torch.softmax(logits, -1)[:, pred].cpu().numpy()
-            probs = np.nan_to_num(probs, nan=0.0)
-            p0 = float(_softmax(ex.logits / temperature)[pred])
-            curves.setdefault(method, []).append(np.concatenate([[p0], probs]))
-    out_curves = {m: np.stack(c) for m, c in curves.items()}
-    area = {m: (c[:, :1] - c[:, 1:]).mean(1) for m, c in out_curves.items()}
-    return {"fractions": list(fractions), "methods": list(out_curves),
-            "curves": out_curves, "area": area,
-            "completeness": np.array(completeness)}
 
 
 # -- the head report -------------------------------------------------------------------
@@ -708,17 +608,11 @@ def role_agreement(classifier: Any, segs: Sequence[Segmented], marked: Sequence[
     if n == 0:
         return {**out, "verdict": "no texts"}
     share = agree / n
-    low, high = _wilson(agree, n)
+    ci = binomtest(agree, n).proportion_ci(confidence_level=0.95, method="wilson")
+    low, high = float(ci.low), float(ci.high)
     verdict = "agree" if low > 0.5 else "disagree" if high < 0.5 else "inconclusive"
     return {**out, "texts": n, "agree": agree, "share": share, "interval": [low, high],
             "verdict": verdict, "role_mass": float(np.mean(role_mass)),
             "other_mass": float(np.mean(other_mass)),
             "role_word_deciding": deciding_word / n}
 
-
-def _wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The 95 % Wilson score interval of a proportion ``k / n``."""
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))

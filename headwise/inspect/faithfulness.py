@@ -9,6 +9,10 @@ compared, by Kendall's tau-b (scipy), with two attention-based scores of the sam
   (the pooled row: ``[CLS]``'s row, or the mean of all rows for mean pooling);
 * ``rollout``: the classification token's attention rollout
   (:func:`~headwise.inspect.rollout.attention_rollout`).
+
+Deletion curves (:func:`deletion_curves`) ask the same of every explanation method at
+once, integrated gradients included: remove each method's top-ranked tokens and follow
+how fast the predicted intent's probability falls (the area over the curve).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.special import softmax
 
 from headwise.attention import capture_attention
+from headwise.inspect.attribution import Explanation, explain, network_logits
 from headwise.inspect.forward import attention_layers, pooling_of
 from headwise.inspect.rollout import attention_rollout, pool_vector
 from headwise.inspect.words import Segmented
@@ -104,3 +110,102 @@ def faithfulness(clf: IntentClassifier, segments: Sequence[Segmented], *,
                     "positive_share": float((v > 0).mean()) if len(v) else None,
                     "n": len(v)}
     return out
+
+
+#: the shares of a text's tokens removed along a deletion curve
+DELETION_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
+#: the token rankings a deletion curve compares
+DELETION_METHODS = ("ig", "rollout", "attention", "random")
+
+
+def method_scores(classifier: Any, text: str, *, seed: int = 0, steps: int = 32
+                  ) -> tuple[Explanation, dict[str, np.ndarray]]:
+    """Each deletion method's score of every token of one text (special tokens -inf, so
+    they are never removed).
+
+    Args:
+        classifier: an intent classifier (a single-label network).
+        text: the text.
+        seed: the random ranking's seed.
+        steps: integration steps of the first try.
+
+    Returns:
+        ``(explanation, {method: (tokens,) float64})``: ``ig`` always, ``rollout`` and
+        ``attention`` for a network with heads, ``random``.
+    """
+    ex = explain(classifier, text, steps=steps)
+    special = ex.special
+    n = len(ex.tokens)
+    out = {"ig": ex.attributions[0].scores.copy()}
+    if ex.attention is not None:
+        out["rollout"] = attention_rollout(ex.attention, ex.pooling or "cls")
+        out["attention"] = pool_vector(n, ex.pooling or "cls") @ \
+            ex.attention[-1].astype(np.float64).mean(0)
+    out["random"] = np.random.default_rng(seed).random(n)
+    for v in out.values():
+        v[special] = -np.inf
+    return ex, out
+
+
+@torch.no_grad()
+def deletion_curves(classifier: Any, texts: Sequence[str], *,
+                    fractions: Sequence[float] = DELETION_FRACTIONS, seed: int = 0,
+                    steps: int = 32) -> dict[str, Any]:
+    """Deletion curves of each method over texts, and the area over them.
+
+    For each text and method, the ``ceil(f * tokens)`` top-ranked real tokens are masked
+    out for each fraction ``f``, and the predicted intent's probability (softmax of the
+    logits over the temperature) is read again.
+
+    Args:
+        classifier: an intent classifier (a single-label network).
+        texts: the texts.
+        fractions: the shares of each text's real tokens removed.
+        seed: the seed of the random ranking (text ``i`` uses ``seed + i``).
+        steps: integration steps of the first try.
+
+    Returns:
+        ``{"fractions", "methods", "per_text": [{method: area}], "curves": {method:
+        (texts, 1 + fractions) probabilities}, "area": {method: (texts,) area over the
+        curve}, "completeness": (texts,) relative completeness errors}``.
+
+    Raises:
+        ValueError: no texts, or a fraction outside (0, 1].
+    """
+    if not texts:
+        raise ValueError("deletion curves need at least one text")
+    if any(not 0 < f <= 1 for f in fractions):
+        raise ValueError(f"fractions must be in (0, 1], got {list(fractions)}")
+    model = classifier.model
+    device = next(model.parameters()).device
+    temperature = float(getattr(classifier, "temperature", 1.0))
+    curves: dict[str, list[np.ndarray]] = {}
+    completeness = []
+    for i, text in enumerate(texts):
+        ex, scores = method_scores(classifier, text, seed=seed + i, steps=steps)
+        completeness.append(ex.attributions[0].relative_error)
+        pred = ex.attributions[0].index
+        batch = classifier.tokenizer([text], max_length=classifier.max_length)
+        ids = batch["input_ids"].to(device)
+        mask = batch["attention_mask"].bool().to(device)
+        real = int((~ex.special).sum())
+        counts = [min(real, int(np.ceil(f * real - 1e-9))) for f in fractions]
+        for method, s in scores.items():
+            order = np.argsort(-s, kind="stable")
+            masks = mask.repeat(len(counts), 1)
+            for row, k in enumerate(counts):
+                masks[row, torch.as_tensor(order[:k], device=device)] = False
+            keep_rows = masks.sum(1) > 0
+            probs = np.full(len(counts), np.nan)
+            if bool(keep_rows.any()):
+                logits = network_logits(model, ids.expand(int(keep_rows.sum()), -1),
+                                 masks[keep_rows]).double() / temperature
+                probs[keep_rows.cpu().numpy()] = torch.softmax(logits, -1)[:, pred].cpu().numpy()
+            probs = np.nan_to_num(probs, nan=0.0)
+            p0 = float(softmax(ex.logits / temperature)[pred])
+            curves.setdefault(method, []).append(np.concatenate([[p0], probs]))
+    out_curves = {m: np.stack(c) for m, c in curves.items()}
+    area = {m: (c[:, :1] - c[:, 1:]).mean(1) for m, c in out_curves.items()}
+    return {"fractions": list(fractions), "methods": list(out_curves),
+            "curves": out_curves, "area": area,
+            "completeness": np.array(completeness)}

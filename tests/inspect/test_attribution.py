@@ -14,11 +14,10 @@ import torch
 from headwise.inspect.attribution import (
     COMPLETENESS_TOLERANCE,
     deciding_heads,
-    deletion_curves,
     embedding_layer,
     explain,
-    method_scores,
 )
+from headwise.inspect.faithfulness import deletion_curves, method_scores
 from headwise.inspect.rollout import head_rollout
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound.classifier import CompoundClassifier
