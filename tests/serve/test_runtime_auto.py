@@ -50,7 +50,7 @@ def exported_dir(encoder_dir, tmp_path_factory):
     return d
 
 
-def _engine(model_dir, **config):
+def _served_predictor(model_dir, **config):
     reasons: list[str] = []
     predictor = load_served_predictor(ServeConfig(model_dir=str(model_dir), **config),
                          report=reasons.append)
@@ -58,12 +58,12 @@ def _engine(model_dir, **config):
 
 
 def test_auto_serves_a_matching_export_on_onnxruntime(exported_dir):
-    predictor, reasons = _engine(exported_dir)
+    predictor, reasons = _served_predictor(exported_dir)
     assert predictor.runtime.name == "onnx" and reasons == []
     assert predictor.runtime.path == exported_dir / "model.onnx"
-    torch_engine, _ = _engine(exported_dir, runtime="torch")
-    assert torch_engine.runtime.name == "torch"  # an explicit choice ignores the file
-    for got, want in zip(predictor.predict(TEXTS), torch_engine.predict(TEXTS), strict=True):
+    torch_predictor, _ = _served_predictor(exported_dir, runtime="torch")
+    assert torch_predictor.runtime.name == "torch"  # an explicit choice ignores the file
+    for got, want in zip(predictor.predict(TEXTS), torch_predictor.predict(TEXTS), strict=True):
         assert intent_of(got) == intent_of(want)
         assert confidence_of(got) == pytest.approx(confidence_of(want), abs=1e-4)
     with TestClient(create_app(ServeConfig(model_dir=str(exported_dir)))) as c:
@@ -72,7 +72,7 @@ def test_auto_serves_a_matching_export_on_onnxruntime(exported_dir):
 
 
 def test_auto_takes_the_file_named_by_onnx_path(encoder_dir, exported_dir):
-    predictor, reasons = _engine(encoder_dir, onnx_path=str(exported_dir / "model.onnx"))
+    predictor, reasons = _served_predictor(encoder_dir, onnx_path=str(exported_dir / "model.onnx"))
     assert predictor.runtime.name == "onnx" and reasons == []
 
 
@@ -109,7 +109,7 @@ def test_a_freshly_trained_model_is_served_by_onnxruntime_with_no_export_step(
         trained_dir, onnx_cache):
     before = _files(trained_dir)
     assert "model.onnx" not in before
-    predictor, (note,) = _engine(trained_dir)
+    predictor, (note,) = _served_predictor(trained_dir)
     assert predictor.runtime.name == "onnx"
     path = predictor.runtime.path
     assert path == onnx_cache_path(IntentClassifier.load(trained_dir), trained_dir)
@@ -118,13 +118,13 @@ def test_a_freshly_trained_model_is_served_by_onnxruntime_with_no_export_step(
     assert "\n" not in note
     assert _files(trained_dir) == before  # nothing written into the model directory
     assert [p.name for p in path.parent.iterdir()] == ["model.onnx"]  # no staged file left
-    torch_engine, reasons = _engine(trained_dir, runtime="torch")
-    assert torch_engine.runtime.name == "torch" and reasons == []  # torch still forces it
-    _same_answers(predictor.predict(TEXTS), torch_engine.predict(TEXTS))
+    torch_predictor, reasons = _served_predictor(trained_dir, runtime="torch")
+    assert torch_predictor.runtime.name == "torch" and reasons == []  # torch still forces it
+    _same_answers(predictor.predict(TEXTS), torch_predictor.predict(TEXTS))
     # the next start takes the cached file: nothing is built or said again
-    again, reasons = _engine(trained_dir)
+    again, reasons = _served_predictor(trained_dir)
     assert again.runtime.name == "onnx" and again.runtime.path == path and reasons == []
-    explicit, reasons = _engine(trained_dir, runtime="onnx")
+    explicit, reasons = _served_predictor(trained_dir, runtime="onnx")
     assert explicit.runtime.path == path and reasons == []
 
 
@@ -137,7 +137,7 @@ def test_a_read_only_model_directory_is_served_from_the_cache(encoder_dir, tmp_p
     d.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
     try:
         before = _files(d)
-        predictor, _ = _engine(d)
+        predictor, _ = _served_predictor(d)
         assert predictor.runtime.name == "onnx"
         assert predictor.runtime.path.is_relative_to(onnx_cache)
         assert _files(d) == before
@@ -150,21 +150,21 @@ def test_with_no_writable_cache_auto_says_why_and_onnx_refuses(encoder_dir, tmp_
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("HEADWISE_CACHE", str(blocker / "cache"))  # under a file: no folder
-    predictor, (reason,) = _engine(encoder_dir)
+    predictor, (reason,) = _served_predictor(encoder_dir)
     assert predictor.runtime.name == "torch" and "\n" not in reason
     assert reason.startswith(f"runtime auto: using torch: no ONNX export at "
                              f"{encoder_dir / 'model.onnx'}, and none can be cached under "
                              f"{blocker / 'cache' / 'onnx'}")
     assert "HEADWISE_CACHE" in reason
     with pytest.raises(OSError):
-        _engine(encoder_dir, runtime="onnx")
+        _served_predictor(encoder_dir, runtime="onnx")
 
 
 def test_a_changed_model_gets_a_new_export_and_a_damaged_one_is_rebuilt(
         encoder_dir, tmp_path, onnx_cache):
     d = tmp_path / "model"
     shutil.copytree(encoder_dir, d)
-    first, _ = _engine(d)
+    first, _ = _served_predictor(d)
     old = first.runtime.path
     # exports of other models: unused for 31 days, used a day ago, and one being built
     for name, days in (("unused", 31), ("recent", 1), ("building", None)):
@@ -177,22 +177,22 @@ def test_a_changed_model_gets_a_new_export_and_a_damaged_one_is_rebuilt(
     with torch.no_grad():
         clf.model.classifier.bias.add_(torch.arange(len(clf.labels), dtype=torch.float32))
     clf.save(d)  # new weights in the same directory
-    predictor, (note,) = _engine(d)
+    predictor, (note,) = _served_predictor(d)
     assert predictor.runtime.name == "onnx" and predictor.runtime.path != old
     assert "exported" in note and old.is_file()  # the old model's export is not reused
     # building it dropped the export unused for ONNX_CACHE_DAYS, and only that one
     assert not (onnx_cache / "unused").exists()
     assert (onnx_cache / "recent" / "model.onnx").is_file() and (onnx_cache / "building").is_dir()
-    torch_engine, _ = _engine(d, runtime="torch")
-    _same_answers(predictor.predict(TEXTS), torch_engine.predict(TEXTS))
+    torch_predictor, _ = _served_predictor(d, runtime="torch")
+    _same_answers(predictor.predict(TEXTS), torch_predictor.predict(TEXTS))
     changed = [abs(confidence_of(a) - confidence_of(b)) for a, b in
-               zip(torch_engine.predict(TEXTS), first.predict(TEXTS), strict=True)]
+               zip(torch_predictor.predict(TEXTS), first.predict(TEXTS), strict=True)]
     assert max(changed) > 100 * ONNX_TOLERANCE  # the old export would answer otherwise
     predictor.runtime.path.write_bytes(b"not onnx")
-    rebuilt, (note,) = _engine(d)
+    rebuilt, (note,) = _served_predictor(d)
     assert rebuilt.runtime.name == "onnx" and rebuilt.runtime.path == predictor.runtime.path
     assert "the cached file was not usable" in note
-    _same_answers(rebuilt.predict(TEXTS), torch_engine.predict(TEXTS))
+    _same_answers(rebuilt.predict(TEXTS), torch_predictor.predict(TEXTS))
 
 
 def _stale_copy(exported_dir, tmp_path):
@@ -207,22 +207,22 @@ def _stale_copy(exported_dir, tmp_path):
 
 def test_auto_falls_back_on_a_stale_or_broken_export(exported_dir, tmp_path):
     other = _stale_copy(exported_dir, tmp_path)
-    predictor, (reason,) = _engine(other)
+    predictor, (reason,) = _served_predictor(other)
     assert predictor.runtime.name == "torch"
     assert "runtime auto: using torch:" in reason and "exported from other weights" in reason
     assert "\n" not in reason
     (other / "model.onnx").write_bytes(b"not onnx")
-    predictor, (reason,) = _engine(other)
+    predictor, (reason,) = _served_predictor(other)
     assert predictor.runtime.name == "torch" and "not a loadable ONNX model" in reason
     assert "\n" not in reason
     # the explicit choice still refuses what auto steps around
     with pytest.raises(ValueError, match="not a loadable ONNX model"):
-        _engine(other, runtime="onnx")
+        _served_predictor(other, runtime="onnx")
 
 
 def test_auto_falls_back_without_onnxruntime(exported_dir, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import raises ImportError
-    predictor, (reason,) = _engine(exported_dir)
+    predictor, (reason,) = _served_predictor(exported_dir)
     assert predictor.runtime.name == "torch" and "onnxruntime cannot be imported" in reason
 
 

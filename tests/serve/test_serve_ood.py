@@ -122,12 +122,12 @@ def test_a_logits_only_detector_keeps_logit_rows():
 def test_onnx_runtime_decides_as_torch(knn_clf, tmp_path):
     path = export_onnx(knn_clf.model, tmp_path / "m.onnx", max_length=MAX_LENGTH)
     onnx = SingleLabelPredictor(knn_clf, OnnxRuntime(path))
-    torch_engine = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model))
+    torch_predictor = SingleLabelPredictor(knn_clf, TorchRuntime(knn_clf.model))
     a = np.stack(onnx.run(onnx.encode(QUERIES)))
-    b = np.stack(torch_engine.run(torch_engine.encode(QUERIES)))
+    b = np.stack(torch_predictor.run(torch_predictor.encode(QUERIES)))
     np.testing.assert_allclose(a, b, atol=1e-4)
     keep = _decided(knn_clf, QUERIES)
-    got, want = _key(onnx.predict(QUERIES)), _key(torch_engine.predict(QUERIES))
+    got, want = _key(onnx.predict(QUERIES)), _key(torch_predictor.predict(QUERIES))
     assert [got[i] for i in keep] == [want[i] for i in keep]
 
 
