@@ -453,6 +453,38 @@ def _ratios(a: list[float], b: list[float]) -> list[float]:
     return [x / y for x, y in zip(a, b, strict=False) if y > 0]
 
 
+def _machine_words(record: dict[str, Any]) -> str:
+    """``"Intel(R) Xeon(R) Processor (avx512_bf16, amx_bf16)"``: the CPU and its BF16 flags."""
+    flags = [f for f in (record.get("provenance") or {}).get("cpu_flags", [])
+             if "bf16" in f or f == "amx_tile"]
+    return machine_of(record) + (f" ({', '.join(flags)})" if flags else "")
+
+
+#: the targets of the throughput part (issue 38): (what, numerator, denominator, target)
+TARGETS = (("headwise / transformers' Trainer, fp32, texts/s >= 1.0", "headwise fp32",
+            "transformers fp32", 1.0),
+           ("headwise / transformers' Trainer, bf16, texts/s >= 1.0", "headwise bf16",
+            "transformers bf16", 1.0),
+           ("headwise bf16 / fp32, texts/s >= 1.5 (a BF16 CPU)", "headwise bf16",
+            "headwise fp32", 1.5))
+
+
+def _targets(record: dict[str, Any]) -> list[str]:
+    """The target table of one throughput record: each ratio of per-round texts/s (the
+    geometric mean over interleaved rounds, 95 % interval), judged by the protocol."""
+    import _verdicts as V
+
+    tps = record["texts_per_s"]
+    rows = []
+    for what, a, b, target in TARGETS:
+        if len(tps.get(a) or []) < 2 or len(tps.get(b) or []) < 2:
+            rows.append([what, "NOT MEASURED", "fewer than two rounds of both"])
+            continue
+        iv = V.ratio_interval(tps[a], tps[b])
+        rows.append([what, V.judge(iv, target), f"{iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}]"])
+    return [H.markdown_table(["target", "verdict", "ratio [95 %]"], rows, "lll")]
+
+
 def render(records: list[dict[str, Any]]) -> str:
     """The ``cpu_finetune:cpu`` section from its records."""
     lines = ["## CPU fine-tuning: multilingual-e5-small, headwise against transformers' "
@@ -463,6 +495,7 @@ def render(records: list[dict[str, Any]]) -> str:
             by_part.setdefault(r["part"], []).append(r)
     for r in by_part.get("throughput", []):
         tps = r["texts_per_s"]
+        lines += [f"### On {_machine_words(r)}", ""]
         lines += [f"Training throughput ({r['dataset']}, {r['examples']} texts of "
                   f"{r['mean_tokens']:.1f} tokens on average, batch {r['batch']}, "
                   f"{r['threads']} threads; {r['rounds']} interleaved rounds of "
@@ -484,10 +517,12 @@ def render(records: list[dict[str, Any]]) -> str:
         if ratio_rows:
             lines += ["", H.markdown_table(["per-round ratio of texts/s", "median [95 %]"],
                                            ratio_rows, "lr")]
+        lines += ["", *_targets(r)]
         lines.append("")
     for r in by_part.get("profile", []):
         mm = r["matmul_gflops"]
-        lines += [f"One headwise step by operator ({r['dataset']}, batch {r['batch']} x "
+        lines += [f"On {_machine_words(r)}: one headwise step by operator ({r['dataset']}, "
+                  f"batch {r['batch']} x "
                   f"{r['padded_length']} tokens, {r['real_tokens']} real; {r['threads']} "
                   f"threads). A 1024^3 matmul ran at {mm['fp32']:.0f} GFLOP/s in fp32 and "
                   f"{mm['bf16']:.0f} in bf16 in the same run.", ""]
@@ -510,7 +545,7 @@ def render(records: list[dict[str, Any]]) -> str:
     for r in by_part.get("optimizer", []):
         rows = [[vocab, f"{v['parameters'] / 1e6:.1f} M", f"{v['loop']:.0f}",
                  f"{v['foreach']:.0f}", f"{v['fused']:.0f}"] for vocab, v in r["ms"].items()]
-        lines += [f"One AdamW update ({r['threads']} threads), ms:", "",
+        lines += [f"On {_machine_words(r)}: one AdamW update ({r['threads']} threads), ms:", "",
                   H.markdown_table(["vocabulary", "parameters", "per-tensor loop", "foreach",
                                     "fused (headwise)"], rows, "lrrrr"), ""]
     if not by_part:
@@ -521,14 +556,25 @@ def render(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines).rstrip()
 
 
+def machine_of(record: dict[str, Any]) -> str:
+    """The CPU model a record was measured on (its provenance), "not recorded" without one."""
+    return (record.get("provenance") or {}).get("cpu") or "not recorded"
+
+
 def records(path: Path = RESULTS) -> list[dict[str, Any]]:
-    """The kept records (the last of each part, data set and thread count)."""
-    return list(H.done_runs(path, ROW).values())
+    """The kept records: the last of each part, data set, thread count and machine (a run on
+    another CPU model is kept beside, not instead of, the earlier machine's), each with its
+    ``machine`` field."""
+    kept: dict[tuple, dict[str, Any]] = {}
+    for r in H.done_runs(path, (*ROW, "date")).values():
+        r = {**r, "machine": machine_of(r)}
+        kept[tuple(r[k] for k in (*ROW, "machine"))] = r
+    return list(kept.values())
 
 
 def section(path: Path = RESULTS) -> str:
     """The section as written and rendered."""
-    return H.render_records(render, records(path), ("part", "dataset"))
+    return H.render_records(render, records(path), ("part", "dataset", "machine"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -552,7 +598,9 @@ def main(argv: list[str] | None = None) -> int:
         from headwise.train.precision import auto_cpu_precision
 
         torch.set_num_threads(args.threads)
-        done = H.done_runs(args.results, ROW)
+        here = H.collect_provenance(args.threads).get("cpu") or "not recorded"
+        done = {tuple(r[k] for k in ROW) for r in records(args.results)
+                if r["machine"] == here}
         parts: dict[str, Callable[[Setup, argparse.Namespace], dict[str, Any]]] = {
             "throughput": throughput, "profile": profile, "optimizer": optimizer_step}
         setup: Setup | None = None
