@@ -28,6 +28,11 @@ Three parts, each one record per run (``--threads``) in ``results/cpu_finetune_r
   vocabulary), torch's per-tensor loop, ``foreach`` and ``fused`` (what
   ``headwise.train.build_optimizer`` takes on the CPU).
 
+* ``query``: single-query latency of the PyTorch path (one text a forward pass): fp32,
+  bf16 autocast, and the weights cast to bf16, in interleaved rounds; p50 per round and
+  the bf16 / fp32 ratio's interval.
+
+Records of another CPU model are kept beside the earlier machine's, not instead of them.
 The choice of ``precision="auto"`` on this machine (flags, probe) is recorded with each run.
 transformers' ``Trainer`` needs ``accelerate``; without it that configuration is recorded as
 not measured, with the reason.
@@ -65,7 +70,7 @@ import _harness as H  # noqa: E402
 SECTION = "cpu_finetune:cpu"
 RESULTS = HERE / "results" / "cpu_finetune_runs.jsonl"
 ROW = ("part", "dataset", "threads")
-PARTS = ("throughput", "profile", "optimizer")
+PARTS = ("throughput", "profile", "optimizer", "query")
 DATASETS = ("cic", "demo")
 PREFIX = "query: "  # multilingual-e5's input prefix for a query
 #: the throughput configurations: (name, implementation, precision, variant)
@@ -434,6 +439,56 @@ def optimizer_step(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+#: the single-query configurations: (name, how the forward pass runs)
+QUERY_CONFIGS = ("fp32", "bf16 autocast", "bf16 weights")
+
+
+def single_query(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
+    """Single-query latency of the PyTorch path (one text a forward pass, inference mode):
+    fp32, bf16 autocast over the fp32
+    weights, and the weights cast to bf16. Rounds interleave the three (order rotating);
+    each round times ``--queries`` texts of the data (the same texts in every configuration)
+    after two untimed ones, and keeps their median in ms. The vocabulary is left untrimmed
+    (a lookup's cost does not depend on the table's size)."""
+    import torch
+
+    model = setup.headwise_model().eval()
+    model_bf16 = setup.headwise_model().eval().to(torch.bfloat16)
+    inputs = [(torch.tensor([r["input_ids"]]),
+               torch.ones(1, len(r["input_ids"]), dtype=torch.bool))
+              for r in setup.rows[:args.queries + 2]]
+
+    def run(name: str) -> list[float]:
+        net = model_bf16 if name == "bf16 weights" else model
+        times = []
+        with torch.inference_mode():
+            for i, (ids, mask) in enumerate(inputs):
+                start = time.perf_counter()
+                if name == "bf16 autocast":
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        net(ids, mask)
+                else:
+                    net(ids, mask)
+                if i >= 2:
+                    times.append(time.perf_counter() - start)
+        return times
+
+    p50: dict[str, list[float]] = {name: [] for name in QUERY_CONFIGS}
+    for r in range(args.rounds):
+        order = QUERY_CONFIGS[r % 3:] + QUERY_CONFIGS[:r % 3]
+        for name in order:
+            p50[name].append(1e3 * statistics.median(run(name)))
+    with torch.inference_mode():
+        ids, mask = inputs[0]
+        ref = model(ids, mask)["logits"].float()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            auto = model(ids, mask)["logits"].float()
+        cast = model_bf16(ids, mask)["logits"].float()
+    return {"status": "ok", "p50_ms": p50, "queries": len(inputs) - 2,
+            "max_abs_logit_diff": {"bf16 autocast": float((auto - ref).abs().max()),
+                                   "bf16 weights": float((cast - ref).abs().max())}}
+
+
 # --- the section ---------------------------------------------------------------------------
 def _interval(values: list[float], digits: int = 1) -> str:
     """The median and the mean's 95 % t-interval over rounds."""
@@ -542,6 +597,29 @@ def render(records: list[dict[str, Any]]) -> str:
             lines += ["", "fp32's largest operators (self CPU ms): " + ", ".join(
                 f"`{o['name']}` {o['self_ms']:.0f}" for o in top) + "."]
         lines.append("")
+    for r in by_part.get("query", []):
+        import _verdicts as V
+
+        p50 = r["p50_ms"]
+        rows = [[name, _interval(p50[name], 2),
+                 f"{r['max_abs_logit_diff'][name]:.3f}" if name in r["max_abs_logit_diff"]
+                 else "-"] for name in QUERY_CONFIGS if p50.get(name)]
+        lines += [f"On {_machine_words(r)}: single-query latency of the PyTorch path "
+                  f"({r['queries']} texts of the data one at a time, inference mode; "
+                  f"{r['threads']} threads; p50 ms per round: median over "
+                  f"{len(p50['fp32'])} interleaved rounds [95 % interval of the mean]).", "",
+                  H.markdown_table(["forward pass", "p50 ms", "largest logit change"], rows,
+                                   "lrr")]
+        ratio_rows = []
+        for name in QUERY_CONFIGS[1:]:
+            if len(p50.get(name) or []) >= 2:
+                iv = V.ratio_interval(p50[name], p50["fp32"])
+                ratio_rows.append([f"{name} / fp32", f"{iv.mean:.2f} [{iv.low:.2f}, "
+                                   f"{iv.high:.2f}]"])
+        if ratio_rows:
+            lines += ["", H.markdown_table(["p50 ratio (below 1: faster than fp32)",
+                                            "geometric mean [95 %]"], ratio_rows, "lr")]
+        lines.append("")
     for r in by_part.get("optimizer", []):
         rows = [[vocab, f"{v['parameters'] / 1e6:.1f} M", f"{v['loop']:.0f}",
                  f"{v['foreach']:.0f}", f"{v['fused']:.0f}"] for vocab, v in r["ms"].items()]
@@ -589,6 +667,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--profile-steps", type=int, default=5,
                    help="timed repeats of the profiled step and of each AdamW update")
+    p.add_argument("--queries", type=int, default=100,
+                   help="texts timed one at a time per configuration and round (part query)")
     p.add_argument("--limit", type=int, default=0, help="use the first N training rows only")
     H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=7200)
     args = p.parse_args(argv)
@@ -602,7 +682,8 @@ def main(argv: list[str] | None = None) -> int:
         done = {tuple(r[k] for k in ROW) for r in records(args.results)
                 if r["machine"] == here}
         parts: dict[str, Callable[[Setup, argparse.Namespace], dict[str, Any]]] = {
-            "throughput": throughput, "profile": profile, "optimizer": optimizer_step}
+            "throughput": throughput, "profile": profile, "optimizer": optimizer_step,
+            "query": single_query}
         setup: Setup | None = None
         for part in args.parts.split(","):
             if (part, args.dataset, args.threads) in done and not args.rerun:
