@@ -25,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
+import _verdicts as V  # noqa: E402
 
 SECTION = "demo:heldout"
 #: what the table's thresholds are, and what the earlier rule did on the same seeds (the
@@ -87,11 +88,52 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             "families": summary["corpus"]["families"]}
 
 
-def _mean(values: list[float]) -> str:
+def _mean(values: list[float], rows: int | None = None) -> str:
+    """The mean over seeds in percent with its 95 % interval over seeds and ``rows`` test
+    rows (``_verdicts.score_interval``)."""
     if not values:
         return "-"
-    spread = f" ± {100 * statistics.stdev(values):.1f}" if len(values) > 1 else ""
-    return f"{100 * statistics.fmean(values):.1f}{spread}"
+    return V.score_interval(values, rows).pct(1)
+
+
+def _at_most(iv: V.Interval, limit: float) -> str:
+    """The protocol's verdict on "at most ``limit``": PASS when the whole interval is
+    within it, FAIL when the whole interval is over it."""
+    return V.judge(V.Interval(-iv.mean, -iv.high, -iv.low), -limit)
+
+
+def _slice_scores(runs: list[dict[str, Any]], name: str, sl: str) -> list[float]:
+    return [next(x["accuracy"] for x in r["models"][name]["slices"] if x["slice"] == sl)
+            for r in runs if name in r["models"]]
+
+
+#: issue 37 item 2: (slice, model, what it must reach: a model's name or a share)
+SLICE_TARGETS = (("negation_scope", "transformer", "bilstm"),
+                 ("negation_scope", "pretrained", 0.90))
+
+
+def slice_targets(runs: list[dict[str, Any]]) -> str:
+    """The target table of the negation slice (accuracy with the threshold over seeds,
+    95 % intervals over seeds and the slice's rows; a difference of two models: both
+    halves in quadrature)."""
+    rows = []
+    for sl, name, target in SLICE_TARGETS:
+        first = runs[0]["models"].get(name)
+        if first is None or (isinstance(target, str) and target not in runs[0]["models"]):
+            rows.append([f"{sl}: {name} >= {target}", "NOT MEASURED", "model not run"])
+            continue
+        n = next(x["n"] for x in first["slices"] if x["slice"] == sl)
+        mine = _slice_scores(runs, name, sl)
+        if isinstance(target, str):
+            iv = V.difference_interval(mine, _slice_scores(runs, target, sl), n)
+            rows.append([f"{sl}: {name} at least {target}", V.judge(iv, 0.0),
+                         f"{name} - {target}: {iv.points(1)} points"])
+        else:
+            iv = V.score_interval(mine, n)
+            rows.append([f"{sl}: {name} >= {100 * target:.0f} %", V.judge(iv, target),
+                         f"{iv.pct(1)} %"])
+    return H.markdown_table(["target (issue 37, item 2)", "verdict", "mean [95 %]"], rows,
+                            "lll")
 
 
 def render(runs: list[dict[str, Any]]) -> str:
@@ -101,12 +143,16 @@ def render(runs: list[dict[str, Any]]) -> str:
     for name in names:
         ms = [r["models"][name] for r in runs if name in r["models"]]
         rej = statistics.fmean(m["reject_rate"] for m in ms)
-        rows.append([name, _mean([m["accuracy"] for m in ms]),
+        every = next(x for x in ms[0]["slices"] if x["slice"] == "all")
+        n_in, n_oos = every["n_in_scope"], every["n_oos"] or None
+        rows.append([name, _mean([m["accuracy"] for m in ms], n_in),
                      _mean([m["macro_f1"] for m in ms]),
-                     _mean([m["accuracy_with_threshold"] for m in ms]),
-                     _mean([m["reject_rate"] for m in ms]),
-                     "PASS" if rej <= MAX_REJECT else "FAIL",
-                     _mean([m["oos_recall"] for m in ms if m["oos_recall"] is not None]),
+                     _mean([m["accuracy_with_threshold"] for m in ms], n_in),
+                     _mean([m["reject_rate"] for m in ms], n_in),
+                     _at_most(V.score_interval([m["reject_rate"] for m in ms], n_in),
+                              MAX_REJECT),
+                     _mean([m["oos_recall"] for m in ms if m["oos_recall"] is not None],
+                           n_oos),
                      ", ".join(m.get("ood_detector", "max_prob").replace(" (auto)", "")
                                for m in ms),
                      f"{statistics.median(m['train_seconds'] for m in ms):.0f}"])
@@ -116,11 +162,10 @@ def render(runs: list[dict[str, Any]]) -> str:
     slices = [s["slice"] for s in runs[0]["models"][names[0]]["slices"]]
     srows = []
     for sl in slices:
-        row = [sl, str(runs[0]["models"][names[0]]["slices"][slices.index(sl)]["n"])]
+        n = runs[0]["models"][names[0]]["slices"][slices.index(sl)]["n"]
+        row = [sl, str(n)]
         for name in names:
-            vals = [next(x["accuracy"] for x in r["models"][name]["slices"] if x["slice"] == sl)
-                    for r in runs if name in r["models"]]
-            row.append(_mean(vals))
+            row.append(_mean(_slice_scores(runs, name, sl), n))
         srows.append(row)
     stable = H.markdown_table(["slice", "n (seed 0)", *names], srows)
     over = []
@@ -144,11 +189,13 @@ def render(runs: list[dict[str, Any]]) -> str:
         f"{sizes['train']} / {sizes['valid']} / {sizes['test']} questions; no family in two "
         f"splits), and trains every model with `headwise.demo.runner`'s recipes. Accuracy "
         f"and macro-F1: top intent on in-scope test questions; with threshold: a rejected "
-        f"in-scope question counts as wrong. Means ± standard deviation over seeds.",
+        f"in-scope question counts as wrong. Means over seeds [95 % interval over seeds "
+        f"and test rows; macro-F1: over seeds only].",
         "", table, "", THRESHOLD_NOTE, "", CONFIDENCE_NOTE, "", DETECTOR_NOTE, "",
         *([overshoot, ""] if overshoot else []),
         "Accuracy with the threshold per slice (%, all rows of the slice: an out-of-scope row "
-        "is right when rejected):", "", stable, ""])
+        "is right when rejected; mean over seeds [95 % interval over seeds and the slice's "
+        "rows]):", "", stable, "", slice_targets(runs), ""])
 
 
 def ok_runs(path: Path) -> list[dict[str, Any]]:
