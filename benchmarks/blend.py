@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
+import _verdicts as V  # noqa: E402
 
 SECTION = "blend"
 RESULTS = HERE / "results" / "blend.jsonl"
@@ -117,6 +117,31 @@ def records(path: Path) -> list[dict[str, Any]]:
                   key=lambda r: (r["data"], r["seed"]))
 
 
+def _over_seeds(data: str, rs: list[dict[str, Any]]) -> list[str]:
+    """Each model's mean over seeds with its 95 % interval (accuracy: over seeds and the
+    test rows; macro-F1: over seeds), and the chosen blend against the network alone and
+    against the equal mean, paired by seed (the same seed's network on both sides)."""
+    rows_n = rs[0].get("test_rows")
+    names = {"network": "network", "tfidf": "TF-IDF", "equal": "equal mean",
+             "chosen": "chosen blend"}
+    table = [[label, V.score_interval([r["test"][k]["macro_f1"] for r in rs], None).pct(),
+              V.score_interval([r["test"][k]["accuracy"] for r in rs], rows_n).pct()]
+             for k, label in names.items()]
+    out = [f"{data}, {len(rs)} seeds (mean [95 % interval]):", "",
+           H.markdown_table(["model", "macro-F1 %", "accuracy %"], table, "lrr"), ""]
+    diffs = []
+    for other in ("network", "equal"):
+        iv = V.seed_paired_difference([r["test"]["chosen"]["macro_f1"] for r in rs],
+                                      [r["test"][other]["macro_f1"] for r in rs])
+        word = {"PASS": "BETTER", "FAIL": "WORSE"}.get(V.judge(iv, 0.0, strictly=True),
+                                                       "within noise")
+        diffs.append([f"chosen blend - {names[other]}, macro-F1", word,
+                      f"{iv.points()} points"])
+    out.append(H.markdown_table(["comparison (paired by seed)", "verdict",
+                                 "difference [95 %]"], diffs, "lll"))
+    return out
+
+
 def render(records: list[dict[str, Any]]) -> str:
     def pct(x: float) -> str:
         return f"{100 * x:.2f}"
@@ -144,14 +169,7 @@ def render(records: list[dict[str, Any]]) -> str:
     for data in sorted({r["data"] for r in records}):
         rs = [r for r in records if r["data"] == data]
         if len(rs) > 1:
-            gains = [100 * (r["test"]["chosen"]["macro_f1"] - r["test"]["network"]["macro_f1"])
-                     for r in rs]
-            means = {k: statistics.mean(100 * r["test"][k]["macro_f1"] for r in rs)
-                     for k in ("network", "tfidf", "equal", "chosen")}
-            lines += ["", f"{data}, {len(rs)} seeds: mean macro-F1 network "
-                      f"{means['network']:.2f}, TF-IDF {means['tfidf']:.2f}, equal mean "
-                      f"{means['equal']:.2f}, chosen blend {means['chosen']:.2f} (gain over the "
-                      f"network {min(gains):+.2f} to {max(gains):+.2f})."]
+            lines += ["", *_over_seeds(data, rs)]
     cmds = sorted({r["command"] for r in records})
     lines += ["", "Network: multilingual-e5-small fine-tuned with LP-FT (CIC: "
               "`e5-small-lpft-prior`; the demo: its `pretrained` model). The demo row is one "
