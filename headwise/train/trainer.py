@@ -179,6 +179,16 @@ class Trainer:
         finally:
             shutdown_distributed(ctx, wait=ok)
 
+    def announce(self, report: Callable[[str], None]) -> TrainingEstimate:
+        """Say, before :meth:`train`, how the run will go: its precision and why, the
+        threads, and the measured :meth:`estimate` of its duration (one line each to
+        ``report``). Returns the estimate, which callers keep beside the measured time."""
+        report(f"precision {self.precision.precision} ({self.precision.reason}); "
+               f"{torch.get_num_threads()} threads")
+        estimate = self.estimate()
+        report(f"estimated training time: {estimate.describe(self.config.epochs)}")
+        return estimate
+
     def estimate(self, measure: int = 3) -> TrainingEstimate:
         """How long :meth:`train` will take: ``measure`` of the run's own first-epoch
         batches timed in its precision, with its optimizer at learning rate 0 (no weight

@@ -29,7 +29,7 @@ import random
 import shutil
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import date
 from functools import partial
@@ -148,11 +148,13 @@ def compound_data(train: Sequence[AnnotatedExample] | AnnotatedDataset,
 def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                    resume: bool = False, keep_checkpoints: bool = False,
                    init_from: WarmStart | None = None,
-                   parent: CompoundClassifier | None = None) -> TrainedIntent:
+                   parent: CompoundClassifier | None = None,
+                   report: Callable[[str], None] | None = None) -> TrainedIntent:
     """Stages 2 to 5 of a multi-label run: the network (:func:`compound_network`, or a
     warm start's ``parent`` grown), the optional masked-LM pre-training, joint training,
     the thresholds (:func:`tune_compound`), the saved classifier (with its lineage after a
-    warm start)."""
+    warm start). ``report`` gets the run's precision and its measured duration estimate
+    before training (:meth:`headwise.train.Trainer.announce`), as a single-label run's."""
     torch.manual_seed(recipe.train.seed)
     lineage = None
     if parent is not None and init_from is not None:
@@ -192,6 +194,7 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                       collate_fn=partial(pad_collate, pad_id=tokenizer.pad_token_id),
                       evaluate_fn=joint_validation if valid_rows else None,
                       out_dir=out_dir / "checkpoints")
+    estimate = trainer.announce(report) if report is not None and not resume else None
     start = time.perf_counter()
     result = trainer.train(resume=resume)
     seconds = time.perf_counter() - start
@@ -209,6 +212,9 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                 "epochs": result.epochs, "stopped_early": result.stopped_early,
                 "valid": metrics,
                 "pretrain": None if pretrained is None else asdict(pretrained),
+                "estimate": None if estimate is None else asdict(estimate),
+                "precision": {"precision": trainer.precision.precision,
+                              "reason": trainer.precision.reason},
                 "objective": {"label_smoothing": levers.label_smoothing,
                               "class_weighting": levers.class_weighting}}
     if lineage is not None:

@@ -187,7 +187,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                               recipe,
                               out_dir=out_dir, resume=resume,
                               keep_checkpoints=keep_checkpoints, init_from=init_from,
-                              parent=parent)
+                              parent=parent, report=report)
     data = _prepare_data(train, valid, recipe, soft_targets, report, init_from, parent)
     if report is not None and data.oos["rows"]:
         report(_describe_oos_rows(data.oos, len(data.intents),
@@ -223,13 +223,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     trainer = Trainer(wrapper, config, train_rows, valid_data=valid_rows or None,
                       collate_fn=trainer_collate,
                       evaluate_fn=validation_metrics if valid_rows else None, out_dir=ckpt_dir)
-    estimate = None
-    if report is not None:
-        report(f"precision {trainer.precision.precision} ({trainer.precision.reason}); "
-               f"{torch.get_num_threads()} threads")
-        if not resume:
-            estimate = trainer.estimate()
-            report(f"estimated training time: {estimate.describe(config.epochs)}")
+    estimate = trainer.announce(report) if report is not None and not resume else None
     start = time.perf_counter()
     result = trainer.train(resume=resume)
     seconds = time.perf_counter() - start
