@@ -143,7 +143,8 @@ class Explanation:
         text: the text.
         tokens: ``[(token, start, end, special)]`` of the input explained, with character
             offsets in :attr:`text` (a long text's: the window that answered).
-        logits: (intents,) float64 raw logits of the text.
+        logits: (intents,) float64 raw logits of the input explained (the text, or the
+            window of a long one).
         labels: the intent names, index = output.
         attributions: one :class:`Attribution` per explained intent, the predicted
             (or chosen) intents first.
