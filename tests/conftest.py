@@ -1,10 +1,12 @@
-"""Fixtures shared by several test folders: a small hand-written compound corpus."""
+"""Fixtures shared by several test folders: a small hand-written compound corpus, and the
+tiny Transformer of the long-text tests."""
 
 from __future__ import annotations
 
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -92,3 +94,16 @@ def compound_corpus() -> list[AnnotatedExample]:
                  _ex(f"refund the {a} pounds please", ["refund"], a),
                  _ex(f"why was i charged {a} pounds", ["charge"], a)]
     return rows + [_ex("what is the weather today", [])] * 3
+
+
+@pytest.fixture(scope="session")
+def chatter_clf() -> Any:
+    """The tiny Transformer of ``tiny_long_text.trained_on_chatter``, trained once a
+    session: it answers the tiny corpus's requests and leaves chatter out of scope (the
+    long-text tests of prediction, the service and explanations; copy it before changing
+    it)."""
+    from tiny_long_text import REQUEST, trained_on_chatter
+
+    clf = trained_on_chatter()
+    assert clf.predict([REQUEST])[0].intent == "card_lost"
+    return clf

@@ -6,8 +6,17 @@ features' weights for a TF-IDF model) with its completeness error, and for a net
 attention heads the heads that attend most to the deciding tokens, with the roles a head
 analysis (``headwise inspect``, ``--report``) gave them. ``--json`` prints one JSON object:
 ``intents``, ``tokens`` (``token``, ``start``, ``end``, ``special``, ``attribution``),
-``heads``, ``completeness`` and ``explained`` (every explained intent: a compound model
-explains each intent it answers). See :mod:`headwise.inspect.attribution`.
+``heads``, ``completeness``, ``explained`` (every explained intent: a compound model
+explains each intent it answers), ``truncated``, ``long_text`` and ``window``.
+
+The answer is ``headwise predict``'s: the same predictor (runtime auto) and long-text
+policy (``--long-text``, default auto: a single network's ``chunk_max``). A text over the
+model's maximum length is explained as that policy read it: the window whose answer was
+kept (``chunk_max``), the first window (``truncate``) or the head and tail
+(``head_tail``); ``window`` gives the characters it covers (``start``, ``end``, and
+``skipped``: the middle that ``head_tail`` does not read), the tokens' offsets are in the
+whole text, and ``long_text`` is predict's note. A text answered from the mean of its
+windows (``--long-text chunk``) is refused. See :mod:`headwise.inspect.attribution`.
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
+
+from headwise.commands._common import LONG_TEXT_POLICIES
 
 #: characters of a bar for the largest attribution in the plain output
 BAR = 20
@@ -30,12 +41,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "with its completeness error (the attributions sum to the logit's difference from "
         "the baseline, within a stated tolerance), and the attention heads that attend most "
         "to the deciding tokens, with their roles (negation, number, previous/next ...) from "
-        "a head analysis when --report names one. An ensemble is refused: explain a member.")
+        "a head analysis when --report names one. The answer is `headwise predict`'s: a text "
+        "over the model's maximum length is explained as --long-text read it (auto, for a "
+        "network chunk_max: the window whose answer was kept), with offsets in the whole "
+        "text and the characters of that window. An ensemble is refused: explain a member; "
+        "so is a long text under --long-text chunk (answered from the mean of its windows).")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
     p.add_argument("text", metavar="TEXT", help="the text to explain")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--intent", action="append", metavar="NAME",
                    help="explain this intent instead of the answer's (repeatable)")
+    p.add_argument("--long-text", choices=LONG_TEXT_POLICIES, default="auto", metavar="POLICY",
+                   help="past the model's length, as `headwise predict --long-text`: auto "
+                   "(chunk_max: explain the most confident window), "
+                   + ", ".join(LONG_TEXT_POLICIES[1:]))
     p.add_argument("--report", metavar="DIR",
                    help="a `headwise inspect` report directory of this model: the heads' "
                         "roles come from its stats.json")
@@ -56,29 +75,34 @@ def _roles(report: str | None) -> list | None:
 
 
 def result(model: str, text: str, *, intents: list[str] | None = None,
-           report: str | None = None, heads: int = 5, steps: int = 32) -> dict[str, Any]:
+           report: str | None = None, heads: int = 5, steps: int = 32,
+           long_text: str = "auto") -> dict[str, Any]:
     """The JSON object ``headwise explain --json`` prints.
 
     Raises:
         ValueError: a kind that cannot be explained (the kind registry's reason), an
-            unknown intent, a report without roles.
+            unknown intent, a report without roles, a policy the kind cannot follow, a
+            long text under ``reject`` or answered by ``chunk`` (the mean of its windows).
     """
     from headwise.inspect.attribution import deciding_heads, explain
+    from headwise.intent.inference import load_predictor
     from headwise.intent.kinds import kind_of
 
-    kind = kind_of(model)
-    kind.require("explain", model)
+    kind_of(model).require("explain", model)
     roles = _roles(report)
-    clf = kind.load(model)
-    ex = explain(clf, text, intents=intents, steps=steps)
-    answer = clf.predict([text])[0].to_dict()
+    # the predictor ``headwise predict`` runs (runtime auto), on the text's one encoding
+    predictor = load_predictor(model, long_text=long_text)
+    items = predictor.encode([text])
+    rows = predictor.run(items)
+    answer = predictor.answers([text], items, rows)[0].to_dict()
+    ex = explain(predictor, text, answered=(items[0], rows[0]), intents=intents, steps=steps)
     first = ex.attributions[0]
     return {
         "model": Path(model).name, "text": text,
         "intents": answer["intents"], "top_k": answer["top_k"],
         "out_of_scope": answer["out_of_scope"], "slots": answer["slots"],
         "explained_intent": first.intent, "method": first.method,
-        "truncated": ex.truncated,
+        "truncated": ex.truncated, "long_text": ex.long_text, "window": window_record(ex),
         "tokens": [{"token": t, "start": s, "end": e, "special": sp,
                     "attribution": None if sp else float(v)}
                    for (t, s, e, sp), v in zip(ex.tokens, first.scores, strict=True)],
@@ -92,8 +116,20 @@ def result(model: str, text: str, *, intents: list[str] | None = None,
     }
 
 
+def window_record(ex: Any) -> dict[str, Any] | None:
+    """The ``window`` of an :class:`~headwise.inspect.attribution.Explanation`: the
+    characters of the text that the input explained covers, ``{"start", "end", "skipped"}``
+    (``skipped``: ``{"start", "end"}`` of the middle a head-and-tail window does not read,
+    else None); None when it is the whole text."""
+    if ex.window is None:
+        return None
+    skipped = None if ex.skipped is None else {"start": ex.skipped[0], "end": ex.skipped[1]}
+    return {"start": ex.window[0], "end": ex.window[1], "skipped": skipped}
+
+
 def run(args: argparse.Namespace) -> int:
-    out = result(args.model, args.text, intents=args.intent, report=args.report)
+    out = result(args.model, args.text, intents=args.intent, report=args.report,
+                 long_text=args.long_text)
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
         return 0
@@ -138,5 +174,22 @@ def render(out: dict[str, Any]) -> list[str]:
             lines.append(f"  layer {h['layer']} head {h['head']}: {h['mass']:.0%} of its "
                          f"rollout on them; {roles}")
     if out["truncated"]:
-        lines.append("\n(the text was cut to the model's maximum length)")
+        lines.append("\n(" + window_words(out) + ")")
     return lines
+
+
+def window_words(out: dict[str, Any]) -> str:
+    """How the plain output says which part of a long text was explained, e.g. ``long
+    text: 100 tokens over 12, 19 chunks, answer from chunk 19; explained: characters
+    212-234 of 234``."""
+    from headwise.commands.predict import long_text_words
+
+    note, window = out["long_text"], out["window"]
+    head = long_text_words(note) if note is not None \
+        else "the text was cut to the model's maximum length"
+    if window is None:
+        return head
+    where = f"characters {window['start']}-{window['end']}"
+    if window["skipped"] is not None:
+        where += f" but {window['skipped']['start']}-{window['skipped']['end']}"
+    return f"{head}; explained: {where} of {len(out['text'])}"

@@ -20,6 +20,15 @@ the integrated path itself (the baseline embeddings fed through a hook), so the 
 holds even where a network reads the token ids beside the embeddings (the number and
 negation key biases).
 
+**Long texts** are explained as the predictor that answered them read them (its long-text
+policy, :func:`explain`): under ``"chunk_max"`` (a single network's default) the window
+whose answer was kept, under ``"truncate"`` the first window, under ``"head_tail"`` the
+one window of the text's head and tail, with every token's character offsets in the
+whole text and the characters the window covers (:attr:`Explanation.window`); so the
+explained intent is the answered one, and completeness holds for the window explained.
+A text answered from the mean of its windows (``"chunk"``) is refused
+(:class:`LongTextNotExplained`).
+
 **TF-IDF models** are linear in their features: a feature's contribution is its TF-IDF
 value times its weight, spread evenly over the characters of its occurrences in the text
 and summed per token (a CJK character, a run of letters and digits, or another character).
@@ -45,13 +54,12 @@ the texts that hold the role's words (:func:`role_agreement`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from scipy.special import softmax
 from scipy.stats import binomtest
 from torch import nn
 
@@ -61,9 +69,10 @@ from headwise.inspect.rollout import head_rollout, rollout_matrix
 from headwise.inspect.words import Segmented
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["COMPLETENESS_TOLERANCE", "Attribution", "Explanation", "TokenSpan", "case_views",
-           "deciding_heads", "embedding_layer", "explain", "integrated_gradients",
-           "network_logits", "role_agreement", "token_spans", "unit_attribution"]
+__all__ = ["COMPLETENESS_TOLERANCE", "Attribution", "Explanation", "LongTextNotExplained",
+           "TokenSpan", "case_views", "deciding_heads", "embedding_layer", "explain",
+           "first_window", "integrated_gradients", "network_logits", "role_agreement",
+           "token_spans", "unit_attribution"]
 
 #: the completeness error an explanation is held to, relative to
 #: ``max(1, |logit(x) - logit(baseline)|)``
@@ -132,16 +141,26 @@ class Explanation:
 
     Attributes:
         text: the text.
-        tokens: ``[(token, start, end, special)]`` as the model read it (truncated).
-        logits: (intents,) float64 raw logits of the text.
+        tokens: ``[(token, start, end, special)]`` of the input explained, with character
+            offsets in :attr:`text` (a long text's: the window that answered).
+        logits: (intents,) float64 raw logits of the input explained (the text, or the
+            window of a long one).
         labels: the intent names, index = output.
         attributions: one :class:`Attribution` per explained intent, the predicted
             (or chosen) intents first.
         attention: (layers, heads, n, n) float32 attention weights; None for a network
             without attention heads (BiLSTM) and a TF-IDF model.
         pooling: how the network pools (``"cls"``/``"mean"``; None without attention).
-        truncated: whether the text was cut to the model's maximum length.
+        truncated: whether the input explained leaves out part of the text (a text over
+            the model's maximum length: see :attr:`window`).
         total_tokens: tokens of the whole text (special tokens included).
+        window: ``(start, end)``, the characters of the text from the first to the last
+            token of the input explained; None when it is the whole text.
+        skipped: ``(start, end)``, the characters inside :attr:`window` that it does not
+            read (the ``"head_tail"`` policy's middle), else None.
+        long_text: the predictor's ``long_text`` note of the text (how it read a text over
+            the maximum length, and under ``"chunk_max"`` the window that answered, from
+            1), None within the limit.
     """
 
     text: str
@@ -153,6 +172,9 @@ class Explanation:
     pooling: str | None
     truncated: bool
     total_tokens: int
+    window: tuple[int, int] | None = None
+    skipped: tuple[int, int] | None = None
+    long_text: dict[str, Any] | None = None
 
     @property
     def special(self) -> np.ndarray:
@@ -166,18 +188,33 @@ class Explanation:
 
 
 # -- tokens ----------------------------------------------------------------------------
-def token_spans(tokenizer: Tokenizer, text: str, ids: Sequence[int]) -> list[TokenSpan]:
-    """The tokens of ``ids`` (the tokenizer's encoding of ``text``, possibly truncated) with
-    their character spans; special tokens have none, and so has every token when the
-    tokenizer's pieces do not line up with the ids."""
+def token_spans(tokenizer: Tokenizer, text: str, ids: Sequence[int],
+                positions: Sequence[int] | None = None) -> list[TokenSpan]:
+    """The tokens of ``ids`` (a window of the tokenizer's encoding of ``text``) with their
+    character spans in ``text``; special tokens have none, and so has every token when the
+    tokenizer's pieces do not line up with the ids.
+
+    Args:
+        tokenizer: the model's tokenizer.
+        text: the whole text.
+        ids: the window's token ids, special tokens included.
+        positions: where the window's text tokens sit among the text's tokens without
+            special tokens
+            (:meth:`~headwise.intent.inference.bucketing.BucketedPredictor.window_tokens`);
+            default the first ones (the text, or its truncation).
+    """
     ids = list(ids)
     lead = int(bool(ids) and tokenizer.cls_token_id is not None
                and ids[0] == tokenizer.cls_token_id)
     tail = int(len(ids) > lead and tokenizer.sep_token_id is not None
                and ids[-1] == tokenizer.sep_token_id)
     body = ids[lead:len(ids) - tail]
-    names = tokenizer.tokenize(text)[:len(body)]
-    spans = tokenizer.offsets(text)[:len(body)]
+    where = list(range(len(body))) if positions is None else list(positions)
+    names, spans = tokenizer.tokenize(text), tokenizer.offsets(text)
+    if len(where) == len(body) and all(0 <= i < min(len(names), len(spans)) for i in where):
+        names, spans = [names[i] for i in where], [spans[i] for i in where]
+    else:
+        names, spans = [], []
     if len(names) != len(body) or len(spans) != len(body):
         names = [tokenizer.backend.id_to_token(i) or "" for i in body]
         spans = [(None, None)] * len(body)
@@ -297,15 +334,14 @@ def _baseline_ids(tokenizer: Tokenizer, ids: torch.Tensor) -> torch.Tensor:
     return torch.where(keep, ids, torch.full_like(ids, tokenizer.pad_token_id))
 
 
-def _network_explanation(model: nn.Module, tokenizer: Tokenizer, max_length: int, text: str,
-                         labels: list[str], choose: Callable[[np.ndarray], list[int]],
-                         intents: Sequence[str] | None, steps: int, max_steps: int,
+def _network_explanation(model: nn.Module, tokenizer: Tokenizer, text: str,
+                         window_ids: Sequence[int], positions: list[int], total: int,
+                         labels: list[str], targets: list[int],
+                         note: dict[str, Any] | None, steps: int, max_steps: int,
                          tolerance: float) -> Explanation:
-    total = int(tokenizer([text], max_length=None)["attention_mask"].sum())
-    batch = tokenizer([text], max_length=max_length)
     device = next(model.parameters()).device
-    ids = batch["input_ids"].to(device)
-    mask = batch["attention_mask"].bool().to(device)
+    ids = torch.tensor([list(window_ids)], dtype=torch.long, device=device)
+    mask = torch.ones_like(ids, dtype=torch.bool)
     try:
         layers = attention_layers(model)
     except NoAttentionError:
@@ -318,16 +354,34 @@ def _network_explanation(model: nn.Module, tokenizer: Tokenizer, max_length: int
         else:
             logits = network_logits(model, ids, mask)[0].double().cpu().numpy()
             attention = None
-    targets = _targets(labels, intents) if intents is not None else choose(logits)
     found = integrated_gradients(model, ids, mask, targets,
                                  baseline_ids=_baseline_ids(tokenizer, ids), steps=steps,
                                  max_steps=max_steps, tolerance=tolerance)
     attributions = [Attribution(labels[t], t, scores, logit, base, error, tolerance, n,
                                 "integrated_gradients")
                     for t, (scores, logit, base, error, n) in zip(targets, found, strict=True)]
-    return Explanation(text, token_spans(tokenizer, text, ids[0].tolist()), logits, labels,
-                       attributions, attention, pooling_of(model) if layers else None,
-                       total > ids.shape[1], total)
+    tokens = token_spans(tokenizer, text, window_ids, positions)
+    truncated = total > len(window_ids)
+    window, skipped = _window(tokens, positions) if truncated else (None, None)
+    return Explanation(text, tokens, logits, labels, attributions, attention,
+                       pooling_of(model) if layers else None, truncated, total, window,
+                       skipped, note)
+
+
+def _window(tokens: list[TokenSpan], positions: list[int]
+            ) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    """The character span of a window's tokens and, where the window jumps over tokens of
+    the text (head and tail), the characters it skips; None where the tokens have no
+    spans."""
+    real = [(s, e) for _, s, e, special in tokens if not special]
+    if not real or any(s is None or e is None for s, e in real):
+        return None, None
+    skipped = None
+    for k in range(len(positions) - 1):
+        if positions[k + 1] != positions[k] + 1:
+            skipped = (real[k][1], real[k + 1][0])
+            break
+    return (real[0][0], real[-1][1]), skipped
 
 
 def _targets(labels: list[str], intents: Sequence[str]) -> list[int]:
@@ -381,7 +435,8 @@ def _feature_positions(vectorizer: Any, text: str) -> dict[str, list[list[int]]]
     return found
 
 
-def _tfidf_explanation(clf: Any, text: str, intents: Sequence[str] | None) -> Explanation:
+def _tfidf_explanation(clf: Any, text: str, targets: list[int],
+                       note: dict[str, Any] | None) -> Explanation:
     labels = list(clf.labels)
     logits = clf.logits([text])[0]
     x = clf.features([text]).tocsr()
@@ -389,8 +444,6 @@ def _tfidf_explanation(clf: Any, text: str, intents: Sequence[str] | None) -> Ex
     owner = np.full(len(text), -1)
     for u, (_, s, e) in enumerate(units):
         owner[s:e] = u
-    targets = _targets(labels, intents) if intents is not None \
-        else [int(np.argmax(logits))]
     per_char = np.zeros((len(targets), len(text)))
     offset = 0
     for vectorizer in clf.vectorizers:
@@ -416,23 +469,46 @@ def _tfidf_explanation(clf: Any, text: str, intents: Sequence[str] | None) -> Ex
                                         float(scores.sum() - (logit - base)),
                                         COMPLETENESS_TOLERANCE, 0, "feature_weights"))
     return Explanation(text, [(u, s, e, False) for u, s, e in units], logits, labels,
-                       attributions, None, None, False, len(units))
+                       attributions, None, None, False, len(units), long_text=note)
 
 
 # -- one entry -------------------------------------------------------------------------
-def explain(classifier: Any, text: str, *, intents: Sequence[str] | None = None,
-            steps: int = 32, max_steps: int = 1024,
+class LongTextNotExplained(ValueError):
+    """A long text answered from several windows pooled together (the ``"chunk"``
+    long-text policy: the mean of their pooled vectors): no one window's attribution is
+    what answered, so it is not explained."""
+
+
+def explain(model: Any, text: str, *, answered: tuple[Any, Any] | None = None,
+            intents: Sequence[str] | None = None, steps: int = 32, max_steps: int = 1024,
             tolerance: float = COMPLETENESS_TOLERANCE) -> Explanation:
     """Explain one text's answer: token attributions with their completeness error, and
     the attention weights of a network that has heads.
 
+    What is explained is what the predictor answered. A text within the model's maximum
+    length is read whole. A longer one is explained as the predictor's long-text policy
+    read it (:data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`):
+    ``"chunk_max"`` (a single network's ``"auto"``), the window whose answer was kept;
+    ``"truncate"``, the first window; ``"head_tail"``, its one window of the text's head and
+    tail. The tokens keep their character offsets in the whole text, and the explanation
+    says which characters the input explained covers (:attr:`Explanation.window`). A text
+    the ``"chunk"`` policy answered from the mean of its windows is refused
+    (:class:`LongTextNotExplained`), and ``"reject"`` refuses a long text as the predictor
+    does.
+
     Args:
-        classifier: a loaded classifier: an intent classifier (Transformer, pretrained
-            encoder or BiLSTM), a compound classifier or a TF-IDF model.
-        text: the text (truncated to the model's maximum length).
+        model: the predictor whose answer is explained (``load_predictor``'s, which
+            ``headwise predict`` and the service run, with their long-text policy), or a
+            loaded classifier, explained as its own ``predict`` answers (its predictor on
+            PyTorch, long-text policy ``"auto"``): an intent classifier (Transformer,
+            pretrained encoder or BiLSTM), a compound classifier or a TF-IDF model.
+        text: the text.
+        answered: the predictor's encoding of ``text`` and its ``run`` row, when the answer
+            was already computed (the service's): the window explained is then the one
+            that answered; default: encoded and run here.
         intents: the intents to explain; default the answer's: a single-label model's
-            top intent, a compound model's intents over their thresholds (its most
-            probable one when none is).
+            answered intent (its most probable one when out of scope), a compound model's
+            answered intents (its most probable one when none is).
         steps: integration steps of the first try (networks).
         max_steps: the most integration steps (doubled from ``steps`` while the
             completeness error is above ``tolerance``; a sharp turn of the network along
@@ -444,30 +520,61 @@ def explain(classifier: Any, text: str, *, intents: Sequence[str] | None = None,
 
     Raises:
         ValueError: a kind that cannot be explained (the kind registry's reason), an
-            unknown intent.
+            unknown intent, a long text under ``"reject"``
+            (:class:`~headwise.intent.inference.bucketing.LongTextError`) or answered by
+            ``"chunk"`` (:class:`LongTextNotExplained`).
     """
-    from headwise.intent.compound.classifier import CompoundClassifier
+    from headwise.intent.inference import Predictor
     from headwise.intent.kinds import kind_of_classifier
 
+    classifier = model.classifier if isinstance(model, Predictor) else model
     kind_of_classifier(classifier).require("explain", f"this {type(classifier).__name__}")
+    predictor = model if isinstance(model, Predictor) else _own_predictor(classifier)
+    if answered is None:
+        [item] = predictor.encode([text])
+        [row] = predictor.run([item])
+    else:
+        item, row = answered
+    note = predictor.note(item, row)
+    labels = list(predictor.labels)
+    if intents is None:
+        [answer] = predictor.answers([text], [item], [row], top_k=len(labels))
+        intents = [name for name, _ in answer.intents] or [answer.top_k[0][0]]
+    targets = _targets(labels, intents)
     if hasattr(classifier, "vectorizers") and hasattr(classifier, "coef"):
-        return _tfidf_explanation(classifier, text, intents)
-    if isinstance(classifier, CompoundClassifier):
-        def chosen(logits: np.ndarray) -> list[int]:
-            # the compound predictor's probabilities: a sigmoid per intent, or a softmax
-            probs = 1.0 / (1.0 + np.exp(-logits[None])) if classifier.model.multi_label \
-                else softmax(logits[None], axis=-1)
-            keep = classifier.chosen_intents(probs, classifier.thresholds, True)[0]
-            order = np.argsort(-probs[0], kind="stable")
-            return [int(j) for j in order if keep[j]]
+        return _tfidf_explanation(classifier, text, targets, note)
+    chunk = None if note is None else note.get("chunk")
+    if note is not None and note["policy"] == "chunked" and chunk is None:
+        raise LongTextNotExplained(
+            f"the text has {note['tokens']} tokens, over the model's maximum length of "
+            f"{note['max_length']}, and the {predictor.long_text!r} long-text policy answered "
+            f"it from the {note['pooling']} of its {note['chunks']} windows' pooled vectors: "
+            f"no one window's attribution is what answered. Explain it under chunk_max (the "
+            f"default, which keeps one window's answer), head_tail or truncate")
+    index = 0 if chunk is None else int(chunk) - 1
+    return _network_explanation(classifier.model, classifier.tokenizer, text,
+                                item.chunks[index], predictor.window_tokens(item, index),
+                                item.tokens, labels, targets, note, steps, max_steps,
+                                tolerance)
 
-        return _network_explanation(classifier.model, classifier.tokenizer,
-                                    classifier.max_length, text, list(classifier.intents),
-                                    chosen, intents, steps, max_steps, tolerance)
-    return _network_explanation(classifier.model, classifier.tokenizer, classifier.max_length,
-                                text, list(classifier.labels),
-                                lambda logits: [int(np.argmax(logits))], intents, steps,
-                                max_steps, tolerance)
+
+def _own_predictor(classifier: Any) -> Any:
+    """The predictor a classifier's own ``predict`` runs: a network's on PyTorch (long-text
+    policy ``"auto"``), else the one ``load_predictor`` gives it."""
+    if hasattr(classifier, "predictor"):
+        return classifier.predictor()
+    from headwise.intent.inference import load_predictor
+
+    return load_predictor(classifier, runtime="torch")
+
+
+def first_window(classifier: Any) -> Any:
+    """A classifier's predictor on PyTorch that reads a long text's first window only
+    (``"truncate"``): what the head analysis's and the deletion curves' token sequences
+    are (:func:`~headwise.inspect.words.segment`), so their explanations read the same."""
+    from headwise.intent.inference import load_predictor
+
+    return load_predictor(classifier, runtime="torch", long_text="truncate")
 
 
 # -- heads -----------------------------------------------------------------------------
@@ -537,8 +644,9 @@ def case_views(classifier: Any, segs: Sequence[Segmented], *, steps: int = 32
         Per text ``{"units", "attribution", "intent", "completeness"}``.
     """
     out = []
+    truncating = first_window(classifier)
     for seg in segs:
-        ex = explain(classifier, seg.text, steps=steps)
+        ex = explain(truncating, seg.text, steps=steps)
         scores = unit_attribution(ex, seg)
         out.append({"units": list(seg.units),
                     "attribution": [None if sp else round(float(v), 6)
@@ -582,8 +690,9 @@ def role_agreement(classifier: Any, segs: Sequence[Segmented], marked: Sequence[
     if not heads:
         return {**out, "verdict": "no heads"}
     role_mass, other_mass, agree, deciding_word = [], [], 0, 0
+    truncating = first_window(classifier)
     for seg, mark in zip(segs, marked, strict=True):
-        ex = explain(classifier, seg.text, steps=steps)
+        ex = explain(truncating, seg.text, steps=steps)
         if ex.attention is None:
             raise NoAttentionError("role agreement needs attention heads")
         scores = unit_attribution(ex, seg)

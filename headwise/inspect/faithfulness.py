@@ -25,7 +25,7 @@ import torch
 from scipy.special import softmax
 
 from headwise.attention import capture_attention
-from headwise.inspect.attribution import Explanation, explain, network_logits
+from headwise.inspect.attribution import Explanation, explain, first_window, network_logits
 from headwise.inspect.forward import attention_layers, pooling_of
 from headwise.inspect.rollout import attention_rollout, pool_vector
 from headwise.inspect.words import Segmented
@@ -133,7 +133,8 @@ def method_scores(classifier: Any, text: str, *, seed: int = 0, steps: int = 32
         ``(explanation, {method: (tokens,) float64})``: ``ig`` always, ``rollout`` and
         ``attention`` for a network with heads, ``random``.
     """
-    ex = explain(classifier, text, steps=steps)
+    # the deletion curves mask tokens of the text cut to the maximum length: explain that
+    ex = explain(first_window(classifier), text, steps=steps)
     special = ex.special
     n = len(ex.tokens)
     out = {"ig": ex.attributions[0].scores.copy()}

@@ -29,19 +29,23 @@ single-label model); the OpenAPI schema shows the request of the kind being serv
 ``/v1/explain`` answers every kind the kind registry can explain
 (:func:`headwise.inspect.explain`: a Transformer, a pretrained encoder, a BiLSTM without
 attention fields, a compound model per answered intent, a TF-IDF model by its features'
-weights) and refuses an ensemble (409) with the registry's reason.
+weights) and refuses an ensemble (409) with the registry's reason. It explains what
+``/v1/predict`` answers: a text over the model's maximum length as the service's long-text
+policy read it (under ``chunk_max``, the window whose answer was kept), with the tokens'
+offsets in the whole text and ``window``, the characters explained; a text the ``chunk``
+policy answered from the mean of its windows is refused (409 ``unexplained_long_text``).
 
-Bad input is answered with a 4xx and a JSON ``{"error": {status, type, message}}``:
-400 malformed JSON or invalid UTF-8, 413 an oversized body, 415 a body that is not JSON,
-422 wrong types, unknown fields, both or neither of ``text`` and ``texts`` (or one of them
+Bad input is answered with a 4xx and a JSON ``{"error": {status, type, message}}``: 400
+malformed JSON or invalid UTF-8, 413 an oversized body, 415 a body that is not JSON, 422
+wrong types, unknown fields, both or neither of ``text`` and ``texts`` (or one of them
 null), empty texts, too many texts, a text over the character limit (or over the token
-limit under the ``reject`` policy), 409 ``/v1/explain`` on a kind that cannot be explained (an
-ensemble), 503 before the model is ready or while shutting down; 404 an unknown
-path, 405 with ``Allow`` a method the path does not take (``PUT /healthz``, ``TRACE
-/admin/reload``: the body checks apply only to the endpoints that read a body, and
-``/admin/*``'s 403 only to its methods; with keys, on a path that needs one, only once a
-valid key comes with it: a 401 before). The OpenAPI schema states exactly what is
-accepted: one of ``text`` and ``texts`` (``oneOf``), neither null.
+limit under the ``reject`` policy), 409 ``/v1/explain`` on a kind that cannot be explained
+(an ensemble) or a long text answered by the ``chunk`` policy, 503 before the model is
+ready or while shutting down; 404 an unknown path, 405 with ``Allow`` a method the path
+does not take (``PUT /healthz``, ``TRACE /admin/reload``: the body checks apply only to the
+endpoints that read a body, and ``/admin/*``'s 403 only to its methods; with keys, on a
+path that needs one, only once a valid key comes with it: a 401 before). The OpenAPI schema
+states exactly what is accepted: one of ``text`` and ``texts`` (``oneOf``), neither null.
 Shutting down (SIGINT/SIGTERM under uvicorn) closes the listening socket at once (new
 connections are refused), closes idle keep-alive connections, lets requests in flight
 finish (answered with ``Connection: close``, for up to the graceful timeout), then drains
@@ -55,6 +59,7 @@ bad ones included, goes through FastAPI, so answers and errors are the same eith
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import os
@@ -82,8 +87,10 @@ from headwise.serve.fastpath import FastRoute
 from headwise.serve.middleware import BodyGuard, RequestMetrics, error_payload
 from headwise.serve.playground import PLAYGROUND_OPEN_PATHS, add_playground
 from headwise.serve.schemas import (
+    CharSpan,
     CompoundPredictRequest,
     ErrorResponse,
+    ExplainedWindow,
     ExplainRequest,
     ExplainResponse,
     Health,
@@ -262,7 +269,12 @@ def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastA
                           "and, where the model has attention heads, their weights and "
                           "rollout (null for a BiLSTM or a TF-IDF model). A compound "
                           "(multi-label + slots) classifier explains each intent it "
-                          "answers. An ensemble is answered with 409 'unsupported_model'.")
+                          "answers. A text over the model's maximum length is explained as "
+                          "the service's long-text policy read it (chunk_max: the window "
+                          "whose answer was kept; window says which characters). An "
+                          "ensemble is answered with 409 'unsupported_model', a long text "
+                          "under the chunk policy (the mean of its windows) with 409 "
+                          "'unexplained_long_text'.")
     async def explain(body: ExplainRequest) -> ExplainResponse:
         served = state.served  # one model for the whole answer, as /v1/predict
         classifier = served.predictor.classifier
@@ -278,10 +290,13 @@ def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastA
             texts, items, np.stack(rows) if served.api.stack_rows else rows,
             top_k=config.top_k)[0]
         try:
-            ex = await served.batcher.run_in_thread(attribution.explain,
-                                                    served.predictor.classifier, text)
+            # the window explained is the one whose answer the prediction kept
+            ex = await served.batcher.run_in_thread(functools.partial(
+                attribution.explain, served.predictor, text, answered=(items[0], rows[0])))
         except BatcherClosed:
             raise InputError(503, "stopping", "the service is shutting down") from None
+        except attribution.LongTextNotExplained as e:
+            raise InputError(409, "unexplained_long_text", str(e)) from None
         first = ex.attributions[0]
         explained = [{"intent": a.intent,
                       "attribution": [None if t[3] else float(v)
@@ -301,6 +316,10 @@ def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastA
                     for (t, s, e, sp), v in zip(ex.tokens, explained[0]["attribution"],
                                                 strict=True)],
             completeness=first.completeness(), explained=explained,
+            window=None if ex.window is None else ExplainedWindow(
+                start=ex.window[0], end=ex.window[1],
+                skipped=None if ex.skipped is None else CharSpan(start=ex.skipped[0],
+                                                                 end=ex.skipped[1])),
             num_layers=None if ex.attention is None else ex.attention.shape[0],
             num_heads=None if ex.attention is None else ex.attention.shape[1],
             attention=attention, rollout=rollout)

@@ -4,8 +4,10 @@ side, what the served model answers and why.
 For each message the page shows the answered intents with their calibrated confidences,
 the out-of-scope decision (the ``decision`` of ``/v1/predict``: its score against the
 threshold), the slots with their normalised values (compound models), the tokens coloured
-by their attribution (or by attention rollout when the explanation carries none), and the
-attention of every layer and head with the heads' roles. It calls the service's own API
+by their attribution (or by attention rollout when the explanation carries none; for a
+message over the model's maximum length, a line saying which window was explained and
+which characters it covers: ``/v1/explain``'s ``window``), and the attention of every layer
+and head with the heads' roles. It calls the service's own API
 (``POST /v1/predict``, ``POST /v1/explain``, ``GET /playground/heads``) from the browser.
 
 The key: with ``--api-key-file`` every API call needs a key, and a browser cannot add a

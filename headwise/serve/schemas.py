@@ -357,6 +357,24 @@ class Completeness(BaseModel):
     steps: int = Field(description="integration steps (0: an exact sum)")
 
 
+class CharSpan(BaseModel):
+    """Characters ``[start, end)`` of the text."""
+
+    start: int
+    end: int
+
+
+class ExplainedWindow(BaseModel):
+    """The part of a text over the model's maximum length that the explanation covers: the
+    window the answer came from (see the prediction's long_text)."""
+
+    start: int = Field(description="character offset of the window's first token")
+    end: int = Field(description="character offset just past its last token")
+    skipped: CharSpan | None = Field(
+        default=None, description="the characters inside [start, end) that the window does "
+                                  "not read (the head_tail policy's middle); null otherwise")
+
+
 class ExplainedIntent(BaseModel):
     """One explained intent: each token's attribution, in token order."""
 
@@ -378,6 +396,15 @@ class ExplainResponse(BaseModel):
         description="every explained intent, the one in tokens first: the answered intent "
                     "(its most probable one when out of scope); each intent a compound "
                     "model answers")
+    window: ExplainedWindow | None = Field(
+        default=None,
+        description="for a text over the model's maximum length, the characters the "
+                    "explained input covers, as the service's long-text policy read it (the "
+                    "prediction's long_text): under chunk_max the window whose answer was "
+                    "kept, under truncate the first window, under head_tail the head and "
+                    "tail; the tokens' offsets are in the whole text. Null when the whole "
+                    "text was read. A text answered from the mean of its windows (chunk) is "
+                    "refused with 409 'unexplained_long_text'")
     num_layers: int | None
     num_heads: int | None
     attention: list[list[list[list[float]]]] | None = Field(

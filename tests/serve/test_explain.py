@@ -106,3 +106,42 @@ def test_a_compound_model_is_explained_per_answered_intent(tmp_path):
         assert e["completeness"]["within_tolerance"]
     _check_attribution(body)
     assert body["num_layers"] == 1 and body["num_heads"] == 2
+
+
+def test_a_long_text_is_explained_as_the_service_answered_it(chatter_clf, tmp_path):
+    """chunk_max (auto): the prediction is /v1/predict's, the explanation the kept window's
+    (offsets in the whole text, window given); chunk (the mean of the windows): 409."""
+    from tiny_long_text import REQUEST, planted
+
+    from headwise.intent.inference import load_predictor
+
+    model = chatter_clf.save(tmp_path / "model")
+    text = planted("end")
+    with TestClient(create_app(ServeConfig(model_dir=str(model)))) as c:
+        wait_ready(c)
+        predicted = c.post("/v1/predict", json={"text": text}).json()["predictions"][0]
+        r = c.post("/v1/explain", json={"text": text})
+        short = c.post("/v1/explain", json={"text": REQUEST}).json()
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["prediction"] == predicted
+    assert predicted["intents"][0]["intent"] == body["completeness"]["intent"] == "card_lost"
+    _check_attribution(body)
+    want = explain(load_predictor(model, runtime="torch"), text)
+    assert want.long_text == predicted["long_text"] and predicted["long_text"]["chunk"]
+    assert body["window"] == {"start": want.window[0], "end": want.window[1], "skipped": None}
+    assert [(t["token"], t["start"], t["end"]) for t in body["tokens"]] == \
+        [t[:3] for t in want.tokens]
+    np.testing.assert_allclose([t["attribution"] or 0.0 for t in body["tokens"]],
+                               want.attributions[0].scores, atol=1e-6)
+    for t in body["tokens"]:
+        if not t["special"]:
+            assert text[t["start"]:t["end"]] == t["token"].removeprefix("##")
+    assert short["window"] is None and short["prediction"]["long_text"] is None
+    with TestClient(create_app(ServeConfig(model_dir=str(model), long_text="chunk"))) as c:
+        wait_ready(c)
+        r = c.post("/v1/explain", json={"text": text})
+        assert c.post("/v1/explain", json={"text": REQUEST}).status_code == 200
+    assert r.status_code == 409
+    assert r.json()["error"]["type"] == "unexplained_long_text"
+    assert "mean of its" in r.json()["error"]["message"]

@@ -347,6 +347,30 @@ def test_browser_colours_follow_the_attribution(browser, served):
     page.close()
 
 
+def test_browser_says_which_window_of_a_long_message_was_explained(browser, served):
+    """A message over the model's 12 tokens: the service answers it from its most confident
+    window (chunk_max), and the page says which characters the explanation covers."""
+    page, _ = _open(browser, served, f"#key={KEY}")
+    text = "good morning sorry about the delay i lost my card"
+    _explain_all(page, [text])
+    explained = _api(served, "/v1/explain", text)
+    note, window = explained["prediction"]["long_text"], explained["window"]
+    assert note["policy"] == "chunked" and note["chunk"] and window is not None
+    line = page.locator(".explanation .window")
+    assert line.count() == 1
+    assert line.inner_text() == (f"long message: explained window {note['chunk']} of "
+                                 f"{note['chunks']}, whose answer was kept, characters "
+                                 f"{window['start']}–{window['end']} of {len(text)}")
+    tokens = page.locator(".tokens .tok")
+    assert [tokens.nth(j).inner_text() for j in range(tokens.count())
+            if not explained["tokens"][j]["special"]] == \
+        [text[t["start"]:t["end"]] for t in explained["tokens"] if not t["special"]]
+    # a message within the limit says nothing of windows
+    _explain_all(page, ["i lost my card"])
+    assert page.locator(".explanation .window").count() == 0
+    page.close()
+
+
 def test_browser_shows_the_refusals(browser, served):
     page, _ = _open(browser, served)
     _status(page, "this service needs an API key: type it above")

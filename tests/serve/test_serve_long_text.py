@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from answers import intent_of
 from serve_helpers import wait_ready
-from tiny_long_text import REQUEST, planted, trained_on_chatter
+from tiny_long_text import REQUEST, planted
 
 from headwise.intent.inference import load_predictor
 
 
-def test_the_service_honours_its_policy(tmp_path):
+def test_the_service_honours_its_policy(chatter_clf, tmp_path):
     from fastapi.testclient import TestClient
 
     from headwise.serve import ServeConfig, create_app
 
-    model = trained_on_chatter().save(tmp_path / "model")
+    model = chatter_clf.save(tmp_path / "model")
     text = planted("end")
     got = {}
     for policy in ("auto", "truncate", "head_tail", "chunk", "chunk_max"):

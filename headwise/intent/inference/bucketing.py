@@ -198,6 +198,34 @@ class BucketedPredictor(Predictor):
                                             sep_id=self.sep_id, pad_id=self.pad_id)
         return tuple(tuple(c[m].tolist()) for c, m in zip(chunks, mask, strict=True))
 
+    def window_tokens(self, item: EncodedText, window: int = 0) -> list[int]:
+        """Where the text tokens of one window of an encoded text sit in the whole text:
+        their positions among the text's tokens without special tokens, in window order
+        (``"head_tail"``: the head's, then the tail's). An explanation maps them to
+        character offsets of the text (:func:`headwise.inspect.explain`).
+
+        Args:
+            item: a text's encoding (:meth:`encode`).
+            window: the window's index (from 0; a chunked text's windows start
+                ``chunk_stride`` tokens apart).
+
+        Raises:
+            IndexError: a window the encoding does not have.
+        """
+        if not 0 <= window < len(item.chunks):
+            raise IndexError(f"window {window} of a text read as {len(item.chunks)} "
+                             f"window(s)")
+        chunk = item.chunks[window]
+        lead = int(self.cls_id is not None and bool(chunk) and chunk[0] == self.cls_id)
+        tail = int(self.sep_id is not None and len(chunk) > lead and chunk[-1] == self.sep_id)
+        size = len(chunk) - lead - tail
+        if item.policy == "head_tail":
+            total = item.tokens - lead - tail
+            head = self.body // 2
+            return [*range(head), *range(total - (size - head), total)]
+        start = window * self.chunk_stride if item.policy == "chunked" else 0
+        return list(range(start, start + size))
+
     # -- windows -> padded batches -------------------------------------------------------
     def buckets(self, rows: Sequence[Sequence[int]]) -> list[list[int]]:
         """Row indices grouped into forward passes: by length bucket, at most

@@ -181,7 +181,7 @@
     if (explained instanceof ApiError) {
       if (!(predicted instanceof ApiError) || explained.status !== predicted.status)
         out.appendChild(explained.status === 409
-          ? el("p", { "class": "note", text: "no explanation for this model: " + explained.message })
+          ? el("p", { "class": "note", text: "no explanation: " + explained.message })
           : errorBox("/v1/explain", explained));
       return;
     }
@@ -272,6 +272,14 @@
       line.appendChild(span);
     });
     box.appendChild(line);
+    if (ex.window) {  // a long message: the window whose answer was kept is what is explained
+      var w = ex.window, lt = ex.prediction && ex.prediction.long_text;
+      var which = lt && lt.chunk ? "window " + lt.chunk + " of " + lt.chunks + ", whose answer was kept"
+        : (lt && lt.policy === "head_tail" ? "its head and tail" : "the first window");
+      box.appendChild(el("p", { "class": "note small window", "data-start": String(w.start), "data-end": String(w.end),
+        text: "long message: explained " + which + ", characters " + w.start + "–" + w.end +
+              (w.skipped ? " but " + w.skipped.start + "–" + w.skipped.end : "") + " of " + text.length }));
+    }
     if (!hasAttr) {
       box.appendChild(el("p", { "class": "muted small no-attribution",
         text: "this service's explanation carries no attribution: the tokens are shaded by attention rollout from the first token, which is not a faithful explanation on its own" }));
