@@ -95,11 +95,11 @@ def test_the_fixed_rows():
     texts, labels = [t for t, _ in rows], [y for _, y in rows]
     lines = list(range(2, len(rows) + 2))
     exam = examine(texts, labels, lines)
-    relabelled = dict(fixed_rows(texts, labels, lines, exam, "relabel"))
+    relabelled = {t: y for _, t, y in fixed_rows(texts, labels, lines, exam, "relabel")}
     for text, true, _ in FLIPS:
         assert relabelled[text] == true
     assert "I LOST MY CARD!" not in relabelled and "annual fee of my card " not in relabelled
-    dropped = dict(fixed_rows(texts, labels, lines, exam, "drop"))
+    dropped = {t: y for _, t, y in fixed_rows(texts, labels, lines, exam, "drop")}
     assert not set(dropped) & {t for t, _, _ in FLIPS}
     gone = {f.row for f in exam.findings if f.issue in (
         "duplicate", "conflicting_duplicate", "conflicting_near_duplicate", "label_issue")}
@@ -143,3 +143,86 @@ def test_the_command_writes_an_offline_report_and_a_cleaned_copy(tmp_path, capsy
     assert main(["doctor", str(data), "--out", str(out), "--fix", "drop", "--out-data",
                  str(data)]) == 1
     assert "never overwrites its input" in capsys.readouterr().err
+
+
+# -- multi-label rows ------------------------------------------------------------------------
+AMOUNTS = ["20", "50", "300", "75", "90", "120", "45", "60"]
+SET_FRAMES = {
+    ("charge",): ["why was i charged {a} pounds", "there is a charge of {a} pounds i do not know",
+                  "what is this {a} pounds charge"],
+    ("refund",): ["refund the {a} pounds please", "i want my {a} pounds back",
+                  "give me a refund of {a} pounds"],
+    ("transfer",): ["send {a} pounds to my sister", "transfer {a} pounds to my savings",
+                    "move {a} pounds to john"],
+    ("charge", "refund"): ["i was charged twice for {a} pounds refund it",
+                           "a wrong charge of {a} pounds, i want it back"],
+}
+#: rows whose intent set is wrong: text -> (the true set, the set written)
+SET_FLIPS = {"i was charged twice for 75 pounds refund it": (("charge", "refund"), ("charge",)),
+             "send 90 pounds to my sister": (("transfer",), ("refund", "transfer")),
+             "i want my 45 pounds back": (("refund",), ("transfer",))}
+
+
+def _multi_label_corpus() -> list[tuple[str, tuple[str, ...]]]:
+    rows = [(f.format(a=a), k) for k, frames in SET_FRAMES.items()
+            for f, a in itertools.product(frames, AMOUNTS)]
+    rows = [(t, SET_FLIPS[t][1] if t in SET_FLIPS else k) for t, k in rows]
+    return rows + [("what is the weather today", ())] * 2 + [
+        ("Refund the 20 pounds please!", ("charge",))]  # a repeat with another intent set
+
+
+def test_multi_label_rows_are_examined_on_their_intent_sets():
+    rows = _multi_label_corpus()
+    texts, sets = [t for t, _ in rows], [y for _, y in rows]
+    line_of = {t: i + 1 for i, t in enumerate(texts)}
+    exam = examine(texts, sets)
+    assert exam.multi_label and exam.intents == {"charge": 41, "refund": 39, "transfer": 25}
+    by: dict[str, list] = {}
+    for f in exam.findings:
+        by.setdefault(f.issue, []).append(f)
+    (conflict,) = by["conflicting_duplicate"]
+    assert (conflict.row, conflict.label, conflict.suggested_label, conflict.other_row) == (
+        len(rows), "charge", "refund", line_of["refund the 20 pounds please"])
+    (dup,) = by["duplicate"]  # the two rows without an intent
+    assert (dup.label, dup.other_row) == ("oos", len(rows) - 2)
+    flagged = {f.row: f for f in by["label_issue"]}
+    for text, (true, written) in SET_FLIPS.items():  # each with the set it really has
+        f = flagged[line_of[text]]
+        assert f.label == "+".join(sorted(written)) and f.suggested_label == "+".join(true)
+        assert 0.5 <= f.score <= 1.0
+    assert set(flagged) <= {line_of[t] for t in SET_FLIPS} | {len(rows)}
+    # one-vs-rest confusions: the flipped refund row predicted refund instead of transfer
+    assert ("transfer", "refund") in {(c.label, c.predicted) for c in exam.confusions}
+    fixed = {t: y for _, t, y in fixed_rows(texts, sets, list(range(1, len(rows) + 1)), exam,
+                                            "relabel")}
+    for text, (true, _) in SET_FLIPS.items():
+        assert fixed[text] == true
+    assert "Refund the 20 pounds please!" not in fixed
+
+
+def test_multi_label_intents_must_not_hold_the_join():
+    with pytest.raises(ValueError, match="contain '\\+'"):
+        examine(["a", "b", "c", "d"], [("x+y",), ("x",), ("y",), ("x",)])
+
+
+def test_the_command_reads_multi_label_json_and_keeps_each_row_as_it_was(tmp_path, capsys):
+    import json
+
+    data = tmp_path / "train.jsonl"
+    with open(data, "w", encoding="utf-8") as f:
+        for t, y in _multi_label_corpus():
+            f.write(json.dumps({"text": t, "intents": list(y), "id": len(t)}) + "\n")
+    out = tmp_path / "report"
+    assert main(["doctor", str(data), "--out", str(out), "--fix", "relabel", "--out-data",
+                 str(tmp_path / "clean.jsonl")]) == 0
+    with open(out / "issues.csv", newline="", encoding="utf-8") as f:
+        issues = {(r["text"], r["issue"]): r for r in csv.DictReader(f)}
+    row = issues[("i was charged twice for 75 pounds refund it", "label_issue")]
+    assert (row["label"], row["suggested_label"]) == ("charge", "charge+refund")
+    assert "several intents each" in (out / "index.html").read_text(encoding="utf-8")
+    cleaned = [json.loads(x) for x in (tmp_path / "clean.jsonl").read_text().splitlines()]
+    by_text = {r["text"]: r for r in cleaned}
+    assert by_text["send 90 pounds to my sister"] == {
+        "text": "send 90 pounds to my sister", "intents": ["transfer"], "id": 27}
+    assert "Refund the 20 pounds please!" not in by_text and len(cleaned) == len(
+        _multi_label_corpus()) - 2

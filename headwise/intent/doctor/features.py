@@ -1,0 +1,81 @@
+"""A saved model as the doctor's frozen feature extractor (``headwise doctor --model``).
+
+Retraining a network once per cross-validation fold would take as long as several full
+training runs, so the doctor does what the field does instead: the saved model's encoder
+reads every row once, its sentence embeddings (the pooled vectors its head reads) stay
+frozen, and only a logistic-regression head is cross-validated on them
+(:func:`headwise.intent.training.cleaning.out_of_fold_probs` with ``features``). A TF-IDF
+model gives its fitted n-gram features the same way. The same embeddings, centred and
+L2-normalised, find near duplicates by cosine similarity.
+
+The model is loaded by the one loader of saved classifiers,
+:func:`headwise.intent.kinds.load_classifier`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ModelFeatures", "model_features", "unit_rows"]
+
+
+@dataclass(frozen=True)
+class ModelFeatures:
+    """A saved model's features of the rows.
+
+    Attributes:
+        values: (rows, d): dense float64 sentence embeddings of a network, or the sparse
+            TF-IDF features of a TF-IDF model.
+        source: what they are, in words (the report says it).
+    """
+
+    values: Any
+    source: str
+
+    @property
+    def dense(self) -> bool:
+        """Whether they are a network's dense embeddings (else sparse n-gram features)."""
+        return isinstance(self.values, np.ndarray)
+
+
+def model_features(directory: str | Path, texts: list[str], *, batch_size: int = 64
+                   ) -> ModelFeatures:
+    """The features ``directory``'s classifier gives ``texts``: the pooled vectors a
+    network's head reads (texts truncated to its maximum length), or a TF-IDF model's
+    n-gram features.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`headwise.intent.kinds.load_classifier`;
+            ValueError also for a kind without sentence features (an ensemble, a compound
+            model), naming what to give instead.
+    """
+    from headwise.intent.kinds import kind_of, load_classifier
+
+    kind = kind_of(directory)
+    clf = load_classifier(directory)
+    if kind.name == "tfidf":
+        return ModelFeatures(clf.features(texts), f"the n-gram features of the TF-IDF model "
+                                                  f"{directory}")
+    if not callable(getattr(clf, "features_and_logits", None)):
+        raise ValueError(f"{directory} is {kind.description}, which has no single encoder to "
+                         f"take sentence embeddings from; give the doctor a single network "
+                         f"(for an ensemble, its member-0) or a TF-IDF model")
+    values, _ = clf.features_and_logits(texts, batch_size=batch_size)
+    return ModelFeatures(np.asarray(values, dtype=np.float64),
+                         f"the frozen sentence embeddings (pooled vectors, "
+                         f"{values.shape[1]} dimensions) of {kind.description} {directory}")
+
+
+def unit_rows(values: Any) -> Any:
+    """Rows made ready for cosine similarity: dense embeddings centred on their mean (an
+    encoder's embeddings share a common direction that makes every pair look alike) and
+    L2-normalised; sparse features L2-normalised."""
+    from sklearn.preprocessing import normalize
+
+    if isinstance(values, np.ndarray):
+        values = values - values.mean(axis=0, keepdims=True)
+    return normalize(values)
