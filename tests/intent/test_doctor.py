@@ -8,6 +8,7 @@ import csv
 import hashlib
 import itertools
 
+import numpy as np
 import pytest
 
 from headwise.cli import main
@@ -226,3 +227,158 @@ def test_the_command_reads_multi_label_json_and_keeps_each_row_as_it_was(tmp_pat
         "text": "send 90 pounds to my sister", "intents": ["transfer"], "id": 27}
     assert "Refund the 20 pounds please!" not in by_text and len(cleaned) == len(
         _multi_label_corpus()) - 2
+
+
+# -- template intents ------------------------------------------------------------------------
+def test_skeleton_by_hand():
+    from headwise.intent.doctor.templates import form, skeleton
+
+    assert form("I lost  ＭＹ card №12,000.50 ") == "i lost my card no#"  # NFKC: № is No
+    # "i lost my card" / "i lost my visa card": "i lost my " and "card", 14 of 19 characters
+    assert skeleton("i lost my card", "i lost my visa card") == "i lost my … card"
+    assert skeleton("我的卡丢了", "我的信用卡丢了") == "我的…卡丢了"  # 5 of 7
+    assert skeleton("why was i charged #", "why was i charged #") == "why was i charged #"
+    assert skeleton("i lost my card", "raise my limit") is None
+    # 6 of 11 characters in common: under the 60 % the rule asks
+    assert skeleton("abcdefghijk", "abcxxxxxijk") is None
+    assert skeleton("abcdefghijk", "abcdxxxhijk") == "abcd…hijk"  # 8 of 11
+
+
+def test_template_intents_by_hand():
+    from headwise.intent.doctor.templates import template_intents
+
+    texts = ["i lost my card", "i lost my visa card", "i lost my old card", "hello there",
+             "raise the limit", "what is the limit on my card", "limit too low", "more limit"]
+    keys = ["lost"] * 4 + ["limit"] * 4
+    everyone = np.tile(np.arange(len(texts)), (len(texts), 1))  # every row a neighbour
+    (t,) = template_intents(texts, keys, keys, list(range(1, 9)), everyone, share=0.5,
+                            min_rows=4)
+    # three of four "lost" rows are one-span variants of another; "limit" has none
+    assert (t.intent, t.rows, t.copies, t.share) == ("lost", 4, 3, 0.75)
+    assert t.skeleton == "i lost my … card" and t.example_row == 1
+    assert template_intents(texts, keys, keys, list(range(1, 9)), everyone, share=0.8,
+                            min_rows=4) == []
+
+
+def test_templated_corpus_is_reported_and_the_report_says_so(tmp_path):
+    rows = _corpus()
+    exam = examine([t for t, _ in rows], [y for _, y in rows])
+    # every card intent is built from 5 frames x 6 subjects, "close" has 3 rows
+    assert {t.intent for t in exam.templates} == set(FRAMES)
+    assert all(t.share > 0.9 and "…" in t.skeleton for t in exam.templates)
+    from headwise.intent.doctor import write_report
+
+    write_report(exam, tmp_path, "train.csv")
+    page = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert "Intents made of one template (4)" in page and exam.templates[0].skeleton in page
+    assert "Time of each step" in page and "out-of-fold probabilities" in exam.steps
+
+
+# -- rows that look out of scope -----------------------------------------------------------
+#: questions no intent covers, sharing no word with the corpus
+STRAY = [("tell me a joke about cats", "card_pin"), ("wifi password?", "card_lost"),
+         ("book a taxi to the airport", "card_limit")]
+
+
+def test_rows_that_look_out_of_scope():
+    rows = _corpus() + STRAY
+    texts, labels = [t for t, _ in rows], [y for _, y in rows]
+    folds = []
+    exam = examine(texts, labels, progress=lambda done, total: folds.append((done, total)))
+    assert folds == [(1, 3), (2, 3), (3, 3)]  # "close" has 3 rows: 3 folds
+    oos = {f.text: f for f in exam.findings if f.issue == "looks_out_of_scope"}
+    assert {t for t, _ in STRAY} <= set(oos)
+    assert exam.oos_bound is not None and all(f.score < exam.oos_bound for f in oos.values())
+    lowest = sorted(oos.values(), key=lambda f: f.score)[:len(STRAY)]
+    assert {f.text for f in lowest} == {t for t, _ in STRAY}  # the least sure of all
+    # the bound is the 5 % quantile of the rows the model gets right: few others fall under
+    assert len(oos) <= len(STRAY) + 0.06 * len(rows)
+    assert not any(f.label == "close" for f in oos.values())  # a few-rows intent is not judged
+    kept = {t for _, t, _ in fixed_rows(texts, labels, list(range(1, len(rows) + 1)), exam,
+                                        "drop")}
+    assert {t for t, _ in STRAY} <= kept  # a finding, never a drop
+    with pytest.raises(ValueError, match="oos_quantile"):
+        examine(texts, labels, oos_quantile=0.9)
+
+
+# -- --model: a saved model's features -------------------------------------------------------
+def _tiny_network(tmp_path, texts):
+    import torch
+
+    from headwise.intent.classifier import IntentClassifier
+    from headwise.models import EncoderClassifier, ModelConfig
+    from headwise.text.tokenizer import Tokenizer
+
+    tok = Tokenizer.train_wordpiece(list(texts) * 2, 200, min_frequency=1)
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=32, num_layers=1, num_heads=4,
+                      d_ff=64, num_labels=2, labels=["a", "b"], max_position=64,
+                      pad_token_id=tok.pad_token_id, dropout=0.0)
+    IntentClassifier(EncoderClassifier(cfg), tok, ["a", "b"], max_length=32).save(
+        tmp_path / "net")
+    return tmp_path / "net"
+
+
+def test_a_network_gives_its_frozen_embeddings(tmp_path):
+    from cleanlab.filter import find_label_issues as cl_find
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from headwise.intent.classifier import IntentClassifier
+
+    rows = _corpus()
+    texts, labels = [t for t, _ in rows], [y for _, y in rows]
+    net = _tiny_network(tmp_path, texts)
+    exam = examine(texts, labels, model=net, near=0.97, folds=3)
+    assert "frozen sentence embeddings" in exam.probabilities and str(net) in exam.similarity
+    assert "model features" in exam.steps
+    # the reference: scikit-learn's own cross-validation of the same head on the same
+    # vectors, and cleanlab called directly
+    x, _ = IntentClassifier.load(net).features_and_logits(texts)
+    intents = sorted(set(labels))  # every intent has at least 3 rows: all rows, 3 folds
+    y = np.array([intents.index(k) for k in labels])
+    probs = cross_val_predict(make_pipeline(StandardScaler(), LogisticRegression(
+        C=1.0, max_iter=300)), x, y, cv=StratifiedKFold(3, shuffle=True, random_state=0),
+        method="predict_proba")
+    expected = {i + 1 for i in np.flatnonzero(cl_find(y, probs))}
+    assert {f.row for f in exam.findings if f.issue == "label_issue"} == expected
+    # near duplicates by the embeddings' cosine, centred
+    u = x - x.mean(0)
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    near = [f for f in exam.findings if f.issue.endswith("near_duplicate")]
+    for f in near:
+        assert f.score == pytest.approx(float(u[f.row - 1] @ u[f.other_row - 1]), abs=1e-4)
+        assert f.score >= 0.97 and f.other_row < f.row
+    cos = u @ u.T
+    norm = [normalise(t) for t in texts]
+    dup = {f.row for f in exam.findings if f.issue.endswith("duplicate")
+           and not f.issue.endswith("near_duplicate")}
+    for i in range(len(texts)):  # every row with a close earlier neighbour is reported
+        if i + 1 not in dup and any(cos[i, j] >= 0.97 and norm[j] != norm[i]
+                                    for j in range(i)):
+            assert any(f.row == i + 1 for f in near), texts[i]
+
+
+def test_a_tfidf_model_gives_its_recipe_and_the_flips_are_found(tmp_path):
+    from headwise.intent.tfidf import TfidfClassifier
+
+    rows = _corpus()
+    texts, labels = [t for t, _ in rows], [y for _, y in rows]
+    TfidfClassifier.fit(texts, labels).save(tmp_path / "tfidf")
+    exam = examine(texts, labels, model=tmp_path / "tfidf")
+    assert exam.probabilities.startswith("TF-IDF + logistic regression fitted in 3-fold "
+                                         "cross-validation with the recipe of the TF-IDF model")
+    assert "(C=10, class weights None)" in exam.probabilities
+    line = {t: i + 1 for i, t in enumerate(texts)}
+    flagged = {f.row: f.suggested_label for f in exam.findings if f.issue == "label_issue"}
+    for text, true, _ in FLIPS:
+        assert flagged.get(line[text]) == true
+
+
+def test_a_model_without_one_encoder_is_refused(tmp_path):
+    from headwise.intent.doctor import model_features
+
+    with pytest.raises(FileNotFoundError, match="no model directory"):
+        model_features(tmp_path / "none", ["a"])

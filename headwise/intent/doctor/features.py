@@ -4,9 +4,10 @@ Retraining a network once per cross-validation fold would take as long as severa
 training runs, so the doctor does what the field does instead: the saved model's encoder
 reads every row once, its sentence embeddings (the pooled vectors its head reads) stay
 frozen, and only a logistic-regression head is cross-validated on them
-(:func:`headwise.intent.training.cleaning.out_of_fold_probs` with ``features``). A TF-IDF
-model gives its fitted n-gram features the same way. The same embeddings, centred and
-L2-normalised, find near duplicates by cosine similarity.
+(:func:`headwise.intent.training.cleaning.out_of_fold_probs` with ``features``). The same
+embeddings, centred and L2-normalised, find near duplicates by cosine similarity. A TF-IDF
+model fits in seconds, so its own recipe (its ``C`` and class weights) is refitted in every
+fold instead, and near duplicates stay on character n-grams.
 
 The model is loaded by the one loader of saved classifiers,
 :func:`headwise.intent.kinds.load_classifier`.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -28,25 +28,25 @@ class ModelFeatures:
     """A saved model's features of the rows.
 
     Attributes:
-        values: (rows, d): dense float64 sentence embeddings of a network, or the sparse
-            TF-IDF features of a TF-IDF model.
+        values: (rows, d) dense float64 sentence embeddings of a network; None for a
+            TF-IDF model, whose recipe is refitted per fold instead.
         source: what they are, in words (the report says it).
+        c: the cross-validated logistic regression's ``C``: 1 on standardised embeddings,
+            a TF-IDF model's own.
+        class_weight: a TF-IDF model's class weights (None otherwise).
     """
 
-    values: Any
+    values: np.ndarray | None
     source: str
-
-    @property
-    def dense(self) -> bool:
-        """Whether they are a network's dense embeddings (else sparse n-gram features)."""
-        return isinstance(self.values, np.ndarray)
+    c: float = 1.0
+    class_weight: str | None = None
 
 
 def model_features(directory: str | Path, texts: list[str], *, batch_size: int = 64
                    ) -> ModelFeatures:
     """The features ``directory``'s classifier gives ``texts``: the pooled vectors a
-    network's head reads (texts truncated to its maximum length), or a TF-IDF model's
-    n-gram features.
+    network's head reads (texts truncated to its maximum length); for a TF-IDF model, its
+    recipe to refit.
 
     Raises:
         FileNotFoundError, ValueError: as :func:`headwise.intent.kinds.load_classifier`;
@@ -58,8 +58,9 @@ def model_features(directory: str | Path, texts: list[str], *, batch_size: int =
     kind = kind_of(directory)
     clf = load_classifier(directory)
     if kind.name == "tfidf":
-        return ModelFeatures(clf.features(texts), f"the n-gram features of the TF-IDF model "
-                                                  f"{directory}")
+        c, weight = float(clf.info.get("c", 10.0)), clf.info.get("class_weight")
+        return ModelFeatures(None, f"the recipe of the TF-IDF model {directory} (C={c:g}, "
+                                   f"class weights {weight})", c, weight)
     if not callable(getattr(clf, "features_and_logits", None)):
         raise ValueError(f"{directory} is {kind.description}, which has no single encoder to "
                          f"take sentence embeddings from; give the doctor a single network "
@@ -70,12 +71,9 @@ def model_features(directory: str | Path, texts: list[str], *, batch_size: int =
                          f"{values.shape[1]} dimensions) of {kind.description} {directory}")
 
 
-def unit_rows(values: Any) -> Any:
-    """Rows made ready for cosine similarity: dense embeddings centred on their mean (an
-    encoder's embeddings share a common direction that makes every pair look alike) and
-    L2-normalised; sparse features L2-normalised."""
+def unit_rows(values: np.ndarray) -> np.ndarray:
+    """Embeddings made ready for cosine similarity: centred on their mean (an encoder's
+    embeddings share a common direction that makes every pair look alike), L2-normalised."""
     from sklearn.preprocessing import normalize
 
-    if isinstance(values, np.ndarray):
-        values = values - values.mean(axis=0, keepdims=True)
-    return normalize(values)
+    return normalize(values - values.mean(axis=0, keepdims=True))

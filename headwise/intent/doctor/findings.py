@@ -318,7 +318,7 @@ def examine(texts: Sequence[str], labels: Sequence[str] | Sequence[Sequence[str]
         at = {line: i for i, line in enumerate(lines)}
         repeated = {at[f.row] for f in findings}
         grams = _neighbours(_char_ngrams(texts)) if len(texts) >= 2 else None
-        if features is not None and len(texts) >= 2:
+        if features is not None and features.values is not None and len(texts) >= 2:
             from headwise.intent.doctor.features import unit_rows
 
             similar = _neighbours(unit_rows(features.values))
@@ -347,16 +347,16 @@ def examine(texts: Sequence[str], labels: Sequence[str] | Sequence[Sequence[str]
                 findings.append(Finding(line, t, "", "leakage", hit[1], hit[0], 1.0, "valid"))
     order = {k: i for i, k in enumerate(ISSUES)}
     findings.sort(key=lambda f: (order[f.issue], f.file, f.row))
-    head = ("a logistic-regression head" if features is not None
-            else "TF-IDF + logistic regression")
+    embedded = features is not None and features.values is not None
+    head = "a logistic-regression head" if embedded else "TF-IDF + logistic regression"
     return Examination(
         findings, learnt[1], len(texts), dict(counts.most_common()),
         time.perf_counter() - start, {k: sum(f.issue == k for f in findings) for k in ISSUES},
         templates, multi, clock.steps,
         f"{head} fitted in {learnt[3]}-fold cross-validation"
-        + ("" if features is None else f" on {features.source}")
+        + ("" if features is None else f" {'on' if embedded else 'with'} {features.source}")
         + (" (one-vs-rest, one probability per intent)" if multi else ""),
-        "character 1-3-gram TF-IDF" if features is None else features.source, learnt[2])
+        features.source if embedded else "character 1-3-gram TF-IDF", learnt[2])
 
 
 def _fold_ticker(progress: Callable[[int, int], None] | None, total: int
@@ -387,6 +387,16 @@ def _out_of_scope(texts: Sequence[str], names: Sequence[str], lines: Sequence[in
             for i, r in enumerate(rows) if in_scope[i] and conf[i] < bound], round(bound, 4)
 
 
+def _head(features: Any, rows: list[int]) -> dict[str, Any]:
+    """The out-of-fold model's settings: TF-IDF + logistic regression with ``C`` 4 (no
+    model given), a TF-IDF model's own recipe, or ``C`` 1 on a network's embeddings of
+    ``rows``."""
+    if features is None:
+        return {"c": 4.0, "class_weight": None}
+    values = None if features.values is None else features.values[rows]
+    return {"c": features.c, "class_weight": features.class_weight, "features": values}
+
+
 def _confusions(pairs: dict[tuple[str, str], int], counts: Counter, top: int
                 ) -> list[Confusion]:
     return [Confusion(a, b, n, round(n / counts[a], 4))
@@ -409,12 +419,10 @@ def _single_label_issues(texts, labels, lines, names, counts, features, folds, s
         return [], [], None, 0
     sub_t = [texts[i] for i in learnable]
     used = cv_folds(sub_y, folds)
-    sub_x = None if features is None else features.values[learnable]
     with clock.step("out-of-fold probabilities"):
         probs, intents = out_of_fold_probs(
-            sub_t, sub_y, folds=folds, seed=seed, features=sub_x,
-            c=1.0 if features is not None and features.dense else 4.0,
-            progress=_fold_ticker(progress, used))
+            sub_t, sub_y, folds=folds, seed=seed, progress=_fold_ticker(progress, used),
+            **_head(features, learnable))
     with clock.step("label issues"):
         issues = find_label_issues(sub_t, sub_y, folds=folds, seed=seed,
                                    probs=(probs, intents))
@@ -448,11 +456,11 @@ def _multi_label_issues(texts, labels, lines, names, counts, features, folds, se
         return [], [], None, 0
     used = min(folds, len(texts))
     with clock.step("out-of-fold probabilities"):
+        head = _head(features, list(range(len(texts))))
+        head.pop("class_weight")  # one-vs-rest: each intent's own two classes
         probs, intents = out_of_fold_multi_label_probs(
-            texts, labels, folds=folds, seed=seed,
-            features=None if features is None else features.values,
-            c=1.0 if features is not None and features.dense else 4.0,
-            progress=_fold_ticker(progress, used))
+            texts, labels, folds=folds, seed=seed, progress=_fold_ticker(progress, used),
+            **head)
     with clock.step("label issues"):
         flagged = find_multi_label_issues(labels, probs, intents)
     col = {k: j for j, k in enumerate(intents)}

@@ -131,20 +131,21 @@ def tfidf_features(chinese: bool):
 
 
 def _text_model(texts: Sequence[str], c: float, max_iter: int, class_weight: str | None,
-                features: Any = None):
+                features: Any = None, one_vs_rest: bool = False):
     """TF-IDF + logistic regression on ``texts``; or, given frozen ``features`` (an encoder's
-    sentence embeddings, dense: standardised first; a fitted TF-IDF's, sparse: as they are),
-    the logistic regression alone."""
+    sentence embeddings), the logistic regression on them, standardised. ``one_vs_rest``:
+    one binary logistic regression per intent (on features computed once)."""
     from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     head = LogisticRegression(C=c, max_iter=max_iter, class_weight=class_weight)
+    if one_vs_rest:
+        head = OneVsRestClassifier(head)
     if features is None:
         return make_pipeline(tfidf_features(cjk_fraction(texts[:2000]) > 0.3), head)
-    if isinstance(features, np.ndarray):
-        return make_pipeline(StandardScaler(), head)
-    return head
+    return make_pipeline(StandardScaler(), head)
 
 
 def cv_folds(labels: Sequence[str], folds: int) -> int:
@@ -257,7 +258,6 @@ def out_of_fold_multi_label_probs(texts: Sequence[str], intent_sets: Sequence[Se
         ValueError: mismatched lengths, fewer than two intents, fewer than 4 rows.
     """
     from sklearn.model_selection import KFold
-    from sklearn.multiclass import OneVsRestClassifier
 
     if len(texts) != len(intent_sets):
         raise ValueError(f"{len(texts)} texts but {len(intent_sets)} intent sets")
@@ -271,7 +271,7 @@ def out_of_fold_multi_label_probs(texts: Sequence[str], intent_sets: Sequence[Se
     for i, s in enumerate(intent_sets):
         y[i, [col[k] for k in s]] = 1
     splitter = KFold(n_splits=min(folds, len(texts)), shuffle=True, random_state=seed)
-    model = OneVsRestClassifier(_text_model(texts, c, max_iter, None, features))
+    model = _text_model(texts, c, max_iter, None, features, one_vs_rest=True)
     x = list(texts) if features is None else features
     probs = _cross_fitted(model, x, y, splitter.split(y), progress)
     return probs, intents
