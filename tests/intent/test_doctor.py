@@ -379,6 +379,36 @@ def test_a_tfidf_model_gives_its_recipe_and_the_flips_are_found(tmp_path):
 
 def test_a_model_without_one_encoder_is_refused(tmp_path):
     from headwise.intent.doctor import model_features
+    from headwise.intent.ensemble import EnsembleClassifier
+    from headwise.intent.tfidf import TfidfClassifier
 
     with pytest.raises(FileNotFoundError, match="no model directory"):
         model_features(tmp_path / "none", ["a"])
+    texts, labels = ["lost card", "card fee", "lost my card", "fee of card"], ["a", "b"] * 2
+    members = [TfidfClassifier.fit(texts, labels, c=c) for c in (1.0, 10.0)]
+    EnsembleClassifier(members).save(tmp_path / "ens")
+    with pytest.raises(ValueError, match="no single encoder.*member-0"):
+        model_features(tmp_path / "ens", texts)
+
+
+def test_the_command_with_a_model_says_what_gave_the_probabilities(tmp_path, capsys):
+    import json
+
+    rows = _corpus()
+    net = _tiny_network(tmp_path, [t for t, _ in rows])
+    data = _write(tmp_path / "train.csv", rows)
+    out = tmp_path / "report"
+    assert main(["doctor", str(data), "--model", str(net), "--near", "0.97", "--out",
+                 str(out)]) == 0
+    assert "model features" in capsys.readouterr().out  # the time of each step
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["probabilities"].startswith("a logistic-regression head fitted in 3-fold "
+                                               "cross-validation on the frozen sentence "
+                                               "embeddings")
+    assert set(summary["steps"]) >= {"model features", "duplicates", "templates",
+                                     "out-of-fold probabilities", "label issues"}
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "frozen sentence embeddings" in page and "https://" not in page
+    assert main(["doctor", str(data), "--model", str(tmp_path / "nowhere"), "--out",
+                 str(out)]) == 1
+    assert "no model directory" in capsys.readouterr().err
