@@ -204,6 +204,8 @@ def test_multi_label_rows_are_examined_on_their_intent_sets():
 def test_multi_label_intents_must_not_hold_the_join():
     with pytest.raises(ValueError, match="contain '\\+'"):
         examine(["a", "b", "c", "d"], [("x+y",), ("x",), ("y",), ("x",)])
+    with pytest.raises(ValueError, match="an intent set"):
+        examine(["a", "b", "c", "d"], [("x",), "y", ("y",), ("x",)])
 
 
 def test_the_command_reads_multi_label_json_and_keeps_each_row_as_it_was(tmp_path, capsys):

@@ -274,10 +274,10 @@ def examine(texts: Sequence[str], labels: Sequence[str] | Sequence[Sequence[str]
         folds: cross-validation folds of the out-of-fold model.
         seed: the folds' seed.
         top_confusions: how many confused pairs to report.
-        model: a saved classifier whose sentence embeddings (a TF-IDF model: its n-gram
-            features) the out-of-fold logistic regression reads and near duplicates are
-            compared by (:func:`headwise.intent.doctor.model_features`); None: TF-IDF
-            + logistic regression, and character n-grams.
+        model: a saved network whose frozen sentence embeddings the out-of-fold logistic
+            regression reads and near duplicates are compared by, or a TF-IDF model whose
+            recipe is refitted per fold (:func:`headwise.intent.doctor.model_features`);
+            None: TF-IDF + logistic regression, and character n-grams.
         oos_quantile: the quantile of the top probabilities of the rows the out-of-fold
             model gets right under which a row looks out of scope.
         template_share: the share of an intent's rows that are template copies from which
@@ -294,7 +294,7 @@ def examine(texts: Sequence[str], labels: Sequence[str] | Sequence[Sequence[str]
     clock = _Clock()
     texts, labels = list(texts), list(labels)
     lines = list(lines) if lines is not None else list(range(1, len(texts) + 1))
-    multi = bool(labels) and all(isinstance(y, (tuple, list)) for y in labels)
+    multi = any(isinstance(y, (tuple, list)) for y in labels)
     _check(texts, labels, lines, near, multi)
     if not 0.0 < oos_quantile <= 0.5:
         raise ValueError(f"oos_quantile must be in (0, 0.5], got {oos_quantile}")
