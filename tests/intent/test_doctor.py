@@ -414,3 +414,36 @@ def test_the_command_with_a_model_says_what_gave_the_probabilities(tmp_path, cap
     assert main(["doctor", str(data), "--model", str(tmp_path / "nowhere"), "--out",
                  str(out)]) == 1
     assert "no model directory" in capsys.readouterr().err
+
+
+def test_a_compound_model_gives_the_vectors_its_intent_head_reads(tmp_path):
+    import torch
+
+    from headwise.intent.compound.classifier import CompoundClassifier
+    from headwise.intent.doctor import model_features
+    from headwise.models import ModelConfig
+    from headwise.models.joint import JointIntentSlotModel
+    from headwise.text.tokenizer import Tokenizer
+
+    rows = _multi_label_corpus()
+    texts, sets = [t for t, _ in rows], [y for _, y in rows]
+    tok = Tokenizer.train_wordpiece(texts * 2, 200, min_frequency=1)
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=16, num_layers=1, num_heads=2,
+                      d_ff=32, num_labels=3, labels=["charge", "refund", "transfer"],
+                      max_position=64, pad_token_id=tok.pad_token_id, dropout=0.0,
+                      model_type="joint_intent_slot", multi_label=True, slot_tags=None)
+    model = JointIntentSlotModel(cfg).eval()
+    CompoundClassifier(model, tok, ["charge", "refund", "transfer"], max_length=32).save(
+        tmp_path / "cmp")
+    got = model_features(tmp_path / "cmp", texts[:12], batch_size=5)
+    assert "16 dimensions) of a compound (multi-label + slots) classifier" in got.source
+    with torch.no_grad():  # one text at a time, no padding: the reference
+        for i, t in enumerate(texts[:12]):
+            ids = torch.tensor([tok([t], max_length=32)["input_ids"][0].tolist()])
+            ids = ids[:, :int((ids != tok.pad_token_id).sum())]
+            mask = torch.ones_like(ids, dtype=torch.bool)
+            want = model.pool(model.encode(ids, mask), mask)[0].double().numpy()
+            np.testing.assert_allclose(got.values[i], want, atol=1e-5)
+    exam = examine(texts, sets, model=tmp_path / "cmp")
+    assert exam.multi_label and "frozen sentence embeddings" in exam.probabilities

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,13 +46,13 @@ class ModelFeatures:
 def model_features(directory: str | Path, texts: list[str], *, batch_size: int = 64
                    ) -> ModelFeatures:
     """The features ``directory``'s classifier gives ``texts``: the pooled vectors a
-    network's head reads (texts truncated to its maximum length); for a TF-IDF model, its
-    recipe to refit.
+    network's (or a compound model's) intent head reads, of texts truncated to its maximum
+    length; for a TF-IDF model, its recipe to refit.
 
     Raises:
         FileNotFoundError, ValueError: as :func:`headwise.intent.kinds.load_classifier`;
-            ValueError also for a kind without sentence features (an ensemble, a compound
-            model), naming what to give instead.
+            ValueError also for a kind without one encoder (an ensemble), naming what to
+            give instead.
     """
     from headwise.intent.kinds import kind_of, load_classifier
 
@@ -61,14 +62,40 @@ def model_features(directory: str | Path, texts: list[str], *, batch_size: int =
         c, weight = float(clf.info.get("c", 10.0)), clf.info.get("class_weight")
         return ModelFeatures(None, f"the recipe of the TF-IDF model {directory} (C={c:g}, "
                                    f"class weights {weight})", c, weight)
-    if not callable(getattr(clf, "features_and_logits", None)):
+    if kind.multi_label:
+        values = _joint_pooled(clf, texts, batch_size)
+    elif callable(getattr(clf, "features_and_logits", None)):
+        values, _ = clf.features_and_logits(texts, batch_size=batch_size)
+    else:
         raise ValueError(f"{directory} is {kind.description}, which has no single encoder to "
                          f"take sentence embeddings from; give the doctor a single network "
                          f"(for an ensemble, its member-0) or a TF-IDF model")
-    values, _ = clf.features_and_logits(texts, batch_size=batch_size)
     return ModelFeatures(np.asarray(values, dtype=np.float64),
                          f"the frozen sentence embeddings (pooled vectors, "
                          f"{values.shape[1]} dimensions) of {kind.description} {directory}")
+
+
+def _joint_pooled(clf: Any, texts: list[str], batch_size: int) -> np.ndarray:
+    """The pooled vectors a compound (joint intent + slot) model's intent head reads, of
+    texts truncated to its maximum length, in its predictor's length-bucketed batches."""
+    import torch
+
+    from headwise.intent.inference.runtime import pooled_vectors
+
+    predictor = clf.predictor(batch_size=batch_size)
+    rows = [item.chunks[0] for item in predictor.encode_truncated(texts)]
+    model = clf.model.eval()
+    device = next(model.parameters()).device
+    out: np.ndarray | None = None
+    with torch.inference_mode():
+        for group, ids, mask in predictor.padded_batches(rows):
+            pooled = pooled_vectors(model, torch.from_numpy(ids).to(device),
+                                    torch.from_numpy(mask != 0).to(device))
+            if out is None:
+                out = np.zeros((len(rows), pooled.shape[1]))
+            out[group] = pooled.double().cpu().numpy()
+    assert out is not None
+    return out
 
 
 def unit_rows(values: np.ndarray) -> np.ndarray:
