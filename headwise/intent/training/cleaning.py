@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from headwise.text.char_level import cjk_fraction
 
 __all__ = ["CLEANING_MODES", "LARGE_CLEANING_SHARE", "LabelIssues", "clean_labels",
-           "cv_folds", "describe_cleaning", "find_label_issues", "out_of_fold_probs",
-           "tfidf_features"]
+           "cv_folds", "describe_cleaning", "find_label_issues", "find_multi_label_issues",
+           "out_of_fold_multi_label_probs", "out_of_fold_probs", "tfidf_features"]
 
 #: what :func:`clean_labels` does with a flagged example
 CLEANING_MODES = ("drop", "relabel")
@@ -129,12 +130,22 @@ def tfidf_features(chinese: bool):
     return parts[0] if len(parts) == 1 else make_union(*parts)
 
 
-def _text_model(texts: Sequence[str], c: float, max_iter: int, class_weight: str | None):
+def _text_model(texts: Sequence[str], c: float, max_iter: int, class_weight: str | None,
+                features: Any = None, one_vs_rest: bool = False):
+    """TF-IDF + logistic regression on ``texts``; or, given frozen ``features`` (an encoder's
+    sentence embeddings), the logistic regression on them, standardised. ``one_vs_rest``:
+    one binary logistic regression per intent (on features computed once)."""
     from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
     from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
 
-    return make_pipeline(tfidf_features(cjk_fraction(texts[:2000]) > 0.3),
-                         LogisticRegression(C=c, max_iter=max_iter, class_weight=class_weight))
+    head = LogisticRegression(C=c, max_iter=max_iter, class_weight=class_weight)
+    if one_vs_rest:
+        head = OneVsRestClassifier(head)
+    if features is None:
+        return make_pipeline(tfidf_features(cjk_fraction(texts[:2000]) > 0.3), head)
+    return make_pipeline(StandardScaler(), head)
 
 
 def cv_folds(labels: Sequence[str], folds: int) -> int:
@@ -144,9 +155,38 @@ def cv_folds(labels: Sequence[str], folds: int) -> int:
     return max(2, min(folds, min(Counter(labels).values())))
 
 
+def _cross_fitted(model: Any, x: Any, y: np.ndarray, splits: Any,
+                  progress: Callable[[], None] | None) -> np.ndarray:
+    """``predict_proba`` of every row by a clone of ``model`` fitted on the other folds
+    (scikit-learn's ``cross_val_predict``, one fold at a time so that ``progress`` is
+    called after each)."""
+    from sklearn.base import clone
+
+    take = (lambda idx: [x[i] for i in idx]) if isinstance(x, list) else (lambda idx: x[idx])
+    out: np.ndarray | None = None
+    for train, test in splits:
+        fitted = clone(model).fit(take(train), y[train])
+        p = fitted.predict_proba(take(test))
+        if out is None:
+            out = np.zeros((y.shape[0], p.shape[1]))
+        out[test] = p
+        if progress is not None:
+            progress()
+    assert out is not None
+    return out
+
+
+def _checked_features(features: Any, n: int) -> Any:
+    if features is not None and features.shape[0] != n:
+        raise ValueError(f"{features.shape[0]} feature rows for {n} texts")
+    return features
+
+
 def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int = 5,
                       seed: int = 0, c: float = 4.0, max_iter: int = 300,
-                      class_weight: str | None = None) -> tuple[np.ndarray, list[str]]:
+                      class_weight: str | None = None, features: Any = None,
+                      progress: Callable[[], None] | None = None
+                      ) -> tuple[np.ndarray, list[str]]:
     """Predicted intent probabilities of every example from a model that did not see it.
 
     Args:
@@ -159,6 +199,10 @@ def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int
         max_iter: its L-BFGS iterations at most.
         class_weight: None or ``"balanced"``, as in
             :meth:`TfidfClassifier.fit <headwise.intent.tfidf.TfidfClassifier.fit>`.
+        features: frozen features of the texts, one row each (a saved model's sentence
+            embeddings, :func:`headwise.intent.doctor.model_features`): the logistic
+            regression is cross-validated on them instead of TF-IDF + logistic regression.
+        progress: called after each fold.
 
     Returns:
         ``(probs (n, intents), intents)``, columns in the order of the sorted intents.
@@ -167,10 +211,11 @@ def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int
         ValueError: mismatched lengths, fewer than two intents, or an intent with a single
             example.
     """
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.model_selection import StratifiedKFold
 
     if len(texts) != len(labels):
         raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
+    features = _checked_features(features, len(texts))
     counts = Counter(labels)
     if len(counts) < 2:
         raise ValueError("out-of-fold probabilities need at least two intents")
@@ -181,9 +226,54 @@ def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int
     intents = sorted(counts)
     y = np.searchsorted(np.array(intents), np.array(labels))
     splitter = StratifiedKFold(n_splits=cv_folds(labels, folds), shuffle=True, random_state=seed)
-    model = _text_model(texts, c, max_iter, class_weight)
-    probs = cross_val_predict(model, list(texts), y, cv=splitter,
-                              method="predict_proba")
+    model = _text_model(texts, c, max_iter, class_weight, features)
+    x = list(texts) if features is None else features
+    probs = _cross_fitted(model, x, y, splitter.split(np.zeros(len(y)), y), progress)
+    return probs, intents
+
+
+def out_of_fold_multi_label_probs(texts: Sequence[str], intent_sets: Sequence[Sequence[str]],
+                                  *, folds: int = 5, seed: int = 0, c: float = 4.0,
+                                  max_iter: int = 300, features: Any = None,
+                                  progress: Callable[[], None] | None = None
+                                  ) -> tuple[np.ndarray, list[str]]:
+    """For rows with several intents each: every intent's probability for every row, from
+    one-vs-rest logistic regressions (TF-IDF, or the frozen ``features``) fitted in
+    shuffled ``folds``-fold cross-validation on the other rows. The columns are independent
+    (they need not sum to 1), as cleanlab's multi-label confident learning reads them.
+
+    Args:
+        texts: the texts.
+        intent_sets: each row's intents (an empty one: no intent).
+        folds: folds (at most the rows; at least 2).
+        seed: the fold shuffle's seed.
+        c, max_iter: as :func:`out_of_fold_probs`.
+        features: as :func:`out_of_fold_probs`.
+        progress: called after each fold.
+
+    Returns:
+        ``(probs (n, intents), intents)``, columns in the order of the sorted intents.
+
+    Raises:
+        ValueError: mismatched lengths, fewer than two intents, fewer than 4 rows.
+    """
+    from sklearn.model_selection import KFold
+
+    if len(texts) != len(intent_sets):
+        raise ValueError(f"{len(texts)} texts but {len(intent_sets)} intent sets")
+    features = _checked_features(features, len(texts))
+    intents = sorted({k for s in intent_sets for k in s})
+    if len(intents) < 2 or len(texts) < 4:
+        raise ValueError("multi-label out-of-fold probabilities need at least two intents "
+                         "and four rows")
+    col = {k: j for j, k in enumerate(intents)}
+    y = np.zeros((len(texts), len(intents)), dtype=int)
+    for i, s in enumerate(intent_sets):
+        y[i, [col[k] for k in s]] = 1
+    splitter = KFold(n_splits=min(folds, len(texts)), shuffle=True, random_state=seed)
+    model = _text_model(texts, c, max_iter, None, features, one_vs_rest=True)
+    x = list(texts) if features is None else features
+    probs = _cross_fitted(model, x, y, splitter.split(y), progress)
     return probs, intents
 
 
@@ -219,6 +309,31 @@ def find_label_issues(texts: Sequence[str], labels: Sequence[str], *, folds: int
     by_label = dict(Counter(labels[i] for i in indices).most_common())
     return LabelIssues(indices, suggested, len(labels), cv_folds(labels, folds),
                        time.perf_counter() - start, by_label)
+
+
+def find_multi_label_issues(intent_sets: Sequence[Sequence[str]], probs: np.ndarray,
+                            intents: Sequence[str]) -> list[int]:
+    """The rows whose intent set is probably wrong (one intent missing or too many), by
+    cleanlab's multi-label confident learning
+    (``cleanlab.multilabel_classification.filter.find_label_issues``) on out-of-fold
+    one-vs-rest probabilities (:func:`out_of_fold_multi_label_probs`); most confidently
+    wrong first.
+
+    Raises:
+        ValueError: a row's intent not among ``intents``, or a shape mismatch.
+    """
+    from cleanlab.multilabel_classification.filter import find_label_issues as cl_find
+
+    col = {k: j for j, k in enumerate(intents)}
+    if probs.shape != (len(intent_sets), len(intents)):
+        raise ValueError(f"probabilities of shape {probs.shape} for {len(intent_sets)} rows "
+                         f"and {len(intents)} intents")
+    unknown = sorted({k for s in intent_sets for k in s} - set(col))
+    if unknown:
+        raise ValueError(f"intents {unknown[:5]} have no probability column")
+    given = [sorted(col[k] for k in s) for s in intent_sets]
+    ranked = cl_find(given, probs, return_indices_ranked_by="self_confidence")
+    return [int(i) for i in ranked]
 
 
 def clean_labels(texts: Sequence[str], labels: Sequence[str], *, mode: str = "drop",
