@@ -548,6 +548,7 @@ PAGES = {
     "attention:cpu": "attention", "long_attention:cpu": "attention", "decode:cpu": "attention",
     "train_throughput:cpu": "training", "pruning:cpu": "training",
     "hardening:hypothesis": "training", "cpu_finetune:cpu": "training",
+    "train_estimate:cpu": "training",
     "intent:cpu": "intent", "intent:pretrained-footprint": "intent",
     "e5_fidelity:cpu": "intent", "demo:heldout": "intent", "demo:ood": "intent",
     "demo:time": "intent", "oos:cpu": "intent", "blend": "intent", "distill:cpu": "intent",

@@ -190,6 +190,13 @@ def _long_text(res: Path, pages: Path) -> str | None:
     return H.render_records(long_text.render, runs, ())  # "nothing measured" without runs
 
 
+def _train_estimate(res: Path, pages: Path) -> str | None:
+    import train_estimate
+
+    runs = list(H.done_runs(res / train_estimate.RESULTS.name, ("kind", "seed")).values())
+    return H.render_records(train_estimate.render, runs, ())
+
+
 def _warm_start(res: Path, pages: Path) -> str | None:
     import warm_start
 
@@ -321,6 +328,9 @@ SOURCES: dict[str, Source] = {
                                                  "headwise/attention",
                                                  "headwise/intent/training"),
                                "python benchmarks/cpu_finetune.py"),
+    "train_estimate:cpu": Source(_train_estimate, ("headwise/train/estimate.py",
+                                                   "headwise/train/trainer.py"),
+                                 "python benchmarks/train_estimate.py --seeds 0,1"),
     "playground:cpu": Source(_playground, (*_SERVE, "headwise/inspect"),
                              "python benchmarks/playground.py"),
     "demo:long_text": Source(_long_text, (*_INTENT, "headwise/demo"),
