@@ -3,7 +3,9 @@
 :func:`evaluate_compound` is what ``headwise eval`` reports for a multi-label model:
 
 * intents: micro- and macro-F1 and the exact-match rate (every intent right, nothing
-  extra) with the classifier's thresholds, and per-intent precision/recall/F1;
+  extra) with the classifier's thresholds, the exact-match rate's 95 % Wilson interval
+  (``exact_match_interval``: the test questions as independent trials), and per-intent
+  precision/recall/F1;
 * slots: exact span F1 (name, start and end all right), overall and per slot name;
 * values, per slot name: of the gold slots with a value, the share whose predicted span is
   exact *and* whose normalised value equals the gold value (end to end), and the share the
@@ -69,8 +71,9 @@ def evaluate_compound(clf: CompoundClassifier, examples: Sequence[AnnotatedExamp
                 unseen[name] += 1
         for name, _ in p.intents:
             pred[r, index[name]] = True
-    report: dict[str, Any] = {"num_examples": len(examples),
-                              "intents": multilabel_metrics(pred, gold, clf.intents),
+    intents = multilabel_metrics(pred, gold, clf.intents)
+    intents["exact_match_interval"] = exact_match_interval(pred, gold)
+    report: dict[str, Any] = {"num_examples": len(examples), "intents": intents,
                               "unseen_intents": dict(sorted(unseen.items()))}
     if clf.slot_tags:
         report["slots"] = span_f1([p.slots for p in preds], [e.slots for e in examples])
@@ -81,6 +84,25 @@ def evaluate_compound(clf: CompoundClassifier, examples: Sequence[AnnotatedExamp
         (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False,
                                                     default=str) + "\n", encoding="utf-8")
     return report
+
+
+def exact_match_interval(pred: np.ndarray, gold: np.ndarray, confidence: float = 0.95
+                         ) -> list[float]:
+    """The Wilson score interval of the exact-match rate (rows whose predicted intent set
+    equals the gold set), each row an independent trial: ``[low, high]``.
+
+    Raises:
+        ValueError: no rows, or shapes that differ.
+    """
+    from scipy.stats import binomtest  # here: the light import path needs no scipy
+
+    if pred.shape != gold.shape or not len(pred):
+        raise ValueError(f"exact match needs rows of equal shape, got {pred.shape} and "
+                         f"{gold.shape}")
+    hits = int((np.asarray(pred, bool) == np.asarray(gold, bool)).all(axis=1).sum())
+    ci = binomtest(hits, len(pred)).proportion_ci(confidence_level=confidence,
+                                                  method="wilson")
+    return [float(ci.low), float(ci.high)]
 
 
 def value_accuracy(examples: Sequence[AnnotatedExample], predicted: Sequence[Sequence[Any]],
@@ -125,7 +147,9 @@ def format_compound_report(report: dict[str, Any]) -> str:
     m = report["intents"]
     lines = [f"examples: {report['num_examples']}",
              f"intents: micro-F1 {m['micro_f1']:.4f}  macro-F1 {m['macro_f1']:.4f}  "
-             f"exact match {m['exact_match']:.4f}"]
+             f"exact match {m['exact_match']:.4f}" + (
+                 " [{:.4f}, {:.4f}]".format(*m["exact_match_interval"])
+                 if "exact_match_interval" in m else "")]
     if "slots" in report:
         s = report["slots"]
         lines.append(f"slots: span F1 {s['f1']:.4f} (precision {s['precision']:.4f}, "
