@@ -9,10 +9,10 @@ joint Transformer with number-aware heads, and the pretrained joint model on
 multilingual-e5-small when it is installed. Each is saved under ``OUT/compound/<name>/``,
 scored on the held-out test split by the one evaluation
 (:func:`~headwise.intent.compound.evaluation.evaluate_compound`: exact match with its 95 %
-Wilson interval, intent micro/macro-F1, slot-span F1, end-to-end value accuracy per slot
-type), and the models are compared in one table beside the case study's own figures,
-which were measured on its data, not here. What the recipes were measured to give over
-seeds: docs/benchmarks/compound.md, ``compound:cpu``.
+Wilson interval, overall and per slice of the test split, intent micro/macro-F1, slot-span
+F1, end-to-end value accuracy per slot type), and the models are compared in one table
+beside the case study's own figures, which were measured on its data, not here. What the
+recipes were measured to give over seeds: docs/benchmarks/compound.md, ``compound:cpu``.
 """
 
 from __future__ import annotations
@@ -130,7 +130,8 @@ def run_compound_demo(out_dir: str | Path, settings: DemoSettings | None = None,
         # eval` on it reproduces these values; a caller's reference date still wins
         clf.reference_date = REFERENCE_DATE
         clf.save(out / name)
-        report = evaluate_compound(clf, test, out_dir=out / name / "eval")
+        report = evaluate_compound(clf, test, out_dir=out / name / "eval",
+                                   slices=[e.slices for e in corpus["test"]])
         echo(format_compound_report(report))
         classifiers[name] = clf
         results[name] = {"title": TITLES[name], "report": report,
@@ -139,11 +140,15 @@ def run_compound_demo(out_dir: str | Path, settings: DemoSettings | None = None,
                          "directory": str(out / name)}
     table = compound_table(results)
     values = value_table(results)
+    per_slice = slice_table(results)
     echo(f"\ncompound questions, held-out test split ({len(test)} questions, "
          f"{counts['test']['compound']} with several intents):\n{table}\n"
+         f"\n{case_study_line()}\n"
          f"\nend-to-end value accuracy per slot type (span exact and normalised value "
          f"right, of the gold slots with a value):\n{values}\n"
-         f"\n{case_study_line()}")
+         f"\nexact match per slice (compound: several intents; unseen_pair: a pair of "
+         f"intents no training question has; dropped_request: a request taken back; "
+         f"numbers_in_second: a value in a later request):\n{per_slice}")
     answers = _examples(classifiers["transformer"], test)
     echo(f"\nexample answers of the Transformer (dates resolved against the corpus's own "
          f"today, {REFERENCE_DATE.isoformat()}, which the saved models keep; "
@@ -157,11 +162,11 @@ def run_compound_demo(out_dir: str | Path, settings: DemoSettings | None = None,
     echo(f"compound models, evaluation reports and summary.json are in {out}/ (headwise "
          f"predict {out}/<name> --json answers a question)")
     summary = {"settings": s.__dict__, "corpus": counts, "models": results, "table": table,
-               "values": values, "examples": answers}
+               "values": values, "slices": per_slice, "examples": answers}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False,
                                                  default=str) + "\n", encoding="utf-8")
-    (out / "comparison.md").write_text(f"{table}\n\n{values}\n\n{case_study_line()}\n",
-                                       encoding="utf-8")
+    (out / "comparison.md").write_text(
+        f"{table}\n\n{case_study_line()}\n\n{values}\n\n{per_slice}\n", encoding="utf-8")
     return summary
 
 
@@ -200,6 +205,21 @@ def value_table(results: dict[str, dict[str, Any]]) -> str:
         n = next(c["n"] for c in cells if c)
         rows.append(f"| {slot} | {n} | " + " | ".join(
             "-" if c is None else f"{c['end_to_end']:.1%}" for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def slice_table(results: dict[str, dict[str, Any]]) -> str:
+    """The Markdown table of exact match per test slice (and every question) and model,
+    each with its 95 % interval."""
+    first = next(iter(results.values()))["report"].get("slices", [])
+    rows = ["| slice | n | " + " | ".join(results) + " |", "|" + " --- |" * (len(results) + 2)]
+    for k, row in enumerate(first):
+        cells = []
+        for r in results.values():
+            x = r["report"]["slices"][k]
+            low, high = x["exact_match_interval"]
+            cells.append(f"{x['exact_match']:.1%} [{low:.1%}, {high:.1%}]")
+        rows.append(f"| {row['slice']} | {row['n']} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 

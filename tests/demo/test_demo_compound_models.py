@@ -75,6 +75,13 @@ def test_the_table_compares_every_model_beside_the_case_study(demo):
         assert all(v["normaliser"] == 1.0 for v in r["report"]["values"].values())
     assert "exact match [95 % CI]" in table and "slot-span F1" in table
     assert "| amount |" in summary["values"] and summary["values"] in text
+    # exact match per slice of the test split, every question first
+    assert summary["slices"] in text and "| compound |" in summary["slices"]
+    for r in summary["models"].values():
+        first = r["report"]["slices"][0]
+        assert first["slice"] == "all" and first["n"] == summary["corpus"]["test"]["questions"]
+        compound = next(x for x in r["report"]["slices"] if x["slice"] == "compound")
+        assert compound["n"] == summary["corpus"]["test"]["compound"]
     assert "the case study's figures, not measured here" in text
     assert "BiLSTM 73 %" in text and "8-head Transformer 89 %" in text
     # the corpus has compound questions in every split (a quarter of each)

@@ -25,13 +25,15 @@ import numpy as np
 
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import multilabel_metrics, span_f1
+from headwise.intent.evaluation import ALL_ROWS
 from headwise.slots import normalize_slot
 from headwise.text.annotations import AnnotatedExample
 
 
 def evaluate_compound(clf: CompoundClassifier, examples: Sequence[AnnotatedExample], *,
                       out_dir: str | Path | None = None, reference_date: date | None = None,
-                      batch_size: int = 64) -> dict[str, Any]:
+                      batch_size: int = 64, slices: Sequence[Sequence[str]] | None = None
+                      ) -> dict[str, Any]:
     """Score ``clf`` on annotated examples.
 
     Args:
@@ -41,17 +43,24 @@ def evaluate_compound(clf: CompoundClassifier, examples: Sequence[AnnotatedExamp
         reference_date: "today" for relative dates in the values (default: the
             classifier's, else today).
         batch_size: texts per forward pass.
+        slices: each example's slice names (the demo corpus's ``compound``,
+            ``unseen_pair`` ...); with them the report has ``"slices"``: per name, in
+            :data:`~headwise.text.slices.PHENOMENA`'s order (others after), its examples'
+            count ``n``, ``exact_match`` and its ``exact_match_interval``, every example
+            (``"all"``) first (:func:`slice_exact_match`).
 
     Returns:
         ``{"num_examples", "intents": {...}, "slots": {...}, "values": {...},
-        "unseen_intents": {...}}``.
+        "unseen_intents": {...}}``, and ``"slices"`` with ``slices``.
 
     Raises:
-        ValueError: no examples.
+        ValueError: no examples, or ``slices`` of another length.
     """
     examples = list(examples)
     if not examples:
         raise ValueError("no examples to evaluate")
+    if slices is not None and len(slices) != len(examples):
+        raise ValueError(f"{len(slices)} slice lists for {len(examples)} examples")
     reference = reference_date or clf.reference_date or date.today()
     saved = clf.reference_date
     clf.reference_date = reference
@@ -75,6 +84,8 @@ def evaluate_compound(clf: CompoundClassifier, examples: Sequence[AnnotatedExamp
     intents["exact_match_interval"] = exact_match_interval(pred, gold)
     report: dict[str, Any] = {"num_examples": len(examples), "intents": intents,
                               "unseen_intents": dict(sorted(unseen.items()))}
+    if slices is not None:
+        report["slices"] = slice_exact_match(pred, gold, slices)
     if clf.slot_tags:
         report["slots"] = span_f1([p.slots for p in preds], [e.slots for e in examples])
         report["values"] = value_accuracy(examples, [p.slots for p in preds], reference)
@@ -103,6 +114,24 @@ def exact_match_interval(pred: np.ndarray, gold: np.ndarray, confidence: float =
     ci = binomtest(hits, len(pred)).proportion_ci(confidence_level=confidence,
                                                   method="wilson")
     return [float(ci.low), float(ci.high)]
+
+
+def slice_exact_match(pred: np.ndarray, gold: np.ndarray, slices: Sequence[Sequence[str]]
+                      ) -> list[dict[str, Any]]:
+    """Exact match on every row (:data:`~headwise.intent.evaluation.ALL_ROWS`) and on the
+    rows of each slice name, in :data:`~headwise.text.slices.PHENOMENA`'s order (other names
+    after, sorted): ``[{"slice", "n", "exact_match", "exact_match_interval"}, ...]``."""
+    from headwise.text.slices import PHENOMENA
+
+    names = sorted({n for row in slices for n in row},
+                   key=lambda n: (PHENOMENA.index(n) if n in PHENOMENA else len(PHENOMENA), n))
+    out = []
+    for name in [ALL_ROWS, *names]:
+        rows = [i for i, row in enumerate(slices) if name == ALL_ROWS or name in row]
+        hits = (np.asarray(pred[rows], bool) == np.asarray(gold[rows], bool)).all(axis=1)
+        out.append({"slice": name, "n": len(rows), "exact_match": float(hits.mean()),
+                    "exact_match_interval": exact_match_interval(pred[rows], gold[rows])})
+    return out
 
 
 def value_accuracy(examples: Sequence[AnnotatedExample], predicted: Sequence[Sequence[Any]],
