@@ -32,12 +32,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "joint Transformer with number-aware heads and, when installed, the pretrained joint "
         "model), trained on the same corpus with joined compound questions added (data/*.jsonl; "
         "the single-label models read data/*.csv, the corpus without them) and compared on "
-        "exact match beside the case study's own figures (measured over seeds: "
-        "docs/benchmarks/compound.md, compound:cpu); and the head-analysis report.")
+        "exact match (per slice too) beside the case study's own figures (these recipes "
+        "over seeds: docs/benchmarks/compound.md, compound:cpu); and the head-analysis "
+        "report.")
     p.add_argument("--out", default="headwise-demo", help="output directory "
                    "(default ./headwise-demo)")
     p.add_argument("--seed", type=int, default=0, help="corpus and training seed")
-    p.add_argument("--epochs", type=int, help="training epochs (default 20)")
+    p.add_argument("--epochs", type=int, help="training epochs of the from-scratch "
+                   "networks, single-label and compound (default 20)")
     p.add_argument("--quick", action="store_true", help="a small, fast run (about a minute)")
     p.add_argument("--no-report", action="store_true",
                    help="skip the head-analysis report of the Transformer (OUT/report)")
