@@ -84,10 +84,12 @@ def section(data: dict[str, Any]) -> str:
         H.markdown_table(["target", "verdict", "measured"], verdicts, "lll"), "",
         H.markdown_table(["command", "runs", "median wall s", "range s", "median CPU s",
                           "peak RSS MiB (largest run)"], rows), "",
-        "The full run trains the TF-IDF floor, the BiLSTM, the from-scratch Transformer and "
-        "the compound classifier on the generated corpus, scores them on held-out "
-        "phrasing and writes the head-analysis report; `--quick` trains smaller models on "
-        "a smaller corpus and skips the compound classifier."]), [data])
+        "The full run trains the TF-IDF floor, the BiLSTM and the from-scratch Transformer "
+        "on the generated corpus, then the compound models (the BiLSTM joint and the "
+        "Transformer joint; `--no-pretrained` leaves out the pretrained joint) on the same "
+        "corpus with a quarter compound questions, scores them on held-out phrasing and "
+        "writes the head-analysis report; `--quick` trains smaller models on a smaller "
+        "corpus and skips the compound models."]), [data])
 
 
 def main(argv: list[str] | None = None) -> int:

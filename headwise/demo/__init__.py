@@ -12,7 +12,9 @@ attention tour of ``headwise tour``.
   the start, middle or end of chatter 2 to 20 times the model's length);
 * the runs: :mod:`.runner` (:func:`run_demo`: TF-IDF, BiLSTM, Transformer and, where
   installed, a pretrained encoder, compared per slice on held-out phrasing) and
-  :mod:`.compound` (:func:`run_compound_demo`: multi-label intents with slots);
+  :mod:`.compound` (:func:`run_compound_demo`: the compound models, BiLSTM joint,
+  Transformer joint and, where installed, pretrained joint, compared on compound
+  questions);
 * :mod:`.showcase`: the attention tour (masks, kernels and their timings).
 
 This package sits above the intent system, which it drives; nothing below imports it.

@@ -1,10 +1,18 @@
 """The compound part of ``headwise demo``: several intents and slots with their values.
 
-:func:`run_compound_demo` trains a joint intent + slot Transformer with number-aware heads
-on the built-in corpus's annotations (every intent of a compound question such as
-"提前还款违约金怎么算", and the amount/rate/ordinal/date slots), scores it on the
-held-out split (intent micro-F1 and exact match, slot span F1, normalised-value accuracy
-per slot type) and prints its answers to a few test questions.
+:func:`run_compound_demo` trains the compound (multi-label joint intent + slot) models of
+the case study's comparison on the built-in corpus with a share of compound questions
+(``generate_demo_corpus(compound_share=...)``, :class:`~headwise.demo.runner.DemoSettings`'s
+``compound_share``; the corpus ``data/*.jsonl`` holds, and benchmarks/compound.py's
+``demo-compound`` setting): the BiLSTM joint model (the case study's baseline), the 8-head
+joint Transformer with number-aware heads, and the pretrained joint model on
+multilingual-e5-small when it is installed. Each is saved under ``OUT/compound/<name>/``,
+scored on the held-out test split by the one evaluation
+(:func:`~headwise.intent.compound.evaluation.evaluate_compound`: exact match with its 95 %
+Wilson interval, overall and per slice of the test split, intent micro/macro-F1, slot-span
+F1, end-to-end value accuracy per slot type), and the models are compared in one table
+beside the case study's own figures, which were measured on its data, not here. What the
+recipes were measured to give over seeds: docs/benchmarks/compound.md, ``compound:cpu``.
 """
 
 from __future__ import annotations
@@ -16,14 +24,27 @@ from pathlib import Path
 from typing import Any
 
 from headwise.demo.corpus import DemoExample, generate_demo_corpus
+from headwise.demo.runner import DemoSettings
 from headwise.demo.values import REFERENCE_DATE
 from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
 from headwise.intent.training.pipeline import train_intent_classifier
-from headwise.intent.training.recipe import IntentRecipe, MultiLabel, Transformer, default_train
+from headwise.intent.training.recipe import (
+    BiLSTM,
+    IntentRecipe,
+    MultiLabel,
+    PretrainedEncoder,
+    Transformer,
+    default_train,
+)
 from headwise.text.annotations import AnnotatedExample, SlotSpan
 
-#: heads of every layer that get the learned number-key bias in the demo
+#: heads of every layer that get the learned number-key bias in the demo's joint Transformer
 DEMO_NUMBER_HEADS = [0, 1]
+#: the case study's exact match of its compound questions (its own data; not measured here)
+CASE_STUDY = (("BiLSTM", "73 %"), ("8-head Transformer", "89 %"))
+#: how the table names each compound model
+TITLES = {"bilstm": "BiLSTM joint", "transformer": "8-head Transformer joint, number-aware",
+          "pretrained": "pretrained joint"}
 
 
 def annotated(examples: list[DemoExample]) -> list[AnnotatedExample]:
@@ -33,55 +54,185 @@ def annotated(examples: list[DemoExample]) -> list[AnnotatedExample]:
         for i, e in enumerate(examples)]
 
 
-def compound_recipe(seed: int, epochs: int, d_model: int, num_layers: int) -> IntentRecipe:
-    """The demo's joint model: a small char-level Transformer, 8 heads, number-aware."""
-    part = Transformer(tokenizer="char", max_length=64, d_model=d_model, num_layers=num_layers,
-                       num_heads=8, model_overrides={"number_heads": DEMO_NUMBER_HEADS})
-    train = dataclasses.replace(default_train(part), epochs=epochs, seed=seed, patience=None,
-                                lr=1e-3)
-    return IntentRecipe(architecture=part, train=train, task=MultiLabel())
+def compound_recipes(s: DemoSettings, pretrained: str | None = None
+                     ) -> dict[str, IntentRecipe]:
+    """The compound models the demo compares, name -> multi-label recipe.
+
+    Each starts from its architecture's defaults (:func:`default_train`: learning rate,
+    warm-up, early stopping on validation), with the settings' seed; the from-scratch
+    models train for the settings' ``epochs`` (the architectures' default), the
+    Transformer at the settings' width and depth. ``pretrained`` (a checkpoint name or
+    directory; None leaves the row out) is fine-tuned for its architecture's default few
+    epochs with its vocabulary trimmed to the training texts' pieces (``trim_vocab``
+    ``"auto"``), as the single-label demo's pretrained model is.
+    """
+    def train(part: Transformer | BiLSTM | PretrainedEncoder, epochs: int | None = None
+              ) -> Any:
+        base = default_train(part)
+        return dataclasses.replace(base, epochs=epochs or base.epochs, seed=s.seed)
+
+    bilstm = BiLSTM(tokenizer="char", max_length=64, lstm_embed_dim=128, lstm_hidden=128)
+    transformer = Transformer(tokenizer="char", max_length=64, d_model=s.d_model,
+                              num_layers=s.num_layers, num_heads=8,
+                              model_overrides={"number_heads": DEMO_NUMBER_HEADS})
+    recipes = {
+        "bilstm": IntentRecipe(architecture=bilstm, train=train(bilstm, s.epochs),
+                               task=MultiLabel()),
+        "transformer": IntentRecipe(architecture=transformer,
+                                    train=train(transformer, s.epochs), task=MultiLabel()),
+    }
+    if pretrained is not None:
+        part = PretrainedEncoder(name=pretrained, max_length=64, trim_vocab="auto")
+        recipes["pretrained"] = IntentRecipe(architecture=part, train=train(part),
+                                             task=MultiLabel())
+    return recipes
 
 
-def run_compound_demo(out_dir: str | Path, *, seed: int = 0, per_intent: int = 120,
-                      epochs: int = 20, d_model: int = 128, num_layers: int = 2,
+def run_compound_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
+                      pretrained: str | None = None,
                       echo: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Train, evaluate and show the compound classifier; save it under ``out_dir/compound``.
+    """Train, evaluate and compare the compound models; save each under
+    ``out_dir/compound/<name>/``.
+
+    Args:
+        out_dir: the demo's output directory.
+        settings: the sizes (default :class:`DemoSettings`); ``compound_share`` is the
+            corpus's share of compound questions.
+        pretrained: the pretrained encoder of the third row (None: no such row).
+        echo: where progress lines and tables go.
 
     Returns:
-        ``{"report": evaluate_compound's report, "examples": [prediction dicts]}``, also
-        written to ``out_dir/compound/summary.json``.
+        ``{"settings", "corpus", "models": {name: {"report": evaluate_compound's report,
+        "title", "parameters", "train_seconds", "directory"}}, "table", "examples"}``, also
+        written to ``out_dir/compound/summary.json`` (the table to ``comparison.md``).
     """
+    s = settings or DemoSettings()
     out = Path(out_dir) / "compound"
-    corpus = generate_demo_corpus(seed=seed, per_intent=per_intent)
+    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent,
+                                  compound_share=s.compound_share)
     train, valid, test = (annotated(corpus[k]) for k in ("train", "valid", "test"))
-    compound = sum(len(e.intents) > 1 for e in train)
-    slots = sum(len(e.slots) for e in train)
-    echo(f"\n== training the compound classifier (several intents + slots, number-aware heads "
-         f"{DEMO_NUMBER_HEADS}) ==")
-    echo(f"training data: {len(train)} questions, {compound} with several intents, "
-         f"{slots} slots")
-    trained = train_intent_classifier(train, valid, compound_recipe(seed, epochs, d_model,
-                                                                    num_layers), out_dir=out)
-    clf = trained.classifier
-    # the corpus's relative dates (下个月5号) were written against its own "today": the saved
-    # model keeps it (as one trained on the corpus's files does), so `headwise eval` on it
-    # reproduces these values; a caller's reference date still wins
-    clf.reference_date = REFERENCE_DATE
-    clf.save(out)
-    report = evaluate_compound(clf, test, out_dir=out / "eval")
-    echo(format_compound_report(report))
-    picked = [e for e in test if len(e.intents) > 1][:3] + \
-        [e for e in test if len(e.intents) == 1 and e.slots][:3]
-    answers = [p.to_dict() for p in clf.predict([e.text for e in picked])]
-    echo(f"\nexample answers (dates resolved against the corpus's own today, "
-         f"{REFERENCE_DATE.isoformat()}, which the saved model keeps; --reference-date "
-         f"overrides it):")
+    counts = {k: {"questions": len(v), "compound": sum(len(e.intents) > 1 for e in v)}
+              for k, v in (("train", train), ("valid", valid), ("test", test))}
+    echo(f"\n== the compound models (several intents + slots with values) ==\n"
+         f"corpus: the demo's questions with every intent and slot, and joined compound "
+         f"questions added (compound_share {s.compound_share}; data/*.jsonl): "
+         + ", ".join(f"{k} {c['questions']} ({c['compound']} with several intents)"
+                     for k, c in counts.items())
+         + "; valid and test joins, phrasings and some intent pairs never seen in training")
+    results: dict[str, dict[str, Any]] = {}
+    classifiers = {}
+    for name, recipe in compound_recipes(s, pretrained).items():
+        echo(f"\n== training the compound {name} ({TITLES[name]}) ==")
+        trained = train_intent_classifier(train, valid, recipe, out_dir=out / name)
+        clf = trained.classifier
+        # the corpus's relative dates (下个月5号) were written against its own "today": the
+        # saved model keeps it (as one trained on the corpus's files does), so `headwise
+        # eval` on it reproduces these values; a caller's reference date still wins
+        clf.reference_date = REFERENCE_DATE
+        clf.save(out / name)
+        report = evaluate_compound(clf, test, out_dir=out / name / "eval",
+                                   slices=[e.slices for e in corpus["test"]])
+        echo(format_compound_report(report))
+        classifiers[name] = clf
+        results[name] = {"title": TITLES[name], "report": report,
+                         "parameters": sum(p.numel() for p in clf.model.parameters()),
+                         "train_seconds": trained.train_seconds,
+                         "directory": str(out / name)}
+    table = compound_table(results)
+    values = value_table(results)
+    per_slice = slice_table(results)
+    echo(f"\ncompound questions, held-out test split ({len(test)} questions, "
+         f"{counts['test']['compound']} with several intents):\n{table}\n"
+         f"\n{case_study_line()}\n"
+         f"\nend-to-end value accuracy per slot type (span exact and normalised value "
+         f"right, of the gold slots with a value):\n{values}\n"
+         f"\nexact match per slice (compound: several intents; unseen_pair: a pair of "
+         f"intents no training question has; dropped_request: a request taken back; "
+         f"numbers_in_second: a value in a later request):\n{per_slice}")
+    answers = _examples(classifiers["transformer"], test)
+    echo(f"\nexample answers of the Transformer (dates resolved against the corpus's own "
+         f"today, {REFERENCE_DATE.isoformat()}, which the saved models keep; "
+         f"--reference-date overrides it):")
     for a in answers:
         intents = ", ".join(x["intent"] for x in a["intents"]) or "OUT OF SCOPE"
         echo(f"  {a['text']}  ->  {intents}")
-        for s in a["slots"]:
-            echo(f"      {s['name']}: {s['text']} = {json.dumps(s['value'], ensure_ascii=False)}")
-    summary = {"report": report, "examples": answers}
+        for slot in a["slots"]:
+            echo(f"      {slot['name']}: {slot['text']} = "
+                 f"{json.dumps(slot['value'], ensure_ascii=False)}")
+    echo(f"compound models, evaluation reports and summary.json are in {out}/ (headwise "
+         f"predict {out}/<name> --json answers a question)")
+    summary = {"settings": s.__dict__, "corpus": counts, "models": results, "table": table,
+               "values": values, "slices": per_slice, "examples": answers}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False,
                                                  default=str) + "\n", encoding="utf-8")
+    (out / "comparison.md").write_text(
+        f"{table}\n\n{case_study_line()}\n\n{values}\n\n{per_slice}\n", encoding="utf-8")
     return summary
+
+
+def case_study_line() -> str:
+    """The case study's figures, named as such beside the demo's table."""
+    figures = ", ".join(f"{model} {share}" for model, share in CASE_STUDY)
+    return (f"the case study's figures, not measured here: exact match {figures} on its own "
+            f"compound questions; this corpus over seeds: docs/benchmarks/compound.md, "
+            f"`compound:cpu`")
+
+
+def compound_table(results: dict[str, dict[str, Any]]) -> str:
+    """The Markdown comparison table of the compound models: exact match with its 95 %
+    interval, intent micro/macro-F1, slot-span F1 and the share of values right end to
+    end (all slot types pooled)."""
+    rows = ["| model | parameters | exact match [95 % CI] | intent micro-F1 | macro-F1 | "
+            "slot-span F1 | values right | train s |", "|" + " --- |" * 8]
+    for name, r in results.items():
+        report = r["report"]
+        m = report["intents"]
+        low, high = m["exact_match_interval"]
+        span = report.get("slots", {}).get("f1")
+        rows.append(f"| {name} ({r['title']}) | {r['parameters']:,} | "
+                    f"{m['exact_match']:.1%} [{low:.1%}, {high:.1%}] | {m['micro_f1']:.4f} | "
+                    f"{m['macro_f1']:.4f} | {'-' if span is None else f'{span:.4f}'} | "
+                    f"{_pooled(report.get('values', {}))} | {r['train_seconds']:.0f} |")
+    return "\n".join(rows)
+
+
+def value_table(results: dict[str, dict[str, Any]]) -> str:
+    """The Markdown table of end-to-end value accuracy per slot type and model."""
+    names = sorted({t for r in results.values() for t in r["report"].get("values", {})})
+    rows = ["| slot | gold | " + " | ".join(results) + " |", "|" + " --- |" * (len(results) + 2)]
+    for slot in names:
+        cells = [r["report"].get("values", {}).get(slot) for r in results.values()]
+        n = next(c["n"] for c in cells if c)
+        rows.append(f"| {slot} | {n} | " + " | ".join(
+            "-" if c is None else f"{c['end_to_end']:.1%}" for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def slice_table(results: dict[str, dict[str, Any]]) -> str:
+    """The Markdown table of exact match per test slice (and every question) and model,
+    each with its 95 % interval."""
+    first = next(iter(results.values()))["report"].get("slices", [])
+    rows = ["| slice | n | " + " | ".join(results) + " |", "|" + " --- |" * (len(results) + 2)]
+    for k, row in enumerate(first):
+        cells = []
+        for r in results.values():
+            x = r["report"]["slices"][k]
+            low, high = x["exact_match_interval"]
+            cells.append(f"{x['exact_match']:.1%} [{low:.1%}, {high:.1%}]")
+        rows.append(f"| {row['slice']} | {row['n']} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _pooled(values: dict[str, dict[str, Any]]) -> str:
+    n = sum(v["n"] for v in values.values())
+    if not n:
+        return "-"
+    return f"{sum(v['end_to_end'] * v['n'] for v in values.values()) / n:.1%}"
+
+
+def _examples(clf: Any, test: list[AnnotatedExample]) -> list[dict[str, Any]]:
+    """The classifier's answers to a few test questions: three compound ones, three with
+    one intent and slots."""
+    picked = [e for e in test if len(e.intents) > 1][:3] + \
+        [e for e in test if len(e.intents) == 1 and e.slots][:3]
+    return [p.to_dict() for p in clf.predict([e.text for e in picked])]

@@ -470,28 +470,34 @@ def write_demo_corpus(directory: str | Path, *, seed: int = 0, per_intent: int =
                       oos: int = 150, compound_share: float = 0.0) -> dict[str, Path]:
     """Generate the corpus and write it as CSV and JSON lines.
 
-    The CSV files have the columns ``text,label,slices,template`` (``slices`` joined by
-    ``;``), which ``headwise train``/``eval`` read (``eval`` reports accuracy per slice). The
-    JSON lines hold every annotation: ``{"text", "label", "intents", "spans": [[start, end,
-    category, value], ...], "slots": [{"name", "start", "end", "text", "value"}, ...],
-    "template", "slices": [...], "reference_date"}``, and ``"clauses": [...]`` for a compound
-    message; ``reference_date`` is :data:`~headwise.demo.values.REFERENCE_DATE`, the "today"
-    of the rows' relative dates, which a compound model trained on the file keeps.
+    The CSV files are the single-label task: the columns ``text,label,slices,template``
+    (``slices`` joined by ``;``), which ``headwise train``/``eval`` read (``eval`` reports
+    accuracy per slice), for the corpus without its joined messages, i.e.
+    ``generate_demo_corpus(compound_share=0)``'s rows in its order, whatever
+    ``compound_share`` is (a message with two requests has no one label; the joined
+    messages are added on top of those rows, from a random stream of their own). The JSON
+    lines are the corpus at ``compound_share``, every row, and hold every annotation:
+    ``{"text", "label", "intents", "spans": [[start, end, category, value], ...], "slots":
+    [{"name", "start", "end", "text", "value"}, ...], "template", "slices": [...],
+    "reference_date"}``, and ``"clauses": [...]`` for a compound message;
+    ``reference_date`` is :data:`~headwise.demo.values.REFERENCE_DATE`, the "today" of the
+    rows' relative dates, which a compound model trained on the file keeps.
 
     Args:
         directory: where to write (created if needed).
         seed: as in :func:`generate_demo_corpus`.
         per_intent: as in :func:`generate_demo_corpus`.
         oos: as in :func:`generate_demo_corpus`.
-        compound_share: as in :func:`generate_demo_corpus`.
+        compound_share: as in :func:`generate_demo_corpus`, for the JSON lines.
 
     Returns:
         File name (``train.csv``, ``train.jsonl``, ``valid.csv`` ...) -> path.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    corpus = generate_demo_corpus(seed=seed, per_intent=per_intent, oos=oos,
-                                  compound_share=compound_share)
+    single = generate_demo_corpus(seed=seed, per_intent=per_intent, oos=oos)
+    corpus = single if compound_share == 0 else generate_demo_corpus(
+        seed=seed, per_intent=per_intent, oos=oos, compound_share=compound_share)
     paths: dict[str, Path] = {}
     for name in SPLITS:
         csv_path, jsonl_path = directory / f"{name}.csv", directory / f"{name}.jsonl"
@@ -499,7 +505,7 @@ def write_demo_corpus(directory: str | Path, *, seed: int = 0, per_intent: int =
             writer = csv.writer(f)
             writer.writerow(["text", "label", "slices", "template"])
             writer.writerows([ex.text, ex.label, ";".join(ex.slices), ex.template]
-                             for ex in corpus[name])
+                             for ex in single[name])
         with jsonl_path.open("w", encoding="utf-8") as f:
             for ex in corpus[name]:
                 f.write(json.dumps(_to_json(ex), ensure_ascii=False) + "\n")

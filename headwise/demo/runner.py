@@ -57,6 +57,11 @@ class DemoSettings:
         epochs: training epochs of both models.
         d_model, num_layers: the Transformer's width and depth (8 heads).
         latency_queries: single queries timed per model.
+        compound_share: the share of compound questions (several intents) in each split
+            of the corpus the compound part trains and is scored on
+            (``generate_demo_corpus(compound_share=...)``, written as ``data/*.jsonl``;
+            the single-label part reads the corpus without its joined messages,
+            ``data/*.csv``).
     """
 
     seed: int = 0
@@ -65,6 +70,7 @@ class DemoSettings:
     d_model: int = 128
     num_layers: int = 2
     latency_queries: int = 200
+    compound_share: float = 0.25
 
     @classmethod
     def quick(cls, seed: int = 0) -> DemoSettings:
@@ -141,7 +147,8 @@ def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
     """
     s = settings or DemoSettings()
     out = Path(out_dir)
-    files = write_demo_corpus(out / "data", seed=s.seed, per_intent=s.per_intent)
+    files = write_demo_corpus(out / "data", seed=s.seed, per_intent=s.per_intent,
+                              compound_share=s.compound_share)
     corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)
     pairs = {k: [(e.text, e.label) for e in v] for k, v in corpus.items()}
     sizes = {k: len(v) for k, v in pairs.items()}
@@ -152,6 +159,10 @@ def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
          f"{families['valid']} / {families['test']} template families (no family in two "
          f"splits: valid and test are held-out phrasing; out-of-scope '{OOS_LABEL}' rows in "
          f"valid and test only), written to {files['train.csv'].parent}")
+    if s.compound_share:
+        echo(f"the single-label models below train on data/*.csv (these questions); the "
+             f"compound models on data/*.jsonl: the same questions with every intent and slot, "
+             f"and joined compound questions added ({s.compound_share:.0%} of each split)")
     results: dict[str, Any] = {}
     test = corpus["test"]
     test_texts, test_labels = [e.text for e in test], [e.label for e in test]

@@ -14,7 +14,7 @@ import re
 from headwise.text.char_level import CN_DIGITS, CN_MAGNITUDES
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["is_number_piece", "number_token_ids"]
+__all__ = ["is_number_piece", "number_token_ids", "whole_number_ids"]
 
 _NUMBER_PIECE = re.compile(
     rf"(?:[0-9][0-9.,%]*|[.,][0-9][0-9.,%]*|[{CN_DIGITS}{CN_MAGNITUDES}点]*[{CN_DIGITS}十]"
@@ -38,3 +38,17 @@ def number_token_ids(tokenizer: Tokenizer) -> list[int]:
     if tokenizer.number_token_id is not None:
         ids.add(tokenizer.number_token_id)
     return sorted(ids)
+
+
+def whole_number_ids(tokenizer: Tokenizer) -> list[int]:
+    """Sorted ids of the vocabulary entries that the tokenizer's ``number_pattern`` reads as
+    one whole number (``3``, ``3,500``, ``三千五百``): the pieces of which an unseen one is
+    encoded as ``[NUM]``. Empty for a tokenizer without a ``number_pattern`` (WordPiece, a
+    pretrained checkpoint's). Special tokens are never among them.
+    """
+    if tokenizer.number_pattern is None:
+        return []
+    pattern = re.compile(tokenizer.number_pattern)
+    special = set(tokenizer.special_tokens.values())
+    return sorted(i for token, i in tokenizer.backend.get_vocab().items()
+                  if token not in special and pattern.fullmatch(token) is not None)

@@ -104,6 +104,12 @@ def test_demo_trains_compares_and_saves_every_model(tmp_path):
     assert model.encoder.is_number_token.any()
     for split in ("train", "valid", "test"):
         assert (tmp_path / "data" / f"{split}.csv").is_file()
+        # the compound part's corpus: every intent and slot, a share of it compound
+        rows = [json.loads(line) for line in (tmp_path / "data" / f"{split}.jsonl").read_text(
+            encoding="utf-8").splitlines()]
+        assert all("intents" in r and "slots" in r for r in rows)
+        assert any(len(r["intents"]) > 1 for r in rows)
+    assert "the compound models on data/*.jsonl" in text
     assert (tmp_path / "tfidf" / "tfidf.json").is_file()
     saved = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
     assert saved["models"]["bilstm"]["accuracy"] == summary["models"]["bilstm"]["accuracy"]
@@ -165,39 +171,6 @@ def test_slice_verdicts_name_the_winner_and_the_lead():
     assert slice_verdicts({"a": {"slices": []}}) == []
 
 
-def test_compound_demo_trains_scores_and_shows_slots(tmp_path):
-    from headwise.demo.compound import DEMO_NUMBER_HEADS, run_compound_demo
-    from headwise.demo.values import REFERENCE_DATE
-    from headwise.intent.compound.classifier import CompoundClassifier
-
-    lines = []
-    summary = run_compound_demo(tmp_path, per_intent=6, epochs=1, d_model=32, num_layers=1,
-                                echo=lines.append)
-    report = summary["report"]
-    assert 0.0 <= report["intents"]["micro_f1"] <= 1.0 and "span F1" in "\n".join(lines)
-    # the normaliser alone gets every generated value right from the gold span text
-    assert report["values"] and all(v["normaliser"] == 1.0 for v in report["values"].values())
-    clf = CompoundClassifier.load(tmp_path / "compound")
-    assert clf.model.config.number_heads == DEMO_NUMBER_HEADS
-    # evaluated against the corpus's own today, which the saved model keeps
-    assert clf.reference_date == REFERENCE_DATE and clf.model.multi_label
-    assert f"corpus's own today, {REFERENCE_DATE.isoformat()}" in "\n".join(lines)
-    assert summary["examples"] and all("slots" in a for a in summary["examples"])
-    assert (tmp_path / "compound" / "summary.json").is_file()
-    # `headwise eval` on the saved model and the corpus's written test file reproduces the
-    # demo's numbers, date values included (the file declares the reference date too)
-    from headwise.cli import main
-    from headwise.demo import write_demo_corpus
-
-    files = write_demo_corpus(tmp_path / "data", per_intent=6)
-    assert main(["eval", str(tmp_path / "compound"), "--data", str(files["test.jsonl"]),
-                 "--out", str(tmp_path / "ev"), "--json"]) == 0
-    again = json.loads((tmp_path / "ev" / "report.json").read_text(encoding="utf-8"))
-    assert "date" in report["values"]
-    assert again["values"] == report["values"] and again["intents"] == report["intents"]
-    assert again["slots"] == report["slots"]
-
-
 def test_pretrained_row_only_when_the_encoder_is_installed(monkeypatch):
     from headwise.demo import runner as demo
     from headwise.models import catalog
@@ -229,6 +202,6 @@ def test_quick_demo_says_it_skips_the_compound_model(quick, monkeypatch, capsys,
     assert args.func(args) == 0
     out = capsys.readouterr().out
     if quick:
-        assert calls == ["demo"] and "--quick: the compound classifier" in out
+        assert calls == ["demo"] and "--quick: the compound models" in out
     else:
         assert calls == ["demo", "compound"] and "is skipped" not in out

@@ -138,3 +138,31 @@ def test_train_keeps_the_datas_reference_date_and_eval_takes_one(tmp_path, compo
     with pytest.raises(SystemExit):
         main(["eval", str(out), "--data", str(data), "--reference-date", "2026-13-01"])
     assert "not a date YYYY-MM-DD" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model", ["bilstm", "transformer", "pretrained"])
+def test_train_multi_label_builds_each_architecture(model, compound_corpus, tmp_path, capsys):
+    """``headwise train --model bilstm|transformer|pretrained:NAME --multi-label`` trains a
+    compound model of that architecture, which ``predict --json`` answers with."""
+    from hf_checkpoints import chinese_bert
+
+    from headwise.intent.kinds import load_classifier
+
+    data = _jsonl(tmp_path / "train.jsonl", compound_corpus)
+    spec = f"pretrained:{chinese_bert(tmp_path / 'bert')}" if model == "pretrained" else model
+    out = tmp_path / "model"
+    assert main(["train", "--data", str(data), "--model", spec, "--multi-label", "--out",
+                 str(out), "--epochs", "1", "--quiet"]) == 0
+    assert (out / "compound.json").is_file()
+    clf = load_classifier(out)
+    assert clf.model.multi_label and clf.intents == ["charge", "refund", "transfer"]
+    assert type(clf.model).__name__ == ("BiLSTMJointModel" if model == "bilstm"
+                                        else "JointIntentSlotModel")
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["recipe"]["architecture"]["type"] == model
+    assert summary["recipe"]["task"]["type"] == "multi_label"
+    capsys.readouterr()
+    assert main(["predict", str(out), "send 50 pounds to my sister", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert {"intents", "out_of_scope", "slots"} <= set(answer)
+    assert all(set(x) >= {"intent", "confidence"} for x in answer["intents"])

@@ -70,11 +70,13 @@ from headwise.models.joint_heads import JointHeads
 from headwise.text.annotations import AnnotatedDataset, AnnotatedExample
 from headwise.text.batching import pad_collate
 from headwise.text.bio import bio_tag_names, encode_with_tags
+from headwise.text.number_tokens import whole_number_ids
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 
 __all__ = ["CompoundObjective", "balanced_multilabel_weights",
-           "compound_data", "compound_network", "encode_rows", "init_prior_bias",
+           "compound_data", "compound_network", "drop_numbers", "encode_rows",
+           "init_prior_bias",
            "joint_validation", "multilabel_intent_loss", "train_compound", "tune_compound"]
 
 #: joint-model parameters a BERT-family checkpoint does not have (fresh at import)
@@ -178,6 +180,9 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     tag_index = {t: i for i, t in enumerate(data.tags or [])}
     max_length = recipe.architecture.max_length
     rows = encode_rows(tokenizer, data.train, data.intents, tag_index, max_length)
+    task = recipe.task
+    assert isinstance(task, MultiLabel)
+    dropped = drop_numbers(rows, tokenizer, task.number_dropout, recipe.train.seed)
     valid_rows = encode_rows(tokenizer, data.valid, data.intents, tag_index, max_length)
     config = train_config(recipe, "score")
     levers = recipe.levers
@@ -202,15 +207,13 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
         load_model_weights(result.best_checkpoint, objective)
     clf = CompoundClassifier(model.cpu().eval(), tokenizer, data.intents, max_length=max_length,
                              reference_date=data.reference_date)
-    task = recipe.task
-    assert isinstance(task, MultiLabel)
     thresholds, metrics = tune_compound(clf, data.valid, task.per_intent_thresholds)
     clf.thresholds = thresholds
     clf.info = {"recipe": recipe.to_dict(), "train_examples": len(data.train),
                 "valid_examples": len(data.valid), "slot_names": data.slot_names,
                 "train_seconds": round(seconds, 1), "steps": result.steps,
                 "epochs": result.epochs, "stopped_early": result.stopped_early,
-                "valid": metrics,
+                "valid": metrics, "numbers_dropped": dropped,
                 "pretrain": None if pretrained is None else asdict(pretrained),
                 "estimate": None if estimate is None else asdict(estimate),
                 "precision": {"precision": trainer.precision.precision,
@@ -223,6 +226,50 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     if not keep_checkpoints:
         shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
     return TrainedIntent(clf, out_dir, thresholds, metrics, result.history, seconds)
+
+
+def drop_numbers(rows: list[dict[str, Any]], tokenizer: Tokenizer, share: float,
+                 seed: int) -> int:
+    """Replace a seeded ``share`` of the rows' whole-number tokens by ``[NUM]``, in place;
+    return how many were replaced.
+
+    A character tokenizer keeps every number of its training texts in the vocabulary
+    (:mod:`headwise.text.char_level`), so ``[NUM]``, which an unseen number (a new card
+    tail, an amount never written before) is encoded as, never occurs in training and its
+    embedding stays at its random start: the slot tagger cannot find the unseen number.
+    Replacing some numbers in training, as word dropout replaces rare words by ``[UNK]``,
+    trains the placeholder in the contexts numbers occur in, while the other numbers keep
+    their own tokens (the vocabulary and what a seen number reads as do not change). The
+    tokens are the ones :func:`~headwise.text.number_tokens.whole_number_ids` names (a
+    number by the tokenizer's own pattern, never a lone 一 of 一下); a slot's span and value
+    come from the text's characters, so its tags are unchanged. The replacement is drawn
+    once, when the rows are encoded, from ``random.Random(seed)``: the same rows every
+    epoch, and a resumed run trains on the rows it started with.
+
+    Args:
+        rows: :func:`encode_rows`' training rows (their ``input_ids`` are changed).
+        tokenizer: their tokenizer; without a ``[NUM]`` token nothing is replaced.
+        share: each number token's chance of being replaced, in [0, 1).
+        seed: the draw's seed.
+
+    Raises:
+        ValueError: ``share`` outside [0, 1).
+    """
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"share must be in [0, 1), got {share}")
+    num = tokenizer.number_token_id
+    numbers = set(whole_number_ids(tokenizer))
+    if not share or num is None or not numbers:
+        return 0
+    rng = random.Random(f"{seed}:numbers")
+    replaced = 0
+    for row in rows:
+        ids = row["input_ids"]
+        for i, token in enumerate(ids):
+            if token in numbers and rng.random() < share:
+                ids[i] = num
+                replaced += 1
+    return replaced
 
 
 def init_prior_bias(model: JointHeads, train: Sequence[AnnotatedExample],

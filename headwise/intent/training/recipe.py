@@ -490,14 +490,23 @@ class MultiLabel:
         slots: train the slot tagger when the data has slots.
         per_intent_thresholds: tune one threshold per intent on validation (else one for
             all).
+        number_dropout: the share of the training rows' whole-number tokens replaced by
+            ``[NUM]`` (seeded, training rows only), so that the placeholder an unseen
+            number is read as at prediction time is trained; a tokenizer without ``[NUM]``
+            (WordPiece, a pretrained checkpoint's) has none to replace. 0 turns it off.
+            See :func:`~headwise.intent.training.compound.drop_numbers`.
     """
 
     NAME: ClassVar[str] = "multi_label"
     slots: bool = True
     per_intent_thresholds: bool = False
+    number_dropout: float = 0.15
 
     def __post_init__(self) -> None:
         _check_types(self, "task")
+        if not 0.0 <= self.number_dropout < 1.0:
+            raise ValueError(f"task.number_dropout must be in [0, 1), got "
+                             f"{self.number_dropout}")
 
 
 Task = SingleLabel | MultiLabel

@@ -11,7 +11,13 @@ import torch
 from sklearn.metrics import f1_score
 
 from headwise.intent.compound.classifier import CompoundClassifier
-from headwise.intent.compound.evaluation import _same, evaluate_compound, value_accuracy
+from headwise.intent.compound.evaluation import (
+    _same,
+    evaluate_compound,
+    exact_match_interval,
+    slice_exact_match,
+    value_accuracy,
+)
 from headwise.intent.training.compound import encode_rows
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
@@ -115,6 +121,41 @@ def test_value_accuracy_by_hand():
     # example 1 right end to end; example 2's gold value (31) disagrees with both
     assert acc == {"n": 2, "end_to_end": 0.5, "normaliser": 0.5}
     assert _same({"a": [1.0, 2]}, {"a": [1.0 + 1e-12, 2]}) and not _same(1.0, 1.1)
+
+
+def _wilson(k: int, n: int, z: float = 1.959963984540054) -> list[float]:
+    """The Wilson score interval, from its formula."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [centre - half, centre + half]
+
+
+def test_exact_match_interval_and_slices_by_hand():
+    gold = np.array([[1, 0], [1, 1], [0, 1], [1, 1]], bool)
+    pred = np.array([[1, 0], [1, 0], [0, 1], [1, 1]], bool)  # row 2 misses an intent
+    np.testing.assert_allclose(exact_match_interval(pred, gold), _wilson(3, 4))
+    rows = slice_exact_match(pred, gold, [["plain"], ["compound", "typo"], ["typo"],
+                                          ["compound", "mine"]])
+    # "all" first, then the slice names in the reports' order, unknown names last
+    assert [(r["slice"], r["n"], r["exact_match"]) for r in rows] == [
+        ("all", 4, 0.75), ("plain", 1, 1.0), ("typo", 2, 0.5), ("compound", 2, 0.5),
+        ("mine", 1, 1.0)]
+    np.testing.assert_allclose(rows[3]["exact_match_interval"], _wilson(1, 2))
+    with pytest.raises(ValueError, match="exact match"):
+        exact_match_interval(pred[:0], gold[:0])
+
+
+def test_evaluation_reports_slices_with_intervals(trained):
+    result, data = trained
+    slices = [["compound"] if len(e.intents) > 1 else ["plain"] for e in data]
+    report = evaluate_compound(result.classifier, data, slices=slices)
+    rows = {r["slice"]: r for r in report["slices"]}
+    assert rows["all"]["exact_match"] == pytest.approx(report["intents"]["exact_match"])
+    assert rows["all"]["exact_match_interval"] == report["intents"]["exact_match_interval"]
+    assert rows["compound"]["n"] == sum(len(e.intents) > 1 for e in data)
+    with pytest.raises(ValueError, match="slice lists"):
+        evaluate_compound(result.classifier, data, slices=slices[:-1])
 
 
 def test_single_intent_data_is_refused(tmp_path):
