@@ -17,7 +17,7 @@ from typing import Any
 
 from headwise.demo.corpus import DemoExample, generate_demo_corpus
 from headwise.demo.values import REFERENCE_DATE
-from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
+from headwise.intent.evaluation import evaluate, format_report
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe, MultiLabel, Transformer, default_train
 from headwise.text.annotations import AnnotatedExample, SlotSpan
@@ -48,8 +48,9 @@ def run_compound_demo(out_dir: str | Path, *, seed: int = 0, per_intent: int = 1
     """Train, evaluate and show the compound classifier; save it under ``out_dir/compound``.
 
     Returns:
-        ``{"report": evaluate_compound's report, "examples": [prediction dicts]}``, also
-        written to ``out_dir/compound/summary.json``.
+        ``{"report": evaluate's report (multi-label), "examples": [prediction dicts]}``,
+        also written to ``out_dir/compound/summary.json`` (the report alone to
+        ``out_dir/compound/eval/report.json``, as ``headwise eval`` writes it).
     """
     out = Path(out_dir) / "compound"
     corpus = generate_demo_corpus(seed=seed, per_intent=per_intent)
@@ -68,8 +69,11 @@ def run_compound_demo(out_dir: str | Path, *, seed: int = 0, per_intent: int = 1
     # reproduces these values; a caller's reference date still wins
     clf.reference_date = REFERENCE_DATE
     clf.save(out)
-    report = evaluate_compound(clf, test, out_dir=out / "eval")
-    echo(format_compound_report(report))
+    report = evaluate(clf, test)
+    (out / "eval").mkdir(parents=True, exist_ok=True)
+    (out / "eval" / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False,
+                                                         default=str) + "\n", encoding="utf-8")
+    echo(format_report(report))
     picked = [e for e in test if len(e.intents) > 1][:3] + \
         [e for e in test if len(e.intents) == 1 and e.slots][:3]
     answers = [p.to_dict() for p in clf.predict([e.text for e in picked])]
