@@ -242,32 +242,26 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[AnnotatedExample],
         if not all(isinstance(r, AnnotatedExample) for r in rows):
             raise ValueError("give the gold labels of the texts (single-label gold), or "
                              "AnnotatedExample rows (several intents and slots)")
-    elif annotated or not all(isinstance(r, str) for r in rows):
-        raise ValueError("labels go with texts; AnnotatedExample rows carry their own intents")
-    predictor = _predictor(model, long_text, batch_size)
-    texts = [r.text for r in rows] if labels is None else list(rows)
-    report: dict[str, Any]
-    if labels is not None and predictor.task == "single_label":
-        report = _single_label(predictor, texts, list(labels), out_dir=out_dir,
-                               slices=slices)
     else:
-        if slices is not None and any(s is not None for s in slices):
-            raise ValueError("slices are scored for single-label gold and answers only; "
-                             f"these are scored as sets of intents ({predictor.task} "
-                             f"answers{', annotated rows' if annotated else ''})")
-        if labels is None:
-            gold = rows
-        else:
-            labels = list(labels)
-            if len(labels) != len(texts):
-                raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
-            if any(y is None for y in labels):
-                raise ValueError("evaluation needs a label on every row")
-            gold = [AnnotatedExample(t, () if is_oos_label(y) else (str(y),), (), i + 1)
-                    for i, (t, y) in enumerate(zip(texts, labels, strict=True))]
-        report = _multi_label(predictor, gold, slots=annotated,
-                              reference_date=reference_date)
-    return report
+        if annotated or not all(isinstance(r, str) for r in rows):
+            raise ValueError("labels go with texts; AnnotatedExample rows carry their own "
+                             "intents")
+        labels = list(labels)
+        if len(labels) != len(rows):
+            raise ValueError(f"{len(rows)} texts but {len(labels)} labels")
+        if any(y is None for y in labels):
+            raise ValueError("evaluation needs a label on every row")
+    predictor = _predictor(model, long_text, batch_size)
+    if labels is not None and predictor.task == "single_label":
+        return _single_label(predictor, list(rows), labels, out_dir=out_dir, slices=slices)
+    if slices is not None and any(s is not None for s in slices):
+        raise ValueError("slices are scored for single-label gold and answers only; these "
+                         f"are scored as sets of intents ({predictor.task} answers"
+                         f"{', annotated rows' if annotated else ''})")
+    gold = rows if labels is None else [
+        AnnotatedExample(t, () if is_oos_label(y) else (str(y),), (), i + 1)
+        for i, (t, y) in enumerate(zip(rows, labels, strict=True))]
+    return _multi_label(predictor, gold, slots=annotated, reference_date=reference_date)
 
 
 def _predictor(model: Any, long_text: str, batch_size: int) -> Predictor:
@@ -299,10 +293,6 @@ def _single_label(predictor: Predictor, texts: list[str], labels: list[str | Non
                   out_dir: str | Path | None,
                   slices: Sequence[Sequence[str] | None] | None) -> dict[str, Any]:
     """The single-label report of :func:`evaluate` from the predictor's answers."""
-    if len(texts) != len(labels):
-        raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
-    if any(y is None for y in labels):
-        raise ValueError("evaluation needs a label on every row")
     if slices is not None and len(slices) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(slices)} slice lists")
     answers, common = _answer(predictor, texts)
