@@ -100,30 +100,56 @@ def test_single_label_report_matches_the_hand_computed_scores(trained, tmp_path)
     assert "over the model's maximum length" not in text
 
 
+def windowed_by_hand(clf: IntentClassifier, texts: list[str]) -> list[tuple[int, bool]]:
+    """The chunk_max rule by hand: each text's windows (the predictor's encoding) read one
+    at a time; among the windows the threshold keeps, the most confident answers, else the
+    most confident (rejected). Each text's (top intent, rejected)."""
+    windows = SingleLabelPredictor(clf, TorchRuntime(clf.model)).encode(texts)
+    out = []
+    with torch.no_grad():
+        for item in windows:
+            assert len(item.chunks) > 1
+            probs = np.stack([torch.softmax(clf.model(
+                torch.tensor([c]), torch.ones(1, len(c), dtype=torch.long))["logits"].double()
+                / clf.temperature, -1)[0].numpy() for c in item.chunks])
+            top = probs.max(1)
+            kept = top >= clf.threshold
+            w = int(np.where(kept, top, -np.inf).argmax()) if kept.any() else int(top.argmax())
+            out.append((int(probs[w].argmax()), not kept.any()))
+    return out
+
+
+def per_row(report: dict) -> list[tuple[bool, bool]]:
+    """(top intent right, rejected) of each row, from the report's one-row slices."""
+    rows = [r for r in report["slices"] if r["slice"] != "all"]
+    return [(r["closed_accuracy"] == 1.0, r["in_scope_reject_rate"] == 1.0) for r in rows]
+
+
 def test_a_long_text_is_scored_as_predict_answers_it(trained):
-    texts = [planted(p) for p in ("start", "middle", "end")]
-    labels = ["card_lost"] * 3
+    """Past the maximum length, eval reads a text in windows, as predict does (the
+    default policy), not cut at the first window as it did before."""
+    texts = [planted(p, seed=s) for s in (0, 5) for p in ("start", "middle", "end")]
+    labels = ["card_lost"] * len(texts)
+    one_each = [(f"row{i}",) for i in range(len(texts))]
     assert min(trained.tokenizer.lengths(texts)) > MAX_LENGTH
-    auto = evaluate(trained, texts, labels)
-    answers = trained.predict(texts)
-    assert [a.intent for a in answers] == labels  # windows find the request anywhere
-    assert auto["long_text"] == {"policy": "chunk_max", "rows": 3}
-    assert auto["accuracy"] == auto["in_scope_accuracy_with_threshold"] == 1.0
-    assert "3 rows over the model's maximum length, read by the chunk_max policy" in \
-        format_report(auto)
-    # cut to the first window, as eval did before: the request is lost past it
-    cut = evaluate(trained, texts, labels, long_text="truncate")
+    auto = evaluate(trained, texts, labels, slices=one_each)
+    assert auto["long_text"] == {"policy": "chunk_max", "rows": len(texts)}
+    want = windowed_by_hand(trained, texts)
+    assert per_row(auto) == [(top == 0, rejected) for top, rejected in want]
+    answers = trained.predict(texts)  # the library's answers agree
+    assert per_row(auto) == [(a.top_k[0][0] == "card_lost", a.out_of_scope) for a in answers]
+    assert f"{len(texts)} rows over the model's maximum length, read by the chunk_max " \
+        f"policy" in format_report(auto)
+    # cut to the first window (eval's reading before): scored on the first window alone
+    cut = evaluate(trained, texts, labels, long_text="truncate", slices=one_each)
     probs = by_hand(trained, texts)
-    kept = (probs.argmax(1) == 0) & (probs.max(1) >= trained.threshold)
-    assert cut["long_text"] == {"policy": "truncate", "rows": 3}
-    assert cut["accuracy"] == pytest.approx((probs.argmax(1) == 0).mean())
-    assert cut["in_scope_accuracy_with_threshold"] == pytest.approx(kept.mean())
-    assert kept.mean() < 1.0
+    assert cut["long_text"] == {"policy": "truncate", "rows": len(texts)}
+    assert per_row(cut) == [(p.argmax() == 0, p.max() < trained.threshold) for p in probs]
     # a predictor given whole: its runtime and policy
     predictor = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="truncate")
-    again = evaluate(predictor, texts, labels)
-    assert {k: again[k] for k in ("accuracy", "reject_rate", "errors")} == \
-        {k: cut[k] for k in ("accuracy", "reject_rate", "errors")}
+    again = evaluate(predictor, texts, labels, slices=one_each)
+    assert {k: again[k] for k in ("accuracy", "reject_rate", "errors", "slices")} == \
+        {k: cut[k] for k in ("accuracy", "reject_rate", "errors", "slices")}
 
 
 def test_annotated_rows_score_a_single_label_model_as_sets_of_intents(trained):
@@ -183,20 +209,25 @@ def test_the_eval_command_reads_long_texts_as_predict_does(trained, tmp_path, ca
     from headwise.cli import main
 
     model = trained.save(tmp_path / "model")
+    rows = [(planted("end"), "card_lost"), (REQUEST, "card_lost"), (CHATTER[0], "oos")]
+    texts, labels = [t for t, _ in rows], [y for _, y in rows]
     data = tmp_path / "test.csv"
     with open(data, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["text", "label"])
-        w.writerows([(planted("end"), "card_lost"), (REQUEST, "card_lost"),
-                     (CHATTER[0], "oos")])
+        w.writerows(rows)
     assert main(["eval", str(model), "--data", str(data), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
+    library = evaluate(trained, texts, labels)
     assert report["long_text"] == {"policy": "chunk_max", "rows": 1}
-    assert report["in_scope_accuracy_with_threshold"] == 1.0
+    for key in ("accuracy", "in_scope_accuracy_with_threshold", "oos_recall", "errors"):
+        assert report[key] == library[key], key
     assert main(["eval", str(model), "--data", str(data), "--long-text", "truncate",
                  "--out", str(tmp_path / "cut")]) == 0
     out = capsys.readouterr().out
     assert "1 row over the model's maximum length, read by the truncate policy" in out
     saved = json.loads((tmp_path / "cut" / "report.json").read_text(encoding="utf-8"))
-    assert saved["long_text"]["policy"] == "truncate"
-    assert saved["in_scope_accuracy_with_threshold"] < 1.0
+    cut = evaluate(trained, texts, labels, long_text="truncate")
+    assert saved["long_text"] == {"policy": "truncate", "rows": 1}
+    for key in ("accuracy", "in_scope_accuracy_with_threshold", "oos_recall", "errors"):
+        assert saved[key] == cut[key], key
