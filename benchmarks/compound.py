@@ -241,7 +241,7 @@ def per_question(clf: Any, test: list, reference: Any) -> list[dict[str, Any]]:
     """Each test question's outcome: gold and predicted intents, gold and predicted slot
     spans (name, start, end), and for each gold slot with a value whether the predicted span
     is exact and its normalised value right (``values``: ``[name, 0/1]``)."""
-    from headwise.intent.compound.evaluation import _same
+    from headwise.intent.evaluation import _same
 
     preds = clf.predict([e.text for e in test], top_k=1, reference_date=reference)
     out = []
@@ -273,7 +273,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         return rec
     from headwise.demo.values import REFERENCE_DATE
     from headwise.intent import IntentRecipe, train_intent_classifier
-    from headwise.intent.compound.evaluation import evaluate_compound
+    from headwise.intent.evaluation import evaluate
     from headwise.models import minilm_path, pretrained_path
 
     fields = H.recipe_with(CONFIGS[spec["config"]], task={"type": "multi_label"},
@@ -292,7 +292,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         trained = train_intent_classifier(train, valid, IntentRecipe.from_dict(fields),
                                           out_dir=out)
         clf = trained.classifier
-        report = evaluate_compound(clf, test, reference_date=REFERENCE_DATE)
+        report = evaluate(clf, test, reference_date=REFERENCE_DATE)
         m = report["intents"]
         rec = {"status": "ok", "micro_f1": m["micro_f1"], "macro_f1": m["macro_f1"],
                "exact_match": m["exact_match"], "threshold": clf.thresholds.threshold,

@@ -141,7 +141,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Distil, test and time one (student, data, seed) in this process; or the teacher."""
     import torch
 
-    from headwise.intent import distill, evaluate_classifier
+    from headwise.intent import distill, evaluate
     from headwise.intent.training.data import in_scope, validation_split
     from headwise.intent.training.distillation import (
         TARGETS_FILE,
@@ -154,7 +154,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     train, valid, test = load_data(spec["dataset"], Path(spec["data_dir"]), spec["quick"])
     if spec["student"] == "teacher":
         clf = load_teacher(spec["teacher"])
-        report = evaluate_classifier(clf, test.texts, test.labels)
+        report = evaluate(clf, test.texts, test.labels)
         return {"status": "ok", "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
                 "oos_recall": report.get("oos_recall"),
                 "latency": measure(clf, test.texts, spec["quick"]),
@@ -186,7 +186,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             shutil.copy2(out / name, shared / f".{name}.tmp")
             os.replace(shared / f".{name}.tmp", shared / name)
         clf = run.classifier
-        report = evaluate_classifier(clf, test.texts, test.labels)
+        report = evaluate(clf, test.texts, test.labels)
         info = clf.info["distill"]
         return {"status": "ok", "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
                 "oos_recall": report.get("oos_recall"), "valid": run.valid_metrics,

@@ -350,7 +350,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             cleaning = issues.to_dict(examples=0)
         out = run_floor(ds["language"], (texts, labels), (test.texts, test.labels))
         return {"status": "ok", **out, **({"cleaning": cleaning} if cleaning else {})}
-    from headwise.intent import evaluate_classifier, measure_latency, train_intent_classifier
+    from headwise.intent import evaluate, measure_latency, train_intent_classifier
 
     if spec.get("latency_of"):  # re-measure a kept classifier (a quiet-machine pass)
         from headwise.intent.kinds import load_classifier
@@ -388,7 +388,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
             clf = EnsembleClassifier(models, info={"members": plan})
             clf.save(out)
-        report = evaluate_classifier(clf, test.texts, test.labels)
+        report = evaluate(clf, test.texts, test.labels)
         load = os.getloadavg()[0]
         latency = measure_latency(clf, test.texts, queries=200, batches=20)
         latency["loadavg"] = load
@@ -420,10 +420,11 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
 def correct_bits(clf: Any, test: Any) -> str:
     """Per test row, "1" when ``clf``'s top intent is the gold label, else "0": what a
-    paired interval between two configurations bootstraps (benchmarks/_verdicts.py)."""
-    probs = clf.predict_proba(list(test.texts))
-    return "".join("1" if clf.labels[i] == y else "0"
-                   for i, y in zip(probs.argmax(1), test.labels, strict=True))
+    paired interval between two configurations bootstraps (benchmarks/_verdicts.py); the
+    top intent of its ``predict`` answer, as :func:`headwise.intent.evaluate` scores it."""
+    answers = clf.predict(list(test.texts), top_k=1)
+    return "".join("1" if a.top_k[0][0] == y else "0"
+                   for a, y in zip(answers, test.labels, strict=True))
 
 
 def stage_seconds(info: dict[str, Any]) -> float:
@@ -441,9 +442,9 @@ def parameter_count(clf: Any) -> int:
 def test_and_keep(clf: Any, spec: dict[str, Any], test: Any, *, onnx: bool) -> dict[str, Any]:
     """Score a classifier built from kept members on the test split, time it (and its ONNX
     export when ``onnx``), and keep it under ``spec["keep_dir"]`` when given."""
-    from headwise.intent import evaluate_classifier, measure_latency
+    from headwise.intent import evaluate, measure_latency
 
-    report = evaluate_classifier(clf, test.texts, test.labels)
+    report = evaluate(clf, test.texts, test.labels)
     load = os.getloadavg()[0]
     latency = measure_latency(clf, test.texts, queries=200, batches=20)
     exported = onnx_latency(clf, test.texts) if onnx else None

@@ -39,8 +39,9 @@ SECTION = "intent:pretrained-footprint"
 
 
 class _RuntimeClassifier:
-    """``evaluate_classifier``'s view of a runtime: the classifier's labels, temperature
-    and threshold over another forward pass (ONNX fp32 or int8)."""
+    """The calibrated probabilities of a classifier over another forward pass (ONNX fp32 or
+    int8) on texts cut to its maximum length: what ``int8_choice.py`` compares row by row
+    (the scores of a runtime are :func:`headwise.intent.evaluate` of its predictor)."""
 
     def __init__(self, clf: Any, runtime: Any) -> None:
         self.clf, self.runtime = clf, runtime
@@ -70,7 +71,7 @@ def serving(spec: dict[str, Any]) -> dict[str, Any]:
     """fp32 and int8 ONNX of the kept classifier: size, latency, test scores."""
     import torch
 
-    from headwise.intent import IntentClassifier, evaluate_classifier
+    from headwise.intent import IntentClassifier, evaluate
     from headwise.intent.inference import OnnxRuntime, SingleLabelPredictor
     from headwise.onnx.export import export_onnx, quantize_int8
 
@@ -81,21 +82,21 @@ def serving(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"kept_vocab_size": clf.model.config.kept_vocab_size,
                            "vocab_size": clf.model.config.vocab_size,
                            "parameters": sum(p.numel() for p in clf.model.parameters())}
-    torch_report = evaluate_classifier(clf, texts, labels)
+    torch_report = evaluate(clf, texts, labels)
     out["torch"] = {"accuracy": torch_report["accuracy"], "macro_f1": torch_report["macro_f1"]}
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = export_onnx(clf.model, Path(tmp) / "m.onnx", max_length=clf.max_length)
         int8 = quantize_int8(fp32, Path(tmp) / "m8.onnx")
         for name, path in (("fp32", fp32), ("int8", int8)):
             runtime = OnnxRuntime(path, threads=spec["threads"])
-            as_clf = _RuntimeClassifier(clf, runtime)
-            report = evaluate_classifier(as_clf, texts, labels)
-            top = as_clf.predict_proba(texts).argmax(1)
+            predictor = SingleLabelPredictor(clf, runtime)
+            report = evaluate(predictor, texts, labels)
+            top = [a.top_k[0][0] for a in predictor.predictions(texts, top_k=1)[0]]
             out[name] = {"file_mib": _mib(path), "accuracy": report["accuracy"],
                          "macro_f1": report["macro_f1"],
                          # per test row, 1 when right: int8 against fp32 row by row
-                         "correct": "".join("1" if clf.labels[i] == y else "0"
-                                            for i, y in zip(top, labels, strict=True)),
+                         "correct": "".join("1" if t == y else "0"
+                                            for t, y in zip(top, labels, strict=True)),
                          **predictor_latency(SingleLabelPredictor(clf, runtime), texts,
                                           spec["queries"])}
     return out

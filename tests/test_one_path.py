@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from tiny_corpus import INTENTS
 
@@ -163,3 +164,39 @@ def test_the_cli_the_library_the_stream_and_the_service_answer_alike(
         found = {(s["name"], s["text"]): s["value"] for a in answers["library"]
                  for s in a["slots"]}
         assert found.get(("amount_of_money", "50 pounds"), {}).get("amount") == 50.0, found
+
+
+@pytest.mark.parametrize("kind", ["single", "compound"])
+def test_eval_scores_the_answers_predict_gives(kind, request, tmp_path, capsys, calls):
+    """``headwise eval`` goes through the same predictor, and its scores are those of the
+    library's answers, the long text (read in windows by a network) included."""
+    model_dir = request.getfixturevalue(f"{kind}_dir")
+    model = load_classifier(model_dir)
+    capsys.readouterr()
+    if kind == "single":
+        rows = [(t, k) for k, ts in INTENTS.items() for t in ts[:2]] + [(TEXTS[-1], "transfer")]
+        data = _csv(tmp_path / "test.csv", rows)
+    else:
+        rows = [("i was charged twice for 75 pounds refund it", ["charge", "refund"]),
+                ("send 50 pounds to my sister", ["transfer"]),
+                ("what's the weather like", []), (TEXTS[-1], ["transfer"])]
+        data = tmp_path / "test.jsonl"
+        data.write_text("".join(json.dumps({"text": t, "intents": i}) + "\n" for t, i in rows),
+                        encoding="utf-8")
+    assert main(["eval", str(model_dir), "--data", str(data), "--json",
+                 "--out", str(tmp_path / "ev")]) == 0
+    report = json.loads(capsys.readouterr().out.splitlines()[-1])
+    predictor = {"single": "SingleLabelPredictor", "compound": "CompoundPredictor"}[kind]
+    assert set(calls) == {predictor}
+    assert report["long_text"] == {"policy": {"single": "chunk_max",
+                                              "compound": "truncate"}[kind], "rows": 1}
+    answers = model.predict([t for t, _ in rows])
+    if kind == "single":
+        assert report["scored_as"] == "single_label"
+        assert report["accuracy"] == pytest.approx(np.mean(
+            [a.top_k[0][0] == y for a, (_, y) in zip(answers, rows, strict=True)]))
+    else:
+        assert report["scored_as"] == "multi_label"
+        assert report["intents"]["exact_match"] == pytest.approx(np.mean(
+            [{n for n, _ in a.intents} == set(y) for a, (_, y) in zip(answers, rows,
+                                                                     strict=True)]))

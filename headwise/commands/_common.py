@@ -294,12 +294,12 @@ def score_side_by_side(models: dict[str, Any], path: str, args: argparse.Namespa
     """Score every classifier in ``models`` (name -> classifier) on the labelled file
     ``path`` and print accuracy and macro-F1 per model (``args.json``: as JSON); the
     scores, name -> ``{"accuracy", "macro_f1"}``."""
-    from headwise.intent.evaluation import evaluate_classifier
+    from headwise.intent.evaluation import evaluate
 
     data = read(path, args)
     scores = {}
     for name, clf in models.items():
-        r = evaluate_classifier(clf, data.texts, data.labels)
+        r = evaluate(clf, data.texts, data.labels)
         scores[name] = {"accuracy": r["accuracy"], "macro_f1": r["macro_f1"]}
     if args.json:
         print(json.dumps(scores, indent=2))

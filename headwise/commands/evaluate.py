@@ -1,6 +1,9 @@
 """``headwise eval``: accuracy, macro-F1, per-intent report, confusion matrix and, when the
-data has a ``slices`` column or field, accuracy per slice; with ``--parent``, the model
-against its parent on the same rows (:mod:`headwise.intent.comparison`)."""
+data has a ``slices`` column or field, accuracy per slice (a compound model: intent F1,
+exact match, slot spans and values), scored on the answers ``predict`` gives
+(:func:`headwise.intent.evaluation.evaluate`, long texts read by the same policy); with
+``--parent``, the model against its parent on the same rows
+(:mod:`headwise.intent.comparison`)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from headwise.commands._common import (
+    LONG_TEXT_POLICIES,
     add_data_options,
     is_compound_model,
     read,
@@ -17,8 +21,7 @@ from headwise.commands._common import (
 )
 from headwise.commands.predict import _check_reference_date, _iso_date
 from headwise.intent.compound.classifier import CompoundClassifier
-from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
-from headwise.intent.evaluation import evaluate_classifier, format_report
+from headwise.intent.evaluation import evaluate, format_report
 from headwise.intent.kinds import load_single_label
 from headwise.text.labels import marked_oos
 
@@ -34,13 +37,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(multi-label) classifier: intent micro/macro-F1 and exact match, slot span F1 and "
         "normalised-value accuracy per slot. With --parent, the model against the model it "
         "was trained from on the same rows: per-intent changes, McNemar's exact test and a "
-        "verdict.")
+        "verdict. Every row is scored on the answer `headwise predict` gives it: a text "
+        "over the model's maximum length is read by the same long-text policy.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train` (or "
                    "by `headwise ensemble` or `EnsembleClassifier.save`)")
     p.add_argument("--data", required=True, help="labelled data file")
     p.add_argument("--out", help="where report.json and confusion.png go "
                    "(default: MODEL/eval-<data file name>)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--long-text", choices=LONG_TEXT_POLICIES, default="auto", metavar="POLICY",
+                   help="past the model's length, as predict --long-text: auto (what predict "
+                   "and serve do), " + ", ".join(LONG_TEXT_POLICIES[1:]))
     p.add_argument("--reference-date", type=_iso_date, metavar="YYYY-MM-DD",
                    help="compound models: the \"today\" relative dates in the slot values "
                    "resolve against (default: the model's own, kept from its training data, "
@@ -56,25 +63,39 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.model) / f"eval-{Path(args.data).stem}"
     if is_compound_model(args.model):
-        return _run_compound(args, out)
-    _check_reference_date(args)
-    clf = load_single_label(args.model)
-    data = read(args.data, args)
-    out.mkdir(parents=True, exist_ok=True)
-    report = evaluate_classifier(clf, data.texts, marked_oos(data.labels, model_oos_labels(clf)),
-                                 out_dir=out, slices=data.slices)
+        clf: Any = CompoundClassifier.load(args.model)
+        examples = read_compound(args.data, args).examples
+        out.mkdir(parents=True, exist_ok=True)
+        report = evaluate(clf, examples, long_text=args.long_text,
+                          reference_date=args.reference_date)
+        texts, gold, oos_labels = [e.text for e in examples], \
+            [list(e.intents) for e in examples], []
+    else:
+        _check_reference_date(args)
+        clf = load_single_label(args.model)
+        data = read(args.data, args)
+        out.mkdir(parents=True, exist_ok=True)
+        oos_labels = model_oos_labels(clf)
+        report = evaluate(clf, data.texts, marked_oos(data.labels, oos_labels),
+                          long_text=args.long_text, out_dir=out, slices=data.slices)
+        report["skipped_rows"] = len(data.skipped)
+        texts, gold = data.texts, data.labels
     report["data"] = str(args.data)
-    report["skipped_rows"] = len(data.skipped)
+    multi_label = isinstance(clf, CompoundClassifier)
     if args.parent:
-        parent = load_single_label(args.parent)
-        report["parent_comparison"] = _compare(args, clf, parent, data.texts, data.labels,
-                                               multi_label=False,
-                                               oos_labels=model_oos_labels(clf))
-    (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
-                                     encoding="utf-8")
+        if multi_label != is_compound_model(args.parent):
+            raise ValueError(f"--parent {args.parent} and {args.model}: one is a single-label "
+                             f"model and the other a compound one; compare models of the "
+                             f"same task")
+        parent = CompoundClassifier.load(args.parent) if multi_label \
+            else load_single_label(args.parent)
+        report["parent_comparison"] = _compare(args, clf, parent, texts, gold,
+                                               multi_label=multi_label, oos_labels=oos_labels)
+    (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False,
+                                                default=str) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps({k: v for k, v in report.items() if k != "confusion_matrix"},
-                         ensure_ascii=False))
+                         ensure_ascii=False, default=str))
     else:
         print(format_report(report))
         if args.parent:
@@ -91,31 +112,6 @@ def model_oos_labels(clf: Any) -> list[str]:
     recipe = clf.info.get("recipe") or {}
     extra = (recipe.get("decision") or {}).get("oos_labels") or []
     return [extra] if isinstance(extra, str) else [str(x) for x in extra]
-
-
-def _run_compound(args: argparse.Namespace, out: Path) -> int:
-    clf = CompoundClassifier.load(args.model)
-    data = read_compound(args.data, args)
-    report = evaluate_compound(clf, data.examples, out_dir=out,
-                               reference_date=args.reference_date)
-    if args.parent:
-        if not is_compound_model(args.parent):
-            raise ValueError(f"--parent {args.parent} is a single-label model and {args.model} "
-                             f"a compound one: compare models of the same task")
-        parent = CompoundClassifier.load(args.parent)
-        report["parent_comparison"] = _compare(
-            args, clf, parent, [e.text for e in data.examples],
-            [list(e.intents) for e in data.examples], multi_label=True, oos_labels=[])
-        (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False,
-                                                    default=str) + "\n", encoding="utf-8")
-    if args.json:
-        print(json.dumps(report, ensure_ascii=False, default=str))
-    else:
-        print(format_compound_report(report))
-        if args.parent:
-            print("\n" + _describe_comparison(report["parent_comparison"], args.parent))
-        print(f"\nreport: {out / 'report.json'}")
-    return 0
 
 
 def _compare(args: argparse.Namespace, clf: Any, parent: Any, texts: list[str],

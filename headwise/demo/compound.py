@@ -8,7 +8,7 @@ the case study's comparison on the built-in corpus with a share of compound ques
 joint Transformer with number-aware heads, and the pretrained joint model on
 multilingual-e5-small when it is installed. Each is saved under ``OUT/compound/<name>/``,
 scored on the held-out test split by the one evaluation
-(:func:`~headwise.intent.compound.evaluation.evaluate_compound`: exact match with its 95 %
+(:func:`~headwise.intent.evaluation.evaluate`: exact match with its 95 %
 Wilson interval, overall and per slice of the test split, intent micro/macro-F1, slot-span
 F1, end-to-end value accuracy per slot type), and the models are compared in one table
 beside the case study's own figures, which were measured on its data, not here. What the
@@ -26,7 +26,7 @@ from typing import Any
 from headwise.demo.corpus import DemoExample, generate_demo_corpus
 from headwise.demo.runner import DemoSettings
 from headwise.demo.values import REFERENCE_DATE
-from headwise.intent.compound.evaluation import evaluate_compound, format_compound_report
+from headwise.intent.evaluation import evaluate, format_report
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import (
     BiLSTM,
@@ -102,7 +102,7 @@ def run_compound_demo(out_dir: str | Path, settings: DemoSettings | None = None,
         echo: where progress lines and tables go.
 
     Returns:
-        ``{"settings", "corpus", "models": {name: {"report": evaluate_compound's report,
+        ``{"settings", "corpus", "models": {name: {"report": evaluate's report,
         "title", "parameters", "train_seconds", "directory"}}, "table", "examples"}``, also
         written to ``out_dir/compound/summary.json`` (the table to ``comparison.md``).
     """
@@ -130,9 +130,12 @@ def run_compound_demo(out_dir: str | Path, settings: DemoSettings | None = None,
         # eval` on it reproduces these values; a caller's reference date still wins
         clf.reference_date = REFERENCE_DATE
         clf.save(out / name)
-        report = evaluate_compound(clf, test, out_dir=out / name / "eval",
-                                   slices=[e.slices for e in corpus["test"]])
-        echo(format_compound_report(report))
+        report = evaluate(clf, test, slices=[e.slices for e in corpus["test"]])
+        (out / name / "eval").mkdir(parents=True, exist_ok=True)
+        (out / name / "eval" / "report.json").write_text(  # as `headwise eval` writes it
+            json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n",
+            encoding="utf-8")
+        echo(format_report(report))
         classifiers[name] = clf
         results[name] = {"title": TITLES[name], "report": report,
                          "parameters": sum(p.numel() for p in clf.model.parameters()),

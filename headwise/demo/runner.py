@@ -27,7 +27,7 @@ from typing import Any
 from headwise.demo.corpus import generate_demo_corpus, write_demo_corpus
 from headwise.intent.evaluation import (
     ALL_ROWS,
-    evaluate_classifier,
+    evaluate,
     format_slice_table,
     measure_latency,
 )
@@ -173,8 +173,8 @@ def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
         trained = train_intent_classifier(pairs["train"], pairs["valid"], recipe,
                                           out_dir=out / name)
         clf = trained.classifier
-        report = evaluate_classifier(clf, test_texts, test_labels, out_dir=out / name / "eval",
-                                     slices=test_slices)
+        report = evaluate(clf, test_texts, test_labels, out_dir=out / name / "eval",
+                          slices=test_slices)
         in_scope = [t for t, y in pairs["test"] if y != OOS_LABEL]
         # timed on the predictor and runtime `headwise serve` gives the saved directory
         # (runtime auto: onnxruntime for a Transformer, its export built on first use)

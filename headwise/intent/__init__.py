@@ -7,7 +7,8 @@
   out-of-scope threshold; ``predict``, ``save``, ``load``;
 * :func:`train_intent_classifier` with an :class:`IntentRecipe` — the whole training job
   behind ``headwise train``;
-* :func:`evaluate_classifier`, :func:`measure_latency` — what ``headwise eval`` reports;
+* :func:`evaluate`, :func:`format_report`, :func:`measure_latency` — what ``headwise eval``
+  reports, for every kind, from the predictor's answers;
 * :func:`fit_temperature`, :func:`choose_threshold` — calibration and out-of-scope;
   :func:`recalibrate` — both again on held-out data, for a saved model (``headwise
   calibrate``);
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
         threshold_curve,
     )
     from headwise.intent.decision.temperature import calibrated_probs, fit_temperature
-    from headwise.intent.evaluation import evaluate_classifier, format_report, measure_latency
+    from headwise.intent.evaluation import evaluate, format_report, measure_latency
     from headwise.intent.posthoc.prior import apply_prior_correction, choose_tau
     from headwise.intent.posthoc.recalibration import Recalibration, fit_ood_detector, recalibrate
     from headwise.intent.prediction import (
@@ -76,7 +77,7 @@ _LAZY: dict[str, str] = {
     "Prediction": "headwise.intent.prediction",
     "IntentClassifier": "headwise.intent.classifier",
     "distill": "headwise.intent.training.distillation",
-    "evaluate_classifier": "headwise.intent.evaluation",
+    "evaluate": "headwise.intent.evaluation",
     "format_report": "headwise.intent.evaluation",
     "measure_latency": "headwise.intent.evaluation",
     "Thresholds": "headwise.intent.compound.thresholds",
@@ -124,7 +125,7 @@ __all__ = [
     "choose_threshold",
     "decide",
     "distill",
-    "evaluate_classifier",
+    "evaluate",
     "fit_ood_detector",
     "fit_temperature",
     "format_report",

@@ -19,7 +19,7 @@ from headwise.demo.runner import (
 )
 from headwise.intent import train_intent_classifier
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.evaluation import evaluate_classifier
+from headwise.intent.evaluation import evaluate
 from headwise.intent.kinds import load_classifier
 from headwise.intent.training.recipe import IntentRecipe, Tfidf
 from headwise.text.labels import OOS_LABEL
@@ -72,7 +72,7 @@ def test_demo_trains_compares_and_saves_every_model(tmp_path):
         shuffled([(e.text, e.label) for e in corpus["train"]]),
         [(e.text, e.label) for e in corpus["valid"]], demo_recipes(s)["tfidf"],
         out_dir=tmp_path / "control").classifier
-    assert evaluate_classifier(control, texts, labels)["accuracy"] < bar
+    assert evaluate(control, texts, labels)["accuracy"] < bar
     for name in summary["models"]:
         r = summary["models"][name]
         assert 0.0 <= r["accuracy"] <= 1.0 and 0.0 <= r["macro_f1"] <= 1.0
@@ -139,7 +139,7 @@ def test_demo_transformer_learns_the_held_out_phrasing(tmp_path):
     accuracy = {}
     for name, rows in (("trained", train), ("control", shuffled(train))):
         clf = train_intent_classifier(rows, valid, recipe, out_dir=tmp_path / name).classifier
-        accuracy[name] = evaluate_classifier(clf, texts, labels)["accuracy"]
+        accuracy[name] = evaluate(clf, texts, labels)["accuracy"]
     assert accuracy["trained"] >= bar > accuracy["control"], (accuracy, bar, chance)
 
 

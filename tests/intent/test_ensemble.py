@@ -7,7 +7,7 @@ import pytest
 import torch
 from answers import intent_of
 
-from headwise.intent import IntentClassifier, evaluate_classifier
+from headwise.intent import IntentClassifier, evaluate
 from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.ensemble import EnsembleClassifier
 from headwise.models import EncoderClassifier, preset
@@ -49,7 +49,7 @@ def test_save_load_round_trip_and_evaluation(members, tmp_path):
     np.testing.assert_allclose(back.predict_proba(TEXTS), ens.predict_proba(TEXTS), atol=1e-6)
     assert back.threshold == 0.25 and back.info == {"seeds": [0, 1]}
     gold = ["card", "transfer", "refund", "balance", "card", "refund"]
-    report = evaluate_classifier(ens, TEXTS, gold)
+    report = evaluate(ens, TEXTS, gold)
     pred = [INTENTS[j] for j in ens.predict_proba(TEXTS).argmax(1)]
     hits = [p == g for p, g in zip(pred, gold, strict=True)]
     assert report["accuracy"] == pytest.approx(np.mean(hits))

@@ -263,7 +263,7 @@ def test_the_recipe_fits_and_saves_the_detector(tmp_path):
 
 def test_evaluation_counts_the_detectors_rejections():
     """``headwise eval`` scores what ``predict`` answers: with a detector, its decisions."""
-    from headwise.intent.evaluation import evaluate_classifier
+    from headwise.intent.evaluation import evaluate
 
     clf = tiny_classifier()
     fit_ood_detector(clf, TEXTS, LABELS, *VALID, "knn:3")
@@ -273,7 +273,7 @@ def test_evaluation_counts_the_detectors_rejections():
     reject = scores.rejected
     answers = clf.predict(QUERIES)
     assert [a.out_of_scope for a in answers] == reject.tolist()
-    report = evaluate_classifier(clf, QUERIES, labels, slices=[("plain",)] * len(QUERIES))
+    report = evaluate(clf, QUERIES, labels, slices=[("plain",)] * len(QUERIES))
     oos = np.array([y == "oos" for y in labels])
     assert report["oos_recall"] == pytest.approx(reject[oos].mean())
     assert report["reject_rate"] == pytest.approx(reject[~oos].mean())

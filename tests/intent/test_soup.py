@@ -107,7 +107,7 @@ def test_soup_errors(tok):
 
 def test_soup_command(tok, tmp_path, capsys):
     from headwise.cli import main
-    from headwise.intent import evaluate_classifier
+    from headwise.intent import evaluate
 
     dirs = [str(_member(tok, s).save(tmp_path / f"m{s}")) for s in (0, 1)]
     data = tmp_path / "test.csv"
@@ -121,7 +121,7 @@ def test_soup_command(tok, tmp_path, capsys):
     ref = uniform_soup([IntentClassifier.load(d) for d in dirs])
     np.testing.assert_allclose(soup.logits(TEXTS), ref.logits(TEXTS), atol=1e-6)
     assert scores["soup"]["accuracy"] == pytest.approx(
-        evaluate_classifier(soup, TEXTS, gold)["accuracy"])
+        evaluate(soup, TEXTS, gold)["accuracy"])
     assert set(scores) == {*dirs, "soup"}
     assert main(["soup", str(tmp_path / "one"), dirs[0]]) == 1
     assert "at least two" in capsys.readouterr().err

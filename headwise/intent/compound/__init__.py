@@ -1,10 +1,10 @@
 """The compound variant: several intents per text and slot spans with normalised values.
 
 :class:`CompoundClassifier` (:mod:`.classifier`; trained by
-:func:`~headwise.intent.training.pipeline.train_intent_classifier` for a multi-label recipe),
-its evaluation
-(:func:`evaluate_compound`, :mod:`.evaluation`) and its per-intent thresholds and metrics
-(:mod:`.thresholds`). The main names are importable from this package itself.
+:func:`~headwise.intent.training.pipeline.train_intent_classifier` for a multi-label recipe)
+and its per-intent thresholds and metrics (:mod:`.thresholds`); its evaluation is every
+kind's, :func:`headwise.intent.evaluation.evaluate`. The main names are importable from
+this package itself.
 """
 
 from __future__ import annotations
@@ -18,14 +18,12 @@ if TYPE_CHECKING:
         COMPOUND_FILE,
         CompoundClassifier,
     )
-    from headwise.intent.compound.evaluation import evaluate_compound
 
 _LAZY: dict[str, str] = {
     "COMPOUND_FILE": "headwise.intent.compound.classifier",
     "CompoundClassifier": "headwise.intent.compound.classifier",
-    "evaluate_compound": "headwise.intent.compound.evaluation",
 }
 
-__all__ = ["COMPOUND_FILE", "CompoundClassifier", "evaluate_compound"]
+__all__ = ["COMPOUND_FILE", "CompoundClassifier"]
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

@@ -11,9 +11,9 @@ import torch
 from sklearn.metrics import f1_score
 
 from headwise.intent.compound.classifier import CompoundClassifier
-from headwise.intent.compound.evaluation import (
+from headwise.intent.evaluation import (
     _same,
-    evaluate_compound,
+    evaluate,
     exact_match_interval,
     slice_exact_match,
     value_accuracy,
@@ -96,7 +96,7 @@ def test_save_load_round_trip(trained, tmp_path):
 def test_evaluation_matches_sklearn(trained):
     result, data = trained
     clf = result.classifier
-    report = evaluate_compound(clf, data, reference_date=date(2026, 1, 15))
+    report = evaluate(clf, data, reference_date=date(2026, 1, 15))
     preds = clf.predict([e.text for e in data])
     index = {n: i for i, n in enumerate(clf.intents)}
     gold = np.zeros((len(data), len(index)), bool)
@@ -107,6 +107,42 @@ def test_evaluation_matches_sklearn(trained):
     assert report["intents"]["micro_f1"] == pytest.approx(f1_score(gold, pred, average="micro"))
     assert report["values"]["amount_of_money"]["normaliser"] == 1.0
     assert 0.0 <= report["slots"]["f1"] <= 1.0
+    assert report["scored_as"] == "multi_label" and report["runtime"] == "torch"
+    assert report["long_text"] == {"policy": "truncate", "rows": 0}
+    # a compound model refuses the policies that read past the first window, naming why
+    with pytest.raises(ValueError, match="chunk"):
+        evaluate(clf, data, long_text="chunk_max")
+
+
+def test_single_label_gold_scores_a_compound_model_as_sets_of_intents(trained):
+    """Single-label rows (one intent, or ``oos`` for none) against a multi-label model: the
+    gold a set of zero or one intent, the answers as they are (an extra intent is wrong),
+    no slots (the rows annotate none); slices do not apply."""
+    result, data = trained
+    clf = result.classifier
+    rows = [e for e in data if len(e.intents) <= 1][:10] + [data[0]]  # data[0]: two intents
+    texts = [e.text for e in rows]
+    labels = [e.intents[0] if e.intents else "oos" for e in rows]
+    report = evaluate(clf, texts, labels)
+    preds = clf.predict(texts)
+    index = {n: i for i, n in enumerate(clf.intents)}
+    gold = np.zeros((len(rows), len(index)), bool)
+    pred = np.zeros_like(gold)
+    for r, (y, p) in enumerate(zip(labels, preds, strict=True)):
+        if y != "oos":
+            gold[r, index[y]] = True
+        pred[r, [index[n] for n, _ in p.intents]] = True
+    assert report["scored_as"] == "multi_label" and "slots" not in report
+    assert report["intents"]["micro_f1"] == pytest.approx(
+        f1_score(gold, pred, average="micro", zero_division=0))
+    assert report["intents"]["exact_match"] == pytest.approx(
+        np.mean([(g == p).all() for g, p in zip(gold, pred, strict=True)]))
+    # the same as the rows annotated with those intents and no slots
+    same = evaluate(clf, [AnnotatedExample(t, () if y == "oos" else (y,), (), i + 1)
+                          for i, (t, y) in enumerate(zip(texts, labels, strict=True))])
+    assert same["intents"] == report["intents"]
+    with pytest.raises(ValueError, match="slices are scored for single-label"):
+        evaluate(clf, texts, labels, slices=[("plain",)] * len(texts))
 
 
 def test_value_accuracy_by_hand():
@@ -149,13 +185,13 @@ def test_exact_match_interval_and_slices_by_hand():
 def test_evaluation_reports_slices_with_intervals(trained):
     result, data = trained
     slices = [["compound"] if len(e.intents) > 1 else ["plain"] for e in data]
-    report = evaluate_compound(result.classifier, data, slices=slices)
+    report = evaluate(result.classifier, data, slices=slices)
     rows = {r["slice"]: r for r in report["slices"]}
     assert rows["all"]["exact_match"] == pytest.approx(report["intents"]["exact_match"])
     assert rows["all"]["exact_match_interval"] == report["intents"]["exact_match_interval"]
     assert rows["compound"]["n"] == sum(len(e.intents) > 1 for e in data)
     with pytest.raises(ValueError, match="slice lists"):
-        evaluate_compound(result.classifier, data, slices=slices[:-1])
+        evaluate(result.classifier, data, slices=slices[:-1])
 
 
 def test_single_intent_data_is_refused(tmp_path):

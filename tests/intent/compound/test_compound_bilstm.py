@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from headwise.intent.compound.classifier import CompoundClassifier
-from headwise.intent.compound.evaluation import evaluate_compound
+from headwise.intent.evaluation import evaluate
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.models import BiLSTMJointModel
@@ -98,8 +98,8 @@ def test_learns_compound_intents_far_above_a_shuffled_label_control(trained, cor
     test = corpus[2]
     assert sum(len(e.intents) > 1 for e in test) >= 24  # the test split has compounds
     assert isinstance(real.classifier.model, BiLSTMJointModel)
-    got = evaluate_compound(real.classifier, test, reference_date=REFERENCE)
-    chance = evaluate_compound(control.classifier, test, reference_date=REFERENCE)
+    got = evaluate(real.classifier, test, reference_date=REFERENCE)
+    chance = evaluate(control.classifier, test, reference_date=REFERENCE)
     micro, floor = got["intents"]["micro_f1"], chance["intents"]["micro_f1"]
     assert micro >= 0.85 and micro >= floor + 0.25, (micro, floor)
     # compound questions: exactly the pair's two intents, on held-out phrasing (recall alone
