@@ -194,8 +194,8 @@ def test_what_evaluate_refuses(trained):
         evaluate(trained, TEXTS, LABELS[:2])
     with pytest.raises(ValueError, match="a label on every row"):
         evaluate(trained, TEXTS[:2], ["card_lost", None])
-    with pytest.raises(ValueError, match="slices are scored for single-label"):
-        evaluate(trained, rows, slices=[("plain",)])
+    with pytest.raises(ValueError, match="2 slice lists for 1 rows"):
+        evaluate(trained, rows, slices=[("plain",), ("typo",)])
     with pytest.raises(ValueError, match="only a compound"):
         evaluate(trained, rows, reference_date=date(2026, 1, 1))
     predictor = SingleLabelPredictor(trained, TorchRuntime(trained.model))

@@ -117,7 +117,7 @@ def test_evaluation_matches_sklearn(trained):
 def test_single_label_gold_scores_a_compound_model_as_sets_of_intents(trained):
     """Single-label rows (one intent, or ``oos`` for none) against a multi-label model: the
     gold a set of zero or one intent, the answers as they are (an extra intent is wrong),
-    no slots (the rows annotate none); slices do not apply."""
+    no slots (the rows annotate none); slices give exact match per slice."""
     result, data = trained
     clf = result.classifier
     rows = [e for e in data if len(e.intents) <= 1][:10] + [data[0]]  # data[0]: two intents
@@ -141,8 +141,11 @@ def test_single_label_gold_scores_a_compound_model_as_sets_of_intents(trained):
     same = evaluate(clf, [AnnotatedExample(t, () if y == "oos" else (y,), (), i + 1)
                           for i, (t, y) in enumerate(zip(texts, labels, strict=True))])
     assert same["intents"] == report["intents"]
-    with pytest.raises(ValueError, match="slices are scored for single-label"):
-        evaluate(clf, texts, labels, slices=[("plain",)] * len(texts))
+    # slices score the sets too: exact match per slice, every row first
+    sliced = evaluate(clf, texts, labels, slices=[("plain",)] * (len(texts) - 1) + [None])
+    assert [(r["slice"], r["n"]) for r in sliced["slices"]] == [
+        ("all", len(texts)), ("plain", len(texts) - 1)]
+    assert sliced["slices"][0]["exact_match"] == pytest.approx(report["intents"]["exact_match"])
 
 
 def test_value_accuracy_by_hand():
