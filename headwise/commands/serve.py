@@ -64,8 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and its pages at /docs (served offline). Concurrent requests are gathered into "
         "micro-batches. onnxruntime serves Transformer classifiers, single-label or "
         "compound (their `headwise export`, else the export runtime auto caches); everything "
-        "else (a BiLSTM, a TF-IDF model, an ensemble) is served by PyTorch or scikit-learn. Long texts are read in windows, the "
-        "most confident answering (long_text auto); a compound classifier takes truncate "
+        "else (a BiLSTM, a TF-IDF model, an ensemble) is served by PyTorch or "
+        "scikit-learn. Long texts are read in windows, the most confident answering "
+        "(long_text auto); a compound classifier takes truncate "
         "or reject, a TF-IDF model or an ensemble truncate only. The model "
         "directory and the address are checked before the server starts.")
     add_serve_options(p)
