@@ -1,4 +1,5 @@
-"""Fixtures shared by several test folders: a small hand-written compound corpus."""
+"""Fixtures shared by several test folders: a small hand-written compound corpus and a tiny
+compound model trained on it."""
 
 from __future__ import annotations
 
