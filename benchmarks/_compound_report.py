@@ -377,8 +377,10 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path, draw: bo
         "mean validation exact match (validation rows only); every configuration is "
         "listed. Scores are the mean over seeds; the 95 % interval is a percentile "
         f"bootstrap over test questions ({RESAMPLES} resamples, the same questions for "
-        "every seed). Latency: one question at a time, the median of 100 test questions "
-        "(joint models on PyTorch: they have no ONNX export).",
+        "every seed). Latency: one question at a time, the median of 100 test questions, "
+        "on the runtime named: onnxruntime for a Transformer joint model (its checked "
+        "export, as runtime auto serves it), PyTorch for the BiLSTM (no export); rows "
+        "measured before joint models had an export say torch.",
         "",
         comparison_table(good),
         "",

@@ -1,5 +1,5 @@
-"""Fixtures shared by several test folders: a small hand-written compound corpus, and the
-tiny Transformer of the long-text tests."""
+"""Fixtures shared by several test folders: a small hand-written compound corpus, a tiny
+compound model trained on it, and the tiny Transformer of the long-text tests."""
 
 from __future__ import annotations
 
@@ -107,3 +107,24 @@ def chatter_clf() -> Any:
     clf = trained_on_chatter()
     assert clf.predict([REQUEST])[0].intent == "card_lost"
     return clf
+
+
+@pytest.fixture(scope="session")
+def trained_compound_dir(tmp_path_factory, compound_corpus) -> Path:
+    """A tiny compound (multi-label + slots) Transformer trained on :func:`compound_corpus`
+    until it has learned it (intents and the amount slot), with a number-aware head (its
+    export keeps that layer's attention unfused); a session's tests share it."""
+    from headwise.intent.training.pipeline import train_intent_classifier
+    from headwise.intent.training.recipe import IntentRecipe
+
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
+                         "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
+                         "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0,
+                         "model_overrides": {"number_heads": [0]}},
+        "train": {"epochs": 20, "batch_size": 8, "lr": 3e-3, "patience": None,
+                  "progress": False},
+        "task": {"type": "multi_label"}})
+    out = tmp_path_factory.mktemp("trained_compound") / "model"
+    train_intent_classifier(compound_corpus, compound_corpus, recipe, out_dir=out)
+    return out

@@ -49,7 +49,7 @@ SHOWN_BAD_ROWS = 20
 #: the options that only apply with --data, and their defaults
 FILE_OPTIONS = {"out": None, "format": ("auto", "auto"), "columns": (None, ()),
                 "resume": False, "strict": False, "quiet": False, "batch_size": None,
-                "chunk_size": None, "runtime": ("auto", None), "threads": None, "ray": None,
+                "chunk_size": None, "threads": None, "ray": None,
                 "encoding": None, "sheet": None}
 
 
@@ -129,6 +129,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reference-date", type=_iso_date, metavar="YYYY-MM-DD",
                    help="compound models: the day relative dates in slot values (下个月5号, "
                    "next Friday) count from (default: the model's saved one, else today)")
+    p.add_argument("--runtime", type=runtime_choice, default=("auto", None),
+                   metavar="|".join(RUNTIMES) + "|FILE.onnx", help="auto (the default): "
+                   "onnxruntime with MODEL/model.onnx, else the export cached for the model, "
+                   "when it reproduces these weights; else PyTorch (saying why, with --data); "
+                   "FILE.onnx: onnxruntime on that export; auto:FILE.onnx: that file, as auto")
     f = p.add_argument_group("files (streaming batch prediction)")
     f.add_argument("--data", help="a file of texts to predict into --out: CSV or TSV with a "
                    "header, JSON lines, plain text (one text a line) or an Excel workbook "
@@ -156,11 +161,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--chunk-size", type=int, metavar="N", help=f"texts read, predicted and "
                    f"written at a time (default {DEFAULT_CHUNK_SIZE}); answers do not depend "
                    f"on it")
-    f.add_argument("--runtime", type=runtime_choice, default=("auto", None),
-                   metavar="|".join(RUNTIMES) + "|FILE.onnx", help="auto (the default): "
-                   "onnxruntime when MODEL/model.onnx is an export of these weights, else "
-                   "PyTorch (saying why); FILE.onnx: onnxruntime on that export; "
-                   "auto:FILE.onnx: that file, as auto")
     f.add_argument("--threads", type=int, metavar="N", help="intra-op threads of the runtime "
                    "(default: PyTorch's; 1 per actor with --ray)")
     f.add_argument("--ray", nargs="?", const="", type=ray_spec, metavar="ADDRESS,actors=N,"
@@ -256,7 +256,9 @@ def run(args: argparse.Namespace) -> int:
         from headwise.intent.inference.load import load_predictor
 
         # the predictor ``serve`` would run (runtime auto), on the texts' one encoding
-        predictor = load_predictor(args.model, long_text=args.long_text)
+        runtime, onnx_path = args.runtime
+        predictor = load_predictor(args.model, runtime=runtime, onnx_path=onnx_path,
+                                   long_text=args.long_text)
         answers, notes = predictor.predictions(texts, top_k=args.top_k,
                                                threshold=args.threshold,
                                                reference_date=args.reference_date)

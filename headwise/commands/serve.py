@@ -62,10 +62,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "kind but an ensemble), "
         "GET /healthz, /readyz, /metrics (Prometheus); the OpenAPI schema at /openapi.json "
         "and its pages at /docs (served offline). Concurrent requests are gathered into "
-        "micro-batches. onnxruntime serves Transformer classifiers exported with `headwise "
-        "export`; everything else (a BiLSTM, a compound classifier, a TF-IDF model, an "
-        "ensemble) is served by PyTorch or scikit-learn. Long texts are read in windows, the "
-        "most confident answering (long_text auto); a compound classifier takes truncate "
+        "micro-batches. onnxruntime serves Transformer classifiers, single-label or "
+        "compound (their `headwise export`, else the export runtime auto caches); everything "
+        "else (a BiLSTM, a TF-IDF model, an ensemble) is served by PyTorch or "
+        "scikit-learn. Long texts are read in windows, the most confident answering "
+        "(long_text auto); a compound classifier takes truncate "
         "or reject, a TF-IDF model or an ensemble truncate only. The model "
         "directory and the address are checked before the server starts.")
     add_serve_options(p)

@@ -142,8 +142,6 @@ COMPOUND = ModelKind(
     "compound", "compound.json", "headwise-compound", "headwise.intent.compound.classifier:"
     "CompoundClassifier", "a compound (multi-label + slots) classifier", multi_label=True,
     missing={
-        "onnx": "its slot tags are a second output the export does not carry; "
-                "`headwise serve` serves it with PyTorch (--runtime torch)",
         "chunk": "slot spans are read on the text's first window only; use truncate or "
                  "reject",
         "heads": "`headwise inspect` reads single-label classifiers",

@@ -1,4 +1,5 @@
-"""ONNX export of an intent classifier: the graph (:mod:`headwise.onnx.export`: trace,
+"""ONNX export of an intent classifier (single-label, or a joint intent + slot network with
+its tag logits): the graph (:mod:`headwise.onnx.export`: trace,
 check against PyTorch, int8 quantisation, the metadata that ties a file to its weights) and
 onnxruntime's fused operators in it (:mod:`headwise.onnx.fusion`).
 
@@ -11,6 +12,7 @@ from headwise.onnx.export import (
     META_WEIGHTS_SHA256,
     ExportableClassifier,
     export_onnx,
+    max_joint_difference,
     max_logit_difference,
     probe_batches,
     quantize_int8,
@@ -23,6 +25,7 @@ __all__ = [
     "ExportableClassifier",
     "export_onnx",
     "fused_op_counts",
+    "max_joint_difference",
     "max_logit_difference",
     "probe_batches",
     "quantize_int8",

@@ -2,15 +2,18 @@
 
 The exported graph takes ``input_ids`` and ``attention_mask`` (int64, dynamic batch and
 length) and returns ``logits`` and ``pooled`` (the vector the classification head reads,
-which the service averages over windows for chunk-and-pool). It is written with PyTorch's
+which the service averages over windows for chunk-and-pool); a joint intent + slot model
+(:class:`~headwise.models.joint.JointIntentSlotModel`, the network of a compound
+classifier) also returns ``tag_logits`` (batch, seq, tags), its slot tagger's scores of
+every token. It is written with PyTorch's
 ``torch.export``-based exporter, by default with onnxruntime's fused operators
 (:mod:`headwise.onnx.fusion`: one ``Attention`` node per layer, skip-layer-norms,
 bias-GELUs), the same float32 function in about a quarter of the nodes; ``fuse=False``
 writes standard ONNX operators only. The file's metadata records the SHA-256 of the
 weights it was made from, so ``headwise serve`` can refuse an ONNX file that belongs to
 another model.
-A joint intent + slot model (compound classifier) is not exported: its tag logits would be
-a second output the service's ONNX path does not read; it is served with PyTorch.
+A BiLSTM (single-label or joint) is not exported: it reads packed sequences, whose
+lengths are data the exported graph cannot hold; it is served with PyTorch.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ import torch
 from torch import Tensor, nn
 
 from headwise.attention.mha import MultiHeadAttention
-from headwise.models.joint import JointIntentSlotModel
 from headwise.onnx.fusion import (
     fused_attention,
     optimize_graph,
@@ -37,8 +39,8 @@ from headwise.onnx.fusion import (
 )
 
 __all__ = ["DEFAULT_OPSET", "META_QUANTIZED", "META_WEIGHTS_SHA256", "ExportableClassifier",
-           "LogitsRuntime", "accuracy", "export_onnx", "max_logit_difference", "probe_batches",
-           "quantize_int8"]
+           "JointRuntime", "LogitsRuntime", "accuracy", "export_onnx", "max_joint_difference",
+           "max_logit_difference", "probe_batches", "quantize_int8"]
 
 #: the opset the exporter targets
 DEFAULT_OPSET = 18
@@ -56,47 +58,67 @@ class LogitsRuntime(Protocol):
                 ) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+class JointRuntime(Protocol):
+    """What the comparisons of joint intent + slot models run: a padded batch of token ids
+    to ``(logits, tag_logits)`` (``tag_logits`` None without a slot tagger)."""
+
+    def forward_joint(self, input_ids: np.ndarray, attention_mask: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray | None]: ...
+
+
 class ExportableClassifier(nn.Module):
     """An ``EncoderClassifier``'s forward pass in a form ``torch.export`` can trace.
 
     It runs the classifier's own modules in the same order as
     ``TransformerEncoder.forward``, but always applies the padding mask (the encoder skips
     an all-ones mask with a data-dependent branch, which an exported graph cannot hold;
-    an all-ones mask gives the same result). Returns ``(logits, pooled)``.
+    an all-ones mask gives the same result). Returns ``(logits, pooled)``, and for a joint
+    intent + slot model with a slot tagger ``(logits, pooled, tag_logits)``
+    (:attr:`output_names`).
 
     Args:
-        model: an ``EncoderClassifier`` without a sparse attention pattern.
+        model: an ``EncoderClassifier`` (a ``JointIntentSlotModel`` included) without a
+            sparse attention pattern.
         fused: the layers' attention is swapped for the fused stand-ins
             (:func:`~headwise.onnx.fusion.fused_attention`), which take the padding
             mask as (batch, seq) int32.
 
     Raises:
-        ValueError: a model that is not an encoder classifier, a joint intent + slot
-            model, or one with a sparse attention pattern (not exportable here).
+        ValueError: a model that is not a Transformer encoder classifier (a BiLSTM), or
+            one with a sparse attention pattern (not exportable here).
     """
 
     def __init__(self, model: nn.Module, *, fused: bool = False) -> None:
         super().__init__()
-        if isinstance(model, JointIntentSlotModel):
-            raise ValueError("ONNX export does not support joint intent + slot models "
-                             "(compound classifiers); serve them with the torch runtime")
         encoder = getattr(model, "encoder", None)
         if encoder is None or not hasattr(encoder, "layers") or not hasattr(model, "pool"):
-            raise ValueError(f"ONNX export supports Transformer encoder classifiers only, not "
-                             f"{type(model).__name__} (a BiLSTM model is served with the "
-                             f"torch runtime)")
+            raise ValueError(f"ONNX export supports Transformer encoder classifiers only (joint "
+                             f"intent + slot ones included), not {type(model).__name__}: a "
+                             f"BiLSTM reads packed sequences, whose lengths an exported graph "
+                             f"cannot hold; serve it with the torch runtime")
         if getattr(encoder, "pattern", None) is not None:
             raise ValueError("ONNX export does not support sparse attention patterns; serve "
                              "this model with the torch runtime")
         self.model = model
         self.fused = fused
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+    @property
+    def output_names(self) -> list[str]:
+        """The graph's outputs: ``logits``, ``pooled`` and, for a joint model with a slot
+        tagger, ``tag_logits``."""
+        tagged = getattr(self.model, "tagger", None) is not None
+        return ["logits", "pooled", "tag_logits"] if tagged else ["logits", "pooled"]
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, ...]:
         keep = attention_mask.bool()
         mask = attention_mask.to(torch.int32) if self.fused else keep[:, None, None, :]
         x = self.model.encoder.run(input_ids, mask)
         pooled = self.model.pool(x, keep)
-        return self.model.classifier(pooled), pooled
+        tagger = getattr(self.model, "tagger", None)
+        if tagger is None:
+            return self.model.classifier(pooled), pooled
+        # the joint heads' own order (JointHeads.heads), dropout being off in eval mode
+        return self.model.classifier(pooled), pooled, tagger(x)
 
 
 def _set_metadata(path: Path, metadata: dict[str, str]) -> None:
@@ -134,7 +156,7 @@ def _write_graph(model: nn.Module, out: Path, *, opset: int, max_length: int, fu
         warnings.simplefilter("ignore")
         program = torch.onnx.export(
             wrapper, (ids, mask), input_names=["input_ids", "attention_mask"],
-            output_names=["logits", "pooled"],
+            output_names=wrapper.output_names,
             dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}),
             opset_version=opset, dynamo=True, verbose=False,
             custom_translation_table=translations() if fused else None)
@@ -146,7 +168,8 @@ def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None
     """Write ``model`` as an ONNX graph with dynamic batch size and length.
 
     Args:
-        model: an ``EncoderClassifier`` (in eval mode for the export).
+        model: an ``EncoderClassifier``, or a ``JointIntentSlotModel`` (whose graph also
+            returns ``tag_logits``); put in eval mode for the export.
         out: the ``.onnx`` file to write (its folder is created).
         weights_sha256: recorded in the metadata (the SHA-256 of ``model.safetensors``).
         opset: ONNX opset version.
@@ -272,6 +295,32 @@ def max_logit_difference(a: LogitsRuntime, b: LogitsRuntime,
         lb, _ = b.forward(ids, mask)
         worst = max(worst, float(np.abs(la.astype(np.float64) - lb).max()))
     return worst
+
+
+def max_joint_difference(a: JointRuntime, b: JointRuntime,
+                         batches: Sequence[tuple[np.ndarray, np.ndarray]]
+                         ) -> tuple[float, float]:
+    """Largest absolute differences of the intent logits and of the tag logits (on real
+    tokens; padding is never decoded) of two joint runtimes over ``batches``.
+
+    Returns:
+        ``(logits, tag_logits)``; the latter 0.0 for models without a slot tagger.
+
+    Raises:
+        ValueError: one runtime gives tag logits and the other none.
+    """
+    worst_logits = worst_tags = 0.0
+    for ids, mask in batches:
+        la, ta = a.forward_joint(ids, mask)
+        lb, tb = b.forward_joint(ids, mask)
+        worst_logits = max(worst_logits, float(np.abs(la.astype(np.float64) - lb).max()))
+        if (ta is None) != (tb is None):
+            raise ValueError("one runtime gives slot-tag logits and the other none")
+        if ta is not None:
+            real = np.asarray(mask) != 0
+            worst_tags = max(worst_tags, float(np.abs(ta[real].astype(np.float64)
+                                                      - tb[real]).max()))
+    return worst_logits, worst_tags
 
 
 def accuracy(runtime: LogitsRuntime, tokenizer, texts: Sequence[str],

@@ -3,12 +3,12 @@
 ``headwise serve MODEL`` runs :func:`create_app` under uvicorn. It answers with the
 classifier's predictor (:mod:`headwise.intent.inference`, the one path from texts to
 answers that the library, ``headwise predict`` and the file stream run too: a network on
-PyTorch or onnxruntime, a compound multi-label + slots one on PyTorch only, a TF-IDF model
-or an ensemble), optionally behind API keys (:class:`ApiKeys`) and a per-key rate limit
+PyTorch or onnxruntime, a compound multi-label + slots one too, a TF-IDF model or an
+ensemble), optionally behind API keys (:class:`ApiKeys`) and a per-key rate limit
 (:class:`RateLimiter`), both enforced by :class:`AccessGuard`, and reloadable in place
 (:class:`ServedModel`); ``headwise export MODEL --onnx OUT`` (:mod:`headwise.onnx`) writes
-the graph the ``onnx`` runtime reads (intent classifiers only, with onnxruntime's fused
-operators). The default
+the graph the ``onnx`` runtime reads (Transformer classifiers, single-label or compound,
+with onnxruntime's fused operators). The default
 runtime, ``auto``, serves on onnxruntime when ``MODEL/model.onnx`` is an export of the
 model's weights and on PyTorch otherwise.
 """

@@ -100,7 +100,8 @@ def test_broken_or_foreign_directories_are_refused_in_words(saved, tmp_path):
 
 
 def test_capabilities_are_declared_and_refused_with_the_reason(saved, tmp_path, capsys):
-    assert kinds.NETWORK.supports("onnx") and not kinds.TFIDF.supports("onnx")
+    assert kinds.NETWORK.supports("onnx") and kinds.COMPOUND.supports("onnx")
+    assert not kinds.TFIDF.supports("onnx")
     assert kinds.COMPOUND.supports("reject") and not kinds.COMPOUND.supports("chunk")
     with pytest.raises(KeyError, match="unknown capability"):
         kinds.NETWORK.supports("fly")

@@ -13,20 +13,10 @@ from headwise.cli import main
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import Thresholds
 from headwise.intent.inference import CompoundPredictor, TorchRuntime
-from headwise.intent.training.pipeline import train_intent_classifier
-from headwise.intent.training.recipe import IntentRecipe
 from headwise.models import ModelConfig
 from headwise.models.joint import JointIntentSlotModel
-from headwise.onnx.export import export_onnx
 from headwise.serve import ServeConfig, create_app, load_served_predictor
 
-RECIPE = IntentRecipe.from_dict({
-    "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
-                     "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
-                     "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0,
-                     "model_overrides": {"number_heads": [0]}},
-    "train": {"epochs": 20, "batch_size": 8, "lr": 3e-3, "patience": None, "progress": False},
-    "task": {"type": "multi_label"}})
 #: over the model's 24 tokens: truncated (or refused under "reject")
 LONG = "i was charged twice for 50 pounds and then again for 75 pounds so please refund " \
        "both of them to my account today"
@@ -36,11 +26,8 @@ TEXTS = ["send 50 pounds to my sister", "i was charged twice for 300 pounds refu
 
 
 @pytest.fixture(scope="module")
-def compound_dir(tmp_path_factory, compound_corpus):
-    out = tmp_path_factory.mktemp("serve_compound") / "model"
-    data = compound_corpus
-    train_intent_classifier(data, data, RECIPE, out_dir=out)
-    return out
+def compound_dir(trained_compound_dir):
+    return trained_compound_dir
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +66,8 @@ def test_predict_end_to_end_equals_the_classifier(cclient, clf):
     r = cclient.post("/v1/predict", json={"texts": TEXTS})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["runtime"] == "torch" and body["model"] == "model"
+    # runtime auto serves it on onnxruntime (its cached export), answering as PyTorch does
+    assert body["runtime"] == "onnx" and body["model"] == "model"
     got = body["predictions"]
     want = clf.predict(TEXTS, top_k=3)
     _same(got, [p.to_dict(digits=None) for p in want])
@@ -239,9 +227,9 @@ def test_explain_answers_and_health_ready_metrics_work(cclient):
     assert [s["name"] for s in body["prediction"]["slots"]] == ["amount_of_money"]
     assert body["completeness"]["within_tolerance"]
     assert cclient.get("/healthz").json() == {"status": "ok", "model": "model",
-                                              "runtime": "torch"}
+                                              "runtime": "onnx"}
     assert cclient.get("/readyz").json() == {"status": "ready", "model": "model",
-                                             "runtime": "torch"}
+                                             "runtime": "onnx"}
     metrics = cclient.get("/metrics").text
     assert 'headwise_requests_total{endpoint="/v1/predict"' in metrics
     assert "headwise_batch_size_count" in metrics
@@ -265,27 +253,23 @@ def test_a_joint_model_without_tagger_and_a_single_label_head(clf):
     assert all(p["slots"] == [] for p in got)
 
 
-def test_auto_serves_a_compound_classifier_on_torch_and_says_why(compound_dir):
-    reasons: list[str] = []
-    predictor = load_served_predictor(ServeConfig(model_dir=str(compound_dir)),
-                                      report=reasons.append)
-    assert predictor.task == "multi_label" and predictor.runtime.name == "torch"
-    (reason,) = reasons
-    assert reason.startswith("runtime auto: using torch:") and "compound" in reason
+def test_auto_and_onnx_serve_a_compound_classifier_on_onnxruntime(compound_dir, clf):
+    """Runtime auto takes the export it caches (with its slot-tag logits), as
+    ``--runtime onnx`` does; both answer as the classifier on PyTorch."""
+    predictors = {r: load_served_predictor(ServeConfig(model_dir=str(compound_dir), runtime=r,
+                                                       warmup=False), report=None)
+                  for r in ("auto", "onnx", "torch")}
+    assert predictors["auto"].task == "multi_label"
+    assert [p.runtime.name for p in predictors.values()] == ["onnx", "onnx", "torch"]
+    assert predictors["auto"].runtime.tagged and predictors["onnx"].runtime.tagged
+    want = [p.to_dict(digits=None) for p in clf.predict(TEXTS, top_k=3)]
+    for p in predictors.values():
+        _same(p.predict(TEXTS, top_k=3), want)
 
 
 def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
-    with pytest.raises(ValueError, match="onnx runtime"):
-        load_served_predictor(ServeConfig(model_dir=str(compound_dir), runtime="onnx"))
-    assert main(["serve", str(compound_dir), "--runtime", "onnx", "--port", "0"]) == 1
-    assert "--runtime torch" in capsys.readouterr().err
     assert main(["serve", str(compound_dir), "--set", "long_text=chunk", "--port", "0"]) == 1
     assert "--set long_text=chunk" in capsys.readouterr().err
-    out = tmp_path / "m.onnx"
-    assert main(["export", str(compound_dir), "--onnx", str(out)]) == 1
-    assert "compound" in capsys.readouterr().err and not out.exists()
-    with pytest.raises(ValueError, match="joint intent"):
-        export_onnx(clf.model, out)
     neither = tmp_path / "neither"
     neither.mkdir()
     (neither / "config.json").write_text("{}")

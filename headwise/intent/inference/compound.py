@@ -27,7 +27,7 @@ import torch
 
 from headwise.intent.compound.thresholds import Thresholds
 from headwise.intent.inference.bucketing import BucketedPredictor, EncodedText
-from headwise.intent.inference.runtime import TorchRuntime
+from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
 from headwise.intent.prediction import INTENT_THRESHOLD, Prediction
 from headwise.text.bio import tags_to_spans, token_offsets
 
@@ -49,12 +49,13 @@ class JointRow:
 
 
 class CompoundPredictor(BucketedPredictor):
-    """Turn texts into compound answers (intents, top-k, slots) with the torch runtime.
+    """Turn texts into compound answers (intents, top-k, slots) on PyTorch or onnxruntime.
 
     Args:
         classifier: a :class:`~headwise.intent.compound.classifier.CompoundClassifier`.
-        runtime: a :class:`TorchRuntime` of its model (the ONNX path does not carry the
-            tag logits).
+        runtime: a :class:`TorchRuntime` of its model, or an :class:`OnnxRuntime` of its
+            export (whose ``tag_logits`` output carries the slot tags), checked against it
+            (:func:`~headwise.intent.inference.load.check_onnx`).
         long_text: ``"truncate"`` (also what ``"auto"`` gives) or ``"reject"``.
         max_rows: most rows in one forward pass.
 
@@ -67,7 +68,7 @@ class CompoundPredictor(BucketedPredictor):
     task = "multi_label"
     options = ("at_least_one", "reference_date", "thresholds")
 
-    def __init__(self, classifier: Any, runtime: TorchRuntime, *,
+    def __init__(self, classifier: Any, runtime: TorchRuntime | OnnxRuntime, *,
                  long_text: str = "truncate", max_rows: int = 64) -> None:
         long_text = "truncate" if long_text == "auto" else long_text
         if long_text in ("head_tail", "chunk", "chunk_max"):
@@ -76,7 +77,8 @@ class CompoundPredictor(BucketedPredictor):
                              f"text's first window only; use 'truncate' or 'reject'")
         if not hasattr(runtime, "forward_joint"):
             raise TypeError(f"the {getattr(runtime, 'name', type(runtime).__name__)} runtime "
-                            f"cannot serve a compound classifier; use the torch runtime")
+                            f"cannot serve a compound classifier (it has no forward_joint); "
+                            f"use the torch or the onnx runtime")
         super().__init__(classifier.tokenizer, runtime, max_length=classifier.max_length,
                          long_text=long_text, max_rows=max_rows)
         self.classifier = classifier

@@ -5,13 +5,15 @@ It loads the directory (an intent classifier, ``intent.json``, a compound classi
 pickle files and a config that does not match the weights are refused by the loader with
 a message naming the problem) and, for the onnxruntime path, checks that the ONNX file was
 exported from these very weights and that its float32 outputs equal PyTorch's within
-:data:`ONNX_TOLERANCE`. A compound classifier runs on PyTorch only, and reads a long
-text's first window only; a TF-IDF model or an ensemble through
+:data:`ONNX_TOLERANCE` (a compound classifier's intent and slot-tag logits, and its
+decisions: :func:`compare_joint`). A compound classifier reads a long text's first window
+only; a TF-IDF model or an ensemble through
 :class:`~headwise.intent.inference.proba.ProbabilityPredictor`, with no ONNX path and the
 truncate policy only. ``headwise predict``, the file stream, Ray and ``headwise serve``
 all get their predictor here.
 
-``runtime="auto"`` (the default) runs a Transformer classifier on onnxruntime with no
+``runtime="auto"`` (the default) runs a Transformer classifier (single-label or
+compound) on onnxruntime with no
 export step: from the ONNX file named (``onnx_path``) or ``MODEL/model.onnx`` when one
 exists and passes those checks, else from the export it builds once into the user cache
 (:func:`onnx_cache_path`: ``$HEADWISE_CACHE/onnx/``, keyed by the model files' hash, so a
@@ -29,9 +31,11 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from headwise import __version__
 from headwise._files import file_sha256
@@ -49,13 +53,16 @@ from headwise.onnx.export import (
     DEFAULT_OPSET,
     META_WEIGHTS_SHA256,
     ExportableClassifier,
+    JointRuntime,
     export_onnx,
+    max_joint_difference,
     max_logit_difference,
     probe_batches,
 )
 
 __all__ = ["DEFAULT_ONNX_NAME", "ONNX_CACHE_DAYS", "ONNX_CACHE_DIR", "ONNX_TOLERANCE",
-           "RUNTIMES", "capability_of", "check_onnx", "choose_runtime", "export_checked_onnx",
+           "RUNTIMES", "capability_of", "check_onnx", "choose_runtime", "compare_joint",
+           "export_checked_onnx",
            "load_predictor", "onnx_cache_path", "onnx_path_for", "onnx_unsupported"]
 
 #: the runtimes a predictor can be asked for: ``"auto"`` resolves to ``"onnx"`` or
@@ -78,9 +85,83 @@ def onnx_path_for(model_dir: str | Path | None, onnx_path: str | Path | None = N
     return Path(onnx_path) if onnx_path else Path(model_dir or ".") / DEFAULT_ONNX_NAME
 
 
+def _decisions(classifier: Any, logits: np.ndarray, tag_logits: np.ndarray | None,
+               mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A compound classifier's decisions on a padded batch, and where each is a near tie.
+
+    Returns:
+        ``(intents, intent_tie, tags, tag_tie)``: (n, intents) bool, the intents chosen by
+        the classifier's saved thresholds; (n,) bool, rows with a probability within
+        :data:`ONNX_TOLERANCE` of its threshold (or, for a softmax head, of the runner-up);
+        the best tag of each real token (flat, padding left out; empty without a tagger)
+        and whether its lead over the runner-up is within ``2 * ONNX_TOLERANCE``.
+    """
+    x = logits.astype(np.float64)
+    if classifier.model.multi_label:
+        probs = 1.0 / (1.0 + np.exp(-x))
+    else:
+        e = np.exp(x - x.max(1, keepdims=True))
+        probs = e / e.sum(1, keepdims=True)
+    intents = classifier.chosen_intents(probs, classifier.thresholds, False)
+    limits = classifier.intent_thresholds(classifier.thresholds)
+    tie = (np.abs(probs - limits) <= ONNX_TOLERANCE).any(1)
+    if not classifier.model.multi_label and probs.shape[1] > 1:
+        top2 = np.sort(probs, 1)[:, -2:]
+        tie |= top2[:, 1] - top2[:, 0] <= ONNX_TOLERANCE
+    if tag_logits is None:
+        return intents, tie, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    real = tag_logits[np.asarray(mask) != 0].astype(np.float64)  # (tokens, tags)
+    tags = real.argmax(1)
+    top2 = np.sort(real, 1)[:, -2:] if real.shape[1] > 1 else np.full((len(real), 2), np.inf)
+    return intents, tie, tags, top2[:, 1] - top2[:, 0] <= 2 * ONNX_TOLERANCE
+
+
+def compare_joint(classifier: Any, reference: JointRuntime, other: JointRuntime,
+                  batches: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+    """How far a compound classifier's network on ``other`` (its ONNX export, fp32 or
+    int8) is from ``reference`` (PyTorch) on padded batches: the outputs and the decisions.
+
+    Args:
+        classifier: the compound classifier (its thresholds and head decide the intents).
+        reference, other: runtimes with ``forward_joint``.
+        batches: ``(input_ids, attention_mask)`` pairs (:func:`probe_batches`).
+
+    Returns:
+        ``max_abs_logit_diff`` and ``max_abs_tag_logit_diff`` (real tokens only);
+        ``intent_sets_equal``, the share of rows whose chosen intents (the saved
+        thresholds) are the same; ``tags_equal``, the share of real tokens whose best BIO
+        tag is the same; ``clear_disagreements``, the rows and tokens that differ where
+        ``reference``'s decision is not a near tie (float rounding may flip a tie within
+        :data:`ONNX_TOLERANCE`; nothing else may, in float32).
+
+    Raises:
+        ValueError: one runtime gives tag logits and the other none.
+    """
+    logit_diff, tag_diff = max_joint_difference(reference, other, batches)
+    rows = same_rows = tokens = same_tokens = clear = 0
+    for ids, mask in batches:
+        ref = _decisions(classifier, *reference.forward_joint(ids, mask), mask)
+        got = _decisions(classifier, *other.forward_joint(ids, mask), mask)
+        same_set = (ref[0] == got[0]).all(1)
+        same_tag = ref[2] == got[2]
+        rows, same_rows = rows + len(same_set), same_rows + int(same_set.sum())
+        tokens, same_tokens = tokens + len(same_tag), same_tokens + int(same_tag.sum())
+        clear += int((~same_set & ~ref[1]).sum()) + int((~same_tag & ~ref[3]).sum())
+    return {"max_abs_logit_diff": logit_diff, "max_abs_tag_logit_diff": tag_diff,
+            "intent_sets_equal": same_rows / max(rows, 1),
+            "tags_equal": same_tokens / max(tokens, 1) if tokens else 1.0,
+            "clear_disagreements": float(clear)}
+
+
 def check_onnx(classifier: Any, runtime: OnnxRuntime, model_dir: str | Path | None, *,
                weights_sha256: str | None = None) -> float:
     """Refuse an ONNX file made from other weights or (float32) disagreeing with PyTorch.
+
+    For a compound classifier the file must carry the slot-tag logits when the network
+    has a tagger, and in float32 its intent and tag logits must both be within
+    :data:`ONNX_TOLERANCE` of PyTorch's and its decisions (the intent sets by the saved
+    thresholds, the BIO tags) equal wherever PyTorch's is not a near tie
+    (:func:`compare_joint`).
 
     Args:
         classifier: the loaded classifier the file must reproduce.
@@ -89,11 +170,13 @@ def check_onnx(classifier: Any, runtime: OnnxRuntime, model_dir: str | Path | No
         weights_sha256: that file's SHA-256 when already computed.
 
     Returns:
-        The largest |logit difference| on random probe batches (not checked for int8).
+        The largest |logit difference| on random probe batches (a compound classifier's:
+        of its intent or its tag logits; not checked for int8).
 
     Raises:
         ValueError: a weights hash that differs from the directory's ``model.safetensors``,
-            or float32 outputs further than :data:`ONNX_TOLERANCE` from PyTorch's.
+            float32 outputs further than :data:`ONNX_TOLERANCE` from PyTorch's, or a
+            compound classifier's file without its tag logits or with other decisions.
     """
     recorded = runtime.metadata.get(META_WEIGHTS_SHA256)
     weights = Path(model_dir or ".") / WEIGHTS_NAME
@@ -102,12 +185,41 @@ def check_onnx(classifier: Any, runtime: OnnxRuntime, model_dir: str | Path | No
                          f"{weights}; export again with `headwise export {model_dir} --onnx "
                          f"{runtime.path}`")
     tok = classifier.tokenizer
-    diff = max_logit_difference(TorchRuntime(classifier.model), runtime,
-                                probe_batches(tok.vocab_size, classifier.max_length,
-                                              pad_id=tok.pad_token_id))
+    batches = probe_batches(tok.vocab_size, classifier.max_length, pad_id=tok.pad_token_id)
+    kind = _kind(classifier)
+    if kind is not None and kind.multi_label:
+        return _check_joint(classifier, runtime, batches, model_dir)
+    diff = max_logit_difference(TorchRuntime(classifier.model), runtime, batches)
     if not runtime.quantized and diff > ONNX_TOLERANCE:
         raise ValueError(f"{runtime.path} does not reproduce the model in {model_dir}: logits "
                          f"differ by up to {diff:.3g} (> {ONNX_TOLERANCE}); export again")
+    return diff
+
+
+def _check_joint(classifier: Any, runtime: OnnxRuntime,
+                 batches: Sequence[tuple[np.ndarray, np.ndarray]],
+                 model_dir: str | Path | None) -> float:
+    """:func:`check_onnx` of a compound classifier: the largest |intent or tag logit
+    difference| (:func:`compare_joint`)."""
+    tagged = getattr(classifier.model, "tagger", None) is not None
+    if tagged != runtime.tagged:
+        raise ValueError(f"{runtime.path} does not reproduce the model in {model_dir}: the "
+                         f"network {'has' if tagged else 'has no'} slot tagger and the file "
+                         f"{'carries' if runtime.tagged else 'carries no'} tag logits; "
+                         f"export again")
+    found = compare_joint(classifier, TorchRuntime(classifier.model), runtime, batches)
+    diff = max(found["max_abs_logit_diff"], found["max_abs_tag_logit_diff"])
+    if runtime.quantized:
+        return diff
+    if diff > ONNX_TOLERANCE:
+        raise ValueError(f"{runtime.path} does not reproduce the model in {model_dir}: intent "
+                         f"logits differ by up to {found['max_abs_logit_diff']:.3g} and tag "
+                         f"logits by up to {found['max_abs_tag_logit_diff']:.3g} (> "
+                         f"{ONNX_TOLERANCE}); export again")
+    if found["clear_disagreements"]:
+        raise ValueError(f"{runtime.path} does not reproduce the model in {model_dir}: "
+                         f"{int(found['clear_disagreements'])} intent sets or BIO tags of "
+                         f"the probe batches differ from PyTorch's; export again")
     return diff
 
 
@@ -115,7 +227,8 @@ def export_checked_onnx(classifier: Any, out: str | Path, *,
                         model_dir: str | Path | None, opset: int = DEFAULT_OPSET,
                         fuse: bool = True, threads: int = 0,
                         weights_sha256: str | None = None) -> tuple[OnnxRuntime, float]:
-    """Export a Transformer classifier to ``out`` and check it against PyTorch
+    """Export a Transformer classifier (single-label, or a compound classifier's joint
+    network with its tag logits) to ``out`` and check it against PyTorch
     (:func:`check_onnx`): what ``headwise export`` writes and runtime ``auto`` caches.
 
     The graph is written beside ``out`` under a temporary name and moved into place only
@@ -123,7 +236,7 @@ def export_checked_onnx(classifier: Any, out: str | Path, *,
     building the same file at once each leave a whole one.
 
     Args:
-        classifier: the loaded intent classifier.
+        classifier: the loaded intent or compound classifier.
         out: the ``.onnx`` file to write (its folder is created).
         model_dir: the classifier's directory: the SHA-256 of its ``model.safetensors``
             goes into the file's metadata.
@@ -229,7 +342,8 @@ def _drop_unused_exports(folder: Path, *, keep: Path) -> None:
 
 def onnx_unsupported(classifier: Any) -> str | None:
     """Why ``headwise export`` cannot write an ONNX graph of this classifier's network
-    (a BiLSTM, a sparse attention pattern), in its words; None when it can."""
+    (a BiLSTM, single-label or joint; a sparse attention pattern), in its words; None when
+    it can."""
     try:
         ExportableClassifier(classifier.model)
     except ValueError as e:
@@ -245,7 +359,8 @@ def choose_runtime(classifier: Any, runtime: str = "auto", *,
     The ONNX file is ``onnx_path``, else ``MODEL/model.onnx`` when it exists, else the
     export cached for this model directory (:func:`onnx_cache_path`), built and checked
     the first time (:func:`export_checked_onnx`). ``"auto"`` takes onnxruntime with that
-    file when the classifier is a single-label Transformer classifier, onnxruntime is
+    file when the classifier is a Transformer classifier (single-label or compound; a
+    BiLSTM has no export), onnxruntime is
     importable and the file passes :func:`check_onnx` (these very weights, float32 logits
     within :data:`ONNX_TOLERANCE` of PyTorch); otherwise PyTorch. ``"onnx"`` takes the
     same file and refuses what ``"auto"`` steps around. ``"torch"`` takes PyTorch.
@@ -264,8 +379,8 @@ def choose_runtime(classifier: Any, runtime: str = "auto", *,
 
     Raises:
         FileNotFoundError, ValueError, OSError: ``runtime="onnx"`` with a missing or
-            mismatching file, an export that cannot be built or cached, or a compound
-            classifier (as :func:`load_predictor`).
+            mismatching file, an export that cannot be built or cached, or a network that
+            has no export (a BiLSTM, as :func:`load_predictor`).
     """
     if runtime == "torch":
         return TorchRuntime(classifier.model, threads=threads), None
@@ -383,8 +498,8 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         ValueError: an unknown runtime or policy, pickle files in the directory
             (``UnsafeCheckpointError``), a config that does not match the weights, an ONNX
             file that does not match (with ``runtime="onnx"``; ``"auto"`` falls back to
-            PyTorch), a compound classifier with ``runtime="onnx"`` or a policy that
-            reads more than the first window (``"head_tail"``, ``"chunk"``,
+            PyTorch), a BiLSTM with ``runtime="onnx"``, a compound classifier with a
+            policy that reads more than the first window (``"head_tail"``, ``"chunk"``,
             ``"chunk_max"``), or a TF-IDF model or an ensemble with ``runtime="onnx"``
             or a long-text policy other than ``"auto"`` and ``"truncate"``.
 

@@ -7,9 +7,9 @@ nearest-neighbour out-of-scope detectors score them)::
     rt = TorchRuntime(clf.model)                     # or OnnxRuntime("model.onnx")
     logits, pooled = rt.forward(input_ids, attention_mask)   # numpy, (b, n) and (b, d)
 
-A joint intent + slot model (:class:`~headwise.models.joint.JointIntentSlotModel`) also
-has per-token tag logits; :meth:`TorchRuntime.forward_joint` returns both. The ONNX path
-serves single-label classifiers only.
+A joint intent + slot model (:class:`~headwise.models.joint.JointIntentSlotModel`, a
+compound classifier's network) also has per-token tag logits; ``forward_joint`` returns
+both, on either runtime (its export carries them as a third output, ``tag_logits``).
 """
 
 from __future__ import annotations
@@ -119,6 +119,10 @@ class OnnxRuntime:
         FileNotFoundError: no such file.
         ValueError: a file that is not a headwise classifier export (wrong inputs or
             outputs).
+
+    Attributes:
+        tagged: whether the file is a joint intent + slot model's with a slot tagger (its
+            third output, ``tag_logits``).
     """
 
     name = "onnx"
@@ -145,10 +149,12 @@ class OnnxRuntime:
             raise ValueError(f"{path} is not a loadable ONNX model: {e}") from e
         inputs = [i.name for i in self.session.get_inputs()]
         outputs = [o.name for o in self.session.get_outputs()]
-        if inputs != ["input_ids", "attention_mask"] or outputs[:2] != ["logits", "pooled"]:
+        if inputs != ["input_ids", "attention_mask"] or outputs not in (
+                ["logits", "pooled"], ["logits", "pooled", "tag_logits"]):
             raise ValueError(f"{path} is not a headwise classifier export: inputs {inputs}, "
                              f"outputs {outputs} (expected input_ids, attention_mask -> "
-                             f"logits, pooled)")
+                             f"logits, pooled[, tag_logits])")
+        self.tagged = "tag_logits" in outputs
         self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
         self.path = path
 
@@ -164,3 +170,16 @@ class OnnxRuntime:
             "input_ids": np.ascontiguousarray(input_ids, dtype=np.int64),
             "attention_mask": np.ascontiguousarray(attention_mask, dtype=np.int64)})
         return logits, pooled
+
+    def forward_joint(self, input_ids: np.ndarray, attention_mask: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Intent logits (batch, intents) and slot-tag logits (batch, seq, tags) of a joint
+        intent + slot model's export, as :meth:`TorchRuntime.forward_joint`;
+        ``tag_logits`` is None for a file without them (no slot tagger)."""
+        feed = {"input_ids": np.ascontiguousarray(input_ids, dtype=np.int64),
+                "attention_mask": np.ascontiguousarray(attention_mask, dtype=np.int64)}
+        if not self.tagged:
+            (logits,) = self.session.run(["logits"], feed)
+            return logits, None
+        logits, tags = self.session.run(["logits", "tag_logits"], feed)
+        return logits, tags

@@ -209,7 +209,10 @@ def test_batch_invariant_runtime_answers_a_row_alike_in_any_batch(model_dir, run
                                                        predictor.max_length))[0], alone)
 
 
-def test_compound_records_are_those_of_predict_json(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def compound_dir(tmp_path_factory):
+    """A tiny random compound classifier (a 2-layer joint Transformer, its attention
+    exported fused) with large heads: intents and tags away from their thresholds' ties."""
     tok = _tokenizer()
     torch.manual_seed(3)
     tags = ["O", "B-amount_of_money", "I-amount_of_money"]
@@ -219,7 +222,69 @@ def test_compound_records_are_those_of_predict_json(tmp_path, capsys):
     with torch.no_grad():
         model.classifier.weight.normal_(0, 1.0)
         model.tagger.weight.normal_(0, 1.0)
-    d = CompoundClassifier(model, tok, list(INTENTS), max_length=12).save(tmp_path / "cmp")
+    return CompoundClassifier(model, tok, list(INTENTS), max_length=12).save(
+        tmp_path_factory.mktemp("bp") / "cmp")
+
+
+@pytest.mark.parametrize("runtime", ["torch", "onnx"])
+def test_batch_invariant_runtime_answers_a_compound_row_alike_in_any_batch(compound_dir,
+                                                                           runtime):
+    """A compound model's intent and slot-tag logits of a row are the same bits alone or
+    batched, on PyTorch and on onnxruntime, as a single-label model's
+    (:func:`test_batch_invariant_runtime_answers_a_row_alike_in_any_batch`)."""
+    predictor = load_served_predictor(ServeConfig(model_dir=str(compound_dir), warmup=False,
+                                                  runtime=runtime), report=None)
+    inner = predictor.runtime
+    rt = BatchInvariantRuntime(inner, pad_id=predictor.pad_id, max_length=predictor.max_length)
+    assert rt.name == runtime and (runtime == "torch" or inner.tagged)
+    rows = [list(it.chunks[0]) for it in predictor.encode(queries(40, seed=6))]
+
+    def run(batch: list[list[int]], width: int | None = None):
+        width = width or max(map(len, batch))
+        ids = np.full((len(batch), width), predictor.pad_id, dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for i, r in enumerate(batch):
+            ids[i, :len(r)], mask[i, :len(r)] = r, 1
+        logits, tags = rt.forward_joint(ids, mask)
+        assert logits.shape == (len(batch), 3) and tags.shape == (len(batch), width, 3)
+        return logits, tags
+
+    def same(got, row: int, alone, n: int) -> None:
+        assert np.array_equal(got[0][row], alone[0][0]), n
+        assert np.array_equal(got[1][row, :n], alone[1][0, :n]), n
+
+    by_bucket: dict[int, list[list[int]]] = {}
+    for r in rows:  # two rows of each length bucket
+        by_bucket.setdefault(length_bucket(len(r)), []).append(r)
+    for target in [r for found in by_bucket.values() for r in found[:2]]:
+        n = len(target)
+        bucket = [r for r in rows if length_bucket(len(r)) == length_bucket(n)]
+        alone = run([target])
+        for k in range(2, MIN_ROWS + 2):
+            same(run([target, *(bucket * k)[:k - 1]]), 0, alone, n)
+        same(run([target, *bucket]), 0, alone, n)
+        same(run([*bucket[:3], target]), 3, alone, n)
+        same(run([target], width=min(length_bucket(n), predictor.max_length)), 0, alone, n)
+
+
+def test_compound_records_do_not_depend_on_the_chunk_size_on_onnx(compound_dir, tmp_path):
+    """The file stream's guarantee for a compound model on onnxruntime (its export, with
+    the slot tags): the records of every chunking are byte-identical."""
+    predictor = load_served_predictor(ServeConfig(model_dir=str(compound_dir), warmup=False,
+                                                  runtime="onnx"), report=None)
+    assert predictor.runtime.name == "onnx"
+    data = _write_text(tmp_path / "q.txt", queries(60, seed=7) + ["send 50 pounds to john"])
+    texts = {}
+    for size in (1, 7, 1000):
+        out = tmp_path / f"c{size}.jsonl"
+        predict_file(predictor, data, out, chunk_size=size, progress=False)
+        texts[size] = out.read_bytes()
+    assert texts[1] == texts[7] == texts[1000]
+    assert any(json.loads(line)["slots"] for line in texts[1].splitlines())
+
+
+def test_compound_records_are_those_of_predict_json(compound_dir, tmp_path, capsys):
+    d = compound_dir
     texts = queries(20, seed=4) + ["send 50 pounds to john"]
     data = _write_text(tmp_path / "q.txt", texts)
     out = tmp_path / "c.jsonl"

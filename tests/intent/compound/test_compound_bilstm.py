@@ -130,6 +130,26 @@ def test_saved_bilstm_compound_model_loads_and_answers_the_same(trained, corpus)
     assert back.info["recipe"]["architecture"]["type"] == "bilstm"
 
 
+def test_a_bilstm_compound_model_has_no_onnx_export_and_says_why(trained, tmp_path,
+                                                                  capsys):
+    """torch.export cannot trace the packed BiLSTM: ``headwise export`` and ``--runtime
+    onnx`` refuse it in words, runtime auto serves it on PyTorch saying why."""
+    from headwise.cli import main
+    from headwise.intent.inference.load import load_predictor
+
+    directory = trained[0].directory
+    out = tmp_path / "m.onnx"
+    assert main(["export", str(directory), "--onnx", str(out)]) == 1
+    assert "packed sequences" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(ValueError, match="cannot be served with --runtime onnx: .*BiLSTM"):
+        load_predictor(directory, runtime="onnx")
+    notes: list[str] = []
+    predictor = load_predictor(directory, report=notes.append)
+    assert predictor.runtime.name == "torch" and predictor.task == "multi_label"
+    (note,) = notes
+    assert note.startswith("runtime auto: using torch:") and "BiLSTM" in note
+
+
 def test_number_heads_are_refused_for_a_bilstm(tmp_path, corpus):
     recipe = IntentRecipe.from_dict({**RECIPE, "architecture": {
         **RECIPE["architecture"], "model_overrides": {"number_heads": [0]}}})
