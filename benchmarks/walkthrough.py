@@ -15,7 +15,7 @@ have the shape the README promises:
 
 * ``headwise predict ... --json``: one JSON object per line with ``intents``,
   ``out_of_scope``, ``slots``, ``top_k`` and ``decision``;
-* ``headwise predict`` (text): a line per text;
+* ``headwise predict`` (text): a line per text; ``--data FILE --out OUT``: ``OUT`` written;
 * ``headwise eval``: accuracy and macro-F1;
 * ``headwise train``: the model directory it names exists afterwards;
 * ``curl .../v1/predict``: JSON with one prediction per text sent.
@@ -118,6 +118,9 @@ def check_output(command: str, output: str, workdir: Path) -> str:
         got = body.get("predictions", [])
         return "" if len(got) == want and all("intents" in p for p in got) else \
             f"{len(got)} predictions for {want} texts"
+    if words[:2] == ["headwise", "predict"] and "--data" in words and "--out" in words:
+        out = workdir / words[words.index("--out") + 1]  # a file streamed to a file
+        return "" if out.is_file() and out.stat().st_size else f"{out} was not written"
     if words[:2] == ["headwise", "predict"]:
         lines = [x for x in output.splitlines() if x.strip()]
         if "--json" in words:

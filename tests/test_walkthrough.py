@@ -37,6 +37,10 @@ def test_output_checks_hold_the_readme_to_its_promises(tmp_path):
     assert "lacks" in W.check_output("headwise predict m --json x", bad, tmp_path)
     assert W.check_output('headwise predict m "a" "b"', "a -> x\nb -> y\n", tmp_path) == ""
     assert "1 lines for 2" in W.check_output('headwise predict m "a" "b"', "a\n", tmp_path)
+    stream = "headwise predict m --data logs.csv --columns 消息,会话ID --out answers.csv"
+    assert "was not written" in W.check_output(stream, "", tmp_path)
+    (tmp_path / "answers.csv").write_text("line,会话ID,text\n2,S1,x\n", encoding="utf-8")
+    assert W.check_output(stream, "", tmp_path) == ""
     assert W.check_output("headwise eval m --data t.csv", "accuracy 0.9 macro-F1 0.8",
                           tmp_path) == ""
     assert "was not written" in W.check_output("headwise train --data d --out r", "", tmp_path)

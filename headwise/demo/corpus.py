@@ -20,7 +20,9 @@ out-of-scope threshold can be chosen on one and checked on the other.
 The splits hold out phrasing: every template belongs to a family (one way of phrasing a
 request, :mod:`headwise.demo.families`) and whole families go to one split, so no valid
 or test question shares a template or a family with a training question; ``ex.template`` is
-the template's id (``apply_instalment.3:1``; ``ex.family`` its family). On top of the
+the template's id (``apply_instalment.3:1``; ``ex.family`` its family). Each intent's core
+family, its plainest wordings (我的信用卡丢了), always goes to training: holding out phrasing
+must not hold out meaning. On top of the
 templates, surface phenomena (:mod:`headwise.demo.phenomena`) add synonyms, fillers,
 pinyin typos, English words and context clauses, a third of each inventory kept out of
 training. ``ex.slices`` names the phenomena an example exercises (``("typo",

@@ -5,7 +5,9 @@ whole family goes to one split (train, valid or test), so no valid or test quest
 a template, or a phrasing family, with a training question. The families:
 
 * ``<intent>.<k>``: the intent's own families (:data:`~headwise.demo.templates.
-  INTENT_FAMILIES`);
+  INTENT_FAMILIES`); ``<intent>.0`` is its *core*, the plainest ways to say the request
+  (我的信用卡丢了), which always goes to training: holding out phrasing must not hold out
+  meaning;
 * ``contrast.<k>`` / ``correction.<k>``: one contrast or correction frame, filled in for
   every intent that uses it (the frame goes to one split for all of them);
 * ``pair.<k>``: one minimal-pair template (both of its texts, both labels);
@@ -15,7 +17,8 @@ a template, or a phrasing family, with a training question. The families:
 A template's id is ``<family>:<n>``. :func:`assign_families` shuffles each group of families
 (an intent's own, the contrast frames, the correction frames, each minimal-pair family, the
 out-of-scope ones) with the corpus's random source: in each group one family goes to test,
-one to valid and the rest to train (out-of-scope families alternate between valid and test).
+one to valid and the rest to train (out-of-scope families alternate between valid and test);
+an intent's core family is not shuffled, it goes to train.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Template:
         template: the template text.
         negated: the label of a minimal pair's side with the negation, else None.
         near_miss: an out-of-scope request that sounds like banking.
+        core: one of an intent's core wordings (its family always goes to training).
     """
 
     id: str
@@ -52,6 +56,7 @@ class Template:
     template: str
     negated: str | None = None
     near_miss: bool = False
+    core: bool = False
 
 
 def family_of(template_id: str) -> str:
@@ -64,7 +69,8 @@ def catalogue() -> list[Template]:
     out: list[Template] = []
     for intent, families in INTENT_FAMILIES.items():
         for k, family in enumerate(families):
-            out += [Template(f"{intent}.{k}:{n}", f"{intent}.{k}", f"own:{intent}", intent, t)
+            out += [Template(f"{intent}.{k}:{n}", f"{intent}.{k}", f"own:{intent}", intent, t,
+                             core=k == 0)
                     for n, t in enumerate(family)]
     seen: dict[str, int] = {}
     for kind, k, intent, template in frame_templates():
@@ -84,16 +90,20 @@ def catalogue() -> list[Template]:
 def assign_families(templates: list[Template], rng: random.Random) -> dict[str, str]:
     """Family -> split (``train``, ``valid``, ``test``), deterministic for the ``rng`` state.
 
-    In each group one family goes to test, one to valid, the rest to train; out-of-scope
-    groups alternate valid, test. A group of one or two families keeps its first ones for
-    test and valid, so a small group may have no training family.
+    A core family (:attr:`Template.core`) goes to train. Of the other families of each
+    group, one goes to test, one to valid, the rest to train; out-of-scope groups alternate
+    valid, test. A group of one or two such families keeps its first ones for test and
+    valid, so a small group may have no training family but its core.
     """
     groups: dict[str, list[str]] = {}
+    split: dict[str, str] = {}
     for t in templates:
+        if t.core:
+            split[t.family] = "train"
+            continue
         families = groups.setdefault(t.group, [])
         if t.family not in families:
             families.append(t.family)
-    split: dict[str, str] = {}
     for group, families in groups.items():
         order = list(families)
         rng.shuffle(order)

@@ -219,7 +219,13 @@ def add_fillers(u: Utterance, rng: random.Random, seed: int, train: bool) -> boo
     if inner:
         comma = next((i for i, c in enumerate(u.text) if c in "，,"), None)
         if comma is not None:
-            edit(u, comma + 1, comma + 1, rng.choice(pool("INNER_FILLERS")))
+            # no filler that makes an A-not-A question of what follows (就是 + 不是要 reads
+            # 就是不是要, and its 不 negates nothing)
+            after = u.text[comma + 1:comma + 3]
+            fillers = [f for f in pool("INNER_FILLERS")
+                       if not (len(after) == 2 and after[0] in "不没" and f[-1] == after[1])]
+            if fillers:
+                edit(u, comma + 1, comma + 1, rng.choice(fillers))
     if opening:
         openings = pool("OPENINGS") + (pool("QUESTION_OPENINGS") if u.question else ())
         edit(u, 0, 0, rng.choice(openings))

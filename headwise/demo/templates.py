@@ -17,8 +17,12 @@ that the label hangs on negations and on combinations of topics, not on single w
 Each intent's own templates come in *families* (:data:`INTENT_FAMILIES`): a family is one
 way of phrasing the request (a direct request, a question about an amount, a story, the
 topic fronted ...). Whole families go to one split, so a test question never shares its
-phrasing with a training question. A template's tags (`` #neg``, `` #order``, `` #long``)
-name the slices it exercises (:data:`headwise.demo.render.TEMPLATE_TAGS`).
+phrasing with a training question. The first family of each intent is its *core*: the
+plainest ways to say the request (我的信用卡丢了, 我想提前还款, 分期手续费多少), which always
+go to training: holding out phrasing must not hold out meaning
+(:func:`~headwise.demo.families.assign_families`). A template's tags (`` #neg``,
+`` #order``, `` #long``) name the slices it exercises
+(:data:`headwise.demo.render.TEMPLATE_TAGS`).
 """
 
 from __future__ import annotations
@@ -61,12 +65,15 @@ DEMO_INTENTS: dict[str, tuple[str, str]] = {
 _LOAN = "(房贷|贷款|车贷)"
 _CARD = "(信用卡|银行卡|储蓄卡|卡)"
 
-#: intent -> its families of templates (at least four per intent)
+#: intent -> its families of templates (at least five per intent; the first is the core
+#: wordings, always in training)
 INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "early_repayment": (
         ("我想提前还款，(怎么操作|怎么申请|要怎么办|在哪办)？",
          "帮我(申请|预约)提前还款，(大概|)还{big_amount}",
-         f"我(要|想)把{_LOAN}提前结清"),
+         f"我(要|想)把{_LOAN}提前结清",
+         f"(我想|我要)提前还{_LOAN}",
+         "(我想|我要)提前还款"),
         (f"{_LOAN}能提前还(一部分|掉|清)吗？",
          f"手上有{{big_amount}}闲钱，想提前还一部分{_LOAN}",
          f"能不能{{future_date}}提前还{{amount}}{_LOAN}？"),
@@ -87,7 +94,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "early_repayment_penalty": (
         ("提前还款要(收|付|交)违约金吗？",
          "提前还款有没有(手续费|违约金)？",
-         "我要提前还款，有没有违约金？ @+early_repayment"),
+         "我要提前还款，有没有违约金？ @+early_repayment",
+         f"提前还{_LOAN}(要|会)(收|交|付)违约金吗？"),
         ("提前还{big_amount}的话违约金是多少？",
          "提前还{amount}，(违约金|手续费)大概要多少钱？",
          "提前还款的(违约金|手续费)是按{rate}收吗？"),
@@ -105,7 +113,9 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "lpr_rate_change": (
         ("LPR{bp_change}，我的(房贷|贷款)利率会(跟着|)变吗？",
          "LPR{bp_change}之后，我的利率什么时候调整？",
-         "(新闻|网上)说LPR{bp_change}，我这笔房贷从什么时候开始按新利率算？"),
+         "(新闻|网上)说LPR{bp_change}，我这笔房贷从什么时候开始按新利率算？",
+         "LPR(降了|下调了|调整了|变了)，我的(房贷|贷款)利率(会|)跟着(变|降)吗？",
+         "LPR(下调|调整)(以后|之后)，我的月供(会|)(变|少)吗？"),
         ("这次LPR{bp_change}，我的月供会变多少？",
          "LPR{bp_change}对我的{big_amount}房贷有影响吗？",
          "这次LPR{bp_change}，我的月供不会涨吧？"),
@@ -138,7 +148,9 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "apply_instalment": (
         ("我想把这个月的账单分{duration}",
          "(我要|我想|帮我)办分期，分{duration}",
-         "账单分期怎么(申请|办)？"),
+         "账单分期怎么(申请|办)？",
+         "(我想|我要|帮我)办(个|)分期",
+         "(这个月的|这期|)账单(能|可以)分期吗？"),
         ("{amount}的(账单|消费)能分期吗？",
          "帮我把(上个月|这笔|昨天)那笔{amount}的消费办成分期",
          "刚买的手机花了{amount}，想分{duration}还"),
@@ -157,7 +169,9 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "cancel_instalment": (
         ("我不想分期了，帮我取消 #neg",
          "分期不要了，能取消吗？ #neg",
-         "分期我不需要了，剩下的一次还清 #neg"),
+         "分期我不需要了，剩下的一次还清 #neg",
+         "(我要|我想|帮我)取消分期",
+         "分期(能|可以)取消吗？"),
         ("之前办的分期能撤销吗？",
          "(账单|消费)分期(怎么|能不能)取消？",
          "帮我把那笔{amount}的分期取消掉"),
@@ -174,7 +188,9 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "instalment_fee_query": (
         ("分{duration}手续费多少？",
          "{amount}分{duration}，每期手续费是多少？",
-         "分{duration}的话总共要多付多少钱？"),
+         "分{duration}的话总共要多付多少钱？",
+         "分期(的|)手续费(是|)多少？",
+         "分期(收|要收|要付)(手续费|利息)吗？"),
         ("办分期要收手续费吗？",
          "分期的费率是多少？",
          "分期有没有利息？",
@@ -192,7 +208,10 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "report_card_loss": (
         (f"我的{_CARD}丢了，帮我挂失",
          f"{_CARD}丢了怎么办？",
-         f"怎么挂失{_CARD}？"),
+         f"怎么挂失{_CARD}？",
+         f"我的{_CARD}(丢了|不见了|被偷了|找不到了)",
+         f"{_CARD}(不见了|被偷了)，(怎么办|帮我挂失)",
+         f"(我要|帮我)挂失{_CARD}"),
         ("尾号{card}的卡找不到了，(赶紧|马上|)帮我挂失",
          "帮我把尾号{card}的卡挂失，再补办一张 @+reissue_card",
          "卡掉在出租车上了，能先挂失吗？"),
@@ -208,7 +227,10 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "unfreeze_card": (
         ("我的卡被冻结了，怎么解冻？",
          "卡被风控冻结了，帮我解冻",
-         "账户被冻结了，工资都取不出来"),
+         "账户被冻结了，工资都取不出来",
+         f"我的{_CARD}被冻结了",
+         f"(帮我|)把{_CARD}解冻",
+         f"{_CARD}被冻结了(怎么办|)？"),
         ("尾号{card}的卡被锁了，(刷不了|用不了)",
          "密码输错好几次卡被锁了，怎么解锁？",
          "为什么我的卡突然不能用了？"),
@@ -224,7 +246,9 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "reissue_card": (
         ("卡丢了已经挂失了，怎么补办？",
          "卡(已经|)挂失了，(帮我|)补(一张|办)",
-         "挂失以后新卡(寄到哪|多久能拿到)？"),
+         "挂失以后新卡(寄到哪|多久能拿到)？",
+         f"(我要|我想)补办{_CARD}",
+         f"{_CARD}怎么补办？"),
         ("卡坏了刷不出来，想换一张新卡",
          "尾号{card}的卡消磁了，帮我补一张",
          "卡片折断了，能重新办一张吗？"),
@@ -240,7 +264,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "cancel_card": (
         ("我要注销这张信用卡",
          f"帮我把{_CARD}注销了",
-         "信用卡怎么销卡？"),
+         "信用卡怎么销卡？",
+         f"(我要|我想)注销{_CARD}"),
         ("尾号{card}的卡不用了，帮我销户 #neg",
          "这张卡我不想用了，注销掉 #neg",
          "卡太多了，想取消一张信用卡"),
@@ -255,7 +280,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "transfer_limit_query": (
         ("转账限额是多少？",
          "单笔转账(限额|额度)(多少|是多少)？",
-         "每天转账上限是多少？"),
+         "每天转账上限是多少？",
+         "我的转账限额(是|)多少？"),
         ("手机银行一天最多能转多少？",
          "跨行转账有没有限额？",
          "我不知道我的转账限额，能查一下吗？"),
@@ -270,7 +296,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "raise_transfer_limit": (
         ("转账限额太低了，帮我调高",
          "怎么调整手机银行转账限额？",
-         "限额只有{amount}不够用，想提一下"),
+         "限额只有{amount}不够用，想提一下",
+         "(我想|我要|帮我)(提高|调高)转账限额"),
         ("我要转{big_amount}，限额不够，怎么提高？",
          "能把单日转账限额提到{big_amount}吗？",
          "转不了那么多钱，能不能临时提高限额？"),
@@ -285,7 +312,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "transfer_failed": (
         ("转账失败了怎么回事？",
          "转账一直不成功",
-         "为什么我的钱转不出去？"),
+         "为什么我的钱转不出去？",
+         "转账(失败了|没成功)"),
         ("{past_date}转的{amount}到现在还没到账",
          "我转了{amount}，钱扣了但对方没到账",
          "转账显示成功但对方没收到"),
@@ -300,7 +328,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "add_insurance": (
         ("帮我加上这个保险",
          "那个账户安全险我要买",
-         "我想给信用卡加一份盗刷险"),
+         "我想给信用卡加一份盗刷险",
+         "(我想|我要)(买|加)(一份|)(保险|账户安全险|盗刷险)"),
         ("贷款附带的保险我同意加",
          "保险我接受，帮我一起办了",
          "这个意外险挺好的，帮我加上"),
@@ -315,7 +344,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "refuse_insurance": (
         ("这个保险我不需要 #neg",
          "保险不要，帮我去掉 #neg",
-         "我说了不要保险，帮我去掉 #neg"),
+         "我说了不要保险，帮我去掉 #neg",
+         "我不要(这个|)保险 #neg"),
         ("不接受捆绑保险 #neg",
          "放款时捆绑的保险我拒绝 #neg",
          "贷款为什么要强制买保险？我不买 #neg"),
@@ -344,7 +374,9 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "fee_waiver": (
         ("年费我不接受，帮我免掉 #neg",
          "这个年费我不认，帮我(退了|免了) #neg",
-         "年费(我|)不接受，(帮我|)(免了|退了) #neg"),
+         "年费(我|)不接受，(帮我|)(免了|退了) #neg",
+         "(能|可以)(免|减免)年费吗？",
+         "(帮我|)把年费(免了|减免了)"),
         ("能把今年的年费减免吗？",
          "年费太贵了，能不能给我免了？",
          "扣了{small_amount}年费，申请退回"),
@@ -373,7 +405,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "change_repayment_date": (
         ("能把还款日改到{monthly}吗？",
          "帮我把还款日换成{monthly}",
-         "我想修改还款日"),
+         "我想修改还款日",
+         "(我想|我要|帮我)改(一下|)还款日"),
         ("还款日太早了，工资{monthly}才发，能调一下吗？",
          "还款日能往后调吗？",
          "我不想在月初还款了，想改还款日 #neg"),
@@ -387,7 +420,9 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "overdue_consequence": (
         ("{ordinal}逾期了会怎样？",
          "{ordinal}没还上，会有什么后果？",
-         "{ordinal}还不上了，会上征信吗？"),
+         "{ordinal}还不上了，会上征信吗？",
+         "逾期(了|)(会怎么样|有什么后果)？",
+         "(晚还|逾期)(几天|)会(影响|上)征信吗？"),
         ("{ordinal}晚还了几天，会影响征信吗？",
          "逾期一天有什么影响？",
          "这个月忘了还，会不会算逾期？"),
@@ -402,7 +437,9 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "deferred_repayment": (
         ("{ordinal}还不上了，能延期吗？",
          "{ordinal}能晚几天还吗？",
-         "{ordinal}怕逾期，能申请延期吗？"),
+         "{ordinal}怕逾期，能申请延期吗？",
+         "(这个月|这期)还不上(了|)，(能|可以)延期吗？",
+         "(我想|我要)申请延期还款"),
         ("这个月资金紧张，还款能延到{future_date}吗？",
          "能不能申请延期还款？",
          "还款能往后推一个月吗？"),
@@ -416,7 +453,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "credit_limit_increase": (
         ("信用卡额度不够用，想提额",
          "怎么申请提高信用额度？",
-         "为什么一直不给我提额？"),
+         "为什么一直不给我提额？",
+         "(我想|我要)(提高|提升)信用(卡|)额度"),
         ("能把额度提到{big_amount}吗？",
          "我的额度才{amount}，太低了",
          "(信用卡|)额度(能|可以)调到{big_amount}吗？"),
@@ -446,7 +484,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "refund_query": (
         ("退款什么时候到账？",
          "退款退到信用卡了吗？",
-         "退款(一般|)多久能到？"),
+         "退款(一般|)多久能到？",
+         "(我的|)退款(还没到|怎么还没到账)"),
         ("{past_date}申请的退款还没到",
          "商家说退了{amount}，我怎么没收到？",
          "退款{amount}显示成功了，但卡里没有"),
@@ -460,7 +499,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "enable_autopay": (
         ("帮我开通自动还款",
          "怎么设置自动扣款？",
-         "不想每次手动还了，开通自动还款 #neg"),
+         "不想每次手动还了，开通自动还款 #neg",
+         "(我要|我想)开通自动(还款|扣款)"),
         ("想用尾号{card}的储蓄卡自动还信用卡",
          "{monthly}自动扣款可以吗？",
          "我总忘记还款，能不能开个自动还款？"),
@@ -474,7 +514,8 @@ INTENT_FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "cancel_autopay": (
         ("帮我关掉自动还款",
          "自动还款怎么取消？",
-         "我不需要自动还款，帮我解约 #neg"),
+         "我不需要自动还款，帮我解约 #neg",
+         "(取消|关闭)自动(扣款|还款)"),
         ("不要自动扣款了 #neg",
          "别再从我储蓄卡自动扣钱了 #neg",
          "自动扣款扣错了，以后不要再扣了 #neg"),
