@@ -54,6 +54,36 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
 
 
+#: the test folders whose tests compute in this process only (no answer is compared with
+#: another process's), on tensors too small to share out between threads: they run on one
+#: PyTorch intra-op thread, which is faster there and immune to a busy machine (on an
+#: oversubscribed 2-core machine, two threads that wait on each other made
+#: tests/attention/test_linear.py and test_grad_layouts.py about 15x slower); the others
+#: keep PyTorch's default, as the processes they compare with have it
+ONE_THREAD_FOLDERS = frozenset({"attention", "nn", "models", "train", "inspect"})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """One intra-op thread around the setup (module and session fixtures included), call
+    and teardown of a test in :data:`ONE_THREAD_FOLDERS`; the count is given back after."""
+    try:
+        folder = Path(item.path).relative_to(Path(__file__).parent).parts[0]
+    except ValueError:
+        folder = None
+    if folder not in ONE_THREAD_FOLDERS:
+        yield
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _seed_line(config: pytest.Config) -> str:
     seed = config.getoption("hypothesis_seed", None)
     return f"hypothesis seed: {seed} (replay with --hypothesis-seed={seed})"
