@@ -56,6 +56,39 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
 
 
+#: the test folders whose tests compute on tensors too small to share out between
+#: threads: they run on one PyTorch intra-op thread, which is faster there and immune to a
+#: busy machine (on an oversubscribed 2-core machine, two threads that wait on each other
+#: made tests/attention/test_linear.py, test_grad_layouts.py and test_blocksparse.py about
+#: 13x slower). Where one of them compares with a subprocess on PyTorch's default count
+#: (tests/intent/test_batch_predict.py's kill-and-resume), the tiny models answer alike on
+#: one thread and on two. tests/serve, tests/integrations and the top-level files keep
+#: the default: their services set their own thread counts, compared across processes.
+ONE_THREAD_FOLDERS = frozenset({"attention", "demo", "inspect", "intent", "models", "nn",
+                                "slots", "text", "train"})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """One intra-op thread around the setup (module and session fixtures included), call
+    and teardown of a test in :data:`ONE_THREAD_FOLDERS`; the count is given back after."""
+    try:
+        folder = Path(item.path).relative_to(Path(__file__).parent).parts[0]
+    except ValueError:
+        folder = None
+    if folder not in ONE_THREAD_FOLDERS:
+        yield
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _seed_line(config: pytest.Config) -> str:
     seed = config.getoption("hypothesis_seed", None)
     return f"hypothesis seed: {seed} (replay with --hypothesis-seed={seed})"

@@ -11,6 +11,8 @@ import ast
 from itertools import pairwise
 from pathlib import Path
 
+from source_trees import nodes
+
 PACKAGE = Path(__file__).resolve().parent.parent / "headwise"
 #: bottom to top; a module may import its own layer and those below it. The package root
 #: (``headwise/__init__.py``: ``__version__`` and lazy re-exports) may be imported by all.
@@ -42,7 +44,7 @@ def imports(path: Path, known: set[str]) -> list[tuple[str, int]]:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     package = parts[:-1]  # the package a module (or an __init__) sits in
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in nodes(path):  # parsed once a session (source_trees)
         if isinstance(node, ast.Import):
             found += [(a.name, node.lineno) for a in node.names if a.name.startswith("headwise")]
         elif isinstance(node, ast.ImportFrom):

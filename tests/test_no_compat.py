@@ -8,9 +8,11 @@ names the module that defines it or a package that exports it."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
+from source_trees import nodes, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "headwise"
@@ -23,12 +25,13 @@ IMPORT_HOOKS = {"meta_path", "path_hooks"}
 
 
 def sources() -> dict[str, tuple[Path, ast.Module]]:
-    """Every module of the package by dotted name (a package by its own name), parsed."""
+    """Every module of the package by dotted name (a package by its own name), parsed
+    (once a session: :mod:`source_trees`)."""
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        out[name] = (path, ast.parse(path.read_text(encoding="utf-8")))
+        out[name] = (path, parse(path))
     return out
 
 
@@ -53,9 +56,11 @@ def imported_names(tree: ast.Module) -> dict[str, str]:
     return out
 
 
-def defined_names(tree: ast.Module) -> set[str]:
+@functools.cache
+def defined_names(tree: ast.Module) -> frozenset[str]:
     """The names the module's top level defines: functions, classes and assignments that
-    are not plain copies of an imported name (``old = new`` is an alias)."""
+    are not plain copies of an imported name (``old = new`` is an alias). Kept per tree (a
+    parsed tree is shared and never changed: :mod:`source_trees`)."""
     imported = imported_names(tree)
     out: set[str] = set()
 
@@ -76,7 +81,7 @@ def defined_names(tree: ast.Module) -> set[str]:
                     visit(handler.body)
 
     visit(tree.body)
-    return out
+    return frozenset(out)
 
 
 def exported(path: Path, tree: ast.Module) -> list[str] | None:
@@ -97,14 +102,14 @@ def exported(path: Path, tree: ast.Module) -> list[str] | None:
 
 
 def test_no_deprecation_warning_in_the_package():
-    bad = [where(path, node) for path, tree in sources().values() for node in ast.walk(tree)
+    bad = [where(path, node) for path, _ in sources().values() for node in nodes(path)
            if (isinstance(node, ast.Name) and node.id in DEPRECATION_WARNINGS)
            or (isinstance(node, ast.Attribute) and node.attr in DEPRECATION_WARNINGS)]
     assert not bad, f"an old name is removed, not deprecated (nothing is released): {bad}"
 
 
 def test_no_import_hook():
-    bad = [where(path, node) for path, tree in sources().values() for node in ast.walk(tree)
+    bad = [where(path, node) for path, _ in sources().values() for node in nodes(path)
            if isinstance(node, ast.Attribute) and node.attr in IMPORT_HOOKS]
     assert not bad, f"no module aliases another module's name: {bad}"
 
@@ -169,7 +174,7 @@ def test_a_package_exports_only_its_own_modules_names():
 
 
 def test_no_explicit_reexport_alias():
-    bad = [where(path, node) for path, tree in sources().values() for node in ast.walk(tree)
+    bad = [where(path, node) for path, _ in sources().values() for node in nodes(path)
            if isinstance(node, ast.ImportFrom) and any(a.asname == a.name for a in node.names)]
     assert not bad, f"`import x as x` re-exports x; import it from where it is defined: {bad}"
 
@@ -179,8 +184,7 @@ def test_every_import_names_where_the_name_lives():
     files = [*PACKAGE.rglob("*.py"), *(p for d in CALLERS for p in (ROOT / d).rglob("*.py"))]
     bad = []
     for path in sorted(files):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in nodes(path):
             if not (isinstance(node, ast.ImportFrom) and node.level == 0
                     and node.module in mods):
                 continue

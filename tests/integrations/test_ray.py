@@ -1,13 +1,13 @@
 """Ray Data (``headwise.integrations.ray``): ``IntentPredictor`` answers numpy and pandas
 batches with the records of ``headwise predict --data``, in ``map_batches`` on a local
 cluster too, and ``headwise predict --data DIR --out DIR --ray`` writes, per input file,
-the very file ``headwise predict --data FILE`` writes. Skipped without Ray; one local
-cluster (``ray.init(num_cpus=2)``) for the module, as starting one takes seconds."""
+the very file ``headwise predict --data FILE`` writes. Skipped without Ray; the local
+cluster (``ray.init(num_cpus=2)``) is the session's (``ray_instance`` in conftest.py), as
+starting one takes seconds."""
 
 from __future__ import annotations
 
 import json
-import logging
 
 import numpy as np
 import pytest
@@ -53,12 +53,8 @@ def model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-             log_to_driver=False)
+def cluster(ray_instance):
     ray.data.DataContext.get_current().enable_progress_bars = False
-    yield
-    ray.shutdown()
 
 
 def _reference(model_dir, texts, tmp_path, **options) -> list[dict]:

@@ -294,31 +294,33 @@ def _config(model_dir, key_files) -> ServeConfig:
 
 
 @pytest.fixture(scope="module")
-def ray_service(model_dir, key_files):
-    """Two replicas of the service on a local Ray instance (two CPUs), Serve's proxy on a
-    free port; health checks every second, so that a dead replica is noticed at once."""
+def ray_service(model_dir, key_files, ray_instance):
+    """Two replicas of the service on the session's local Ray instance (two CPUs,
+    ``ray_instance`` in conftest.py), Serve's proxy on a free port; health checks every
+    second, so that a dead replica is noticed at once. Serve goes at the end of the module
+    (Ray, at the end of the session)."""
     pytest.importorskip("ray.serve")
-    import ray
+    from ray import serve
 
     from headwise.integrations.ray_serve import deploy
 
-    owns = not ray.is_initialized()
-    if owns:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    elif ray.available_resources().get("CPU", 0) < 2:  # two replicas would wait forever
-        pytest.skip("the Ray instance this process joined has under 2 free CPUs")
+    # two replicas would wait forever for CPUs that the actors of an earlier test (Ray
+    # Data's) hold: wait until they are given back
+    deadline = time.monotonic() + 30
+    while ray_instance.available_resources().get("CPU", 0) < 2:
+        assert time.monotonic() < deadline, \
+            f"2 CPUs of the Ray instance are not free: {ray_instance.available_resources()}"
+        time.sleep(0.05)
     service = deploy(_config(model_dir, key_files), port=_free_port(), replicas=2,
                      graceful_timeout_s=0.5, deployment_options={"health_check_period_s": 1})
+    assert not service.owns_ray
     try:
         yield service
     finally:
-        if owns:  # Serve and Ray go, the application with them
-            from ray import serve
-
-            serve.shutdown()
-            ray.shutdown()
-        else:
-            service.stop()
+        try:
+            service.stop()  # the application and its replicas
+        finally:
+            serve.shutdown()  # the controller and the proxy
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+from headwise.models import heap
 from headwise.models.heap import steady_heap
 
 try:
@@ -24,9 +25,15 @@ needs_glibc = pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
 # malloc 4 MiB, free it, malloc 4 MiB again: mallinfo2().hblks counts the mmapped chunks.
 # glibc's default raises its threshold to the freed chunk's size, so the second buffer comes
 # from the heap (0 mapped); with the threshold fixed at 1 MiB it is mapped on its own (1).
+# The probe loads headwise/models/heap.py by its path (argv[2]): the module needs only the
+# standard library, and importing it by name would first run headwise.models' __init__,
+# which imports PyTorch (seconds per interpreter) into a probe that does not use it.
 PROBE = """
-import ctypes, json, sys
-from headwise.models.heap import heap_is_steady, steady_heap
+import ctypes, importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("heap", sys.argv[2])
+heap = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(heap)
+heap_is_steady, steady_heap = heap.heap_is_steady, heap.steady_heap
 
 class Mallinfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
@@ -58,25 +65,26 @@ def _run(code: str, *args: str, env: dict[str, str] | None = None) -> dict:
 
 @needs_glibc
 def test_default_glibc_serves_a_freed_size_from_the_heap():
-    got = _run(PROBE, "default")
+    got = _run(PROBE, "default", heap.__file__)
     assert got == {"applied": None, "mapped": 0, "steady": False}
 
 
 @needs_glibc
 def test_steady_heap_maps_large_buffers_on_their_own():
-    got = _run(PROBE, "steady")
+    got = _run(PROBE, "steady", heap.__file__)
     assert got == {"applied": True, "mapped": 1, "steady": True}
 
 
 @needs_glibc
 def test_a_users_malloc_setting_is_left_alone():
     # the user's 64 MiB threshold stands: a 4 MiB buffer stays on the heap
-    got = _run(PROBE, "steady", env={"MALLOC_MMAP_THRESHOLD_": str(64 << 20)})
+    got = _run(PROBE, "steady", heap.__file__, env={"MALLOC_MMAP_THRESHOLD_": str(64 << 20)})
     assert got == {"applied": True, "mapped": 0, "steady": True}
 
 
 @needs_glibc
 def test_hierarchical_encoder_sets_it_only_when_asked_and_without_gradients():
+    # one interpreter, "off" before "on" (the setting, once made, stays for the process)
     code = """
     import json, sys, torch
     from headwise.models import EncoderClassifier, preset
@@ -84,16 +92,17 @@ def test_hierarchical_encoder_sets_it_only_when_asked_and_without_gradients():
     from headwise.models.heap import heap_is_steady
 
     model = EncoderClassifier(preset("tiny", num_labels=2))
-    steady = sys.argv[1] == "on"
-    hier = HierarchicalEncoder(model, chunk_len=16, stride=8, steady_memory=steady)
-    ids = torch.randint(3, 200, (50,))
-    hier.train()(ids)          # training with gradients: the allocator is not touched
-    after_train = heap_is_steady()
-    hier.eval().encode_long(ids)
-    print(json.dumps([after_train, heap_is_steady()]))
+    seen = {}
+    for mode in sys.argv[1:]:
+        hier = HierarchicalEncoder(model, chunk_len=16, stride=8, steady_memory=mode == "on")
+        ids = torch.randint(3, 200, (50,))
+        hier.train()(ids)          # training with gradients: the allocator is not touched
+        after_train = heap_is_steady()
+        hier.eval().encode_long(ids)
+        seen[mode] = [after_train, heap_is_steady()]
+    print(json.dumps(seen))
     """
-    assert _run(code, "on") == [False, True]
-    assert _run(code, "off") == [False, False]
+    assert _run(code, "off", "on") == {"off": [False, False], "on": [False, True]}
 
 
 @pytest.mark.parametrize("bad", [0, 4095, (32 << 20) + 1, 1.5, True, "1"])

@@ -72,6 +72,15 @@ def test_cpu_flags_reads_the_flags_line(tmp_path: Path):
 
 
 def test_the_probe_measures_a_ratio_and_leaves_the_random_state():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # not one (the suite's count here), so its return shows
+    try:
+        _probe_leaves_the_state()
+    finally:
+        torch.set_num_threads(before)
+
+
+def _probe_leaves_the_state() -> None:
     state, threads = torch.get_rng_state(), torch.get_num_threads()
     seen: list[int] = []
     real = torch.autocast
