@@ -303,7 +303,11 @@ def find_label_issues(texts: Sequence[str], labels: Sequence[str], *, folds: int
     start = time.perf_counter()
     probs, intents = probs or out_of_fold_probs(texts, labels, folds=folds, seed=seed)
     y = np.searchsorted(np.array(intents), np.array(labels))
-    ranked = cl_find(y, probs, filter_by=filter_by, return_indices_ranked_by="self_confidence")
+    # n_jobs=1: cleanlab's default forks a multiprocessing pool, which can deadlock in a
+    # process that already runs threads (a Ray driver, a service, PyTorch's own pools);
+    # the arrays are small, one process is enough
+    ranked = cl_find(y, probs, filter_by=filter_by, return_indices_ranked_by="self_confidence",
+                     n_jobs=1)
     indices = [int(i) for i in ranked]
     suggested = [intents[int(probs[i].argmax())] for i in indices]
     by_label = dict(Counter(labels[i] for i in indices).most_common())
@@ -332,7 +336,8 @@ def find_multi_label_issues(intent_sets: Sequence[Sequence[str]], probs: np.ndar
     if unknown:
         raise ValueError(f"intents {unknown[:5]} have no probability column")
     given = [sorted(col[k] for k in s) for s in intent_sets]
-    ranked = cl_find(given, probs, return_indices_ranked_by="self_confidence")
+    ranked = cl_find(given, probs, return_indices_ranked_by="self_confidence",
+                     n_jobs=1)  # no forked pool: see find_label_issues
     return [int(i) for i in ranked]
 
 

@@ -53,6 +53,31 @@ def test_planted_errors_are_found_with_their_true_intent():
     assert sum(issues.by_label.values()) == len(issues.indices)
 
 
+def test_confident_learning_forks_no_process_pool(monkeypatch):
+    """cleanlab forks a multiprocessing pool by default, which deadlocks in a process that
+    already runs threads (a Ray driver: the suite once hung there); both searches run in
+    the calling process and find what they found before."""
+    import multiprocessing
+    import multiprocessing.pool
+
+    from headwise.intent.training.cleaning import find_multi_label_issues
+
+    texts, labels, _, flipped = _planted()
+    probs = out_of_fold_probs(texts, labels, folds=5)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(multiprocessing, "Pool", refuse)
+    monkeypatch.setattr(multiprocessing.pool, "Pool", refuse)
+    issues = find_label_issues(texts, labels, folds=5, probs=probs)
+    assert len(set(issues.indices) & flipped) >= 9
+    intents = probs[1]
+    sets = [[y] for y in labels]
+    rows = find_multi_label_issues(sets, probs[0], intents)
+    assert len(set(rows) & flipped) >= 5
+
+
 def test_out_of_fold_probabilities_are_distributions_over_sorted_intents():
     texts, labels, _, _ = _planted(n_per=10, flips=0)
     probs, intents = out_of_fold_probs(texts, labels, folds=3)
