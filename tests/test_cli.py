@@ -153,7 +153,7 @@ def test_the_cli_stays_small(monkeypatch):
                if isinstance(a, argparse._SubParsersAction))
     options = sum(bool(a.option_strings) and a.dest != "help"
                   for p in sub.choices.values() for a in p._actions)
-    assert options <= 155, options  # headroom under 160: a new option must earn its place
+    assert options <= 156, options  # headroom under 160: a new option must earn its place
     lines = sub.choices["predict"].format_help().splitlines()
     assert len(lines) <= 85, len(lines)
 

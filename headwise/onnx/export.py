@@ -94,8 +94,8 @@ class ExportableClassifier(nn.Module):
         if encoder is None or not hasattr(encoder, "layers") or not hasattr(model, "pool"):
             raise ValueError(f"ONNX export supports Transformer encoder classifiers only (joint "
                              f"intent + slot ones included), not {type(model).__name__}: a "
-                             f"BiLSTM reads packed sequences, whose lengths an exported graph "
-                             f"cannot hold; serve it with the torch runtime")
+                             f"BiLSTM reads packed sequences, whose lengths a static ONNX "
+                             f"graph cannot hold; it runs on PyTorch")
         if getattr(encoder, "pattern", None) is not None:
             raise ValueError("ONNX export does not support sparse attention patterns; serve "
                              "this model with the torch runtime")
