@@ -563,6 +563,8 @@ def render(records: list[dict[str, Any]]) -> str:
         pairs = [("headwise / transformers, fp32", "headwise fp32", "transformers fp32"),
                  ("headwise / transformers, bf16", "headwise bf16", "transformers bf16"),
                  ("headwise bf16 / fp32", "headwise bf16", "headwise fp32"),
+                 ("headwise bf16 / fp32, trimmed vocabulary (what `headwise train` runs)",
+                  "headwise bf16, trimmed vocabulary", "headwise fp32, trimmed vocabulary"),
                  ("trimmed / untrimmed vocabulary, fp32", "headwise fp32, trimmed vocabulary",
                   "headwise fp32"),
                  ("length buckets / random batches, fp32", "headwise fp32",
