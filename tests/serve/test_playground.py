@@ -396,20 +396,12 @@ def test_browser_shows_the_refusals(browser, served):
 
 
 @pytest.fixture(scope="module")
-def compound_dir(tmp_path_factory, compound_corpus):
-    from headwise.intent.training.pipeline import train_intent_classifier
-    from headwise.intent.training.recipe import IntentRecipe
+def compound_dir(tmp_path_factory, trained_compound_dir):
+    """A copy of the session's tiny compound model (tests/conftest.py) for this module."""
+    import shutil
 
-    recipe = IntentRecipe.from_dict({
-        "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
-                         "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
-                         "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0,
-                         "model_overrides": {"number_heads": [0]}},
-        "train": {"epochs": 20, "batch_size": 8, "lr": 3e-3, "patience": None,
-                  "progress": False},
-        "task": {"type": "multi_label"}})
     out = tmp_path_factory.mktemp("playground_compound") / "model"
-    train_intent_classifier(compound_corpus, compound_corpus, recipe, out_dir=out)
+    shutil.copytree(trained_compound_dir, out)
     return out
 
 
