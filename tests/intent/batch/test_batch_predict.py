@@ -56,6 +56,17 @@ SLOW_CLI = ("import sys, time\n"
             "sys.exit(main(sys.argv[1:]))\n")
 
 
+
+def padded(batch: list[list[int]], pad_id: int, width: int | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Token rows right-padded to ``width`` (default: the longest) and their 0/1 mask."""
+    width = width or max(map(len, batch))
+    ids = np.full((len(batch), width), pad_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for i, r in enumerate(batch):
+        ids[i, :len(r)], mask[i, :len(r)] = r, 1
+    return ids, mask
+
 def queries(n: int, seed: int = 0) -> list[str]:
     rng = np.random.default_rng(seed)
     return [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 15)))) for _ in range(n)]
@@ -188,11 +199,8 @@ def test_batch_invariant_runtime_answers_a_row_alike_in_any_batch(model_dir, run
     rows = [list(it.chunks[0]) for it in predictor.encode_truncated(queries(40, seed=2))]
 
     def run(batch: list[list[int]], width: int | None = None):
-        width = width or max(map(len, batch))
-        ids = np.full((len(batch), width), predictor.pad_id, dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for i, r in enumerate(batch):
-            ids[i, :len(r)], mask[i, :len(r)] = r, 1
+        ids, mask = padded(batch, predictor.pad_id, width)
+        width = ids.shape[1]
         logits, pooled = rt.forward(ids, mask)
         assert logits.shape == (len(batch), 3) and len(pooled) == len(batch)
         return logits
@@ -240,11 +248,8 @@ def test_batch_invariant_runtime_answers_a_compound_row_alike_in_any_batch(compo
     rows = [list(it.chunks[0]) for it in predictor.encode(queries(40, seed=6))]
 
     def run(batch: list[list[int]], width: int | None = None):
-        width = width or max(map(len, batch))
-        ids = np.full((len(batch), width), predictor.pad_id, dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for i, r in enumerate(batch):
-            ids[i, :len(r)], mask[i, :len(r)] = r, 1
+        ids, mask = padded(batch, predictor.pad_id, width)
+        width = ids.shape[1]
         logits, tags = rt.forward_joint(ids, mask)
         assert logits.shape == (len(batch), 3) and tags.shape == (len(batch), width, 3)
         return logits, tags
