@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
 INTENTS = {
     "card_lost": ["i lost my card", "my card was stolen", "card missing since yesterday",
                   "someone took my card", "cannot find my card anywhere"],
@@ -12,3 +16,13 @@ INTENTS = {
     "balance": ["what is my balance", "how much money do i have", "show my account balance",
                 "balance of my current account", "check how much is left"],
 }
+
+
+def write_csv(path: Path, rows: Iterable[Sequence[str]], header: Sequence[str] = ("text", "label")
+              ) -> Path:
+    """``rows`` as a UTF-8 CSV file under ``header``; the path back."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
 from answers import confidence_of, intent_of
-from tiny_corpus import INTENTS
+from tiny_corpus import INTENTS, write_csv
 
 from headwise.cli import main
 
@@ -19,20 +18,14 @@ TINY_LSTM = {"architecture": {"vocab_size": 200, "lstm_embed_dim": 16, "lstm_hid
              "train": {"epochs": 4, "batch_size": 8, "lr": 3e-3}}
 
 
-def _write(path, rows, header=("text", "label")):
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    return path
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     d = tmp_path_factory.mktemp("cli")
     rows = [(t, k) for k, ts in INTENTS.items() for t in ts] * 4
-    train = _write(d / "train.csv", rows)
-    valid = _write(d / "valid.csv", [(t, k) for k, ts in INTENTS.items() for t in ts[:2]]
+    train = write_csv(d / "train.csv", rows)
+    valid = write_csv(d / "valid.csv", [(t, k) for k, ts in INTENTS.items() for t in ts[:2]]
                    + [("what's the weather like", "oos"), ("tell me a joke", "oos")])
     cfg = d / "recipe.json"
     cfg.write_text(json.dumps(TINY))
@@ -53,7 +46,7 @@ def test_train_writes_a_loadable_classifier(trained):
 
 def test_eval_prints_report_and_writes_png(trained, capsys):
     d, out = trained
-    data = _write(d / "test.csv", [(t, k) for k, ts in INTENTS.items() for t in ts]
+    data = write_csv(d / "test.csv", [(t, k) for k, ts in INTENTS.items() for t in ts]
                   + [("open a mortgage", "mortgage")])
     assert main(["eval", str(out), "--data", str(data), "--out", str(d / "ev")]) == 0
     text = capsys.readouterr().out
@@ -217,7 +210,7 @@ def test_an_out_that_holds_files_is_refused_or_replaced_whole(trained, tmp_path,
     assert "already holds files" in err and "--overwrite" in err and "--resume" in err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     # a failing --overwrite run (a bad data file) leaves the old model as it was
-    bad = _write(tmp_path / "bad.csv", [("only text",)], header=("text",))
+    bad = write_csv(tmp_path / "bad.csv", [("only text",)], header=("text",))
     assert main([*argv[:2], str(bad), *argv[3:], "--overwrite"]) == 1
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "tfidf"]

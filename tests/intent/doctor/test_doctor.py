@@ -10,6 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
+from tiny_corpus import write_csv
 
 from headwise.cli import main
 from headwise.intent.doctor import examine, fixed_rows, normalise
@@ -46,12 +47,6 @@ def _corpus() -> list[tuple[str, str]]:
     return rows
 
 
-def _write(path, rows, header=("text", "label")):
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    return path
 
 
 def test_normalise_folds_case_width_space_and_final_punctuation():
@@ -120,8 +115,8 @@ def test_bad_input_is_refused():
 
 
 def test_the_command_writes_an_offline_report_and_a_cleaned_copy(tmp_path, capsys):
-    data = _write(tmp_path / "train.csv", _corpus())
-    valid = _write(tmp_path / "valid.csv", [("i lost my card", "card_lost")])
+    data = write_csv(tmp_path / "train.csv", _corpus())
+    valid = write_csv(tmp_path / "valid.csv", [("i lost my card", "card_lost")])
     before = hashlib.sha256(data.read_bytes()).hexdigest()
     out = tmp_path / "report"
     assert main(["doctor", str(data), "--valid", str(valid), "--out", str(out), "--fix",
@@ -398,7 +393,7 @@ def test_the_command_with_a_model_says_what_gave_the_probabilities(tmp_path, cap
 
     rows = _corpus()
     net = _tiny_network(tmp_path, [t for t, _ in rows])
-    data = _write(tmp_path / "train.csv", rows)
+    data = write_csv(tmp_path / "train.csv", rows)
     out = tmp_path / "report"
     assert main(["doctor", str(data), "--model", str(net), "--near", "0.97", "--out",
                  str(out)]) == 0

@@ -6,7 +6,6 @@ command end to end."""
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 import re
@@ -18,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from answers import intent_of
 from safetensors.torch import load_file
-from tiny_corpus import INTENTS
+from tiny_corpus import INTENTS, write_csv
 
 from headwise.cli import main
 from headwise.intent import IntentRecipe, distill
@@ -324,17 +323,11 @@ def test_truncated_student_keeps_the_teachers_first_layers(tmp_path):
 
 
 # --- the command -----------------------------------------------------------------------------
-def _write(path, rows, header=("text", "label")):
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    return path
 
 
 def test_cli_distill_then_predict_json(teacher, tmp_path, capsys):
-    train = _write(tmp_path / "train.csv", ROWS * 2)
-    valid = _write(tmp_path / "valid.csv", ROWS + [("tell me a joke", "oos")])
+    train = write_csv(tmp_path / "train.csv", ROWS * 2)
+    valid = write_csv(tmp_path / "valid.csv", ROWS + [("tell me a joke", "oos")])
     unl = tmp_path / "unlabelled.txt"
     unl.write_text("\n".join(UNLABELLED[:3]) + "\n\n", encoding="utf-8")
     cfg = tmp_path / "student.json"
