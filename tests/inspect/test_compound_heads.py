@@ -157,10 +157,13 @@ def test_compound_categories_in_the_analysis(chinese_compound):
     assert roles  # the statistics made roles of some kind
 
 
-def test_compound_analysis_scores_exact_match_and_groups_bad_cases(
-        trained_compound_dir, compound_corpus, tmp_path):
+@pytest.fixture(scope="module")
+def english_analysis(trained_compound_dir, compound_corpus):
+    """The tiny trained compound model's analysis of some of its corpus, new phrasings with
+    joins, and two rows whose gold set its answers cannot match; and the reference: the
+    classifier's own answers and whether each is the gold set."""
     clf = CompoundClassifier.load(trained_compound_dir)
-    rows = compound_corpus[::3] + [  # new phrasings, with joins, that the model may miss
+    rows = [(e.text, tuple(e.intents)) for e in compound_corpus[::3]] + [
         ("refund the 20 pounds and then send 50 pounds to my sister", ("refund", "transfer")),
         ("why was i charged 75 pounds, also refund it", ("charge", "refund")),
         ("send 300 pounds to my sister then refund 90 pounds", ("transfer", "refund")),
@@ -168,16 +171,20 @@ def test_compound_analysis_scores_exact_match_and_groups_bad_cases(
         # cases with references
         ("refund the 300 pounds please", ("charge", "refund")),
         ("send 90 pounds to my sister", ("charge", "refund"))]
-    texts = [r.text if hasattr(r, "text") else r[0] for r in rows]
-    gold = [tuple(r.intents) if hasattr(r, "intents") else r[1] for r in rows]
+    texts, gold = [t for t, _ in rows], [g for _, g in rows]
     slices = [("compound",) if len(g) > 1 else ("plain",) for g in gold]
     analysis = inspect_classifier(clf, texts, gold, slices=slices,
                                   options=replace(TINY, ablation_examples=len(texts)))
-    # the reference: the classifier's own answers, compared as sets
     answers = [frozenset(i for i, _ in p.intents) for p in clf.predict(texts)]
     right = np.array([a == frozenset(g) for a, g in zip(answers, gold, strict=True)])
+    return clf, gold, slices, answers, right, analysis
+
+
+def test_compound_analysis_scores_exact_match_and_groups_bad_cases(english_analysis):
+    clf, gold, slices, answers, right, analysis = english_analysis
     assert analysis["accuracy"] == pytest.approx(right.mean())
     assert analysis["pruning"]["base_accuracy"] == pytest.approx(right.mean())
+    assert analysis["ablation"]["base_accuracy"] == pytest.approx(right.mean())
     bad = analysis["bad_cases"]
     assert bad["misclassified"] == int((~right).sum())
     assert len(bad["cases"]) >= 2 and all(c["references"] > 0 for c in bad["cases"])
@@ -195,12 +202,30 @@ def test_compound_analysis_scores_exact_match_and_groups_bad_cases(
         assert by_slice[name]["examples"] == len(rows_in)
         assert by_slice[name]["bad"] == int((~right[rows_in]).sum())
     assert {JOIN, NUMBER_IN_SECOND} <= set(analysis["categories"])
+    assert analysis["compound"]["texts_with_join"] == 3  # and then, also, then
+    assert analysis["compound"]["texts_with_number_in_second"] == 2  # 50, 90 after a join
+
+
+def test_the_compound_report_writes_and_shows_in_a_browser(english_analysis, tmp_path):
+    analysis = english_analysis[-1]
     paths = write_report(analysis, tmp_path / "report", title="compound")
-    html = paths["html"].read_text(encoding="utf-8")
-    assert "Bad cases by slice" in html or "by_slice" in html
     stats = json.loads(paths["json"].read_text(encoding="utf-8"))
     assert stats["compound"]["join_heads"] == analysis["compound"]["join_heads"]
+    assert stats["bad_cases"]["by_slice"] == analysis["bad_cases"]["by_slice"]
     assert (tmp_path / "report" / "figures" / "pruning.png").is_file()
+    from browser_cdp import find_browser, load_page
+
+    browser = find_browser()
+    if browser is None:
+        pytest.skip("headless Chromium is not installed (the page is checked in a browser "
+                    "where it is)")
+    report = load_page(browser, paths["html"], element="#grid", expressions={
+        "summary": "document.getElementById('summary').textContent",
+        "bad": "document.getElementById('bad').textContent"})
+    assert report.errors == []
+    assert "exact match" in report.values["summary"]
+    assert "compound model: heads on join words" in report.values["summary"]
+    assert "Bad cases by slice" in report.values["bad"]
 
 
 def test_compound_importance_is_the_gradient_of_the_models_own_loss(
