@@ -144,7 +144,6 @@ COMPOUND = ModelKind(
     missing={
         "chunk": "slot spans are read on the text's first window only; use truncate or "
                  "reject",
-        "heads": "`headwise inspect` reads single-label classifiers",
         "calibrate": "its per-intent thresholds are tuned by `headwise train --valid`"})
 
 #: name -> kind; the order is the order markers are looked for in a directory
