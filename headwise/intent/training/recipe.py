@@ -810,8 +810,9 @@ _MULTI_LABEL_DECISION: dict[str, str] = {
     "ood_detector": "a compound model is out of scope when no intent reaches its threshold; "
                     "there is no single top probability or pooled vector for a detector to "
                     "replace",
-    "oos_labels": "a compound example with no intent is the out-of-scope row (an empty "
-                  "intent list); there is no out-of-scope label to name",
+    "oos_labels": "a compound row is out of scope when its intents list is empty (the "
+                  "reader also reads a label of text.labels.OOS_LABELS, such as 'oos', as "
+                  "none); a data set's own out-of-scope label is a single-label file's",
 }
 
 
