@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     train = read(args.data, args)
     valid = read(args.valid, args) if args.valid else None
     unlabelled = read_unlabelled(args.unlabelled, args) if args.unlabelled else []
-    print(f"training data: {len(train)} rows, {len(train.label_set())} intents ({args.data})")
+    print(f"training data: {len(train)} rows, {len(train.intent_names())} intents ({args.data})")
     if valid is not None:
         print(f"validation data: {len(valid)} rows ({args.valid})")
     if args.unlabelled:

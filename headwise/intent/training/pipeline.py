@@ -129,7 +129,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             Out-of-scope rows (label ``oos``, ..., or ``recipe.decision.oos_labels``) are
             not a class: they join the validation rows for the out-of-scope threshold and
             detector (when those have in-scope rows), as the validation data's own do.
-            Multi-label: annotated examples (an ``AnnotatedDataset`` or a list).
+            Multi-label: annotated examples (a ``Dataset`` or a list).
         valid: validation data for early stopping, calibration and the out-of-scope
             threshold (its out-of-scope rows are used there), or the compound thresholds;
             default: a stratified ``recipe.valid_fraction`` of ``train``.
