@@ -188,11 +188,11 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[Example],
       intents the model does not know, counted and left out; per slice when ``slices``
       are given;
     * ``"multi_label"``, for annotated gold (``rows`` are
-      :class:`~headwise.text.dataset.Example`\\ s: several intents and slot
-      spans) or for a multi-label model's answers: both read as sets of intents (a
-      single-label answer: its answered intent, none when out of scope; a single-label gold
-      row: its intent, none when out of scope): micro- and macro-F1, exact match and
-      per-intent scores, the exact match's 95 % Wilson interval
+      :class:`~headwise.text.dataset.Example`\\ s: several intents and slot spans) or
+      for a multi-label model's answers: both read as sets of intents (a single-label
+      answer: its answered intent, none when out of scope; a gold row's out-of-scope label,
+      ``oos`` or similar, is no intent): micro- and macro-F1, exact match and per-intent
+      scores, the exact match's 95 % Wilson interval
       (``intents.exact_match_interval``: the rows as independent trials), per slice when
       ``slices`` are given; for a model with a slot tagger on annotated rows, exact slot
       span F1 and the value accuracy per slot (:func:`value_accuracy`, relative dates
@@ -261,7 +261,8 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[Example],
         return _single_label(predictor, list(rows), labels, out_dir=out_dir, slices=slices)
     if slices is not None and len(slices) != len(rows):
         raise ValueError(f"{len(slices)} slice lists for {len(rows)} rows")
-    gold = rows if labels is None else [
+    gold = [Example(e.text, tuple(i for i in e.intents if not is_oos_label(i)), e.slots,
+                    e.line, e.slices) for e in rows] if labels is None else [
         Example(t, () if is_oos_label(y) else (str(y),), (), i + 1)
         for i, (t, y) in enumerate(zip(rows, labels, strict=True))]
     return _multi_label(predictor, gold, slots=annotated, reference_date=reference_date,

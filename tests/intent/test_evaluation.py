@@ -180,6 +180,10 @@ def test_annotated_rows_score_a_single_label_model_as_sets_of_intents(trained):
     assert "slots" not in report and "values" not in report
     text = format_report(report)
     assert "exact match" in text and "greeting (1)" in text
+    # a gold row's out-of-scope label (a single-label file's, kept as written) is no intent
+    marked = rows[:3] + [Example("hello there", ("oos",), (), 4)] + rows[4:]
+    same = evaluate(trained, marked)
+    assert same["intents"] == report["intents"] and "oos" not in same["unseen_intents"]
 
 
 def test_what_evaluate_refuses(trained):

@@ -182,6 +182,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         if soft_targets is not None:
             raise ValueError("a teacher's soft targets train a single-label student; the "
                              "recipe's task is multi_label")
+        _check_multi_label_rows(train, "training")
+        _check_multi_label_rows(valid or [], "validation")
         return train_compound(compound_data(train, valid, recipe, parent,
                                             1.0 if init_from is None else init_from.replay),
                               recipe,
@@ -336,6 +338,19 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
                 report(line)
     return _Data(list(texts), list(labels), list(v_texts), list(v_labels), intents, extra,
                  cleaning, oos, lineage)
+
+
+def _check_multi_label_rows(rows: Any, what: str) -> None:
+    """Refuse a multi-label row whose intents hold an out-of-scope label (``oos`` ...):
+    such a row has no intent, as the multi-intent readers give it; a single-label file's
+    rows keep their label as written."""
+    for e in rows:
+        marked = [i for i in e.intents if is_oos_label(i)]
+        if marked:
+            raise ValueError(f"the {what} data's row at line {e.line} has the out-of-scope "
+                             f"label {marked[0]!r} as an intent; a multi-label row out of "
+                             f"scope has no intents (read_annotated reads a multi-intent "
+                             f"file so; read_examples keeps a single-label file's label)")
 
 
 def _warm_parent(start: WarmStart, recipe: IntentRecipe, soft_targets: SoftTargets | None

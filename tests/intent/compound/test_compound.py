@@ -203,6 +203,18 @@ def test_single_intent_data_is_refused(tmp_path):
         train_intent_classifier([one] * 3, None, TINY, out_dir=tmp_path)
 
 
+def test_an_out_of_scope_label_as_an_intent_is_refused(tmp_path):
+    """A single-label file's rows keep their label as written (``oos`` too); given to a
+    multi-label run, such a row would train ``oos`` as an intent: refused, by line."""
+    rows = [Example("hi", ("greet",), (), 1), Example("pay", ("pay",), (), 2),
+            Example("weather?", ("oos",), (), 3)]
+    with pytest.raises(ValueError, match=r"training data's row at line 3 .* 'oos'"):
+        train_intent_classifier(rows, None, TINY, out_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"validation data's row at line 3"):
+        train_intent_classifier(rows[:2], rows, TINY, out_dir=tmp_path)
+    assert not (tmp_path / "compound.json").exists()
+
+
 def test_unparsed_slots_of_known_kinds_are_dropped_and_unknown_kinds_kept():
     ref = date(2026, 12, 1)
     spans = [SlotSpan("date", 0, 5, "下个月5号"), SlotSpan("rate_change_bp", 6, 7, "后"),
