@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 INTENTS = {
     "card_lost": ["i lost my card", "my card was stolen", "card missing since yesterday",
@@ -25,4 +27,15 @@ def write_csv(path: Path, rows: Iterable[Sequence[str]], header: Sequence[str] =
         w = csv.writer(f)
         w.writerow(header)
         w.writerows(rows)
+    return path
+
+
+def write_annotated(path: Path, examples: Iterable[Any]) -> Path:
+    """Annotated examples (``Example``: text, intents, slot spans) as a JSON-lines
+    file ``headwise.text.annotations.read_annotated`` reads; the path back."""
+    with open(path, "w", encoding="utf-8") as f:
+        for e in examples:
+            f.write(json.dumps({"text": e.text, "intents": list(e.intents), "slots": [
+                {"name": s.name, "start": s.start, "end": s.end, "text": s.text,
+                 "value": s.value} for s in e.slots]}, ensure_ascii=False) + "\n")
     return path

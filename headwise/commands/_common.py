@@ -256,7 +256,8 @@ def _report_skipped(path: str, skipped: list[tuple[int, str]]) -> None:
 def save_and_score(combined: Any, members: list[Any], args: argparse.Namespace, what: str
                    ) -> None:
     """Save ``combined`` (a soup or an ensemble of ``members``) to ``args.out``; with
-    ``args.data``, score the members and it side by side."""
+    ``args.data``, score the members and it side by side (compound members on an annotated
+    file)."""
     combined.save(args.out)
     n = len(members)
     print(f"wrote the {what} of {n} model{'s' if n != 1 else ''} to {args.out}",
@@ -269,44 +270,65 @@ def save_and_score(combined: Any, members: list[Any], args: argparse.Namespace, 
             print(f"headwise {what}: warning: {warning}", file=sys.stderr)
 
 
+#: the two scores of :func:`score_side_by_side`, by the kind of gold: ``(key, words)``, the
+#: first deciding and the second breaking ties in :func:`below_best_member`
+SIDE_BY_SIDE = {"single_label": (("accuracy", "accuracy"), ("macro_f1", "macro-F1")),
+                "multi_label": (("exact_match", "exact match"), ("micro_f1", "micro-F1"))}
+
+
 def below_best_member(scores: dict[str, dict[str, float]], what: str, data: str
                       ) -> str | None:
     """Why a combination (``scores[what]``) is worse than using its best member alone on
-    ``data`` (by accuracy, then macro-F1), naming the member and both scores; None when
-    it is not below that member."""
+    ``data`` (by accuracy, then macro-F1; compound models by exact match, then micro-F1),
+    naming the member and both scores; None when it is not below that member."""
+    (first, first_words), (second, second_words) = SIDE_BY_SIDE[
+        "single_label" if "accuracy" in scores[what] else "multi_label"]
+
     def key(s: dict[str, float]) -> tuple[float, float]:
-        return s["accuracy"], s["macro_f1"]
+        return s[first], s[second]
 
     combined = scores[what]
     name, best = max(((n, s) for n, s in scores.items() if n != what),
                      key=lambda item: key(item[1]))
     if key(combined) >= key(best):
         return None
-    return (f"the {what} scores {100 * combined['accuracy']:.2f}% accuracy (macro-F1 "
-            f"{100 * combined['macro_f1']:.2f}%) on {data}, below its best member {name} "
-            f"alone ({100 * best['accuracy']:.2f}%, macro-F1 {100 * best['macro_f1']:.2f}%); "
+    return (f"the {what} scores {100 * combined[first]:.2f}% {first_words} ({second_words} "
+            f"{100 * combined[second]:.2f}%) on {data}, below its best member {name} "
+            f"alone ({100 * best[first]:.2f}%, {second_words} {100 * best[second]:.2f}%); "
             f"serve that member instead, or combine other models")
 
 
 def score_side_by_side(models: dict[str, Any], path: str, args: argparse.Namespace
                        ) -> dict[str, dict[str, float]]:
     """Score every classifier in ``models`` (name -> classifier) on the labelled file
-    ``path`` and print accuracy and macro-F1 per model (``args.json``: as JSON); the
-    scores, name -> ``{"accuracy", "macro_f1"}``."""
+    ``path`` and print two scores per model (``args.json``: as JSON): accuracy and
+    macro-F1, or, for compound (multi-label) models, exact match and micro-F1 on the
+    annotated file (:data:`SIDE_BY_SIDE`); the scores, name -> ``{score: value}``."""
     from headwise.intent.evaluation import evaluate
+    from headwise.intent.kinds import kind_of_classifier
 
-    data = read(path, args)
+    compound = any(kind_of_classifier(clf).multi_label for clf in models.values())
+    task = "multi_label" if compound else "single_label"
+    names = SIDE_BY_SIDE[task]
     scores = {}
-    for name, clf in models.items():
-        r = evaluate(clf, data.texts, data.labels)
-        scores[name] = {"accuracy": r["accuracy"], "macro_f1": r["macro_f1"]}
+    if compound:
+        examples = read_compound(path, args).examples
+        for name, clf in models.items():
+            r = evaluate(clf, examples)["intents"]
+            scores[name] = {key: r[key] for key, _ in names}
+    else:
+        data = read(path, args)
+        for name, clf in models.items():
+            r = evaluate(clf, data.texts, data.labels)
+            scores[name] = {key: r[key] for key, _ in names}
     if args.json:
         print(json.dumps(scores, indent=2))
         return scores
     width = max(len(n) for n in scores)
-    print(f"{'model':<{width}}  accuracy  macro-F1")
+    (a, a_words), (b, b_words) = names
+    print(f"{'model':<{width}}  {a_words:>11}  {b_words:>9}")
     for name, s in scores.items():
-        print(f"{name:<{width}}  {100 * s['accuracy']:7.2f}%  {100 * s['macro_f1']:7.2f}%")
+        print(f"{name:<{width}}  {100 * s[a]:10.2f}%  {100 * s[b]:8.2f}%")
     return scores
 
 

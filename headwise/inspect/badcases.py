@@ -90,20 +90,28 @@ def bad_cases(features: np.ndarray, feature_names: Sequence[str], gold: np.ndarr
             "cases": cases[:max_cases], "heads": implicated}
 
 
-def link_slices(bad: dict[str, Any], slices: Sequence[Sequence[str] | None]) -> dict[str, Any]:
+def link_slices(bad: dict[str, Any], slices: Sequence[Sequence[str] | None], *,
+                wrong: np.ndarray | None = None,
+                known: np.ndarray | None = None) -> dict[str, Any]:
     """Add to each case of :func:`bad_cases` the slices (phenomena) of its example, and count
     the cases per slice; the report's bad-case table shows them.
 
     Args:
         bad: :func:`bad_cases`'s result, changed in place.
         slices: the slice names of every example (index as in the analysis), or None.
+        wrong: (examples,) bool, every example answered wrong (the listed cases are at
+            most ``max_cases`` of them): with it, ``bad["by_slice"]`` counts them all.
+        known: (examples,) bool, the examples of known gold (default: all).
 
     Returns:
         ``bad``, each case with ``"slices": [...]`` and ``bad["slices"]``: slice name ->
-        number of listed cases in it.
+        number of listed cases in it; with ``wrong``, ``bad["by_slice"]``: ``[{"slice",
+        "examples", "bad", "share", "listed"}]`` over the examples of known gold, the
+        slices with the largest share of bad cases first.
 
     Raises:
         IndexError: a case whose index has no slice entry.
+        ValueError: ``wrong`` or ``known`` not one entry per example.
     """
     counts: dict[str, int] = {}
     for case in bad["cases"]:
@@ -112,4 +120,20 @@ def link_slices(bad: dict[str, Any], slices: Sequence[Sequence[str] | None]) -> 
         for name in names:
             counts[name] = counts.get(name, 0) + 1
     bad["slices"] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    if wrong is None:
+        return bad
+    wrong = np.asarray(wrong, dtype=bool)
+    known = np.ones(len(wrong), dtype=bool) if known is None else np.asarray(known, dtype=bool)
+    if len(wrong) != len(slices) or len(known) != len(slices):
+        raise ValueError(f"{len(slices)} examples' slices but {len(wrong)} wrong and "
+                         f"{len(known)} known flags")
+    totals: dict[str, list[int]] = {}
+    for i in np.flatnonzero(known):
+        for name in slices[i] or ():
+            row = totals.setdefault(name, [0, 0])
+            row[0] += 1
+            row[1] += int(wrong[i])
+    rows = [{"slice": name, "examples": n, "bad": b, "share": b / n,
+             "listed": counts.get(name, 0)} for name, (n, b) in totals.items()]
+    bad["by_slice"] = sorted(rows, key=lambda r: (-r["share"], -r["examples"], r["slice"]))
     return bad

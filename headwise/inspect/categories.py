@@ -17,6 +17,12 @@ replaces them (:meth:`CategoryLexicon.from_json`)::
 
 Where gold annotations exist (the demo corpus's spans), :func:`categories_from_spans`
 marks the words from them instead.
+
+A compound (multi-label) model's analysis adds two categories: :data:`JOIN`, the
+connectives that join one request to the next (:func:`join_lexicon`: the Chinese ones of the
+demo corpus's joins, :data:`CHINESE_JOINS` and :data:`CHINESE_JOIN_PATTERN`, or English
+ones, :data:`ENGLISH_JOINS`; a lexicon file's ``"join"`` category replaces them), and
+:data:`NUMBER_IN_SECOND`, the number words after the first join (:func:`numbers_after_join`).
 """
 
 from __future__ import annotations
@@ -48,6 +54,25 @@ ENGLISH_DOMAIN = (
     "deposit", "withdrawal", "withdraw", "loan", "interest", "statement", "transaction",
     "direct debit", "bank", "money", "limit", "verify", "identity", "contactless",
     "virtual card", "apple pay", "google pay")
+
+#: the category of the words that join one request to the next (compound models)
+JOIN = "join"
+#: the category of the number words after the first join (compound models)
+NUMBER_IN_SECOND = "number_in_second"
+#: Chinese connectives between requests: the words of the demo corpus's join templates
+#: (:data:`headwise.demo.joins.JOIN_FAMILIES`; ``tests/inspect/test_compound_heads.py``
+#: checks that they find the join of the corpus's joined messages)
+CHINESE_JOINS = ("顺便", "另外", "还有就是", "还有", "然后", "同时", "以及", "不行的话就",
+                 "不行的话", "办不了的话", "要是", "如果")
+#: the one-character connectives (再, 就, 那, 先), only where a clause ends before them:
+#: alone they are common inside a request (再还, 就是说, 那个, 先冻结)
+CHINESE_JOIN_PATTERN = (r"(?<=[，,。？?！!\s])(?:那就|就(?!是)|再)"
+                        r"|(?<=[？?\s])(?:那先|那(?![个笔张份些])|先)")
+#: English connectives between requests
+ENGLISH_JOINS = (
+    "and", "and then", "then", "also", "and also", "as well as", "plus", "besides",
+    "by the way", "in addition", "additionally", "after that", "another thing", "on top of that",
+    "while you're at it", "otherwise", "if not", "if so", "or else")
 
 
 class CategoryLexicon:
@@ -182,3 +207,46 @@ def english_lexicon() -> CategoryLexicon:
 def default_lexicon(texts: Iterable[str]) -> CategoryLexicon:
     """The Chinese lexicon for mostly-CJK texts, else the English one."""
     return chinese_lexicon() if cjk_fraction(texts) >= 0.3 else english_lexicon()
+
+
+def join_lexicon(texts: Iterable[str]) -> CategoryLexicon:
+    """The built-in :data:`JOIN` lexicon: the Chinese connectives (:data:`CHINESE_JOINS`,
+    :data:`CHINESE_JOIN_PATTERN`) for mostly-CJK texts, else the English ones
+    (:data:`ENGLISH_JOINS`, whole words)."""
+    if cjk_fraction(texts) >= 0.3:
+        return CategoryLexicon({JOIN: {"words": list(CHINESE_JOINS),
+                                       "pattern": CHINESE_JOIN_PATTERN}}, whole_words=False)
+    return CategoryLexicon({JOIN: list(ENGLISH_JOINS)}, whole_words=True)
+
+
+def numbers_after_join(joins: np.ndarray, numbers: np.ndarray, special: np.ndarray
+                       ) -> np.ndarray:
+    """(units,) bool: the number units after the first join of a text (the numbers of its
+    second and later requests).
+
+    The first join is the first run of join units, leaving out one that opens the text
+    (要是……就……, "if ..., then ...": a connective before the first request does not end
+    it). A text without such a join has none.
+
+    Args:
+        joins: (units,) bool, the :data:`JOIN` units.
+        numbers: (units,) bool, the number units.
+        special: (units,) bool, the special tokens.
+    """
+    joins, numbers = np.asarray(joins, dtype=bool), np.asarray(numbers, dtype=bool)
+    words = np.flatnonzero(~np.asarray(special, dtype=bool))
+    out = np.zeros(len(numbers), dtype=bool)
+    k = 0
+    while k < len(words):
+        if not joins[words[k]]:
+            k += 1
+            continue
+        end = k
+        while end + 1 < len(words) and joins[words[end + 1]]:
+            end += 1
+        if k > 0:  # the first run of join words that does not open the text
+            after = words[end + 1:]
+            out[after] = numbers[after]
+            return out
+        k = end + 1
+    return out

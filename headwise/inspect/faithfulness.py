@@ -26,25 +26,32 @@ from scipy.special import softmax
 
 from headwise.attention import capture_attention
 from headwise.inspect.attribution import Explanation, explain, first_window, network_logits
-from headwise.inspect.forward import attention_layers, pooling_of
+from headwise.inspect.forward import (
+    answer_probability,
+    attention_layers,
+    pooling_of,
+    scored_answer,
+)
 from headwise.inspect.rollout import attention_rollout, pool_vector
 from headwise.inspect.words import Segmented
-from headwise.intent.classifier import IntentClassifier
 
 
 @torch.inference_mode()
-def word_scores(clf: IntentClassifier, seg: Segmented, *, chunk: int = 32
-                ) -> dict[str, np.ndarray]:
+def word_scores(clf: Any, seg: Segmented, *, chunk: int = 32) -> dict[str, Any]:
     """Leave-one-out, last-layer attention and rollout scores of each word of one text.
 
     Args:
-        clf: a Transformer classifier.
+        clf: a Transformer classifier: single-label (a word's leave-one-out score is the
+            drop of the predicted class's probability), or compound (the drop of the mean
+            probability of the answered intents, of the most probable one when none is
+            answered: :func:`~headwise.inspect.forward.answer_probability`).
         seg: the text, segmented (:func:`~headwise.inspect.words.segment`).
         chunk: texts with one word removed per forward pass.
 
     Returns:
         ``{"loo", "attention", "rollout"}``, each (words,) float64, and ``"predicted"``
-        (the class id).
+        (the class id, or the (intents,) bool set answered: :func:`~headwise.inspect.forward.
+        scored_answer`).
     """
     layers = attention_layers(clf.model)
     pooling = pooling_of(clf.model)
@@ -54,8 +61,8 @@ def word_scores(clf: IntentClassifier, seg: Segmented, *, chunk: int = 32
     with capture_attention(layers, to_cpu=True) as cap:
         logits = clf.model(input_ids=ids, attention_mask=mask)["logits"]
     weights = np.stack([cap[m][0][0].double().numpy() for m in layers])  # (L, H, n, n)
-    probs = torch.softmax(logits.double() / clf.temperature, -1)[0]
-    pred = int(probs.argmax())
+    pred = scored_answer(clf, logits[0].double().cpu().numpy())
+    base = answer_probability(clf, logits, pred)[0]
     words = seg.words
     starts, sizes = seg.starts, seg.sizes
     masks = mask.repeat(len(words), 1)
@@ -64,21 +71,22 @@ def word_scores(clf: IntentClassifier, seg: Segmented, *, chunk: int = 32
     dropped = torch.cat([clf.model(input_ids=ids.expand(len(part), -1),
                                    attention_mask=part)["logits"]
                          for part in masks.split(chunk)])
-    p_drop = torch.softmax(dropped.double() / clf.temperature, -1)[:, pred]
-    loo = (probs[pred] - p_drop).cpu().numpy()
+    p_drop = answer_probability(clf, dropped, pred)
+    loo = (base - p_drop).cpu().numpy()
     n = seg.num_tokens
     last = pool_vector(n, pooling) @ weights[-1].mean(0)
     roll = attention_rollout(weights, pooling)
     return {"loo": loo, "attention": np.add.reduceat(last, starts)[words],
-            "rollout": np.add.reduceat(roll, starts)[words], "predicted": pred}
+            "rollout": np.add.reduceat(roll, starts)[words],
+            "predicted": int(pred) if np.ndim(pred) == 0 else pred}
 
 
-def faithfulness(clf: IntentClassifier, segments: Sequence[Segmented], *,
+def faithfulness(clf: Any, segments: Sequence[Segmented], *,
                  min_words: int = 3) -> dict[str, Any]:
     """Kendall tau between leave-one-out importance and attention / rollout, per text.
 
     Args:
-        clf: a Transformer classifier.
+        clf: a Transformer classifier (single-label or compound: :func:`word_scores`).
         segments: the texts to score (each costs one forward pass per word).
         min_words: texts with fewer words are skipped (tau needs a ranking).
 

@@ -85,8 +85,9 @@ def example_png(example: dict[str, Any], layer: int, head: int, shape: tuple[int
     return path
 
 
-def pruning_png(pruning: dict[str, Any], path: Path) -> Path:
-    """Accuracy against the share of heads removed: importance order vs random orders."""
+def pruning_png(pruning: dict[str, Any], path: Path, score: str = "accuracy") -> Path:
+    """Accuracy (``score``: what it measures) against the share of heads removed:
+    importance order vs random orders."""
     fig = _figure(6.4, 4.0)
     ax = fig.add_subplot()
     imp, rnd = pruning["importance"], pruning["random"]
@@ -98,7 +99,7 @@ def pruning_png(pruning: dict[str, Any], path: Path) -> Path:
     ax.axhline(pruning["base_accuracy"] - pruning["tolerance"], color="grey", ls="--", lw=1,
                label="1 point below the full model")
     ax.set_xlabel("share of heads removed")
-    ax.set_ylabel("accuracy")
+    ax.set_ylabel(score)
     ax.set_title("Pruning curve")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -133,7 +134,8 @@ def write_figures(analysis: dict[str, Any], directory: Path, *, examples: int = 
     with rc_context(_rc()), _quiet_fonts():
         out["head_grid"] = head_grid_png(analysis, directory / "head_grid.png")
         if analysis.get("pruning"):
-            out["pruning"] = pruning_png(analysis["pruning"], directory / "pruning.png")
+            out["pruning"] = pruning_png(analysis["pruning"], directory / "pruning.png",
+                                         analysis.get("score", "accuracy"))
         if analysis.get("bad_cases", {}).get("heads"):
             out["bad_cases"] = bad_cases_png(analysis["bad_cases"], directory / "bad_cases.png")
         if analysis.get("importance"):

@@ -9,7 +9,9 @@
   the same removals in random orders, as accuracy curves.
 
 Heads are silenced through :meth:`MultiHeadAttention.set_head_gates`; every function
-restores the gates it found.
+restores the gates it found. Each takes a single-label or a compound classifier: the loss,
+the accuracy (exact match of the intent set for a compound one) and the gold are the
+kind's (:mod:`headwise.inspect.forward`).
 """
 
 from __future__ import annotations
@@ -20,14 +22,12 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from headwise.inspect.forward import accuracy, attention_layers
-from headwise.intent.classifier import IntentClassifier
+from headwise.inspect.forward import accuracy, attention_layers, known_rows, loss_of
 
 
 @contextmanager
-def saved_gates(clf: IntentClassifier):
+def saved_gates(clf: Any):
     """Restore every layer's head gates (and their ``requires_grad``) on exit."""
     layers = attention_layers(clf.model)
     saved = [m.head_gate.detach().clone() for m in layers]
@@ -39,21 +39,24 @@ def saved_gates(clf: IntentClassifier):
             m.set_head_gates(g)
 
 
-def set_gates(clf: IntentClassifier, gates: np.ndarray) -> None:
+def set_gates(clf: Any, gates: np.ndarray) -> None:
     """Set all gates from a (layers, heads) array (1 keep, 0 silence)."""
     for m, g in zip(attention_layers(clf.model), gates, strict=True):
         m.set_head_gates(torch.as_tensor(g, dtype=m.head_gate.dtype))
 
 
-def gradient_importance(clf: IntentClassifier, texts: Sequence[str], gold: np.ndarray, *,
+def gradient_importance(clf: Any, texts: Sequence[str], gold: np.ndarray, *,
                         gates: np.ndarray | None = None, normalize: bool = True
                         ) -> np.ndarray:
-    """Expected absolute gradient of the cross-entropy loss w.r.t. each head's gate.
+    """Expected absolute gradient of the loss w.r.t. each head's gate: the cross-entropy
+    (single-label), the binary cross-entropy of the intent set (compound,
+    :func:`~headwise.inspect.forward.loss_of`).
 
     Args:
-        clf: a Transformer classifier.
+        clf: a Transformer classifier (single-label or compound).
         texts: the examples.
-        gold: (n,) class ids; rows with -1 are left out.
+        gold: :func:`~headwise.inspect.forward.label_ids`'s rows; unknown ones are left
+            out.
         gates: (layers, heads) gates to evaluate at (default: all ones).
         normalize: divide each layer's scores by their L2 norm (removed heads, gate 0,
             score 0 and do not count in it).
@@ -64,7 +67,8 @@ def gradient_importance(clf: IntentClassifier, texts: Sequence[str], gold: np.nd
     Raises:
         ValueError: no example with a known class.
     """
-    keep = [i for i in range(len(texts)) if gold[i] >= 0]
+    gold = np.asarray(gold)
+    keep = np.flatnonzero(known_rows(gold)).tolist()
     if not keep:
         raise ValueError("no example has an intent the classifier knows")
     device = next(clf.model.parameters()).device
@@ -79,7 +83,7 @@ def gradient_importance(clf: IntentClassifier, texts: Sequence[str], gold: np.nd
             batch = clf.tokenizer([texts[i]], max_length=clf.max_length)
             logits = clf.model(input_ids=batch["input_ids"].to(device),
                                attention_mask=batch["attention_mask"].bool().to(device))["logits"]
-            loss = F.cross_entropy(logits.float(), torch.tensor([int(gold[i])], device=device))
+            loss = loss_of(clf, logits, gold[i:i + 1])
             grads = torch.autograd.grad(loss, params)
             total += np.stack([g.abs().double().cpu().numpy() for g in grads])
     scores = total / len(keep)
@@ -94,9 +98,10 @@ def gradient_importance(clf: IntentClassifier, texts: Sequence[str], gold: np.nd
     return scores
 
 
-def ablation(clf: IntentClassifier, texts: Sequence[str], gold: np.ndarray, *,
+def ablation(clf: Any, texts: Sequence[str], gold: np.ndarray, *,
              batch_size: int = 64) -> dict[str, Any]:
-    """Accuracy with each single head silenced.
+    """Accuracy (exact match of a compound classifier's intent sets) with each single head
+    silenced.
 
     Returns:
         ``{"base_accuracy", "accuracy": [[layer][head]], "delta": [[...]]}`` (delta =
@@ -121,7 +126,7 @@ def pruning_fractions(num_heads: int, step: float = 0.1) -> list[int]:
     return sorted({int(round(k * step * num_heads)) for k in range(points + 1)})
 
 
-def pruning_curve(clf: IntentClassifier, texts: Sequence[str], gold: np.ndarray, *,
+def pruning_curve(clf: Any, texts: Sequence[str], gold: np.ndarray, *,
                   importance_texts: Sequence[str] | None = None,
                   importance_gold: np.ndarray | None = None, step: float = 0.1,
                   random_repeats: int = 3, seed: int = 0, batch_size: int = 64,
@@ -129,8 +134,10 @@ def pruning_curve(clf: IntentClassifier, texts: Sequence[str], gold: np.ndarray,
     """Accuracy as heads are removed: by gradient importance (iterative) and at random.
 
     Args:
-        clf: a Transformer classifier.
-        texts, gold: the evaluation examples and class ids (-1 rows left out).
+        clf: a Transformer classifier (single-label or compound: its accuracy is the exact
+            match of the intent sets).
+        texts, gold: the evaluation examples and their gold
+            (:func:`~headwise.inspect.forward.label_ids`; unknown rows left out).
         importance_texts, importance_gold: where the importance is measured (default the
             evaluation examples; pass a validation split to keep them apart).
         step: share of all heads removed per step.

@@ -48,7 +48,7 @@ _PAGE = """<!DOCTYPE html>
 <p id="example-info" class="muted"></p>
 <canvas id="heatmap" width="10" height="10"></canvas>
 
-<h2>Pruning: accuracy as heads are removed</h2>
+<h2>Pruning: accuracy (a compound model: exact match) as heads are removed</h2>
 <p class="muted small"><span style="color:#0969da">&#9679;</span> least important first
 (gate gradients, recomputed after each step) &nbsp; <span style="color:#cf222e">&#9679;</span>
 random order &nbsp; dashed: 1 point below the full model</p>

@@ -45,7 +45,7 @@ CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "heads": "attention heads to analyse (`headwise inspect`)",
     "soup": "weight averaging (`headwise soup`)",
     "calibrate": "recalibration (`headwise calibrate`)",
-    "teacher": "a single-label teacher's probabilities (`headwise distill`)",
+    "teacher": "a teacher's probabilities (`headwise distill`)",
 })
 
 
@@ -144,10 +144,7 @@ COMPOUND = ModelKind(
     missing={
         "chunk": "slot spans are read on the text's first window only; use truncate or "
                  "reject",
-        "heads": "`headwise inspect` reads single-label classifiers",
-        "soup": "soups average single-label networks",
-        "calibrate": "its per-intent thresholds are tuned by `headwise train --valid`",
-        "teacher": "distillation needs a single-label teacher"})
+        "calibrate": "its per-intent thresholds are tuned by `headwise train --valid`"})
 
 #: name -> kind; the order is the order markers are looked for in a directory
 _KINDS: dict[str, ModelKind] = {k.name: k for k in (COMPOUND, ENSEMBLE, TFIDF, NETWORK)}

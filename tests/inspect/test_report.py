@@ -44,7 +44,8 @@ def test_analysis_sections(small_report):
     analysis, _ = small_report
     assert analysis["model"] == {"type": "EncoderClassifier", "layers": 2, "heads": 4,
                                  "pooling": "mean", "intents": analysis["model"]["intents"],
-                                 "max_length": 48}
+                                 "max_length": 48, "task": "single_label"}
+    assert analysis["score"] == "accuracy" and analysis["compound"] is None
     assert analysis["category_source"] == "spans"
     assert len(analysis["roles"]) == 2 and len(analysis["roles"][0]) == 4
     assert analysis["pruning"]["importance"]["removed"] == [0, 2, 4, 6, 8]

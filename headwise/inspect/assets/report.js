@@ -2,6 +2,8 @@
 // The head-analysis report: everything is drawn from the JSON in <script id="data">.
 const D = JSON.parse(document.getElementById("data").textContent);
 const L = D.model.layers, H = D.model.heads;
+// what "accuracy" measures: the top intent, or a compound model's exact match of the intent set
+const SCORE = D.score || "accuracy";
 const FONT = '"Noto Sans CJK SC", "WenQuanYi Micro Hei", "Microsoft YaHei", "PingFang SC", sans-serif';
 const CAT_COLORS = ["#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#0550ae", "#9a6700"];
 const state = { layer: 0, head: 0, example: 0, color: "importance" };
@@ -35,7 +37,13 @@ function summary() {
   const parts = [`${m.type}: ${m.layers} layers × ${m.heads} heads, ${m.intents} intents, ${m.pooling} pooling`,
     `${d.examples} examples (${d.labelled} with a known intent), ${fmt(d.mean_units, 1)} units on average, longest ${d.max_tokens} tokens`,
     `categories from ${D.category_source}: ${D.categories.join(", ")}`];
-  if (D.accuracy !== null) parts.push(`accuracy ${pct(D.accuracy)}`);
+  if (D.accuracy !== null) parts.push(`${SCORE} ${pct(D.accuracy)}`);
+  const C = D.compound;
+  if (C) {
+    const heads = (hs) => hs.length ? hs.map(([l, h]) => `L${l}H${h}`).join(", ") : "none";
+    parts.push(`compound model: heads on join words ${heads(C.join_heads)} (${C.texts_with_join} texts with a join word); ` +
+      `heads on numbers of the second request ${heads(C.number_in_second_heads)} (${C.texts_with_number_in_second} texts with one)`);
+  }
   const A = D.negation_agreement;
   if (A) {
     if (A.share === null) parts.push(`negation heads vs attribution: ${A.verdict}`);
@@ -64,7 +72,7 @@ function colorValue(l, h) {
 }
 function grid() {
   const sel = $("color");
-  const opts = [["importance", "importance (gate gradient)"], ["ablation", "ablation: accuracy change"],
+  const opts = [["importance", "importance (gate gradient)"], ["ablation", `ablation: ${SCORE} change`],
     ["entropy", "entropy / log n"], ["special", "mass on special tokens"]]
     .concat(D.categories.map((c) => ["lift:" + c, `lift on ${c}`]));
   for (const [v, t] of opts) sel.append(el("option", { value: v, text: t }));
@@ -122,7 +130,7 @@ function headDetail() {
       el("td", { class: "num", text: [fmt(w.mass[l][h]), fmt(w.share[l][h]), fmt(w.lift[l][h], 2), fmt(w.top_share[l][h])].join(" / ") })));
   }
   if (D.importance) t.append(el("tr", {}, el("td", { text: "importance (layer-normalised)" }), el("td", { class: "num", text: fmt(D.importance.gradient[l][h]) }), el("td", {})));
-  if (D.ablation) t.append(el("tr", {}, el("td", { text: "ablation: accuracy change" }), el("td", { class: "num", text: fmt(D.ablation.delta[l][h], 4) }), el("td", {})));
+  if (D.ablation) t.append(el("tr", {}, el("td", { text: `ablation: ${SCORE} change` }), el("td", { class: "num", text: fmt(D.ablation.delta[l][h], 4) }), el("td", {})));
   box.append(t);
 }
 
@@ -233,13 +241,18 @@ function pruning() {
   line(P.random.fraction, P.random.accuracy, "#cf222e");
   line(P.importance.fraction, P.importance.accuracy, "#0969da");
   const mf = P.max_fraction_within;
-  note.textContent = `${P.num_heads} heads, accuracy measured on ${P.examples} examples. Within ${(100 * P.tolerance).toFixed(0)} point of the full model (${pct(P.base_accuracy)}): ` +
+  note.textContent = `${P.num_heads} heads, ${SCORE} measured on ${P.examples} examples. Within ${(100 * P.tolerance).toFixed(0)} point of the full model (${pct(P.base_accuracy)}): ` +
     `up to ${pct(mf.importance)} of the heads removed by importance, ${pct(mf.random)} at random (mean of ${P.random.runs.length} orders; band = min–max).`;
 }
 
 // ---- bad cases ---------------------------------------------------------------------------
 function badCases() {
   const B = D.bad_cases, box = $("bad");
+  if (B && B.by_slice && B.by_slice.length) {
+    const t = el("table", {}, el("tr", {}, el("th", { text: "slice" }), el("th", { text: "examples" }), el("th", { text: "bad" }), el("th", { text: "share bad" }), el("th", { text: "listed below" })));
+    for (const r of B.by_slice) t.append(el("tr", {}, el("td", { text: r.slice }), el("td", { class: "num", text: String(r.examples) }), el("td", { class: "num", text: String(r.bad) }), el("td", { class: "num", text: pct(r.share) }), el("td", { class: "num", text: String(r.listed) })));
+    box.append(el("h3", { text: "Bad cases by slice" }), t);
+  }
   if (!B || !B.cases.length) { box.append(el("p", { class: "muted", text: "no misclassified example with a correctly classified one of the same intent" })); return; }
   box.append(el("p", { class: "muted", text: `${B.misclassified} misclassified; ${B.without_reference} without a correct example of the same intent. Features: a head's attention mass on a category (mass:…) or its rollout share on it (rollout:…), compared with the mean of correct examples of the same intent.` }));
   if (B.heads.length) {

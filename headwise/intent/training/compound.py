@@ -55,6 +55,7 @@ from headwise.intent.training.builders import (
     run_tokenizer,
     train_config,
 )
+from headwise.intent.training.losses import SoftTargets
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe, MultiLabel
 from headwise.intent.training.result import TrainedIntent
@@ -75,7 +76,8 @@ from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 
 __all__ = ["CompoundObjective", "balanced_multilabel_weights",
-           "compound_data", "compound_network", "drop_numbers", "encode_rows",
+           "compound_data", "compound_network", "distilled_rows", "distilled_targets",
+           "drop_numbers", "encode_rows",
            "init_prior_bias",
            "joint_validation", "multilabel_intent_loss", "train_compound", "tune_compound"]
 
@@ -151,12 +153,38 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                    resume: bool = False, keep_checkpoints: bool = False,
                    init_from: WarmStart | None = None,
                    parent: CompoundClassifier | None = None,
-                   report: Callable[[str], None] | None = None) -> TrainedIntent:
+                   report: Callable[[str], None] | None = None,
+                   soft_targets: SoftTargets | None = None) -> TrainedIntent:
     """Stages 2 to 5 of a multi-label run: the network (:func:`compound_network`, or a
     warm start's ``parent`` grown), the optional masked-LM pre-training, joint training,
     the thresholds (:func:`tune_compound`), the saved classifier (with its lineage after a
     warm start). ``report`` gets the run's precision and its measured duration estimate
-    before training (:meth:`headwise.train.Trainer.announce`), as a single-label run's."""
+    before training (:meth:`headwise.train.Trainer.announce`), as a single-label run's.
+
+    ``soft_targets`` (with ``levers.distill="teacher"``; built by
+    :func:`~headwise.intent.training.distillation.distill` from a compound teacher) hold
+    the teacher's per-intent log-probabilities of every text: the student gets the
+    teacher's intents in its order, and every training row's intent target is
+    :func:`distilled_targets`' mix of the gold intents and the teacher's probabilities;
+    its extra rows (unlabelled texts, noisy copies) learn the teacher's probabilities alone
+    and no slot tags, and their texts also build the tokenizer (or the kept vocabulary).
+    Recorded in ``info["distill"]``.
+
+    Raises:
+        ValueError: ``levers.distill="teacher"`` without soft targets or soft targets
+            without it, or gold intents the teacher does not know.
+    """
+    if (recipe.levers.distill == "teacher") != (soft_targets is not None):
+        raise ValueError("levers.distill='teacher' learns from a compound teacher: run "
+                         "`headwise distill TEACHER` (which sets it), not `headwise train`"
+                         if soft_targets is None else "a compound teacher's soft targets "
+                         "need levers.distill='teacher'")
+    if soft_targets is not None:
+        unknown = sorted(set(data.intents) - set(soft_targets.labels))
+        if unknown:
+            raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
+                             f"{unknown[:5]}; the student predicts the teacher's intents")
+        data = replace(data, intents=list(soft_targets.labels))
     torch.manual_seed(recipe.train.seed)
     lineage = None
     if parent is not None and init_from is not None:
@@ -174,26 +202,32 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                                  rows_digest=data.rows_digest or "", added_tokens=len(added),
                                  parent_info=parent.info)
     else:
-        model, tokenizer = compound_network(recipe, [e.text for e in data.train], data.intents,
-                                            data.tags, out_dir / "checkpoints", resume)
+        extra = [] if soft_targets is None else [t for t, _ in soft_targets.extra]
+        model, tokenizer = compound_network(recipe, [e.text for e in data.train] + extra,
+                                            data.intents, data.tags, out_dir / "checkpoints",
+                                            resume)
         init_prior_bias(model, data.train, data.intents)
     tag_index = {t: i for i, t in enumerate(data.tags or [])}
     max_length = recipe.architecture.max_length
     rows = encode_rows(tokenizer, data.train, data.intents, tag_index, max_length)
+    levers = recipe.levers
+    weights = balanced_multilabel_weights([r["labels"] for r in rows]) \
+        if levers.class_weighting == "balanced" else None  # of the gold intents
+    distill = None
+    if soft_targets is not None:
+        rows, distill = distilled_rows(rows, tokenizer, data, soft_targets,
+                                       levers.distill_weight, tag_index, max_length)
     task = recipe.task
     assert isinstance(task, MultiLabel)
     dropped = drop_numbers(rows, tokenizer, task.number_dropout, recipe.train.seed)
     valid_rows = encode_rows(tokenizer, data.valid, data.intents, tag_index, max_length)
     config = train_config(recipe, "score")
-    levers = recipe.levers
     pretrained = None
     if levers.pretrain_epochs:
         pretrained = pretrain_encoder(
             model, tokenizer, [r["input_ids"] for r in rows], replace(
                 config, epochs=levers.pretrain_epochs, lr=levers.pretrain_lr or config.lr),
             out_dir=out_dir / "pretrain", probability=levers.pretrain_mask_prob)
-    weights = balanced_multilabel_weights([r["labels"] for r in rows]) \
-        if levers.class_weighting == "balanced" else None
     objective = CompoundObjective(model, levers.label_smoothing, weights)
     trainer = Trainer(objective, config, rows, valid_data=valid_rows or None,
                       collate_fn=partial(pad_collate, pad_id=tokenizer.pad_token_id),
@@ -220,12 +254,68 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                               "reason": trainer.precision.reason},
                 "objective": {"label_smoothing": levers.label_smoothing,
                               "class_weighting": levers.class_weighting}}
+    if distill is not None:
+        clf.info["distill"] = distill
     if lineage is not None:
         clf.info["lineage"] = lineage
     clf.save(out_dir)
     if not keep_checkpoints:
         shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
     return TrainedIntent(clf, out_dir, thresholds, metrics, result.history, seconds)
+
+
+def distilled_targets(gold: np.ndarray, teacher: np.ndarray, weight: float) -> np.ndarray:
+    """A compound student's intent targets: ``(1 - weight) * gold + weight * teacher``, the
+    gold intents (0/1) mixed with the teacher's per-intent probabilities, each in [0, 1].
+
+    Binary cross-entropy is linear in its target, so training on the mix is training on
+    ``(1 - weight)`` times the gold intents' loss plus ``weight`` times the loss against
+    the teacher's probabilities (Hinton et al. 2015's soft targets, one sigmoid an intent;
+    :func:`multilabel_intent_loss`).
+
+    Raises:
+        ValueError: shapes that differ, a weight outside [0, 1] or probabilities outside
+            [0, 1].
+    """
+    gold, teacher = np.asarray(gold, dtype=np.float64), np.asarray(teacher, dtype=np.float64)
+    if gold.shape != teacher.shape:
+        raise ValueError(f"gold intents {gold.shape} and teacher probabilities "
+                         f"{teacher.shape} differ in shape")
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"the teacher's weight must be in [0, 1], got {weight}")
+    if teacher.size and not (0.0 <= teacher.min() and teacher.max() <= 1.0):
+        raise ValueError("the teacher's probabilities must be in [0, 1]")
+    return (1.0 - weight) * gold + weight * teacher
+
+
+def distilled_rows(rows: list[dict[str, Any]], tokenizer: Tokenizer, data: CompoundData,
+                   soft: SoftTargets, weight: float, tag_index: dict[str, int],
+                   max_length: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The training rows of a compound student: the labelled rows with their intent
+    targets mixed with the teacher's probabilities (:func:`distilled_targets`; their gold
+    slot tags kept), then the soft targets' extra rows (unlabelled texts, noisy copies)
+    with the teacher's probabilities as their targets and every tag ignored (-100: no
+    gold slots). The teacher's columns are ``soft.labels``, the student's intents.
+
+    Returns:
+        ``(rows, info)``: ``info`` is ``soft.info`` with the weight and the rows' counts.
+    """
+    texts = [e.text for e in data.train]
+    extra = [t for t, _ in soft.extra]
+    probs = np.exp(soft.logits_for(texts + extra))
+    gold = np.array([r["labels"] for r in rows], dtype=np.float64).reshape(len(rows), -1)
+    mixed = distilled_targets(gold, probs[:len(rows)], weight)
+    out = [{**r, "labels": m.tolist()} for r, m in zip(rows, mixed, strict=True)]
+    blank = [Example(t, (), (), 0) for t in extra]
+    for r, p in zip(encode_rows(tokenizer, blank, data.intents, tag_index, max_length),
+                    probs[len(rows):], strict=True):
+        r["labels"] = p.tolist()
+        if "tag_labels" in r:
+            r["tag_labels"] = [-100] * len(r["tag_labels"])
+        out.append(r)
+    info = {**soft.info, "weight": weight, "labelled_rows": len(rows),
+            "extra_rows": len(extra)}
+    return out, info
 
 
 def drop_numbers(rows: list[dict[str, Any]], tokenizer: Tokenizer, share: float,

@@ -37,6 +37,18 @@ targets passed in (``soft_targets``); the student is a normal classifier: calibr
 thresholded on the validation data, exported to ONNX, served and predicted as any other.
 Its ``info["distill"]`` names the teacher (path, model, SHA-256 fingerprint) and the
 settings (``T``, ``alpha``, unlabelled rows, augmentation).
+
+**A compound teacher** (a :class:`~headwise.intent.compound.classifier.CompoundClassifier`:
+several intents per text and slots) trains a compound student (``"transformer"``: the
+joint Transformer, ``"bilstm"``: the joint BiLSTM) on annotated examples: every intent's
+target is the gold intent mixed with the teacher's sigmoid probability by
+``levers.distill_weight`` (soft binary cross-entropy targets,
+:func:`~headwise.intent.training.compound.distilled_targets`; the recipe gets
+``levers.distill="teacher"`` and the multi-label task), the slot tagger learns the gold
+tags; unlabelled texts and noisy copies learn the teacher's probabilities alone. Its
+thresholds are tuned on the validation rows, as ``headwise train``'s compound models'. The
+teacher should be the strongest compound model at hand (a fine-tuned pretrained encoder,
+a soup): the student can only approach it.
 """
 
 from __future__ import annotations
@@ -61,17 +73,20 @@ from tqdm.auto import tqdm
 from headwise._files import follow_umask, hash_file_into
 from headwise.intent.answering import CalibratedClassifier, ProbabilityClassifier
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.kinds import load_single_label
+from headwise.intent.compound.classifier import CompoundClassifier
+from headwise.intent.kinds import kind_of, load_single_label
 from headwise.intent.training.augmentation import (
     augmented_rows,
     check_augmentations,
 )
+from headwise.intent.training.compound import compound_data
 from headwise.intent.training.data import in_scope, texts_and_labels, validation_split
 from headwise.intent.training.losses import SoftTargets
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import (
     IntentRecipe,
     PretrainedEncoder,
+    SingleLabel,
     Transformer,
     architecture_from_spec,
     default_train,
@@ -82,10 +97,12 @@ from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
 from headwise.models.io import write_json_atomically
 from headwise.models.registry import build_model
+from headwise.text.dataset import Dataset, Example
 
-__all__ = ["STUDENTS", "STUDENT_INIT", "TARGETS_FILE", "TARGETS_WEIGHTS", "cached_teacher_logits",
-           "directory_fingerprint", "distill", "load_teacher", "parse_student", "read_soft_targets",
-           "teacher_identity", "teacher_log_probs", "truncated_student"]
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_TEMPERATURE", "STUDENTS", "STUDENT_INIT", "TARGETS_FILE",
+           "TARGETS_WEIGHTS", "Teacher", "cached_teacher_logits", "directory_fingerprint",
+           "distill", "load_teacher", "parse_student", "read_soft_targets", "teacher_identity",
+           "teacher_intents", "teacher_log_probs", "truncated_student"]
 
 #: the students :func:`distill` trains (``"truncate:K"``: the teacher's first K layers)
 STUDENTS = ("transformer", "bilstm", "truncate:K")
@@ -96,6 +113,17 @@ TARGETS_WEIGHTS = "teacher_targets.safetensors"
 STUDENT_INIT = "student_init"
 #: files a teacher's fingerprint leaves out: summaries, and a student's own cache
 _UNHASHED = {"train_summary.json", TARGETS_FILE, TARGETS_WEIGHTS}
+#: the single-label soft term's settings, when not given (a compound teacher takes neither)
+DEFAULT_TEMPERATURE, DEFAULT_ALPHA = 2.0, 0.5
+
+#: a teacher: a single-label classifier or a compound one
+Teacher = ProbabilityClassifier | CompoundClassifier
+
+
+def teacher_intents(teacher: Teacher) -> list[str]:
+    """The teacher's intents, the columns of its soft targets (a compound teacher's
+    ``intents``, a single-label one's ``labels``)."""
+    return list(teacher.intents if isinstance(teacher, CompoundClassifier) else teacher.labels)
 
 
 
@@ -148,15 +176,18 @@ def truncated_student(teacher: IntentClassifier, layers: int) -> nn.Module:
 
 
 # -- the teacher -------------------------------------------------------------------------------
-def load_teacher(directory: str | Path) -> ProbabilityClassifier:
-    """The single-label classifier saved in ``directory`` (a network, a TF-IDF model or an
-    ensemble, as :func:`~headwise.intent.kinds.load_single_label` reads them).
+def load_teacher(directory: str | Path) -> Teacher:
+    """The classifier saved in ``directory``: a single-label one (a network, a TF-IDF
+    model or an ensemble, as :func:`~headwise.intent.kinds.load_single_label` reads them)
+    or a compound one.
 
     Raises:
-        ValueError: a compound (multi-label) classifier.
+        ValueError: a kind that cannot teach (its registry entry says why).
         FileNotFoundError: no classifier there (the message says what is).
     """
-    return load_single_label(directory, "teacher")
+    kind = kind_of(directory)
+    kind.require("teacher", directory)
+    return kind.load(directory) if kind.multi_label else load_single_label(directory, "teacher")
 
 
 def directory_fingerprint(directory: str | Path) -> str:
@@ -176,12 +207,13 @@ def directory_fingerprint(directory: str | Path) -> str:
     return digest.hexdigest()
 
 
-def teacher_identity(teacher: ProbabilityClassifier, directory: str | Path | None = None
+def teacher_identity(teacher: Teacher, directory: str | Path | None = None
                      ) -> dict[str, Any]:
     """What a student records of its teacher: ``path``, ``kind`` (its class), ``model``
     (its recipe's architecture, ``tfidf`` or ``ensemble of N``), ``sha256``
     (:func:`directory_fingerprint`; None for a teacher given as an object), ``intents``,
-    ``temperature``, ``layers`` (a Transformer encoder's) and its validation scores."""
+    ``temperature``, ``layers`` (a Transformer encoder's) and its validation scores
+    (accuracy and macro-F1; a compound teacher's micro-F1, macro-F1 and exact match)."""
     info = getattr(teacher, "info", None) or {}
     recipe = info.get("recipe") or {}
     members = getattr(teacher, "members", None)
@@ -192,27 +224,32 @@ def teacher_identity(teacher: ProbabilityClassifier, directory: str | Path | Non
     return {"path": None if directory is None else str(Path(directory).resolve()),
             "kind": type(teacher).__name__, "model": model,
             "sha256": None if directory is None else directory_fingerprint(directory),
-            "intents": len(teacher.labels),
+            "intents": len(teacher_intents(teacher)),
             "temperature": getattr(teacher, "temperature", None),
             "layers": config.num_layers if isinstance(config, ModelConfig)
-            and config.model_type != "bilstm" else None,
+            and config.model_type not in ("bilstm", "bilstm_joint") else None,
             "valid": {k: v for k, v in (info.get("valid") or {}).items()
-                      if k in ("accuracy", "macro_f1")} or None}
+                      if k in ("accuracy", "macro_f1", "micro_f1", "exact_match")} or None}
 
 
-def teacher_log_probs(teacher: ProbabilityClassifier, texts: Sequence[str], *,
+def teacher_log_probs(teacher: Teacher, texts: Sequence[str], *,
                       batch_size: int = 64, progress: bool = True) -> np.ndarray:
     """The teacher's calibrated log-probabilities (len(texts), intents), float64, batched,
     with a progress bar: ``log_softmax(logits / temperature)`` for a classifier with logits
-    (a network, a TF-IDF model), else the log of its probabilities (an ensemble; clipped
-    at the smallest positive float64)."""
+    (a network, a TF-IDF model), else the log of its probabilities (an ensemble, and a
+    compound teacher's per-intent sigmoid probabilities, each its own; clipped at the
+    smallest positive float64)."""
     texts = list(texts)
-    out = np.empty((len(texts), len(teacher.labels)), dtype=np.float64)
+    out = np.empty((len(texts), len(teacher_intents(teacher))), dtype=np.float64)
     chunk = 16 * batch_size
     with tqdm(total=len(texts), desc="teacher", unit="text", disable=not progress) as bar:
         for start in range(0, len(texts), chunk):
             part = texts[start:start + chunk]
-            if isinstance(teacher, CalibratedClassifier):
+            if isinstance(teacher, CompoundClassifier):
+                p = teacher.analyse(part, batch_size=batch_size)[0].astype(np.float64)
+                out[start:start + len(part)] = np.log(np.clip(p, np.finfo(np.float64).tiny,
+                                                              None))
+            elif isinstance(teacher, CalibratedClassifier):
                 z = teacher.logits(part, batch_size=batch_size) / teacher.temperature
                 z = z - z.max(1, keepdims=True)
                 out[start:start + len(part)] = z - np.log(np.exp(z).sum(1, keepdims=True))
@@ -242,7 +279,7 @@ def read_soft_targets(directory: str | Path) -> tuple[dict[str, Any], np.ndarray
     return meta, logits.astype(np.float64)
 
 
-def cached_teacher_logits(out_dir: str | Path, teacher: ProbabilityClassifier,
+def cached_teacher_logits(out_dir: str | Path, teacher: Teacher,
                           identity: dict[str, Any], texts: Sequence[str], *,
                           batch_size: int = 64, progress: bool = True
                           ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -262,7 +299,7 @@ def cached_teacher_logits(out_dir: str | Path, teacher: ProbabilityClassifier,
     if cached is not None:
         meta, logits = cached
         if meta.get("teacher", {}).get("sha256") == teacher_key["sha256"] \
-                and meta.get("labels") == list(teacher.labels):
+                and meta.get("labels") == teacher_intents(teacher):
             known = dict(zip(meta["texts"], logits, strict=True))
     missing = [t for t in texts if t not in known]
     start = time.perf_counter()
@@ -271,7 +308,7 @@ def cached_teacher_logits(out_dir: str | Path, teacher: ProbabilityClassifier,
         known.update(zip(missing, fresh, strict=True))
     seconds = time.perf_counter() - start
     rows = np.stack([known[t] for t in texts]) if texts else \
-        np.empty((0, len(teacher.labels)))
+        np.empty((0, len(teacher_intents(teacher))))
     if cached is None or cached[0]["texts"] != texts or missing:
         out_dir.mkdir(parents=True, exist_ok=True)
         # a fresh name, created by save_file: its mode follows the umask (not mkstemp's 0600)
@@ -282,18 +319,25 @@ def cached_teacher_logits(out_dir: str | Path, teacher: ProbabilityClassifier,
         write_json_atomically(out_dir / TARGETS_FILE, {
             "format": "headwise-teacher-targets", "version": 1,
             "what": "the teacher's calibrated log-probabilities, one row per text",
-            "teacher": teacher_key, "labels": list(teacher.labels), "texts": texts})
+            "teacher": teacher_key, "labels": teacher_intents(teacher), "texts": texts})
     return rows, {"file": TARGETS_FILE, "rows": len(texts), "computed": len(missing),
                   "reused": len(texts) - len(missing), "seconds": round(seconds, 1)}
 
 
 # -- the whole job ------------------------------------------------------------------------------
-def _student_recipe(recipe: IntentRecipe | dict[str, Any] | None, model: str) -> IntentRecipe:
+def _student_recipe(recipe: IntentRecipe | dict[str, Any] | None, model: str,
+                    compound: bool = False) -> IntentRecipe:
     """The student's recipe: ``recipe`` (or its parts, as a ``--config`` file) with the
     student's architecture ``model`` (a ``--model`` value); a recipe naming another
     architecture (than the default, for a recipe object) is refused, since the student
     decides it. A recipe object's ``train`` fields at its architecture's defaults take the
-    student's."""
+    student's. A ``compound`` teacher's student gets the multi-label task (a single-label
+    one left at its defaults becomes it) and ``levers.distill="teacher"``.
+
+    Raises:
+        ValueError: another architecture named; for a compound teacher, a single-label
+            task with settings of its own.
+    """
     if isinstance(recipe, IntentRecipe):
         data = recipe.to_dict()
         base = default_train(recipe.architecture).to_dict()
@@ -311,6 +355,19 @@ def _student_recipe(recipe: IntentRecipe | dict[str, Any] | None, model: str) ->
                          f"(--student) decides the architecture; remove it from the recipe")
     part.update(type=student.NAME, **({"name": student.name}
                                        if isinstance(student, PretrainedEncoder) else {}))
+    if compound:
+        task = dict(data.get("task") or {})
+        if task.get("type", SingleLabel.NAME) == SingleLabel.NAME:
+            own = {k: v for k, v in task.items() if k != "type"
+                   and v != getattr(SingleLabel(), k, None)}
+            if own:
+                raise ValueError(f"task.{next(iter(own))} is a single-label task's: a compound "
+                                 f"teacher's student is multi_label (several intents + slots)")
+            task = {"type": "multi_label"}
+        levers = dict(data.get("levers") or {})
+        if levers.get("distill", "none") == "none":
+            levers["distill"] = "teacher"
+        data = {**data, "task": task, "levers": levers}
     return IntentRecipe.from_dict({**data, "architecture": part})
 
 
@@ -321,32 +378,42 @@ def _student_name(part: Any) -> str | None:
 
 def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any = None, *,
             out_dir: str | Path, student: str = "transformer",
-            recipe: IntentRecipe | dict[str, Any] | None = None, temperature: float = 2.0,
-            alpha: float = 0.5, unlabelled: Sequence[str] = (), augment: Sequence[str] = (),
+            recipe: IntentRecipe | dict[str, Any] | None = None,
+            temperature: float | None = None, alpha: float | None = None,
+            unlabelled: Sequence[str] = (), augment: Sequence[str] = (),
             augment_copies: int = 1, teacher_batch_size: int = 64, resume: bool = False,
             keep_checkpoints: bool = False, report: Callable[[str], None] | None = None
             ) -> TrainedIntent:
     """Distil ``teacher`` into a ``student``, then calibrate and save it (``headwise
     distill``).
 
+    A compound teacher trains a compound student (see the module's notes): ``train`` and
+    ``valid`` are annotated examples, ``levers.distill_weight`` of the recipe mixes the
+    teacher's probabilities into the targets, and neither ``temperature`` nor ``alpha``
+    applies.
+
     Args:
-        teacher: a saved classifier's directory (a network, a TF-IDF model or an ensemble),
-            or a loaded one (then its fingerprint is unknown: None).
+        teacher: a saved classifier's directory (a network, a TF-IDF model, an ensemble or
+            a compound model), or a loaded one (then its fingerprint is unknown: None).
         train: labelled training data (a reader ``Dataset`` or (text, label) pairs; its
-            out-of-scope rows are left out); every label must be one of the teacher's.
+            out-of-scope rows are left out); every label must be one of the teacher's. A
+            compound teacher: annotated examples (a ``Dataset`` or a list of
+            ``Example``).
         valid: validation data (early stopping, calibration, the out-of-scope threshold);
             default: a stratified ``recipe.valid_fraction`` of ``train``, held out before
             augmentation, so no noisy copy of a validation text is trained on.
         out_dir: where the student is saved (with the soft-target cache and, while
             training, ``checkpoints/``).
-        student: ``"transformer"``, ``"bilstm"`` or ``"truncate:K"`` (:data:`STUDENTS`).
+        student: ``"transformer"``, ``"bilstm"`` or ``"truncate:K"`` (:data:`STUDENTS`;
+            a compound teacher: ``"transformer"`` or ``"bilstm"``).
         recipe: the student's :class:`~headwise.intent.training.recipe.IntentRecipe`, or its
             parts as a dict (a ``--config`` file's shape; its ``architecture`` may hold the
             fields of the student's architecture, a BiLSTM's or a pretrained encoder's,
             without a ``type``); the student decides the architecture (another one is
             refused).
-        temperature: ``T`` > 0 of the soft term.
-        alpha: the soft term's share of a labelled row's loss, in [0, 1].
+        temperature: ``T`` > 0 of the soft term (None: 2; a single-label teacher's).
+        alpha: the soft term's share of a labelled row's loss, in [0, 1] (None: 0.5; a
+            single-label teacher's).
         unlabelled: texts without labels, learnt from the soft targets alone.
         augment: augmentation kinds (:data:`AUGMENTATIONS`, or ``"all"``), for noisy copies
             of the training and unlabelled texts.
@@ -363,14 +430,15 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
         The :class:`~headwise.intent.training.result.TrainedIntent` of the student.
 
     Raises:
-        ValueError: a bad option (named), a compound teacher, a truncated student of a
-            teacher that is no Transformer encoder, or training intents the teacher does
-            not know.
+        ValueError: a bad option (named), a truncated student of a teacher that is no
+            single-label Transformer encoder, training intents the teacher does not know,
+            or ``temperature`` / ``alpha`` with a compound teacher.
+        TypeError: a compound teacher's training rows that are not annotated examples.
         FileNotFoundError: no classifier in the teacher's directory.
     """
-    if not temperature > 0:
+    if temperature is not None and not temperature > 0:
         raise ValueError(f"temperature (--temperature) must be positive, got {temperature}")
-    if not 0.0 <= alpha <= 1.0:
+    if alpha is not None and not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha (--alpha) must be in [0, 1], got {alpha}")
     if teacher_batch_size < 1:
         raise ValueError(f"teacher batch size must be at least 1, got {teacher_batch_size}")
@@ -380,7 +448,8 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
                          f"{augment_copies}")
     architecture, layers = parse_student(student)
     out_dir = Path(out_dir)
-    teacher_dir = None if isinstance(teacher, ProbabilityClassifier) else Path(teacher)
+    teacher_dir = None if isinstance(teacher, ProbabilityClassifier | CompoundClassifier) \
+        else Path(teacher)
     if teacher_dir is not None and out_dir.resolve() == teacher_dir.resolve():
         raise ValueError(f"--out {out_dir} is the teacher's directory; save the student "
                          f"elsewhere")
@@ -390,6 +459,26 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
         report(f"teacher: {identity['path'] or type(clf).__name__} ({identity['model']}, "
                f"{identity['intents']} intents"
                + (f", sha256 {identity['sha256'][:12]}" if identity["sha256"] else "") + ")")
+    if isinstance(clf, CompoundClassifier):
+        given = [n for n, v in (("temperature (--temperature)", temperature),
+                                ("alpha (--alpha)", alpha)) if v is not None]
+        if given:
+            raise ValueError(f"{given[0]} is a single-label teacher's soft term; a compound "
+                             f"teacher's per-intent probabilities are mixed into the "
+                             f"student's targets by levers.distill_weight (--set "
+                             f"levers.distill_weight=W)")
+        if architecture == "truncate":
+            raise ValueError("student truncate:K keeps a single-label Transformer teacher's "
+                             "first layers; a compound teacher's student is transformer or "
+                             "bilstm (a joint intent + slot network)")
+        return _distill_compound(
+            clf, identity, train, valid, out_dir=out_dir, student=student,
+            recipe=_student_recipe(recipe, architecture, compound=True),
+            unlabelled=unlabelled, kinds=kinds, augment_copies=augment_copies,
+            teacher_batch_size=teacher_batch_size, resume=resume,
+            keep_checkpoints=keep_checkpoints, report=report)
+    temperature = DEFAULT_TEMPERATURE if temperature is None else temperature
+    alpha = DEFAULT_ALPHA if alpha is None else alpha
     init_dir = out_dir / STUDENT_INIT
     recipe = _student_recipe(recipe, f"pretrained:{init_dir}" if architecture == "truncate"
                              else architecture)
@@ -412,19 +501,7 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
     else:
         v_texts = texts_and_labels(valid)[0]
     labelled, held_out = set(texts), set(v_texts)
-    bad = next((i for i, t in enumerate(unlabelled) if not isinstance(t, str)), None)
-    if bad is not None:
-        raise TypeError(f"unlabelled[{bad}] is {type(unlabelled[bad]).__name__}, not str")
-    pool, dropped = [], Counter()
-    for t in dict.fromkeys(t.strip() for t in unlabelled):
-        if not t:
-            dropped["blank"] += 1
-        elif t in labelled:
-            dropped["a training text"] += 1
-        elif t in held_out:
-            dropped["a validation text"] += 1
-        else:
-            pool.append(t)
+    pool, dropped = _unlabelled_pool(unlabelled, labelled, held_out)
     aug, per_kind = augmented_rows(
         list(zip(texts, labels, strict=True)) + [(t, None) for t in pool], kinds,
         copies=augment_copies, seed=recipe.train.seed,
@@ -434,14 +511,8 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
                                           batch_size=teacher_batch_size,
                                           progress=recipe.train.progress)
     if report is not None:
-        report(f"soft targets: {stats['rows']} texts ({stats['computed']} computed in "
-               f"{stats['seconds']:.1f} s, {stats['reused']} read from {out_dir / TARGETS_FILE})")
-        if unlabelled:
-            report(f"unlabelled texts: {len(pool)} used"
-                   + "".join(f", {n} left out ({why})" for why, n in dropped.items()))
-        if kinds:
-            report(f"augmentation: {len(aug)} noisy copies ("
-                   + ", ".join(f"{k} {n}" for k, n in per_kind.items()) + ")")
+        _report_targets(report, out_dir, stats, unlabelled, pool, dropped, kinds, aug,
+                        per_kind)
     info = {"teacher": identity, "student": student, "temperature": temperature,
             "alpha": alpha, "labelled": len(texts), "unlabelled": len(pool),
             "unlabelled_left_out": dict(dropped) or None,
@@ -460,3 +531,110 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
     if init is not None and not keep_checkpoints:
         shutil.rmtree(init_dir, ignore_errors=True)
     return result
+
+
+def _unlabelled_pool(unlabelled: Sequence[str], labelled: set[str], held_out: set[str]
+                     ) -> tuple[list[str], Counter[str]]:
+    """The unlabelled texts a student learns from (stripped, each once) and how many were
+    left out, by why: blank, a training text, a validation text (it must stay unseen).
+
+    Raises:
+        TypeError: an item that is not a string.
+    """
+    bad = next((i for i, t in enumerate(unlabelled) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"unlabelled[{bad}] is {type(unlabelled[bad]).__name__}, not str")
+    pool, dropped = [], Counter()
+    for t in dict.fromkeys(t.strip() for t in unlabelled):
+        if not t:
+            dropped["blank"] += 1
+        elif t in labelled:
+            dropped["a training text"] += 1
+        elif t in held_out:
+            dropped["a validation text"] += 1
+        else:
+            pool.append(t)
+    return pool, dropped
+
+
+def _report_targets(report: Callable[[str], None], out_dir: Path, stats: dict[str, Any],
+                    unlabelled: Sequence[str], pool: list[str], dropped: Counter[str],
+                    kinds: list[str], aug: list[tuple[str, str | None]],
+                    per_kind: dict[str, int]) -> None:
+    """The notes on the soft targets, the unlabelled texts and the noisy copies."""
+    report(f"soft targets: {stats['rows']} texts ({stats['computed']} computed in "
+           f"{stats['seconds']:.1f} s, {stats['reused']} read from {out_dir / TARGETS_FILE})")
+    if unlabelled:
+        report(f"unlabelled texts: {len(pool)} used"
+               + "".join(f", {n} left out ({why})" for why, n in dropped.items()))
+    if kinds:
+        report(f"augmentation: {len(aug)} noisy copies ("
+               + ", ".join(f"{k} {n}" for k, n in per_kind.items()) + ")")
+
+
+def _annotated(rows: Any, what: str) -> tuple[list[Example], Dataset | None]:
+    """``rows`` (a ``Dataset`` or annotated examples) as a list, and the dataset
+    when it is one.
+
+    Raises:
+        TypeError: a row that is not an ``Example``.
+    """
+    dataset = rows if isinstance(rows, Dataset) else None
+    examples = list(rows.examples if dataset is not None else rows)
+    bad = next((i for i, e in enumerate(examples) if not isinstance(e, Example)), None)
+    if bad is not None:
+        raise TypeError(f"a compound teacher's student learns from annotated examples (text, "
+                        f"intents, slots); {what} row {bad} is a "
+                        f"{type(examples[bad]).__name__}")
+    return examples, dataset
+
+
+def _distill_compound(clf: CompoundClassifier, identity: dict[str, Any], train: Any,
+                      valid: Any, *, out_dir: Path, student: str, recipe: IntentRecipe,
+                      unlabelled: Sequence[str], kinds: list[str], augment_copies: int,
+                      teacher_batch_size: int, resume: bool, keep_checkpoints: bool,
+                      report: Callable[[str], None] | None) -> TrainedIntent:
+    """:func:`distill` with a compound teacher: the rows, the teacher's per-intent
+    probabilities (cached as a single-label teacher's), and the multi-label run with them
+    (:func:`~headwise.intent.training.compound.train_compound`)."""
+    examples, dataset = _annotated(train, "training")
+    unknown = sorted({i for e in examples for i in e.intents} - set(clf.intents))
+    if unknown:
+        raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
+                         f"{unknown[:5]}; the student predicts the teacher's intents")
+    split = None
+    if valid is None:  # held out here, before the noisy copies are made
+        split = recipe.valid_fraction
+        parts = compound_data(examples, None, recipe)
+        examples, valid_rows = parts.train, parts.valid
+        recipe = dataclasses.replace(recipe, valid_fraction=IntentRecipe.valid_fraction)
+    else:
+        valid_rows = _annotated(valid, "validation")[0]
+    texts = [e.text for e in examples]
+    labelled, held_out = set(texts), {e.text for e in valid_rows}
+    pool, dropped = _unlabelled_pool(unlabelled, labelled, held_out)
+    aug, per_kind = augmented_rows(
+        [(t, None) for t in dict.fromkeys(texts)] + [(t, None) for t in pool], kinds,
+        copies=augment_copies, seed=recipe.train.seed,
+        exclude=labelled | set(pool) | held_out) if kinds else ([], {})
+    targets = list(dict.fromkeys([*texts, *pool, *(t for t, _ in aug)]))
+    logits, stats = cached_teacher_logits(out_dir, clf, identity, targets,
+                                          batch_size=teacher_batch_size,
+                                          progress=recipe.train.progress)
+    if report is not None:
+        _report_targets(report, out_dir, stats, unlabelled, pool, dropped, kinds, aug,
+                        per_kind)
+    info = {"teacher": identity, "student": student,
+            "targets": "per-intent sigmoid probabilities mixed with the gold intents",
+            "weight": recipe.levers.distill_weight, "labelled": len(examples),
+            "unlabelled": len(pool), "unlabelled_left_out": dict(dropped) or None,
+            "augmentation": {"kinds": kinds, "copies": augment_copies, "rows": len(aug),
+                             "per_kind": per_kind} if kinds else None,
+            "soft_targets": stats, "valid_split": split}
+    soft = SoftTargets(labels=list(clf.intents), texts=targets, logits=logits,
+                       extra=[(t, None) for t in pool] + aug,
+                       alpha=recipe.levers.distill_weight, info=info)
+    rows: Any = examples if dataset is None else dataclasses.replace(dataset, examples=examples)
+    return train_intent_classifier(rows, valid_rows, recipe, out_dir=out_dir, resume=resume,
+                                   keep_checkpoints=keep_checkpoints, report=report,
+                                   soft_targets=soft)

@@ -147,7 +147,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             teacher's intents, learns from the teacher's logits on every row
             (:func:`~headwise.intent.training.losses.distillation_loss`) and from its extra rows
             (unlabelled texts, augmented copies), whose texts also build the tokenizer or
-            the kept vocabulary; recorded in ``info["distill"]``.
+            the kept vocabulary; recorded in ``info["distill"]``. A multi-label recipe
+            (``levers.distill="teacher"``) takes a compound teacher's per-intent
+            probabilities instead (:func:`~headwise.intent.training.compound.train_compound`).
         init_from: a warm start (:class:`~headwise.intent.training.warm_start.WarmStart`):
             continue from the saved parent model instead of a fresh network (a TF-IDF
             parent is refitted), the recipe's architecture and task the parent's
@@ -161,7 +163,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     Raises:
         ValueError: fewer than two intents, or unlabelled rows; ``resume`` or
             ``keep_checkpoints`` for a TF-IDF model (it has no checkpoints), a teacher's
-            ``soft_targets`` for a multi-label recipe, or a ``valid_fraction`` other than the
+            ``soft_targets`` for a multi-label recipe without ``levers.distill="teacher"`` (or
+            that lever without them), or a ``valid_fraction`` other than the
             default beside ``valid``; a warm start whose recipe is not the parent's
             architecture and task, with the linear probe or a teacher, or without a parent
             intent in the data (see :mod:`~headwise.intent.training.warm_start`).
@@ -179,9 +182,6 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                          "one of the two")
     out_dir = Path(out_dir)
     if recipe.multi_label:
-        if soft_targets is not None:
-            raise ValueError("a teacher's soft targets train a single-label student; the "
-                             "recipe's task is multi_label")
         _check_multi_label_rows(train, "training")
         _check_multi_label_rows(valid or [], "validation")
         return train_compound(compound_data(train, valid, recipe, parent,
@@ -189,7 +189,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                               recipe,
                               out_dir=out_dir, resume=resume,
                               keep_checkpoints=keep_checkpoints, init_from=init_from,
-                              parent=parent, report=report)
+                              parent=parent, report=report, soft_targets=soft_targets)
     data = _prepare_data(train, valid, recipe, soft_targets, report, init_from, parent)
     if report is not None and data.oos["rows"]:
         report(_describe_oos_rows(data.oos, len(data.intents),

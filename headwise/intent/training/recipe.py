@@ -348,9 +348,12 @@ class Levers:
         label_cleaning: ``"none"``, or ``"drop"`` / ``"relabel"`` the training examples that
             confident learning flags as mislabelled (:mod:`headwise.intent.training.cleaning`;
             single-label, the validation data is left as given).
-        distill: ``"none"``, or ``"tfidf"``: mix into every training target the intent
-            probabilities of a TF-IDF model that did not see the example (5-fold
-            out-of-fold; a network, single-label).
+        distill: ``"none"``, ``"tfidf"`` (mix into every training target the intent
+            probabilities of a TF-IDF model that did not see the example: 5-fold
+            out-of-fold, a network, single-label) or ``"teacher"`` (mix into every
+            training target the per-intent sigmoid probabilities of the compound teacher
+            that ``headwise distill`` is given: multi-label, the slot tags stay the gold
+            ones; :func:`~headwise.intent.training.distillation.distill` sets it).
         distill_weight: the teacher's share of the target, in [0, 1].
         blend: ``"none"``, or ``"tfidf"``: after training a network, fit a TF-IDF model on
             the same rows and blend the two models' probabilities with the TF-IDF share in
@@ -383,7 +386,7 @@ class Levers:
             raise ValueError(f"levers.gce_q must be in (0, 1], got {self.gce_q}")
         _check_choice("levers.class_weighting", self.class_weighting, ("none", "balanced"))
         _check_choice("levers.label_cleaning", self.label_cleaning, ("none", *CLEANING_MODES))
-        _check_choice("levers.distill", self.distill, ("none", "tfidf"))
+        _check_choice("levers.distill", self.distill, ("none", "tfidf", "teacher"))
         _check_choice("levers.blend", self.blend, ("none", "tfidf"))
         if self.pretrain_epochs < 0 or not 0.0 < self.pretrain_mask_prob < 1.0:
             raise ValueError(f"levers.pretrain_epochs must be >= 0 and "
@@ -767,6 +770,10 @@ def _what_does_not_apply(r: IntentRecipe) -> str | None:
         return (f"levers.blend={lev.blend!r} answers out-of-scope on the blend's top "
                 f"probability; decision.ood_detector {r.decision.ood_detector!r} scores the "
                 f"network alone: keep it 'max_prob' or remove the blend")
+    if lev.distill == "teacher" and not r.multi_label:
+        return ("levers.distill='teacher' is the multi_label task's (a compound teacher's "
+                "per-intent probabilities); a single-label student of `headwise distill` "
+                "learns its teacher's softmax through --temperature and --alpha")
     if arch == "pretrained" and not r.multi_label and r.architecture.model_overrides:
         return ("architecture.model_overrides: single-label fine-tuning keeps the "
                 "checkpoint's architecture (overrides shape the multi-label joint model)")
@@ -774,10 +781,14 @@ def _what_does_not_apply(r: IntentRecipe) -> str | None:
         if arch == "tfidf":
             return ("task multi_label needs a Transformer, a BiLSTM or a pretrained encoder: "
                     "the joint intent + slot model has no tfidf form")
-        for name in ("gce_q", "label_cleaning", "distill", "blend"):
+        for name in ("gce_q", "label_cleaning", "blend"):
             if getattr(lev, name) != getattr(Levers, name):
                 return (f"levers.{name} is single-label training's; the multi_label task "
                         f"trains one sigmoid per intent and a slot tagger")
+        if lev.distill == "tfidf":
+            return ("levers.distill='tfidf' is single-label training's; the multi_label task "
+                    "distils a compound teacher (levers.distill='teacher', set by `headwise "
+                    "distill`)")
         if lev.linear_probe:
             return "levers.linear_probe is single-label training's, not the multi_label task's"
         changed = _changed(r.decision, Decision())

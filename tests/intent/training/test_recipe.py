@@ -157,6 +157,11 @@ def test_wrong_values_are_refused_naming_the_path(data, message):
      r"^levers\.gce_q is single-label training's"),
     ({"task": {"type": "multi_label"}, "levers": {"linear_probe": True}},
      r"^levers\.linear_probe is single-label training's"),
+    ({"task": {"type": "multi_label"}, "levers": {"distill": "tfidf"}},
+     r"^levers\.distill='tfidf' is single-label training's; the multi_label task distils a "
+     r"compound teacher"),
+    ({"levers": {"distill": "teacher"}},
+     r"^levers\.distill='teacher' is the multi_label task's"),
     ({"task": {"type": "multi_label"}, "decision": {"max_reject": 0.1}},
      r"^decision\.max_reject is single-label's"),
     ({"levers": {"distill_weight": 0.2}}, r"^levers\.distill_weight is used only with "
