@@ -35,6 +35,12 @@ fresh intent and slot heads; English, NLU++ only), ``e5`` (multilingual-e5-small
 heads, the demo's own recipe; the demo corpus) with ``e5-lr1e-4`` and ``e5-8ep`` (4 epochs at
 1e-4, 8 epochs at 1e-4) as its family's alternatives, each Transformer also with
 number-aware heads (``-num``: heads 0 and 1 of every layer get the learned number-key bias).
+``scratch-blend``, ``minilm-blend`` and ``e5-blend`` are ``scratch``, ``minilm`` and ``e5``
+with ``levers.blend="tfidf"``: a one-vs-rest TF-IDF model (C 10, the floor's features) mixed
+into each intent's sigmoid at the share chosen by validation exact match (share 0, the
+network alone, unless a paired bootstrap finds the gain significant), thresholds tuned again
+on the blended probabilities, slots the network's; each is a family of its own, and its
+record keeps the share (``tfidf_share``) and the choice (``blend``).
 
     python benchmarks/compound.py                    # everything
     python benchmarks/compound.py --settings demo-compound   # the seed's comparison
@@ -129,15 +135,20 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "e5-num": H.recipe_with(
         _E5, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
     ),
+    "scratch-blend": H.recipe_with(_SCRATCH, levers={"blend": "tfidf"}),
+    "minilm-blend": H.recipe_with(_MINILM, levers={"blend": "tfidf"}),
+    "e5-blend": H.recipe_with(_E5, levers={"blend": "tfidf"}),
 }
-SEEDS = {"minilm": (0,), "minilm-num": (0,)}  # others: --seeds
+SEEDS = {"minilm": (0,), "minilm-num": (0,), "minilm-blend": (0,)}  # others: --seeds
 ONLY_ON = {"minilm": ("nlupp-full", "nlupp-low"), "minilm-num": ("nlupp-full", "nlupp-low"),
+           "minilm-blend": ("nlupp-full", "nlupp-low"),
            "tfidf": ("nlupp-full", "nlupp-low", "demo-compound"),
            "tfidf-c1": ("demo-compound",),
            "bilstm": ("nlupp-full", "nlupp-low", "demo-compound"),
            "bilstm-attn": ("demo-compound",),
            "e5": ("demo-compound",), "e5-lr1e-4": ("demo-compound",),
-           "e5-8ep": ("demo-compound",), "e5-num": ("demo-compound",)}
+           "e5-8ep": ("demo-compound",), "e5-num": ("demo-compound",),
+           "e5-blend": ("demo-compound",)}
 
 
 def load_setting(setting: str, data_dir: Path, quick: bool
@@ -341,6 +352,11 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             s = report["slots"]
             rec.update(span_f1=s["f1"], span_precision=s["precision"], span_recall=s["recall"],
                        values=report["values"])
+        if clf.info.get("blend") is not None:
+            choice = clf.info["blend"]
+            rec["tfidf_share"] = clf.tfidf_share
+            rec["blend"] = {k: choice[k] for k in ("weight", "best_weight", "p_value", "scores",
+                                                   "tfidf_score", "rows", "tfidf_seconds")}
         if clf.model.config.number_heads:
             rec["number_bias"] = [[round(float(w), 4) for w in nb.per_head()]
                                   for nb in clf.model.encoder.number_bias]

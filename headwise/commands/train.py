@@ -347,6 +347,13 @@ def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path,
     m = result.valid_metrics
     print(f"trained {recipe.architecture.spec} (intents + slots) in "
           f"{result.train_seconds:.1f} s")
+    blend = result.classifier.info.get("blend")
+    if blend:
+        from dataclasses import fields
+
+        from headwise.intent.training.blending import BlendChoice
+
+        print(BlendChoice(**{f.name: blend[f.name] for f in fields(BlendChoice)}).describe())
     if m:
         print(f"validation: intent micro-F1 {m['micro_f1']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
               f"exact match {m['exact_match']:.4f}; threshold "

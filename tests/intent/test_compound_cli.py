@@ -166,3 +166,23 @@ def test_train_multi_label_builds_each_architecture(model, compound_corpus, tmp_
     answer = json.loads(capsys.readouterr().out)
     assert {"intents", "out_of_scope", "slots"} <= set(answer)
     assert all(set(x) >= {"intent", "confidence"} for x in answer["intents"])
+
+
+def test_train_blends_a_compound_model_with_tfidf_and_says_so(tmp_path, compound_corpus, capsys):
+    """`--set levers.blend=tfidf` on multi-label data: a one-epoch network, which the
+    TF-IDF model beats on the validation rows, is saved blended, and the choice is printed
+    and summarised."""
+    data = _jsonl(tmp_path / "train.jsonl", compound_corpus)
+    recipe = {**TINY, "train": {**TINY["train"], "epochs": 1}}
+    (tmp_path / "recipe.json").write_text(json.dumps(recipe))
+    out = tmp_path / "model"
+    assert main(["train", "--data", str(data), "--valid", str(data), "--config",
+                 str(tmp_path / "recipe.json"), "--out", str(out), "--set",
+                 "levers.blend=tfidf", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["blend"]["weight"] > 0 and summary["blend"]["metric"] == "exact_match"
+    assert f"blend: TF-IDF share {summary['blend']['weight']:g} chosen on" in printed
+    assert main(["predict", str(out), "refund the 65 pounds please", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert "refund" in {i["intent"] for i in rec["intents"]}

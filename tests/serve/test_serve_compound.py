@@ -137,7 +137,8 @@ def test_batched_outputs_equal_unbatched(clf, max_rows, compound_corpus):
     items = predictor.encode(texts)
     together = predictor.run(items)
     alone = [predictor.run([item])[0] for item in items]
-    np.testing.assert_allclose(predictor.probabilities(together), predictor.probabilities(alone),
+    np.testing.assert_allclose(predictor.probabilities(texts, together),
+                               predictor.probabilities(texts, alone),
                                atol=1e-6, rtol=0)
     for a, b, item in zip(together, alone, items, strict=True):
         np.testing.assert_array_equal(a.tags, b.tags)

@@ -12,6 +12,13 @@ spans with normalised values::
 
 It is saved as a headwise model directory plus ``compound.json`` (intents, thresholds,
 reference date, training summary), written last and atomically.
+
+A compound model trained with ``levers.blend="tfidf"`` may carry a one-vs-rest TF-IDF model
+(:class:`~headwise.intent.tfidf.TfidfOneVsRest`, saved beside the network as
+``blend_tfidf.json`` and ``blend_tfidf.safetensors``, no pickle) and its share ``w``: each
+intent's probability is then ``(1 - w) * p_network + w * p_tfidf``, on either runtime (the
+network's part from PyTorch or onnxruntime, the TF-IDF part from scikit-learn's features);
+the slots stay the network's (:mod:`headwise.intent.training.blending`).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import json
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,7 +43,13 @@ from headwise.slots import SCHEMAS, normalize_slot
 from headwise.text.dataset import SlotSpan
 from headwise.text.tokenizer import Tokenizer
 
+if TYPE_CHECKING:
+    from headwise.intent.tfidf import TfidfOneVsRest
+
 COMPOUND_FILE = COMPOUND.marker  # "compound.json"
+#: the name of a blend's TF-IDF model files in the model directory (``.json`` and
+#: ``.safetensors``)
+BLEND_TFIDF = "blend_tfidf"
 
 
 class CompoundClassifier:
@@ -53,16 +66,22 @@ class CompoundClassifier:
         reference_date: "today" for relative dates (明天, next Friday); None: the date of
             each call.
         info: free-form training summary stored in ``compound.json``.
+        tfidf: the one-vs-rest TF-IDF model blended with the network's intent
+            probabilities (None: the network alone).
+        tfidf_share: its share ``w`` of each intent's probability, in (0, 1) with
+            ``tfidf``, 0 without.
 
     Raises:
         TypeError: the model is not a joint intent + slot model.
-        ValueError: intents that do not match the intent head, or per-intent thresholds
-            of the wrong length.
+        ValueError: intents that do not match the intent head, per-intent thresholds
+            of the wrong length, a TF-IDF model of other intents, or a share that does not
+            fit it.
     """
 
     def __init__(self, model: JointHeads, tokenizer: Tokenizer, intents: Sequence[str],
                  *, thresholds: Thresholds | None = None, max_length: int = 128,
-                 reference_date: date | None = None, info: dict[str, Any] | None = None) -> None:
+                 reference_date: date | None = None, info: dict[str, Any] | None = None,
+                 tfidf: TfidfOneVsRest | None = None, tfidf_share: float = 0.0) -> None:
         if not isinstance(model, JointHeads):
             raise TypeError(f"a CompoundClassifier needs a joint intent + slot model, got "
                             f"{type(model).__name__}")
@@ -75,6 +94,16 @@ class CompoundClassifier:
                 len(self.thresholds.per_intent) != len(intents):
             raise ValueError(f"{len(self.thresholds.per_intent)} per-intent thresholds for "
                              f"{len(intents)} intents")
+        if tfidf is None and tfidf_share != 0.0 or tfidf is not None and not (
+                0.0 < tfidf_share < 1.0 and model.multi_label):
+            raise ValueError(f"a TF-IDF share must be in (0, 1) with a TF-IDF model (and a "
+                             f"multi-label head) and 0 without one, got {tfidf_share} "
+                             f"{'with' if tfidf is not None else 'without'} one")
+        if tfidf is not None and tfidf.intents != intents:
+            raise ValueError("the blended TF-IDF model's intents are not the classifier's "
+                             "(the same names in the same order)")
+        self.tfidf = tfidf
+        self.tfidf_share = float(tfidf_share)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.intents = intents
@@ -112,7 +141,7 @@ class CompoundClassifier:
         texts = check_texts(texts)
         predictor = self.predictor(batch_size=batch_size)
         rows = predictor.run(predictor.encode_truncated(texts))
-        return predictor.probabilities(rows), predictor.spans(texts, rows)
+        return predictor.probabilities(texts, rows), predictor.spans(texts, rows)
 
     def predict(self, texts: Sequence[str] | str, *, top_k: int = 3,
                 thresholds: Thresholds | None = None, at_least_one: bool = False,
@@ -223,10 +252,17 @@ class CompoundClassifier:
         """Write model, tokenizer and ``compound.json`` (last, atomically) into ``directory``."""
         directory = Path(directory)
         save_pretrained(self.model, self.tokenizer, directory)
+        if self.tfidf is not None:
+            self.tfidf.save(directory, BLEND_TFIDF)
+        else:  # a blend an earlier save left there is no part of this model
+            for suffix in (".json", ".safetensors"):
+                (directory / f"{BLEND_TFIDF}{suffix}").unlink(missing_ok=True)
+        blend = None if self.tfidf is None else {"tfidf_share": self.tfidf_share,
+                                                 "tfidf": BLEND_TFIDF}
         meta = {"format": "headwise-compound", "version": 1, "intents": self.intents,
                 "thresholds": self.thresholds.to_dict(), "max_length": self.max_length,
                 "reference_date": None if self.reference_date is None
-                else self.reference_date.isoformat(), "info": self.info}
+                else self.reference_date.isoformat(), "blend": blend, "info": self.info}
         write_json_atomically(directory / COMPOUND_FILE, meta)
         return directory
 
@@ -251,13 +287,21 @@ class CompoundClassifier:
             thresholds = Thresholds.from_dict(meta["thresholds"])
             ref = meta.get("reference_date")
             reference = date.fromisoformat(ref) if ref else None
+            blend = meta.get("blend")
+            share = 0.0 if blend is None else float(blend["tfidf_share"])
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{meta_path} is not a valid compound-classifier file: {e}") from e
+        tfidf = None
+        if blend is not None:  # scikit-learn is imported only for a blend
+            from headwise.intent.tfidf import TfidfOneVsRest
+
+            tfidf = TfidfOneVsRest.load(directory, BLEND_TFIDF)
         model, tokenizer = from_pretrained(directory)
         return cls(model, tokenizer, intents, thresholds=thresholds,
                    max_length=meta.get("max_length", 128), reference_date=reference,
-                   info=meta.get("info"))
+                   info=meta.get("info"), tfidf=tfidf, tfidf_share=share)
 
     def __repr__(self) -> str:
+        blend = "" if self.tfidf is None else f", TF-IDF share {self.tfidf_share:g}"
         return (f"CompoundClassifier({len(self.intents)} intents, {len(self.slot_tags)} tags, "
-                f"threshold={self.thresholds.threshold:.3g})")
+                f"threshold={self.thresholds.threshold:.3g}{blend})")

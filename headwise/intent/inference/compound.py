@@ -6,7 +6,9 @@ model) answers, in the library (``CompoundClassifier.predict``), ``headwise pred
 file stream and the service: one forward pass gives the intent logits and one BIO tag per
 token; the tags are decoded into character spans, and the classifier's
 :meth:`~headwise.intent.compound.classifier.CompoundClassifier.answers` applies its
-thresholds and normalises the slot values. Tokenizing, bucketing and padding are those of
+thresholds and normalises the slot values; a classifier blended with a TF-IDF model
+(``levers.blend="tfidf"``) mixes that model's probabilities into the network's here, on
+either runtime. Tokenizing, bucketing and padding are those of
 the single-label predictor (:class:`~headwise.intent.inference.bucketing.BucketedPredictor`),
 so an answer does not depend on the other rows of the batch.
 
@@ -122,13 +124,25 @@ class CompoundPredictor(BucketedPredictor):
                 found[i] = JointRow(logits[r].astype(np.float64), tags)
         return [found[i] for i in range(len(rows))]
 
-    def probabilities(self, rows: Sequence[JointRow]) -> np.ndarray:
-        """Intent probabilities (n, intents) float64: a sigmoid per intent for a
-        multi-label head, else a softmax."""
+    def probabilities(self, texts: Sequence[str], rows: Sequence[JointRow]) -> np.ndarray:
+        """Intent probabilities (n, intents) float64 of texts from their :meth:`run` rows: a
+        sigmoid per intent for a multi-label head, else a softmax; with the classifier's
+        blended TF-IDF model (share ``w``), ``(1 - w) * p_network + w * p_tfidf`` per
+        intent, the TF-IDF part read on the whole texts.
+
+        Raises:
+            ValueError: texts and rows of different lengths.
+        """
+        if len(texts) != len(rows):
+            raise ValueError(f"{len(texts)} texts for {len(rows)} rows")
         logits = torch.from_numpy(np.stack([r.logits for r in rows]))
         probs = torch.sigmoid(logits) if self.classifier.model.multi_label \
             else torch.softmax(logits, -1)
-        return probs.numpy()
+        probs = probs.numpy()
+        tfidf, share = self.classifier.tfidf, self.classifier.tfidf_share
+        if tfidf is None:
+            return probs
+        return (1.0 - share) * probs + share * tfidf.probabilities(list(texts))
 
     def spans(self, texts: Sequence[str], rows: Sequence[JointRow]) -> list[list[Any]]:
         """The slot spans (without values) of each text, decoded from its tags.
@@ -171,5 +185,5 @@ class CompoundPredictor(BucketedPredictor):
                                  "not both")
             thresholds = Thresholds(float(threshold))
         return self.classifier.answers(
-            texts, self.probabilities(rows), self.spans(texts, rows), top_k=top_k,
+            texts, self.probabilities(texts, rows), self.spans(texts, rows), top_k=top_k,
             thresholds=thresholds, at_least_one=at_least_one, reference_date=reference_date)

@@ -19,6 +19,21 @@ split: BENCHMARKS ``blend``). ``w = 0`` keeps the network alone (no second model
 per query); any other share saves an :class:`~headwise.intent.ensemble.EnsembleClassifier`
 of the two with those weights, whose out-of-scope threshold is then chosen on the same
 validation rows.
+
+A compound (multi-label + slots) model blends the same way, intent by intent
+(:func:`blend_compound`): a one-vs-rest TF-IDF model
+(:class:`~headwise.intent.tfidf.TfidfOneVsRest`) is fitted on the training rows' intents, and
+each intent's probability is ``(1 - w) * p_network + w * p_tfidf`` (both sigmoids). The
+multi-label task has no ``select_on``: the share is chosen by validation exact match (every
+intent right, nothing extra; a row with no intent is right when none passes), each candidate
+share scored at the thresholds tuned on its own blended validation probabilities
+(:func:`~headwise.intent.compound.thresholds.tune_thresholds`, per intent when
+``task.per_intent_thresholds``), the smallest share winning a tie and kept only when the
+same paired bootstrap, over the rows' exact-match outcomes, finds its gain significant. The
+thresholds are then tuned again on the blended validation probabilities; the slots stay the
+network's. A kept share saves the TF-IDF model inside the compound model directory
+(BENCHMARKS ``compound:cpu``: on NLU++ the TF-IDF floor beats the joint networks on
+intents).
 """
 
 from __future__ import annotations
@@ -32,16 +47,21 @@ import numpy as np
 from sklearn.metrics import f1_score
 
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.compound.thresholds import decide, tune_thresholds
 from headwise.intent.ensemble import EnsembleClassifier
 from headwise.intent.posthoc.recalibration import calibrate_on_validation
-from headwise.intent.tfidf import TfidfClassifier
+from headwise.intent.tfidf import TfidfClassifier, TfidfOneVsRest
 from headwise.intent.training.tfidf_selection import fit_tfidf
 
 if TYPE_CHECKING:
+    from headwise.intent.compound.classifier import CompoundClassifier
     from headwise.intent.training.recipe import IntentRecipe
 
-__all__ = ["ALPHA", "BLEND_WEIGHTS", "BlendChoice", "blend_with_tfidf", "choose_blend_weight",
-           "paired_bootstrap_p"]
+__all__ = ["ALPHA", "BLEND_WEIGHTS", "BlendChoice", "blend_compound", "blend_with_tfidf",
+           "choose_blend_weight", "choose_compound_blend", "paired_bootstrap_p"]
+
+#: how :class:`BlendChoice` names each metric
+_METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "exact_match": "exact match"}
 
 #: the candidate TF-IDF shares of the blend (0: the network alone)
 BLEND_WEIGHTS: tuple[float, ...] = tuple(i / 10 for i in range(10))
@@ -58,10 +78,12 @@ class BlendChoice:
     Attributes:
         weight: the TF-IDF model's share kept (0: the network alone): ``best_weight`` when
             its gain is significant (``p_value`` below ``alpha``), else 0.
-        metric: ``"accuracy"`` or ``"macro_f1"`` (the recipe's ``select_on``).
+        metric: ``"accuracy"`` or ``"macro_f1"`` (the recipe's ``select_on``), or
+            ``"exact_match"`` (a compound model's).
         scores: the validation score of each candidate share, as ``[share, score]`` pairs.
         tfidf_score: the TF-IDF model's score alone, on the same rows.
-        rows: the in-scope validation rows the choice was made on.
+        rows: the validation rows the choice was made on (a single-label model's
+            in-scope ones; a compound model's all, with or without intents).
         best_weight: the share that scored best (the smallest of a tie).
         p_value: the paired bootstrap's p-value of its gain over the network alone (1.0
             when the best share is 0).
@@ -98,7 +120,7 @@ class BlendChoice:
 
     def describe(self) -> str:
         """One line for ``headwise train``."""
-        name = "macro-F1" if self.metric == "macro_f1" else "accuracy"
+        name = _METRIC_NAMES[self.metric]
         if self.weight == 0.0:
             why = "no share scored higher" if self.best_weight == 0.0 else (
                 f"the best, share {self.best_weight:g} at {self.best_score:.4f}, is not a "
@@ -269,3 +291,109 @@ def blend_with_tfidf(network: IntentClassifier, texts: list[str], labels: list[s
         return network, choice, tfidf, seconds
     blend = EnsembleClassifier([network, tfidf], weights=[1.0 - choice.weight, choice.weight])
     return blend, choice, tfidf, seconds
+
+
+def choose_compound_blend(network_probs: np.ndarray, tfidf_probs: np.ndarray,
+                          gold: np.ndarray, *, per_intent: bool = False,
+                          weights: Sequence[float] = BLEND_WEIGHTS,
+                          alpha: float = ALPHA) -> BlendChoice:
+    """The TF-IDF share of a multi-label blend that scores the best exact match on
+    labelled rows.
+
+    Each candidate share ``w`` mixes every intent's probabilities, ``(1 - w) * network +
+    w * tfidf``; its thresholds are tuned on those mixed probabilities
+    (:func:`~headwise.intent.compound.thresholds.tune_thresholds`) and its score is the share
+    of rows whose decided intents equal the gold ones. The best share (the smallest of a
+    tie) is kept when :func:`paired_bootstrap_p` over the rows' exact-match outcomes finds
+    its gain over share 0 significant (p below ``alpha``).
+
+    Args:
+        network_probs, tfidf_probs: the two models' probabilities (n, intents), a sigmoid
+            per intent, over the same intents in the same order.
+        gold: (n, intents) 0/1 or bool: the rows' intents (a row may have none).
+        per_intent: tune one threshold per intent (``task.per_intent_thresholds``).
+        weights: candidate shares in [0, 1] (0, the network alone, is always one).
+        alpha: the significance level; 1.0 keeps the best share whatever its p-value.
+
+    Returns:
+        The :class:`BlendChoice` (``metric`` ``"exact_match"``; ``tfidf_score``: the TF-IDF
+        model alone at its own tuned thresholds).
+
+    Raises:
+        ValueError: no rows, shapes that differ, or a share outside [0, 1].
+    """
+    a, b = np.asarray(network_probs, np.float64), np.asarray(tfidf_probs, np.float64)
+    gold = np.asarray(gold).astype(bool)
+    if a.ndim != 2 or a.shape != b.shape or a.shape != gold.shape or not len(gold):
+        raise ValueError(f"need equal (n, intents) probabilities and gold intents for n >= 1 "
+                         f"rows, got {a.shape}, {b.shape} and {gold.shape}")
+    shares = sorted(float(w) for w in weights)
+    if not shares or shares[0] < 0.0 or shares[-1] > 1.0:
+        raise ValueError(f"blend shares must be in [0, 1], got {list(weights)}")
+    if shares[0] != 0.0:
+        shares.insert(0, 0.0)  # the network alone is always a candidate: the baseline
+
+    def exact(probs: np.ndarray) -> np.ndarray:
+        """Each row's exact-match outcome at the thresholds tuned on these probabilities."""
+        chosen = decide(probs, tune_thresholds(probs, gold, per_intent=per_intent))
+        return (chosen == gold).all(axis=1)
+
+    outcomes = {w: exact((1.0 - w) * a + w * b) for w in shares}
+    scores = [[w, float(outcomes[w].mean())] for w in shares]
+    best = max(score for _, score in scores)
+    best_weight = next(w for w, score in scores if score == best)
+    # exact match as the accuracy of "right" (0) against gold 0: the paired test of the rows
+    p = 1.0 if best_weight == 0.0 else paired_bootstrap_p(
+        (~outcomes[0.0]).astype(np.int64), (~outcomes[best_weight]).astype(np.int64),
+        np.zeros(len(gold), np.int64), metric="accuracy")
+    return BlendChoice(weight=best_weight if p < alpha or alpha >= 1.0 else 0.0,
+                       metric="exact_match", scores=scores, tfidf_score=float(exact(b).mean()),
+                       rows=len(gold), best_weight=best_weight, p_value=p, alpha=alpha)
+
+
+def blend_compound(classifier: CompoundClassifier, texts: Sequence[str], targets: np.ndarray,
+                   v_texts: Sequence[str], v_gold: np.ndarray, recipe: IntentRecipe
+                   ) -> tuple[BlendChoice, TfidfOneVsRest, float]:
+    """Fit a one-vs-rest TF-IDF model on a compound model's training rows and blend it
+    into the classifier at the share validation chooses (:func:`choose_compound_blend`).
+
+    With a share above 0 the classifier keeps the TF-IDF model and its share (its
+    predictor mixes them from then on); with share 0 it is left as it was. Its thresholds
+    are the caller's to tune again on the blended validation probabilities.
+
+    Args:
+        classifier: the trained compound classifier (its thresholds are not read).
+        texts, targets: the training rows and their (n, intents) intents.
+        v_texts, v_gold: the validation rows and their (n, intents) intents.
+        recipe: its ``levers.blend_c`` (one C) and ``levers.class_weighting``, and
+            ``task.per_intent_thresholds``.
+
+    Returns:
+        ``(choice, tfidf, seconds)``: the :class:`BlendChoice`, the TF-IDF model (kept by
+        the classifier only when the share is above 0) and the seconds its fit took.
+
+    Raises:
+        ValueError: no validation rows, a classifier blended already, or several
+            ``blend_c`` candidates.
+    """
+    if not len(v_texts):
+        raise ValueError("blend='tfidf' chooses the TF-IDF share on validation data: give "
+                         "validation rows (--valid or a valid_fraction above 0)")
+    if classifier.tfidf is not None:
+        raise ValueError("the compound classifier is blended already")
+    c = recipe.levers.blend_c
+    if isinstance(c, list):
+        raise ValueError("levers.blend_c: a compound model's blend fits one C (candidates "
+                         "are chosen by single-label cross-validation)")
+    start = time.perf_counter()
+    tfidf = TfidfOneVsRest.fit(list(texts), targets, classifier.intents, c=float(c),
+                               class_weight=None if recipe.levers.class_weighting == "none"
+                               else "balanced")
+    seconds = time.perf_counter() - start
+    network, _ = classifier.analyse(list(v_texts))
+    per_intent = bool(getattr(recipe.task, "per_intent_thresholds", False))
+    choice = choose_compound_blend(network, tfidf.probabilities(list(v_texts)), v_gold,
+                                   per_intent=per_intent, alpha=ALPHA)
+    if choice.weight > 0.0:
+        classifier.tfidf, classifier.tfidf_share = tfidf, choice.weight
+    return choice, tfidf, seconds

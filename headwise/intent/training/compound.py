@@ -19,8 +19,10 @@ levers the intent head takes ``label_smoothing`` (each sigmoid's target ``y * (1
 eps / 2``) and ``class_weighting="balanced"`` (each intent's positives and negatives
 weighted to count equally, :func:`balanced_multilabel_weights`), through
 :class:`CompoundObjective`; the from-scratch Transformer takes the masked-LM pre-training
-(``levers.pretrain_epochs``). The recipe refuses, when built, what the multi-label task does
-not use.
+(``levers.pretrain_epochs``); after training, ``levers.blend="tfidf"`` blends a one-vs-rest
+TF-IDF model into the intent probabilities at the share validation chooses
+(:func:`~headwise.intent.training.blending.blend_compound`). The recipe refuses, when built,
+what the multi-label task does not use.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from headwise.intent.compound.thresholds import (
     multilabel_metrics,
     tune_thresholds,
 )
+from headwise.intent.training.blending import blend_compound
 from headwise.intent.training.builders import (
     build_intent_model,
     load_pretrained_for_task,
@@ -76,9 +79,8 @@ from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 
 __all__ = ["CompoundObjective", "balanced_multilabel_weights",
-           "compound_data", "compound_network", "distilled_rows", "distilled_targets",
-           "drop_numbers", "encode_rows",
-           "init_prior_bias",
+           "compound_data", "compound_network", "compound_targets", "distilled_rows",
+           "distilled_targets", "drop_numbers", "encode_rows", "init_prior_bias",
            "joint_validation", "multilabel_intent_loss", "train_compound", "tune_compound"]
 
 #: joint-model parameters a BERT-family checkpoint does not have (fresh at import)
@@ -157,9 +159,12 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                    soft_targets: SoftTargets | None = None) -> TrainedIntent:
     """Stages 2 to 5 of a multi-label run: the network (:func:`compound_network`, or a
     warm start's ``parent`` grown), the optional masked-LM pre-training, joint training,
-    the thresholds (:func:`tune_compound`), the saved classifier (with its lineage after a
-    warm start). ``report`` gets the run's precision and its measured duration estimate
-    before training (:meth:`headwise.train.Trainer.announce`), as a single-label run's.
+    the thresholds (:func:`tune_compound`), the optional TF-IDF blend (its share chosen on
+    validation, the thresholds tuned again on the blended probabilities), the saved
+    classifier (with its lineage after a warm start). ``report`` gets the run's precision
+    and its measured duration estimate before training
+    (:meth:`headwise.train.Trainer.announce`), as a single-label run's, and the blend's
+    choice.
 
     ``soft_targets`` (with ``levers.distill="teacher"``; built by
     :func:`~headwise.intent.training.distillation.distill` from a compound teacher) hold
@@ -174,6 +179,9 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
         ValueError: ``levers.distill="teacher"`` without soft targets or soft targets
             without it, or gold intents the teacher does not know.
     """
+    if recipe.levers.blend != "none" and not data.valid:
+        raise ValueError("levers.blend='tfidf' chooses the TF-IDF share on validation data; "
+                         "give validation rows (--valid or a valid_fraction above 0)")
     if (recipe.levers.distill == "teacher") != (soft_targets is not None):
         raise ValueError("levers.distill='teacher' learns from a compound teacher: run "
                          "`headwise distill TEACHER` (which sets it), not `headwise train`"
@@ -242,6 +250,17 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     clf = CompoundClassifier(model.cpu().eval(), tokenizer, data.intents, max_length=max_length,
                              reference_date=data.reference_date)
     thresholds, metrics = tune_compound(clf, data.valid, task.per_intent_thresholds)
+    blend = None
+    if levers.blend == "tfidf":
+        choice, tfidf, tfidf_seconds = blend_compound(
+            clf, [e.text for e in data.train], compound_targets(data.train, data.intents),
+            [e.text for e in data.valid], compound_targets(data.valid, data.intents), recipe)
+        blend = {**choice.to_dict(), "c": tfidf.info["c"],
+                 "tfidf_seconds": round(tfidf_seconds, 1), "network_valid": metrics}
+        if report is not None:
+            report(choice.describe())
+        if clf.tfidf is not None:  # the thresholds of the blended probabilities
+            thresholds, metrics = tune_compound(clf, data.valid, task.per_intent_thresholds)
     clf.thresholds = thresholds
     clf.info = {"recipe": recipe.to_dict(), "train_examples": len(data.train),
                 "valid_examples": len(data.valid), "slot_names": data.slot_names,
@@ -253,7 +272,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                 "precision": {"precision": trainer.precision.precision,
                               "reason": trainer.precision.reason},
                 "objective": {"label_smoothing": levers.label_smoothing,
-                              "class_weighting": levers.class_weighting}}
+                              "class_weighting": levers.class_weighting},
+                "blend": blend}
     if distill is not None:
         clf.info["distill"] = distill
     if lineage is not None:
@@ -585,6 +605,18 @@ def _split(examples: list[Example], recipe: IntentRecipe
             [e for i, e in enumerate(examples) if i in held])
 
 
+def compound_targets(examples: Sequence[Example], intents: list[str]) -> np.ndarray:
+    """The examples' intents as an (examples, intents) bool table (intents not in
+    ``intents`` left out)."""
+    index = {name: i for i, name in enumerate(intents)}
+    gold = np.zeros((len(examples), len(intents)), dtype=bool)
+    for r, e in enumerate(examples):
+        for name in e.intents:
+            if name in index:
+                gold[r, index[name]] = True
+    return gold
+
+
 def tune_compound(clf: CompoundClassifier, valid: list[Example], per_intent: bool
                   ) -> tuple[Thresholds, dict[str, Any]]:
     """Stage 5: the decision thresholds tuned on the validation probabilities (one, or one
@@ -592,12 +624,7 @@ def tune_compound(clf: CompoundClassifier, valid: list[Example], per_intent: boo
     if not valid:
         return Thresholds(0.5), {}
     probs, _ = clf.analyse([e.text for e in valid])
-    index = {name: i for i, name in enumerate(clf.intents)}
-    gold = np.zeros_like(probs, dtype=bool)
-    for r, e in enumerate(valid):
-        for name in e.intents:
-            if name in index:
-                gold[r, index[name]] = True
+    gold = compound_targets(valid, clf.intents)
     thresholds = tune_thresholds(probs, gold, per_intent=per_intent)
     m = multilabel_metrics(decide(probs, thresholds), gold, clf.intents)
     return thresholds, {k: m[k] for k in ("micro_f1", "macro_f1", "exact_match")}

@@ -359,8 +359,11 @@ class Levers:
             the same rows and blend the two models' probabilities with the TF-IDF share in
             0-0.9 that scores best on the validation data
             (:mod:`headwise.intent.training.blending`; share 0 keeps the network alone).
+            Multi-label: a one-vs-rest TF-IDF model, each intent's sigmoid blended, the
+            share chosen by validation exact match and the thresholds tuned again; the
+            slots stay the network's.
         blend_c: the blended TF-IDF model's inverse L2 strength, or candidates (as
-            :class:`Tfidf`'s ``c``).
+            :class:`Tfidf`'s ``c``; multi-label: one).
     """
 
     label_smoothing: float = 0.1
@@ -781,7 +784,7 @@ def _what_does_not_apply(r: IntentRecipe) -> str | None:
         if arch == "tfidf":
             return ("task multi_label needs a Transformer, a BiLSTM or a pretrained encoder: "
                     "the joint intent + slot model has no tfidf form")
-        for name in ("gce_q", "label_cleaning", "blend"):
+        for name in ("gce_q", "label_cleaning"):
             if getattr(lev, name) != getattr(Levers, name):
                 return (f"levers.{name} is single-label training's; the multi_label task "
                         f"trains one sigmoid per intent and a slot tagger")
@@ -791,11 +794,37 @@ def _what_does_not_apply(r: IntentRecipe) -> str | None:
                     "distill`)")
         if lev.linear_probe:
             return "levers.linear_probe is single-label training's, not the multi_label task's"
+        if lev.blend != "none" and isinstance(lev.blend_c, list):
+            return ("levers.blend_c: the multi_label task's blend fits one C (a list of "
+                    "candidates is chosen by single-label cross-validation)")
         changed = _changed(r.decision, Decision())
         if changed:
-            return (f"decision.{changed[0]} is single-label's: the multi_label task tunes its "
-                    f"thresholds for F1 on validation (task.per_intent_thresholds)")
+            return (f"decision.{changed[0]} does not apply to the multi_label task: "
+                    f"{_MULTI_LABEL_DECISION[changed[0]]}")
     return None
+
+
+_REJECT_WHY = (
+    "a compound model answers out-of-scope when no intent reaches its own threshold, and "
+    "those thresholds are each tuned for F1 on validation (task.per_intent_thresholds). A "
+    "reject budget would cap the share of in-scope validation rows left with no intent by "
+    "lowering thresholds that F1 chose, a second rule (which intents, by how much) that "
+    "nothing here has measured; and the decision part's default budget, which every "
+    "multi_label recipe carries, would then move every compound model's thresholds. To never "
+    "answer out-of-scope, ask for at_least_one when predicting")
+#: why each decision field is refused for the multi_label task
+_MULTI_LABEL_DECISION: dict[str, str] = {
+    "prior_correction": "the logit adjustment shifts a softmax over the intents towards rare "
+                        "ones; a compound model's independent sigmoids get per-intent "
+                        "thresholds instead (task.per_intent_thresholds)",
+    "max_reject": _REJECT_WHY, "reject_budget": _REJECT_WHY, "reject_confidence": _REJECT_WHY,
+    "ood_detector": "a compound model is out of scope when no intent reaches its threshold; "
+                    "there is no single top probability or pooled vector for a detector to "
+                    "replace",
+    "oos_labels": "a compound row is out of scope when its intents list is empty (the "
+                  "reader also reads a label of text.labels.OOS_LABELS, such as 'oos', as "
+                  "none); a data set's own out-of-scope label is a single-label file's",
+}
 
 
 #: where each field of the flat recipe of headwise 0.x before the parts now lives, for the

@@ -163,7 +163,8 @@ def test_wrong_values_are_refused_naming_the_path(data, message):
     ({"levers": {"distill": "teacher"}},
      r"^levers\.distill='teacher' is the multi_label task's"),
     ({"task": {"type": "multi_label"}, "decision": {"max_reject": 0.1}},
-     r"^decision\.max_reject is single-label's"),
+     r"^decision\.max_reject does not apply to the multi_label task: a compound model "
+     r"answers out-of-scope when no intent reaches its own threshold"),
     ({"levers": {"distill_weight": 0.2}}, r"^levers\.distill_weight is used only with "
                                           r"levers\.distill"),
     ({"levers": {"pretrain_lr": 0.1}}, r"^levers\.pretrain_lr is used only with "
