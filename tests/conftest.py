@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, settings
 # tiny_corpus.py and friends, importable from every test folder whatever the import mode
 sys.path.insert(0, str(Path(__file__).parent))
 
-from headwise.text.annotations import AnnotatedExample, SlotSpan
+from headwise.text.dataset import Example, SlotSpan
 
 # Hypothesis profiles: "ci" (the default) keeps property tests to a few seconds; "long"
 # (`pytest ... --hypothesis-profile=long`) explores far more. Tests that set max_examples
@@ -106,18 +106,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 AMOUNTS = ["20", "50", "300", "1,200", "75", "90"]
 
 
-def _ex(text: str, intents: list[str], amount: str | None = None) -> AnnotatedExample:
+def _ex(text: str, intents: list[str], amount: str | None = None) -> Example:
     slots = ()
     if amount is not None:
         piece = f"{amount} pounds"
         start = text.index(piece)
         value = {"amount": float(amount.replace(",", "")), "currency": "GBP"}
         slots = (SlotSpan("amount_of_money", start, start + len(piece), piece, value),)
-    return AnnotatedExample(text, tuple(intents), slots, 1)
+    return Example(text, tuple(intents), slots, 1)
 
 
 @pytest.fixture(scope="session")
-def compound_corpus() -> list[AnnotatedExample]:
+def compound_corpus() -> list[Example]:
     """English banking questions: compound (charge + refund) and single intents, each with
     an amount slot valued by hand, and three with no intent."""
     rows = []

@@ -31,7 +31,7 @@ def write_csv(path: Path, rows: Iterable[Sequence[str]], header: Sequence[str] =
 
 
 def write_annotated(path: Path, examples: Iterable[Any]) -> Path:
-    """Annotated examples (``AnnotatedExample``: text, intents, slot spans) as a JSON-lines
+    """Annotated examples (``Example``: text, intents, slot spans) as a JSON-lines
     file ``headwise.text.annotations.read_annotated`` reads; the path back."""
     with open(path, "w", encoding="utf-8") as f:
         for e in examples:

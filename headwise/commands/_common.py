@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from headwise.text.annotations import AnnotatedDataset
-    from headwise.text.readers import Dataset
+    from headwise.text.dataset import Dataset
 
 #: the runtimes ``predict --runtime`` and ``serve --runtime`` take:
 #: ``headwise.intent.inference.RUNTIMES``, repeated so that building the parser imports
@@ -174,7 +173,7 @@ def read(path: str, args: argparse.Namespace, *, require_labels: bool = True) ->
     return data
 
 
-def read_compound(path: str, args: argparse.Namespace) -> AnnotatedDataset:
+def read_compound(path: str, args: argparse.Namespace) -> Dataset:
     """Read a file of annotated examples (several intents, slot spans) with the command's
     ``--skip-bad-rows``; report skipped rows on stderr."""
     from headwise.text.annotations import read_annotated

@@ -188,8 +188,7 @@ def run(args: argparse.Namespace) -> int:
     train = reader(args.data, args)
     valid = reader(args.valid, args) if args.valid else None
     unlabelled = read_unlabelled(args.unlabelled, args) if args.unlabelled else []
-    print(f"training data: {len(train)} rows, "
-          f"{len(train.intent_names() if compound else train.label_set())} intents "
+    print(f"training data: {len(train)} rows, {len(train.intent_names())} intents "
           f"({args.data})")
     if valid is not None:
         print(f"validation data: {len(valid)} rows ({args.valid})")

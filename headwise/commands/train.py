@@ -258,7 +258,7 @@ def _train(args: argparse.Namespace, out: Path) -> int:
     train = read(args.data, args)
     valid = read(args.valid, args) if args.valid else None
     print(f"training data: {plural(len(train), 'row')}, "
-          f"{plural(len(_intents(train.label_set(), data)), 'intent')} ({args.data})")
+          f"{plural(len(_intents(train.intent_names(), data)), 'intent')} ({args.data})")
     if recipe is None:
         model, reason = default_model([ex.text for ex in train])
         set_path(data, "architecture.type", model.partition(":")[0])

@@ -36,7 +36,7 @@ from headwise.intent.training.recipe import (
     Transformer,
     default_train,
 )
-from headwise.text.annotations import AnnotatedExample, SlotSpan
+from headwise.text.dataset import Example, SlotSpan
 
 #: heads of every layer that get the learned number-key bias in the demo's joint Transformer
 DEMO_NUMBER_HEADS = [0, 1]
@@ -47,9 +47,9 @@ TITLES = {"bilstm": "BiLSTM joint", "transformer": "8-head Transformer joint, nu
           "pretrained": "pretrained joint"}
 
 
-def annotated(examples: list[DemoExample]) -> list[AnnotatedExample]:
+def annotated(examples: list[DemoExample]) -> list[Example]:
     """The demo corpus's examples as annotated examples (intents and valued slots)."""
-    return [AnnotatedExample(e.text, tuple(e.intents), tuple(
+    return [Example(e.text, tuple(e.intents), tuple(
         SlotSpan(s.name, s.start, s.end, s.text, s.value) for s in e.slots), i + 1)
         for i, e in enumerate(examples)]
 
@@ -233,7 +233,7 @@ def _pooled(values: dict[str, dict[str, Any]]) -> str:
     return f"{sum(v['end_to_end'] * v['n'] for v in values.values()) / n:.1%}"
 
 
-def _examples(clf: Any, test: list[AnnotatedExample]) -> list[dict[str, Any]]:
+def _examples(clf: Any, test: list[Example]) -> list[dict[str, Any]]:
     """The classifier's answers to a few test questions: three compound ones, three with
     one intent and slots."""
     picked = [e for e in test if len(e.intents) > 1][:3] + \

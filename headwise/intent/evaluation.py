@@ -43,7 +43,7 @@ from headwise.intent.compound.thresholds import multilabel_metrics, span_f1
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.prediction import Prediction
 from headwise.slots import normalize_slot
-from headwise.text.annotations import AnnotatedExample
+from headwise.text.dataset import Example
 from headwise.text.labels import is_oos_label
 from headwise.train.metrics import classification_metrics, confusion_matrix_png
 
@@ -162,7 +162,7 @@ def format_slice_table(rows: Sequence[SliceRow | dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def evaluate(model: Any, rows: Sequence[str] | Sequence[AnnotatedExample],
+def evaluate(model: Any, rows: Sequence[str] | Sequence[Example],
              labels: Sequence[str | None] | None = None, *, long_text: str = "auto",
              batch_size: int = 64, out_dir: str | Path | None = None,
              slices: Sequence[Sequence[str] | None] | None = None,
@@ -188,11 +188,11 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[AnnotatedExample],
       intents the model does not know, counted and left out; per slice when ``slices``
       are given;
     * ``"multi_label"``, for annotated gold (``rows`` are
-      :class:`~headwise.text.annotations.AnnotatedExample`\\ s: several intents and slot
-      spans) or for a multi-label model's answers: both read as sets of intents (a
-      single-label answer: its answered intent, none when out of scope; a single-label gold
-      row: its intent, none when out of scope): micro- and macro-F1, exact match and
-      per-intent scores, the exact match's 95 % Wilson interval
+      :class:`~headwise.text.dataset.Example`\\ s: several intents and slot spans) or
+      for a multi-label model's answers: both read as sets of intents (a single-label
+      answer: its answered intent, none when out of scope; a gold row's out-of-scope label,
+      ``oos`` or similar, is no intent): micro- and macro-F1, exact match and per-intent
+      scores, the exact match's 95 % Wilson interval
       (``intents.exact_match_interval``: the rows as independent trials), per slice when
       ``slices`` are given; for a model with a slot tagger on annotated rows, exact slot
       span F1 and the value accuracy per slot (:func:`value_accuracy`, relative dates
@@ -242,14 +242,14 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[AnnotatedExample],
     rows = list(rows)
     if not rows:
         raise ValueError("no rows to evaluate")
-    annotated = isinstance(rows[0], AnnotatedExample)
+    annotated = isinstance(rows[0], Example)
     if labels is None:
-        if not all(isinstance(r, AnnotatedExample) for r in rows):
+        if not all(isinstance(r, Example) for r in rows):
             raise ValueError("give the gold labels of the texts (single-label gold), or "
-                             "AnnotatedExample rows (several intents and slots)")
+                             "Example rows (several intents and slots)")
     else:
         if annotated or not all(isinstance(r, str) for r in rows):
-            raise ValueError("labels go with texts; AnnotatedExample rows carry their own "
+            raise ValueError("labels go with texts; Example rows carry their own "
                              "intents")
         labels = list(labels)
         if len(labels) != len(rows):
@@ -261,8 +261,9 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[AnnotatedExample],
         return _single_label(predictor, list(rows), labels, out_dir=out_dir, slices=slices)
     if slices is not None and len(slices) != len(rows):
         raise ValueError(f"{len(slices)} slice lists for {len(rows)} rows")
-    gold = rows if labels is None else [
-        AnnotatedExample(t, () if is_oos_label(y) else (str(y),), (), i + 1)
+    gold = [Example(e.text, tuple(i for i in e.intents if not is_oos_label(i)), e.slots,
+                    e.line, e.slices) for e in rows] if labels is None else [
+        Example(t, () if is_oos_label(y) else (str(y),), (), i + 1)
         for i, (t, y) in enumerate(zip(rows, labels, strict=True))]
     return _multi_label(predictor, gold, slots=annotated, reference_date=reference_date,
                         slices=slices)
@@ -342,7 +343,7 @@ def _single_label(predictor: Predictor, texts: list[str], labels: list[str | Non
     return report
 
 
-def _multi_label(predictor: Predictor, examples: list[AnnotatedExample], *, slots: bool,
+def _multi_label(predictor: Predictor, examples: list[Example], *, slots: bool,
                  reference_date: date | None,
                  slices: Sequence[Sequence[str] | None] | None = None) -> dict[str, Any]:
     """The multi-label report of :func:`evaluate`: the answers and the gold as sets of
@@ -423,7 +424,7 @@ def slice_exact_match(pred: np.ndarray, gold: np.ndarray, slices: Sequence[Seque
     return out
 
 
-def value_accuracy(examples: Sequence[AnnotatedExample], predicted: Sequence[Sequence[Any]],
+def value_accuracy(examples: Sequence[Example], predicted: Sequence[Sequence[Any]],
                    reference: date) -> dict[str, dict[str, float | int]]:
     """Per slot name: ``end_to_end`` (exact span and equal value) and ``normaliser`` (the
     gold text normalised equals the gold value), over the gold slots that carry a value."""

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from headwise.text.annotations import SlotSpan
+from headwise.text.dataset import SlotSpan
 
 __all__ = ["OUT_OF_SCOPE", "OutOfScopeDecision", "OutOfScopeScores", "Prediction",
            "answers_from_probs", "check_answer_options", "check_texts"]

@@ -1,5 +1,5 @@
-"""Text: tokenizers, dataset readers (and the encodings of their files) and length-bucketed
-batching, BIO slot tags, and the Chinese data tables (banking lexicon, typing slips,
+"""Text: tokenizers, the dataset type and its readers (and the encodings of their files),
+length-bucketed batching, BIO slot tags, and the Chinese data tables (banking lexicon, typing slips,
 challenge-slice names)."""
 
 from __future__ import annotations
@@ -9,14 +9,7 @@ from typing import TYPE_CHECKING
 from headwise._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from headwise.text.annotations import (
-        AnnotatedDataset,
-        AnnotatedExample,
-        SlotSpan,
-        looks_multi_label,
-        read_annotated,
-        read_nlupp,
-    )
+    from headwise.text.annotations import looks_multi_label, read_annotated, read_nlupp
     from headwise.text.banking_lexicon import category_lexicon
     from headwise.text.batching import LengthBucketSampler, pad_collate
     from headwise.text.bio import (
@@ -28,19 +21,17 @@ if TYPE_CHECKING:
         token_offsets,
     )
     from headwise.text.char_level import train_char_tokenizer, train_tokenizer
+    from headwise.text.dataset import Dataset, Example, SlotSpan
     from headwise.text.decoding import ENCODING_HINT, decode_lines, detect_encoding
     from headwise.text.labels import OOS_LABEL
     from headwise.text.pairs import SentencePair, read_pairs, split_pairs
-    from headwise.text.readers import DataError, Dataset, Example, read_examples, unseen_labels
+    from headwise.text.readers import DataError, read_examples, unseen_labels
     from headwise.text.tokenizer import Tokenizer
 
 #: public name -> the module that defines it, imported on first use (PEP 562), so that
 #: importing one module of this package (a saved classifier's loader, the tokenizer)
 #: does not import every other one and its libraries
 _LAZY: dict[str, str] = {
-    "AnnotatedDataset": "headwise.text.annotations",
-    "AnnotatedExample": "headwise.text.annotations",
-    "SlotSpan": "headwise.text.annotations",
     "looks_multi_label": "headwise.text.annotations",
     "read_annotated": "headwise.text.annotations",
     "read_nlupp": "headwise.text.annotations",
@@ -54,6 +45,9 @@ _LAZY: dict[str, str] = {
     "token_offsets": "headwise.text.bio",
     "train_char_tokenizer": "headwise.text.char_level",
     "train_tokenizer": "headwise.text.char_level",
+    "Dataset": "headwise.text.dataset",
+    "Example": "headwise.text.dataset",
+    "SlotSpan": "headwise.text.dataset",
     "ENCODING_HINT": "headwise.text.decoding",
     "decode_lines": "headwise.text.decoding",
     "detect_encoding": "headwise.text.decoding",
@@ -63,15 +57,13 @@ _LAZY: dict[str, str] = {
     "read_pairs": "headwise.text.pairs",
     "split_pairs": "headwise.text.pairs",
     "DataError": "headwise.text.readers",
-    "Dataset": "headwise.text.readers",
-    "Example": "headwise.text.readers",
     "read_examples": "headwise.text.readers",
     "unseen_labels": "headwise.text.readers",
     "Tokenizer": "headwise.text.tokenizer",
 }
 
-__all__ = ["ENCODING_HINT", "IGNORE_INDEX", "OOS_LABEL", "AnnotatedDataset",
-           "AnnotatedExample", "DataError", "Dataset", "Example", "LengthBucketSampler",
+__all__ = ["ENCODING_HINT", "IGNORE_INDEX", "OOS_LABEL", "DataError", "Dataset", "Example",
+           "LengthBucketSampler",
            "SentencePair", "SlotSpan", "Tokenizer", "bio_tag_names", "category_lexicon",
            "decode_lines", "detect_encoding", "encode_with_tags", "looks_multi_label",
            "pad_collate", "read_annotated", "read_examples",

@@ -1,7 +1,8 @@
-"""Annotated examples (several intents, slot spans) and their readers, with line-numbered errors.
+"""Readers of annotated examples (several intents, slot spans), with line-numbered errors.
 
-An :class:`AnnotatedExample` is one utterance with every intent it expresses and the
-character spans of its slots::
+They give the one dataset type, a :class:`~headwise.text.dataset.Dataset` of
+:class:`~headwise.text.dataset.Example` rows: each utterance with every intent it expresses
+and the character spans of its slots::
 
     ds = read_annotated("nlupp_banking/fold0.json")      # NLU++ JSON array
     ds = read_annotated("demo/train.jsonl")               # the demo corpus's JSON lines
@@ -20,7 +21,7 @@ Layouts (each row a JSON object; the file one JSON array of them, or JSON lines)
 - a plain ``"label"`` string without ``intents`` is read as one intent (``"oos"`` as none).
 - any layout: a row may carry ``"reference_date": "YYYY-MM-DD"``, the "today" its relative
   dates (下个月5号, next Friday) were resolved against; the rows that carry one must agree,
-  and the date is the dataset's :attr:`AnnotatedDataset.reference_date` (the demo corpus's
+  and the date is the dataset's ``Dataset.reference_date`` (the demo corpus's
   files carry it; a model trained on them keeps it).
 
 Rules, each broken one a :class:`~headwise.text.readers.DataError` ``PATH:LINE: problem``
@@ -36,20 +37,20 @@ Rules, each broken one a :class:`~headwise.text.readers.DataError` ``PATH:LINE: 
 - ``slots`` is an NLU++ object or a demo list; anything else is an unknown layout.
 
 Slots are kept in order of their start. With ``skip_bad_rows=True`` bad rows are left out and
-listed in :attr:`AnnotatedDataset.skipped`; problems with the file as a whole (no such file,
+listed in ``Dataset.skipped``; problems with the file as a whole (no such file,
 not JSON, no rows) still raise.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from datetime import date
 from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+from headwise.text.dataset import Dataset, Example, SlotSpan
 from headwise.text.decoding import check_encoding, decode_lines, detect_encoding
 from headwise.text.labels import OOS_LABEL, is_oos_label
 from headwise.text.readers import DataError, json_objects, json_type_name
@@ -58,97 +59,20 @@ from headwise.text.readers import DataError, json_objects, json_type_name
 SNIFF_ROWS = 50
 
 
-@dataclass(frozen=True)
-class SlotSpan:
-    """One slot value: the characters ``text[start:end]`` (end exclusive) of slot ``name``.
-
-    Attributes:
-        name: the slot (``amount_of_money``, ``date`` ...).
-        start: the first character.
-        end: one past the last character.
-        text: ``example.text[start:end]``.
-        value: the normalised value (a number, a dict ...), None when unknown; it takes part
-            in equality but not in the hash.
-    """
-
-    name: str
-    start: int
-    end: int
-    text: str
-    value: Any = field(default=None, hash=False)
-
-
-@dataclass(frozen=True)
-class AnnotatedExample:
-    """One utterance with all its intents and slots.
-
-    Attributes:
-        text: the text, exactly as in the file.
-        intents: every intent it expresses, in file order (empty: no intent, out of scope).
-        slots: its slot spans, in order of start.
-        line: the 1-based line of the source file where the row starts.
-    """
-
-    text: str
-    intents: tuple[str, ...]
-    slots: tuple[SlotSpan, ...]
-    line: int
-
-
-@dataclass
-class AnnotatedDataset:
-    """The annotated examples read from one file (or one NLU++ directory).
-
-    Attributes:
-        examples: the rows, in file order.
-        path: the file (or directory) they came from.
-        skipped: ``(line, problem)`` of each row left out by ``skip_bad_rows``.
-        reference_date: the "today" the rows' relative dates were resolved against, when
-            the rows declare one (``"reference_date"``); None otherwise.
-    """
-
-    examples: list[AnnotatedExample]
-    path: Path
-    skipped: list[tuple[int, str]] = field(default_factory=list)
-    reference_date: date | None = None
-
-    @property
-    def texts(self) -> list[str]:
-        """The texts, in order."""
-        return [e.text for e in self.examples]
-
-    def intent_names(self) -> list[str]:
-        """The distinct intents of all examples, sorted."""
-        return sorted({i for e in self.examples for i in e.intents})
-
-    def slot_names(self) -> list[str]:
-        """The distinct slot names of all examples, sorted."""
-        return sorted({s.name for e in self.examples for s in e.slots})
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def __iter__(self) -> Iterator[AnnotatedExample]:
-        return iter(self.examples)
-
-    def __getitem__(self, index: int) -> AnnotatedExample:
-        return self.examples[index]
-
-
 def read_annotated(path: str | Path, *, skip_bad_rows: bool = False,
-                   encoding: str | None = None) -> AnnotatedDataset:
+                   encoding: str | None = None) -> Dataset:
     """Read a file of multi-intent examples with slot spans (NLU++ or demo layout).
 
     Args:
         path: a JSON array or JSON lines file.
-        skip_bad_rows: leave bad rows out (recorded in :attr:`AnnotatedDataset.skipped`)
+        skip_bad_rows: leave bad rows out (recorded in ``Dataset.skipped``)
             instead of raising.
         encoding: the file's encoding; default: detected as the readers do
             (:func:`~headwise.text.decoding.detect_encoding`: UTF-8, a byte-order mark
             allowed; GB18030; UTF-16).
 
     Returns:
-        The :class:`AnnotatedDataset`.
+        The :class:`~headwise.text.dataset.Dataset`.
 
     Raises:
         DataError: a bad row (unless ``skip_bad_rows``; see the module docstring), or a
@@ -159,11 +83,11 @@ def read_annotated(path: str | Path, *, skip_bad_rows: bool = False,
     path = Path(path)
     examples, skipped, reference = _read(path, skip_bad_rows,
                                          None if encoding is None else check_encoding(encoding))
-    return AnnotatedDataset(examples, path, skipped, reference)
+    return Dataset(examples, path, skipped, reference)
 
 
 def read_nlupp(directory: str | Path, folds: Iterable[int], *,
-               skip_bad_rows: bool = False) -> AnnotatedDataset:
+               skip_bad_rows: bool = False) -> Dataset:
     """Read folds of an NLU++ directory (``fold0.json`` ... ``fold9.json``) as one dataset.
 
     Args:
@@ -173,8 +97,8 @@ def read_nlupp(directory: str | Path, folds: Iterable[int], *,
             file name (``"fold3.json: ..."``), the line being in that file.
 
     Returns:
-        An :class:`AnnotatedDataset` whose ``path`` is ``directory``; each example's ``line``
-        is in its own fold's file.
+        A :class:`~headwise.text.dataset.Dataset` whose ``path`` is ``directory``; each
+        example's ``line`` is in its own fold's file.
 
     Raises:
         DataError: missing fold files (the message names them and lists the folds there
@@ -191,7 +115,7 @@ def read_nlupp(directory: str | Path, folds: Iterable[int], *,
         folds[i] = int(fold)
     if len(set(folds)) != len(folds):
         raise ValueError(f"folds repeat: {folds}")
-    examples: list[AnnotatedExample] = []
+    examples: list[Example] = []
     skipped: list[tuple[int, str]] = []
     missing = [f for f in folds if not (directory / f"fold{f}.json").is_file()]
     if missing:
@@ -207,7 +131,7 @@ def read_nlupp(directory: str | Path, folds: Iterable[int], *,
         rows, bad, _ = _read(path, skip_bad_rows)
         examples += rows
         skipped += [(line, f"{path.name}: {problem}") for line, problem in bad]
-    return AnnotatedDataset(examples, directory, skipped)
+    return Dataset(examples, directory, skipped)
 
 
 def looks_multi_label(path: str | Path) -> bool:
@@ -258,7 +182,7 @@ class _BadRow(Exception):
 
 
 def _read(path: Path, skip_bad_rows: bool, encoding: str | None = None
-          ) -> tuple[list[AnnotatedExample], list[tuple[int, str]], date | None]:
+          ) -> tuple[list[Example], list[tuple[int, str]], date | None]:
     if not path.is_file():
         raise DataError(path, None, "no such file")
     data = path.read_bytes()
@@ -267,7 +191,7 @@ def _read(path: Path, skip_bad_rows: bool, encoding: str | None = None
             not in ("[", "{"):
         raise DataError(path, None, "unknown layout: expected a JSON array or JSON lines of "
                                     "objects with text, intents and slots")
-    examples: list[AnnotatedExample] = []
+    examples: list[Example] = []
     skipped: list[tuple[int, str]] = []
     reference: date | None = None
     for line, obj, problem in json_objects(data, path, encoding):
@@ -305,7 +229,7 @@ def _reference_date(obj: dict[str, Any]) -> date | None:
     raise _BadRow(f"reference_date must be a date YYYY-MM-DD, got {raw!r}")
 
 
-def _example(obj: Any, line: int) -> AnnotatedExample:
+def _example(obj: Any, line: int) -> Example:
     if not isinstance(obj, dict):
         raise _BadRow(f"expected a JSON object, got {json_type_name(obj)}")
     if "text" not in obj:
@@ -316,7 +240,7 @@ def _example(obj: Any, line: int) -> AnnotatedExample:
     if not text.strip():
         raise _BadRow("empty text")
     slots = _slots(obj.get("slots"), text)
-    return AnnotatedExample(text, _intents(obj), slots, line)
+    return Example(text, _intents(obj), slots, line)
 
 
 def _intents(obj: dict[str, Any]) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from headwise.text.annotations import SlotSpan
+from headwise.text.dataset import SlotSpan
 from headwise.text.tokenizer import Tokenizer
 
 #: the tag of positions a loss ignores (special tokens, padding)
@@ -42,8 +42,8 @@ def bio_tag_names(slot_names: Sequence[str]) -> list[str]:
     """The tags of a slot set: ``["O", "B-x", "I-x", "B-y", "I-y", ...]`` in slot order.
 
     Args:
-        slot_names: the slots (for instance :meth:`AnnotatedDataset.slot_names
-            <headwise.text.annotations.AnnotatedDataset.slot_names>`).
+        slot_names: the slots (for instance :meth:`Dataset.slot_names
+            <headwise.text.dataset.Dataset.slot_names>`).
 
     Returns:
         The tag names; tag id = position.

@@ -1,16 +1,17 @@
 """Dataset readers: CSV/TSV, JSON lines, BANKING77 and CLUE layouts, with line-numbered errors.
 
-:func:`read_examples` turns a file of labelled (or unlabelled) texts into a :class:`Dataset`
-of :class:`Example` rows::
+:func:`read_examples` turns a file of labelled (or unlabelled) texts into a
+:class:`~headwise.text.dataset.Dataset` of :class:`~headwise.text.dataset.Example` rows, each
+with its label as its one intent (none when unlabelled) and no slots::
 
     train = read_examples("banking77/train.csv")              # CSV `text,category`
     dev = read_examples("dataclue_cic/dev.json")              # CLUE JSON lines
-    new = read_examples("queries.csv", require_labels=False)  # predict-only, labels None
+    new = read_examples("queries.csv", require_labels=False)  # predict-only, no intents
 
 Every bad row raises :class:`DataError` whose message is ``PATH:LINE: problem``, the line
 being the physical line where the row starts (or, for a byte that does not decode, the line
 of that byte; for an Excel sheet, the row's number). With ``skip_bad_rows=True`` the bad
-rows are left out and listed in :attr:`Dataset.skipped`; problems with the file as a whole
+rows are left out and listed in ``Dataset.skipped``; problems with the file as a whole
 (no such file, no text or label column, no rows at all, a broken JSON array) still raise.
 
 Encodings (``encoding=``, ``--encoding``): UTF-8 with or without a byte-order mark,
@@ -33,7 +34,7 @@ Formats (``format=``):
   when ``label_des`` is absent.
 - a ``slices`` CSV column or JSON field, when present, names the slices (phenomena) a row
   exercises: names joined by ``;`` or ``,`` (a JSON list of strings also works); ``headwise
-  eval`` reports accuracy per slice (:attr:`Example.slices`).
+  eval`` reports accuracy per slice (``Example.slices``).
 - ``"xlsx"``: an Excel workbook (``openpyxl``), its first sheet (``sheet`` names another)
   read as a CSV file is: a header row, then one row per example; empty rows are skipped and
   a row's "line" is its row number. Numbers that are whole read as integers (``12`` not
@@ -51,10 +52,10 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from headwise.text.dataset import Dataset, Example
 from headwise.text.decoding import ENCODING_HINT, check_encoding, decode_lines, detect_encoding
 
 FORMATS = ("auto", "csv", "jsonl", "banking77", "clue", "xlsx")
@@ -91,67 +92,6 @@ class DataError(ValueError):
         return (type(self), (self.path, self.line, self.problem))
 
 
-@dataclass(frozen=True)
-class Example:
-    """One row of a dataset.
-
-    Attributes:
-        text: the text, stripped of surrounding whitespace (never empty).
-        label: the label, stripped; None when the file has no labels.
-        line: the 1-based line of the source file where the row starts.
-        slices: the slice names of the row's ``slices`` column or field (``()`` when it is
-            empty), None when the file has none.
-    """
-
-    text: str
-    label: str | None
-    line: int
-    slices: tuple[str, ...] | None = None
-
-
-@dataclass
-class Dataset:
-    """The examples read from one file.
-
-    Attributes:
-        examples: the rows, in file order.
-        path: the file they came from.
-        skipped: ``(line, problem)`` of each row left out by ``skip_bad_rows``.
-    """
-
-    examples: list[Example]
-    path: Path
-    skipped: list[tuple[int, str]] = field(default_factory=list)
-
-    @property
-    def texts(self) -> list[str]:
-        """The texts, in order."""
-        return [e.text for e in self.examples]
-
-    @property
-    def labels(self) -> list[str | None]:
-        """The labels, in order (None where a row has none)."""
-        return [e.label for e in self.examples]
-
-    @property
-    def slices(self) -> list[tuple[str, ...] | None]:
-        """The slice names of each row, in order (None where a row has none)."""
-        return [e.slices for e in self.examples]
-
-    def label_set(self) -> list[str]:
-        """The distinct labels, sorted (None left out)."""
-        return sorted({e.label for e in self.examples if e.label is not None})
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def __iter__(self) -> Iterator[Example]:
-        return iter(self.examples)
-
-    def __getitem__(self, index: int) -> Example:
-        return self.examples[index]
-
-
 def read_examples(path: str | Path, *, format: str = "auto", text_column: str | None = None,
                   label_column: str | None = None, skip_bad_rows: bool = False,
                   require_labels: bool = True, encoding: str | None = None,
@@ -168,13 +108,14 @@ def read_examples(path: str | Path, *, format: str = "auto", text_column: str | 
         skip_bad_rows: leave bad rows out (recorded in :attr:`Dataset.skipped`) instead of
             raising.
         require_labels: every row must have a non-empty label; when False, a file without
-            a label column (or a row with an empty label) gives ``label=None``.
+            a label column (or a row with an empty label) gives a row without intents
+            (``label`` None).
         encoding: the text file's encoding (any Python codec name); default: detected
             (the module docstring). Not for an Excel workbook.
         sheet: the Excel sheet to read (default: the first); only for a workbook.
 
     Returns:
-        The :class:`Dataset`.
+        The :class:`~headwise.text.dataset.Dataset`: each row's label is its one intent.
 
     Raises:
         DataError: a bad row (unless ``skip_bad_rows``), or a problem with the whole file:
@@ -341,7 +282,7 @@ def unseen_labels(train: Dataset | Iterable[str], test: Dataset) -> dict[str, in
     Returns:
         label -> count in ``test``, most frequent first (ties by label).
     """
-    known = set(train.label_set()) if isinstance(train, Dataset) else set(train)
+    known = set(train.intent_names()) if isinstance(train, Dataset) else set(train)
     counts = Counter(e.label for e in test if e.label is not None and e.label not in known)
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
@@ -386,7 +327,8 @@ class _Rows:
                 return self.bad(line, f"slices must be a string or a list of strings, got "
                                       f"{json_type_name(slices)}")
             slices = tuple(x.strip() for x in slices if x.strip())
-        self.examples.append(Example(text, label, line, slices))
+        self.examples.append(Example(text, () if label is None else (label,), (), line,
+                                     slices))
 
 
 def _resolve_format(path: Path, data: bytes, format: str, encoding: str) -> str:

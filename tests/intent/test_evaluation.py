@@ -20,7 +20,7 @@ from tiny_models import MAX_LENGTH
 from headwise.intent import evaluate, format_report
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.inference import SingleLabelPredictor, TorchRuntime
-from headwise.text.annotations import AnnotatedExample, SlotSpan
+from headwise.text.dataset import Example, SlotSpan
 
 #: short rows (within the maximum length): the tiny corpus's requests, one mislabelled
 #: (an error to list), chatter labelled out of scope, an intent the model does not know
@@ -156,11 +156,11 @@ def test_annotated_rows_score_a_single_label_model_as_sets_of_intents(trained):
     """A single-label answer is a set of zero or one intent; a row of two intents can then
     be half right, never exactly; slots are not scored without a slot tagger."""
     amount = SlotSpan("amount_of_money", 9, 18, "50 pounds", {"amount": 50.0})
-    rows = [AnnotatedExample("i lost my card", ("card_lost",), (), 1),
-            AnnotatedExample("transfer 50 pounds to john", ("transfer",), (amount,), 2),
-            AnnotatedExample("what is my balance", ("balance", "transfer"), (), 3),
-            AnnotatedExample("hello there", (), (), 4),
-            AnnotatedExample("ok sure", ("greeting",), (), 5)]
+    rows = [Example("i lost my card", ("card_lost",), (), 1),
+            Example("transfer 50 pounds to john", ("transfer",), (amount,), 2),
+            Example("what is my balance", ("balance", "transfer"), (), 3),
+            Example("hello there", (), (), 4),
+            Example("ok sure", ("greeting",), (), 5)]
     texts = [e.text for e in rows]
     assert max(trained.tokenizer.lengths(texts)) <= MAX_LENGTH
     report = evaluate(trained, rows)
@@ -180,10 +180,14 @@ def test_annotated_rows_score_a_single_label_model_as_sets_of_intents(trained):
     assert "slots" not in report and "values" not in report
     text = format_report(report)
     assert "exact match" in text and "greeting (1)" in text
+    # a gold row's out-of-scope label (a single-label file's, kept as written) is no intent
+    marked = rows[:3] + [Example("hello there", ("oos",), (), 4)] + rows[4:]
+    same = evaluate(trained, marked)
+    assert same["intents"] == report["intents"] and "oos" not in same["unseen_intents"]
 
 
 def test_what_evaluate_refuses(trained):
-    rows = [AnnotatedExample("i lost my card", ("card_lost",), (), 1)]
+    rows = [Example("i lost my card", ("card_lost",), (), 1)]
     with pytest.raises(ValueError, match="give the gold labels"):
         evaluate(trained, TEXTS)
     with pytest.raises(ValueError, match="labels go with texts"):

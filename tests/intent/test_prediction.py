@@ -23,7 +23,7 @@ from headwise.intent.prediction import (
     answers_from_probs,
 )
 from headwise.intent.tfidf import TfidfClassifier
-from headwise.text.annotations import SlotSpan
+from headwise.text.dataset import SlotSpan
 
 LABELS = ["a", "b", "c"]
 

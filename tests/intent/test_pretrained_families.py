@@ -137,7 +137,7 @@ def test_soup_and_ensemble_of_two_seeds(trained, xlmr, tmp_path):
 
 
 def test_compound_classifier_on_a_chinese_bert(tmp_path):
-    from headwise.text.annotations import AnnotatedExample, SlotSpan
+    from headwise.text.dataset import Example, SlotSpan
 
     directory = chinese_bert(tmp_path / "bert")
     texts = ["我要提前还款5000元", "还款日改到25号", "我的卡被冻结了", "提前还款违约金"]
@@ -148,7 +148,7 @@ def test_compound_classifier_on_a_chinese_bert(tmp_path):
         if "5000" in text:
             start = text.index("5000")
             slots = [SlotSpan("amount", start, start + 6, text[start:start + 6])]
-        examples.append(AnnotatedExample(text=text, intents=its, slots=tuple(slots),
+        examples.append(Example(text=text, intents=its, slots=tuple(slots),
                                          line=line))
     recipe = IntentRecipe.from_dict({
         "architecture": {"type": "pretrained", "name": str(directory), "max_length": 24,

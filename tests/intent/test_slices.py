@@ -13,7 +13,8 @@ from headwise.inspect import link_slices
 from headwise.intent.evaluation import SliceRow, format_slice_table, slice_report
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
-from headwise.text.readers import DataError, Example, read_examples
+from headwise.text.dataset import Example
+from headwise.text.readers import DataError, read_examples
 
 GOLD = ["a", "a", "b", "oos", "oos", "b"]
 ANSWERS = ["a", None, "a", "oos", "b", "b"]  # None and "oos": rejected
@@ -66,11 +67,11 @@ def test_readers_carry_the_slices(tmp_path):
                     "ok,a,\n", encoding="utf-8")
     ds = read_examples(path)
     assert ds.slices == [("typo", "code_mixed"), ("plain", "numbers"), ()]
-    assert ds[0] == Example("hi", "a", 2, ("typo", "code_mixed"))
+    assert ds[0] == Example("hi", ("a",), (), 2, ("typo", "code_mixed"))
     plain = tmp_path / "p.csv"
     plain.write_text("text,label\nhi,a\n", encoding="utf-8")
     assert read_examples(plain).slices == [None] and read_examples(plain)[0] == Example(
-        "hi", "a", 2)
+        "hi", ("a",), (), 2)
     lines = tmp_path / "d.jsonl"
     lines.write_text("\n".join(json.dumps(o) for o in (
         {"text": "hi", "label": "a", "slices": ["typo", "plain"]},

@@ -108,7 +108,7 @@ def test_bad_files_and_registrations(tmp_path):
 
 def test_the_compound_classifier_normalises_a_registered_schemas_slots():
     from headwise.intent.compound.classifier import CompoundClassifier
-    from headwise.text.annotations import SlotSpan
+    from headwise.text.dataset import SlotSpan
 
     spans = [SlotSpan("transfer_amount", 2, 4, "2千"), SlotSpan("card", 8, 14, "尾号9x12"),
              SlotSpan("note", 15, 17, "加急")]

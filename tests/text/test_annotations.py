@@ -7,14 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from headwise.text.annotations import (
-    AnnotatedDataset,
-    AnnotatedExample,
-    SlotSpan,
-    looks_multi_label,
-    read_annotated,
-    read_nlupp,
-)
+from headwise.text.annotations import looks_multi_label, read_annotated, read_nlupp
+from headwise.text.dataset import Dataset, Example, SlotSpan
 from headwise.text.readers import DataError
 
 # hand-written rows in the NLU++ layout (a pretty-printed JSON array)
@@ -59,15 +53,15 @@ def jsonl(rows: list[object]) -> str:
 
 def test_nlupp_array_layout_lines_values_and_slot_order(tmp_path):
     ds = read_annotated(write(tmp_path, "fold0.json", NLUPP))
-    assert isinstance(ds, AnnotatedDataset) and len(ds) == 4 and ds.skipped == []
+    assert isinstance(ds, Dataset) and len(ds) == 4 and ds.skipped == []
     first, second, third, fourth = ds
-    assert first == AnnotatedExample(
+    assert first == Example(
         "How much is a transfer of £1,200?", ("how_much", "fees", "transfer"),
         (SlotSpan("amount_of_money", 26, 32, "£1,200", 1200),), 2)
     # a row without intents has none; "values" is read like "value"
     assert second.intents == () and second.line == 9
     assert second.slots[0].value == {"from": {"day": 4}, "to": {"day": 10}}
-    assert third == AnnotatedExample("cancel it", ("cancel",), (), 16)
+    assert third == Example("cancel it", ("cancel",), (), 16)
     # slots come in order of start, whatever the object's key order
     assert [s.name for s in fourth.slots] == ["amount_of_money", "date", "time_from"]
     assert [s.text for s in fourth.slots] == ["50", "3 May", "9 am"]
@@ -188,7 +182,7 @@ def test_whole_file_problems(tmp_path):
     with pytest.raises(DataError, match=r"no usable rows \(all 2 were bad\)"):
         read_annotated(bad, skip_bad_rows=True)
     bom = write(tmp_path, "bom.jsonl", b"\xef\xbb\xbf" + jsonl([{"text": "a"}]).encode())
-    assert read_annotated(bom)[0] == AnnotatedExample("a", (), (), 1)
+    assert read_annotated(bom)[0] == Example("a", (), (), 1)
     broken = write(tmp_path, "broken.jsonl", '{"text": "a"}\n{"text": \n')
     with pytest.raises(DataError, match="broken.jsonl:2: invalid JSON"):
         read_annotated(broken)
@@ -199,7 +193,7 @@ def test_read_nlupp_folds(tmp_path):
     write(tmp_path, "fold3.json", '[{"text": "hi", "intents": ["greet"]}]')
     ds = read_nlupp(tmp_path, [3, np.int64(0)])
     assert ds.path == tmp_path and len(ds) == 5
-    assert ds[0] == AnnotatedExample("hi", ("greet",), (), 1)
+    assert ds[0] == Example("hi", ("greet",), (), 1)
     assert ds[1].intents == ("how_much", "fees", "transfer")
     with pytest.raises(DataError, match=r"/fold\{1,2,4,5,6,7\}.json: no such NLU\+\+ fold "
                                         r"file \(folds in .*: 0, 3\)"):

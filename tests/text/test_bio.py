@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from headwise.text import Tokenizer, train_char_tokenizer
-from headwise.text.annotations import SlotSpan
 from headwise.text.bio import (
     IGNORE_INDEX,
     bio_tag_names,
@@ -15,6 +14,7 @@ from headwise.text.bio import (
     tags_to_spans,
     token_offsets,
 )
+from headwise.text.dataset import SlotSpan
 
 SLOTS = ["amount", "date", "time"]
 NAMES = bio_tag_names(SLOTS)

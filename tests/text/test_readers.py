@@ -7,13 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from headwise.text.readers import (
-    DataError,
-    Dataset,
-    Example,
-    read_examples,
-    unseen_labels,
-)
+from headwise.text.dataset import Dataset, Example, SlotSpan
+from headwise.text.readers import DataError, read_examples, unseen_labels
 
 
 def write(tmp_path, name: str, content: str | bytes):
@@ -50,7 +45,7 @@ def test_csv_quotes_embedded_newlines_and_line_numbers(tmp_path):
         ("last", "top_up", 11),
     ]
     assert ds.path == path and ds.skipped == []
-    assert ds.label_set() == ["card_broken", "gap", "multi", "spaced label", "top_up"]
+    assert ds.intent_names() == ["card_broken", "gap", "multi", "spaced label", "top_up"]
 
 
 def test_csv_bom_crlf_tsv_and_header_names(tmp_path):
@@ -131,20 +126,42 @@ def test_unlabelled_data(tmp_path):
         read_examples(path)
     ds = read_examples(path, require_labels=False)
     assert rows(ds) == [("hello there", None, 2), ("good bye", None, 3)]
-    assert ds.labels == [None, None] and ds.label_set() == []
+    assert ds.labels == [None, None] and ds.intent_names() == []
     jsonl = write(tmp_path, "p.jsonl", '{"text": "a"}\n{"text": "b", "label": ""}\n'
                                        '{"text": "c", "label": "x"}\n')
     assert read_examples(jsonl, require_labels=False).labels == [None, None, "x"]
 
 
 def test_dataset_api():
-    ds = Dataset([Example("a", "y", 2), Example("b", "x", 3), Example("c", None, 4)],
-                 path=Path("d.csv"))
-    assert len(ds) == 3 and ds[1] == Example("b", "x", 3) and ds[-1].text == "c"
+    ds = Dataset([Example("a", ("y",), (), 2), Example("b", ("x",), (), 3),
+                  Example("c", (), (), 4)], path=Path("d.csv"))
+    assert len(ds) == 3 and ds[1] == Example("b", ("x",), (), 3) and ds[-1].text == "c"
     assert ds.texts == ["a", "b", "c"] and ds.labels == ["y", "x", None]
-    assert ds.label_set() == ["x", "y"] and [e.line for e in ds] == [2, 3, 4]
+    assert ds.intent_names() == ["x", "y"] and [e.line for e in ds] == [2, 3, 4]
+    assert ds.slot_names() == [] and ds.reference_date is None
     with pytest.raises(AttributeError):
         ds[0].text = "changed"   # frozen
+
+
+def test_one_example_type_for_single_and_multi_intent_rows():
+    amount = SlotSpan("amount", 9, 11, "50")
+    multi = Example("transfer 50 and check", ("transfer", "balance"), (amount,), 7)
+    ds = Dataset([Example("hi", ("greet",), (), 6), multi, Example("meh", (), (), 8)],
+                 path=Path("d.jsonl"))
+    assert ds.intent_names() == ["balance", "greet", "transfer"]
+    assert ds.slot_names() == ["amount"]
+    assert ds[0].label == "greet" and ds[2].label is None
+    # single-label code asking a multi-intent row for its one label: told why, and where
+    with pytest.raises(ValueError, match=r"line 7: .* has 2 intents \(transfer, balance\).*"
+                                         r"multi_label"):
+        _ = multi.label
+    with pytest.raises(ValueError, match="line 7"):
+        _ = ds.labels
+    # an intent given as a bare string (not a tuple) is refused, not read letter by letter
+    with pytest.raises(TypeError, match="intents must be a tuple of strings"):
+        Example("hi", "greet", (), 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="slots must be a tuple of SlotSpan"):
+        Example("hi", ("greet",), [amount], 1)  # type: ignore[arg-type]
 
 
 # -- bad rows ----------------------------------------------------------------------------------
@@ -243,7 +260,7 @@ def test_skip_bad_rows_keeps_the_good_ones(tmp_path):
                           (6, "missing or empty label")]
     # without labels required, the empty label is a None label, not a bad row
     loose = read_examples(path, skip_bad_rows=True, require_labels=False)
-    assert len(loose) == 4 and loose[2] == Example("no label", None, 6)
+    assert len(loose) == 4 and loose[2] == Example("no label", (), (), 6)
     assert [s[0] for s in loose.skipped] == [3, 5]
 
 

@@ -40,7 +40,7 @@ from headwise.loading import from_pretrained, save_pretrained
 from headwise.models.io import write_json_atomically
 from headwise.models.joint_heads import JointHeads
 from headwise.slots import SCHEMAS, normalize_slot
-from headwise.text.annotations import SlotSpan
+from headwise.text.dataset import SlotSpan
 from headwise.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:

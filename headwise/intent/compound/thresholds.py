@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from headwise.text.annotations import SlotSpan
+from headwise.text.dataset import SlotSpan
 
 #: the thresholds :func:`tune_thresholds` tries by default: 0.05, 0.06, ..., 0.95
 DEFAULT_GRID = np.round(np.arange(5, 96) / 100, 2)

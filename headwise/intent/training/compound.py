@@ -71,9 +71,9 @@ from headwise.intent.training.warm_start import (
 )
 from headwise.models.joint import JointIntentSlotModel
 from headwise.models.joint_heads import JointHeads
-from headwise.text.annotations import AnnotatedDataset, AnnotatedExample
 from headwise.text.batching import pad_collate
 from headwise.text.bio import bio_tag_names, encode_with_tags
+from headwise.text.dataset import Dataset, Example
 from headwise.text.number_tokens import whole_number_ids
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
@@ -92,8 +92,8 @@ _FRESH = ("tagger.", "classifier.", "encoder.number_bias.", "encoder.is_number_t
 class CompoundData:
     """:func:`compound_data`'s output: the rows a multi-label run reads."""
 
-    train: list[AnnotatedExample]
-    valid: list[AnnotatedExample]
+    train: list[Example]
+    valid: list[Example]
     intents: list[str]
     slot_names: list[str]
     #: the BIO tag names of the slots (None: no slot tagger)
@@ -106,15 +106,15 @@ class CompoundData:
     rows_digest: str | None = None
 
 
-def compound_data(train: Sequence[AnnotatedExample] | AnnotatedDataset,
-                  valid: Sequence[AnnotatedExample] | None, recipe: IntentRecipe,
+def compound_data(train: Sequence[Example] | Dataset,
+                  valid: Sequence[Example] | None, recipe: IntentRecipe,
                   parent: CompoundClassifier | None = None, replay: float = 1.0
                   ) -> CompoundData:
     """Stage 1: the training and validation examples (a seeded ``valid_fraction`` of
     ``train`` when ``valid`` is None), the intents, the slot names and their tags
     (``task.slots`` off: none). Examples without intents are negatives for every intent.
     The training data's reference date (an
-    :class:`~headwise.text.annotations.AnnotatedDataset`'s ``reference_date``) is kept.
+    :class:`~headwise.text.dataset.Dataset`'s ``reference_date``) is kept.
 
     A warm start's ``parent`` puts its intents first, in its order, and its slot names
     among the data's; of the training examples with only the parent's intents a seeded
@@ -124,7 +124,7 @@ def compound_data(train: Sequence[AnnotatedExample] | AnnotatedDataset,
         ValueError: fewer than two intents in the training data; with ``parent``, one of its
             intents missing from the data (replay above 0).
     """
-    reference = train.reference_date if isinstance(train, AnnotatedDataset) else None
+    reference = train.reference_date if isinstance(train, Dataset) else None
     train = list(train)
     digest = rows_sha256([e.text for e in train], [sorted(e.intents) for e in train]) \
         if parent is not None else None
@@ -326,7 +326,7 @@ def distilled_rows(rows: list[dict[str, Any]], tokenizer: Tokenizer, data: Compo
     gold = np.array([r["labels"] for r in rows], dtype=np.float64).reshape(len(rows), -1)
     mixed = distilled_targets(gold, probs[:len(rows)], weight)
     out = [{**r, "labels": m.tolist()} for r, m in zip(rows, mixed, strict=True)]
-    blank = [AnnotatedExample(t, (), (), 0) for t in extra]
+    blank = [Example(t, (), (), 0) for t in extra]
     for r, p in zip(encode_rows(tokenizer, blank, data.intents, tag_index, max_length),
                     probs[len(rows):], strict=True):
         r["labels"] = p.tolist()
@@ -382,7 +382,7 @@ def drop_numbers(rows: list[dict[str, Any]], tokenizer: Tokenizer, share: float,
     return replaced
 
 
-def init_prior_bias(model: JointHeads, train: Sequence[AnnotatedExample],
+def init_prior_bias(model: JointHeads, train: Sequence[Example],
                     intents: list[str]) -> None:
     """Start each intent's sigmoid at its training frequency (Lin et al., 2017, "prior
     initialisation"): bias = log(p / (1 - p)), p clipped to [1e-4, 1 - 1e-4].
@@ -502,7 +502,7 @@ class CompoundObjective(nn.Module):
         self.model.set_gradient_checkpointing(enabled)
 
 
-def encode_rows(tokenizer: Tokenizer, examples: Sequence[AnnotatedExample], intents: list[str],
+def encode_rows(tokenizer: Tokenizer, examples: Sequence[Example], intents: list[str],
                 tag_index: dict[str, int], max_length: int, chunk: int = 256
                 ) -> list[dict[str, Any]]:
     """Trainer rows: ``input_ids``, multi-hot ``labels`` and (with tags) ``tag_labels``.
@@ -595,8 +595,8 @@ def compound_network(recipe: IntentRecipe, texts: list[str], intents: list[str],
     return model, tokenizer
 
 
-def _split(examples: list[AnnotatedExample], recipe: IntentRecipe
-           ) -> tuple[list[AnnotatedExample], list[AnnotatedExample]]:
+def _split(examples: list[Example], recipe: IntentRecipe
+           ) -> tuple[list[Example], list[Example]]:
     order = list(range(len(examples)))
     random.Random(recipe.train.seed).shuffle(order)
     cut = max(1, round(len(order) * recipe.valid_fraction)) if recipe.valid_fraction else 0
@@ -605,7 +605,7 @@ def _split(examples: list[AnnotatedExample], recipe: IntentRecipe
             [e for i, e in enumerate(examples) if i in held])
 
 
-def compound_targets(examples: Sequence[AnnotatedExample], intents: list[str]) -> np.ndarray:
+def compound_targets(examples: Sequence[Example], intents: list[str]) -> np.ndarray:
     """The examples' intents as an (examples, intents) bool table (intents not in
     ``intents`` left out)."""
     index = {name: i for i, name in enumerate(intents)}
@@ -617,7 +617,7 @@ def compound_targets(examples: Sequence[AnnotatedExample], intents: list[str]) -
     return gold
 
 
-def tune_compound(clf: CompoundClassifier, valid: list[AnnotatedExample], per_intent: bool
+def tune_compound(clf: CompoundClassifier, valid: list[Example], per_intent: bool
                   ) -> tuple[Thresholds, dict[str, Any]]:
     """Stage 5: the decision thresholds tuned on the validation probabilities (one, or one
     per intent), and the validation metrics with them (0.5 and none without validation)."""

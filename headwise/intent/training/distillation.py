@@ -97,7 +97,7 @@ from headwise.models.config import ModelConfig
 from headwise.models.encoder import EncoderClassifier
 from headwise.models.io import write_json_atomically
 from headwise.models.registry import build_model
-from headwise.text.annotations import AnnotatedDataset, AnnotatedExample
+from headwise.text.dataset import Dataset, Example
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_TEMPERATURE", "STUDENTS", "STUDENT_INIT", "TARGETS_FILE",
            "TARGETS_WEIGHTS", "Teacher", "cached_teacher_logits", "directory_fingerprint",
@@ -397,8 +397,8 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
             a compound model), or a loaded one (then its fingerprint is unknown: None).
         train: labelled training data (a reader ``Dataset`` or (text, label) pairs; its
             out-of-scope rows are left out); every label must be one of the teacher's. A
-            compound teacher: annotated examples (an ``AnnotatedDataset`` or a list of
-            ``AnnotatedExample``).
+            compound teacher: annotated examples (a ``Dataset`` or a list of
+            ``Example``).
         valid: validation data (early stopping, calibration, the out-of-scope threshold);
             default: a stratified ``recipe.valid_fraction`` of ``train``, held out before
             augmentation, so no noisy copy of a validation text is trained on.
@@ -572,16 +572,16 @@ def _report_targets(report: Callable[[str], None], out_dir: Path, stats: dict[st
                + ", ".join(f"{k} {n}" for k, n in per_kind.items()) + ")")
 
 
-def _annotated(rows: Any, what: str) -> tuple[list[AnnotatedExample], AnnotatedDataset | None]:
-    """``rows`` (an ``AnnotatedDataset`` or annotated examples) as a list, and the dataset
+def _annotated(rows: Any, what: str) -> tuple[list[Example], Dataset | None]:
+    """``rows`` (a ``Dataset`` or annotated examples) as a list, and the dataset
     when it is one.
 
     Raises:
-        TypeError: a row that is not an ``AnnotatedExample``.
+        TypeError: a row that is not an ``Example``.
     """
-    dataset = rows if isinstance(rows, AnnotatedDataset) else None
+    dataset = rows if isinstance(rows, Dataset) else None
     examples = list(rows.examples if dataset is not None else rows)
-    bad = next((i for i, e in enumerate(examples) if not isinstance(e, AnnotatedExample)), None)
+    bad = next((i for i, e in enumerate(examples) if not isinstance(e, Example)), None)
     if bad is not None:
         raise TypeError(f"a compound teacher's student learns from annotated examples (text, "
                         f"intents, slots); {what} row {bad} is a "

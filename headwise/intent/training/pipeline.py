@@ -129,7 +129,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             Out-of-scope rows (label ``oos``, ..., or ``recipe.decision.oos_labels``) are
             not a class: they join the validation rows for the out-of-scope threshold and
             detector (when those have in-scope rows), as the validation data's own do.
-            Multi-label: annotated examples (an ``AnnotatedDataset`` or a list).
+            Multi-label: annotated examples (a ``Dataset`` or a list).
         valid: validation data for early stopping, calibration and the out-of-scope
             threshold (its out-of-scope rows are used there), or the compound thresholds;
             default: a stratified ``recipe.valid_fraction`` of ``train``.
@@ -182,6 +182,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                          "one of the two")
     out_dir = Path(out_dir)
     if recipe.multi_label:
+        _check_multi_label_rows(train, "training")
+        _check_multi_label_rows(valid or [], "validation")
         return train_compound(compound_data(train, valid, recipe, parent,
                                             1.0 if init_from is None else init_from.replay),
                               recipe,
@@ -336,6 +338,19 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
                 report(line)
     return _Data(list(texts), list(labels), list(v_texts), list(v_labels), intents, extra,
                  cleaning, oos, lineage)
+
+
+def _check_multi_label_rows(rows: Any, what: str) -> None:
+    """Refuse a multi-label row whose intents hold an out-of-scope label (``oos`` ...):
+    such a row has no intent, as the multi-intent readers give it; a single-label file's
+    rows keep their label as written."""
+    for e in rows:
+        marked = [i for i in e.intents if is_oos_label(i)]
+        if marked:
+            raise ValueError(f"the {what} data's row at line {e.line} has the out-of-scope "
+                             f"label {marked[0]!r} as an intent; a multi-label row out of "
+                             f"scope has no intents (read_annotated reads a multi-intent "
+                             f"file so; read_examples keeps a single-label file's label)")
 
 
 def _warm_parent(start: WarmStart, recipe: IntentRecipe, soft_targets: SoftTargets | None

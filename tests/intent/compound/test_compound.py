@@ -21,7 +21,7 @@ from headwise.intent.evaluation import (
 from headwise.intent.training.compound import encode_rows
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
-from headwise.text.annotations import AnnotatedExample, SlotSpan
+from headwise.text.dataset import Example, SlotSpan
 
 TINY = IntentRecipe.from_dict({
     "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
@@ -138,7 +138,7 @@ def test_single_label_gold_scores_a_compound_model_as_sets_of_intents(trained):
     assert report["intents"]["exact_match"] == pytest.approx(
         np.mean([(g == p).all() for g, p in zip(gold, pred, strict=True)]))
     # the same as the rows annotated with those intents and no slots
-    same = evaluate(clf, [AnnotatedExample(t, () if y == "oos" else (y,), (), i + 1)
+    same = evaluate(clf, [Example(t, () if y == "oos" else (y,), (), i + 1)
                           for i, (t, y) in enumerate(zip(texts, labels, strict=True))])
     assert same["intents"] == report["intents"]
     # slices score the sets too: exact match per slice, every row first
@@ -150,9 +150,9 @@ def test_single_label_gold_scores_a_compound_model_as_sets_of_intents(trained):
 
 def test_value_accuracy_by_hand():
     gbp = {"currency": "GBP"}
-    ex = [AnnotatedExample("pay 20 pounds", ("pay",), (SlotSpan(
+    ex = [Example("pay 20 pounds", ("pay",), (SlotSpan(
               "amount_of_money", 4, 13, "20 pounds", {"amount": 20.0, **gbp}),), 1),
-          AnnotatedExample("pay 30 pounds", ("pay",), (SlotSpan(
+          Example("pay 30 pounds", ("pay",), (SlotSpan(
               "amount_of_money", 4, 13, "30 pounds", {"amount": 31.0, **gbp}),), 2)]
     predicted = [[SlotSpan("amount_of_money", 4, 13, "20 pounds", {"amount": 20.0, **gbp})],
                  [SlotSpan("amount_of_money", 4, 13, "30 pounds", {"amount": 30.0, **gbp})]]
@@ -199,8 +199,20 @@ def test_evaluation_reports_slices_with_intervals(trained):
 
 def test_single_intent_data_is_refused(tmp_path):
     with pytest.raises(ValueError, match="two intents"):
-        one = AnnotatedExample("hi", ("greet",), (), 1)
+        one = Example("hi", ("greet",), (), 1)
         train_intent_classifier([one] * 3, None, TINY, out_dir=tmp_path)
+
+
+def test_an_out_of_scope_label_as_an_intent_is_refused(tmp_path):
+    """A single-label file's rows keep their label as written (``oos`` too); given to a
+    multi-label run, such a row would train ``oos`` as an intent: refused, by line."""
+    rows = [Example("hi", ("greet",), (), 1), Example("pay", ("pay",), (), 2),
+            Example("weather?", ("oos",), (), 3)]
+    with pytest.raises(ValueError, match=r"training data's row at line 3 .* 'oos'"):
+        train_intent_classifier(rows, None, TINY, out_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"validation data's row at line 3"):
+        train_intent_classifier(rows[:2], rows, TINY, out_dir=tmp_path)
+    assert not (tmp_path / "compound.json").exists()
 
 
 def test_unparsed_slots_of_known_kinds_are_dropped_and_unknown_kinds_kept():

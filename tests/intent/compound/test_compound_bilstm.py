@@ -16,7 +16,7 @@ from headwise.intent.evaluation import evaluate
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.models import BiLSTMJointModel
-from headwise.text.annotations import AnnotatedExample, SlotSpan
+from headwise.text.dataset import Example, SlotSpan
 
 REFERENCE = date(2026, 1, 15)
 RECIPE = {
@@ -36,7 +36,7 @@ CLAUSES = {
 JOINS = [" and ", " then ", ", also "]
 
 
-def _example(parts: list[tuple[str, str]], amount: str, line: int) -> AnnotatedExample:
+def _example(parts: list[tuple[str, str]], amount: str, line: int) -> Example:
     text, slots = "", []
     for k, (_, clause) in enumerate(parts):
         if k:
@@ -47,10 +47,10 @@ def _example(parts: list[tuple[str, str]], amount: str, line: int) -> AnnotatedE
             slots.append(SlotSpan("amount_of_money", start, start + len(piece), piece,
                                   {"amount": float(amount.replace(",", "")), "currency": "GBP"}))
         text += clause.format(a=amount)
-    return AnnotatedExample(text, tuple(dict.fromkeys(i for i, _ in parts)), tuple(slots), line)
+    return Example(text, tuple(dict.fromkeys(i for i, _ in parts)), tuple(slots), line)
 
 
-def _split(amounts: list[str], passes: int, first: int) -> list[AnnotatedExample]:
+def _split(amounts: list[str], passes: int, first: int) -> list[Example]:
     """Single requests and every pair of intents, ``passes`` times, the amounts in turn."""
     rows, line = [], first
     names = list(CLAUSES)
@@ -72,11 +72,11 @@ def corpus():
             _split(["39", "715"], 1, 1000), _split(["60", "28", "4,380", "91"], 2, 2000))
 
 
-def _shuffled(rows: list[AnnotatedExample]) -> list[AnnotatedExample]:
+def _shuffled(rows: list[Example]) -> list[Example]:
     """The same texts and slots with the intent sets of other rows: nothing to learn."""
     sets = [e.intents for e in rows]
     random.Random(0).shuffle(sets)
-    return [AnnotatedExample(e.text, s, e.slots, e.line) for e, s in zip(rows, sets, strict=True)]
+    return [Example(e.text, s, e.slots, e.line) for e, s in zip(rows, sets, strict=True)]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from headwise.intent.compound.thresholds import (
     span_f1,
     tune_thresholds,
 )
-from headwise.text.annotations import SlotSpan
+from headwise.text.dataset import SlotSpan
 
 PROBS = np.array([[0.9, 0.2, 0.6],
                   [0.4, 0.8, 0.1],

@@ -20,7 +20,7 @@ from headwise.intent.training.compound import distilled_targets, multilabel_inte
 from headwise.intent.training.distillation import TARGETS_FILE, distill, read_soft_targets
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
-from headwise.text.annotations import AnnotatedExample
+from headwise.text.dataset import Example
 
 #: the student: a Transformer smaller than the teacher (no number-aware heads)
 STUDENT = {"architecture": {"tokenizer": "wordpiece", "vocab_size": 120, "max_length": 24,
@@ -54,12 +54,12 @@ def test_distilled_targets_mix_gold_and_teacher_and_the_loss_is_linear_in_them()
             distilled_targets(*bad)
 
 
-def _shuffled(corpus: list[AnnotatedExample]) -> list[AnnotatedExample]:
+def _shuffled(corpus: list[Example]) -> list[Example]:
     """The corpus with its intent sets dealt to other texts (the slots stay the texts'
     own): gold intents that no longer say what a text asks."""
     intents = [e.intents for e in corpus]
     random.Random(0).shuffle(intents)
-    return [AnnotatedExample(e.text, i, e.slots, e.line)
+    return [Example(e.text, i, e.slots, e.line)
             for e, i in zip(corpus, intents, strict=True)]
 
 

@@ -15,7 +15,7 @@ from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.slots import normalize_slot
 from headwise.text import train_tokenizer
-from headwise.text.annotations import AnnotatedExample, SlotSpan
+from headwise.text.dataset import Example, SlotSpan
 from headwise.text.number_tokens import whole_number_ids
 
 #: intent -> templates; {t} a card tail (4 digits), {a} an amount in yuan
@@ -27,7 +27,7 @@ TEMPLATES = {
 }
 
 
-def _rows(tails: list[str], amounts: list[str], line: int) -> list[AnnotatedExample]:
+def _rows(tails: list[str], amounts: list[str], line: int) -> list[Example]:
     rows = []
     k = 0
     for intent, templates in TEMPLATES.items():
@@ -46,7 +46,7 @@ def _rows(tails: list[str], amounts: list[str], line: int) -> list[AnnotatedExam
                     start = text.index(piece)
                     slots.append(SlotSpan("amount", start, start + len(piece), piece,
                                           normalize_slot("amount", piece)))
-                rows.append(AnnotatedExample(text, (intent,), tuple(slots), line + len(rows)))
+                rows.append(Example(text, (intent,), tuple(slots), line + len(rows)))
     return rows
 
 
@@ -67,7 +67,7 @@ def data():
     train = _rows(_numbers(rng, 9, taken, 4), _numbers(rng, 9, taken, 3), 1)
     valid = _rows(_numbers(rng, 3, taken, 4), _numbers(rng, 3, taken, 3), 1000)
     unseen = _numbers(rng, 12, taken, 4)  # in no training text: encoded as [NUM]
-    test = [AnnotatedExample(f"尾号{t}的卡被锁了怎么办", ("freeze_card",),
+    test = [Example(f"尾号{t}的卡被锁了怎么办", ("freeze_card",),
                              (SlotSpan("card_tail", 2, 6, t, t),), 2000 + i)
             for i, t in enumerate(unseen)]
     return train, valid, test
