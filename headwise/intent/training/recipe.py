@@ -341,9 +341,9 @@ class Levers:
         pretrain_mask_prob: the share of tokens it masks.
         linear_probe: before fine-tuning, fit the head alone on the frozen encoder's pooled
             vectors (LP-FT, :mod:`headwise.intent.training.linear_probe`; the Transformer and
-            pretrained encoders, single-label). None: the family's default for a pretrained
-            encoder (on for every family: the better recipe wherever measured), off for the
-            Transformer.
+            pretrained encoders; multi-label, one logistic regression per intent). None: the
+            family's default for a pretrained encoder (on for every family: the better
+            recipe wherever measured), off for the Transformer.
         probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
         label_cleaning: ``"none"``, or ``"drop"`` / ``"relabel"`` the training examples that
             confident learning flags as mislabelled (:mod:`headwise.intent.training.cleaning`;
@@ -792,8 +792,6 @@ def _what_does_not_apply(r: IntentRecipe) -> str | None:
             return ("levers.distill='tfidf' is single-label training's; the multi_label task "
                     "distils a compound teacher (levers.distill='teacher', set by `headwise "
                     "distill`)")
-        if lev.linear_probe:
-            return "levers.linear_probe is single-label training's, not the multi_label task's"
         if lev.blend != "none" and isinstance(lev.blend_c, list):
             return ("levers.blend_c: the multi_label task's blend fits one C (a list of "
                     "candidates is chosen by single-label cross-validation)")
