@@ -5,7 +5,8 @@ For a recipe whose ``task`` is :class:`~headwise.intent.training.recipe.MultiLab
 (``headwise train --multi-label``): the data (:func:`compound_data`: annotated examples, a
 seeded validation share), the network (:func:`compound_network`: a
 :class:`~headwise.models.joint.JointIntentSlotModel` from scratch, a BERT-family encoder
-with fresh heads, or the BiLSTM baseline
+with fresh heads (its intent head then fitted on the frozen encoder by default, LP-FT),
+or the BiLSTM baseline
 :class:`~headwise.models.lstm_joint.BiLSTMJointModel` with the same heads; its sigmoids
 started at the intents' priors), joint training with the
 project's Trainer (:func:`train_compound`: early stopping on the mean of intent micro-F1 and
@@ -199,6 +200,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                              f"{unknown[:5]}; the student predicts the teacher's intents")
         data = replace(data, intents=list(soft_targets.labels))
     torch.manual_seed(recipe.train.seed)
+    if recipe.levers.linear_probe is None:  # the default, recorded as it was used
+        recipe = recipe.replace(levers__linear_probe=recipe.linear_probe)
     lineage = None
     if parent is not None and init_from is not None:
         model, tokenizer, added = warm_network(parent, recipe, [e.text for e in data.train],

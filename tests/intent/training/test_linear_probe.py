@@ -203,6 +203,10 @@ def test_multilabel_recipe_probes_then_fine_tunes(tmp_path, compound_corpus):
         "levers": {"linear_probe": True, "probe_c": 10.0},
         "task": {"type": "multi_label"}})
     assert recipe.linear_probe
+    default = {"architecture": {"type": "pretrained", "name": "/x"},
+               "task": {"type": "multi_label"}}
+    assert IntentRecipe.from_dict(default).linear_probe  # a pretrained encoder's default
+    assert not IntentRecipe.from_dict({"task": {"type": "multi_label"}}).linear_probe
     trained = train_intent_classifier(compound_corpus, compound_corpus, recipe,
                                       out_dir=tmp_path / "m")
     info = trained.classifier.info["linear_probe"]
