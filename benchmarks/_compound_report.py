@@ -9,8 +9,8 @@ from typing import Any
 import _harness as H
 
 ORDER = ("tfidf", "tfidf-c1", "bilstm", "bilstm-attn", "scratch", "scratch-num", "scratch-blend",
-         "minilm", "minilm-num", "minilm-blend", "e5", "e5-lr1e-4", "e5-8ep", "e5-num",
-         "e5-blend")
+         "minilm", "minilm-num", "minilm-fresh", "minilm-lpft-bal", "minilm-blend", "e5",
+         "e5-lr1e-4", "e5-8ep", "e5-num", "e5-blend")
 LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
          "tfidf-c1": "TF-IDF + one-vs-rest LR, C 1",
          "bilstm": "BiLSTM joint (the seed's baseline)",
@@ -18,7 +18,10 @@ LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
          "scratch": "from-scratch joint Transformer",
          "scratch-num": "from-scratch + number-aware heads",
          "scratch-blend": "from-scratch joint Transformer + TF-IDF blend (share on validation)",
-         "minilm": "MiniLM-L6 import, joint heads", "minilm-num": "MiniLM-L6 + number-aware heads",
+         "minilm": "MiniLM-L6 import, joint heads (LP-FT)",
+         "minilm-num": "MiniLM-L6 + number-aware heads",
+         "minilm-fresh": "MiniLM-L6, joint heads, fresh intent head (no LP-FT)",
+         "minilm-lpft-bal": "MiniLM-L6, joint heads, LP-FT, balanced class weights",
          "minilm-blend": "MiniLM-L6 joint heads + TF-IDF blend (share on validation)",
          "e5": "multilingual-e5-small, joint heads (the demo's recipe: 4 epochs, 5e-5)",
          "e5-lr1e-4": "multilingual-e5-small, joint heads, 4 epochs at 1e-4",
@@ -33,7 +36,8 @@ METRICS = ("micro_f1", "macro_f1", "exact_match", "span_f1")
 FAMILY = {"tfidf": "tfidf", "tfidf-c1": "tfidf", "bilstm": "bilstm", "bilstm-attn": "bilstm",
           "scratch": "transformer", "scratch-num": "transformer",
           "scratch-blend": "transformer+tfidf", "minilm": "minilm", "minilm-num": "minilm",
-          "minilm-blend": "minilm+tfidf", "e5": "e5", "e5-lr1e-4": "e5", "e5-8ep": "e5",
+          "minilm-fresh": "minilm", "minilm-lpft-bal": "minilm", "minilm-blend": "minilm+tfidf",
+          "e5": "e5", "e5-lr1e-4": "e5", "e5-8ep": "e5",
           "e5-num": "e5", "e5-blend": "e5+tfidf"}
 #: the setting whose runs record every test question's outcome (intervals, slices, p50),
 #: and the slices of its per-slice table

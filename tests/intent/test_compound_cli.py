@@ -161,6 +161,9 @@ def test_train_multi_label_builds_each_architecture(model, compound_corpus, tmp_
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["recipe"]["architecture"]["type"] == model
     assert summary["recipe"]["task"]["type"] == "multi_label"
+    # LP-FT is a pretrained encoder's default in this task too, recorded as used
+    assert summary["recipe"]["levers"]["linear_probe"] is (model == "pretrained")
+    assert (clf.info["linear_probe"] is not None) is (model == "pretrained")
     capsys.readouterr()
     assert main(["predict", str(out), "send 50 pounds to my sister", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)

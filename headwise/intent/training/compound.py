@@ -5,7 +5,8 @@ For a recipe whose ``task`` is :class:`~headwise.intent.training.recipe.MultiLab
 (``headwise train --multi-label``): the data (:func:`compound_data`: annotated examples, a
 seeded validation share), the network (:func:`compound_network`: a
 :class:`~headwise.models.joint.JointIntentSlotModel` from scratch, a BERT-family encoder
-with fresh heads, or the BiLSTM baseline
+with fresh heads (its intent head then fitted on the frozen encoder by default, LP-FT),
+or the BiLSTM baseline
 :class:`~headwise.models.lstm_joint.BiLSTMJointModel` with the same heads; its sigmoids
 started at the intents' priors), joint training with the
 project's Trainer (:func:`train_compound`: early stopping on the mean of intent micro-F1 and
@@ -19,8 +20,12 @@ levers the intent head takes ``label_smoothing`` (each sigmoid's target ``y * (1
 eps / 2``) and ``class_weighting="balanced"`` (each intent's positives and negatives
 weighted to count equally, :func:`balanced_multilabel_weights`), through
 :class:`CompoundObjective`; the from-scratch Transformer takes the masked-LM pre-training
-(``levers.pretrain_epochs``); after training, ``levers.blend="tfidf"`` blends a one-vs-rest
-TF-IDF model into the intent probabilities at the share validation chooses
+(``levers.pretrain_epochs``); the Transformer and the pretrained encoder take LP-FT
+(``levers.linear_probe``: the intent head fitted on the frozen encoder's pooled vectors,
+one logistic regression per intent,
+:func:`~headwise.intent.training.linear_probe.fit_multilabel_probe`, before joint
+training); after training, ``levers.blend="tfidf"`` blends a one-vs-rest TF-IDF model into
+the intent probabilities at the share validation chooses
 (:func:`~headwise.intent.training.blending.blend_compound`). The recipe refuses, when built,
 what the multi-label task does not use.
 """
@@ -58,6 +63,7 @@ from headwise.intent.training.builders import (
     run_tokenizer,
     train_config,
 )
+from headwise.intent.training.linear_probe import fit_multilabel_probe
 from headwise.intent.training.losses import SoftTargets
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe, MultiLabel
@@ -194,6 +200,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                              f"{unknown[:5]}; the student predicts the teacher's intents")
         data = replace(data, intents=list(soft_targets.labels))
     torch.manual_seed(recipe.train.seed)
+    if recipe.levers.linear_probe is None:  # the default, recorded as it was used
+        recipe = recipe.replace(levers__linear_probe=recipe.linear_probe)
     lineage = None
     if parent is not None and init_from is not None:
         model, tokenizer, added = warm_network(parent, recipe, [e.text for e in data.train],
@@ -221,6 +229,7 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     levers = recipe.levers
     weights = balanced_multilabel_weights([r["labels"] for r in rows]) \
         if levers.class_weighting == "balanced" else None  # of the gold intents
+    gold = [(r["input_ids"], r["labels"]) for r in rows]  # the probe's, before distillation
     distill = None
     if soft_targets is not None:
         rows, distill = distilled_rows(rows, tokenizer, data, soft_targets,
@@ -236,6 +245,10 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
             model, tokenizer, [r["input_ids"] for r in rows], replace(
                 config, epochs=levers.pretrain_epochs, lr=levers.pretrain_lr or config.lr),
             out_dir=out_dir / "pretrain", probability=levers.pretrain_mask_prob)
+    probe = fit_multilabel_probe(model, [ids for ids, _ in gold], [y for _, y in gold],
+                                 pad_id=tokenizer.pad_token_id, c=levers.probe_c,
+                                 balanced=levers.class_weighting == "balanced") \
+        if recipe.linear_probe else None
     objective = CompoundObjective(model, levers.label_smoothing, weights)
     trainer = Trainer(objective, config, rows, valid_data=valid_rows or None,
                       collate_fn=partial(pad_collate, pad_id=tokenizer.pad_token_id),
@@ -268,6 +281,7 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                 "epochs": result.epochs, "stopped_early": result.stopped_early,
                 "valid": metrics, "numbers_dropped": dropped,
                 "pretrain": None if pretrained is None else asdict(pretrained),
+                "linear_probe": None if probe is None else asdict(probe),
                 "estimate": None if estimate is None else asdict(estimate),
                 "precision": {"precision": trainer.precision.precision,
                               "reason": trainer.precision.reason},

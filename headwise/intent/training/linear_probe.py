@@ -9,7 +9,9 @@ everything from there, keeps more of them and generalises better (Kumar et al. 2
 :func:`fit_linear_probe` computes the encoder's pooled vectors of the training texts once,
 in eval mode, fits a multinomial logistic regression on them (L2-regularised cross-entropy,
 full-batch L-BFGS in float64: the objective of scikit-learn's ``LogisticRegression``) and
-writes the result into the model's ``classifier`` layer.
+writes the result into the model's ``classifier`` layer. :func:`fit_multilabel_probe` is
+the same for a multi-label joint model (one sigmoid per intent): one binary logistic
+regression per intent, fitted with scikit-learn on the same frozen features.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from torch import Tensor, nn
 
 from headwise.text.batching import pad_collate
 
-__all__ = ["ProbeResult", "fit_linear_probe", "fit_logistic_regression", "pooled_features"]
+__all__ = ["ProbeResult", "fit_linear_probe", "fit_logistic_regression", "fit_multilabel_probe",
+           "pooled_features"]
 
 
 @dataclass
@@ -32,9 +35,12 @@ class ProbeResult:
     """What the linear probe did.
 
     Attributes:
-        train_accuracy: the probe's accuracy on the features it was fitted on.
-        iterations: L-BFGS iterations.
-        loss: final regularised objective (mean cross-entropy + penalty).
+        train_accuracy: the probe's accuracy on the features it was fitted on (multi-label:
+            exact match at probability 0.5, every intent of a text right).
+        iterations: L-BFGS iterations (multi-label: the most any intent's fit took).
+        loss: final regularised objective (mean cross-entropy + penalty; multi-label: the
+            binary cross-entropy summed over intents, averaged over the texts, unweighted
+            and without the penalty).
         seconds: wall time, features included.
     """
 
@@ -171,4 +177,82 @@ def fit_linear_probe(model: nn.Module, ids: Sequence[Sequence[int]], labels: Seq
             head.bias.copy_(b.to(head.bias.dtype))
     accuracy = float(((x @ w.T + b).argmax(1) == y).double().mean())
     return ProbeResult(train_accuracy=accuracy, iterations=iterations, loss=loss,
+                       seconds=time.perf_counter() - start)
+
+
+def fit_multilabel_probe(model: nn.Module, ids: Sequence[Sequence[int]],
+                         targets: Sequence[Sequence[float]], *, pad_id: int = 0, c: float = 1.0,
+                         balanced: bool = False, batch_size: int = 64) -> ProbeResult:
+    """Fit a multi-label ``model.classifier`` (one sigmoid per intent) on the frozen
+    encoder's pooled vectors: the LP of LP-FT for the multi-label task.
+
+    Each intent gets its own binary logistic regression (scikit-learn's
+    ``LogisticRegression``, L2 with inverse strength ``c``, the bias not penalised by
+    L-BFGS) on the pooled vectors of :func:`pooled_features`; its coefficients and intercept
+    become the intent's row of the head, so the head's logits on those vectors are the
+    regressions' decision functions. An intent that every text has, or none, cannot be
+    fitted: its row is zero and its bias the log-odds of its training frequency clipped to
+    [1e-4, 1 - 1e-4] (the prior start of
+    :func:`~headwise.intent.training.compound.init_prior_bias`).
+
+    Args:
+        model: a multi-label joint model (``encode``, ``pool``, a linear ``classifier``
+            with a bias).
+        ids: token ids of the training texts.
+        targets: their multi-hot intent targets, one 0/1 per head output.
+        pad_id: the padding id.
+        c: inverse L2 strength (scikit-learn's ``C``).
+        balanced: weight each intent's positives and negatives to count equally
+            (scikit-learn's ``class_weight="balanced"``, as the recipe's
+            ``class_weighting="balanced"`` weights the fine-tuning loss).
+        batch_size: texts per forward pass when computing the features.
+
+    Returns:
+        The :class:`ProbeResult`; the head's weight and bias are replaced in place.
+
+    Raises:
+        TypeError: a model without ``encode``/``pool`` or without a linear ``classifier``
+            with a bias.
+        ValueError: targets that are not 0/1, or of the wrong shape; ``c`` not positive; as
+            :func:`pooled_features`.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    head = getattr(model, "classifier", None)
+    if not isinstance(head, nn.Linear) or head.bias is None:
+        raise TypeError(f"{type(model).__name__}.classifier must be an nn.Linear with a bias "
+                        f"for linear probing")
+    y = torch.as_tensor([list(t) for t in targets], dtype=torch.float64)
+    if y.ndim != 2 or y.shape != (len(ids), head.out_features):
+        raise ValueError(f"targets must be ({len(ids)}, {head.out_features}), got "
+                         f"{tuple(y.shape)}")
+    if not bool(((y == 0) | (y == 1)).all()):
+        raise ValueError("multi-label targets must be 0 or 1")
+    if not c > 0:
+        raise ValueError(f"c must be positive, got {c}")
+    start = time.perf_counter()
+    x = pooled_features(model, ids, pad_id=pad_id, batch_size=batch_size)
+    features, labels = x.numpy(), y.numpy().astype(int)
+    w = torch.zeros(head.out_features, x.shape[1], dtype=torch.float64)
+    b = torch.zeros(head.out_features, dtype=torch.float64)
+    iterations = 0
+    for j in range(head.out_features):
+        column = labels[:, j]
+        if column.min() == column.max():  # one class only: the clipped prior, no weights
+            p = min(max(float(column.mean()), 1e-4), 1 - 1e-4)
+            b[j] = float(torch.tensor(p / (1 - p), dtype=torch.float64).log())
+            continue
+        fit = LogisticRegression(C=c, max_iter=1000,
+                                 class_weight="balanced" if balanced else None)
+        fit.fit(features, column)
+        w[j] = torch.from_numpy(fit.coef_[0])
+        b[j] = float(fit.intercept_[0])
+        iterations = max(iterations, int(fit.n_iter_[0]))
+    with torch.no_grad():
+        head.weight.copy_(w.to(head.weight.dtype))
+        head.bias.copy_(b.to(head.bias.dtype))
+    logits = x @ w.T + b
+    loss = float(F.binary_cross_entropy_with_logits(logits, y, reduction="sum")) / len(ids)
+    exact = float(((logits > 0).double() == y).all(1).double().mean())
+    return ProbeResult(train_accuracy=exact, iterations=iterations, loss=loss,
                        seconds=time.perf_counter() - start)

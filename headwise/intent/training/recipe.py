@@ -341,9 +341,10 @@ class Levers:
         pretrain_mask_prob: the share of tokens it masks.
         linear_probe: before fine-tuning, fit the head alone on the frozen encoder's pooled
             vectors (LP-FT, :mod:`headwise.intent.training.linear_probe`; the Transformer and
-            pretrained encoders, single-label). None: the family's default for a pretrained
-            encoder (on for every family: the better recipe wherever measured), off for the
-            Transformer.
+            pretrained encoders; multi-label, one logistic regression per intent). None: on
+            for a pretrained encoder (single-label: its family's default, on for every
+            family, the better recipe wherever measured; multi-label: see
+            :mod:`~headwise.intent.training.defaults`), off for the Transformer.
         probe_c: the probe's inverse L2 strength (scikit-learn's ``C``).
         label_cleaning: ``"none"``, or ``"drop"`` / ``"relabel"`` the training examples that
             confident learning flags as mislabelled (:mod:`headwise.intent.training.cleaning`;
@@ -614,11 +615,12 @@ class IntentRecipe:
 
     @property
     def linear_probe(self) -> bool:
-        """Whether LP-FT runs: ``levers.linear_probe``, or for None a pretrained
-        encoder's single-label default (on)."""
+        """Whether LP-FT runs: ``levers.linear_probe``, or for None a pretrained encoder's
+        default, on in both tasks (single-label: its family's,
+        :data:`~headwise.intent.training.defaults.FAMILY_DEFAULTS`; multi-label: see
+        :mod:`~headwise.intent.training.defaults`)."""
         lp = self.levers.linear_probe
-        return lp if lp is not None else (self.architecture_name == "pretrained"
-                                           and not self.multi_label)
+        return lp if lp is not None else self.architecture_name == "pretrained"
 
     def replace(self, **parts: Any) -> IntentRecipe:
         """A copy with some parts replaced, or with ``part__field=value`` changing one field
@@ -765,8 +767,7 @@ def _what_does_not_apply(r: IntentRecipe) -> str | None:
     if lev.linear_probe and arch not in ("transformer", "pretrained"):
         return (f"levers.linear_probe: LP-FT fits a head on a Transformer's or a pretrained "
                 f"encoder's features, not the {arch} architecture's")
-    probing = lev.linear_probe or (lev.linear_probe is None and arch == "pretrained"
-                                   and not r.multi_label)
+    probing = lev.linear_probe or (lev.linear_probe is None and arch == "pretrained")
     if lev.probe_c != Levers.probe_c and not probing:
         return "levers.probe_c is used only with levers.linear_probe; remove it or set that too"
     if lev.blend != "none" and r.decision.ood_detector not in BLEND_SETTINGS:
@@ -792,8 +793,6 @@ def _what_does_not_apply(r: IntentRecipe) -> str | None:
             return ("levers.distill='tfidf' is single-label training's; the multi_label task "
                     "distils a compound teacher (levers.distill='teacher', set by `headwise "
                     "distill`)")
-        if lev.linear_probe:
-            return "levers.linear_probe is single-label training's, not the multi_label task's"
         if lev.blend != "none" and isinstance(lev.blend_c, list):
             return ("levers.blend_c: the multi_label task's blend fits one C (a list of "
                     "candidates is chosen by single-label cross-validation)")

@@ -164,10 +164,8 @@ def warm_recipe(parent: str | Path, given: dict[str, Any]) -> dict[str, Any]:
         else:
             merged[part] = copy.deepcopy(fields)
     levers = merged.get("levers")
-    single = (merged.get("task") or {}).get("type", "single_label") == "single_label"
     if isinstance(levers, dict) and (levers.get("linear_probe") or (
-            levers.get("linear_probe") is None and single
-            and parent_arch.get("type") == "pretrained")):
+            levers.get("linear_probe") is None and parent_arch.get("type") == "pretrained")):
         levers["linear_probe"] = False  # the parent's head is kept, not probed afresh
     return merged
 

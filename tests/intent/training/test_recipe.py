@@ -155,13 +155,16 @@ def test_wrong_values_are_refused_naming_the_path(data, message):
      r"^task multi_label needs a Transformer, a BiLSTM or a pretrained encoder"),
     ({"task": {"type": "multi_label"}, "levers": {"gce_q": 0.5}},
      r"^levers\.gce_q is single-label training's"),
-    ({"task": {"type": "multi_label"}, "levers": {"linear_probe": True}},
-     r"^levers\.linear_probe is single-label training's"),
     ({"task": {"type": "multi_label"}, "levers": {"distill": "tfidf"}},
      r"^levers\.distill='tfidf' is single-label training's; the multi_label task distils a "
      r"compound teacher"),
     ({"levers": {"distill": "teacher"}},
      r"^levers\.distill='teacher' is the multi_label task's"),
+    ({"task": {"type": "multi_label"}, "levers": {"label_cleaning": "drop"}},
+     r"^levers\.label_cleaning is single-label training's"),
+    ({"architecture": {"type": "bilstm"}, "task": {"type": "multi_label"},
+      "levers": {"linear_probe": True}},
+     r"^levers\.linear_probe: LP-FT fits a head on a Transformer's or a pretrained"),
     ({"task": {"type": "multi_label"}, "decision": {"max_reject": 0.1}},
      r"^decision\.max_reject does not apply to the multi_label task: a compound model "
      r"answers out-of-scope when no intent reaches its own threshold"),
@@ -350,9 +353,9 @@ def test_the_command_line_refuses_single_label_data_options_for_multi_label(
     assert main(["train", "--data", str(data), "--columns", "q", "--model", "transformer",
                  "--out", str(tmp_path / "m")]) == 1
     assert "--columns is single-label data's" in capsys.readouterr().err
-    assert main(["train", "--data", str(data), "--set", "levers.linear_probe=true",
+    assert main(["train", "--data", str(data), "--set", "levers.label_cleaning=drop",
                  "--model", "transformer", "--out", str(tmp_path / "m")]) == 1
-    assert "levers.linear_probe is single-label training's" in capsys.readouterr().err
+    assert "levers.label_cleaning is single-label training's" in capsys.readouterr().err
 
 
 def test_train_help_is_short(monkeypatch):
