@@ -23,9 +23,11 @@ weighted to count equally, :func:`balanced_multilabel_weights`), through
 (``levers.pretrain_epochs``); the Transformer and the pretrained encoder take LP-FT
 (``levers.linear_probe``: the intent head fitted on the frozen encoder's pooled vectors,
 one logistic regression per intent,
-:func:`~headwise.intent.training.linear_probe.fit_multilabel_probe`, before joint
-training); after training, ``levers.blend="tfidf"`` blends a one-vs-rest TF-IDF model into
-the intent probabilities at the share validation chooses
+:func:`~headwise.intent.training.linear_probe.fit_multilabel_probe`, and the slot tagger on
+its token states, one multinomial regression over the tags,
+:func:`~headwise.intent.training.linear_probe.fit_tag_probe`, before joint training);
+after training, ``levers.blend="tfidf"`` blends a one-vs-rest TF-IDF model into the intent
+probabilities at the share validation chooses
 (:func:`~headwise.intent.training.blending.blend_compound`). The recipe refuses, when built,
 what the multi-label task does not use.
 """
@@ -63,7 +65,7 @@ from headwise.intent.training.builders import (
     run_tokenizer,
     train_config,
 )
-from headwise.intent.training.linear_probe import fit_multilabel_probe
+from headwise.intent.training.linear_probe import fit_multilabel_probe, fit_tag_probe
 from headwise.intent.training.losses import SoftTargets
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe, MultiLabel
@@ -230,6 +232,7 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     weights = balanced_multilabel_weights([r["labels"] for r in rows]) \
         if levers.class_weighting == "balanced" else None  # of the gold intents
     gold = [(r["input_ids"], r["labels"]) for r in rows]  # the probe's, before distillation
+    tagged = [r for r in rows if "tag_labels" in r]
     distill = None
     if soft_targets is not None:
         rows, distill = distilled_rows(rows, tokenizer, data, soft_targets,
@@ -245,10 +248,15 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
             model, tokenizer, [r["input_ids"] for r in rows], replace(
                 config, epochs=levers.pretrain_epochs, lr=levers.pretrain_lr or config.lr),
             out_dir=out_dir / "pretrain", probability=levers.pretrain_mask_prob)
-    probe = fit_multilabel_probe(model, [ids for ids, _ in gold], [y for _, y in gold],
-                                 pad_id=tokenizer.pad_token_id, c=levers.probe_c,
-                                 balanced=levers.class_weighting == "balanced") \
-        if recipe.linear_probe else None
+    probe = tag_probe = None
+    if recipe.linear_probe:
+        probe = fit_multilabel_probe(model, [ids for ids, _ in gold], [y for _, y in gold],
+                                     pad_id=tokenizer.pad_token_id, c=levers.probe_c,
+                                     balanced=levers.class_weighting == "balanced")
+        if getattr(model, "tagger", None) is not None:
+            tag_probe = fit_tag_probe(model, [r["input_ids"] for r in tagged],
+                                      [r["tag_labels"] for r in tagged],
+                                      pad_id=tokenizer.pad_token_id, c=levers.probe_c)
     objective = CompoundObjective(model, levers.label_smoothing, weights)
     trainer = Trainer(objective, config, rows, valid_data=valid_rows or None,
                       collate_fn=partial(pad_collate, pad_id=tokenizer.pad_token_id),
@@ -281,7 +289,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                 "epochs": result.epochs, "stopped_early": result.stopped_early,
                 "valid": metrics, "numbers_dropped": dropped,
                 "pretrain": None if pretrained is None else asdict(pretrained),
-                "linear_probe": None if probe is None else asdict(probe),
+                "linear_probe": None if probe is None else {
+                    **asdict(probe), "tagger": None if tag_probe is None else asdict(tag_probe)},
                 "estimate": None if estimate is None else asdict(estimate),
                 "precision": {"precision": trainer.precision.precision,
                               "reason": trainer.precision.reason},

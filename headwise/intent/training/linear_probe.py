@@ -25,9 +25,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headwise.text.batching import pad_collate
+from headwise.text.bio import IGNORE_INDEX
+
+#: how far below the fitted tags' lowest bias a tag no training token has starts
+_ABSENT_MARGIN = 20.0
 
 __all__ = ["ProbeResult", "fit_linear_probe", "fit_logistic_regression", "fit_multilabel_probe",
-           "pooled_features"]
+           "fit_tag_probe", "pooled_features", "token_features"]
 
 
 @dataclass
@@ -255,4 +259,113 @@ def fit_multilabel_probe(model: nn.Module, ids: Sequence[Sequence[int]],
     loss = float(F.binary_cross_entropy_with_logits(logits, y, reduction="sum")) / len(ids)
     exact = float(((logits > 0).double() == y).all(1).double().mean())
     return ProbeResult(train_accuracy=exact, iterations=iterations, loss=loss,
+                       seconds=time.perf_counter() - start)
+
+
+@torch.no_grad()
+def token_features(model: nn.Module, ids: Sequence[Sequence[int]],
+                   tags: Sequence[Sequence[int]], *, pad_id: int = 0, batch_size: int = 64
+                   ) -> tuple[Tensor, Tensor]:
+    """The token states (n, d) float64 that a joint model's ``tagger`` reads, of every token
+    with a tag (``-100`` marks the ones not scored), and those tags (n,), in eval mode.
+
+    Raises:
+        TypeError: a model without ``encode``.
+        ValueError: ``tags`` of another length than their ``ids``; no texts.
+    """
+    if not callable(getattr(model, "encode", None)):
+        raise TypeError(f"{type(model).__name__} has no encode: probing its tagger needs an "
+                        f"encoder")
+    if not ids or len(ids) != len(tags) or any(
+            len(a) != len(t) for a, t in zip(ids, tags, strict=True)):
+        raise ValueError("every text needs one tag (or -100) per token id")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    states, labels = [], []
+    try:
+        for start in range(0, len(order), batch_size):
+            group = order[start:start + batch_size]
+            batch = pad_collate([{"input_ids": ids[i]} for i in group], pad_id)
+            x, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+            hidden = model.encode(x, mask).double().cpu()
+            target = torch.full(x.shape, IGNORE_INDEX, dtype=torch.long)
+            for row, i in enumerate(group):
+                target[row, :len(tags[i])] = torch.as_tensor(tags[i], dtype=torch.long)
+            keep = target != IGNORE_INDEX
+            states.append(hidden[keep])
+            labels.append(target[keep])
+    finally:
+        model.train(was_training)
+    return torch.cat(states), torch.cat(labels)
+
+
+def fit_tag_probe(model: nn.Module, ids: Sequence[Sequence[int]],
+                  tags: Sequence[Sequence[int]], *, pad_id: int = 0, c: float = 1.0,
+                  batch_size: int = 64) -> ProbeResult | None:
+    """Fit a joint model's slot ``tagger`` on the frozen encoder's token states: the LP of
+    LP-FT for the tag head, as :func:`fit_multilabel_probe` is for the intent head.
+
+    One multinomial logistic regression over the BIO tags (scikit-learn's
+    ``LogisticRegression``, L2 with inverse strength ``c``) on the states of every scored
+    token (:func:`token_features`); its coefficients and intercepts become the tagger's
+    rows, so the tagger's logits on those states are the regression's decision function.
+    A tag no training token has gets no weights and a bias far below the others (its
+    probability stays near zero until fine-tuning sees it). A fresh tagger trained only by
+    fine-tuning at a pretrained encoder's learning rate learns slowly in the few steps of a
+    small data set (BENCHMARKS ``compound:cpu``); the probe starts it where a linear model
+    on the frozen states can get.
+
+    Args:
+        model: a joint model with ``encode`` and a linear ``tagger`` with a bias.
+        ids: token ids of the training texts.
+        tags: their tag ids, one per token id, ``-100`` where not scored.
+        pad_id: the padding id.
+        c: inverse L2 strength (scikit-learn's ``C``).
+        batch_size: texts per forward pass when computing the states.
+
+    Returns:
+        The :class:`ProbeResult` (``train_accuracy``: the share of scored tokens tagged
+        right), or None when the training tokens have fewer than two tags (nothing to fit:
+        the tagger is left as it is).
+
+    Raises:
+        TypeError: a model without ``encode`` or without a linear ``tagger`` with a bias.
+        ValueError: a tag id outside the tagger's; ``c`` not positive; as
+            :func:`token_features`.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    head = getattr(model, "tagger", None)
+    if not isinstance(head, nn.Linear) or head.bias is None:
+        raise TypeError(f"{type(model).__name__}.tagger must be an nn.Linear with a bias for "
+                        f"linear probing")
+    if not c > 0:
+        raise ValueError(f"c must be positive, got {c}")
+    start = time.perf_counter()
+    x, y = token_features(model, ids, tags, pad_id=pad_id, batch_size=batch_size)
+    if len(y) and (int(y.min()) < 0 or int(y.max()) >= head.out_features):
+        raise ValueError(f"tag ids must be in [0, {head.out_features}) or -100")
+    present = torch.unique(y).tolist()
+    if len(present) < 2:
+        return None
+    fit = LogisticRegression(C=c, max_iter=1000)
+    fit.fit(x.numpy(), y.numpy())
+    coef = torch.from_numpy(fit.coef_)
+    intercept = torch.from_numpy(fit.intercept_)
+    if len(present) == 2:  # scikit-learn keeps one row for two classes: logits (0, z)
+        coef = torch.cat([torch.zeros_like(coef), coef])
+        intercept = torch.cat([torch.zeros_like(intercept), intercept])
+    w = torch.zeros(head.out_features, x.shape[1], dtype=torch.float64)
+    b = torch.full((head.out_features,), float(intercept.min()) - _ABSENT_MARGIN,
+                   dtype=torch.float64)
+    w[present], b[present] = coef, intercept
+    with torch.no_grad():
+        head.weight.copy_(w.to(head.weight.dtype))
+        head.bias.copy_(b.to(head.bias.dtype))
+    logits = x @ w.T + b
+    loss = float(F.cross_entropy(logits, y))
+    accuracy = float((logits.argmax(1) == y).double().mean())
+    return ProbeResult(train_accuracy=accuracy, iterations=int(fit.n_iter_.max()), loss=loss,
                        seconds=time.perf_counter() - start)

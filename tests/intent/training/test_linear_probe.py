@@ -13,7 +13,9 @@ from headwise.intent.training.linear_probe import (
     fit_linear_probe,
     fit_logistic_regression,
     fit_multilabel_probe,
+    fit_tag_probe,
     pooled_features,
+    token_features,
 )
 from headwise.models import BiLSTMClassifier, EncoderClassifier, JointIntentSlotModel, preset
 
@@ -211,5 +213,62 @@ def test_multilabel_recipe_probes_then_fine_tunes(tmp_path, compound_corpus):
                                       out_dir=tmp_path / "m")
     info = trained.classifier.info["linear_probe"]
     assert info["iterations"] > 0 and info["train_accuracy"] > 0.2
+    assert info["tagger"] is None or info["tagger"]["train_accuracy"] > 0.5
     assert trained.classifier.info["recipe"]["levers"]["linear_probe"] is True
     assert trained.valid_metrics["micro_f1"] > 0.95
+
+
+def _tagged_rows(n=60, seed=0):
+    """Token ids with BIO tags: a token below 60 is B-x, the token after it I-x, the rest
+    O; the first and last (special) tokens are not scored."""
+    ids, _ = _multilabel_rows(n, seed)
+    tags = []
+    for row in ids:
+        t = [-100] + [0] * (len(row) - 2) + [-100]
+        for k in range(1, len(row) - 1):
+            if row[k] < 60:
+                t[k] = 1
+                if k + 1 < len(row) - 1:
+                    t[k + 1] = 2
+        tags.append(t)
+    return ids, tags
+
+
+def test_tag_probe_tagger_is_the_multinomial_regression():
+    """Before fine-tuning, the tagger's logits on the scored tokens' states are scikit-learn's
+    multinomial decision function (up to a constant per token, which softmax ignores), and
+    the whole model in eval mode answers with them."""
+    model = _joint()
+    ids, tags = _tagged_rows()
+    result = fit_tag_probe(model, ids, tags, c=10.0)
+    x, y = token_features(model, ids, tags)
+    assert len(y) == sum(t != -100 for row in tags for t in row)
+    ref = LogisticRegression(C=10.0, max_iter=1000).fit(x.numpy(), y.numpy())
+    logits = model.tagger(x.float()).detach().double().numpy()
+    want = ref.decision_function(x.numpy())
+    np.testing.assert_allclose(logits - logits.mean(1, keepdims=True),
+                               want - want.mean(1, keepdims=True), atol=1e-3)
+    assert result.train_accuracy == pytest.approx(ref.score(x.numpy(), y.numpy()), abs=1e-3)
+    out = model.eval()(torch.tensor([ids[0]]))["tag_logits"][0].detach().double().numpy()
+    scored = [k for k, t in enumerate(tags[0]) if t != -100]
+    first = model.tagger(token_features(model, ids[:1], tags[:1])[0].float()).detach()
+    np.testing.assert_allclose(out[scored], first.double().numpy(), atol=1e-4)
+
+
+def test_tag_probe_keeps_absent_tags_unlikely_and_skips_one_tag():
+    model = _joint()
+    ids, tags = _tagged_rows()
+    no_inside = [[0 if t == 2 else t for t in row] for row in tags]  # I-x never seen
+    fit_tag_probe(model, ids, no_inside, c=10.0)
+    assert not model.tagger.weight[2].any()
+    x, _ = token_features(model, ids, no_inside)
+    probs = torch.softmax(model.tagger(x.float()).detach(), -1)
+    assert float(probs[:, 2].max()) < 1e-6
+    before = model.tagger.weight.detach().clone()
+    only_o = [[-100 if t == -100 else 0 for t in row] for row in tags]
+    assert fit_tag_probe(model, ids, only_o) is None
+    assert torch.equal(model.tagger.weight, before)
+    with pytest.raises(ValueError, match="tag ids"):
+        fit_tag_probe(model, ids, [[5 if t == 1 else t for t in row] for row in tags])
+    with pytest.raises(ValueError, match="one tag"):
+        fit_tag_probe(model, ids, [row[:-1] for row in tags])
