@@ -29,6 +29,7 @@ from headwise.demo.values import REFERENCE_DATE
 from headwise.intent.evaluation import evaluate, format_report
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import (
+    FAMILY_FIELDS,
     BiLSTM,
     IntentRecipe,
     MultiLabel,
@@ -62,9 +63,10 @@ def compound_recipes(s: DemoSettings, pretrained: str | None = None
     warm-up, early stopping on validation), with the settings' seed; the from-scratch
     models train for the settings' ``epochs`` (the architectures' default), the
     Transformer at the settings' width and depth. ``pretrained`` (a checkpoint name or
-    directory; None leaves the row out) is fine-tuned for its architecture's default few
-    epochs with its vocabulary trimmed to the training texts' pieces (``trim_vocab``
-    ``"auto"``), as the single-label demo's pretrained model is.
+    directory; None leaves the row out) is fine-tuned with the multi-label defaults of a
+    pretrained encoder (:data:`~headwise.intent.training.defaults.MULTI_LABEL_PRETRAINED`:
+    learning rate and epochs, LP-FT) with its vocabulary trimmed to the training texts'
+    pieces (``trim_vocab`` ``"auto"``), as the single-label demo's pretrained model is.
     """
     def train(part: Transformer | BiLSTM | PretrainedEncoder, epochs: int | None = None
               ) -> Any:
@@ -84,7 +86,8 @@ def compound_recipes(s: DemoSettings, pretrained: str | None = None
     if pretrained is not None:
         part = PretrainedEncoder(name=pretrained, max_length=64, trim_vocab="auto")
         recipes["pretrained"] = IntentRecipe(architecture=part, train=train(part),
-                                             task=MultiLabel())
+                                             task=MultiLabel(),
+                                             train_defaulted=FAMILY_FIELDS)
     return recipes
 
 

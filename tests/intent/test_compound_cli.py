@@ -164,6 +164,11 @@ def test_train_multi_label_builds_each_architecture(model, compound_corpus, tmp_
     # LP-FT is a pretrained encoder's default in this task too, recorded as used
     assert summary["recipe"]["levers"]["linear_probe"] is (model == "pretrained")
     assert (clf.info["linear_probe"] is not None) is (model == "pretrained")
+    if model == "pretrained":  # --epochs given, the learning rate left to the default
+        from headwise.intent.training.defaults import MULTI_LABEL_PRETRAINED
+
+        assert summary["recipe"]["train"]["lr"] == MULTI_LABEL_PRETRAINED.lr
+        assert summary["recipe"]["train"]["epochs"] == 1
     capsys.readouterr()
     assert main(["predict", str(out), "send 50 pounds to my sister", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)

@@ -13,6 +13,7 @@ from torch import nn
 
 from headwise.intent.decision.ood.selection import AUTO, BLEND_SETTINGS
 from headwise.intent.training.defaults import (
+    MULTI_LABEL_PRETRAINED,
     checkpoint_family,
     family_defaults,
 )
@@ -255,7 +256,9 @@ def with_family_defaults(recipe: IntentRecipe, family: str | None
     """``recipe`` with the ``train`` fields it left to the defaults
     (:attr:`~headwise.intent.training.recipe.IntentRecipe.train_defaulted`: ``lr``,
     ``epochs``) and its ``levers.linear_probe`` left at None taken from the family's
-    defaults, and a line saying which were filled in (None when the recipe set them all).
+    defaults (a multi-label recipe's: :data:`~headwise.intent.training.defaults.
+    MULTI_LABEL_PRETRAINED`, whatever the family), and a line saying which were filled in
+    (None when the recipe set them all).
 
     Raises:
         ValueError: ``recipe`` is not a pretrained encoder's.
@@ -263,7 +266,7 @@ def with_family_defaults(recipe: IntentRecipe, family: str | None
     if recipe.architecture_name != "pretrained":
         raise ValueError(f"family defaults are a pretrained encoder's, not "
                          f"{recipe.architecture_name!r}'s")
-    chosen = family_defaults(family)
+    chosen = MULTI_LABEL_PRETRAINED if recipe.multi_label else family_defaults(family)
     unset = {"lr": "lr" in recipe.train_defaulted,
              "epochs": "epochs" in recipe.train_defaulted,
              "linear_probe": recipe.levers.linear_probe is None}
@@ -272,8 +275,9 @@ def with_family_defaults(recipe: IntentRecipe, family: str | None
         return recipe, None
     filled = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in changes.items())
-    line = (f"defaults for a {family or 'checkpoint without a model_type'} encoder: {filled} "
-            f"({chosen.measured})")
+    who = "multi-label fine-tuning" if recipe.multi_label else \
+        f"a {family or 'checkpoint without a model_type'} encoder"
+    line = f"defaults for {who}: {filled} ({chosen.measured})"
     train = dataclasses.replace(recipe.train, **{k: v for k, v in changes.items()
                                                  if k != "linear_probe"})
     levers = dataclasses.replace(recipe.levers,

@@ -64,6 +64,7 @@ from headwise.intent.training.builders import (
     mark_cue_tokens,
     run_tokenizer,
     train_config,
+    with_family_defaults,
 )
 from headwise.intent.training.linear_probe import fit_multilabel_probe, fit_tag_probe
 from headwise.intent.training.losses import SoftTargets
@@ -202,6 +203,10 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                              f"{unknown[:5]}; the student predicts the teacher's intents")
         data = replace(data, intents=list(soft_targets.labels))
     torch.manual_seed(recipe.train.seed)
+    if recipe.architecture_name == "pretrained" and parent is None:
+        recipe, filled = with_family_defaults(recipe, None)  # the multi-label defaults
+        if report is not None and filled:
+            report(filled)
     if recipe.levers.linear_probe is None:  # the default, recorded as it was used
         recipe = recipe.replace(levers__linear_probe=recipe.linear_probe)
     lineage = None

@@ -44,7 +44,8 @@ from headwise.intent.training.defaults import DEFAULT_EPOCHS, DEFAULT_LR
 from headwise.models.config import ModelConfig
 from headwise.train import TrainConfig
 
-__all__ = ["ARCHITECTURES", "PARTS", "TASKS", "BiLSTM", "Decision", "IntentRecipe", "Levers",
+__all__ = ["ARCHITECTURES", "FAMILY_FIELDS", "PARTS", "TASKS", "BiLSTM", "Decision",
+           "IntentRecipe", "Levers",
            "MultiLabel", "PretrainedEncoder", "SingleLabel", "Tfidf", "Transformer",
            "architecture_from_spec", "default_train", "describe_hint"]
 
