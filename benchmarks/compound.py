@@ -33,8 +33,8 @@ attention pooling, with the Transformer's intent and slot heads), ``scratch`` (f
 joint Transformer, d 128, 2 layers, 8 heads), ``minilm`` (the all-MiniLM-L6-v2 encoder with
 fresh intent and slot heads; English, NLU++ only), ``e5`` (multilingual-e5-small with fresh
 heads, the demo's own recipe; the demo corpus) with ``e5-lr1e-4`` and ``e5-8ep`` (4 epochs at
-1e-4, 8 epochs at 1e-4) as its family's alternatives, each Transformer also with number-aware heads (``-num``: heads 0
-and 1 of every layer get the learned number-key bias).
+1e-4, 8 epochs at 1e-4) as its family's alternatives, each Transformer also with
+number-aware heads (``-num``: heads 0 and 1 of every layer get the learned number-key bias).
 
     python benchmarks/compound.py                    # everything
     python benchmarks/compound.py --settings demo-compound   # the seed's comparison
