@@ -51,9 +51,21 @@ def auto_precision_is_fp32(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Draw the session's hypothesis seed when none is given (before hypothesis's own plugin
-    reads ``--hypothesis-seed``), so that the header can print it."""
+    reads ``--hypothesis-seed``), so that the header can print it. An xdist worker takes
+    the seed its controller drew (:func:`pytest_configure_node`), so the printed seed is
+    the one every worker ran."""
     if config.getoption("hypothesis_seed", None) is None:
-        config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
+        worker = getattr(config, "workerinput", None)
+        config.option.hypothesis_seed = (
+            worker["hypothesis_seed"] if worker is not None
+            else str(random.SystemRandom().randrange(2**32)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Hand the session's hypothesis seed to an xdist worker (which parses the command line
+    again and would otherwise draw its own)."""
+    node.workerinput["hypothesis_seed"] = node.config.option.hypothesis_seed
 
 
 #: the test folders whose tests compute on tensors too small to share out between
@@ -87,6 +99,32 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+#: test folders whose files share one xdist work unit: tests/integrations' two files share
+#: the session's Ray instance (ray_instance), so they run on one worker and start one Ray
+SHARED_WORKER_FOLDERS = frozenset({"integrations"})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n N --dist loadfile`` (``./run test``): each test file runs whole on one worker,
+    so its module fixtures (trainings, exports, servers) are built once, and the files of
+    :data:`SHARED_WORKER_FOLDERS` run together on one worker. Other ``--dist`` modes are
+    xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FolderSharingScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            parts = Path(scope).parts
+            if len(parts) > 2 and parts[0] == "tests" and parts[1] in SHARED_WORKER_FOLDERS:
+                return "/".join(parts[:2])
+            return scope
+
+    return FolderSharingScheduling(config, log)
 
 
 def _seed_line(config: pytest.Config) -> str:
