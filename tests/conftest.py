@@ -3,8 +3,10 @@ compound model trained on it, and the tiny Transformer of the long-text tests.""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,20 @@ def pytest_configure_node(node: Any) -> None:
 #: the default: their services set their own thread counts, compared across processes.
 ONE_THREAD_FOLDERS = frozenset({"attention", "demo", "inspect", "intent", "models", "nn",
                                 "slots", "text", "train"})
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """One intra-op thread inside, the count given back after: a session fixture that
+    trains does so the same way whichever test, in whichever folder, asks for it first."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -175,7 +191,8 @@ def chatter_clf() -> Any:
     it)."""
     from tiny_long_text import REQUEST, trained_on_chatter
 
-    clf = trained_on_chatter()
+    with _one_thread():  # the same model whichever test (and thread count) asks first
+        clf = trained_on_chatter()
     assert clf.predict([REQUEST])[0].intent == "card_lost"
     return clf
 
@@ -197,5 +214,6 @@ def trained_compound_dir(tmp_path_factory, compound_corpus) -> Path:
                   "progress": False},
         "task": {"type": "multi_label"}})
     out = tmp_path_factory.mktemp("trained_compound") / "model"
-    train_intent_classifier(compound_corpus, compound_corpus, recipe, out_dir=out)
+    with _one_thread():  # the same model whichever test (and thread count) asks first
+        train_intent_classifier(compound_corpus, compound_corpus, recipe, out_dir=out)
     return out
