@@ -45,7 +45,7 @@ def test_sections_without_a_record_are_flagged_and_listed() -> None:
     pages = H.read_pages(ROOT / "BENCHMARKS.md")
     kept = [k for k, b in pages.items() if H.KEPT_MARK in b]
     assert set(kept) >= {"startup:cpu", "hardening:hypothesis", "serve-access:cpu",
-                         "walkthrough", "int8:choice"}
+                         "int8:choice"}
     for k in kept:
         assert f"- `{k}`: `{render.SOURCES[k].rerun}`" in text
 
