@@ -195,18 +195,6 @@ def split_valid(train: list, seed: int, fraction: float = 0.1) -> tuple[list, li
             [e for i, e in enumerate(train) if i in held])
 
 
-def _targets(rows: list, names: list[str]) -> Any:
-    import numpy as np
-
-    index = {n: i for i, n in enumerate(names)}
-    y = np.zeros((len(rows), len(names)), dtype=bool)
-    for r, e in enumerate(rows):
-        for n in e.intents:
-            if n in index:
-                y[r, index[n]] = True
-    return y
-
-
 def run_tfidf(train: list, valid: list | None, test: list, seed: int, c: float,
               detailed: bool) -> dict[str, Any]:
     """One-vs-rest logistic regression on TF-IDF; global threshold tuned on validation (the
@@ -218,10 +206,11 @@ def run_tfidf(train: list, valid: list | None, test: list, seed: int, c: float,
     from sklearn.pipeline import make_pipeline, make_union
 
     from headwise.intent.compound.thresholds import decide, multilabel_metrics, tune_thresholds
+    from headwise.intent.training.compound import compound_targets
 
     fit, valid = split_valid(train, seed) if valid is None else (train, valid)
     names = sorted({i for e in train for i in e.intents})
-    y_fit = _targets(fit, names)
+    y_fit = compound_targets(fit, names)
     keep = y_fit.sum(0) > 0  # an intent with no positive example cannot be fitted
     model = make_pipeline(
         make_union(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
@@ -236,11 +225,11 @@ def run_tfidf(train: list, valid: list | None, test: list, seed: int, c: float,
         return p
 
     valid_probs = probs(valid)
-    thresholds = tune_thresholds(valid_probs, _targets(valid, names))
+    thresholds = tune_thresholds(valid_probs, compound_targets(valid, names))
     fit_s = time.perf_counter() - start
     chosen = decide(probs(test), thresholds)
-    m = multilabel_metrics(chosen, _targets(test, names), names)
-    v = multilabel_metrics(decide(valid_probs, thresholds), _targets(valid, names), names)
+    m = multilabel_metrics(chosen, compound_targets(test, names), names)
+    v = multilabel_metrics(decide(valid_probs, thresholds), compound_targets(valid, names), names)
     rec = {"status": "ok", "micro_f1": m["micro_f1"], "macro_f1": m["macro_f1"],
            "exact_match": m["exact_match"], "threshold": thresholds.threshold,
            "valid": {k: v[k] for k in ("micro_f1", "macro_f1", "exact_match")},

@@ -107,14 +107,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if folder not in ONE_THREAD_FOLDERS:
         yield
         return
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with _one_thread():
         yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 #: test folders whose files share one xdist work unit: tests/integrations' two files share

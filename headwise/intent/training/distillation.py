@@ -500,19 +500,11 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
         valid = list(zip(v_texts, v_labels, strict=True))
     else:
         v_texts = texts_and_labels(valid)[0]
-    labelled, held_out = set(texts), set(v_texts)
-    pool, dropped = _unlabelled_pool(unlabelled, labelled, held_out)
-    aug, per_kind = augmented_rows(
-        list(zip(texts, labels, strict=True)) + [(t, None) for t in pool], kinds,
-        copies=augment_copies, seed=recipe.train.seed,
-        exclude=labelled | set(pool) | held_out) if kinds else ([], {})
-    targets = list(dict.fromkeys([*texts, *pool, *(t for t, _ in aug)]))
-    logits, stats = cached_teacher_logits(out_dir, clf, identity, targets,
-                                          batch_size=teacher_batch_size,
-                                          progress=recipe.train.progress)
-    if report is not None:
-        _report_targets(report, out_dir, stats, unlabelled, pool, dropped, kinds, aug,
-                        per_kind)
+    held_out = set(v_texts)
+    logits, stats, targets, pool, dropped, aug, per_kind = _teacher_logits(
+        clf, identity, out_dir, list(zip(texts, labels, strict=True)), held_out,
+        unlabelled=unlabelled, kinds=kinds, augment_copies=augment_copies, recipe=recipe,
+        teacher_batch_size=teacher_batch_size, report=report)
     info = {"teacher": identity, "student": student, "temperature": temperature,
             "alpha": alpha, "labelled": len(texts), "unlabelled": len(pool),
             "unlabelled_left_out": dict(dropped) or None,
@@ -531,6 +523,34 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
     if init is not None and not keep_checkpoints:
         shutil.rmtree(init_dir, ignore_errors=True)
     return result
+
+
+def _teacher_logits(clf: Any, identity: dict[str, Any], out_dir: Path,
+                    labelled: list[tuple[str, str | None]], held_out: set[str], *,
+                    unlabelled: Sequence[str], kinds: list[str], augment_copies: int,
+                    recipe: IntentRecipe, teacher_batch_size: int,
+                    report: Callable[[str], None] | None
+                    ) -> tuple[Any, Any, list[str], list[str], Counter[str],
+                               list[tuple[str, str | None]], dict[str, int]]:
+    """What the teacher answers for a student, and its cached logits of each text: the
+    labelled texts (``(text, label or None)``, in order), the unlabelled pool
+    (:func:`_unlabelled_pool`) and the noisy copies of both (``kinds``). Returns the logits,
+    the cache's statistics, the texts they are of, the pool, what was left out of it, the
+    copies and their count per kind."""
+    texts = [t for t, _ in labelled]
+    pool, dropped = _unlabelled_pool(unlabelled, set(texts), held_out)
+    aug, per_kind = augmented_rows(
+        labelled + [(t, None) for t in pool], kinds, copies=augment_copies,
+        seed=recipe.train.seed, exclude=set(texts) | set(pool) | held_out) \
+        if kinds else ([], {})
+    targets = list(dict.fromkeys([*texts, *pool, *(t for t, _ in aug)]))
+    logits, stats = cached_teacher_logits(out_dir, clf, identity, targets,
+                                          batch_size=teacher_batch_size,
+                                          progress=recipe.train.progress)
+    if report is not None:
+        _report_targets(report, out_dir, stats, unlabelled, pool, dropped, kinds, aug,
+                        per_kind)
+    return logits, stats, targets, pool, dropped, aug, per_kind
 
 
 def _unlabelled_pool(unlabelled: Sequence[str], labelled: set[str], held_out: set[str]
@@ -611,19 +631,11 @@ def _distill_compound(clf: CompoundClassifier, identity: dict[str, Any], train: 
     else:
         valid_rows = _annotated(valid, "validation")[0]
     texts = [e.text for e in examples]
-    labelled, held_out = set(texts), {e.text for e in valid_rows}
-    pool, dropped = _unlabelled_pool(unlabelled, labelled, held_out)
-    aug, per_kind = augmented_rows(
-        [(t, None) for t in dict.fromkeys(texts)] + [(t, None) for t in pool], kinds,
-        copies=augment_copies, seed=recipe.train.seed,
-        exclude=labelled | set(pool) | held_out) if kinds else ([], {})
-    targets = list(dict.fromkeys([*texts, *pool, *(t for t, _ in aug)]))
-    logits, stats = cached_teacher_logits(out_dir, clf, identity, targets,
-                                          batch_size=teacher_batch_size,
-                                          progress=recipe.train.progress)
-    if report is not None:
-        _report_targets(report, out_dir, stats, unlabelled, pool, dropped, kinds, aug,
-                        per_kind)
+    held_out = {e.text for e in valid_rows}
+    logits, stats, targets, pool, dropped, aug, per_kind = _teacher_logits(
+        clf, identity, out_dir, [(t, None) for t in dict.fromkeys(texts)], held_out,
+        unlabelled=unlabelled, kinds=kinds, augment_copies=augment_copies, recipe=recipe,
+        teacher_batch_size=teacher_batch_size, report=report)
     info = {"teacher": identity, "student": student,
             "targets": "per-intent sigmoid probabilities mixed with the gold intents",
             "weight": recipe.levers.distill_weight, "labelled": len(examples),
