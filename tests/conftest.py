@@ -3,15 +3,14 @@ compound model trained on it, and the tiny Transformer of the long-text tests.""
 
 from __future__ import annotations
 
-import contextlib
 import random
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from threads import one_thread
 
 # tiny_corpus.py and friends, importable from every test folder whatever the import mode
 sys.path.insert(0, str(Path(__file__).parent))
@@ -82,20 +81,6 @@ ONE_THREAD_FOLDERS = frozenset({"attention", "demo", "inspect", "intent", "model
                                 "slots", "text", "train"})
 
 
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """One intra-op thread inside, the count given back after: a session fixture that
-    trains does so the same way whichever test, in whichever folder, asks for it first."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """One intra-op thread around the setup (module and session fixtures included), call
@@ -107,7 +92,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if folder not in ONE_THREAD_FOLDERS:
         yield
         return
-    with _one_thread():
+    with one_thread():
         yield
 
 
@@ -185,7 +170,7 @@ def chatter_clf() -> Any:
     it)."""
     from tiny_long_text import REQUEST, trained_on_chatter
 
-    with _one_thread():  # the same model whichever test (and thread count) asks first
+    with one_thread():  # the same model whichever test (and thread count) asks first
         clf = trained_on_chatter()
     assert clf.predict([REQUEST])[0].intent == "card_lost"
     return clf
@@ -208,6 +193,6 @@ def trained_compound_dir(tmp_path_factory, compound_corpus) -> Path:
                   "progress": False},
         "task": {"type": "multi_label"}})
     out = tmp_path_factory.mktemp("trained_compound") / "model"
-    with _one_thread():  # the same model whichever test (and thread count) asks first
+    with one_thread():  # the same model whichever test (and thread count) asks first
         train_intent_classifier(compound_corpus, compound_corpus, recipe, out_dir=out)
     return out
