@@ -61,7 +61,7 @@ import shutil
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -487,10 +487,7 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
     init = truncated_student(clf, layers) if architecture == "truncate" else None  # checked early
 
     texts, labels = in_scope(*texts_and_labels(train), "training")
-    unknown = sorted(set(labels) - set(clf.labels))
-    if unknown:
-        raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
-                         f"{unknown[:5]}; the student predicts the teacher's intents")
+    _require_teacher_intents(labels, clf.labels)
     split = None
     if valid is None:  # held out here, before the noisy copies are made
         split = recipe.valid_fraction
@@ -523,6 +520,19 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
     if init is not None and not keep_checkpoints:
         shutil.rmtree(init_dir, ignore_errors=True)
     return result
+
+
+def _require_teacher_intents(gold: Iterable[str], teacher: Sequence[str]) -> None:
+    """Refuse training intents the teacher does not know (the student predicts the
+    teacher's intents).
+
+    Raises:
+        ValueError: naming how many and the first few.
+    """
+    unknown = sorted(set(gold) - set(teacher))
+    if unknown:
+        raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
+                         f"{unknown[:5]}; the student predicts the teacher's intents")
 
 
 def _teacher_logits(clf: Any, identity: dict[str, Any], out_dir: Path,
@@ -618,10 +628,7 @@ def _distill_compound(clf: CompoundClassifier, identity: dict[str, Any], train: 
     probabilities (cached as a single-label teacher's), and the multi-label run with them
     (:func:`~headwise.intent.training.compound.train_compound`)."""
     examples, dataset = _annotated(train, "training")
-    unknown = sorted({i for e in examples for i in e.intents} - set(clf.intents))
-    if unknown:
-        raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
-                         f"{unknown[:5]}; the student predicts the teacher's intents")
+    _require_teacher_intents((i for e in examples for i in e.intents), clf.intents)
     split = None
     if valid is None:  # held out here, before the noisy copies are made
         split = recipe.valid_fraction
