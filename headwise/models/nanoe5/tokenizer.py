@@ -223,7 +223,12 @@ def build_normalizer(normalization: dict[int, str]) -> N.Sequence:
         N.Prepend(sentinel),
         N.Precompiled(precompiled_charsmap(after_controls)),
         N.Precompiled(precompiled_charsmap(before_extenders)),
-        N.Precompiled(precompiled_charsmap({**mapping, blocker: "", sentinel: ""})),
+        N.Precompiled(precompiled_charsmap({c: out for c, out in mapping.items()
+                                            if c not in (blocker, sentinel)})),
+        # deleted by a regular expression, not by the charsmap: a character that
+        # ``Precompiled`` deletes hands its alignment to the next one, and every offset
+        # after the sentinel would point one character early
+        N.Replace(Regex(_char_class(sorted({ord(blocker), ord(sentinel)}))), ""),
         N.Replace(Regex(" {2,}"), " ")])
 
 
