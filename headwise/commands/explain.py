@@ -7,7 +7,9 @@ attention heads the heads that attend most to the deciding tokens, with the role
 analysis (``headwise inspect``, ``--report``) gave them. ``--json`` prints one JSON object:
 ``intents``, ``tokens`` (``token``, ``start``, ``end``, ``special``, ``attribution``),
 ``heads``, ``completeness``, ``explained`` (every explained intent: a compound model
-explains each intent it answers), ``truncated``, ``long_text`` and ``window``.
+explains each intent it answers), ``truncated``, ``long_text``, ``window`` and
+``tfidf_share`` (a blended compound model's TF-IDF share of each intent's probability,
+which the attributions of the network do not explain; 0 otherwise).
 
 The answer is ``headwise predict``'s: the same predictor (runtime auto) and long-text
 policy (``--long-text``, default auto: a single network's ``chunk_max``). A text over the
@@ -103,6 +105,7 @@ def result(model: str, text: str, *, intents: list[str] | None = None,
         "out_of_scope": answer["out_of_scope"], "slots": answer["slots"],
         "explained_intent": first.intent, "method": first.method,
         "truncated": ex.truncated, "long_text": ex.long_text, "window": window_record(ex),
+        "tfidf_share": ex.tfidf_share,
         "tokens": [{"token": t, "start": s, "end": e, "special": sp,
                     "attribution": None if sp else float(v)}
                    for (t, s, e, sp), v in zip(ex.tokens, first.scores, strict=True)],
@@ -173,6 +176,10 @@ def render(out: dict[str, Any]) -> list[str]:
                 else "/".join(h["roles"]) or "-"
             lines.append(f"  layer {h['layer']} head {h['head']}: {h['mass']:.0%} of its "
                          f"rollout on them; {roles}")
+    if out["tfidf_share"]:
+        lines.append(f"\n(the model blends a TF-IDF model into each intent's probability at "
+                     f"share {out['tfidf_share']:.2g}: the attributions explain the network's "
+                     f"logits, not that share)")
     if out["truncated"]:
         lines.append("\n(" + window_words(out) + ")")
     return lines

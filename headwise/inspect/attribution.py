@@ -53,6 +53,7 @@ the texts that hold the role's words (:func:`role_agreement`).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -161,6 +162,9 @@ class Explanation:
         long_text: the predictor's ``long_text`` note of the text (how it read a text over
             the maximum length, and under ``"chunk_max"`` the window that answered, from
             1), None within the limit.
+        tfidf_share: a blended compound model's share of each intent's probability that
+            comes from its TF-IDF model (``levers.blend="tfidf"``): the attributions
+            explain the network's logits only, not that share. 0 for every other model.
     """
 
     text: str
@@ -175,6 +179,7 @@ class Explanation:
     window: tuple[int, int] | None = None
     skipped: tuple[int, int] | None = None
     long_text: dict[str, Any] | None = None
+    tfidf_share: float = 0.0
 
     @property
     def special(self) -> np.ndarray:
@@ -552,10 +557,12 @@ def explain(model: Any, text: str, *, answered: tuple[Any, Any] | None = None,
             f"no one window's attribution is what answered. Explain it under chunk_max (the "
             f"default, which keeps one window's answer), head_tail or truncate")
     index = 0 if chunk is None else int(chunk) - 1
-    return _network_explanation(classifier.model, classifier.tokenizer, text,
-                                item.chunks[index], predictor.window_tokens(item, index),
-                                item.tokens, labels, targets, note, steps, max_steps,
-                                tolerance)
+    explanation = _network_explanation(classifier.model, classifier.tokenizer, text,
+                                       item.chunks[index], predictor.window_tokens(item, index),
+                                       item.tokens, labels, targets, note, steps, max_steps,
+                                       tolerance)
+    return dataclasses.replace(explanation,
+                               tfidf_share=float(getattr(classifier, "tfidf_share", 0.0)))
 
 
 def _own_predictor(classifier: Any) -> Any:

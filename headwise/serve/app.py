@@ -322,7 +322,7 @@ def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastA
                                                                  end=ex.skipped[1])),
             num_layers=None if ex.attention is None else ex.attention.shape[0],
             num_heads=None if ex.attention is None else ex.attention.shape[1],
-            attention=attention, rollout=rollout)
+            tfidf_share=ex.tfidf_share, attention=attention, rollout=rollout)
 
     @app.get("/healthz", response_model=Health,
              summary="The process is up, and the model and runtime it serves")

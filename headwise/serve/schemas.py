@@ -405,6 +405,11 @@ class ExplainResponse(BaseModel):
                     "tail; the tokens' offsets are in the whole text. Null when the whole "
                     "text was read. A text answered from the mean of its windows (chunk) is "
                     "refused with 409 'unexplained_long_text'")
+    tfidf_share: float = Field(
+        default=0.0, description="a blended compound model's share of each intent's "
+                                 "probability that comes from its TF-IDF model: the "
+                                 "attributions explain the network's logits, not that "
+                                 "share; 0 for every other model")
     num_layers: int | None
     num_heads: int | None
     attention: list[list[list[list[float]]]] | None = Field(

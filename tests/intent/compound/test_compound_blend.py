@@ -233,3 +233,17 @@ def test_a_blend_needs_validation_rows(tmp_path, compound_corpus):
     recipe = IntentRecipe.from_dict({**WEAK, "valid_fraction": 0.0})
     with pytest.raises(ValueError, match="chooses the TF-IDF share on validation data"):
         train_intent_classifier(compound_corpus, None, recipe, out_dir=tmp_path / "m")
+
+
+def test_explain_says_the_tfidf_share_it_does_not_cover(blended, trained_compound_dir):
+    from headwise.commands import explain as explain_command
+
+    trained, out, _ = blended
+    share = trained.classifier.tfidf_share
+    assert 0.0 < share < 1.0
+    record = explain_command.result(str(out), QUERIES[0])
+    assert record["tfidf_share"] == share
+    assert any("blends a TF-IDF model" in line for line in explain_command.render(record))
+    plain = explain_command.result(str(trained_compound_dir), QUERIES[0])
+    assert plain["tfidf_share"] == 0.0
+    assert not any("TF-IDF" in line for line in explain_command.render(plain))
