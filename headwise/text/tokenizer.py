@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    decoders,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 from tokenizers import Tokenizer as Backend
 from tokenizers.models import WordPiece
 from torch import Tensor
@@ -50,6 +58,10 @@ _DECODE_SPACES = re.compile(rf"(?<=[{CJK_CHARS}]) +| +(?=[{CJK_CHARS}])"
                             r"|(?<=[$£€¥₹₩]) +(?=[0-9])|(?<=[0-9]) +(?=%)")
 #: how many characters past a piece ``number_pattern`` may look at (for units such as 元)
 NUMBER_LOOKAHEAD = 8
+#: :meth:`Tokenizer.with_split`'s choices: name -> the pieces it isolates before the
+#: vocabulary reads the text (``"cjk_digits"``: each CJK character and each run of ASCII
+#: digits, so that a slot span's edge never falls inside a subword piece)
+PRE_SPLITS: dict[str, str] = {"cjk_digits": rf"[0-9]+|[{CJK_CHARS}]"}
 
 
 class Tokenizer:
@@ -88,6 +100,8 @@ class Tokenizer:
         self._num_special = backend.num_special_tokens_to_add(False)
         #: text that every input is read after (see :meth:`with_prefix`); "" for none
         self.input_prefix = ""
+        #: the :data:`PRE_SPLITS` name this tokenizer splits at (see :meth:`with_split`)
+        self.pre_split: str | None = None
         self.number_pattern = number_pattern
         self._number_re = re.compile(number_pattern) if number_pattern is not None else None
         if number_pattern is not None and self.number_token_id is None:
@@ -176,6 +190,7 @@ class Tokenizer:
                   special_tokens=settings.get("special_tokens"),
                   number_pattern=settings.get("number_pattern"))
         tok.input_prefix = settings.get("input_prefix") or ""
+        tok.pre_split = settings.get("pre_split")
         return tok
 
     def save(self, directory: str | Path) -> Path:
@@ -189,7 +204,8 @@ class Tokenizer:
         self.backend.save(str(directory / TOKENIZER_NAME))
         settings = {"format": "headwise-tokenizer", "version": 1, "lowercase": self.lowercase,
                     "special_tokens": self.special_tokens,
-                    "number_pattern": self.number_pattern, "input_prefix": self.input_prefix}
+                    "number_pattern": self.number_pattern, "input_prefix": self.input_prefix,
+                    "pre_split": self.pre_split}
         (directory / SETTINGS_NAME).write_text(json.dumps(settings, indent=2) + "\n",
                                                encoding="utf-8")
         return directory
@@ -230,6 +246,7 @@ class Tokenizer:
         backend = Backend.from_str(self.backend.to_str())
         copy = Tokenizer(backend, lowercase=self.lowercase, special_tokens=self.special_tokens,
                          number_pattern=self.number_pattern)
+        copy.pre_split = self.pre_split
         if not prefix:
             return copy
         kind = json.loads(self.backend.to_str()).get("post_processor") or {}
@@ -257,6 +274,40 @@ class Tokenizer:
         copy = Tokenizer(backend, lowercase=self.lowercase, special_tokens=self.special_tokens,
                          number_pattern=self.number_pattern)
         copy.input_prefix = prefix
+        copy.pre_split = self.pre_split
+        return copy
+
+    def with_split(self, name: str) -> Tokenizer:
+        """A copy that cuts the text into the pieces :data:`PRE_SPLITS` names before its
+        vocabulary reads it.
+
+        A subword vocabulary (SentencePiece's above all) joins characters across what a
+        slot tagger must tell apart: ``元的`` or ``还45`` is one piece, so a span that ends
+        at ``元`` or starts at ``4`` has no token edge there and cannot be tagged.
+        ``"cjk_digits"`` makes every CJK character and every run of digits a piece of its
+        own; words in other scripts are read as before. The split is a pre-tokenizer step
+        inside ``tokenizer.json``, so a saved model, ONNX serving and the slot tagger's
+        offsets all read it. Whether it helps a task is measured (BENCHMARKS.md,
+        ``compound:cpu``: the ``e5-split`` configuration).
+
+        Args:
+            name: a key of :data:`PRE_SPLITS`.
+
+        Raises:
+            ValueError: an unknown name, or a tokenizer that already splits.
+        """
+        if name not in PRE_SPLITS:
+            raise ValueError(f"unknown pre-split {name!r}; known: {sorted(PRE_SPLITS)}")
+        if self.pre_split is not None:
+            raise ValueError(f"this tokenizer already splits at {self.pre_split!r}")
+        backend = Backend.from_str(self.backend.to_str())
+        split = pre_tokenizers.Split(Regex(PRE_SPLITS[name]), behavior="isolated")
+        backend.pre_tokenizer = split if backend.pre_tokenizer is None \
+            else pre_tokenizers.Sequence([backend.pre_tokenizer, split])
+        copy = Tokenizer(backend, lowercase=self.lowercase, special_tokens=self.special_tokens,
+                         number_pattern=self.number_pattern)
+        copy.input_prefix = self.input_prefix
+        copy.pre_split = name
         return copy
 
     # -- use ---------------------------------------------------------------------------

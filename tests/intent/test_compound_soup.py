@@ -94,7 +94,7 @@ def test_a_mismatched_pair_is_refused_with_the_reason(finetuned, compound_corpus
         "type": "multi_label"}})
     from headwise.intent.training.compound import compound_network
 
-    net, _ = compound_network(wide, [e.text for e in compound_corpus], a.intents,
+    net, _, _ = compound_network(wide, [e.text for e in compound_corpus], a.intents,
                               a.slot_tags)
     with pytest.raises(ValueError, match="shape"):  # another architecture, same tokenizer
         uniform_soup([a, CompoundClassifier(net, a.tokenizer, a.intents, max_length=24)])

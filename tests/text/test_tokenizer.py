@@ -138,3 +138,47 @@ def test_cased_training_keeps_case():
     assert tok.lowercase is False
     assert tok.tokenize("Paris") == ["Paris"]
     assert tok.tokenize("BOOK") != tok.tokenize("book") == ["book"]
+
+
+def _joining_unigram() -> Tokenizer:
+    """A SentencePiece-style (Unigram, metaspace) vocabulary whose best pieces join digits
+    and CJK characters, as multilingual-e5-small's do (``还45``, ``元的``)."""
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import models, processors
+    from tokenizers import pre_tokenizers as pre
+
+    vocab = [("<pad>", 0.0), ("<unk>", 0.0), ("▁", -2.0), ("还45", -1.0), ("元的", -1.0),
+             ("还", -4.0), ("45", -3.0), ("4", -5.0), ("5", -5.0), ("元", -4.0),
+             ("的", -4.0), ("▁ok", -1.0), ("<s>", 0.0), ("</s>", 0.0), ("▁q", -1.0),
+             (":", -2.0)]
+    backend = Backend(models.Unigram(vocab, unk_id=1, byte_fallback=False))
+    backend.pre_tokenizer = pre.Metaspace(replacement="▁", prepend_scheme="always",
+                                          split=False)
+    backend.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", 12), ("</s>", 13)])
+    return Tokenizer(backend, lowercase=None, special_tokens={
+        "pad": "<pad>", "unk": "<unk>", "cls": "<s>", "sep": "</s>"})
+
+
+def test_the_cjk_digits_split_puts_a_token_edge_at_every_cjk_character_and_digit_run(
+        tmp_path):
+    tok = _joining_unigram()
+    text = "还45元的 ok"
+    assert tok.backend.encode(text, add_special_tokens=False).tokens == [
+        "▁", "还45", "元的", "▁ok"]
+    split = tok.with_split("cjk_digits")
+    enc = split.backend.encode(text, add_special_tokens=False)
+    assert enc.tokens == ["▁", "还", "45", "元", "的", "▁ok"]
+    assert [text[s:e] for s, e in enc.offsets[1:]] == ["还", "45", "元", "的", " ok"]
+    assert split.pre_split == "cjk_digits" and tok.pre_split is None  # a copy
+    back = Tokenizer.from_file(split.save(tmp_path / "tok"))
+    assert back.pre_split == "cjk_digits"
+    assert back.backend.encode(text, add_special_tokens=False).tokens == enc.tokens
+    prefixed = back.with_prefix("q:")
+    assert prefixed.pre_split == "cjk_digits"
+    assert prefixed.backend.encode(text).tokens == ["<s>", "▁q", ":", *enc.tokens, "</s>"]
+    with pytest.raises(ValueError, match="already splits"):
+        split.with_split("cjk_digits")
+    with pytest.raises(ValueError, match="unknown pre-split"):
+        tok.with_split("words")

@@ -132,13 +132,13 @@ def load_pretrained_for_task(recipe: IntentRecipe, texts: list[str], labels: lis
                              ) -> tuple[nn.Module, Tokenizer, dict[str, Any]]:
     """The pretrained encoder of ``recipe.architecture`` (a
     :class:`~headwise.intent.training.recipe.PretrainedEncoder`) with a fresh head for
-    ``labels``, its tokenizer with the input prefix, and its vocabulary trimmed as the part
-    says.
+    ``labels``, its tokenizer with the pre-split and the input prefix, and its vocabulary
+    trimmed as the part says.
 
     Returns:
         ``(model, tokenizer, info)``: ``info`` records the directory, its family
         (``config.json``'s ``model_type``), what the checkpoint says of itself
-        (``source``), the input prefix and the trimming.
+        (``source``), the pre-split, the input prefix and the trimming.
     """
     from headwise.intent.training.trimming import DEFAULT_RESERVE, TRIM_ABOVE, trim_for_task
     from headwise.loading import from_pretrained
@@ -149,6 +149,8 @@ def load_pretrained_for_task(recipe: IntentRecipe, texts: list[str], labels: lis
     if isinstance(getattr(model, "config", None), ModelConfig):
         model.config = model.config.replace(labels=labels)
     source = checkpoint_source(directory)
+    if part.pre_split != "none":
+        tokenizer = tokenizer.with_split(part.pre_split)
     prefix = source.get("input_prefix", "") if part.input_prefix is None else part.input_prefix
     if prefix and not tokenizer.input_prefix:
         tokenizer = tokenizer.with_prefix(prefix)
@@ -159,7 +161,7 @@ def load_pretrained_for_task(recipe: IntentRecipe, texts: list[str], labels: lis
         model, trim = trim_for_task(model, tokenizer, texts, reserve=int(reserve))
     info = {"directory": str(directory), "family": checkpoint_family(directory),
             "source": source or None, "input_prefix": tokenizer.input_prefix,
-            "trim_vocab": trim}
+            "pre_split": tokenizer.pre_split, "trim_vocab": trim}
     return model, tokenizer, info
 
 
@@ -203,6 +205,8 @@ def describe_pretrained(info: dict[str, Any]) -> list[str]:
                      f"; {source.get('note') or 'not the original weights'}")
     if info.get("input_prefix"):
         lines.append(f"  input prefix: {info['input_prefix']!r} before every text")
+    if info.get("pre_split"):
+        lines.append(f"  pre-split: {info['pre_split']} (each such piece is a token of its own)")
     trim = info.get("trim_vocab")
     if trim:
         lines.append(f"  vocabulary trimmed: {trim['kept']:,} of {trim['vocab_size']:,} rows "

@@ -60,6 +60,7 @@ from headwise.intent.compound.thresholds import (
 from headwise.intent.training.blending import blend_compound
 from headwise.intent.training.builders import (
     build_intent_model,
+    describe_pretrained,
     load_pretrained_for_task,
     mark_cue_tokens,
     run_tokenizer,
@@ -210,6 +211,7 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     if recipe.levers.linear_probe is None:  # the default, recorded as it was used
         recipe = recipe.replace(levers__linear_probe=recipe.linear_probe)
     lineage = None
+    pretrained_info = None if parent is None else parent.info.get("pretrained")
     if parent is not None and init_from is not None:
         model, tokenizer, added = warm_network(parent, recipe, [e.text for e in data.train],
                                                data.intents, out_dir / "checkpoints",
@@ -226,9 +228,12 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                                  parent_info=parent.info)
     else:
         extra = [] if soft_targets is None else [t for t, _ in soft_targets.extra]
-        model, tokenizer = compound_network(recipe, [e.text for e in data.train] + extra,
-                                            data.intents, data.tags, out_dir / "checkpoints",
-                                            resume)
+        model, tokenizer, pretrained_info = compound_network(
+            recipe, [e.text for e in data.train] + extra, data.intents, data.tags,
+            out_dir / "checkpoints", resume)
+        if report is not None and pretrained_info is not None:
+            for line in describe_pretrained(pretrained_info):
+                report(line)
         init_prior_bias(model, data.train, data.intents)
     tag_index = {t: i for i, t in enumerate(data.tags or [])}
     max_length = recipe.architecture.max_length
@@ -292,7 +297,7 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                 "valid_examples": len(data.valid), "slot_names": data.slot_names,
                 "train_seconds": round(seconds, 1), "steps": result.steps,
                 "epochs": result.epochs, "stopped_early": result.stopped_early,
-                "valid": metrics, "numbers_dropped": dropped,
+                "valid": metrics, "numbers_dropped": dropped, "pretrained": pretrained_info,
                 "pretrain": None if pretrained is None else asdict(pretrained),
                 "linear_probe": None if probe is None else {
                     **asdict(probe), "tagger": None if tag_probe is None else asdict(tag_probe)},
@@ -590,11 +595,13 @@ def joint_validation(model: nn.Module, loader) -> dict[str, float]:
 
 def compound_network(recipe: IntentRecipe, texts: list[str], intents: list[str],
                      tags: list[str] | None, run_dir: Path | None = None, resume: bool = False
-                     ) -> tuple[JointHeads, Tokenizer]:
+                     ) -> tuple[JointHeads, Tokenizer, dict[str, Any] | None]:
     """Stage 2: the joint model and its tokenizer: a pretrained encoder with fresh intent
     and tag heads, or a from-scratch Transformer or BiLSTM (``bilstm_joint``; its tokenizer
     trained on ``texts`` and, with ``run_dir``, saved there so that a resumed run reads it
-    back).
+    back); and for a pretrained encoder what
+    :func:`~headwise.intent.training.builders.load_pretrained_for_task` says of it (None
+    otherwise).
 
     Raises:
         ValueError: a pretrained checkpoint that does not fit the joint model.
@@ -603,7 +610,7 @@ def compound_network(recipe: IntentRecipe, texts: list[str], intents: list[str],
     joint = dict(model_type=joint_type, multi_label=True, slot_tags=tags)
     part = recipe.architecture
     if recipe.architecture_name == "pretrained":
-        base, tokenizer, _ = load_pretrained_for_task(recipe, texts, intents)
+        base, tokenizer, info = load_pretrained_for_task(recipe, texts, intents)
         config = base.config.replace(**joint, labels=intents, **part.model_overrides)
         model = JointIntentSlotModel(config)
         missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
@@ -620,7 +627,7 @@ def compound_network(recipe: IntentRecipe, texts: list[str], intents: list[str],
         tokenizer = train_tokenizer(texts, kind=part.tokenizer, vocab_size=part.vocab_size)
         model = build_intent_model(recipe, tokenizer, intents, **joint)
     mark_cue_tokens(model, tokenizer)
-    return model, tokenizer
+    return model, tokenizer, info if recipe.architecture_name == "pretrained" else None
 
 
 def _split(examples: list[Example], recipe: IntentRecipe

@@ -42,6 +42,7 @@ from headwise.intent.decision.oos import REJECT_CONFIDENCE, check_reject_confide
 from headwise.intent.training.cleaning import CLEANING_MODES
 from headwise.intent.training.defaults import DEFAULT_EPOCHS, DEFAULT_LR
 from headwise.models.config import ModelConfig
+from headwise.text.tokenizer import PRE_SPLITS
 from headwise.train import TrainConfig
 
 __all__ = ["ARCHITECTURES", "FAMILY_FIELDS", "PARTS", "TASKS", "BiLSTM", "Decision",
@@ -243,6 +244,11 @@ class PretrainedEncoder:
             :data:`~headwise.intent.training.trimming.TRIM_ABOVE` ids to the training
             texts' tokens plus the most frequent pieces; a number is that reserve
             (trimming any vocabulary); ``"none"`` keeps every row.
+        pre_split: ``"none"``, or a name of :data:`~headwise.text.tokenizer.PRE_SPLITS`
+            that the checkpoint's tokenizer cuts the text at before its vocabulary reads
+            it (``"cjk_digits"``: each CJK character and each run of digits a piece of its
+            own, so that a slot span's edges fall between tokens); saved in the
+            classifier's tokenizer.
         model_overrides: further ModelConfig fields of the multi-label joint model
             (``number_heads``, ...; single-label fine-tuning keeps the checkpoint's).
     """
@@ -252,6 +258,7 @@ class PretrainedEncoder:
     max_length: int = 64
     input_prefix: str | None = None
     trim_vocab: str | int = "auto"
+    pre_split: str = "none"
     model_overrides: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -263,6 +270,9 @@ class PretrainedEncoder:
         if tv not in ("auto", "none") and not (isinstance(tv, int) and tv >= 0):
             raise ValueError(f"architecture.trim_vocab must be auto, none or a reserve >= 0, "
                              f"got {tv!r}")
+        if self.pre_split != "none" and self.pre_split not in PRE_SPLITS:
+            raise ValueError(f"architecture.pre_split must be none or one of "
+                             f"{sorted(PRE_SPLITS)}, got {self.pre_split!r}")
         _check_overrides("architecture", self.model_overrides, ("max_position",))
 
     @property

@@ -246,7 +246,7 @@ def test_intent_biases_start_at_the_training_prior(compound_corpus):
     from headwise.intent.training.compound import compound_network, init_prior_bias
 
     intents = sorted({i for e in compound_corpus for i in e.intents})
-    model, _ = compound_network(TINY, [e.text for e in compound_corpus], intents, None)
+    model, _, _ = compound_network(TINY, [e.text for e in compound_corpus], intents, None)
     init_prior_bias(model, compound_corpus, intents)
     want = [sum(name in e.intents for e in compound_corpus) / len(compound_corpus)
             for name in intents]  # each intent's share of the training texts, by counting

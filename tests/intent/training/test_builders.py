@@ -84,3 +84,44 @@ def test_tfidf_recipe_builds_no_network(tokenizer):
     with pytest.raises(ValueError, match="no network"):
         build_intent_model(IntentRecipe.from_dict({"architecture": {"type": "tfidf"}}),
                            tokenizer, ["a", "b"])
+
+
+def test_a_pre_split_reaches_the_saved_tokenizer_and_every_slot_edge(tmp_path):
+    """``architecture.pre_split="cjk_digits"`` on a SentencePiece checkpoint: the trained
+    compound model's tokenizer (saved, loaded back) puts a token edge at every CJK
+    character and digit run, so each gold span is a whole number of tokens."""
+    pytest.importorskip("transformers")
+    from hf_checkpoints import xlmr_unigram
+
+    from headwise.intent.compound.classifier import CompoundClassifier
+    from headwise.intent.training.pipeline import train_intent_classifier
+    from headwise.text import Example, SlotSpan
+
+    def row(text: str, intent: str, value: str) -> Example:
+        start = text.index(value)
+        span = SlotSpan("amount", start, start + len(value), value)
+        return Example(text, (intent,), (span,), 0)
+
+    rows = [row("我要提前还5000元", "prepay", "5000元"),
+            row("转账150元给我妈", "transfer", "150元"),
+            row("每个月还款2500元太多", "repay", "2500元"),
+            row("提前还款3万元", "prepay", "3万元")]
+    directory = xlmr_unigram(tmp_path / "xlmr")
+    plain = {"type": "pretrained", "name": str(directory), "max_length": 24}
+    recipe = {"architecture": {**plain, "pre_split": "cjk_digits"},
+              "train": {"epochs": 1, "batch_size": 4, "lr": 1e-3, "progress": False},
+              "task": {"type": "multi_label"}}
+    trained = train_intent_classifier(rows * 2, rows, IntentRecipe.from_dict(recipe),
+                                      out_dir=tmp_path / "m")
+    assert trained.classifier.info["pretrained"]["pre_split"] == "cjk_digits"
+    back = CompoundClassifier.load(tmp_path / "m")
+    assert back.tokenizer.pre_split == "cjk_digits"
+    for example in rows:
+        offsets = back.tokenizer.offsets(example.text)
+        starts, ends = {s for s, e in offsets}, {e for s, e in offsets}
+        [span] = example.slots
+        assert span.start in starts and span.end in ends, (example.text, offsets)
+        cjk = [i for i, c in enumerate(example.text) if "\u4e00" <= c <= "\u9fff"]
+        assert set(cjk) <= starts  # every CJK character starts a token
+    with pytest.raises(ValueError, match="pre_split must be none or one of"):
+        IntentRecipe.from_dict({"architecture": {**plain, "pre_split": "chars"}})

@@ -130,7 +130,7 @@ def test_num_embedding_is_trained_only_with_number_dropout(data, trained):
     train, _, _ = data
     # the network as it starts (the same seed, tokenizer and construction as training)
     torch.manual_seed(0)
-    start, tok = compound_network(_recipe(0.0), [e.text for e in train],
+    start, tok, _ = compound_network(_recipe(0.0), [e.text for e in train],
                                   trained[0.0].intents, trained[0.0].slot_tags)
     num = tok.number_token_id
     init = start.encoder.embeddings.word_embeddings.weight[num].detach()
