@@ -39,7 +39,8 @@ family's alternatives, ``e5`` (multilingual-e5-small with LP-FT, the demo's own 
 demo corpus) with ``e5-lr1e-4``, ``e5-8ep`` and ``e5-split`` (4 epochs at 1e-4, 8 epochs
 at 1e-4, and 4 epochs at 1e-4 with ``architecture.pre_split`` ``cjk_digits``: each CJK
 character and digit run a token of its own) as its family's alternatives, each Transformer
-also with number-aware heads (``-num``: heads 0 and 1 of every layer get the learned number-key bias).
+also with number-aware heads (``-num``: heads 0 and 1 of every layer get the learned
+number-key bias).
 ``scratch-blend``, ``minilm-blend`` and ``e5-blend`` are ``scratch``, ``minilm`` and ``e5``
 with ``levers.blend="tfidf"``: a one-vs-rest TF-IDF model (C 10, the floor's features) mixed
 into each intent's sigmoid at the share chosen by validation exact match (share 0, the
