@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from tiny_corpus import INTENTS
+from tiny_corpus import INTENTS, write_annotated, write_csv
 
 from headwise.cli import main
 from headwise.intent.inference.predictor import Predictor
@@ -37,21 +37,11 @@ TEXTS = ["i lost my card", "send 50 pounds to my sister", "what's the weather li
 FIELDS = ("intents", "out_of_scope", "slots", "top_k", "decision")
 
 
-def _csv(path, rows):
-    import csv
-
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["text", "label"])
-        w.writerows(rows)
-    return path
-
-
 @pytest.fixture(scope="module")
 def single_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("one-path-single")
-    train = _csv(d / "train.csv", [(t, k) for k, ts in INTENTS.items() for t in ts] * 4)
-    valid = _csv(d / "valid.csv", [(t, k) for k, ts in INTENTS.items() for t in ts[:2]]
+    train = write_csv(d / "train.csv", [(t, k) for k, ts in INTENTS.items() for t in ts] * 4)
+    valid = write_csv(d / "valid.csv", [(t, k) for k, ts in INTENTS.items() for t in ts[:2]]
                  + [("what's the weather like", "oos"), ("tell me a joke", "oos")])
     (d / "recipe.json").write_text(json.dumps(SINGLE_RECIPE))
     out = d / "model"
@@ -64,11 +54,7 @@ def single_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def compound_dir(tmp_path_factory, compound_corpus):
     d = tmp_path_factory.mktemp("one-path-compound")
-    with open(d / "train.jsonl", "w", encoding="utf-8") as f:
-        for e in compound_corpus:
-            f.write(json.dumps({"text": e.text, "intents": list(e.intents), "slots": [
-                {"name": s.name, "start": s.start, "end": s.end, "text": s.text,
-                 "value": s.value} for s in e.slots]}) + "\n")
+    write_annotated(d / "train.jsonl", compound_corpus)
     (d / "recipe.json").write_text(json.dumps(COMPOUND_RECIPE))
     out = d / "model"
     assert main(["train", "--data", str(d / "train.jsonl"), "--valid", str(d / "train.jsonl"),
@@ -175,7 +161,7 @@ def test_eval_scores_the_answers_predict_gives(kind, request, tmp_path, capsys, 
     capsys.readouterr()
     if kind == "single":
         rows = [(t, k) for k, ts in INTENTS.items() for t in ts[:2]] + [(TEXTS[-1], "transfer")]
-        data = _csv(tmp_path / "test.csv", rows)
+        data = write_csv(tmp_path / "test.csv", rows)
     else:
         rows = [("i was charged twice for 75 pounds refund it", ["charge", "refund"]),
                 ("send 50 pounds to my sister", ["transfer"]),

@@ -107,13 +107,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "predict", help="predict the intents of texts",
         description="Top-k intents with calibrated confidence for each text, or out_of_scope "
-        "below the classifier's threshold; a compound (multi-label) classifier answers every "
-        "intent over its threshold, and the slots. An empty text is reported by its position "
-        "(under --json: {\"argument\" or \"line\": N, \"error\": \"empty text\"}) and "
-        f"the exit status is 1. An answer repeats the first {ECHO_CHARS} characters of its "
-        "text (text_chars: its length; long_text: what the model did not read). --data FILE "
-        "--out FILE streams a file of any size into the --json records plus the input line, "
-        "resumably; with --ray, files over a Ray cluster.")
+        "below the threshold; a compound classifier answers every intent over its threshold, "
+        "and the slots. An empty text is reported by its position, exit status 1. An answer "
+        f"repeats its text's first {ECHO_CHARS} characters (text_chars: its length; "
+        "long_text: what the model did not read). --data FILE --out FILE streams a file of "
+        "any size, resumably; with --ray, over a Ray cluster.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train` (or "
                    "by `headwise ensemble` or `EnsembleClassifier.save`)")
     # a default, so that TEXT is not reported missing beside a missing MODEL
@@ -131,9 +129,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "next Friday) count from (default: the model's saved one, else today)")
     p.add_argument("--runtime", type=runtime_choice, default=("auto", None),
                    metavar="|".join(RUNTIMES) + "|FILE.onnx", help="auto (the default): "
-                   "onnxruntime with MODEL/model.onnx, else the export cached for the model, "
-                   "when it reproduces these weights; else PyTorch (saying why, with --data); "
-                   "FILE.onnx: onnxruntime on that export; auto:FILE.onnx: that file, as auto")
+                   "onnxruntime on MODEL/model.onnx or the cached export when it reproduces "
+                   "these weights, else PyTorch (saying why, with --data); FILE.onnx: that "
+                   "export; auto:FILE.onnx: that file, as auto")
     f = p.add_argument_group("files (streaming batch prediction)")
     f.add_argument("--data", help="a file of texts to predict into --out: CSV or TSV with a "
                    "header, JSON lines, plain text (one text a line) or an Excel workbook "
@@ -147,8 +145,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"extensions; jsonl with --ray)")
     f.add_argument("--columns", type=_text_and_kept, default=(None, ()),
                    metavar="TEXT[,KEEP...]", help="CSV columns / JSON keys: the text's "
-                   "(empty: text, sentence, query or utterance), then those each answer "
-                   "carries (a session id), e.g. ,session")
+                   "(default: text, sentence, query or utterance), then any each answer "
+                   "carries, e.g. ,session")
     add_encoding_options(f)
     f.add_argument("--resume", action="store_true", help="continue an interrupted run: "
                    "after the last complete record of OUT.partial (or OUT), with the same "
@@ -164,10 +162,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--threads", type=int, metavar="N", help="intra-op threads of the runtime "
                    "(default: PyTorch's; 1 per actor with --ray)")
     f.add_argument("--ray", nargs="?", const="", type=ray_spec, metavar="ADDRESS,actors=N,"
-                   "cpus=N", help="over Ray Data (pip install headwise[ray]): on the running "
-                   "cluster at ADDRESS (auto, ray://HOST:10001), else on a local one started "
-                   "here with cpus=N CPUs (default: all); actors=N model replicas, each a Ray "
-                   "actor loading the model once (default 1); e.g. --ray actors=4")
+                   "cpus=N", help="over Ray Data (pip install headwise[ray]): the cluster at "
+                   "ADDRESS (auto, ray://HOST:10001), else a local one with cpus=N CPUs "
+                   "(default: all); actors=N model replicas (default 1), e.g. --ray actors=4")
     p.set_defaults(func=run)
 
 

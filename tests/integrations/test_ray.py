@@ -98,6 +98,22 @@ def test_predictor_answers_numpy_and_pandas_batches_with_the_records(model_dir, 
     assert list(p({"message": np.array([], dtype=object)})["intents"]) == []
 
 
+
+def test_a_compound_model_answers_with_its_slots_as_predict_data_does(trained_compound_dir,
+                                                                     tmp_path):
+    """The Ray callable of a compound (multi-label + slots) model: the records of
+    ``headwise predict --data``, several intents and the amount slot with its value
+    among them (the same predictor; the callable runs in each actor as here)."""
+    texts = ["i was charged twice for 75 pounds refund it", "send 50 pounds to my sister",
+             "what is the weather today"]
+    want = _reference(trained_compound_dir, texts, tmp_path)
+    got = IntentPredictor(trained_compound_dir, output="json")({"text": np.array(
+        texts, dtype=object)})["record"]
+    assert [json.loads(x) for x in got] == want
+    assert {x["intent"] for x in want[0]["intents"]} == {"charge", "refund"}
+    assert [(s["name"], s["value"]["amount"]) for s in want[1]["slots"]] == [
+        ("amount_of_money", 50.0)]
+
 def test_map_batches_over_a_local_cluster_gives_the_records(model_dir, tmp_path, cluster):
     texts = queries(45, seed=1)
     want = _reference(model_dir, texts, tmp_path)

@@ -4,13 +4,12 @@ with the reason its registry entry gives (headwise.intent.kinds), never a traceb
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 
 import pytest
 from fastapi.testclient import TestClient
-from tiny_corpus import INTENTS
+from tiny_corpus import INTENTS, write_annotated, write_csv
 
 from headwise.cli import main
 from headwise.intent import kinds
@@ -33,16 +32,9 @@ def models(tmp_path_factory, compound_corpus):
     root = tmp_path_factory.mktemp("kinds-commands")
     tfidf = TfidfClassifier.fit(TEXTS, LABELS)
     other = TfidfClassifier.fit(TEXTS[::2], LABELS[::2], c=0.5)
-    with open(root / "single.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["text", "label"])
-        w.writerows(zip(TEXTS, LABELS, strict=True))
-        w.writerow(["what is the weather today", "oos"])
-    with open(root / "compound.jsonl", "w", encoding="utf-8") as f:
-        for e in compound_corpus:
-            f.write(json.dumps({"text": e.text, "intents": list(e.intents), "slots": [
-                {"name": s.name, "start": s.start, "end": s.end, "text": s.text,
-                 "value": s.value} for s in e.slots]}) + "\n")
+    write_csv(root / "single.csv", [*zip(TEXTS, LABELS, strict=True),
+                                     ("what is the weather today", "oos")])
+    write_annotated(root / "compound.jsonl", compound_corpus)
     (root / "recipe.json").write_text(json.dumps(TINY))
     assert main(["train", "--data", str(root / "compound.jsonl"), "--valid",
                  str(root / "compound.jsonl"), "--config", str(root / "recipe.json"),
