@@ -25,23 +25,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import (
-    AddedToken,
-    Regex,
-    decoders,
-    normalizers,
-    pre_tokenizers,
-    processors,
-    trainers,
-)
+from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as Backend
 from tokenizers.models import WordPiece
 from torch import Tensor
+
+from headwise.text.wordpiece_vocab import learn_wordpiece_vocab
 
 TOKENIZER_NAME = "tokenizer.json"
 SETTINGS_NAME = "headwise_tokenizer.json"
@@ -158,14 +153,15 @@ class Tokenizer:
         if vocab_size <= len(special):
             raise ValueError(f"vocab_size must exceed the {len(special)} special tokens, "
                              f"got {vocab_size}")
-        backend = Backend(WordPiece(unk_token=special["unk"], max_input_chars_per_word=100))
-        backend.normalizer = _bert_normalizer(lowercase)
-        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
-            special_tokens=list(special.values()), continuing_subword_prefix="##")
-        backend.train_from_iterator(texts, trainer=trainer, length=len(texts))
-        return cls(_bert_pipeline(backend, lowercase, special), lowercase=lowercase,
+        normalizer = _bert_normalizer(lowercase)
+        pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        words = Counter(word for text in texts for word, _ in
+                        pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+        vocab = learn_wordpiece_vocab(words, vocab_size, special_tokens=list(special.values()),
+                                      min_frequency=min_frequency, prefix="##")
+        model = WordPiece({token: i for i, token in enumerate(vocab)}, unk_token=special["unk"],
+                          max_input_chars_per_word=100, continuing_subword_prefix="##")
+        return cls(_bert_pipeline(Backend(model), lowercase, special), lowercase=lowercase,
                    special_tokens=special)
 
     @classmethod

@@ -107,7 +107,7 @@ def test_knn_detector_is_chosen_on_validation_and_decides_predict():
     assert clf.info["ood"]["fit_rows"] == len(TEXTS)
     # predict: out-of-scope where the kNN score is below the threshold; confidences as ever
     # (the threshold moved to the queries' median, so that some are rejected and some not
-    # whatever the random model: the tokenizer's training is not deterministic)
+    # whatever the tiny model learnt)
     q_f, q_l = one_at_a_time(clf, QUERIES)
     q_score = -nn.kneighbors(unit(q_f))[0][:, -1]
     clf.ood.threshold = float(np.median(q_score))

@@ -239,10 +239,11 @@ def run_tokenizer(texts: list[str], recipe: IntentRecipe, run_dir: str | Path, *
 
     A fresh run trains it (the architecture's ``tokenizer`` and ``vocab_size``) and writes it to
     ``run_dir/tokenizer``. A resumed run reads that saved one back instead of training
-    again: the tokenizers library's WordPiece trainer is not deterministic (its tie-breaks
-    follow hash-map order, huggingface/tokenizers#1794), so a second training on the same
-    texts can give other ids, and the checkpoint's embedding rows would be read against the
-    wrong tokens. Without a saved tokenizer a resumed run trains one as a fresh run does.
+    again, so the checkpoint's embedding rows are read against the tokens they were trained
+    with, whatever a new training would learn (the same texts give the same vocabulary,
+    :mod:`headwise.text.wordpiece_vocab`, but a run resumed under another version of the
+    builder need not). Without a saved tokenizer a resumed run trains one as a fresh run
+    does.
     """
     from headwise.text import train_tokenizer
 

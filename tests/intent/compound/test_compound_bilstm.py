@@ -20,8 +20,7 @@ from headwise.text.dataset import Example, SlotSpan
 
 REFERENCE = date(2026, 1, 15)
 RECIPE = {
-    # characters, as the demo's BiLSTM reads: a WordPiece vocabulary trained on this tiny
-    # corpus differs between processes (ties in the trainer), and with it the model
+    # characters, as the demo's BiLSTM reads
     "architecture": {"type": "bilstm", "tokenizer": "char", "max_length": 64,
                      "lstm_embed_dim": 32, "lstm_hidden": 32, "dropout": 0.0},
     "train": {"epochs": 30, "batch_size": 8, "lr": 5e-3, "patience": None, "seed": 0,

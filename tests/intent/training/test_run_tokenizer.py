@@ -1,8 +1,8 @@
 """A resumed from-scratch run reads back the tokenizer it was trained with.
 
-The tokenizers library's WordPiece trainer is not deterministic (huggingface/tokenizers#1794):
-two trainings on the same texts can learn different vocabularies, so a resume that trained
-its tokenizer again would read the checkpoint's embedding rows against other tokens.
+The checkpoint's embedding rows belong to the saved tokens: a resume reads them back rather
+than relying on a new training to learn the same vocabulary (it does now, see
+tests/text/test_wordpiece_vocab.py, but another version of the builder need not).
 """
 
 from __future__ import annotations
