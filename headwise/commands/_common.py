@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 RUNTIMES = ("auto", "torch", "onnx")
 #: the long-text policies ``predict --long-text`` takes:
 #: ``headwise.intent.inference.LONG_TEXT_POLICIES``, repeated likewise
-LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "reject")
+LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "chunk_in_scope",
+                      "reject")
 
 
 def runtime_choice(text: str) -> tuple[str, str | None]:
