@@ -9,7 +9,8 @@ validation split, and of the test split (held-out phrasing, never seen in traini
 the start, middle or end of neutral Chinese/English chatter 2-5, 5-10 or 10-20 times the
 model's maximum length, counted by its own tokenizer. Every policy of
 ``headwise.intent.inference.LONG_TEXT_POLICIES`` that reads a long text (``truncate``,
-``head_tail``, ``chunk``: mean pooling, ``chunk_max``: the most confident window) answers
+``head_tail``, ``chunk``: mean pooling, ``chunk_max``: the most confident in-scope window,
+``chunk_in_scope``: the window the model's out-of-scope score finds most in scope) answers
 both slices with the model's saved out-of-scope rule; a rejected question counts as wrong.
 The short questions themselves are scored the same way.
 
@@ -49,7 +50,7 @@ SECTION = "demo:long_text"
 RESULTS = HERE / "results" / "long_text.jsonl"
 MIN_SEEDS = 3
 #: the policies measured: every one that answers a long text (reject refuses it)
-POLICIES = ("truncate", "head_tail", "chunk", "chunk_max")
+POLICIES = ("truncate", "head_tail", "chunk", "chunk_max", "chunk_in_scope")
 #: the models measured: the demo's names
 MODELS = ("transformer", "pretrained")
 #: the issue's target: e5's long-message accuracy within this of its short questions'

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 RUNTIMES = ("auto", "torch", "onnx")
 #: the long-text policies ``predict --long-text`` takes:
 #: ``headwise.intent.inference.LONG_TEXT_POLICIES``, repeated likewise
-LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "reject")
+LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "chunk_in_scope",
+                      "reject")
 
 
 def runtime_choice(text: str) -> tuple[str, str | None]:
@@ -345,9 +346,14 @@ def format_threshold(th: Any) -> str:
         if th.reject_bound > th.reject_budget:  # only thresholds rejecting none were allowed
             bound += (f"; {th.n_in_scope} in-scope rows are too few to keep the budget with "
                       f"any rejection: give more validation data")
+    free = getattr(th, "unbudgeted", None)
+    budget = "" if not free else (
+        f"; the reject budget decided: without it the best balance on the validation rows "
+        f"rejects {free['reject_rate']:.1%} of in-scope rows for out-of-scope recall "
+        f"{free['oos_recall']:.4f} (threshold {free['threshold']:.3f})")
     return (f"{th.threshold:.3f} ({th.method}): in-scope accuracy "
             f"{th.in_scope_accuracy_no_reject:.4f} -> {th.in_scope_accuracy:.4f}, "
-            f"{th.reject_rate:.1%} of in-scope rejected{bound}{oos}")
+            f"{th.reject_rate:.1%} of in-scope rejected{bound}{oos}{budget}")
 
 
 def add_combination_arguments(p: argparse.ArgumentParser, what: str) -> None:

@@ -43,10 +43,11 @@ class ServeConfig:
             (:data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`): ``"auto"``
             (a single network: the most confident window decides, ``"chunk_max"``; other
             kinds: ``"truncate"``), ``"truncate"``, ``"head_tail"``, ``"chunk"``
-            (windows' pooled vectors averaged), ``"chunk_max"``, or refused with 422
-            (``"reject"``).
-        chunk_stride: tokens between window starts for ``"chunk"`` and ``"chunk_max"``
-            (default: half the window body).
+            (windows' pooled vectors averaged), ``"chunk_max"``, ``"chunk_in_scope"`` (the
+            window the out-of-scope score finds most in scope decides), or refused with
+            422 (``"reject"``).
+        chunk_stride: tokens between window starts for ``"chunk"``, ``"chunk_max"`` and
+            ``"chunk_in_scope"`` (default: half the window body).
         top_k: intents listed per text when the request does not say.
         threads: intra-op threads of the inference runtime (0: the library's default).
         warmup: run a few forward passes before reporting ready.

@@ -256,14 +256,16 @@ class LongText(BaseModel):
     tokens: int = Field(description="tokens of the whole text, special tokens included")
     max_length: int = Field(description="the model's maximum length in tokens")
     chunks: int = Field(description="windows read (1 unless chunked)")
-    pooling: Literal["mean", "max_confidence"] | None = Field(
+    pooling: Literal["mean", "max_confidence", "max_in_scope"] | None = Field(
         default=None, description="how chunked windows were combined: 'mean' (their pooled "
-        "vectors averaged before the head) or 'max_confidence' (each window answered; the "
-        "most confident in-scope one decides, out of scope only when every window is); "
-        "null unless chunked")
+        "vectors averaged before the head), 'max_confidence' (each window answered; the "
+        "most confident in-scope one decides, out of scope only when every window is) or "
+        "'max_in_scope' (each window answered; the one the model's out-of-scope score finds "
+        "most in scope decides, out of scope only when every window is); null unless "
+        "chunked")
     chunk: int | None = Field(
-        default=None, description="under max_confidence pooling, the window (from 1) whose "
-                                  "answer this is; null otherwise")
+        default=None, description="under max_confidence or max_in_scope pooling, the window "
+                                  "(from 1) whose answer this is; null otherwise")
 
 
 #: a slot's normalised value: a number, a string, or a JSON object of them

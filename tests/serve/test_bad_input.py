@@ -142,7 +142,8 @@ def test_long_text_policies_say_what_they_did(encoder_dir):
     n = int(clf.tokenizer([LONG], max_length=None)["attention_mask"].sum())
     assert n > MAX_LENGTH
     for policy, expected in (("truncate", "truncated"), ("head_tail", "head_tail"),
-                             ("chunk", "chunked"), ("chunk_max", "chunked")):
+                             ("chunk", "chunked"), ("chunk_max", "chunked"),
+                             ("chunk_in_scope", "chunked")):
         app = create_app(ServeConfig(model_dir=str(encoder_dir), long_text=policy))
         with TestClient(app) as c:
             wait_ready(c)
@@ -152,8 +153,9 @@ def test_long_text_policies_say_what_they_did(encoder_dir):
         assert info["policy"] == expected and info["tokens"] == n
         assert info["max_length"] == MAX_LENGTH
         assert (info["chunks"] == 1) == (policy in ("truncate", "head_tail"))
-        assert info["pooling"] == {"chunk": "mean", "chunk_max": "max_confidence"}.get(policy)
-        assert (info["chunk"] is not None) == (policy == "chunk_max")
+        assert info["pooling"] == {"chunk": "mean", "chunk_max": "max_confidence",
+                                   "chunk_in_scope": "max_in_scope"}.get(policy)
+        assert (info["chunk"] is not None) == (policy in ("chunk_max", "chunk_in_scope"))
         # what the library's predictor with the same policy answers (the service may run
         # onnxruntime: float32 within 1e-4)
         [want], [note] = load_predictor(clf, runtime="torch", long_text=policy).predictions(

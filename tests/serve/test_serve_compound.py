@@ -277,8 +277,9 @@ def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
     assert main(["serve", str(neither), "--port", "0"]) == 1
     err = capsys.readouterr().err
     assert "none of intent.json" in err and "compound.json" in err and "tfidf.json" in err
-    with pytest.raises(ValueError, match="chunk"):
-        CompoundPredictor(clf, TorchRuntime(clf.model), long_text="chunk")
+    for policy in ("head_tail", "chunk", "chunk_max", "chunk_in_scope"):
+        with pytest.raises(ValueError, match=f"long_text '{policy}' is not supported"):
+            CompoundPredictor(clf, TorchRuntime(clf.model), long_text=policy)
 
 
 def test_the_engine_follows_the_directory_kind(compound_dir, encoder_dir):

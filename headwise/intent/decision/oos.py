@@ -62,6 +62,12 @@ class ThresholdChoice:
         n_in_scope, n_oos: validation counts.
         score: the score thresholded: ``"max_prob"`` (the calibrated top probability) or
             the name of an out-of-scope detector (:mod:`headwise.intent.decision.ood`).
+        unbudgeted: when the reject budget decided (the balanced optimum on the
+            validation rows was not allowed), that optimum's ``{"threshold",
+            "reject_rate", "oos_recall", "in_scope_accuracy"}``: what keeping the budget
+            costs in out-of-scope recall, so a team sees the trade-off it made (a weak
+            model whose held-out in-scope questions score like out-of-scope ones keeps the
+            budget only with a low threshold); else None.
     """
 
     threshold: float
@@ -76,6 +82,7 @@ class ThresholdChoice:
     reject_budget: float | None = None
     reject_confidence: float | None = None
     reject_bound: float | None = None
+    unbudgeted: dict[str, float] | None = None
 
     @classmethod
     def none(cls) -> ThresholdChoice:
@@ -262,17 +269,23 @@ def _choose(score: np.ndarray, correct: np.ndarray, oos: np.ndarray,
     bound = None
     if out.any() and reject_budget is not None and reject_confidence is not None:
         bound = reject_upper_bound(np.rint(rej * n_in), n_in, reject_confidence)
+    unbudgeted = None
     if out.any():
         balanced = (acc + rec) / 2
+        # ties: the lowest threshold (fewest in-scope rejections) among the best
+        best = int(np.flatnonzero(balanced >= balanced.max() - 1e-12)[0])
         if reject_budget is not None:  # the lowest threshold rejects nothing: always allowed
             # a threshold that rejects no in-scope row is always allowed (the lowest one
             # rejects nothing at all)
             allowed = (rej <= 0.0) | ((rej if bound is None else bound)
                                       <= reject_budget + 1e-12)
             balanced = np.where(allowed, balanced, -np.inf)
-        # ties: the lowest threshold (fewest in-scope rejections) among the best
         i = int(np.flatnonzero(balanced >= balanced.max() - 1e-12)[0])
         method = "balanced"
+        if i != best:
+            unbudgeted = {"threshold": float(t[best]), "reject_rate": float(rej[best]),
+                          "oos_recall": float(rec[best]),
+                          "in_scope_accuracy": float(acc[best])}
     else:
         allowed = np.flatnonzero(rej <= max_reject + 1e-12)
         i = int(allowed[-1])
@@ -284,7 +297,7 @@ def _choose(score: np.ndarray, correct: np.ndarray, oos: np.ndarray,
         n_in_scope=n_in, n_oos=int(out.sum()), score=name,
         reject_budget=reject_budget if out.any() else None,
         reject_confidence=None if bound is None else reject_confidence,
-        reject_bound=None if bound is None else float(bound[i]))
+        reject_bound=None if bound is None else float(bound[i]), unbudgeted=unbudgeted)
 
 
 def check_reject_confidence(reject_confidence: float | None) -> None:

@@ -28,8 +28,8 @@ from headwise.models.chunked import split_into_chunks
 from headwise.text.tokenizer import Tokenizer
 
 __all__ = ["CHUNK_POOLING", "DEFAULT_LONG_TEXT", "LONG_TEXT_POLICIES", "MIN_BUCKET",
-           "BucketedPredictor", "EncodedText", "LongTextError", "length_bucket",
-           "long_text_note"]
+           "ONE_WINDOW_POLICIES", "BucketedPredictor", "EncodedText", "LongTextError",
+           "length_bucket", "long_text_note"]
 
 #: what a predictor does with a text over the model's maximum length: ``"auto"`` (a single
 #: network: :data:`DEFAULT_LONG_TEXT`; a compound model, a TF-IDF model or an ensemble:
@@ -37,15 +37,26 @@ __all__ = ["CHUNK_POOLING", "DEFAULT_LONG_TEXT", "LONG_TEXT_POLICIES", "MIN_BUCK
 #: last halves of a window), ``"chunk"`` (overlapping windows, their pooled vectors
 #: averaged before the head), ``"chunk_max"`` (overlapping windows, each answered; the
 #: most confident in-scope window's answer is the text's, out of scope only when every
-#: window is), ``"reject"`` (refused)
-LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "reject")
+#: window is), ``"chunk_in_scope"`` (overlapping windows, each answered; the answer of the
+#: window the model's out-of-scope score finds most in scope is the text's, out of scope
+#: only when every window is), ``"reject"`` (refused)
+LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "chunk_in_scope",
+                      "reject")
 
 #: the policy ``"auto"`` gives a single network: the one chosen on validation rows of the
 #: long-message slice (BENCHMARKS.md, "Long messages"; ``benchmarks/long_text.py``)
 DEFAULT_LONG_TEXT = "chunk_max"
 
-#: the policies that read several windows of a text, and how each pools them
-CHUNK_POOLING = {"chunk": "mean", "chunk_max": "max_confidence"}
+#: the policies that read several windows of a text, and how each pools them: ``"mean"``
+#: (the windows' pooled vectors averaged before the head), ``"max_confidence"`` (the
+#: answer of the in-scope window of highest top probability), ``"max_in_scope"`` (the
+#: answer of the window of highest out-of-scope score: the saved detector's, else the top
+#: probability)
+CHUNK_POOLING = {"chunk": "mean", "chunk_max": "max_confidence",
+                 "chunk_in_scope": "max_in_scope"}
+#: the chunked policies under which one window's answer is the text's (the ``long_text``
+#: note names it; an explanation explains that window)
+ONE_WINDOW_POLICIES = tuple(p for p, pooling in CHUNK_POOLING.items() if pooling != "mean")
 
 #: smallest length bucket (tokens); buckets are powers of two from here
 MIN_BUCKET = 8
@@ -77,9 +88,9 @@ def long_text_note(policy: str | None, tokens: int, max_length: int, chunks: int
                    ) -> dict[str, Any] | None:
     """A response's ``long_text`` record: None for a text within the limit (``policy``
     None), else how it was handled (``"truncated"``, ``"head_tail"`` or ``"chunked"``),
-    its token count, the limit, the windows read, how chunked windows were pooled
-    (``"mean"`` or ``"max_confidence"``, else None) and, under ``"max_confidence"``, the
-    window whose answer is the text's (from 1, else None)."""
+    its token count, the limit, the windows read, how chunked windows were pooled (a value
+    of :data:`CHUNK_POOLING`, else None) and, when one window answers
+    (:data:`ONE_WINDOW_POLICIES`), that window (from 1, else None)."""
     if policy is None:
         return None
     return {"policy": policy, "tokens": tokens, "max_length": max_length, "chunks": chunks,

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from headwise.intent.compound.thresholds import Thresholds
-from headwise.intent.inference.bucketing import BucketedPredictor, EncodedText
+from headwise.intent.inference.bucketing import CHUNK_POOLING, BucketedPredictor, EncodedText
 from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
 from headwise.intent.prediction import INTENT_THRESHOLD, Prediction
 from headwise.text.bio import tags_to_spans, token_offsets
@@ -62,8 +62,9 @@ class CompoundPredictor(BucketedPredictor):
         max_rows: most rows in one forward pass.
 
     Raises:
-        ValueError: a policy that reads more than the first window (``"head_tail"``,
-            ``"chunk"``, ``"chunk_max"``) or an unknown one.
+        ValueError: a policy that reads more than the first window (``"head_tail"`` and
+            the chunked ones, :data:`~headwise.intent.inference.bucketing.CHUNK_POOLING`)
+            or an unknown one.
         TypeError: a runtime without :meth:`TorchRuntime.forward_joint`.
     """
 
@@ -73,7 +74,7 @@ class CompoundPredictor(BucketedPredictor):
     def __init__(self, classifier: Any, runtime: TorchRuntime | OnnxRuntime, *,
                  long_text: str = "truncate", max_rows: int = 64) -> None:
         long_text = "truncate" if long_text == "auto" else long_text
-        if long_text in ("head_tail", "chunk", "chunk_max"):
+        if long_text == "head_tail" or long_text in CHUNK_POOLING:
             raise ValueError(f"long_text {long_text!r} is not supported for a compound "
                              f"(multi-label + slots) classifier: slot spans are read on the "
                              f"text's first window only; use 'truncate' or 'reject'")

@@ -40,7 +40,11 @@ import numpy as np
 from headwise import __version__
 from headwise._files import file_sha256
 from headwise.intent import kinds
-from headwise.intent.inference.bucketing import DEFAULT_LONG_TEXT, LONG_TEXT_POLICIES
+from headwise.intent.inference.bucketing import (
+    CHUNK_POOLING,
+    DEFAULT_LONG_TEXT,
+    LONG_TEXT_POLICIES,
+)
 from headwise.intent.inference.compound import CompoundPredictor
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.inference.proba import ProbabilityPredictor
@@ -457,8 +461,10 @@ def _probability_predictor(classifier: Any, *, runtime: str, long_text: str, thr
 def capability_of(long_text: str) -> str:
     """The kind capability (:data:`~headwise.intent.kinds.CAPABILITIES`) a long-text
     policy needs: ``"chunk"`` for every policy that reads more than a text's first window
-    (``"head_tail"``, ``"chunk"``, ``"chunk_max"``), else the policy's own name."""
-    return "chunk" if long_text in ("head_tail", "chunk", "chunk_max") else long_text
+    (``"head_tail"`` and the chunked ones of
+    :data:`~headwise.intent.inference.bucketing.CHUNK_POOLING`), else the policy's own
+    name."""
+    return "chunk" if long_text == "head_tail" or long_text in CHUNK_POOLING else long_text
 
 
 def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = None,
@@ -481,7 +487,7 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
             ``"auto"`` (the default) is
             :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT` for a single
             network and ``"truncate"`` for the other kinds.
-        chunk_stride: tokens between window starts for ``"chunk"`` and ``"chunk_max"``.
+        chunk_stride: tokens between window starts for the chunked policies.
         max_rows: most rows in one forward pass.
         report: receives :func:`choose_runtime`'s one-line note: why ``runtime="auto"``
             fell back to PyTorch, or that the cached ONNX export was built now (None:
@@ -499,11 +505,11 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
             (``UnsafeCheckpointError``), a config that does not match the weights, an ONNX
             file that does not match (with ``runtime="onnx"``; ``"auto"`` falls back to
             PyTorch), a BiLSTM with ``runtime="onnx"``, a compound classifier with a
-            policy that reads more than the first window (``"head_tail"``, ``"chunk"``,
-            ``"chunk_max"``), or a TF-IDF model or an ensemble with ``runtime="onnx"``
+            policy that reads more than the first window (``"head_tail"`` or a chunked
+            one), or a TF-IDF model or an ensemble with ``runtime="onnx"``
             or a long-text policy other than ``"auto"`` and ``"truncate"``.
 
-    With ``"chunk"`` or ``"chunk_max"`` (a single network's ``"auto"``) it also fixes
+    With a chunked policy (a single network's ``"auto"`` is one) it also fixes
     glibc's mmap threshold for the process (:func:`~headwise.models.heap.steady_heap`):
     the windows of long texts then do not leave the C heap's resident memory growing.
     """
@@ -530,7 +536,7 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         kind.require(capability_of(long_text), where)
     if note is not None and report is not None:
         report(note)
-    if (DEFAULT_LONG_TEXT if long_text == "auto" else long_text) in ("chunk", "chunk_max"):
+    if (DEFAULT_LONG_TEXT if long_text == "auto" else long_text) in CHUNK_POOLING:
         # a long text is many windows in a row: keep glibc's heap from growing with them
         steady_heap()
     if kind is kinds.COMPOUND:

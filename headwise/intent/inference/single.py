@@ -9,9 +9,13 @@ read as its head and tail in one window, split into overlapping windows
 (:func:`headwise.models.chunked.split_into_chunks`) whose pooled vectors are averaged before
 the classification head (``"chunk"``: "chunk and pool", as
 :class:`~headwise.models.chunked.HierarchicalEncoder` with mean pooling), split into
-windows that are each answered, the most confident in-scope window deciding
-(``"chunk_max"``, what ``"auto"`` gives: a request anywhere in a long message is read
-whole in some window, and chatter around it does not dilute it), or refused.
+windows that are each answered, one window deciding (a request anywhere in a long message
+is read whole in some window, and chatter around it does not dilute it): the most confident
+in-scope window (``"chunk_max"``) or the window the out-of-scope score finds most in scope
+(``"chunk_in_scope"``: a window of chatter can be confidently one intent, but the model's
+detector sees it is unlike any question it was trained on), or refused. ``"auto"`` is the
+one chosen on validation rows
+(:data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`).
 
 Tokenizing, the long-text policy, bucketing and padding are shared with the compound
 predictor (:mod:`headwise.intent.inference.bucketing`).
@@ -21,10 +25,10 @@ place that rule is written): its out-of-scope detector (:mod:`headwise.intent.de
 when it has one and no threshold is given, else the top probability against the threshold
 (default: the saved one). A detector that reads the pooled vectors (Mahalanobis, k-nearest
 neighbours) gets them from the same forward pass (both runtimes return them; a chunked
-text's are its windows' mean, the vector its head reads, or under ``"chunk_max"`` its
+text's are its windows' mean, the vector its head reads, or when one window decides its
 deciding window's), so :meth:`SingleLabelPredictor.run`'s rows then carry each text's logits
 followed by its pooled vector. Every row ends with the index of the window whose answer it
-is (0 but under ``"chunk_max"``), which the ``long_text`` note reports. The answers keep
+is (0 unless one window decides), which the ``long_text`` note reports. The answers keep
 their shape either way.
 """
 
@@ -38,6 +42,7 @@ import numpy as np
 from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.inference.bucketing import (
     DEFAULT_LONG_TEXT,
+    ONE_WINDOW_POLICIES,
     BucketedPredictor,
     EncodedText,
     long_text_note,
@@ -125,8 +130,8 @@ class SingleLabelPredictor(BucketedPredictor):
 
         All windows of all texts are padded into length-bucketed batches. A chunked
         text's pooled vector is, under ``"chunk"``, the mean of its windows' and its
-        logits the head applied to that mean (window 0); under ``"chunk_max"``, those of
-        the window :meth:`deciding_window` picks.
+        logits the head applied to that mean (window 0); under ``"chunk_max"`` and
+        ``"chunk_in_scope"``, those of the window :meth:`deciding_window` picks.
         """
         rows = [c for item in items for c in item.chunks]
         logits = np.empty((len(rows), len(self.labels)), dtype=np.float64)
@@ -145,7 +150,7 @@ class SingleLabelPredictor(BucketedPredictor):
             n = len(item.chunks)
             if n == 1:
                 out[j], vectors[j] = logits[start], pooled[start]
-            elif self.long_text == "chunk_max":
+            elif self.long_text in ONE_WINDOW_POLICIES:
                 w = self.deciding_window(logits[start:start + n], pooled[start:start + n])
                 out[j], vectors[j], windows[j] = logits[start + w], pooled[start + w], w
             else:
@@ -156,16 +161,28 @@ class SingleLabelPredictor(BucketedPredictor):
         return out, vectors, windows
 
     def deciding_window(self, logits: np.ndarray, pooled: np.ndarray) -> int:
-        """The window of a long text whose answer is the text's under ``"chunk_max"``.
+        """The window of a long text whose answer is the text's under ``"chunk_max"`` or
+        ``"chunk_in_scope"``.
 
         Each window is scored by the saved out-of-scope rule (:meth:`scores` with no
         threshold: the classifier's detector, else the top probability at the saved
-        threshold). Among the windows the rule keeps in scope, the one with the highest
-        calibrated top probability decides; when it rejects every window, the one with
-        the highest score (the nearest to in scope), which the rule then rejects. Under the
-        top-probability rule this is the window of highest top probability whatever the
-        threshold, so a request's ``threshold`` rejects the text exactly when it rejects
-        every window.
+        threshold).
+
+        * ``"chunk_in_scope"``: the window of the highest score decides, the one the rule
+          finds most like the in-scope questions it was fitted on. Confidence alone is
+          fooled by chatter: a window of small talk can be confidently one intent, while a
+          detector that reads the pooled vectors (Mahalanobis, nearest neighbours) or all
+          the logits (energy) scores it far from every intent; the window holding the
+          request scores nearest. It is out of scope when the rule rejects that window,
+          hence only when it rejects every window.
+        * ``"chunk_max"``: among the windows the rule keeps in scope, the one with the
+          highest calibrated top probability; when it rejects every window, the one with
+          the highest score, which the rule then rejects.
+
+        Under the top-probability rule (no detector) the two agree: the window of highest
+        top probability, whatever the threshold, so a request's ``threshold`` rejects the
+        text exactly when it rejects every window. Which policy a network answers with by
+        default is chosen on validation rows (BENCHMARKS.md, ``demo:long_text``).
 
         Args:
             logits: (windows, intents) uncalibrated logits of one text's windows.
@@ -176,11 +193,12 @@ class SingleLabelPredictor(BucketedPredictor):
         """
         probs = calibrated_probs(logits, self.classifier.temperature)
         scores = self.scores([], probs, logits, pooled, None)
+        values = np.asarray(scores.values)
         kept = ~scores.rejected
-        if kept.any():
+        if self.long_text == "chunk_max" and kept.any():
             top = np.where(kept, probs.max(1), -np.inf)
             return int(top.argmax())
-        return int(np.asarray(scores.values).argmax())
+        return int(values.argmax())
 
     def logits(self, items: Sequence[EncodedText]) -> np.ndarray:
         """Uncalibrated logits (n, intents) float64 of encoded texts (see :meth:`forward`)."""
@@ -209,11 +227,11 @@ class SingleLabelPredictor(BucketedPredictor):
         return logits, pooled, stacked[:, -1].astype(np.int64)
 
     def note(self, item: EncodedText, row: Any = None) -> dict[str, Any] | None:
-        """The ``long_text`` note of an encoded text (None within the limit); under
-        ``"chunk_max"``, ``chunk`` is the window (from 1) of ``row`` (its :meth:`run`
-        row) whose answer is the text's."""
+        """The ``long_text`` note of an encoded text (None within the limit); when one
+        window decides (``"chunk_max"``, ``"chunk_in_scope"``), ``chunk`` is the window
+        (from 1) of ``row`` (its :meth:`run` row) whose answer is the text's."""
         note = super().note(item)
-        if note is not None and self.long_text == "chunk_max" and row is not None \
+        if note is not None and self.long_text in ONE_WINDOW_POLICIES and row is not None \
                 and item.policy == "chunked":
             window = self.split_rows(np.asarray(row, dtype=np.float64)[None])[2]
             if window is not None:

@@ -58,6 +58,18 @@ def test_balanced_choice_within_an_in_scope_reject_budget_by_hand():
     assert ch.method == "balanced" and ch.reject_budget == 0.2
     assert 0.3 < ch.threshold < 0.4 and ch.reject_rate == 0.0
     assert ch.oos_recall == pytest.approx(0.5) and ch.in_scope_accuracy == pytest.approx(0.6)
+    # the budget decided: the choice records the balanced optimum it ruled out (the lowest
+    # of the tied best above, rejecting 2/5), and
+    # the line train and calibrate print says so
+    free = ch.unbudgeted
+    assert 0.55 < free["threshold"] < 0.6 and free["reject_rate"] == pytest.approx(0.4)
+    assert free["oos_recall"] == pytest.approx(1.0)
+    assert free["in_scope_accuracy"] == pytest.approx(0.4)
+    from headwise.commands._common import format_threshold
+
+    assert ("the reject budget decided: without it the best balance on the validation rows "
+            "rejects 40.0% of in-scope rows for out-of-scope recall 1.0000") \
+        in format_threshold(ch)
     # a budget of 0 still allows the threshold that rejects no in-scope row
     zero = choose_threshold(CONF, CORRECT, OOS, reject_budget=0.0, reject_confidence=None)
     assert zero.reject_rate == 0.0 and zero.oos_recall == pytest.approx(0.5)
@@ -65,7 +77,8 @@ def test_balanced_choice_within_an_in_scope_reject_budget_by_hand():
     free = choose_threshold(CONF, CORRECT, OOS)
     assert choose_threshold(CONF, CORRECT, OOS, reject_budget=0.6,
                             reject_confidence=None).threshold == free.threshold
-    assert free.reject_budget is None
+    assert free.reject_budget is None and free.unbudgeted is None
+    assert "budget decided" not in format_threshold(free)
     # the same rule on any score
     sc = choose_score_threshold(CONF, CORRECT, OOS, reject_budget=0.2, name="energy",
                                 reject_confidence=None)

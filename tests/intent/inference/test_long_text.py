@@ -168,3 +168,55 @@ def test_chunk_max_with_a_detector_picks_among_the_windows_it_keeps(trained, pos
     assert answer.decision.value == pytest.approx(scores[want], abs=1e-6)
     if kept.any():
         assert answer.intent == clf.labels[int(logits[want].argmax())]
+
+
+@pytest.mark.parametrize("position", ["start", "middle", "end", None])
+def test_chunk_in_scope_answers_from_the_window_the_detector_finds_most_in_scope(trained,
+                                                                                 position):
+    """chunk_in_scope's window is the one of highest detector score (k nearest neighbours
+    on pooled vectors), whatever its top probability; the text is out of scope exactly
+    when the detector rejects every window. Checked by hand on each window read alone; a
+    request planted anywhere in chatter is found and answered."""
+    import copy
+
+    from tiny_corpus import INTENTS
+    from tiny_models import TEXTS
+
+    from headwise.intent.posthoc.recalibration import fit_ood_detector
+
+    clf = copy.deepcopy(trained)
+    labels = [k for k, ts in INTENTS.items() for _ in ts]
+    fit_ood_detector(clf, TEXTS, labels, TEXTS[::2] + [chatter(2, s) for s in range(8)],
+                     labels[::2] + ["oos"] * 8, "knn:2")
+    p = predictor(clf, "chunk_in_scope")
+    text = planted(position) if position else chatter(12, 7)
+    [item] = p.encode([text])
+    parts = [p.forward([EncodedText((c,), len(c))]) for c in item.chunks]
+    logits = np.concatenate([lg for lg, _ in parts])
+    pooled = np.concatenate([pl for _, pl in parts])
+    scores = np.asarray(clf.ood.score(pooled, logits))
+    want = int(scores.argmax())
+    [answer], [note] = p.predictions([text])
+    assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
+                    "chunks": len(item.chunks), "pooling": "max_in_scope", "chunk": want + 1}
+    assert answer.decision.score == clf.ood.name
+    assert answer.decision.value == pytest.approx(scores[want], abs=1e-6)
+    assert answer.out_of_scope == bool((scores < clf.ood.threshold).all())
+    if position:
+        assert answer.intent == "card_lost" and not answer.out_of_scope
+    elif not answer.out_of_scope:
+        assert answer.intent == clf.labels[int(logits[want].argmax())]
+
+
+def test_chunk_in_scope_is_chunk_max_under_the_top_probability_rule(trained):
+    """Without a detector both policies answer from the window of highest top probability,
+    for any request threshold."""
+    assert trained.ood is None
+    texts = [planted(pos) for pos in ("start", "middle", "end")] + [chatter(12, 7)]
+    a, b = predictor(trained, "chunk_max"), predictor(trained, "chunk_in_scope")
+    for threshold in (None, 0.99):
+        got_a, notes_a = a.predictions(texts, threshold=threshold)
+        got_b, notes_b = b.predictions(texts, threshold=threshold)
+        assert [(x.intent, x.out_of_scope, x.confidence) for x in got_a] == \
+            [(x.intent, x.out_of_scope, x.confidence) for x in got_b]
+        assert [n["chunk"] for n in notes_a] == [n["chunk"] for n in notes_b]

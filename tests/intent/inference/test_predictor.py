@@ -49,7 +49,7 @@ def test_load_predictor_refuses_an_unknown_runtime_or_policy(classifier):
     with pytest.raises(ValueError, match="runtime must be one of auto, torch, onnx"):
         load_predictor(classifier, runtime="cuda")
     with pytest.raises(ValueError, match="long_text must be one of auto, truncate, head_tail, "
-                                         "chunk, chunk_max, reject"):
+                                         "chunk, chunk_max, chunk_in_scope, reject"):
         load_predictor(classifier, long_text="cut")
     chosen = load_predictor(classifier, runtime="torch", long_text="chunk")
     assert isinstance(chosen, SingleLabelPredictor) and chosen.runtime.name == "torch"
