@@ -474,7 +474,8 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path, draw: bo
         f"Produced by {', '.join(f'`{c}`' for c in commands) or '(nothing yet)'}"
         + (f", runs from {dates[0]} to {dates[-1]}" if dates else "") + ". Each run in its own "
         "process (2 threads) on the 2-core machine, recorded in "
-        "`benchmarks/results/compound_runs.jsonl`.",
+        "`benchmarks/results/compound_runs.jsonl` (each test set's questions once, in "
+        "`compound_runs.questions.jsonl` beside it).",
         "",
         "Protocol: NLU++ banking (half of it, 10 folds, 48 intents, several per text). "
         "**full**: train folds 0-8, test fold 9. **low-data**: train fold 0, test folds 1-9. "
