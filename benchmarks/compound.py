@@ -18,11 +18,19 @@ Settings (NLU++ banking, ``../shared/data/nlupp_banking``, read in place):
 * ``demo-compound``: the same corpus with a quarter of each split compound
   (``generate_demo_corpus(compound_share=0.25)``: joins, unseen intent pairs, a request
   taken back, numbers in the second request held out like templates). Its runs also record
-  each test question's outcome, so the section gives 95 % intervals (a percentile bootstrap
-  over test questions, the seeds' scores averaged in each resample) and scores per slice,
-  and the single-query p50 latency: of a Transformer joint model on onnxruntime (its checked
+  the single-query p50 latency: of a Transformer joint model on onnxruntime (its checked
   export, the path runtime auto serves; PyTorch's p50 is recorded beside it), of the BiLSTM
   on PyTorch (it has no export).
+
+Every run records each test question's outcome (its predicted intents and, for a joint
+model, its predicted slot spans and whether each gold value came out right), so the section
+gives 95 % intervals (a percentile bootstrap over test questions, the seeds' scores averaged
+in each resample), paired differences and, on ``demo-compound``, scores per slice. What a
+test set's questions are (gold intents, gold spans, the slots whose values are checked, the
+corpus's slice tags) is the same for every run on it: it is stored once, in
+``compound_runs.questions.jsonl`` beside the results file, under the hash of its content,
+and a record names it (``questions``). Older records keep the whole outcome inline; both
+read the same (:func:`done_runs`).
 
 Configurations, in families (``FAMILY``); on ``demo-compound`` the section marks the member
 of each family with the best validation exact match (validation rows only; every
@@ -57,6 +65,7 @@ record keeps the share (``tfidf_share``) and the choice (``blend``).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -203,9 +212,10 @@ def split_valid(train: list, seed: int, fraction: float = 0.1) -> tuple[list, li
 
 
 def run_tfidf(train: list, valid: list | None, test: list, seed: int, c: float,
-              detailed: bool) -> dict[str, Any]:
+              timed: bool) -> dict[str, Any]:
     """One-vs-rest logistic regression on TF-IDF; global threshold tuned on validation (the
-    setting's, else the seeded 10 % of training the recipe would hold out)."""
+    setting's, else the seeded 10 % of training the recipe would hold out). Each test
+    question's predicted intents (``per_question``); ``timed``: the single-query p50 too."""
     import numpy as np
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
@@ -241,10 +251,8 @@ def run_tfidf(train: list, valid: list | None, test: list, seed: int, c: float,
            "exact_match": m["exact_match"], "threshold": thresholds.threshold,
            "valid": {k: v[k] for k in ("micro_f1", "macro_f1", "exact_match")},
            "train_seconds": fit_s}
-    if detailed:
-        rec["per_question"] = [{"gold": sorted(set(e.intents)),
-                                "pred": [names[j] for j in np.flatnonzero(row)]}
-                               for e, row in zip(test, chosen, strict=True)]
+    rec["per_question"] = [{"pred": [names[j] for j in np.flatnonzero(row)]} for row in chosen]
+    if timed:
         rec["p50_ms"] = _p50_ms(lambda text: model.predict_proba([text]),
                                 [e.text for e in test])
         rec["p50_runtime"] = "scikit-learn"
@@ -294,9 +302,9 @@ def latency(clf: Any, texts: list[str], model_dir: Path, threads: int) -> dict[s
 
 
 def per_question(clf: Any, test: list, reference: Any) -> list[dict[str, Any]]:
-    """Each test question's outcome: gold and predicted intents, gold and predicted slot
-    spans (name, start, end), and for each gold slot with a value whether the predicted span
-    is exact and its normalised value right (``values``: ``[name, 0/1]``)."""
+    """Each test question's outcome: predicted intents, predicted slot spans (name, start,
+    end), and for each gold slot with a value (in :func:`questions_of`' order) whether
+    the predicted span is exact and its normalised value right (``values``: 0/1)."""
     from headwise.intent.evaluation import _same
 
     preds = clf.predict([e.text for e in test], top_k=1, reference_date=reference)
@@ -304,12 +312,72 @@ def per_question(clf: Any, test: list, reference: Any) -> list[dict[str, Any]]:
     for e, p in zip(test, preds, strict=True):
         found = {(s.name, s.start, s.end): s.value for s in p.slots}
         out.append({
-            "gold": sorted(set(e.intents)), "pred": sorted(n for n, _ in p.intents),
-            "gold_spans": sorted([s.name, s.start, s.end] for s in e.slots),
+            "pred": sorted(n for n, _ in p.intents),
             "pred_spans": sorted([list(k) for k in found]),
-            "values": [[s.name, int((s.name, s.start, s.end) in found
-                                    and _same(found[(s.name, s.start, s.end)], s.value))]
+            "values": [int((s.name, s.start, s.end) in found
+                           and _same(found[(s.name, s.start, s.end)], s.value))
                        for s in e.slots if s.value is not None]})
+    return out
+
+
+def questions_of(test: list, slices: list[list[str]] | None, known: set[str]
+                 ) -> dict[str, Any]:
+    """What a test set's questions are, the same for every run on it: gold intents (those
+    of ``known``, the training data's: every model's labels; the scores leave the others
+    out, as :func:`headwise.intent.evaluation.evaluate` does), gold slot spans (name,
+    start, end), the names of the gold slots whose values are checked, and the corpus's
+    slice tags (None for NLU++)."""
+    out: dict[str, Any] = {
+        "gold": [sorted(set(e.intents) & known) for e in test],
+        "gold_spans": [sorted([s.name, s.start, s.end] for s in e.slots) for e in test],
+        "value_slots": [[s.name for s in e.slots if s.value is not None] for e in test]}
+    if slices is not None:
+        out["slices"] = slices
+    return out
+
+
+def questions_path(results: Path) -> Path:
+    """The file beside a results file that holds its runs' test sets, one line each."""
+    return results.with_name(results.name.removesuffix(".jsonl") + ".questions.jsonl")
+
+
+def _read_questions(path: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                out[entry["id"]] = entry
+    return out
+
+
+def store_questions(path: Path, questions: dict[str, Any]) -> str:
+    """Append a test set (:func:`questions_of`) to ``path`` unless it is there already;
+    its id (the first 16 hex digits of the SHA-256 of its canonical JSON) back."""
+    text = json.dumps(questions, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    if key not in _read_questions(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"id": key, **questions}, ensure_ascii=False,
+                               separators=(",", ":")) + "\n")
+    return key
+
+
+def _joined(questions: dict[str, Any], answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's answers with its test set's gold: the whole per-question outcome (``gold``,
+    ``pred``; for a joint model ``gold_spans``, ``pred_spans`` and ``values`` as
+    ``[name, 0/1]``), as older records keep it inline."""
+    if len(answers) != len(questions["gold"]):
+        raise ValueError(f"{len(answers)} answers for {len(questions['gold'])} questions")
+    out = []
+    for i, a in enumerate(answers):
+        q = {"gold": questions["gold"][i], "pred": a["pred"]}
+        if "pred_spans" in a:
+            q.update(gold_spans=questions["gold_spans"][i], pred_spans=a["pred_spans"],
+                     values=[[n, ok] for n, ok in zip(questions["value_slots"][i],
+                                                      a["values"], strict=True)])
+        out.append(q)
     return out
 
 
@@ -321,11 +389,13 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     train, valid, test, slices = load_setting(spec["setting"], Path(spec["data_dir"]),
                                               spec["quick"])
     detailed = spec["setting"] == DETAILED
+    # the test set, stored once beside the results (runs that fail leave it unused)
+    questions = store_questions(Path(spec["questions"]), questions_of(
+        test, slices, {i for e in train for i in e.intents}))
     if FAMILY[spec["config"]] == "tfidf":
         rec = run_tfidf(train, valid, test, spec["seed"], CONFIGS[spec["config"]]["c"],
                         detailed)
-        if detailed:
-            rec["slices"] = slices
+        rec["questions"] = questions
         return rec
     from headwise.demo.values import REFERENCE_DATE
     from headwise.intent import IntentRecipe, train_intent_classifier
@@ -368,9 +438,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         if clf.model.config.number_heads:
             rec["number_bias"] = [[round(float(w), 4) for w in nb.per_head()]
                                   for nb in clf.model.encoder.number_bias]
+        rec["per_question"] = per_question(clf, test, REFERENCE_DATE)
+        rec["questions"] = questions
         if detailed:
-            rec["per_question"] = per_question(clf, test, REFERENCE_DATE)
-            rec["slices"] = slices
             rec.update(latency(clf, [e.text for e in test], out, spec["threads"]))
         return rec
     finally:
@@ -378,8 +448,25 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
-    """Records already measured (the last one per key wins)."""
-    return H.done_runs(path, ("setting", "config", "seed"))
+    """Records already measured (the last one per key wins), each run's per-question
+    outcome whole: a record that names its test set (``questions``) gets its gold and
+    slices from :func:`questions_path`.
+
+    Raises:
+        ValueError: a record names a test set that file lacks.
+    """
+    runs = H.done_runs(path, ("setting", "config", "seed"))
+    named = [r for r in runs.values() if "questions" in r]
+    sets = _read_questions(questions_path(path)) if named else {}
+    for r in named:
+        if r["questions"] not in sets:
+            raise ValueError(f"{r['setting']} {r['config']} seed {r['seed']} names test set "
+                             f"{r['questions']}, which {questions_path(path)} lacks")
+        qs = sets[r["questions"]]
+        r["per_question"] = _joined(qs, r["per_question"])
+        if qs.get("slices") is not None:
+            r["slices"] = qs["slices"]
+    return runs
 
 
 ROW = ("setting", "config")
@@ -428,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         for i, (st, c, s) in enumerate(todo, 1):
             print(f"[{i}/{len(todo)}] {st} {c} seed {s} ...", file=sys.stderr, flush=True)
             spec = {"setting": st, "config": c, "seed": s, "data_dir": str(args.data_dir),
-                    "quick": args.quick, "threads": args.threads}
+                    "quick": args.quick, "threads": args.threads,
+                    "questions": str(questions_path(args.results))}
             rec = H.record_run(Path(__file__), spec, args.results, args.timeout, setting=st,
                                config=c, seed=s, quick=args.quick, recipe=CONFIGS[c])
             print(f"    {rec['status']}: micro-F1 {rec.get('micro_f1')}, span F1 "

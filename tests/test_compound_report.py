@@ -1,9 +1,12 @@
 """The compound benchmark's scoring from per-question outcomes (``benchmarks/
 _compound_report.py``): point scores equal scikit-learn's, the bootstrap intervals hold
-them, slices and the validation choice read what they say."""
+them, slices and the validation choice read what they say, the NLU++ tables' intervals and
+the low-data floor verdict (a paired bootstrap) match hand-computed cases; and how a run's
+record names its test set, stored once (``benchmarks/compound.py``)."""
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 from pathlib import Path
@@ -12,9 +15,12 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
+from headwise.text.dataset import Example, SlotSpan
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import _compound_report as R  # noqa: E402
+import compound as C  # noqa: E402
 
 INTENTS = ["a", "b", "c", "d"]
 
@@ -112,3 +118,97 @@ def test_targets_are_judged_on_their_intervals():
                  for line in R.targets_table(slow + bilstm).splitlines()}
         assert f"| {verdict} |" in lines["single-query p50 on onnxruntime <= 10 ms"]
     assert R.targets_table(bilstm).startswith("(no pretrained")
+
+
+# -- NLU++: intervals on the setting tables and the low-data floor verdict ------------------
+# four kinds of test question, ten of each: micro-F1 is the same on the forty as on the four
+GOLD = [["a"], ["a", "b"], ["b"], []]
+FLOOR = [[], ["a", "b"], ["b"], ["a"]]  # tp 3, fp 1, fn 1: micro-F1 6/8
+HALF = [["a"], ["a"], ["c"], []]  # tp 2, fp 1, fn 2: 4/7
+OTHER = [["a"], ["a"], ["b"], ["c"]]  # tp 3, fp 1, fn 1: 6/8, wrong on other questions
+
+
+def _nlupp(config: str, preds: list[list[str]], seed: int = 0, valid: float = 0.5,
+           setting: str = R.LOW_DATA) -> dict:
+    questions = [{"gold": g, "pred": p} for _ in range(10)
+                 for g, p in zip(GOLD, preds, strict=True)]
+    return {"setting": setting, "config": config, "seed": seed, "status": "ok",
+            "per_question": questions, "valid": {"micro_f1": valid}, "train_seconds": 1.0,
+            "micro_f1": 0.0, "macro_f1": 0.0, "exact_match": 0.0}
+
+
+def _verdict_row(table: str) -> list[str]:
+    return [c.strip() for c in table.splitlines()[-1].strip("|").split("|")]
+
+
+def test_nlupp_tables_give_micro_f1_intervals_where_records_have_questions():
+    runs = [_nlupp("minilm", GOLD, seed=0), _nlupp("minilm", HALF, seed=1),
+            _nlupp("tfidf", FLOOR), {**_nlupp("scratch", GOLD), "per_question": None}]
+    table = R.setting_table(runs, R.LOW_DATA)
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()}
+    # the seeds averaged: (1 + 4/7) / 2 = 11/14
+    assert "| 78.6 [" in rows[R.LABEL["minilm"]] and "| 75.0 [" in rows[R.LABEL["tfidf"]]
+    low, high = (float(x) for x in rows[R.LABEL["minilm"]].split("| 78.6 [")[1]
+                 .split("]")[0].split(", "))
+    assert low < 78.6 < high
+    assert "| - |" in rows[R.LABEL["scratch"]] and "predates per-question outcomes" in table
+    assert "predates" not in R.setting_table(runs[:3], R.LOW_DATA)
+
+
+def test_the_low_data_floor_verdict_is_a_paired_bootstrap_on_micro_f1():
+    floor = _nlupp("tfidf", FLOOR)
+    # the family's member chosen on validation micro-F1 is judged, not the best on test
+    runs = [floor, _nlupp("minilm", GOLD, valid=0.4), _nlupp("minilm-fresh", HALF, valid=0.9)]
+    row = _verdict_row(R.floor_table(runs))
+    assert row[1].startswith(R.LABEL["minilm-fresh"])
+    d = R._intervals(runs[2:], list(range(40)), minus=[floor])["micro_f1"]
+    assert d[0] == pytest.approx(4 / 7 - 6 / 8)  # -5/28
+    assert d[1] <= d[0] <= d[2]
+    assert f"{100 * d[0]:+.1f}" in row[3] and "57.1 [" in row[3] and "75.0 [" in row[3]
+    cases = ((GOLD, "PASS"), (OTHER, "within noise"), ([[]] * 4, "FAIL"))
+    for preds, verdict in cases:  # +1/4 in every resample; 0 on the whole; -3/4
+        assert _verdict_row(R.floor_table([floor, _nlupp("minilm", preds)]))[4] == verdict
+    assert R.floor_table([_nlupp("minilm", GOLD)]).startswith("(not judged")
+    with pytest.raises(ValueError, match="same test questions"):
+        R._intervals(runs[1:2], list(range(40)), minus=[{"per_question": [{"gold": []}] * 40}])
+
+
+def test_a_test_sets_gold_is_what_the_models_can_answer():
+    # an intent the training data lacks is left out, as evaluate scores (unseen_intents)
+    slots = (SlotSpan("amount", 4, 5, "5", 5.0), SlotSpan("when", 6, 9, "now"))
+    test = [Example("pay 5 now", ("pay", "unseen", "pay"), slots, line=1),
+            Example("hi", ("unseen",), (), line=2)]
+    assert C.questions_of(test, None, {"pay", "other"}) == {
+        "gold": [["pay"], []], "gold_spans": [[["amount", 4, 5], ["when", 6, 9]], []],
+        "value_slots": [["amount"], []]}
+    assert C.questions_of(test, [["compound"], []], {"pay"})["slices"] == [["compound"], []]
+
+
+def test_runs_name_their_test_set_stored_once(tmp_path):
+    results = tmp_path / "runs.jsonl"
+    gold = {"gold": [["a"], []], "gold_spans": [[["amount", 0, 2]], []],
+            "value_slots": [["amount"], []], "slices": [["compound"], []]}
+    key = C.store_questions(C.questions_path(results), gold)
+    assert C.store_questions(C.questions_path(results), gold) == key  # stored once
+    assert C.questions_path(results).name == "runs.questions.jsonl"
+    assert len(C.questions_path(results).read_text().splitlines()) == 1
+    whole = [{"gold": ["a"], "pred": ["b"], "gold_spans": [["amount", 0, 2]],
+              "pred_spans": [["amount", 0, 2]], "values": [["amount", 1]]},
+             {"gold": [], "pred": [], "gold_spans": [], "pred_spans": [], "values": []}]
+    records = [  # an older record keeps its outcome inline; a newer one names its test set
+        {"setting": "demo-compound", "config": "bilstm", "seed": 0, "per_question": whole,
+         "slices": gold["slices"]},
+        {"setting": "demo-compound", "config": "scratch", "seed": 0, "questions": key,
+         "per_question": [{"pred": ["b"], "pred_spans": [["amount", 0, 2]], "values": [1]},
+                          {"pred": [], "pred_spans": [], "values": []}]},
+        {"setting": "demo-compound", "config": "tfidf", "seed": 0, "questions": key,
+         "per_question": [{"pred": ["b"]}, {"pred": []}]}]
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    runs = C.done_runs(results)
+    old, new, floor = (runs[("demo-compound", c, 0)] for c in ("bilstm", "scratch", "tfidf"))
+    assert new["per_question"] == old["per_question"] and new["slices"] == old["slices"]
+    assert floor["per_question"] == [{"gold": ["a"], "pred": ["b"]}, {"gold": [], "pred": []}]
+    records[1]["questions"] = "0" * 16
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(ValueError, match="lacks"):
+        C.done_runs(results)
