@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,18 +36,21 @@ settings.load_profile("ci")
 PINNED_AUTO = None
 
 
-@pytest.fixture(autouse=True)
-def auto_precision_is_fp32(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pin the CPU's ``auto`` precision to fp32 (its probe times the machine, and a busy
-    machine could make runs differ between test sessions)."""
+@pytest.fixture(scope="session", autouse=True)
+def auto_precision_is_fp32() -> Iterator[None]:
+    """Pin the CPU's ``auto`` precision to fp32 for the whole session (its probe times the
+    machine, and on a busy one it could choose bf16 in one process and fp32 in another).
+    Session-scoped, so that the session and module fixtures that train, which are set up
+    before any function-scoped fixture, are pinned too."""
     global PINNED_AUTO
     from headwise.train import precision
 
-    if PINNED_AUTO is None:
-        PINNED_AUTO = precision.PrecisionChoice(
-            "fp32", "auto: fp32 (pinned by tests/conftest.py; the machine's choice is "
-            "tested in tests/train/test_precision.py)")
-    monkeypatch.setattr(precision, "auto_cpu_precision", lambda: PINNED_AUTO)
+    PINNED_AUTO = precision.PrecisionChoice(
+        "fp32", "auto: fp32 (pinned by tests/conftest.py; the machine's choice is "
+        "tested in tests/train/test_precision.py)")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(precision, "auto_cpu_precision", lambda: PINNED_AUTO)
+        yield
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -6,6 +6,7 @@ tests/serve/test_serve_long_text.py)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -138,26 +139,9 @@ def test_chunk_max_with_a_detector_picks_among_the_windows_it_keeps(trained, pos
     window is, among those the detector keeps, the one of highest top probability; when it
     keeps none, the one of highest detector score, and the text is out of scope: checked
     by hand on each window read alone."""
-    import copy
-
-    from tiny_corpus import INTENTS
-    from tiny_models import TEXTS
-
     from headwise.intent.decision.temperature import calibrated_probs
-    from headwise.intent.posthoc.recalibration import fit_ood_detector
 
-    clf = copy.deepcopy(trained)
-    labels = [k for k, ts in INTENTS.items() for _ in ts]
-    fit_ood_detector(clf, TEXTS, labels, TEXTS[::2] + [chatter(2, s) for s in range(8)],
-                     labels[::2] + ["oos"] * 8, "knn:2")
-    assert clf.ood is not None
-    p = predictor(clf, "chunk_max")
-    text = planted(position) if position else chatter(12, 7)
-    [item] = p.encode([text])
-    parts = [p.forward([EncodedText((c,), len(c))]) for c in item.chunks]
-    logits = np.concatenate([lg for lg, _ in parts])
-    pooled = np.concatenate([pl for _, pl in parts])
-    scores = np.asarray(clf.ood.score(pooled, logits))
+    clf, p, item, text, logits, scores = _windows_by_hand(trained, "chunk_max", position)
     kept = scores >= clf.ood.threshold
     top = calibrated_probs(logits, clf.temperature).max(1)
     want = int(np.where(kept, top, -np.inf).argmax()) if kept.any() else int(scores.argmax())
@@ -170,13 +154,11 @@ def test_chunk_max_with_a_detector_picks_among_the_windows_it_keeps(trained, pos
         assert answer.intent == clf.labels[int(logits[want].argmax())]
 
 
-@pytest.mark.parametrize("position", ["start", "middle", "end", None])
-def test_chunk_in_scope_answers_from_the_window_the_detector_finds_most_in_scope(trained,
-                                                                                 position):
-    """chunk_in_scope's window is the one of highest detector score (k nearest neighbours
-    on pooled vectors), whatever its top probability; the text is out of scope exactly
-    when the detector rejects every window. Checked by hand on each window read alone; a
-    request planted anywhere in chatter is found and answered."""
+def _windows_by_hand(trained: Any, policy: str, position: str | None) -> tuple:
+    """A copy of ``trained`` with a k-nearest-neighbour detector, its ``policy``
+    predictor, a long text (a request planted at ``position`` in chatter, or chatter
+    alone), its encoding, and each window's logits and detector score, each window read
+    alone."""
     import copy
 
     from tiny_corpus import INTENTS
@@ -188,13 +170,24 @@ def test_chunk_in_scope_answers_from_the_window_the_detector_finds_most_in_scope
     labels = [k for k, ts in INTENTS.items() for _ in ts]
     fit_ood_detector(clf, TEXTS, labels, TEXTS[::2] + [chatter(2, s) for s in range(8)],
                      labels[::2] + ["oos"] * 8, "knn:2")
-    p = predictor(clf, "chunk_in_scope")
+    assert clf.ood is not None
+    p = predictor(clf, policy)
     text = planted(position) if position else chatter(12, 7)
     [item] = p.encode([text])
     parts = [p.forward([EncodedText((c,), len(c))]) for c in item.chunks]
     logits = np.concatenate([lg for lg, _ in parts])
     pooled = np.concatenate([pl for _, pl in parts])
-    scores = np.asarray(clf.ood.score(pooled, logits))
+    return clf, p, item, text, logits, np.asarray(clf.ood.score(pooled, logits))
+
+
+@pytest.mark.parametrize("position", ["start", "middle", "end", None])
+def test_chunk_in_scope_answers_from_the_window_the_detector_finds_most_in_scope(trained,
+                                                                                 position):
+    """chunk_in_scope's window is the one of highest detector score (k nearest neighbours
+    on pooled vectors), whatever its top probability; the text is out of scope exactly
+    when the detector rejects every window. Checked by hand on each window read alone; a
+    request planted anywhere in chatter is found and answered."""
+    clf, p, item, text, logits, scores = _windows_by_hand(trained, "chunk_in_scope", position)
     want = int(scores.argmax())
     [answer], [note] = p.predictions([text])
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
