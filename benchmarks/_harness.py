@@ -623,8 +623,18 @@ def headline(body: str, key: str = "", width: int = 70) -> str:
                 end = re.search(r"[.)](?= [A-Z]|$)", line[at:])
                 text = line[begin:at + end.end() if end else len(line)]
                 return text if len(text) <= 3 * width else text[:3 * width - 3] + "..."
-    rows = re.findall(r"^\| ([^|]+) \| (PASS|FAIL|PASS \(incomplete\)|NOT MEASURED|NOT JUDGED|"
-                      r"within noise|BETTER|WORSE)[^|]*\|", body, re.M)
+    # a verdict is a table row's second cell, or its last (a targets table: target |
+    # model | measured | verdict)
+    rows = []
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] \
+            if line.startswith("| ") else []
+        for cell in (cells[1:2] + cells[-1:]) if len(cells) > 1 else []:
+            verdict = re.match(r"(PASS \(incomplete\)|PASS|FAIL|NOT MEASURED|NOT JUDGED|"
+                               r"within noise|BETTER|WORSE|faster|slower)\b", cell)
+            if verdict:
+                rows.append((cells[0], verdict.group(1)))
+                break
     if rows:
         verdicts = [v for _, v in rows]
         text = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))

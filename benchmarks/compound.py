@@ -424,6 +424,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                "exact_match": m["exact_match"], "threshold": clf.thresholds.threshold,
                "valid": trained.valid_metrics, "train_seconds": trained.train_seconds,
                "epochs": clf.info.get("epochs"), "steps": clf.info.get("steps"),
+               # auto's choice depends on a timing probe (bf16 or fp32 on a BF16 CPU)
+               "precision": (clf.info.get("precision") or {}).get("precision"),
                "parameters": sum(p.numel() for p in clf.model.parameters()),
                "loadavg": os.getloadavg()[0]}
         if "slots" in report:
