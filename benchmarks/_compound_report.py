@@ -279,13 +279,18 @@ def targets_table(runs: list[dict[str, Any]]) -> str:
 #: the TF-IDF floor of the NLU++ low-data target, and the family judged against it
 FLOOR = "tfidf"
 LOW_DATA = "nlupp-low"
+#: issue 34's NLU++ targets against the floor: setting -> (the target, whether the network
+#: must beat the floor strictly rather than reach it)
+FLOOR_TARGETS = {"nlupp-full": ("intent micro-F1 above the TF-IDF floor", True),
+                 LOW_DATA: ("intent micro-F1 >= the TF-IDF floor", False)}
 
 
 def floor_table(runs: list[dict[str, Any]], setting: str = LOW_DATA) -> str:
-    """Issue 34's NLU++ low-data target, the pretrained joint model (the MiniLM family's
-    configuration with the best validation micro-F1) at least at the TF-IDF floor on test
-    intent micro-F1, judged on the 95 % interval of the difference (:func:`_intervals`: a
-    paired bootstrap over test questions, each side's seeds averaged)."""
+    """Issue 34's NLU++ target of ``setting`` (:data:`FLOOR_TARGETS`): the pretrained joint
+    model (the MiniLM family's configuration with the best validation micro-F1) above the
+    TF-IDF floor (full data) or at least at it (low data) on test intent micro-F1, judged on
+    the 95 % interval of the difference (:func:`_intervals`: a paired bootstrap over test
+    questions, each side's seeds averaged)."""
     from _verdicts import Interval, judge
 
     detailed = _detailed(runs, setting)
@@ -294,6 +299,7 @@ def floor_table(runs: list[dict[str, Any]], setting: str = LOW_DATA) -> str:
         return (f"(not judged: no {setting} runs of both the TF-IDF floor and a MiniLM joint "
                 "model with per-question outcomes; records that predate them are not "
                 "candidates)")
+    target, strictly = FLOOR_TARGETS[setting]
     net, floor = detailed[network], detailed[FLOOR]
     rows = list(range(len(net[0]["per_question"])))
     d = Interval(*_intervals(net, rows, minus=floor)["micro_f1"])
@@ -302,8 +308,9 @@ def floor_table(runs: list[dict[str, Any]], setting: str = LOW_DATA) -> str:
     return H.markdown_table(
         ["target", "model (chosen on validation micro-F1)", "seeds",
          "measured [95 %] (points)", "verdict"],
-        [["intent micro-F1 >= the TF-IDF floor", f"{LABEL[network]} minus {LABEL[FLOOR]}",
-          f"{len(net)} against {len(floor)}", scores + d.points(1), judge(d, 0.0)]])
+        [[target, f"{LABEL[network]} minus {LABEL[FLOOR]}",
+          f"{len(net)} against {len(floor)}", scores + d.points(1),
+          judge(d, 0.0, strictly=strictly)]])
 
 
 def comparison_table(runs: list[dict[str, Any]]) -> str:
@@ -493,13 +500,17 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path, draw: bo
         "",
         setting_table(good, "nlupp-full"),
         "",
+        "Issue 34's targets against the floor are judged on the 95 % interval of the paired "
+        "difference (the same resampled test questions for both sides; PASS when it clears "
+        "zero, FAIL when it lies wholly below, within noise otherwise). Full data:",
+        "",
+        floor_table(good, "nlupp-full"),
+        "",
         "### NLU++ banking, low data (fold 0 -> folds 1-9)",
         "",
         setting_table(good, "nlupp-low"),
         "",
-        "Issue 34's low-data target, judged on the 95 % interval of the paired difference "
-        "(the same resampled test questions for both sides; PASS when it clears zero, FAIL "
-        "when it lies wholly below, within noise otherwise):",
+        "Low data:",
         "",
         floor_table(good),
         "",

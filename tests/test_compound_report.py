@@ -169,6 +169,13 @@ def test_the_low_data_floor_verdict_is_a_paired_bootstrap_on_micro_f1():
     for preds, verdict in cases:  # +1/4 in every resample; 0 on the whole; -3/4
         assert _verdict_row(R.floor_table([floor, _nlupp("minilm", preds)]))[4] == verdict
     assert R.floor_table([_nlupp("minilm", GOLD)]).startswith("(not judged")
+    # the floor's own answers: a difference of 0 in every resample reaches the floor (low
+    # data) but does not beat it (the full setting's target)
+    same = [floor, _nlupp("minilm", FLOOR)]
+    assert _verdict_row(R.floor_table(same))[4] == "PASS"
+    full = [{**r, "setting": "nlupp-full"} for r in same]
+    row = _verdict_row(R.floor_table(full, "nlupp-full"))
+    assert row[0] == "intent micro-F1 above the TF-IDF floor" and row[4] == "within noise"
     with pytest.raises(ValueError, match="same test questions"):
         R._intervals(runs[1:2], list(range(40)), minus=[{"per_question": [{"gold": []}] * 40}])
 
