@@ -240,9 +240,7 @@ class Tokenizer:
         if self.input_prefix:
             raise ValueError(f"this tokenizer already reads the prefix {self.input_prefix!r}")
         backend = Backend.from_str(self.backend.to_str())
-        copy = Tokenizer(backend, lowercase=self.lowercase, special_tokens=self.special_tokens,
-                         number_pattern=self.number_pattern)
-        copy.pre_split = self.pre_split
+        copy = self.with_backend(backend)
         if not prefix:
             return copy
         kind = json.loads(self.backend.to_str()).get("post_processor") or {}
@@ -267,10 +265,8 @@ class Tokenizer:
                         {"id": sep_tok, "ids": [sep], "tokens": [sep_tok]}]
         backend.post_processor = processors.TemplateProcessing(single=single, pair=pair,
                                                                special_tokens=special)
-        copy = Tokenizer(backend, lowercase=self.lowercase, special_tokens=self.special_tokens,
-                         number_pattern=self.number_pattern)
+        copy = self.with_backend(backend)
         copy.input_prefix = prefix
-        copy.pre_split = self.pre_split
         return copy
 
     def with_split(self, name: str) -> Tokenizer:
@@ -300,10 +296,18 @@ class Tokenizer:
         split = pre_tokenizers.Split(Regex(PRE_SPLITS[name]), behavior="isolated")
         backend.pre_tokenizer = split if backend.pre_tokenizer is None \
             else pre_tokenizers.Sequence([backend.pre_tokenizer, split])
+        copy = self.with_backend(backend)
+        copy.pre_split = name
+        return copy
+
+    def with_backend(self, backend: Backend) -> Tokenizer:
+        """A tokenizer with this one's settings (lowercasing, special tokens, number
+        pattern, input prefix and pre-split) on another ``tokenizers`` backend (a grown or
+        edited copy of this one's)."""
         copy = Tokenizer(backend, lowercase=self.lowercase, special_tokens=self.special_tokens,
                          number_pattern=self.number_pattern)
         copy.input_prefix = self.input_prefix
-        copy.pre_split = name
+        copy.pre_split = self.pre_split
         return copy
 
     # -- use ---------------------------------------------------------------------------

@@ -367,11 +367,7 @@ def grow_tokenizer(tokenizer: Tokenizer, texts: Sequence[str], *, kind: str,
         vocab[token] = next_id + i
     from tokenizers import Tokenizer as Backend
 
-    grown = Tokenizer(Backend.from_str(json.dumps(state)), lowercase=tokenizer.lowercase,
-                      special_tokens=tokenizer.special_tokens,
-                      number_pattern=tokenizer.number_pattern)
-    grown.input_prefix = tokenizer.input_prefix
-    return grown, added
+    return tokenizer.with_backend(Backend.from_str(json.dumps(state))), added
 
 
 # --- the lineage ----------------------------------------------------------------------------
