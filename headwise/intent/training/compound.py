@@ -609,6 +609,7 @@ def compound_network(recipe: IntentRecipe, texts: list[str], intents: list[str],
     joint_type = "bilstm_joint" if recipe.architecture_name == "bilstm" else "joint_intent_slot"
     joint = dict(model_type=joint_type, multi_label=True, slot_tags=tags)
     part = recipe.architecture
+    info = None
     if recipe.architecture_name == "pretrained":
         base, tokenizer, info = load_pretrained_for_task(recipe, texts, intents)
         config = base.config.replace(**joint, labels=intents, **part.model_overrides)
@@ -627,7 +628,7 @@ def compound_network(recipe: IntentRecipe, texts: list[str], intents: list[str],
         tokenizer = train_tokenizer(texts, kind=part.tokenizer, vocab_size=part.vocab_size)
         model = build_intent_model(recipe, tokenizer, intents, **joint)
     mark_cue_tokens(model, tokenizer)
-    return model, tokenizer, info if recipe.architecture_name == "pretrained" else None
+    return model, tokenizer, info
 
 
 def _split(examples: list[Example], recipe: IntentRecipe
