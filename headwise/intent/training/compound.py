@@ -67,6 +67,7 @@ from headwise.intent.training.builders import (
     train_config,
     with_family_defaults,
 )
+from headwise.intent.training.joins import joined_examples
 from headwise.intent.training.linear_probe import fit_multilabel_probe, fit_tag_probe
 from headwise.intent.training.losses import SoftTargets
 from headwise.intent.training.pretrain import pretrain_encoder
@@ -237,7 +238,11 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
         init_prior_bias(model, data.train, data.intents)
     tag_index = {t: i for i, t in enumerate(data.tags or [])}
     max_length = recipe.architecture.max_length
-    rows = encode_rows(tokenizer, data.train, data.intents, tag_index, max_length)
+    task = recipe.task
+    assert isinstance(task, MultiLabel)
+    joins = joined_examples(data.train, task.compound_joins, recipe.train.seed,
+                            fits=tokenizer.lengths, max_length=max_length)
+    rows = encode_rows(tokenizer, data.train + joins, data.intents, tag_index, max_length)
     levers = recipe.levers
     weights = balanced_multilabel_weights([r["labels"] for r in rows]) \
         if levers.class_weighting == "balanced" else None  # of the gold intents
@@ -245,10 +250,10 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     tagged = [r for r in rows if "tag_labels" in r]
     distill = None
     if soft_targets is not None:
-        rows, distill = distilled_rows(rows, tokenizer, data, soft_targets,
+        # the joined rows are labelled rows too: the teacher reads their texts
+        rows, distill = distilled_rows(rows, tokenizer, replace(data, train=data.train + joins),
+                                       soft_targets,
                                        levers.distill_weight, tag_index, max_length)
-    task = recipe.task
-    assert isinstance(task, MultiLabel)
     dropped = drop_numbers(rows, tokenizer, task.number_dropout, recipe.train.seed)
     valid_rows = encode_rows(tokenizer, data.valid, data.intents, tag_index, max_length)
     config = train_config(recipe, "score")
@@ -297,7 +302,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                 "valid_examples": len(data.valid), "slot_names": data.slot_names,
                 "train_seconds": round(seconds, 1), "steps": result.steps,
                 "epochs": result.epochs, "stopped_early": result.stopped_early,
-                "valid": metrics, "numbers_dropped": dropped, "pretrained": pretrained_info,
+                "valid": metrics, "numbers_dropped": dropped,
+                "joined_rows": len(joins), "pretrained": pretrained_info,
                 "pretrain": None if pretrained is None else asdict(pretrained),
                 "linear_probe": None if probe is None else {
                     **asdict(probe), "tagger": None if tag_probe is None else asdict(tag_probe)},

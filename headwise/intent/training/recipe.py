@@ -498,6 +498,10 @@ class SingleLabel:
         _check_choice("task.select_on", self.select_on, ("accuracy", "macro_f1"))
 
 
+#: the most joined rows ``task.compound_joins`` may add, as a share of the training rows
+MAX_COMPOUND_JOINS = 4.0
+
+
 @dataclass
 class MultiLabel:
     """Several intents per text (one sigmoid each) and slot spans: the
@@ -513,18 +517,26 @@ class MultiLabel:
             number is read as at prediction time is trained; a tokenizer without ``[NUM]``
             (WordPiece, a pretrained checkpoint's) has none to replace. 0 turns it off.
             See :func:`~headwise.intent.training.compound.drop_numbers`.
+        compound_joins: rows made by joining two training rows (texts joined by
+            punctuation, intents united, slots moved), added to training as a share of the
+            training rows: 0 adds none, 0.5 half as many again. See
+            :mod:`~headwise.intent.training.joins`.
     """
 
     NAME: ClassVar[str] = "multi_label"
     slots: bool = True
     per_intent_thresholds: bool = False
     number_dropout: float = 0.15
+    compound_joins: float = 0.0
 
     def __post_init__(self) -> None:
         _check_types(self, "task")
         if not 0.0 <= self.number_dropout < 1.0:
             raise ValueError(f"task.number_dropout must be in [0, 1), got "
                              f"{self.number_dropout}")
+        if not 0.0 <= self.compound_joins <= MAX_COMPOUND_JOINS:
+            raise ValueError(f"task.compound_joins must be in [0, {MAX_COMPOUND_JOINS}], got "
+                             f"{self.compound_joins}")
 
 
 Task = SingleLabel | MultiLabel
