@@ -9,9 +9,10 @@ from typing import Any
 import _harness as H
 
 ORDER = ("tfidf", "tfidf-c1", "bilstm", "bilstm-attn", "bilstm-joins", "scratch", "scratch-num",
-         "scratch-blend",
+         "scratch-joins", "scratch-blend",
          "minilm", "minilm-num", "minilm-fresh", "minilm-lpft-bal", "minilm-blend", "e5",
-         "e5-lr1e-4", "e5-8ep", "e5-split", "e5-joins", "e5-num", "e5-blend")
+         "e5-lr1e-4", "e5-8ep", "e5-split", "e5-joins", "e5-joins1", "e5-num",
+         "e5-blend")
 LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
          "tfidf-c1": "TF-IDF + one-vs-rest LR, C 1",
          "bilstm": "BiLSTM joint (the seed's baseline)",
@@ -19,6 +20,8 @@ LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
          "bilstm-joins": "BiLSTM joint, joined training rows (task.compound_joins 0.5)",
          "scratch": "from-scratch joint Transformer",
          "scratch-num": "from-scratch + number-aware heads",
+         "scratch-joins": "from-scratch joint Transformer, joined training rows "
+                          "(task.compound_joins 0.5)",
          "scratch-blend": "from-scratch joint Transformer + TF-IDF blend (share on validation)",
          "minilm": "MiniLM-L6 import, joint heads (LP-FT)",
          "minilm-num": "MiniLM-L6 + number-aware heads",
@@ -33,6 +36,8 @@ LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
                      "character and digit run a token (pre_split cjk_digits)",
          "e5-joins": "multilingual-e5-small, joint heads, 4 epochs at 1e-4, joined training "
                      "rows (task.compound_joins 0.5)",
+         "e5-joins1": "multilingual-e5-small, joint heads, 4 epochs at 1e-4, joined training "
+                      "rows (task.compound_joins 1.0)",
          "e5-num": "multilingual-e5-small + number-aware heads",
          "e5-blend": "multilingual-e5-small, joint heads (the demo's recipe) + TF-IDF blend "
                      "(share on validation)"}
@@ -42,10 +47,11 @@ METRICS = ("micro_f1", "macro_f1", "exact_match", "span_f1")
 #: its own, so the section lists it beside the network alone and the TF-IDF floor
 FAMILY = {"tfidf": "tfidf", "tfidf-c1": "tfidf", "bilstm": "bilstm", "bilstm-attn": "bilstm",
           "bilstm-joins": "bilstm",
-          "scratch": "transformer", "scratch-num": "transformer",
+          "scratch": "transformer", "scratch-num": "transformer", "scratch-joins": "transformer",
           "scratch-blend": "transformer+tfidf", "minilm": "minilm", "minilm-num": "minilm",
           "minilm-fresh": "minilm", "minilm-lpft-bal": "minilm", "minilm-blend": "minilm+tfidf",
           "e5": "e5", "e5-lr1e-4": "e5", "e5-8ep": "e5", "e5-split": "e5", "e5-joins": "e5",
+          "e5-joins1": "e5",
           "e5-num": "e5", "e5-blend": "e5+tfidf"}
 #: the setting whose runs record every test question's outcome (intervals, slices, p50),
 #: and the slices of its per-slice table

@@ -40,7 +40,8 @@ only), ``bilstm`` / ``bilstm-attn`` / ``bilstm-joins`` (the BiLSTM joint model, 
 baseline, max or attention pooling, with the Transformer's intent and slot heads; ``-joins``:
 half as many training rows again, each two training rows joined,
 ``task.compound_joins``), ``scratch`` (from-scratch
-joint Transformer, d 128, 2 layers, 8 heads), ``minilm`` (the all-MiniLM-L6-v2 encoder with
+joint Transformer, d 128, 2 layers, 8 heads; ``scratch-joins`` with joined rows as
+``bilstm-joins``), ``minilm`` (the all-MiniLM-L6-v2 encoder with
 intent and slot heads, the intent head first fitted on the frozen encoder, one logistic
 regression per intent, then fine-tuned: LP-FT, the default; English, NLU++ only) with
 ``minilm-fresh`` (a freshly initialised intent head, as before LP-FT was the default) and
@@ -49,7 +50,8 @@ family's alternatives, ``e5`` (multilingual-e5-small with LP-FT, the demo's own 
 demo corpus) with ``e5-lr1e-4``, ``e5-8ep``, ``e5-split`` and ``e5-joins`` (4 epochs at
 1e-4, 8 epochs at 1e-4, 4 epochs at 1e-4 with ``architecture.pre_split`` ``cjk_digits``:
 each CJK character and digit run a token of its own, and 4 epochs at 1e-4 with joined
-training rows as ``bilstm-joins``) as its family's alternatives, each Transformer
+training rows as ``bilstm-joins``; ``e5-joins1``: as many again) as its family's
+alternatives, each Transformer
 also with number-aware heads (``-num``: heads 0 and 1 of every layer get the learned
 number-key bias).
 ``scratch-blend``, ``minilm-blend`` and ``e5-blend`` are ``scratch``, ``minilm`` and ``e5``
@@ -158,9 +160,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # joined training rows (concatenation augmentation, task.compound_joins): half as many
     # again, two training rows joined by punctuation each; fixed in advance, not tuned
     "e5-joins": H.recipe_with(_E5, train={"lr": 1e-4}, task={"compound_joins": 0.5}),
+    "e5-joins1": H.recipe_with(_E5, train={"lr": 1e-4}, task={"compound_joins": 1.0}),
     "e5-num": H.recipe_with(
         _E5, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
     ),
+    "scratch-joins": H.recipe_with(_SCRATCH, task={"compound_joins": 0.5}),
     "scratch-blend": H.recipe_with(_SCRATCH, levers={"blend": "tfidf"}),
     "minilm-blend": H.recipe_with(_MINILM, levers={"blend": "tfidf"}),
     # LP-FT is the default (issues 32 and 34): with a fresh head at 1e-4, 120 steps barely
@@ -182,7 +186,8 @@ ONLY_ON = {"minilm": ("nlupp-full", "nlupp-low"), "minilm-num": ("nlupp-full", "
            "bilstm-attn": ("demo-compound",), "bilstm-joins": ("demo-compound",),
            "e5": ("demo-compound",), "e5-lr1e-4": ("demo-compound",),
            "e5-8ep": ("demo-compound",), "e5-split": ("demo-compound",),
-           "e5-joins": ("demo-compound",),
+           "e5-joins": ("demo-compound",), "e5-joins1": ("demo-compound",),
+           "scratch-joins": ("demo-compound",),
            "e5-num": ("demo-compound",),
            "e5-blend": ("demo-compound",)}
 
