@@ -347,9 +347,19 @@ def format_threshold(th: Any) -> str:
             bound += (f"; {th.n_in_scope} in-scope rows are too few to keep the budget with "
                       f"any rejection: give more validation data")
     free = getattr(th, "unbudgeted", None)
+    allows = ""
+    if free and th.reject_bound is not None and th.reject_budget is not None \
+            and th.reject_bound <= th.reject_budget:  # else: too few rows, said above
+        from headwise.intent.decision.oos import allowed_rejections
+
+        k = allowed_rejections(th.n_in_scope, th.reject_budget, th.reject_confidence)
+        allows = (f" (kept with {th.reject_confidence:.0%} confidence, it lets a threshold "
+                  f"reject at most {k} of the {th.n_in_scope} in-scope validation rows, "
+                  f"{k / th.n_in_scope:.1%}; more in-scope validation rows let it reject "
+                  f"closer to {th.reject_budget:.0%})")
     budget = "" if not free else (
-        f"; the reject budget decided: without it the best balance on the validation rows "
-        f"rejects {free['reject_rate']:.1%} of in-scope rows for out-of-scope recall "
+        f"; the reject budget decided{allows}: without it the best balance on the validation "
+        f"rows rejects {free['reject_rate']:.1%} of in-scope rows for out-of-scope recall "
         f"{free['oos_recall']:.4f} (threshold {free['threshold']:.3f})")
     return (f"{th.threshold:.3f} ({th.method}): in-scope accuracy "
             f"{th.in_scope_accuracy_no_reject:.4f} -> {th.in_scope_accuracy:.4f}, "

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from headwise.intent.decision.oos import (
+    allowed_rejections,
     choose_score_threshold,
     choose_threshold,
     reject_upper_bound,
@@ -142,6 +143,44 @@ def test_reject_budget_kept_with_confidence(budget, confidence):
     # no budget: no bound to keep, the confidence is not recorded
     free = choose_score_threshold(score, correct, oos, reject_confidence=confidence)
     assert free.reject_bound is None and free.reject_confidence is None
+
+
+def test_allowed_rejections_by_the_binomial():
+    # independent reference: the most rejections k of n with P(Binomial(n, 5 %) <= k) <=
+    # 5 %, i.e. whose 95 % upper bound is within 5 % (0 when none is: rejecting none is
+    # always allowed)
+    for n in (5, 59, 60, 108, 200, 486):
+        ks = [k for k in range(n) if _binomial_cdf(k, n, 0.05) <= 0.05]
+        assert allowed_rejections(n, 0.05) == (max(ks) if ks else 0)
+    # the numbers: the quick demo's 108 in-scope validation rows allow one, the
+    # demo's 486 sixteen; on the rate alone, floor(5 % of n)
+    assert (allowed_rejections(108, 0.05), allowed_rejections(486, 0.05)) == (1, 16)
+    assert allowed_rejections(108, 0.05, None) == 5 and allowed_rejections(59, 0.05) == 0
+    assert allowed_rejections(108, 0.0) == 0
+    for bad in ({"n": 0, "budget": 0.05}, {"n": 10, "budget": 1.0},
+                {"n": 10, "budget": 0.05, "confidence": 1.5}):
+        with pytest.raises(ValueError):
+            allowed_rejections(**bad)
+
+
+def test_what_the_budget_allows_is_said_when_it_decides():
+    from headwise.commands._common import format_threshold
+
+    # 108 in-scope rows (all right) interleaved with 30 out-of-scope ones: the balanced
+    # choice rejects all the budget allows, and the line train prints says how little that is
+    score, correct, oos = _interleaved(n_in=108, n_oos=30)
+    ch = choose_score_threshold(score, correct, oos, reject_budget=0.05, name="energy")
+    assert round(ch.reject_rate * 108) == allowed_rejections(108, 0.05) == 1
+    assert ch.unbudgeted is not None
+    line = format_threshold(ch)
+    assert ("the reject budget decided (kept with 95% confidence, it lets a threshold reject "
+            "at most 1 of the 108 in-scope validation rows, 0.9%; more in-scope validation "
+            "rows let it reject closer to 5%): without it") in line
+    # on the rate alone the choice rejects floor(5 % of 108) = 5, and no confidence is named
+    plain = choose_score_threshold(score, correct, oos, reject_budget=0.05, name="energy",
+                                   reject_confidence=None)
+    assert round(plain.reject_rate * 108) == allowed_rejections(108, 0.05, None) == 5
+    assert "confidence" not in format_threshold(plain)
 
 
 def test_reject_confidence_with_few_rows_keeps_only_thresholds_rejecting_nothing():
