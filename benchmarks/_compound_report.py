@@ -9,7 +9,7 @@ from typing import Any
 import _harness as H
 
 ORDER = ("tfidf", "tfidf-c1", "bilstm", "bilstm-attn", "bilstm-joins", "scratch", "scratch-num",
-         "scratch-joins", "scratch-blend",
+         "scratch-joins", "scratch-80ep", "scratch-blend",
          "minilm", "minilm-num", "minilm-fresh", "minilm-lpft-bal", "minilm-blend", "e5",
          "e5-lr1e-4", "e5-8ep", "e5-split", "e5-joins", "e5-joins1", "e5-num",
          "e5-blend")
@@ -22,6 +22,7 @@ LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
          "scratch-num": "from-scratch + number-aware heads",
          "scratch-joins": "from-scratch joint Transformer, joined training rows "
                           "(task.compound_joins 0.5)",
+         "scratch-80ep": "from-scratch joint Transformer, 80 epochs (patience 10)",
          "scratch-blend": "from-scratch joint Transformer + TF-IDF blend (share on validation)",
          "minilm": "MiniLM-L6 import, joint heads (LP-FT)",
          "minilm-num": "MiniLM-L6 + number-aware heads",
@@ -48,6 +49,7 @@ METRICS = ("micro_f1", "macro_f1", "exact_match", "span_f1")
 FAMILY = {"tfidf": "tfidf", "tfidf-c1": "tfidf", "bilstm": "bilstm", "bilstm-attn": "bilstm",
           "bilstm-joins": "bilstm",
           "scratch": "transformer", "scratch-num": "transformer", "scratch-joins": "transformer",
+          "scratch-80ep": "transformer",
           "scratch-blend": "transformer+tfidf", "minilm": "minilm", "minilm-num": "minilm",
           "minilm-fresh": "minilm", "minilm-lpft-bal": "minilm", "minilm-blend": "minilm+tfidf",
           "e5": "e5", "e5-lr1e-4": "e5", "e5-8ep": "e5", "e5-split": "e5", "e5-joins": "e5",
