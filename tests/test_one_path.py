@@ -175,7 +175,9 @@ def test_eval_scores_the_answers_predict_gives(kind, request, tmp_path, capsys, 
     predictor = {"single": "SingleLabelPredictor", "compound": "CompoundPredictor"}[kind]
     assert set(calls) == {predictor}
     assert report["long_text"] == {"policy": {"single": "chunk_max",
-                                              "compound": "truncate"}[kind], "rows": 1}
+                                              "compound": "truncate"}[kind],
+                                   "window": {"single": model.max_length,
+                                              "compound": None}[kind], "rows": 1}
     answers = model.predict([t for t, _ in rows])
     if kind == "single":
         assert report["scored_as"] == "single_label"

@@ -40,7 +40,8 @@ def test_the_notes_come_from_the_encoding(classifier):
     assert notes[0] is None
     assert 1 <= notes[1].pop("chunk") <= len(item.chunks)
     assert notes[1] == {"policy": "chunked", "tokens": n, "max_length": MAX_LENGTH,
-                        "chunks": len(item.chunks), "pooling": "max_confidence"}
+                        "chunks": len(item.chunks), "window": MAX_LENGTH,
+                        "pooling": "max_confidence"}
     assert [a.to_dict() for a in answers] == [a.to_dict() for a in classifier.predict(
         ["hi", long])]
 
