@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from headwise.intent.inference.bucketing import (
-    CHUNK_POOLING,
     LONG_TEXT_POLICIES,
     check_chunk_length,
+    check_windowed,
 )
 from headwise.intent.inference.load import RUNTIMES
 
@@ -135,11 +135,8 @@ class ServeConfig:
                              f"{self.long_text!r}")
         if self.chunk_length is not None:
             check_chunk_length(self.chunk_length)
-            if self.long_text not in ("auto", *CHUNK_POOLING):
-                raise ValueError(f"chunk_length is the width of a chunked policy's windows "
-                                 f"({', '.join(CHUNK_POOLING)}, or auto on a single network); "
-                                 f"long_text {self.long_text} does not cut a text into "
-                                 f"windows")
+            if self.long_text != "auto":  # auto: a network's chunk_max, refused by the others
+                check_windowed(self.long_text, self.chunk_length)
         for name in ("max_batch_size", "max_texts", "max_text_chars", "max_body_bytes",
                      "top_k"):
             value = getattr(self, name)

@@ -66,7 +66,7 @@ def test_serve_options_make_the_config(tmp_path):
     (["--set", "chunk_length=4"], "chunk_length must be a fraction"),
     (["--set", "chunk_length=1.5"], "chunk_length must be a fraction"),
     (["--set", "long_text=truncate", "--set", "chunk_length=16"],
-     "long_text truncate does not cut a text into windows"),
+     "the truncate policy does not cut a text into windows"),
 ])
 def test_bad_settings_are_refused_naming_the_field(argv, message):
     from headwise.commands.serve_options import process_from_args
@@ -95,9 +95,9 @@ def test_the_window_width_setting_keeps_tokens_apart_from_fractions():
                                         ({"chunk_length": True}, "chunk_length must be"),
                                         ({"chunk_length": 0.0}, "chunk_length must be"),
                                         ({"chunk_length": 16, "long_text": "head_tail"},
-                                         "head_tail does not cut"),
+                                         "the head_tail policy does not cut"),
                                         ({"chunk_length": 16, "long_text": "reject"},
-                                         "reject does not cut"),
+                                         "the reject policy does not cut"),
                                         ({"max_batch_size": 0}, "max_batch_size"),
                                         ({"max_wait_ms": -1}, "max_wait_ms")])
 def test_bad_config_values_are_refused(bad, match):

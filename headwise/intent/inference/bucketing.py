@@ -29,7 +29,7 @@ from headwise.text.tokenizer import Tokenizer
 
 __all__ = ["CHUNK_POOLING", "DEFAULT_CHUNK_LENGTH", "DEFAULT_LONG_TEXT", "LONG_TEXT_POLICIES",
            "MIN_BUCKET", "MIN_CHUNK_LENGTH", "ONE_WINDOW_POLICIES", "BucketedPredictor",
-           "EncodedText", "LongTextError", "check_chunk_length", "length_bucket",
+           "EncodedText", "LongTextError", "check_chunk_length", "check_windowed", "length_bucket",
            "long_text_note", "window_length"]
 
 #: what a predictor does with a text over the model's maximum length: ``"auto"`` (a single
@@ -111,6 +111,19 @@ def check_chunk_length(chunk_length: object) -> float | int:
     raise ValueError(f"chunk_length must be a fraction of the model's maximum length (a "
                      f"float in (0, 1], e.g. 0.5) or a window width in tokens (an int >= "
                      f"{MIN_CHUNK_LENGTH}, special tokens included), got {chunk_length!r}")
+
+
+def check_windowed(long_text: str, chunk_length: object) -> None:
+    """Refuse a window width (``chunk_length`` not None) given with a policy that does not
+    cut a text into windows (one not in :data:`CHUNK_POOLING`; resolve ``"auto"`` first).
+
+    Raises:
+        ValueError: naming the policy and those that take a width.
+    """
+    if chunk_length is not None and long_text not in CHUNK_POOLING:
+        raise ValueError(f"chunk_length {chunk_length!r} is the width of a chunked "
+                         f"policy's windows ({', '.join(CHUNK_POOLING)}); the "
+                         f"{long_text} policy does not cut a text into windows")
 
 
 def window_length(chunk_length: float | int | None, max_length: int) -> int:
@@ -201,10 +214,7 @@ class BucketedPredictor(Predictor):
             raise ValueError(f"long_text must be one of "
                              f"{', '.join(p for p in LONG_TEXT_POLICIES if p != 'auto')}, "
                              f"got {long_text!r}")
-        if chunk_length is not None and long_text not in CHUNK_POOLING:
-            raise ValueError(f"chunk_length {chunk_length!r} is the width of a chunked "
-                             f"policy's windows ({', '.join(CHUNK_POOLING)}); the "
-                             f"{long_text} policy does not cut a text into windows")
+        check_windowed(long_text, chunk_length)
         self.tokenizer = tokenizer
         self.runtime = runtime
         self.long_text = long_text

@@ -45,6 +45,7 @@ from headwise.intent.inference.bucketing import (
     DEFAULT_LONG_TEXT,
     LONG_TEXT_POLICIES,
     check_chunk_length,
+    check_windowed,
 )
 from headwise.intent.inference.compound import CompoundPredictor
 from headwise.intent.inference.predictor import Predictor
@@ -547,8 +548,9 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
     if kind not in (kinds.NETWORK, kinds.COMPOUND):
         return _probability_predictor(classifier, runtime=runtime, long_text=long_text,
                                       chunk_length=chunk_length, threads=threads, where=where)
-    if chunk_length is not None:
+    if chunk_length is not None:  # refused before a runtime is chosen (an export built)
         kind.require("chunk", where)  # a compound model reads the first window only
+        check_windowed(DEFAULT_LONG_TEXT if long_text == "auto" else long_text, chunk_length)
     chosen, note = choose_runtime(classifier, runtime, model_dir=model_dir,
                                   onnx_path=onnx_path, threads=threads)
     if kind is kinds.COMPOUND and long_text == "auto":
