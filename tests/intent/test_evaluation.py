@@ -20,6 +20,7 @@ from tiny_models import MAX_LENGTH
 from headwise.intent import evaluate, format_report
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.inference import SingleLabelPredictor, TorchRuntime
+from headwise.intent.inference.bucketing import window_length
 from headwise.text.dataset import Example, SlotSpan
 
 #: short rows (within the maximum length): the tiny corpus's requests, one mislabelled
@@ -85,7 +86,7 @@ def test_single_label_report_matches_the_hand_computed_scores(trained, tmp_path)
     assert [(e["text"], e["gold"], e["predicted"]) for e in report["errors"]] == want_errors
     for e in report["errors"]:
         assert e["confidence"] == pytest.approx(conf[TEXTS.index(e["text"])], abs=1e-6)
-    assert report["long_text"] == {"policy": "chunk_max", "window": MAX_LENGTH,
+    assert report["long_text"] == {"policy": "chunk_max", "window": window_length(None, MAX_LENGTH),
                                    "rows": 0}
     assert report["runtime"] == "torch"
     assert (tmp_path / "confusion.png").is_file()
@@ -137,7 +138,7 @@ def test_a_long_text_is_scored_as_predict_answers_it(trained):
     one_each = [(f"row{i}",) for i in range(len(texts))]
     assert min(trained.tokenizer.lengths(texts)) > MAX_LENGTH
     auto = evaluate(trained, texts, labels, slices=one_each)
-    assert auto["long_text"] == {"policy": "chunk_max", "window": MAX_LENGTH,
+    assert auto["long_text"] == {"policy": "chunk_max", "window": window_length(None, MAX_LENGTH),
                                  "rows": len(texts)}
     want = windowed_by_hand(trained, texts)
     assert per_row(auto) == [(top == 0, rejected) for top, rejected in want]
@@ -259,7 +260,7 @@ def test_the_eval_command_reads_long_texts_as_predict_does(trained, tmp_path, ca
     assert main(["eval", str(model), "--data", str(data), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     library = evaluate(trained, texts, labels)
-    assert report["long_text"] == {"policy": "chunk_max", "window": MAX_LENGTH,
+    assert report["long_text"] == {"policy": "chunk_max", "window": window_length(None, MAX_LENGTH),
                                    "rows": 1}
     for key in ("accuracy", "in_scope_accuracy_with_threshold", "oos_recall", "errors"):
         assert report[key] == library[key], key

@@ -47,9 +47,9 @@ def test_chunk_max_finds_the_request_wherever_it_sits(trained, position):
     request = trained.tokenizer([REQUEST], max_length=None)["input_ids"][0].tolist()[1:-1]
     at = next(i for i in range(len(body)) if body[i:i + len(request)] == request)
     start = (note["chunk"] - 1) * p.chunk_stride
-    assert start < at + len(request) and at < start + p.body
+    assert start < at + len(request) and at < start + p.window_body
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
-                    "chunks": len(item.chunks), "window": MAX_LENGTH,
+                    "chunks": len(item.chunks), "window": p.window,
                     "pooling": "max_confidence", "chunk": note["chunk"]}
     # its answer is that window's own, read alone
     window = item.chunks[note["chunk"] - 1]
@@ -191,7 +191,7 @@ def test_chunk_in_scope_answers_from_the_window_the_detector_finds_most_in_scope
     want = int(scores.argmax())
     [answer], [note] = p.predictions([text])
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
-                    "chunks": len(item.chunks), "window": MAX_LENGTH, "pooling": "max_in_scope",
+                    "chunks": len(item.chunks), "window": p.window, "pooling": "max_in_scope",
                     "chunk": want + 1}
     assert answer.decision.score == clf.ood.name
     assert answer.decision.value == pytest.approx(scores[want], abs=1e-6)
@@ -223,7 +223,6 @@ THIRTEEN = "hello there good morning"
 
 
 @pytest.mark.parametrize("chunk_length, window, spans", [
-    (None, 12, [(0, 10), (5, 13)]),  # the default: the whole maximum length, stride 5
     (8, 8, [(0, 6), (3, 9), (6, 12), (9, 13)]),  # 8 tokens: a body of 6, stride 3
     (0.75, 9, [(0, 7), (3, 10), (6, 13)]),  # 0.75 * 12 = 9 tokens: a body of 7, stride 3
     (1.0, 12, [(0, 10), (5, 13)]),
@@ -386,10 +385,14 @@ def test_window_width_is_refused_where_it_cannot_apply(trained):
     with pytest.raises(ValueError, match="chunk_length must be a fraction"):
         load_predictor(trained, runtime="torch", chunk_length=2.0)
     # the widths, by hand: a fraction rounded down; the default fits any model
-    assert DEFAULT_CHUNK_LENGTH == 1.0 and MIN_CHUNK_LENGTH == 8
-    assert [window_length(x, 64) for x in (1.0, 0.5, 0.25, 0.3, 16, 64, None)] == \
-        [64, 32, 16, 19, 16, 64, 64]
-    assert window_length(0.29, 100) == 29 and window_length(None, 6) == 6
+    assert MIN_CHUNK_LENGTH == 8
+    assert [window_length(x, 64) for x in (1.0, 0.5, 0.25, 0.3, 16, 64)] == \
+        [64, 32, 16, 19, 16, 64]
+    assert window_length(0.29, 100) == 29
+    # the default (None): DEFAULT_CHUNK_LENGTH, within [MIN_CHUNK_LENGTH, max_length]
+    assert window_length(None, 64) == window_length(DEFAULT_CHUNK_LENGTH, 64)
+    assert window_length(None, 6) == 6
+    assert SingleLabelPredictor(trained, runtime).window == window_length(None, MAX_LENGTH)
     assert window_length(1.0, 6) == 6  # the whole maximum length, however short
     with pytest.raises(ValueError, match="under the 8"):
         window_length(0.1, 64)
