@@ -118,14 +118,16 @@ def test_predict_says_what_it_did_with_a_long_text(trained, tmp_path, capsys):
     _, [note] = p.predictions([text])
     assert main(["predict", str(model), text]) == 0
     out = capsys.readouterr().out
-    assert (f"long text: {item.tokens} tokens over {MAX_LENGTH}, {len(item.chunks)} chunks, "
+    chunks = f"{len(item.chunks)} chunks" + (f" of {p.window} tokens"  # windows narrower
+                                             if p.window < MAX_LENGTH else "")  # than 12
+    assert (f"long text: {item.tokens} tokens over {MAX_LENGTH}, {chunks}, "
             f"answer from chunk {note['chunk']}]") in out
     assert "-> card_lost (" in out
     assert main(["predict", str(model), "--json", text]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["long_text"] == note and intent_of(record) == "card_lost"
     assert main(["predict", str(model), "--long-text", "chunk", text]) == 0
-    assert f"{len(item.chunks)} chunks, pooled (mean)]" in capsys.readouterr().out
+    assert f"{chunks}, pooled (mean)]" in capsys.readouterr().out
     assert main(["predict", str(model), "--long-text", "head_tail", text]) == 0
     assert "tokens over 12, read its head and tail]" in capsys.readouterr().out
     assert main(["predict", str(model), "--long-text", "truncate", "--json", text]) == 0
@@ -262,7 +264,8 @@ def test_a_narrow_window_answers_as_that_window_read_alone(trained, position):
     p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_max",
                              chunk_length=8)
     [item] = p.encode([text])
-    wide = predictor(trained, "chunk_max").encode([text])[0]
+    wide = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_max",
+                                chunk_length=1.0).encode([text])[0]
     assert len(item.chunks) > len(wide.chunks) and {len(c) for c in item.chunks[:-1]} == {8}
     [answer], [note] = p.predictions([text])
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
