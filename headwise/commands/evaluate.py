@@ -14,8 +14,10 @@ from typing import Any
 
 from headwise.commands._common import (
     LONG_TEXT_POLICIES,
+    LONG_TEXT_WINDOW_HELP,
     add_data_options,
     is_compound_model,
+    long_text_choice,
     read,
     read_compound,
 )
@@ -45,9 +47,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="where report.json and confusion.png go "
                    "(default: MODEL/eval-<data file name>)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--long-text", choices=LONG_TEXT_POLICIES, default="auto", metavar="POLICY",
+    p.add_argument("--long-text", type=long_text_choice, default="auto",
+                   metavar="POLICY[:N]",
                    help="past the model's length, as predict --long-text: auto (what predict "
-                   "and serve do), " + ", ".join(LONG_TEXT_POLICIES[1:]))
+                   "and serve do), " + ", ".join(LONG_TEXT_POLICIES[1:])
+                   + LONG_TEXT_WINDOW_HELP)
     p.add_argument("--reference-date", type=_iso_date, metavar="YYYY-MM-DD",
                    help="compound models: the \"today\" relative dates in the slot values "
                    "resolve against (default: the model's own, kept from its training data, "
@@ -62,11 +66,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.model) / f"eval-{Path(args.data).stem}"
+    policy, chunk_length = args.long_text
     if is_compound_model(args.model):
         clf: Any = CompoundClassifier.load(args.model)
         examples = read_compound(args.data, args).examples
         out.mkdir(parents=True, exist_ok=True)
-        report = evaluate(clf, examples, long_text=args.long_text,
+        report = evaluate(clf, examples, long_text=policy, chunk_length=chunk_length,
                           reference_date=args.reference_date)
         texts, gold, oos_labels = [e.text for e in examples], \
             [list(e.intents) for e in examples], []
@@ -77,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         oos_labels = model_oos_labels(clf)
         report = evaluate(clf, data.texts, marked_oos(data.labels, oos_labels),
-                          long_text=args.long_text, out_dir=out, slices=data.slices)
+                          long_text=policy, chunk_length=chunk_length, out_dir=out,
+                          slices=data.slices)
         report["skipped_rows"] = len(data.skipped)
         texts, gold = data.texts, data.labels
     report["data"] = str(args.data)

@@ -28,7 +28,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from headwise.commands._common import LONG_TEXT_POLICIES
+from headwise.commands._common import (
+    LONG_TEXT_POLICIES,
+    LONG_TEXT_WINDOW_HELP,
+    long_text_choice,
+)
 
 #: characters of a bar for the largest attribution in the plain output
 BAR = 20
@@ -53,10 +57,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--intent", action="append", metavar="NAME",
                    help="explain this intent instead of the answer's (repeatable)")
-    p.add_argument("--long-text", choices=LONG_TEXT_POLICIES, default="auto", metavar="POLICY",
+    p.add_argument("--long-text", type=long_text_choice, default="auto",
+                   metavar="POLICY[:N]",
                    help="past the model's length, as `headwise predict --long-text`: auto "
                    "(chunk_max: explain the most confident window), "
-                   + ", ".join(LONG_TEXT_POLICIES[1:]))
+                   + ", ".join(LONG_TEXT_POLICIES[1:]) + LONG_TEXT_WINDOW_HELP)
     p.add_argument("--report", metavar="DIR",
                    help="a `headwise inspect` report directory of this model: the heads' "
                         "roles come from its stats.json")
@@ -78,12 +83,14 @@ def _roles(report: str | None) -> list | None:
 
 def result(model: str, text: str, *, intents: list[str] | None = None,
            report: str | None = None, heads: int = 5, steps: int = 32,
-           long_text: str = "auto") -> dict[str, Any]:
+           long_text: str = "auto", chunk_length: float | int | None = None
+           ) -> dict[str, Any]:
     """The JSON object ``headwise explain --json`` prints.
 
     Raises:
         ValueError: a kind that cannot be explained (the kind registry's reason), an
-            unknown intent, a report without roles, a policy the kind cannot follow, a
+            unknown intent, a report without roles, a policy or window width
+            (``chunk_length``, as ``load_predictor`` takes it) the kind cannot follow, a
             long text under ``reject`` or answered by ``chunk`` (the mean of its windows).
     """
     from headwise.inspect.attribution import deciding_heads, explain
@@ -93,7 +100,7 @@ def result(model: str, text: str, *, intents: list[str] | None = None,
     kind_of(model).require("explain", model)
     roles = _roles(report)
     # the predictor ``headwise predict`` runs (runtime auto), on the text's one encoding
-    predictor = load_predictor(model, long_text=long_text)
+    predictor = load_predictor(model, long_text=long_text, chunk_length=chunk_length)
     items = predictor.encode([text])
     rows = predictor.run(items)
     answer = predictor.answers([text], items, rows)[0].to_dict()
@@ -131,8 +138,9 @@ def window_record(ex: Any) -> dict[str, Any] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    policy, chunk_length = args.long_text
     out = result(args.model, args.text, intents=args.intent, report=args.report,
-                 long_text=args.long_text)
+                 long_text=policy, chunk_length=chunk_length)
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
         return 0

@@ -23,10 +23,12 @@ from typing import Any
 
 from headwise.commands._common import (
     LONG_TEXT_POLICIES,
+    LONG_TEXT_WINDOW_HELP,
     RUNTIMES,
     add_encoding_options,
     column_list,
     is_compound_model,
+    long_text_choice,
     runtime_choice,
 )
 
@@ -121,9 +123,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threshold", type=float,
                    help="override the saved out-of-scope threshold (0 disables it)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.add_argument("--long-text", choices=LONG_TEXT_POLICIES, default="auto", metavar="POLICY",
-                   help="past the model's length: auto (chunk_max: the most confident "
-                   "window), " + ", ".join(LONG_TEXT_POLICIES[1:]))
+    p.add_argument("--long-text", type=long_text_choice, default="auto",
+                   metavar="POLICY[:N]",
+                   help="past the model's length: auto (chunk_max), "
+                   + ", ".join(LONG_TEXT_POLICIES[1:]) + LONG_TEXT_WINDOW_HELP)
     p.add_argument("--reference-date", type=_iso_date, metavar="YYYY-MM-DD",
                    help="compound models: the day relative dates in slot values (下个月5号, "
                    "next Friday) count from (default: the model's saved one, else today)")
@@ -187,15 +190,19 @@ def record(answer: dict[str, Any], text: str, note: dict[str, Any] | None) -> di
 
 def long_text_words(note: dict[str, Any]) -> str:
     """How the plain output says what was done with a long text (its ``long_text`` note),
-    e.g. ``long text: 180 tokens over 64, 5 chunks, answer from chunk 4``."""
+    e.g. ``long text: 180 tokens over 64, 5 chunks, answer from chunk 4`` (windows narrower
+    than the maximum length: ``21 chunks of 16 tokens``)."""
     head = f"long text: {note['tokens']} tokens over {note['max_length']}"
     if note["policy"] == "truncated":
         return f"{head}, truncated (read the first {note['max_length']})"
     if note["policy"] == "head_tail":
         return f"{head}, read its head and tail"
+    window = note.get("window") or note["max_length"]
+    chunks = f"{note['chunks']} chunks" + (f" of {window} tokens"
+                                           if window < note["max_length"] else "")
     if note.get("chunk") is not None:
-        return f"{head}, {note['chunks']} chunks, answer from chunk {note['chunk']}"
-    return f"{head}, {note['chunks']} chunks, pooled ({note.get('pooling') or 'mean'})"
+        return f"{head}, {chunks}, answer from chunk {note['chunk']}"
+    return f"{head}, {chunks}, pooled ({note.get('pooling') or 'mean'})"
 
 
 def _note_line(text: str, note: dict[str, Any] | None) -> str:
@@ -254,8 +261,9 @@ def run(args: argparse.Namespace) -> int:
 
         # the predictor ``serve`` would run (runtime auto), on the texts' one encoding
         runtime, onnx_path = args.runtime
+        policy, chunk_length = args.long_text
         predictor = load_predictor(args.model, runtime=runtime, onnx_path=onnx_path,
-                                   long_text=args.long_text)
+                                   long_text=policy, chunk_length=chunk_length)
         answers, notes = predictor.predictions(texts, top_k=args.top_k,
                                                threshold=args.threshold,
                                                reference_date=args.reference_date)
@@ -388,9 +396,10 @@ def _run_data(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--data {args.data}: no such file")
     threads = 0 if args.threads is None else args.threads
     runtime, onnx_path = args.runtime
+    policy, chunk_length = args.long_text
     predictor = load_predictor(
         args.model, runtime=runtime, onnx_path=onnx_path, max_rows=batch_size,
-        threads=threads, long_text=args.long_text,
+        threads=threads, long_text=policy, chunk_length=chunk_length,
         report=lambda line: print(f"headwise predict: {line}", file=sys.stderr))
     if args.reference_date is not None:  # a compound model: its classifier's "today"
         predictor.classifier.reference_date = args.reference_date
@@ -424,9 +433,9 @@ def _run_data(args: argparse.Namespace) -> int:
 def _run_ray(args: argparse.Namespace, batch_size: int, chunk_size: int) -> int:
     from headwise.commands._common import check_out_dir
 
-    if args.long_text != "auto":
-        raise ValueError("--long-text: Ray's actors run the auto policy; leave it out with "
-                         "--ray")
+    if args.long_text != ("auto", None):
+        raise ValueError("--long-text: Ray's actors run the auto policy and its default "
+                         "windows; leave it out with --ray")
 
     try:
         from headwise.integrations.ray import import_ray, predict_files

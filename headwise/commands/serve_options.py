@@ -79,8 +79,8 @@ OWN_OPTIONS = {"model_dir": "MODEL", "runtime": "--runtime", "onnx_path": "--run
 #: the ServeConfig fields settable by ``--config``/``--set`` (``headwise.serve.config``,
 #: repeated so that building the parser does not import the service; a test keeps them equal)
 SERVICE_SETTINGS = ("batching", "max_batch_size", "max_wait_ms", "max_texts", "max_text_chars",
-                    "max_body_bytes", "long_text", "chunk_stride", "top_k", "threads",
-                    "warmup", "model_name", "open_metrics", "rate_limit", "burst",
+                    "max_body_bytes", "long_text", "chunk_length", "chunk_stride", "top_k",
+                    "threads", "warmup", "model_name", "open_metrics", "rate_limit", "burst",
                     "playground", "playground_roles")
 #: the settings only ``--ray`` reads
 RAY_SETTINGS = ("target_ongoing_requests", "max_ongoing_requests")

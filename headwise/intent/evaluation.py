@@ -40,6 +40,7 @@ import torch
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound.thresholds import multilabel_metrics, span_f1
+from headwise.intent.inference.bucketing import CHUNK_POOLING
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.prediction import Prediction
 from headwise.slots import normalize_slot
@@ -164,7 +165,8 @@ def format_slice_table(rows: Sequence[SliceRow | dict[str, Any]]) -> str:
 
 def evaluate(model: Any, rows: Sequence[str] | Sequence[Example],
              labels: Sequence[str | None] | None = None, *, long_text: str = "auto",
-             batch_size: int = 64, out_dir: str | Path | None = None,
+             chunk_length: float | int | None = None, batch_size: int = 64,
+             out_dir: str | Path | None = None,
              slices: Sequence[Sequence[str] | None] | None = None,
              reference_date: date | None = None) -> dict[str, Any]:
     """Score a classifier of any kind on gold rows, through its predictor's answers: what
@@ -208,6 +210,9 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[Example],
         long_text: the long-text policy
             (:data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`; ``"auto"``,
             as ``predict`` and ``serve``); a predictor's own applies when ``model`` is one.
+        chunk_length: the width of a chunked policy's windows, as
+            :func:`~headwise.intent.inference.load.load_predictor` takes it (None: the
+            default); a predictor's own applies when ``model`` is one.
         batch_size: most rows in one forward pass.
         out_dir: where ``confusion.png`` goes (single-label scores; created).
         slices: each row's slice names or None; when any row has some, the report gets
@@ -219,8 +224,9 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[Example],
 
     Returns:
         A JSON-serialisable dict. Always: ``scored_as``, ``runtime`` (what ran the model),
-        ``long_text`` (``{"policy", "rows"}``: the policy applied and the rows over the
-        maximum length). ``"single_label"``: ``num_rows``, ``num_examples``, ``accuracy``,
+        ``long_text`` (``{"policy", "window", "rows"}``: the policy applied, the width in
+        tokens of the windows it cuts a long text into (None unless it chunks) and the rows
+        over the maximum length). ``"single_label"``: ``num_rows``, ``num_examples``, ``accuracy``,
         ``macro_f1``, ``per_label``, ``confusion_matrix``, ``labels`` (closed-set, from
         :func:`headwise.train.classification_metrics`), ``threshold``, ``ood_detector``,
         ``in_scope_accuracy_with_threshold``, ``reject_rate``, ``oos_examples``,
@@ -235,8 +241,9 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[Example],
     Raises:
         ValueError: no rows, lengths that differ, an unlabelled row, texts without labels
             or annotated rows with them, ``slices`` of another length than the rows, a
-            ``long_text`` other than ``"auto"`` with a predictor, a policy the model's
-            kind cannot apply, or a ``reference_date`` for a model without slots.
+            ``long_text`` other than ``"auto"`` or a ``chunk_length`` with a predictor, a
+            policy or window width the model's kind cannot apply, or a
+            ``reference_date`` for a model without slots.
         LongTextError: a text over the maximum length under ``"reject"``.
     """
     rows = list(rows)
@@ -256,7 +263,7 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[Example],
             raise ValueError(f"{len(rows)} texts but {len(labels)} labels")
         if any(y is None for y in labels):
             raise ValueError("evaluation needs a label on every row")
-    predictor = _predictor(model, long_text, batch_size)
+    predictor = _predictor(model, long_text, chunk_length, batch_size)
     if labels is not None and predictor.task == "single_label":
         return _single_label(predictor, list(rows), labels, out_dir=out_dir, slices=slices)
     if slices is not None and len(slices) != len(rows):
@@ -269,17 +276,23 @@ def evaluate(model: Any, rows: Sequence[str] | Sequence[Example],
                         slices=slices)
 
 
-def _predictor(model: Any, long_text: str, batch_size: int) -> Predictor:
+def _predictor(model: Any, long_text: str, chunk_length: float | int | None,
+               batch_size: int) -> Predictor:
     """The predictor that answers for ``model``: itself when it is one, else the one
-    ``load_predictor`` gives a loaded classifier on PyTorch with ``long_text``."""
+    ``load_predictor`` gives a loaded classifier on PyTorch with ``long_text`` and
+    ``chunk_length``."""
     if isinstance(model, Predictor):
         if long_text != "auto":
             raise ValueError(f"long_text {long_text!r}: a predictor reads long texts by the "
                              f"policy it was built with; build it with this one")
+        if chunk_length is not None:
+            raise ValueError(f"chunk_length {chunk_length!r}: a predictor reads long texts "
+                             f"in the windows it was built with; build it with this width")
         return model
     from headwise.intent.inference.load import load_predictor
 
-    return load_predictor(model, runtime="torch", long_text=long_text, max_rows=batch_size)
+    return load_predictor(model, runtime="torch", long_text=long_text,
+                          chunk_length=chunk_length, max_rows=batch_size)
 
 
 def _answer(predictor: Predictor, texts: list[str], **options: Any
@@ -289,8 +302,9 @@ def _answer(predictor: Predictor, texts: list[str], **options: Any
     length)."""
     answers, notes = predictor.predictions(texts, top_k=1, **options)
     policy = getattr(predictor, "long_text", "truncate")
+    window = getattr(predictor, "window", None) if policy in CHUNK_POOLING else None
     return answers, {"runtime": predictor.runtime.name,
-                     "long_text": {"policy": policy,
+                     "long_text": {"policy": policy, "window": window,
                                    "rows": sum(n is not None for n in notes)}}
 
 
@@ -471,8 +485,9 @@ def format_report(report: dict[str, Any], *, per_intent: bool = True) -> str:
     long = report.get("long_text") or {}
     if long.get("rows"):
         rows = "1 row" if long["rows"] == 1 else f"{long['rows']} rows"
+        windows = f" in windows of {long['window']} tokens" if long.get("window") else ""
         lines.append(f"{rows} over the model's maximum length, read by the {long['policy']} "
-                     f"policy as predict and serve read them")
+                     f"policy{windows} as predict and serve read them")
     return "\n".join(lines)
 
 

@@ -11,7 +11,11 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from headwise.intent.inference.bucketing import LONG_TEXT_POLICIES
+from headwise.intent.inference.bucketing import (
+    LONG_TEXT_POLICIES,
+    check_chunk_length,
+    check_windowed,
+)
 from headwise.intent.inference.load import RUNTIMES
 
 #: environment variable carrying the JSON config to uvicorn worker processes
@@ -46,6 +50,15 @@ class ServeConfig:
             (windows' pooled vectors averaged), ``"chunk_max"``, ``"chunk_in_scope"`` (the
             window the out-of-scope score finds most in scope decides), or refused with
             422 (``"reject"``).
+        chunk_length: the width of the windows of ``"chunk"``, ``"chunk_max"`` and
+            ``"chunk_in_scope"`` (``"auto"`` on a single network is ``"chunk_max"``): an
+            int, that many tokens (special tokens included, at least
+            :data:`~headwise.intent.inference.bucketing.MIN_CHUNK_LENGTH`, at most the
+            model's maximum length), or a float in (0, 1], that fraction of the model's
+            maximum length (:func:`~headwise.intent.inference.bucketing.window_length`);
+            None: :data:`~headwise.intent.inference.bucketing.DEFAULT_CHUNK_LENGTH`.
+            Refused with a policy that does not chunk, and, when the model loads, for a
+            width the model cannot take or a kind that does not chunk.
         chunk_stride: tokens between window starts for ``"chunk"``, ``"chunk_max"`` and
             ``"chunk_in_scope"`` (default: half the window body).
         top_k: intents listed per text when the request does not say.
@@ -97,6 +110,7 @@ class ServeConfig:
     max_text_chars: int = 10_000
     max_body_bytes: int = 1 << 20
     long_text: str = "auto"
+    chunk_length: int | float | None = None
     chunk_stride: int | None = None
     top_k: int = 3
     threads: int = 0
@@ -119,6 +133,10 @@ class ServeConfig:
         if self.long_text not in LONG_TEXT_POLICIES:
             raise ValueError(f"long_text must be one of {LONG_TEXT_POLICIES}, got "
                              f"{self.long_text!r}")
+        if self.chunk_length is not None:
+            check_chunk_length(self.chunk_length)
+            if self.long_text != "auto":  # auto: a network's chunk_max, refused by the others
+                check_windowed(self.long_text, self.chunk_length)
         for name in ("max_batch_size", "max_texts", "max_text_chars", "max_body_bytes",
                      "top_k"):
             value = getattr(self, name)

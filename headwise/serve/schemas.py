@@ -256,6 +256,9 @@ class LongText(BaseModel):
     tokens: int = Field(description="tokens of the whole text, special tokens included")
     max_length: int = Field(description="the model's maximum length in tokens")
     chunks: int = Field(description="windows read (1 unless chunked)")
+    window: int = Field(description="the width of each window read, in tokens, special "
+                                    "tokens included: max_length, or under a chunked policy "
+                                    "the chunk_length setting's width")
     pooling: Literal["mean", "max_confidence", "max_in_scope"] | None = Field(
         default=None, description="how chunked windows were combined: 'mean' (their pooled "
         "vectors averaged before the head), 'max_confidence' (each window answered; the "

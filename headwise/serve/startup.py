@@ -50,5 +50,5 @@ def load_served_predictor(config: ServeConfig, classifier: Any | None = None, *,
     return load_predictor(classifier, model_dir=config.model_dir or None,
                           runtime=config.runtime, onnx_path=config.onnx_path,
                           threads=config.threads, long_text=config.long_text,
-                          chunk_stride=config.chunk_stride,
+                          chunk_length=config.chunk_length, chunk_stride=config.chunk_stride,
                           max_rows=max(config.max_batch_size, 1), report=report)

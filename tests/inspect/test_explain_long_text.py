@@ -142,3 +142,25 @@ def test_cli_json_answers_as_predict_and_says_which_window(chatter_clf, tmp_path
         assert (out["window"]["skipped"] is not None) == (policy == "head_tail")
     assert main(["explain", model, TEXT, "--long-text", "chunk"]) == 1
     assert "mean of its" in capsys.readouterr().err
+
+
+def test_narrow_windows_are_explained_as_they_were_read(chatter_clf, tmp_path, capsys):
+    """Windows of 8 tokens (``chunk_length``): the window explained is the 8-token window
+    whose answer was kept, its tokens at their offsets in the whole text; ``headwise
+    explain --long-text chunk_max:8`` explains the same."""
+    p = SingleLabelPredictor(chatter_clf, TorchRuntime(chatter_clf.model), chunk_length=8)
+    [item] = p.encode([TEXT])
+    [answer], [note] = p.predictions([TEXT])
+    assert note["window"] == 8 and answer.intent == "card_lost"
+    ex = explain(p, TEXT)
+    window = item.chunks[note["chunk"] - 1]
+    tok = chatter_clf.tokenizer
+    assert len(window) <= 8
+    assert [t[0] for t in ex.tokens] == [tok.backend.id_to_token(i) for i in window]
+    _check_offsets(TEXT, ex.tokens)
+    assert ex.long_text == note and ex.attributions[0].within_tolerance
+    model = chatter_clf.save(tmp_path / "model")
+    assert main(["explain", str(model), TEXT, "--json", "--long-text", "chunk_max:8"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["long_text"] == note
+    assert (out["window"]["start"], out["window"]["end"]) == ex.window

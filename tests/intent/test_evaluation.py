@@ -20,6 +20,7 @@ from tiny_models import MAX_LENGTH
 from headwise.intent import evaluate, format_report
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.inference import SingleLabelPredictor, TorchRuntime
+from headwise.intent.inference.bucketing import window_length
 from headwise.text.dataset import Example, SlotSpan
 
 #: short rows (within the maximum length): the tiny corpus's requests, one mislabelled
@@ -85,7 +86,8 @@ def test_single_label_report_matches_the_hand_computed_scores(trained, tmp_path)
     assert [(e["text"], e["gold"], e["predicted"]) for e in report["errors"]] == want_errors
     for e in report["errors"]:
         assert e["confidence"] == pytest.approx(conf[TEXTS.index(e["text"])], abs=1e-6)
-    assert report["long_text"] == {"policy": "chunk_max", "rows": 0}
+    assert report["long_text"] == {"policy": "chunk_max", "window": window_length(None, MAX_LENGTH),
+                                   "rows": 0}
     assert report["runtime"] == "torch"
     assert (tmp_path / "confusion.png").is_file()
     # per slice: "all", then the named ones; the unseen intent's row counts in "all" only
@@ -100,11 +102,14 @@ def test_single_label_report_matches_the_hand_computed_scores(trained, tmp_path)
     assert "over the model's maximum length" not in text
 
 
-def windowed_by_hand(clf: IntentClassifier, texts: list[str]) -> list[tuple[int, bool]]:
-    """The chunk_max rule by hand: each text's windows (the predictor's encoding) read one
-    at a time; among the windows the threshold keeps, the most confident answers, else the
-    most confident (rejected). Each text's (top intent, rejected)."""
-    windows = SingleLabelPredictor(clf, TorchRuntime(clf.model)).encode(texts)
+def windowed_by_hand(clf: IntentClassifier, texts: list[str],
+                     chunk_length: float | int | None = None) -> list[tuple[int, bool]]:
+    """The chunk_max rule by hand: each text's windows (the predictor's encoding, windows
+    ``chunk_length`` wide) read one at a time; among the windows the threshold keeps, the
+    most confident answers, else the most confident (rejected). Each text's (top intent,
+    rejected)."""
+    windows = SingleLabelPredictor(clf, TorchRuntime(clf.model),
+                                   chunk_length=chunk_length).encode(texts)
     out = []
     with torch.no_grad():
         for item in windows:
@@ -133,7 +138,8 @@ def test_a_long_text_is_scored_as_predict_answers_it(trained):
     one_each = [(f"row{i}",) for i in range(len(texts))]
     assert min(trained.tokenizer.lengths(texts)) > MAX_LENGTH
     auto = evaluate(trained, texts, labels, slices=one_each)
-    assert auto["long_text"] == {"policy": "chunk_max", "rows": len(texts)}
+    assert auto["long_text"] == {"policy": "chunk_max", "window": window_length(None, MAX_LENGTH),
+                                 "rows": len(texts)}
     want = windowed_by_hand(trained, texts)
     assert per_row(auto) == [(top == 0, rejected) for top, rejected in want]
     answers = trained.predict(texts)  # the library's answers agree
@@ -143,13 +149,44 @@ def test_a_long_text_is_scored_as_predict_answers_it(trained):
     # cut to the first window (eval's reading before): scored on the first window alone
     cut = evaluate(trained, texts, labels, long_text="truncate", slices=one_each)
     probs = by_hand(trained, texts)
-    assert cut["long_text"] == {"policy": "truncate", "rows": len(texts)}
+    assert cut["long_text"] == {"policy": "truncate", "window": None,
+                                "rows": len(texts)}
     assert per_row(cut) == [(p.argmax() == 0, p.max() < trained.threshold) for p in probs]
     # a predictor given whole: its runtime and policy
     predictor = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="truncate")
     again = evaluate(predictor, texts, labels, slices=one_each)
     assert {k: again[k] for k in ("accuracy", "reject_rate", "errors", "slices")} == \
         {k: cut[k] for k in ("accuracy", "reject_rate", "errors", "slices")}
+    with pytest.raises(ValueError, match="a predictor reads long texts in the windows"):
+        evaluate(predictor, texts, labels, chunk_length=8)
+
+
+def test_eval_reads_long_texts_in_windows_as_narrow_as_asked(trained, tmp_path, capsys):
+    """``chunk_length`` (``--long-text POLICY:N``): the windows' width, as predict takes it;
+    each row scored by the chunk_max rule on its 8-token windows, worked out by hand."""
+    from headwise.cli import main
+
+    texts = [planted(p, seed=s) for s in (0, 5) for p in ("start", "middle", "end")]
+    labels = ["card_lost"] * len(texts)
+    one_each = [(f"row{i}",) for i in range(len(texts))]
+    narrow = evaluate(trained, texts, labels, chunk_length=8, slices=one_each)
+    assert narrow["long_text"] == {"policy": "chunk_max", "window": 8, "rows": len(texts)}
+    want = windowed_by_hand(trained, texts, chunk_length=8)
+    assert per_row(narrow) == [(top == 0, rejected) for top, rejected in want]
+    assert "read by the chunk_max policy in windows of 8 tokens" in format_report(narrow)
+    with pytest.raises(ValueError, match="the truncate policy does not cut"):
+        evaluate(trained, texts, labels, long_text="truncate", chunk_length=8)
+    model = trained.save(tmp_path / "model")
+    data = tmp_path / "long.csv"
+    with data.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "label"])
+        w.writerows(zip(texts, labels, strict=True))
+    assert main(["eval", str(model), "--data", str(data), "--json", "--long-text",
+                 "chunk_max:8"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["long_text"] == narrow["long_text"]
+    assert report["accuracy"] == evaluate(trained, texts, labels, chunk_length=8)["accuracy"]
 
 
 def test_annotated_rows_score_a_single_label_model_as_sets_of_intents(trained):
@@ -223,7 +260,8 @@ def test_the_eval_command_reads_long_texts_as_predict_does(trained, tmp_path, ca
     assert main(["eval", str(model), "--data", str(data), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     library = evaluate(trained, texts, labels)
-    assert report["long_text"] == {"policy": "chunk_max", "rows": 1}
+    assert report["long_text"] == {"policy": "chunk_max", "window": window_length(None, MAX_LENGTH),
+                                   "rows": 1}
     for key in ("accuracy", "in_scope_accuracy_with_threshold", "oos_recall", "errors"):
         assert report[key] == library[key], key
     assert main(["eval", str(model), "--data", str(data), "--long-text", "truncate",
@@ -232,6 +270,6 @@ def test_the_eval_command_reads_long_texts_as_predict_does(trained, tmp_path, ca
     assert "1 row over the model's maximum length, read by the truncate policy" in out
     saved = json.loads((tmp_path / "cut" / "report.json").read_text(encoding="utf-8"))
     cut = evaluate(trained, texts, labels, long_text="truncate")
-    assert saved["long_text"] == {"policy": "truncate", "rows": 1}
+    assert saved["long_text"] == {"policy": "truncate", "window": None, "rows": 1}
     for key in ("accuracy", "in_scope_accuracy_with_threshold", "oos_recall", "errors"):
         assert saved[key] == cut[key], key

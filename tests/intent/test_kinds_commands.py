@@ -14,6 +14,7 @@ from tiny_corpus import INTENTS, write_annotated, write_csv
 from headwise.cli import main
 from headwise.intent import kinds
 from headwise.intent.ensemble import EnsembleClassifier
+from headwise.intent.inference import load_predictor
 from headwise.intent.tfidf import TfidfClassifier
 from headwise.serve import ServeConfig, create_app
 
@@ -100,7 +101,7 @@ def test_export(models, name, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name", KINDS)
-def test_serve(models, name):
+def test_serve(models, name, capsys):
     _, saved = models
     model, _ = saved[name]
     with TestClient(create_app(ServeConfig(model_dir=str(model)))) as client:
@@ -116,6 +117,14 @@ def test_serve(models, name):
         reason = re.escape(kind.missing["chunk"].split(";")[0])
         with pytest.raises(ValueError, match=reason):
             create_app(ServeConfig(model_dir=str(model), long_text="chunk"))
+        # so is a width of the windows it does not cut (long_text auto: its truncate)
+        with pytest.raises(ValueError, match=reason):
+            create_app(ServeConfig(model_dir=str(model), chunk_length=16))
+        with pytest.raises(ValueError, match=reason):
+            load_predictor(model, chunk_length=0.5)
+    capsys.readouterr()
+    assert main(["predict", str(model), "--long-text", "auto:16", "hi"]) == 1
+    assert re.search(reason, capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("name", KINDS)

@@ -11,6 +11,7 @@ from tiny_corpus import INTENTS
 from tiny_models import MAX_LENGTH, TEXTS
 
 from headwise.intent.classifier import IntentClassifier
+from headwise.intent.inference.bucketing import window_length
 from headwise.serve.schemas import TEXT_PATTERN
 
 
@@ -38,8 +39,8 @@ def test_predict_many_equals_classifier_predict(client, clf):
         assert (note is None) == (n <= MAX_LENGTH)
         if note is not None:
             assert note == {"policy": "chunked", "tokens": n, "max_length": MAX_LENGTH,
-                            "chunks": len(item.chunks), "pooling": "max_confidence",
-                            "chunk": note["chunk"]}
+                            "chunks": len(item.chunks), "window": window_length(None, MAX_LENGTH),
+                            "pooling": "max_confidence", "chunk": note["chunk"]}
             assert 1 <= note["chunk"] <= len(item.chunks)
         assert got["long_text"] == note
 

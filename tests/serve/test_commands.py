@@ -62,6 +62,11 @@ def test_serve_options_make_the_config(tmp_path):
     (["--set", "max_batch_size"], "give FIELD=VALUE"),
     (["--set", "log_level=loud"], "log_level must be one of"),
     (["--set", "max_wait_ms=-1"], "max_wait_ms must be >= 0"),
+    (["--set", "chunk_length=wide"], 'chunk_length="wide": chunk_length is int or float'),
+    (["--set", "chunk_length=4"], "chunk_length must be a fraction"),
+    (["--set", "chunk_length=1.5"], "chunk_length must be a fraction"),
+    (["--set", "long_text=truncate", "--set", "chunk_length=16"],
+     "the truncate policy does not cut a text into windows"),
 ])
 def test_bad_settings_are_refused_naming_the_field(argv, message):
     from headwise.commands.serve_options import process_from_args
@@ -72,8 +77,27 @@ def test_bad_settings_are_refused_naming_the_field(argv, message):
         process_from_args(args)
 
 
+def test_the_window_width_setting_keeps_tokens_apart_from_fractions():
+    """``--set chunk_length=N``: an integer is a count of tokens, a number with a point a
+    fraction of the maximum length; both travel to the workers unchanged."""
+    for value, want in (("16", 16), ("0.5", 0.5), ("1.0", 1.0), ("null", None)):
+        cfg = config_from_args(build_parser().parse_args(
+            ["serve", "m", "--set", f"chunk_length={value}", "--set", "long_text=chunk_max"]))
+        assert cfg.chunk_length == want and type(cfg.chunk_length) is type(want)
+        again = ServeConfig.from_json(cfg.to_json())
+        assert again == cfg and type(again.chunk_length) is type(want)
+    assert ServeConfig(chunk_length=8).long_text == "auto"  # a network's chunk_max
+
+
 @pytest.mark.parametrize("bad, match", [({"runtime": "tensorrt"}, "runtime"),
                                         ({"long_text": "drop"}, "long_text"),
+                                        ({"chunk_length": 0}, "chunk_length must be"),
+                                        ({"chunk_length": True}, "chunk_length must be"),
+                                        ({"chunk_length": 0.0}, "chunk_length must be"),
+                                        ({"chunk_length": 16, "long_text": "head_tail"},
+                                         "the head_tail policy does not cut"),
+                                        ({"chunk_length": 16, "long_text": "reject"},
+                                         "the reject policy does not cut"),
                                         ({"max_batch_size": 0}, "max_batch_size"),
                                         ({"max_wait_ms": -1}, "max_wait_ms")])
 def test_bad_config_values_are_refused(bad, match):
@@ -264,7 +288,7 @@ def test_long_text_notes_of_an_ensemble_name_the_network_that_cut_most(encoder_d
     assert 8 < n <= a.max_length
     _, notes = ProbabilityPredictor(EnsembleClassifier([a, b])).predictions(["hi", text])
     assert notes == [None, {"policy": "truncated", "tokens": n, "max_length": 8, "chunks": 1,
-                            "pooling": None, "chunk": None}]
+                            "window": 8, "pooling": None, "chunk": None}]
     assert a.predictor().predictions(["hi", text])[1] == [None, None]
 
 

@@ -27,9 +27,10 @@ from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
 from headwise.models.chunked import split_into_chunks
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["CHUNK_POOLING", "DEFAULT_LONG_TEXT", "LONG_TEXT_POLICIES", "MIN_BUCKET",
-           "ONE_WINDOW_POLICIES", "BucketedPredictor", "EncodedText", "LongTextError",
-           "length_bucket", "long_text_note"]
+__all__ = ["CHUNK_POOLING", "DEFAULT_CHUNK_LENGTH", "DEFAULT_LONG_TEXT", "LONG_TEXT_POLICIES",
+           "MIN_BUCKET", "MIN_CHUNK_LENGTH", "ONE_WINDOW_POLICIES", "BucketedPredictor",
+           "EncodedText", "LongTextError", "check_chunk_length", "check_windowed", "length_bucket",
+           "long_text_note", "window_length"]
 
 #: what a predictor does with a text over the model's maximum length: ``"auto"`` (a single
 #: network: :data:`DEFAULT_LONG_TEXT`; a compound model, a TF-IDF model or an ensemble:
@@ -58,6 +59,15 @@ CHUNK_POOLING = {"chunk": "mean", "chunk_max": "max_confidence",
 #: note names it; an explanation explains that window)
 ONE_WINDOW_POLICIES = tuple(p for p, pooling in CHUNK_POOLING.items() if pooling != "mean")
 
+#: the width of a chunked policy's windows when none is given: a fraction of the model's
+#: maximum length (see :func:`window_length`); chosen with the policy on validation rows of
+#: the long-message slice (BENCHMARKS.md, "Long messages"; ``benchmarks/long_text.py``)
+DEFAULT_CHUNK_LENGTH = 1.0
+
+#: the narrowest window (tokens, special tokens included) a chunked policy may read when it
+#: is narrower than the model's maximum length
+MIN_CHUNK_LENGTH = 8
+
 #: smallest length bucket (tokens); buckets are powers of two from here
 MIN_BUCKET = 8
 
@@ -83,18 +93,88 @@ class EncodedText:
     policy: str | None = None
 
 
+def check_chunk_length(chunk_length: object) -> float | int:
+    """A chunked policy's window width as given, checked without the model: a float in
+    (0, 1], a fraction of the model's maximum length, or an int >= :data:`MIN_CHUNK_LENGTH`,
+    a count of tokens (special tokens included). :func:`window_length` resolves it
+    against a model's maximum length.
+
+    Raises:
+        ValueError: anything else (a bool, a float outside (0, 1], an int below
+            :data:`MIN_CHUNK_LENGTH`), saying what is taken.
+    """
+    if isinstance(chunk_length, float) and 0.0 < chunk_length <= 1.0:
+        return chunk_length
+    if isinstance(chunk_length, int) and not isinstance(chunk_length, bool) \
+            and chunk_length >= MIN_CHUNK_LENGTH:
+        return chunk_length
+    raise ValueError(f"chunk_length must be a fraction of the model's maximum length (a "
+                     f"float in (0, 1], e.g. 0.5) or a window width in tokens (an int >= "
+                     f"{MIN_CHUNK_LENGTH}, special tokens included), got {chunk_length!r}")
+
+
+def check_windowed(long_text: str, chunk_length: object) -> None:
+    """Refuse a window width (``chunk_length`` not None) given with a policy that does not
+    cut a text into windows (one not in :data:`CHUNK_POOLING`; resolve ``"auto"`` first).
+
+    Raises:
+        ValueError: naming the policy and those that take a width.
+    """
+    if chunk_length is not None and long_text not in CHUNK_POOLING:
+        raise ValueError(f"chunk_length {chunk_length!r} is the width of a chunked "
+                         f"policy's windows ({', '.join(CHUNK_POOLING)}); the "
+                         f"{long_text} policy does not cut a text into windows")
+
+
+def window_length(chunk_length: float | int | None, max_length: int) -> int:
+    """The width in tokens (special tokens included) of a chunked policy's windows.
+
+    Args:
+        chunk_length: a float in (0, 1]: that fraction of ``max_length``, rounded down; an
+            int: that many tokens (see :func:`check_chunk_length`); None:
+            :data:`DEFAULT_CHUNK_LENGTH`, brought within ``[MIN_CHUNK_LENGTH, max_length]``
+            instead of refused (the default fits every model).
+        max_length: the model's maximum length in tokens.
+
+    Returns:
+        The width, between :data:`MIN_CHUNK_LENGTH` and ``max_length`` (``max_length``
+        itself whatever it is: a window of the whole maximum length is always taken).
+
+    Raises:
+        ValueError: a value :func:`check_chunk_length` refuses, a width over
+            ``max_length``, or one under :data:`MIN_CHUNK_LENGTH` (naming the fraction's
+            width).
+    """
+    given = check_chunk_length(DEFAULT_CHUNK_LENGTH if chunk_length is None else chunk_length)
+    # a fraction's width rounded down (the epsilon keeps 0.29 * 100 from reading 28.99...)
+    tokens = int(given * max_length + 1e-9) if isinstance(given, float) else given
+    if chunk_length is None:
+        return min(max_length, max(MIN_CHUNK_LENGTH, tokens))
+    if tokens > max_length:
+        raise ValueError(f"chunk_length {given}: a window of {tokens} tokens is wider than "
+                         f"the model's maximum length of {max_length}")
+    if tokens < MIN_CHUNK_LENGTH and tokens != max_length:
+        raise ValueError(f"chunk_length {given}: {given} of the model's maximum length of "
+                         f"{max_length} is a window of {tokens} tokens, under the "
+                         f"{MIN_CHUNK_LENGTH} a window needs")
+    return tokens
+
+
 def long_text_note(policy: str | None, tokens: int, max_length: int, chunks: int, *,
-                   pooling: str | None = None, chunk: int | None = None
-                   ) -> dict[str, Any] | None:
+                   pooling: str | None = None, chunk: int | None = None,
+                   window: int | None = None) -> dict[str, Any] | None:
     """A response's ``long_text`` record: None for a text within the limit (``policy``
     None), else how it was handled (``"truncated"``, ``"head_tail"`` or ``"chunked"``),
-    its token count, the limit, the windows read, how chunked windows were pooled (a value
-    of :data:`CHUNK_POOLING`, else None) and, when one window answers
+    its token count, the limit, the windows read, the width of each window in tokens
+    (special tokens included; ``window``, default ``max_length``: narrower only when a
+    chunked policy reads shorter windows, see :func:`window_length`), how chunked windows
+    were pooled (a value of :data:`CHUNK_POOLING`, else None) and, when one window answers
     (:data:`ONE_WINDOW_POLICIES`), that window (from 1, else None)."""
     if policy is None:
         return None
     return {"policy": policy, "tokens": tokens, "max_length": max_length, "chunks": chunks,
-            "pooling": pooling, "chunk": chunk}
+            "window": max_length if window is None else window, "pooling": pooling,
+            "chunk": chunk}
 
 
 def length_bucket(n: int) -> int:
@@ -112,31 +192,45 @@ class BucketedPredictor(Predictor):
         max_length: the model's longest input in tokens, special tokens included.
         long_text: one of :data:`LONG_TEXT_POLICIES` but ``"auto"`` (which the kinds'
             predictors resolve).
+        chunk_length: the width of a chunked policy's windows (:data:`CHUNK_POOLING`): a
+            float in (0, 1], a fraction of ``max_length``, or an int, a count of tokens
+            (:func:`window_length`); None: :data:`DEFAULT_CHUNK_LENGTH`. A text within
+            ``max_length`` is still read whole; only a longer one is cut into windows this
+            wide. Refused with any other policy.
         chunk_stride: tokens between window starts (default half a window's body).
         max_rows: most rows in one forward pass (a gathered batch is split beyond it).
 
     Raises:
-        ValueError: an unknown policy, a stride too large for the window, or ``max_rows < 1``.
+        ValueError: an unknown policy, a window width :func:`window_length` refuses or one
+            given with a policy that does not chunk, a stride too large for the window, or
+            ``max_rows < 1``.
     """
 
     def __init__(self, tokenizer: Tokenizer, runtime: TorchRuntime | OnnxRuntime, *,
                  max_length: int, long_text: str = "truncate",
-                 chunk_stride: int | None = None, max_rows: int = 64) -> None:
+                 chunk_length: float | int | None = None, chunk_stride: int | None = None,
+                 max_rows: int = 64) -> None:
         if long_text not in LONG_TEXT_POLICIES or long_text == "auto":
             raise ValueError(f"long_text must be one of "
                              f"{', '.join(p for p in LONG_TEXT_POLICIES if p != 'auto')}, "
                              f"got {long_text!r}")
+        check_windowed(long_text, chunk_length)
         self.tokenizer = tokenizer
         self.runtime = runtime
         self.long_text = long_text
+        self.chunk_length = chunk_length  # as given (None: the default)
         self.max_length = int(max_length)
         self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, \
             tokenizer.sep_token_id, tokenizer.pad_token_id
-        body = self.max_length - (self.cls_id is not None) - (self.sep_id is not None)
-        self.body = body
+        specials = (self.cls_id is not None) + (self.sep_id is not None)
+        self.body = self.max_length - specials
+        #: the chunked windows' width in tokens, special tokens included, and their body
+        self.window = window_length(chunk_length, self.max_length)
+        self.window_body = body = self.window - specials
         self.chunk_stride = chunk_stride if chunk_stride is not None else max(1, body // 2)
         if not 1 <= self.chunk_stride <= body:
-            raise ValueError(f"chunk_stride must be in [1, {body}], got {self.chunk_stride}")
+            raise ValueError(f"chunk_stride must be in [1, {body}] (a window of "
+                             f"{self.window} tokens), got {self.chunk_stride}")
         if max_rows < 1:
             raise ValueError(f"batch_size (rows in one forward pass) must be at least 1, got "
                              f"{max_rows}")
@@ -204,7 +298,7 @@ class BucketedPredictor(Predictor):
 
     def _windows(self, row: list[int]) -> tuple[tuple[int, ...], ...]:
         body = self._body(row)
-        chunks, mask, _ = split_into_chunks(body, chunk_len=self.max_length,
+        chunks, mask, _ = split_into_chunks(body, chunk_len=self.window,
                                             stride=self.chunk_stride, cls_id=self.cls_id,
                                             sep_id=self.sep_id, pad_id=self.pad_id)
         return tuple(tuple(c[m].tolist()) for c, m in zip(chunks, mask, strict=True))
@@ -274,9 +368,10 @@ class BucketedPredictor(Predictor):
     def note(self, item: EncodedText, row: Any = None) -> dict[str, Any] | None:
         """The response's ``long_text`` record of an encoded text (None within the limit);
         ``row`` (its :meth:`run` row) is not read here."""
+        chunked = item.policy == "chunked"
         return long_text_note(item.policy, item.tokens, self.max_length, len(item.chunks),
-                              pooling=CHUNK_POOLING.get(self.long_text)
-                              if item.policy == "chunked" else None)
+                              pooling=CHUNK_POOLING.get(self.long_text) if chunked else None,
+                              window=self.window if chunked else None)
 
     def warm_up(self, texts: Sequence[str]) -> None:
         """Run texts (truncated, whatever the policy) through the runtime once, so the

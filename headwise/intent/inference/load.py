@@ -44,6 +44,8 @@ from headwise.intent.inference.bucketing import (
     CHUNK_POOLING,
     DEFAULT_LONG_TEXT,
     LONG_TEXT_POLICIES,
+    check_chunk_length,
+    check_windowed,
 )
 from headwise.intent.inference.compound import CompoundPredictor
 from headwise.intent.inference.predictor import Predictor
@@ -441,7 +443,8 @@ def _kind(classifier: Any) -> kinds.ModelKind | None:
         return None
 
 
-def _probability_predictor(classifier: Any, *, runtime: str, long_text: str, threads: int,
+def _probability_predictor(classifier: Any, *, runtime: str, long_text: str,
+                           chunk_length: float | int | None, threads: int,
                            where: str) -> ProbabilityPredictor:
     """The predictor of a TF-IDF model, an ensemble or any kind answered by its own
     ``predict_proba``, refusing what its kind cannot do (:mod:`headwise.intent.kinds`)."""
@@ -455,6 +458,11 @@ def _probability_predictor(classifier: Any, *, runtime: str, long_text: str, thr
         if kind is not None:
             kind.require(capability_of(long_text), where)
         raise ValueError(f"{where}: the {long_text} long-text policy needs a network")
+    if chunk_length is not None:
+        if kind is not None:
+            kind.require("chunk", where)
+        raise ValueError(f"{where}: chunk_length (the width of a chunked policy's windows) "
+                         f"needs a network")
     return ProbabilityPredictor(classifier, threads=threads)
 
 
@@ -470,6 +478,7 @@ def capability_of(long_text: str) -> str:
 def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = None,
                    runtime: str = "auto", onnx_path: str | Path | None = None,
                    threads: int = 0, long_text: str = "auto",
+                   chunk_length: float | int | None = None,
                    chunk_stride: int | None = None, max_rows: int = 64,
                    report: Callable[[str], None] | None = None) -> Predictor:
     """The predictor of a model directory or a loaded classifier.
@@ -487,6 +496,13 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
             ``"auto"`` (the default) is
             :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT` for a single
             network and ``"truncate"`` for the other kinds.
+        chunk_length: the width of the chunked policies' windows (a single network's
+            ``"auto"`` is one): a float in (0, 1], a fraction of the model's maximum
+            length, or an int, a count of tokens, special tokens included
+            (:func:`~headwise.intent.inference.bucketing.window_length`); None:
+            :data:`~headwise.intent.inference.bucketing.DEFAULT_CHUNK_LENGTH`. Refused
+            with a policy that does not chunk, and for the kinds that do not chunk (the
+            registry's reason, :mod:`headwise.intent.kinds`).
         chunk_stride: tokens between window starts for the chunked policies.
         max_rows: most rows in one forward pass.
         report: receives :func:`choose_runtime`'s one-line note: why ``runtime="auto"``
@@ -507,7 +523,9 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
             PyTorch), a BiLSTM with ``runtime="onnx"``, a compound classifier with a
             policy that reads more than the first window (``"head_tail"`` or a chunked
             one), or a TF-IDF model or an ensemble with ``runtime="onnx"``
-            or a long-text policy other than ``"auto"`` and ``"truncate"``.
+            or a long-text policy other than ``"auto"`` and ``"truncate"``; a
+            ``chunk_length`` that is not a width, too wide or too narrow for the model,
+            given with a policy that does not chunk or for a kind that does not chunk.
 
     With a chunked policy (a single network's ``"auto"`` is one) it also fixes
     glibc's mmap threshold for the process (:func:`~headwise.models.heap.steady_heap`):
@@ -518,6 +536,8 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
     if long_text not in LONG_TEXT_POLICIES:
         raise ValueError(f"long_text must be one of {', '.join(LONG_TEXT_POLICIES)}, got "
                          f"{long_text!r}")
+    if chunk_length is not None:
+        check_chunk_length(chunk_length)
     if isinstance(model, str | Path):
         model_dir = model if model_dir is None else model_dir
         classifier = kinds.load_classifier(model)
@@ -527,7 +547,10 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
     kind = _kind(classifier)
     if kind not in (kinds.NETWORK, kinds.COMPOUND):
         return _probability_predictor(classifier, runtime=runtime, long_text=long_text,
-                                      threads=threads, where=where)
+                                      chunk_length=chunk_length, threads=threads, where=where)
+    if chunk_length is not None:  # refused before a runtime is chosen (an export built)
+        kind.require("chunk", where)  # a compound model reads the first window only
+        check_windowed(DEFAULT_LONG_TEXT if long_text == "auto" else long_text, chunk_length)
     chosen, note = choose_runtime(classifier, runtime, model_dir=model_dir,
                                   onnx_path=onnx_path, threads=threads)
     if kind is kinds.COMPOUND and long_text == "auto":
@@ -543,4 +566,5 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         return CompoundPredictor(classifier, chosen, long_text=long_text,
                                  max_rows=max(max_rows, 1))
     return SingleLabelPredictor(classifier, chosen, long_text=long_text,
-                                chunk_stride=chunk_stride, max_rows=max(max_rows, 1))
+                                chunk_length=chunk_length, chunk_stride=chunk_stride,
+                                max_rows=max(max_rows, 1))

@@ -6,7 +6,8 @@ not: in the library (``IntentClassifier.predict``, on PyTorch), ``headwise predi
 file stream and the service (on PyTorch or onnxruntime). A text longer than the maximum
 length (:data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`) is truncated,
 read as its head and tail in one window, split into overlapping windows
-(:func:`headwise.models.chunked.split_into_chunks`) whose pooled vectors are averaged before
+(:func:`headwise.models.chunked.split_into_chunks`; as wide as the maximum length, or
+narrower with ``chunk_length``) whose pooled vectors are averaged before
 the classification head (``"chunk"``: "chunk and pool", as
 :class:`~headwise.models.chunked.HierarchicalEncoder` with mean pooling), split into
 windows that are each answered, one window deciding (a request anywhere in a long message
@@ -68,21 +69,27 @@ class SingleLabelPredictor(BucketedPredictor):
         runtime: a :class:`TorchRuntime` or :class:`OnnxRuntime` of the same model.
         long_text: one of :data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`;
             ``"auto"`` is :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`.
+        chunk_length: the width of the chunked policies' windows: a fraction of the
+            maximum length (a float in (0, 1]) or tokens (an int); None:
+            :data:`~headwise.intent.inference.bucketing.DEFAULT_CHUNK_LENGTH`
+            (:func:`~headwise.intent.inference.bucketing.window_length`).
         chunk_stride: tokens between window starts (default half a window's body).
         max_rows: most rows in one forward pass (a gathered batch is split beyond it).
 
     Raises:
-        ValueError: an unknown policy, or a stride too large for the window.
+        ValueError: an unknown policy, a window width refused, or given with a policy
+            that does not chunk, or a stride too large for the window.
     """
 
     task = "single_label"
 
     def __init__(self, classifier: Any, runtime: TorchRuntime | OnnxRuntime, *,
-                 long_text: str = "auto", chunk_stride: int | None = None,
-                 max_rows: int = 64) -> None:
+                 long_text: str = "auto", chunk_length: float | int | None = None,
+                 chunk_stride: int | None = None, max_rows: int = 64) -> None:
         long_text = DEFAULT_LONG_TEXT if long_text == "auto" else long_text
         super().__init__(classifier.tokenizer, runtime, max_length=classifier.max_length,
-                         long_text=long_text, chunk_stride=chunk_stride, max_rows=max_rows)
+                         long_text=long_text, chunk_length=chunk_length,
+                         chunk_stride=chunk_stride, max_rows=max_rows)
         self.classifier = classifier
         self._head: tuple[np.ndarray, np.ndarray] | None = None  # for chunk-and-pool
 
@@ -237,7 +244,7 @@ class SingleLabelPredictor(BucketedPredictor):
             if window is not None:
                 note = long_text_note(item.policy, item.tokens, self.max_length,
                                       len(item.chunks), pooling=note["pooling"],
-                                      chunk=int(window[0]) + 1)
+                                      chunk=int(window[0]) + 1, window=note["window"])
         return note
 
     # -- logits -> answers ---------------------------------------------------------------

@@ -47,10 +47,10 @@ def test_chunk_max_finds_the_request_wherever_it_sits(trained, position):
     request = trained.tokenizer([REQUEST], max_length=None)["input_ids"][0].tolist()[1:-1]
     at = next(i for i in range(len(body)) if body[i:i + len(request)] == request)
     start = (note["chunk"] - 1) * p.chunk_stride
-    assert start < at + len(request) and at < start + p.body
+    assert start < at + len(request) and at < start + p.window_body
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
-                    "chunks": len(item.chunks), "pooling": "max_confidence",
-                    "chunk": note["chunk"]}
+                    "chunks": len(item.chunks), "window": p.window,
+                    "pooling": "max_confidence", "chunk": note["chunk"]}
     # its answer is that window's own, read alone
     window = item.chunks[note["chunk"] - 1]
     alone = torch.softmax(torch.from_numpy(p.forward([EncodedText((window,), len(window))])[0]
@@ -118,14 +118,16 @@ def test_predict_says_what_it_did_with_a_long_text(trained, tmp_path, capsys):
     _, [note] = p.predictions([text])
     assert main(["predict", str(model), text]) == 0
     out = capsys.readouterr().out
-    assert (f"long text: {item.tokens} tokens over {MAX_LENGTH}, {len(item.chunks)} chunks, "
+    chunks = f"{len(item.chunks)} chunks" + (f" of {p.window} tokens"  # windows narrower
+                                             if p.window < MAX_LENGTH else "")  # than 12
+    assert (f"long text: {item.tokens} tokens over {MAX_LENGTH}, {chunks}, "
             f"answer from chunk {note['chunk']}]") in out
     assert "-> card_lost (" in out
     assert main(["predict", str(model), "--json", text]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["long_text"] == note and intent_of(record) == "card_lost"
     assert main(["predict", str(model), "--long-text", "chunk", text]) == 0
-    assert f"{len(item.chunks)} chunks, pooled (mean)]" in capsys.readouterr().out
+    assert f"{chunks}, pooled (mean)]" in capsys.readouterr().out
     assert main(["predict", str(model), "--long-text", "head_tail", text]) == 0
     assert "tokens over 12, read its head and tail]" in capsys.readouterr().out
     assert main(["predict", str(model), "--long-text", "truncate", "--json", text]) == 0
@@ -191,7 +193,8 @@ def test_chunk_in_scope_answers_from_the_window_the_detector_finds_most_in_scope
     want = int(scores.argmax())
     [answer], [note] = p.predictions([text])
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
-                    "chunks": len(item.chunks), "pooling": "max_in_scope", "chunk": want + 1}
+                    "chunks": len(item.chunks), "window": p.window, "pooling": "max_in_scope",
+                    "chunk": want + 1}
     assert answer.decision.score == clf.ood.name
     assert answer.decision.value == pytest.approx(scores[want], abs=1e-6)
     assert answer.out_of_scope == bool((scores < clf.ood.threshold).all())
@@ -213,3 +216,186 @@ def test_chunk_in_scope_is_chunk_max_under_the_top_probability_rule(trained):
         assert [(x.intent, x.out_of_scope, x.confidence) for x in got_a] == \
             [(x.intent, x.out_of_scope, x.confidence) for x in got_b]
         assert [n["chunk"] for n in notes_a] == [n["chunk"] for n in notes_b]
+
+
+# --- windows narrower than the maximum length (chunk_length) ---------------------------------
+#: 13 text tokens for the tiny chatter tokenizer (hel ##l ##o th ##er ##e go ##o ##d mo ##r
+#: ##n ##ing), 15 with the special tokens: over the maximum length of 12
+THIRTEEN = "hello there good morning"
+
+
+@pytest.mark.parametrize("chunk_length, window, spans", [
+    (8, 8, [(0, 6), (3, 9), (6, 12), (9, 13)]),  # 8 tokens: a body of 6, stride 3
+    (0.75, 9, [(0, 7), (3, 10), (6, 13)]),  # 0.75 * 12 = 9 tokens: a body of 7, stride 3
+    (1.0, 12, [(0, 10), (5, 13)]),
+])
+def test_windows_have_the_width_asked_for_and_overlap_by_half(trained, chunk_length, window,
+                                                              spans):
+    """A chunked policy's windows are ``chunk_length`` wide (tokens, or a fraction of the
+    maximum length rounded down), start half a window's body apart, and cover the text
+    (spans worked out by hand for a text of 13 tokens)."""
+    tok = trained.tokenizer
+    body = tok([THIRTEEN], max_length=None)["input_ids"][0].tolist()[1:14]
+    assert tok.lengths([THIRTEEN]) == [15] and len(body) == 13
+    for policy in ("chunk", "chunk_max", "chunk_in_scope"):
+        p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text=policy,
+                                 chunk_length=chunk_length)
+        assert p.window == window and p.chunk_stride == (window - 2) // 2
+        [item] = p.encode([THIRTEEN])
+        assert item.chunks == tuple((tok.cls_token_id, *body[s:e], tok.sep_token_id)
+                                    for s, e in spans)
+        assert [p.window_tokens(item, w) for w in range(len(spans))] == [
+            list(range(s, e)) for s, e in spans]
+        _, [note] = p.predictions([THIRTEEN])
+        assert note["window"] == window and note["chunks"] == len(spans)
+        assert note["max_length"] == MAX_LENGTH and note["tokens"] == 15
+    # a text within the maximum length is read whole, whatever the windows' width
+    p = SingleLabelPredictor(trained, TorchRuntime(trained.model), chunk_length=8)
+    [short] = p.encode([REQUEST])
+    assert len(short.chunks) == 1 and len(short.chunks[0]) == tok.lengths([REQUEST])[0] > 6
+
+
+@pytest.mark.parametrize("position", ["start", "middle", "end"])
+def test_a_narrow_window_answers_as_that_window_read_alone(trained, position):
+    """Under chunk_max with windows of 8 tokens the request is still found, and the
+    answer (intent, top-k, confidence, out-of-scope decision) is that of the deciding
+    window's tokens predicted alone, a text within the maximum length under chunk_max."""
+    text = planted(position)
+    p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_max",
+                             chunk_length=8)
+    [item] = p.encode([text])
+    wide = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_max",
+                                chunk_length=1.0).encode([text])[0]
+    assert len(item.chunks) > len(wide.chunks) and {len(c) for c in item.chunks[:-1]} == {8}
+    [answer], [note] = p.predictions([text])
+    assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
+                    "chunks": len(item.chunks), "window": 8, "pooling": "max_confidence",
+                    "chunk": note["chunk"]}
+    window = item.chunks[note["chunk"] - 1]
+    alone = EncodedText((window,), len(window))
+    [want] = p.answers(["window"], [alone], p.run([alone]), top_k=3)
+    assert answer.intent == want.intent == "card_lost"
+    assert answer.out_of_scope == want.out_of_scope
+    assert [k for k, _ in answer.top_k] == [k for k, _ in want.top_k]
+    assert answer.confidence == pytest.approx(want.confidence, abs=1e-6)
+    # every other window, read alone, is less confident or rejected (chunk_max's rule)
+    others = [EncodedText((c,), len(c)) for i, c in enumerate(item.chunks)
+              if i != note["chunk"] - 1]
+    for a in p.answers(["w"] * len(others), others, p.run(others), top_k=1):
+        assert a.out_of_scope or a.confidence <= answer.confidence + 1e-9
+
+
+def test_predict_reads_narrow_windows_from_the_command_line(trained, tmp_path, capsys):
+    from headwise.cli import main
+
+    model = trained.save(tmp_path / "model")
+    text = planted("end")
+    p = load_predictor(model, runtime="torch", chunk_length=8)
+    [item] = p.encode([text])
+    _, [note] = p.predictions([text])
+    assert note["window"] == 8
+    assert main(["predict", str(model), "--long-text", "chunk_max:8", "--json", text]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["long_text"] == note and intent_of(record) == "card_lost"
+    assert main(["predict", str(model), "--long-text", "auto:8", text]) == 0
+    assert (f"long text: {item.tokens} tokens over {MAX_LENGTH}, {len(item.chunks)} chunks "
+            f"of 8 tokens, answer from chunk {note['chunk']}]") in capsys.readouterr().out
+    # a fraction of the maximum length: 0.75 * 12 = 9 tokens
+    assert main(["predict", str(model), "--long-text", "chunk:0.75", "--json", text]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["long_text"]["window"] == 9 and record["long_text"]["pooling"] == "mean"
+    # widths the model cannot take are refused when it loads, naming why
+    assert main(["predict", str(model), "--long-text", "chunk_max:13", text]) == 1
+    assert "wider than the model's maximum length of 12" in capsys.readouterr().err
+    assert main(["predict", str(model), "--long-text", "chunk_max:0.5", text]) == 1
+    assert "window of 6 tokens, under the 8" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, message", [
+    ("truncate:16", "truncate does not cut a text into windows"),
+    ("head_tail:0.5", "head_tail does not cut a text into windows"),
+    ("reject:16", "reject does not cut a text into windows"),
+    ("chunk_max:4", "an int >= 8"),
+    ("chunk_max:0", "an int >= 8"),
+    ("chunk_max:-16", "an int >= 8"),
+    ("chunk_max:1.5", r"a float in \(0, 1\]"),
+    ("chunk_max:0.0", r"a float in \(0, 1\]"),
+    ("chunk_max:nan", r"a float in \(0, 1\]"),
+    ("chunk_max:wide", "N must be a number of tokens"),
+    ("chunk_max:", "N must be a number of tokens"),
+    ("chunky:16", "give one of auto, truncate"),
+])
+def test_long_text_option_refuses_a_width_it_cannot_use(value, message, capsys):
+    import argparse
+
+    from headwise.cli import main
+    from headwise.commands._common import long_text_choice
+
+    with pytest.raises(argparse.ArgumentTypeError, match=message):
+        long_text_choice(value)
+    for command in (["predict", "M", "hi"], ["eval", "M", "--data", "d.csv"],
+                    ["explain", "M", "hi"]):
+        with pytest.raises(SystemExit) as e:
+            main([*command, "--long-text", value])
+        assert e.value.code == 2
+        assert "--long-text" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, want", [
+    ("auto", ("auto", None)), ("chunk_max", ("chunk_max", None)),
+    ("truncate", ("truncate", None)), ("chunk_max:16", ("chunk_max", 16)),
+    ("chunk:8", ("chunk", 8)), ("chunk_in_scope:0.25", ("chunk_in_scope", 0.25)),
+    ("auto:1.0", ("auto", 1.0)), ("chunk_max:1", None),
+])
+def test_long_text_option_reads_a_policy_and_a_width(value, want):
+    import argparse
+
+    from headwise.commands._common import long_text_choice
+
+    if want is None:  # an integer is tokens: 1 token is refused, not read as the fraction 1
+        with pytest.raises(argparse.ArgumentTypeError, match="an int >= 8"):
+            long_text_choice(value)
+        return
+    got = long_text_choice(value)
+    assert got == want and type(got[1]) is type(want[1])
+
+
+def test_window_width_is_refused_where_it_cannot_apply(trained):
+    from headwise.intent.inference.bucketing import (
+        DEFAULT_CHUNK_LENGTH,
+        MIN_CHUNK_LENGTH,
+        window_length,
+    )
+
+    runtime = TorchRuntime(trained.model)
+    for policy in ("truncate", "head_tail", "reject"):
+        with pytest.raises(ValueError, match=f"the {policy} policy does not cut"):
+            SingleLabelPredictor(trained, runtime, long_text=policy, chunk_length=8)
+    for bad in (4, 0, -8, 1.5, 0.0, -0.5, True, "8", float("nan")):
+        with pytest.raises(ValueError, match="chunk_length must be a fraction"):
+            SingleLabelPredictor(trained, runtime, long_text="chunk_max", chunk_length=bad)
+    with pytest.raises(ValueError, match="wider than the model's maximum length of 12"):
+        SingleLabelPredictor(trained, runtime, long_text="chunk", chunk_length=13)
+    with pytest.raises(ValueError, match="0.5 of the model's maximum length of 12 is a window "
+                                         "of 6 tokens"):
+        SingleLabelPredictor(trained, runtime, chunk_length=0.5)
+    with pytest.raises(ValueError, match=r"chunk_stride must be in \[1, 6\] \(a window of 8"):
+        SingleLabelPredictor(trained, runtime, chunk_length=8, chunk_stride=7)
+    # the same refusals through load_predictor, before a runtime is chosen (onnx: no export
+    # of this model exists, which would be refused after)
+    with pytest.raises(ValueError, match="the truncate policy does not cut"):
+        load_predictor(trained, runtime="onnx", long_text="truncate", chunk_length=0.5)
+    with pytest.raises(ValueError, match="chunk_length must be a fraction"):
+        load_predictor(trained, runtime="torch", chunk_length=2.0)
+    # the widths, by hand: a fraction rounded down; the default fits any model
+    assert MIN_CHUNK_LENGTH == 8
+    assert [window_length(x, 64) for x in (1.0, 0.5, 0.25, 0.3, 16, 64)] == \
+        [64, 32, 16, 19, 16, 64]
+    assert window_length(0.29, 100) == 29
+    # the default (None): DEFAULT_CHUNK_LENGTH, within [MIN_CHUNK_LENGTH, max_length]
+    assert window_length(None, 64) == window_length(DEFAULT_CHUNK_LENGTH, 64)
+    assert window_length(None, 6) == 6
+    assert SingleLabelPredictor(trained, runtime).window == window_length(None, MAX_LENGTH)
+    assert window_length(1.0, 6) == 6  # the whole maximum length, however short
+    with pytest.raises(ValueError, match="under the 8"):
+        window_length(0.1, 64)

@@ -11,6 +11,7 @@ from tiny_models import MAX_LENGTH, tiny_encoder, tiny_tokenizer
 
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.inference import SingleLabelPredictor, TorchRuntime, load_predictor
+from headwise.intent.inference.bucketing import window_length
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,8 @@ def test_the_notes_come_from_the_encoding(classifier):
     assert notes[0] is None
     assert 1 <= notes[1].pop("chunk") <= len(item.chunks)
     assert notes[1] == {"policy": "chunked", "tokens": n, "max_length": MAX_LENGTH,
-                        "chunks": len(item.chunks), "pooling": "max_confidence"}
+                        "chunks": len(item.chunks), "window": window_length(None, MAX_LENGTH),
+                        "pooling": "max_confidence"}
     assert [a.to_dict() for a in answers] == [a.to_dict() for a in classifier.predict(
         ["hi", long])]
 
