@@ -67,7 +67,7 @@ from headwise.intent.training.builders import (
     train_config,
     with_family_defaults,
 )
-from headwise.intent.training.joins import joined_examples
+from headwise.intent.training.joins import join_two, joined_pairs
 from headwise.intent.training.linear_probe import fit_multilabel_probe, fit_tag_probe
 from headwise.intent.training.losses import SoftTargets
 from headwise.intent.training.pretrain import pretrain_encoder
@@ -240,8 +240,9 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     max_length = recipe.architecture.max_length
     task = recipe.task
     assert isinstance(task, MultiLabel)
-    joins = joined_examples(data.train, task.compound_joins, recipe.train.seed,
-                            fits=tokenizer.lengths, max_length=max_length)
+    pairs = joined_pairs(data.train, task.compound_joins, recipe.train.seed,
+                         fits=tokenizer.lengths, max_length=max_length)
+    joins = [join_two(data.train[i], data.train[j], c) for i, j, c in pairs]
     rows = encode_rows(tokenizer, data.train + joins, data.intents, tag_index, max_length)
     levers = recipe.levers
     weights = balanced_multilabel_weights([r["labels"] for r in rows]) \
@@ -250,10 +251,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
     tagged = [r for r in rows if "tag_labels" in r]
     distill = None
     if soft_targets is not None:
-        # the joined rows are labelled rows too: the teacher reads their texts
-        rows, distill = distilled_rows(rows, tokenizer, replace(data, train=data.train + joins),
-                                       soft_targets,
-                                       levers.distill_weight, tag_index, max_length)
+        rows, distill = distilled_rows(rows, tokenizer, data, soft_targets,
+                                       levers.distill_weight, tag_index, max_length, pairs)
     dropped = drop_numbers(rows, tokenizer, task.number_dropout, recipe.train.seed)
     valid_rows = encode_rows(tokenizer, data.valid, data.intents, tag_index, max_length)
     config = train_config(recipe, "score")
@@ -349,31 +348,43 @@ def distilled_targets(gold: np.ndarray, teacher: np.ndarray, weight: float) -> n
 
 def distilled_rows(rows: list[dict[str, Any]], tokenizer: Tokenizer, data: CompoundData,
                    soft: SoftTargets, weight: float, tag_index: dict[str, int],
-                   max_length: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                   max_length: int, pairs: Sequence[tuple[int, int, str]] = ()
+                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The training rows of a compound student: the labelled rows with their intent
     targets mixed with the teacher's probabilities (:func:`distilled_targets`; their gold
     slot tags kept), then the soft targets' extra rows (unlabelled texts, noisy copies)
     with the teacher's probabilities as their targets and every tag ignored (-100: no
     gold slots). The teacher's columns are ``soft.labels``, the student's intents.
 
+    ``rows`` are ``data.train``'s rows, then one row per joined pair
+    (:func:`~headwise.intent.training.joins.joined_pairs`, indices into ``data.train``):
+    a joined text asks what its two parts ask, so the teacher's probability of each intent
+    for it is the larger of its parts' (the teacher never read the joined text).
+
     Returns:
         ``(rows, info)``: ``info`` is ``soft.info`` with the weight and the rows' counts.
     """
     texts = [e.text for e in data.train]
+    if len(rows) != len(texts) + len(pairs):
+        raise ValueError(f"{len(rows)} rows for {len(texts)} training rows and "
+                         f"{len(pairs)} joined pairs")
     extra = [t for t, _ in soft.extra]
     probs = np.exp(soft.logits_for(texts + extra))
+    own, rest = probs[:len(texts)], probs[len(texts):]
+    joined = [np.maximum(own[i], own[j]) for i, j, _ in pairs]
+    teacher = np.concatenate([own, np.array(joined).reshape(len(pairs), own.shape[1])])
     gold = np.array([r["labels"] for r in rows], dtype=np.float64).reshape(len(rows), -1)
-    mixed = distilled_targets(gold, probs[:len(rows)], weight)
+    mixed = distilled_targets(gold, teacher, weight)
     out = [{**r, "labels": m.tolist()} for r, m in zip(rows, mixed, strict=True)]
     blank = [Example(t, (), (), 0) for t in extra]
     for r, p in zip(encode_rows(tokenizer, blank, data.intents, tag_index, max_length),
-                    probs[len(rows):], strict=True):
+                    rest, strict=True):
         r["labels"] = p.tolist()
         if "tag_labels" in r:
             r["tag_labels"] = [-100] * len(r["tag_labels"])
         out.append(r)
-    info = {**soft.info, "weight": weight, "labelled_rows": len(rows),
-            "extra_rows": len(extra)}
+    info = {**soft.info, "weight": weight, "labelled_rows": len(texts),
+            "joined_rows": len(pairs), "extra_rows": len(extra)}
     return out, info
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 from headwise.text.dataset import Example, SlotSpan
 
-__all__ = ["join_two", "joined_examples"]
+__all__ = ["join_two", "joined_examples", "joined_pairs"]
 
 #: punctuation that already ends a sentence: the next text follows it without a connector
 _ENDINGS = "？?。.！!～~"
@@ -67,7 +67,18 @@ def join_two(first: Example, second: Example, connector: str) -> Example:
 def joined_examples(examples: Sequence[Example], share: float, seed: int,
                     fits: Callable[[list[str]], list[int]] | None = None,
                     max_length: int | None = None) -> list[Example]:
-    """``round(share * len(examples))`` compound rows, each two training rows joined.
+    """``round(share * len(examples))`` compound rows, each two training rows joined: the
+    rows of :func:`joined_pairs` (same arguments, same rules) made with :func:`join_two`."""
+    return [join_two(examples[i], examples[j], c)
+            for i, j, c in joined_pairs(examples, share, seed, fits, max_length)]
+
+
+def joined_pairs(examples: Sequence[Example], share: float, seed: int,
+                 fits: Callable[[list[str]], list[int]] | None = None,
+                 max_length: int | None = None) -> list[tuple[int, int, str]]:
+    """Which rows to join for ``round(share * len(examples))`` compound rows: ``(first,
+    second, connector)``, indices into ``examples`` (a distillation teacher's targets of a
+    joined row are made from its two parts').
 
     Each row joins two rows drawn at random (seeded) whose intent sets do not overlap, not
     both without intents, with at most as many intents together as the most any training
@@ -82,7 +93,7 @@ def joined_examples(examples: Sequence[Example], share: float, seed: int,
         max_length: the model's longest input, with ``fits``.
 
     Returns:
-        The joined rows (fewer when too few pairs qualify: two rows with intents are needed).
+        The pairs (fewer when too few qualify: two rows with intents are needed).
 
     Raises:
         ValueError: a negative ``share``, or ``fits`` without ``max_length``.
@@ -92,28 +103,29 @@ def joined_examples(examples: Sequence[Example], share: float, seed: int,
     if fits is not None and max_length is None:
         raise ValueError("a length check (fits) needs the model's max_length")
     wanted = round(share * len(examples))
-    labelled = [e for e in examples if e.intents]
+    labelled = [k for k, e in enumerate(examples) if e.intents]
     if wanted == 0 or len(labelled) < 2:
         return []
     most = max(2, max(len(e.intents) for e in examples))
     rng = random.Random(seed)
-    pool = list(examples)
-    out: list[Example] = []
+    pool = range(len(examples))
+    out: list[tuple[int, int, str]] = []
     for _ in range(_TRIES):
         need = wanted - len(out)
         if need == 0:
             break
         drawn = []
         for _ in range(need):
-            first, second = rng.choice(pool), rng.choice(labelled)
+            i, j = rng.choice(pool), rng.choice(labelled)
             if rng.random() < 0.5:
-                first, second = second, first
+                i, j = j, i
+            first, second = examples[i], examples[j]
             union = set(first.intents) | set(second.intents)
-            if first is second or set(first.intents) & set(second.intents) or len(union) > most:
+            if i == j or set(first.intents) & set(second.intents) or len(union) > most:
                 continue
-            drawn.append(join_two(first, second, _connector(first.text, rng)))
+            drawn.append((i, j, _connector(first.text, rng)))
         if fits is not None and drawn:
-            lengths = fits([e.text for e in drawn])
-            drawn = [e for e, n in zip(drawn, lengths, strict=True) if n <= max_length]
+            lengths = fits([join_two(examples[i], examples[j], c).text for i, j, c in drawn])
+            drawn = [d for d, n in zip(drawn, lengths, strict=True) if n <= max_length]
         out.extend(drawn)
     return out

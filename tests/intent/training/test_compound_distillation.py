@@ -110,7 +110,7 @@ def test_a_distilled_compound_student_learns_the_teacher(students, trained_compo
     assert info["weight"] == 1.0 and info["teacher"]["kind"] == "CompoundClassifier"
     assert info["teacher"]["intents"] == len(teacher.intents) and info["teacher"]["sha256"]
     assert info["unlabelled"] == 2 and info["extra_rows"] == 2
-    assert info["labelled_rows"] == len(compound_corpus)
+    assert info["labelled_rows"] == len(compound_corpus) and info["joined_rows"] > 0
     assert student.info["recipe"]["levers"]["distill"] == "teacher"
     assert student.info["recipe"]["task"]["type"] == "multi_label"
     assert any(n.startswith("teacher: ") for n in notes)
@@ -156,3 +156,33 @@ def test_the_teacher_lever_needs_a_teacher(compound_corpus, tmp_path):
                                      "levers": {"distill": "teacher"}})
     with pytest.raises(ValueError, match="run `headwise distill TEACHER`"):
         train_intent_classifier(compound_corpus, None, recipe, out_dir=tmp_path / "x")
+
+
+def test_a_joined_row_takes_the_larger_of_its_parts_teacher_probabilities():
+    from headwise.intent.training.compound import CompoundData, distilled_rows, encode_rows
+    from headwise.intent.training.joins import join_two
+    from headwise.intent.training.losses import SoftTargets
+    from headwise.text.char_level import train_tokenizer
+
+    train = [Example("查余额", ("balance",), (), 1), Example("转账", ("transfer",), (), 2),
+             Example("挂失", ("loss",), (), 3)]
+    intents = ["balance", "transfer", "loss"]
+    teacher = np.array([[0.8, 0.1, 0.3], [0.2, 0.6, 0.1], [0.1, 0.2, 0.9]])
+    soft = SoftTargets(labels=intents, texts=[e.text for e in train] + ["天气"],
+                       logits=np.log(np.vstack([teacher, [[0.05, 0.05, 0.05]]])),
+                       extra=[("天气", None)])
+    pairs = [(0, 1, "，"), (2, 0, "。")]
+    joined = [join_two(train[i], train[j], c) for i, j, c in pairs]
+    tokenizer = train_tokenizer([e.text for e in train + joined] + ["天气"], kind="char")
+    data = CompoundData(train=train, valid=[], intents=intents, slot_names=[], tags=None)
+    rows = encode_rows(tokenizer, train + joined, intents, {}, 16)
+    out, info = distilled_rows(rows, tokenizer, data, soft, 0.25, {}, 16, pairs)
+    got = np.array([r["labels"] for r in out])
+    gold = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [1, 0, 1]], dtype=float)
+    # hand-computed: each joined row's teacher is the per-intent max of its two parts'
+    parts = np.vstack([teacher, [[0.8, 0.6, 0.3]], [[0.8, 0.2, 0.9]]])
+    np.testing.assert_allclose(got[:5], 0.75 * gold + 0.25 * parts)
+    np.testing.assert_allclose(got[5], [0.05, 0.05, 0.05])  # the extra row: teacher alone
+    assert (info["labelled_rows"], info["joined_rows"], info["extra_rows"]) == (3, 2, 1)
+    with pytest.raises(ValueError, match="joined pairs"):
+        distilled_rows(rows[:4], tokenizer, data, soft, 0.25, {}, 16, pairs)
