@@ -520,14 +520,16 @@ class MultiLabel:
         compound_joins: rows made by joining two training rows (texts joined by
             punctuation, intents united, slots moved), added to training as a share of the
             training rows: 0 adds none, 0.5 half as many again. See
-            :mod:`~headwise.intent.training.joins`.
+            :mod:`~headwise.intent.training.joins`. The default was chosen on validation
+            exact match of the demo corpus with compound questions for each network family
+            (BENCHMARKS.md, ``compound:cpu``).
     """
 
     NAME: ClassVar[str] = "multi_label"
     slots: bool = True
     per_intent_thresholds: bool = False
     number_dropout: float = 0.15
-    compound_joins: float = 0.0
+    compound_joins: float = 0.5
 
     def __post_init__(self) -> None:
         _check_types(self, "task")
