@@ -8,8 +8,9 @@ from typing import Any
 
 import _harness as H
 
-ORDER = ("tfidf", "tfidf-c1", "bilstm", "bilstm-attn", "bilstm-joins", "scratch", "scratch-num",
-         "scratch-joins", "scratch-80ep", "scratch-blend",
+ORDER = ("tfidf", "tfidf-c1", "bilstm", "bilstm-attn", "bilstm-joins", "bilstm-joins1",
+         "scratch", "scratch-num",
+         "scratch-joins", "scratch-joins1", "scratch-80ep", "scratch-blend",
          "minilm", "minilm-num", "minilm-fresh", "minilm-lpft-bal", "minilm-blend", "e5",
          "e5-lr1e-4", "e5-8ep", "e5-split", "e5-joins", "e5-joins1", "e5-num",
          "e5-blend")
@@ -18,10 +19,13 @@ LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
          "bilstm": "BiLSTM joint (the seed's baseline)",
          "bilstm-attn": "BiLSTM joint, attention pooling",
          "bilstm-joins": "BiLSTM joint, joined training rows (task.compound_joins 0.5)",
+         "bilstm-joins1": "BiLSTM joint, joined training rows (task.compound_joins 1.0)",
          "scratch": "from-scratch joint Transformer",
          "scratch-num": "from-scratch + number-aware heads",
          "scratch-joins": "from-scratch joint Transformer, joined training rows "
                           "(task.compound_joins 0.5)",
+         "scratch-joins1": "from-scratch joint Transformer, joined training rows "
+                           "(task.compound_joins 1.0)",
          "scratch-80ep": "from-scratch joint Transformer, 80 epochs (patience 10)",
          "scratch-blend": "from-scratch joint Transformer + TF-IDF blend (share on validation)",
          "minilm": "MiniLM-L6 import, joint heads (LP-FT)",
@@ -47,9 +51,9 @@ METRICS = ("micro_f1", "macro_f1", "exact_match", "span_f1")
 #: validation rows; a network blended with TF-IDF (``levers.blend="tfidf"``) is a family of
 #: its own, so the section lists it beside the network alone and the TF-IDF floor
 FAMILY = {"tfidf": "tfidf", "tfidf-c1": "tfidf", "bilstm": "bilstm", "bilstm-attn": "bilstm",
-          "bilstm-joins": "bilstm",
+          "bilstm-joins": "bilstm", "bilstm-joins1": "bilstm",
           "scratch": "transformer", "scratch-num": "transformer", "scratch-joins": "transformer",
-          "scratch-80ep": "transformer",
+          "scratch-80ep": "transformer", "scratch-joins1": "transformer",
           "scratch-blend": "transformer+tfidf", "minilm": "minilm", "minilm-num": "minilm",
           "minilm-fresh": "minilm", "minilm-lpft-bal": "minilm", "minilm-blend": "minilm+tfidf",
           "e5": "e5", "e5-lr1e-4": "e5", "e5-8ep": "e5", "e5-split": "e5", "e5-joins": "e5",

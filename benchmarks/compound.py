@@ -41,7 +41,8 @@ baseline, max or attention pooling, with the Transformer's intent and slot heads
 half as many training rows again, each two training rows joined,
 ``task.compound_joins``), ``scratch`` (from-scratch
 joint Transformer, d 128, 2 layers, 8 heads; ``scratch-joins`` with joined rows as
-``bilstm-joins``; ``scratch-80ep``: 80 epochs, patience 10, where 40 end some runs
+``bilstm-joins``; ``bilstm-joins1`` and ``scratch-joins1``: as many joined rows as
+training rows; ``scratch-80ep``: 80 epochs, patience 10, where 40 end some runs
 while validation still improves), ``minilm`` (the all-MiniLM-L6-v2 encoder with
 intent and slot heads, the intent head first fitted on the frozen encoder, one logistic
 regression per intent, then fine-tuned: LP-FT, the default; English, NLU++ only) with
@@ -149,6 +150,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "bilstm": _BILSTM,
     "bilstm-attn": H.recipe_with(_BILSTM, architecture={"lstm_pooling": "attention"}),
     "bilstm-joins": H.recipe_with(_BILSTM, task={"compound_joins": 0.5}),
+    "bilstm-joins1": H.recipe_with(_BILSTM, task={"compound_joins": 1.0}),
     "scratch": _SCRATCH,
     "scratch-num": H.recipe_with(
         _SCRATCH, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
@@ -172,6 +174,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         _E5, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
     ),
     "scratch-joins": H.recipe_with(_SCRATCH, task={"compound_joins": 0.5}),
+    "scratch-joins1": H.recipe_with(_SCRATCH, task={"compound_joins": 1.0}),
     # the 40-epoch cap ends some from-scratch runs while validation still improves
     "scratch-80ep": H.recipe_with(_SCRATCH, train={"epochs": 80, "patience": 10}),
     "scratch-blend": H.recipe_with(_SCRATCH, levers={"blend": "tfidf"}),
@@ -193,6 +196,7 @@ ONLY_ON = {"minilm": ("nlupp-full", "nlupp-low"), "minilm-num": ("nlupp-full", "
            "tfidf-c1": ("demo-compound",),
            "bilstm": ("nlupp-full", "nlupp-low", "demo-compound"),
            "bilstm-attn": ("demo-compound",), "bilstm-joins": ("demo-compound",),
+           "bilstm-joins1": ("demo-compound",), "scratch-joins1": ("demo-compound",),
            "e5": ("demo-compound",), "e5-lr1e-4": ("demo-compound",),
            "e5-8ep": ("demo-compound",), "e5-split": ("demo-compound",),
            "e5-joins": ("demo-compound",), "e5-joins1": ("demo-compound",),
