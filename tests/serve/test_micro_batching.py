@@ -200,7 +200,7 @@ def test_batched_logits_equal_unbatched(encoder_dir, policy):
         from headwise.models.chunked import HierarchicalEncoder
 
         tok = clf.tokenizer
-        hier = HierarchicalEncoder(clf.model, chunk_len=clf.max_length, stride=4,
+        hier = HierarchicalEncoder(clf.model, chunk_len=predictor.window, stride=4,
                                    cls_id=tok.cls_token_id, sep_id=tok.sep_token_id).eval()
         ids = tok([LONG], max_length=None)["input_ids"][0][1:-1]
         import torch

@@ -62,7 +62,7 @@ ONE_WINDOW_POLICIES = tuple(p for p, pooling in CHUNK_POOLING.items() if pooling
 #: the width of a chunked policy's windows when none is given: a fraction of the model's
 #: maximum length (see :func:`window_length`); chosen with the policy on validation rows of
 #: the long-message slice (BENCHMARKS.md, "Long messages"; ``benchmarks/long_text.py``)
-DEFAULT_CHUNK_LENGTH = 1.0
+DEFAULT_CHUNK_LENGTH = 0.25
 
 #: the narrowest window (tokens, special tokens included) a chunked policy may read when it
 #: is narrower than the model's maximum length
