@@ -8,7 +8,8 @@ training rows, the text of one after the other's and the union of their intents,
 multi-intent benchmarks MixATIS and MixSNIPS were built from single-intent data (Qin et al.,
 2020, "AGIF"); ``task.compound_joins`` adds such rows to a multi-label run's training data::
 
-    extra = joined_examples(train, share=0.5, seed=0, fits=lambda ts: tokenizer.lengths(ts))
+    pairs = joined_pairs(train, share=0.5, seed=0, fits=tokenizer.lengths, max_length=64)
+    extra = [join_two(train[i], train[j], c) for i, j, c in pairs]
 
 The join is plain punctuation (a full-width comma or full stop between Chinese texts, a comma
 or full stop between others, nothing more after a text that already ends in a question mark
@@ -27,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 from headwise.text.dataset import Example, SlotSpan
 
-__all__ = ["join_two", "joined_examples", "joined_pairs"]
+__all__ = ["join_two", "joined_pairs"]
 
 #: punctuation that already ends a sentence: the next text follows it without a connector
 _ENDINGS = "？?。.！!～~"
@@ -62,15 +63,6 @@ def join_two(first: Example, second: Example, connector: str) -> Example:
         SlotSpan(s.name, s.start + offset, s.end + offset, s.text, s.value)
         for s in second.slots)
     return Example(head + connector + second.text, intents, spans, first.line)
-
-
-def joined_examples(examples: Sequence[Example], share: float, seed: int,
-                    fits: Callable[[list[str]], list[int]] | None = None,
-                    max_length: int | None = None) -> list[Example]:
-    """``round(share * len(examples))`` compound rows, each two training rows joined: the
-    rows of :func:`joined_pairs` (same arguments, same rules) made with :func:`join_two`."""
-    return [join_two(examples[i], examples[j], c)
-            for i, j, c in joined_pairs(examples, share, seed, fits, max_length)]
 
 
 def joined_pairs(examples: Sequence[Example], share: float, seed: int,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from headwise.intent.training.joins import join_two, joined_examples
+from headwise.intent.training.joins import join_two, joined_pairs
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.text.dataset import Example, SlotSpan
@@ -30,6 +30,13 @@ def test_join_two_moves_the_second_texts_spans():
     back = join_two(TRANSFER, Example("再转一次", ("transfer",), (), 9), "。")
     assert back.text == "给妈妈转300元。再转一次" and back.intents == ("transfer",)
     assert back.slots == TRANSFER.slots
+
+
+def joined_examples(rows: list[Example], share: float, seed: int, **length: object
+                    ) -> list[Example]:
+    """The rows ``joined_pairs`` draws, joined as training joins them."""
+    return [join_two(rows[i], rows[j], c)
+            for i, j, c in joined_pairs(rows, share, seed, **length)]
 
 
 def _rows(n: int) -> list[Example]:
