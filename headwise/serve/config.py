@@ -60,7 +60,8 @@ class ServeConfig:
             Refused with a policy that does not chunk, and, when the model loads, for a
             width the model cannot take or a kind that does not chunk.
         chunk_stride: tokens between window starts for ``"chunk"``, ``"chunk_max"`` and
-            ``"chunk_in_scope"`` (default: half the window body).
+            ``"chunk_in_scope"`` (default: half the window body); refused with a policy
+            that does not chunk.
         top_k: intents listed per text when the request does not say.
         threads: intra-op threads of the inference runtime (0: the library's default).
         warmup: run a few forward passes before reporting ready.
@@ -135,8 +136,8 @@ class ServeConfig:
                              f"{self.long_text!r}")
         if self.chunk_length is not None:
             check_chunk_length(self.chunk_length)
-            if self.long_text != "auto":  # auto: a network's chunk_max, refused by the others
-                check_windowed(self.long_text, self.chunk_length)
+        if self.long_text != "auto":  # auto: a network's chunk_max, refused by the others
+            check_windowed(self.long_text, self.chunk_length, self.chunk_stride)
         for name in ("max_batch_size", "max_texts", "max_text_chars", "max_body_bytes",
                      "top_k"):
             value = getattr(self, name)

@@ -122,6 +122,11 @@ def test_serve(models, name, capsys):
             create_app(ServeConfig(model_dir=str(model), chunk_length=16))
         with pytest.raises(ValueError, match=reason):
             load_predictor(model, chunk_length=0.5)
+        # and a stride between windows it does not cut
+        with pytest.raises(ValueError, match=reason):
+            create_app(ServeConfig(model_dir=str(model), chunk_stride=4))
+        with pytest.raises(ValueError, match=reason):
+            load_predictor(model, chunk_stride=4)
     capsys.readouterr()
     assert main(["predict", str(model), "--long-text", "auto:16", "hi"]) == 1
     assert re.search(reason, capsys.readouterr().err)

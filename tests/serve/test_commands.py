@@ -67,6 +67,8 @@ def test_serve_options_make_the_config(tmp_path):
     (["--set", "chunk_length=1.5"], "chunk_length must be a fraction"),
     (["--set", "long_text=truncate", "--set", "chunk_length=16"],
      "the truncate policy does not cut a text into windows"),
+    (["--set", "long_text=head_tail", "--set", "chunk_stride=4"],
+     "chunk_stride 4 is the stride of a chunked policy's windows"),
 ])
 def test_bad_settings_are_refused_naming_the_field(argv, message):
     from headwise.commands.serve_options import process_from_args

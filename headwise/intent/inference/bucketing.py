@@ -113,17 +113,22 @@ def check_chunk_length(chunk_length: object) -> float | int:
                      f"{MIN_CHUNK_LENGTH}, special tokens included), got {chunk_length!r}")
 
 
-def check_windowed(long_text: str, chunk_length: object) -> None:
-    """Refuse a window width (``chunk_length`` not None) given with a policy that does not
-    cut a text into windows (one not in :data:`CHUNK_POOLING`; resolve ``"auto"`` first).
+def check_windowed(long_text: str, chunk_length: object, chunk_stride: object = None) -> None:
+    """Refuse a window width (``chunk_length`` not None) or a window stride
+    (``chunk_stride`` not None) given with a policy that does not cut a text into windows
+    (one not in :data:`CHUNK_POOLING`; resolve ``"auto"`` first).
 
     Raises:
-        ValueError: naming the policy and those that take a width.
+        ValueError: naming the option, the policy and the policies that take it.
     """
-    if chunk_length is not None and long_text not in CHUNK_POOLING:
-        raise ValueError(f"chunk_length {chunk_length!r} is the width of a chunked "
-                         f"policy's windows ({', '.join(CHUNK_POOLING)}); the "
-                         f"{long_text} policy does not cut a text into windows")
+    if long_text in CHUNK_POOLING:
+        return
+    for name, value, what in (("chunk_length", chunk_length, "width"),
+                              ("chunk_stride", chunk_stride, "stride")):
+        if value is not None:
+            raise ValueError(f"{name} {value!r} is the {what} of a chunked policy's windows "
+                             f"({', '.join(CHUNK_POOLING)}); the {long_text} policy does "
+                             f"not cut a text into windows")
 
 
 def window_length(chunk_length: float | int | None, max_length: int) -> int:
@@ -197,7 +202,8 @@ class BucketedPredictor(Predictor):
             (:func:`window_length`); None: :data:`DEFAULT_CHUNK_LENGTH`. A text within
             ``max_length`` is still read whole; only a longer one is cut into windows this
             wide. Refused with any other policy.
-        chunk_stride: tokens between window starts (default half a window's body).
+        chunk_stride: tokens between window starts (default half a window's body); refused
+            with a policy that does not chunk.
         max_rows: most rows in one forward pass (a gathered batch is split beyond it).
 
     Raises:
@@ -214,7 +220,7 @@ class BucketedPredictor(Predictor):
             raise ValueError(f"long_text must be one of "
                              f"{', '.join(p for p in LONG_TEXT_POLICIES if p != 'auto')}, "
                              f"got {long_text!r}")
-        check_windowed(long_text, chunk_length)
+        check_windowed(long_text, chunk_length, chunk_stride)
         self.tokenizer = tokenizer
         self.runtime = runtime
         self.long_text = long_text

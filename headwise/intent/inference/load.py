@@ -444,8 +444,8 @@ def _kind(classifier: Any) -> kinds.ModelKind | None:
 
 
 def _probability_predictor(classifier: Any, *, runtime: str, long_text: str,
-                           chunk_length: float | int | None, threads: int,
-                           where: str) -> ProbabilityPredictor:
+                           chunk_length: float | int | None, chunk_stride: int | None,
+                           threads: int, where: str) -> ProbabilityPredictor:
     """The predictor of a TF-IDF model, an ensemble or any kind answered by its own
     ``predict_proba``, refusing what its kind cannot do (:mod:`headwise.intent.kinds`)."""
     kind = _kind(classifier)
@@ -458,11 +458,13 @@ def _probability_predictor(classifier: Any, *, runtime: str, long_text: str,
         if kind is not None:
             kind.require(capability_of(long_text), where)
         raise ValueError(f"{where}: the {long_text} long-text policy needs a network")
-    if chunk_length is not None:
-        if kind is not None:
-            kind.require("chunk", where)
-        raise ValueError(f"{where}: chunk_length (the width of a chunked policy's windows) "
-                         f"needs a network")
+    for name, value, what in (("chunk_length", chunk_length, "width"),
+                              ("chunk_stride", chunk_stride, "stride")):
+        if value is not None:
+            if kind is not None:
+                kind.require("chunk", where)
+            raise ValueError(f"{where}: {name} (the {what} of a chunked policy's windows) "
+                             f"needs a network")
     return ProbabilityPredictor(classifier, threads=threads)
 
 
@@ -503,7 +505,8 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
             :data:`~headwise.intent.inference.bucketing.DEFAULT_CHUNK_LENGTH`. Refused
             with a policy that does not chunk, and for the kinds that do not chunk (the
             registry's reason, :mod:`headwise.intent.kinds`).
-        chunk_stride: tokens between window starts for the chunked policies.
+        chunk_stride: tokens between window starts for the chunked policies; refused like
+            ``chunk_length``.
         max_rows: most rows in one forward pass.
         report: receives :func:`choose_runtime`'s one-line note: why ``runtime="auto"``
             fell back to PyTorch, or that the cached ONNX export was built now (None:
@@ -525,7 +528,8 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
             one), or a TF-IDF model or an ensemble with ``runtime="onnx"``
             or a long-text policy other than ``"auto"`` and ``"truncate"``; a
             ``chunk_length`` that is not a width, too wide or too narrow for the model,
-            given with a policy that does not chunk or for a kind that does not chunk.
+            given with a policy that does not chunk or for a kind that does not chunk; a
+            ``chunk_stride`` in the same cases.
 
     With a chunked policy (a single network's ``"auto"`` is one) it also fixes
     glibc's mmap threshold for the process (:func:`~headwise.models.heap.steady_heap`):
@@ -547,10 +551,13 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
     kind = _kind(classifier)
     if kind not in (kinds.NETWORK, kinds.COMPOUND):
         return _probability_predictor(classifier, runtime=runtime, long_text=long_text,
-                                      chunk_length=chunk_length, threads=threads, where=where)
-    if chunk_length is not None:  # refused before a runtime is chosen (an export built)
+                                      chunk_length=chunk_length, chunk_stride=chunk_stride,
+                                      threads=threads, where=where)
+    if chunk_length is not None or chunk_stride is not None:
+        # refused before a runtime is chosen (an export built)
         kind.require("chunk", where)  # a compound model reads the first window only
-        check_windowed(DEFAULT_LONG_TEXT if long_text == "auto" else long_text, chunk_length)
+        check_windowed(DEFAULT_LONG_TEXT if long_text == "auto" else long_text, chunk_length,
+                       chunk_stride)
     chosen, note = choose_runtime(classifier, runtime, model_dir=model_dir,
                                   onnx_path=onnx_path, threads=threads)
     if kind is kinds.COMPOUND and long_text == "auto":

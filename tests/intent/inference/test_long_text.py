@@ -371,6 +371,9 @@ def test_window_width_is_refused_where_it_cannot_apply(trained):
     for policy in ("truncate", "head_tail", "reject"):
         with pytest.raises(ValueError, match=f"the {policy} policy does not cut"):
             SingleLabelPredictor(trained, runtime, long_text=policy, chunk_length=8)
+        with pytest.raises(ValueError, match=f"chunk_stride 4 is the stride .* the {policy} "
+                                             f"policy does not cut"):
+            SingleLabelPredictor(trained, runtime, long_text=policy, chunk_stride=4)
     for bad in (4, 0, -8, 1.5, 0.0, -0.5, True, "8", float("nan")):
         with pytest.raises(ValueError, match="chunk_length must be a fraction"):
             SingleLabelPredictor(trained, runtime, long_text="chunk_max", chunk_length=bad)
@@ -385,6 +388,8 @@ def test_window_width_is_refused_where_it_cannot_apply(trained):
     # of this model exists, which would be refused after)
     with pytest.raises(ValueError, match="the truncate policy does not cut"):
         load_predictor(trained, runtime="onnx", long_text="truncate", chunk_length=0.5)
+    with pytest.raises(ValueError, match="chunk_stride 4 .* the head_tail policy does not cut"):
+        load_predictor(trained, runtime="onnx", long_text="head_tail", chunk_stride=4)
     with pytest.raises(ValueError, match="chunk_length must be a fraction"):
         load_predictor(trained, runtime="torch", chunk_length=2.0)
     # the widths, by hand: a fraction rounded down; the default fits any model
