@@ -196,8 +196,9 @@ class Explanation:
 def token_spans(tokenizer: Tokenizer, text: str, ids: Sequence[int],
                 positions: Sequence[int] | None = None) -> list[TokenSpan]:
     """The tokens of ``ids`` (a window of the tokenizer's encoding of ``text``) with their
-    character spans in ``text``; special tokens have none, and so has every token when the
-    tokenizer's pieces do not line up with the ids.
+    character spans in ``text``; special tokens and the input prefix's tokens
+    (:attr:`~headwise.text.tokenizer.Tokenizer.prefix_ids`) have none, and so has every
+    token when the tokenizer's pieces do not line up with the ids.
 
     Args:
         tokenizer: the model's tokenizer.
@@ -211,6 +212,9 @@ def token_spans(tokenizer: Tokenizer, text: str, ids: Sequence[int],
     ids = list(ids)
     lead = int(bool(ids) and tokenizer.cls_token_id is not None
                and ids[0] == tokenizer.cls_token_id)
+    prefix = tuple(tokenizer.prefix_ids)  # e5's "query: ", read like a special token
+    if prefix and tuple(ids[lead:lead + len(prefix)]) == prefix:
+        lead += len(prefix)
     tail = int(len(ids) > lead and tokenizer.sep_token_id is not None
                and ids[-1] == tokenizer.sep_token_id)
     body = ids[lead:len(ids) - tail]
@@ -224,8 +228,7 @@ def token_spans(tokenizer: Tokenizer, text: str, ids: Sequence[int],
         names = [tokenizer.backend.id_to_token(i) or "" for i in body]
         spans = [(None, None)] * len(body)
     out: list[TokenSpan] = []
-    if lead:
-        out.append((tokenizer.backend.id_to_token(ids[0]), None, None, True))
+    out.extend((tokenizer.backend.id_to_token(i), None, None, True) for i in ids[:lead])
     out.extend((name, s, e, False) for name, (s, e) in zip(names, spans, strict=True))
     if tail:
         out.append((tokenizer.backend.id_to_token(ids[-1]), None, None, True))
@@ -334,9 +337,18 @@ def integrated_gradients(model: nn.Module, input_ids: torch.Tensor,
 
 
 def _baseline_ids(tokenizer: Tokenizer, ids: torch.Tensor) -> torch.Tensor:
+    """Integrated gradients' baseline: the window with its text tokens made padding, its
+    special tokens and input prefix (:attr:`~headwise.text.tokenizer.Tokenizer.prefix_ids`,
+    right after ``cls``) kept."""
     special = {i for i in (tokenizer.cls_token_id, tokenizer.sep_token_id) if i is not None}
-    keep = torch.tensor([[int(i) in special for i in ids[0].tolist()]], device=ids.device)
-    return torch.where(keep, ids, torch.full_like(ids, tokenizer.pad_token_id))
+    row = [int(i) for i in ids[0].tolist()]
+    keep = [i in special for i in row]
+    lead = int(bool(row) and row[0] == tokenizer.cls_token_id)
+    prefix = tuple(tokenizer.prefix_ids)
+    if prefix and tuple(row[lead:lead + len(prefix)]) == prefix:
+        keep[lead:lead + len(prefix)] = [True] * len(prefix)
+    mask = torch.tensor([keep], device=ids.device)
+    return torch.where(mask, ids, torch.full_like(ids, tokenizer.pad_token_id))
 
 
 def _network_explanation(model: nn.Module, tokenizer: Tokenizer, text: str,

@@ -67,7 +67,9 @@ def segment(tokenizer: Tokenizer, text: str, max_length: int | None) -> Segmente
     """Group the model's tokens of ``text`` into units (special tokens and words).
 
     The model input is ``[CLS] pieces [SEP]`` (BERT's template, which every headwise
-    tokenizer uses), with the pieces cut to ``max_length`` tokens in all.
+    tokenizer uses), with the pieces cut to ``max_length`` tokens in all; a tokenizer's
+    input prefix (:meth:`~headwise.text.tokenizer.Tokenizer.with_prefix`, e5's
+    ``"query: "``) sits after ``[CLS]`` as one special unit.
 
     Args:
         tokenizer: the classifier's tokenizer.
@@ -82,17 +84,25 @@ def segment(tokenizer: Tokenizer, text: str, max_length: int | None) -> Segmente
     """
     enc = tokenizer.backend.encode(text, add_special_tokens=False)
     ids = tokenizer([text], max_length=max_length)["input_ids"][0].tolist()
-    n_pieces = len(ids) - 2
+    prefix = tuple(tokenizer.prefix_ids)  # e5's "query: ": one special unit after [CLS]
+    n_pieces = len(ids) - 2 - len(prefix)
     if n_pieces < 0 or ids[0] != tokenizer.cls_token_id or ids[-1] != tokenizer.sep_token_id \
-            or n_pieces > len(enc.ids):
-        raise ValueError("the head analysis needs a tokenizer that writes [CLS] pieces [SEP]")
+            or tuple(ids[1:1 + len(prefix)]) != prefix or n_pieces > len(enc.ids):
+        raise ValueError("the head analysis needs a tokenizer that writes [CLS] pieces [SEP] "
+                         "(with its input prefix after [CLS])")
     pieces = tokenizer.tokenize(text)[:n_pieces]
     word_ids = list(enc.word_ids[:n_pieces])
     offsets = list(enc.offsets[:n_pieces])
     cls, sep = tokenizer.special_tokens["cls"], tokenizer.special_tokens["sep"]
     units, spans, special, starts = [cls], [(0, 0)], [True], [0]
+    if prefix:
+        units.append(tokenizer.input_prefix.strip())
+        spans.append((0, 0))
+        special.append(True)
+        starts.append(1)
     previous = object()
-    for pos, (word, (start, end)) in enumerate(zip(word_ids, offsets, strict=True), 1):
+    for pos, (word, (start, end)) in enumerate(zip(word_ids, offsets, strict=True),
+                                               1 + len(prefix)):
         if word is None or word != previous:  # a new word (None: a piece of its own)
             units.append("")
             spans.append((start, end))
@@ -105,8 +115,9 @@ def segment(tokenizer: Tokenizer, text: str, max_length: int | None) -> Segmente
     units.append(sep)
     spans.append((0, 0))
     special.append(True)
-    starts.append(n_pieces + 1)
-    return Segmented(text, (cls, *pieces, sep), tuple(units), tuple(spans),
+    starts.append(n_pieces + 1 + len(prefix))
+    prefix_tokens = [tokenizer.backend.id_to_token(i) or "" for i in prefix]
+    return Segmented(text, (cls, *prefix_tokens, *pieces, sep), tuple(units), tuple(spans),
                      np.array(special, dtype=bool), np.array(starts, dtype=np.int64))
 
 

@@ -384,6 +384,16 @@ class Tokenizer:
         return [num if new != old else token
                 for token, old, new in zip(e.tokens, e.ids, ids, strict=True)]
 
+    @property
+    def prefix_ids(self) -> tuple[int, ...]:
+        """The token ids of :attr:`input_prefix` that every encoding carries right after
+        the ``cls`` token (:meth:`with_prefix`); ``()`` without a prefix. A reader that cuts
+        an encoding into windows keeps them in each window, as it keeps ``cls``."""
+        if not self.input_prefix:
+            return ()
+        return tuple(self.backend.encode(self.input_prefix.rstrip(),
+                                         add_special_tokens=False).ids)
+
     def offsets(self, text: str) -> list[tuple[int, int]]:
         """The character span ``(start, end)`` in ``text`` of each token of :meth:`tokenize`.
 

@@ -164,3 +164,28 @@ def test_narrow_windows_are_explained_as_they_were_read(chatter_clf, tmp_path, c
     out = json.loads(capsys.readouterr().out)
     assert out["long_text"] == note
     assert (out["window"]["start"], out["window"]["end"]) == ex.window
+
+
+def test_a_prefixed_tokenizer_s_windows_are_explained_with_their_offsets(chatter_clf):
+    """With an input prefix (e5's ``"query: "``) every window starts with ``cls`` and the
+    prefix's tokens: they are explained as special tokens, and every text token keeps its
+    offsets in the whole text (a short text, its truncation, and the window chunk_max
+    kept)."""
+    import copy
+
+    prefixed = copy.copy(chatter_clf)
+    prefixed.tokenizer = chatter_clf.tokenizer.with_prefix("i card")
+    tok = prefixed.tokenizer
+    lead = [tok.backend.id_to_token(i) for i in (tok.cls_token_id, *tok.prefix_ids)]
+    for policy, text in (("truncate", REQUEST), ("truncate", TEXT), ("chunk_max", TEXT)):
+        ex = explain(predictor(prefixed, policy), text)
+        assert [t[0] for t in ex.tokens[:3]] == lead and all(t[3] for t in ex.tokens[:3])
+        assert not any(t[3] for t in ex.tokens[3:-1]) and ex.tokens[-1][3]
+        assert all(t[1] is not None for t in ex.tokens[3:-1])
+        _check_offsets(text, ex.tokens)
+        # integrated gradients' baseline keeps cls and the prefix: they carry nothing
+        assert np.abs(ex.attributions[0].scores[:3]).max() == 0.0
+        assert ex.attributions[0].within_tolerance
+    short = explain(predictor(prefixed, "truncate"), REQUEST).tokens
+    assert "".join(REQUEST[s:e] for _, s, e, sp in short if not sp) == \
+        REQUEST.replace(" ", "")

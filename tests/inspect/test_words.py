@@ -42,6 +42,27 @@ def test_truncation_follows_the_model_input():
     assert seg.units == ("[CLS]", "我", "想", "提", "[SEP]")
 
 
+def test_an_input_prefix_is_one_special_unit_after_cls(wordpiece):
+    """A prefixed tokenizer (e5's ``"query: "``) writes the prefix's tokens after [CLS]:
+    they are one special unit, and the words keep their token positions and spans."""
+    prefixed = wordpiece.with_prefix("cancel my")
+    k = len(prefixed.prefix_ids)
+    assert k >= 2
+    plain = segment(wordpiece, "want cancellation", max_length=64)
+    seg = segment(prefixed, "want cancellation", max_length=64)
+    ids = prefixed(["want cancellation"], max_length=64)["input_ids"][0].tolist()
+    assert seg.num_tokens == len(ids) == plain.num_tokens + k
+    assert seg.units == ("[CLS]", "cancel my", *plain.units[1:])
+    assert list(seg.special) == [True, True, *plain.special[1:]]
+    assert list(seg.starts) == [0, 1, *(plain.starts[1:] + k)]
+    assert seg.spans[2:] == plain.spans[1:]
+    assert seg.tokens[1:1 + k] == tuple(prefixed.backend.id_to_token(i)
+                                        for i in prefixed.prefix_ids)
+    # truncation counts the prefix: 6 tokens leave 6 - 2 - k pieces
+    short = segment(prefixed, "want cancellation", max_length=2 + k + 1)
+    assert short.num_tokens == 2 + k + 1 and short.units[:2] == ("[CLS]", "cancel my")
+
+
 def test_to_units_sums_keys_and_averages_queries(wordpiece):
     seg = segment(wordpiece, "cancellation", max_length=64)
     n = seg.num_tokens

@@ -228,11 +228,20 @@ class BucketedPredictor(Predictor):
         self.max_length = int(max_length)
         self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, \
             tokenizer.sep_token_id, tokenizer.pad_token_id
-        specials = (self.cls_id is not None) + (self.sep_id is not None)
+        #: what every window starts with (``cls`` and the input prefix's tokens, e5's
+        #: ``"query: "``) and ends with (``sep``): each window is read as a whole text is
+        self.lead = ((self.cls_id,) if self.cls_id is not None else ()) + \
+            tuple(tokenizer.prefix_ids)
+        self.trail = (self.sep_id,) if self.sep_id is not None else ()
+        specials = len(self.lead) + len(self.trail)
         self.body = self.max_length - specials
         #: the chunked windows' width in tokens, special tokens included, and their body
         self.window = window_length(chunk_length, self.max_length)
         self.window_body = body = self.window - specials
+        if body < 1:
+            raise ValueError(f"a window of {self.window} tokens leaves no room for text beside "
+                             f"its {specials} special and prefix tokens; give a wider "
+                             f"chunk_length")
         self.chunk_stride = chunk_stride if chunk_stride is not None else max(1, body // 2)
         if not 1 <= self.chunk_stride <= body:
             raise ValueError(f"chunk_stride must be in [1, {body}] (a window of "
@@ -285,29 +294,30 @@ class BucketedPredictor(Predictor):
         return [EncodedText((tuple(r[:n]),), n) for r, n in zip(rows, lengths, strict=True)]
 
     def _body(self, row: list[int]) -> list[int]:
-        """A tokenized text without its special tokens."""
+        """A tokenized text without its special and prefix tokens (:attr:`lead`,
+        :attr:`trail`)."""
+        lead, trail = len(self.lead), len(self.trail)
         body = row
-        if self.cls_id is not None and body and body[0] == self.cls_id:
-            body = body[1:]
-        if self.sep_id is not None and body and body[-1] == self.sep_id:
-            body = body[:-1]
+        if lead and tuple(body[:lead]) == self.lead:
+            body = body[lead:]
+        if trail and tuple(body[-trail:]) == self.trail:
+            body = body[:-trail]
         return body
 
     def _head_tail(self, row: list[int]) -> tuple[int, ...]:
         """One window of a long text: its first ``body // 2`` tokens and its last
-        ``body - body // 2``, between the special tokens."""
+        ``body - body // 2``, between the special and prefix tokens."""
         body = self._body(row)
         head = self.body // 2
         kept = body[:head] + body[len(body) - (self.body - head):]
-        return tuple(([self.cls_id] if self.cls_id is not None else []) + kept
-                     + ([self.sep_id] if self.sep_id is not None else []))
+        return (*self.lead, *kept, *self.trail)
 
     def _windows(self, row: list[int]) -> tuple[tuple[int, ...], ...]:
         body = self._body(row)
-        chunks, mask, _ = split_into_chunks(body, chunk_len=self.window,
-                                            stride=self.chunk_stride, cls_id=self.cls_id,
-                                            sep_id=self.sep_id, pad_id=self.pad_id)
-        return tuple(tuple(c[m].tolist()) for c, m in zip(chunks, mask, strict=True))
+        chunks, mask, _ = split_into_chunks(body, chunk_len=self.window - len(self.lead),
+                                            stride=self.chunk_stride, sep_id=self.sep_id,
+                                            pad_id=self.pad_id)
+        return tuple((*self.lead, *c[m].tolist()) for c, m in zip(chunks, mask, strict=True))
 
     def window_tokens(self, item: EncodedText, window: int = 0) -> list[int]:
         """Where the text tokens of one window of an encoded text sit in the whole text:
@@ -327,8 +337,9 @@ class BucketedPredictor(Predictor):
             raise IndexError(f"window {window} of a text read as {len(item.chunks)} "
                              f"window(s)")
         chunk = item.chunks[window]
-        lead = int(self.cls_id is not None and bool(chunk) and chunk[0] == self.cls_id)
-        tail = int(self.sep_id is not None and len(chunk) > lead and chunk[-1] == self.sep_id)
+        lead = len(self.lead) if tuple(chunk[:len(self.lead)]) == self.lead else 0
+        tail = len(self.trail) if len(chunk) > lead and self.trail \
+            and tuple(chunk[-len(self.trail):]) == self.trail else 0
         size = len(chunk) - lead - tail
         if item.policy == "head_tail":
             total = item.tokens - lead - tail

@@ -255,6 +255,44 @@ def test_windows_have_the_width_asked_for_and_overlap_by_half(trained, chunk_len
     assert len(short.chunks) == 1 and len(short.chunks[0]) == tok.lengths([REQUEST])[0] > 6
 
 
+def test_every_window_reads_the_input_prefix_as_the_whole_text_does(trained):
+    """A tokenizer with an input prefix (e5's ``"query: "``) puts its tokens after ``cls``
+    in every encoding: each window (chunked and head_tail) carries them too, counted like
+    special tokens, and the windows' text tokens are still the text's, mapped back to
+    their positions (spans worked out by hand for a text of 13 tokens)."""
+    import copy
+
+    prefixed = copy.copy(trained)
+    prefixed.tokenizer = trained.tokenizer.with_prefix("i card")
+    tok = prefixed.tokenizer
+    prefix = tok.prefix_ids
+    assert len(prefix) == 2 and trained.tokenizer.prefix_ids == ()
+    plain = trained.tokenizer([THIRTEEN], max_length=None)["input_ids"][0].tolist()[1:14]
+    row = tok([THIRTEEN], max_length=None)["input_ids"][0].tolist()
+    assert row == [tok.cls_token_id, *prefix, *plain, tok.sep_token_id]
+    # windows of 10 tokens: cls, 2 prefix tokens, a body of 6, sep; stride 3
+    p = SingleLabelPredictor(prefixed, TorchRuntime(prefixed.model), long_text="chunk_max",
+                             chunk_length=10)
+    assert p.window_body == 6 and p.chunk_stride == 3
+    [item] = p.encode([THIRTEEN])
+    spans = [(0, 6), (3, 9), (6, 12), (9, 13)]
+    assert item.chunks == tuple((tok.cls_token_id, *prefix, *plain[s:e], tok.sep_token_id)
+                                for s, e in spans)
+    assert [p.window_tokens(item, w) for w in range(len(spans))] == [
+        list(range(s, e)) for s, e in spans]
+    # head_tail: the first 4 and the last 4 text tokens in the maximum length of 12
+    h = SingleLabelPredictor(prefixed, TorchRuntime(prefixed.model), long_text="head_tail")
+    [item] = h.encode([THIRTEEN])
+    assert item.chunks == ((tok.cls_token_id, *prefix, *plain[:4], *plain[9:],
+                            tok.sep_token_id),)
+    assert h.window_tokens(item) == [0, 1, 2, 3, 9, 10, 11, 12]
+    # a window with no room for text beside cls, the prefix and sep is refused
+    prefixed.tokenizer = trained.tokenizer.with_prefix("hello there")  # 6 tokens
+    with pytest.raises(ValueError, match="no room for text beside its 8 special and prefix"):
+        SingleLabelPredictor(prefixed, TorchRuntime(prefixed.model), long_text="chunk_max",
+                             chunk_length=8)
+
+
 @pytest.mark.parametrize("position", ["start", "middle", "end"])
 def test_a_narrow_window_answers_as_that_window_read_alone(trained, position):
     """Under chunk_max with windows of 8 tokens the request is still found, and the
