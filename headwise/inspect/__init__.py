@@ -11,14 +11,12 @@ curves.
 
 from headwise.inspect.analysis import InspectOptions, example_views, inspect_classifier
 from headwise.inspect.attribution import (
-    COMPLETENESS_TOLERANCE,
     Attribution,
     Explanation,
     LongTextNotExplained,
     deciding_heads,
     explain,
     first_window,
-    integrated_gradients,
     token_spans,
 )
 from headwise.inspect.badcases import bad_cases, link_slices
@@ -37,6 +35,7 @@ from headwise.inspect.faithfulness import (
 )
 from headwise.inspect.forward import NoAttentionError, attention_layers, iter_attention, label_ids
 from headwise.inspect.importance import ablation, gradient_importance, pruning_curve
+from headwise.inspect.integrated_gradients import COMPLETENESS_TOLERANCE, integrated_gradients
 from headwise.inspect.report import write_report
 from headwise.inspect.report_html import build_html
 from headwise.inspect.roles import RoleThresholds, head_roles, heads_with_role

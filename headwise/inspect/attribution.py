@@ -4,21 +4,10 @@ explanation is faithful is measured by the deletion curves of
 :mod:`headwise.inspect.faithfulness`).
 
 **Networks** (the from-scratch Transformer, the BiLSTM, the imported pretrained encoders,
-compound multi-label + slots models): integrated gradients (Sundararajan et al. 2017),
-computed by Captum's ``LayerIntegratedGradients`` over the output of the token embedding
-table (``word_embeddings`` of a Transformer, ``embedding`` of the BiLSTM). The baseline
-puts the padding token's embedding at every position but the special tokens ([CLS],
-[SEP]), which keep theirs, so their attribution is exactly zero; positions, segments and
-the attention mask stay those of the text. The explained score is an intent's raw logit
-(before the temperature, which only divides it). Completeness says that the attributions
-sum to ``logit(x) - logit(baseline)``; the sum of a finite quadrature misses it by the
-*completeness error*, which each explanation reports beside the tolerance it is held to
-(:data:`COMPLETENESS_TOLERANCE`, relative to ``max(1, |logit(x) - logit(baseline)|)``):
-the number of integration steps doubles until the error is within it, or
-``max_steps`` is reached. The baseline logit is the network's output at the start of
-the integrated path itself (the baseline embeddings fed through a hook), so the check
-holds even where a network reads the token ids beside the embeddings (the number and
-negation key biases).
+compound multi-label + slots models): integrated gradients over the token embeddings
+(:mod:`headwise.inspect.integrated_gradients`: Captum, the baseline, the completeness
+error each explanation reports beside the tolerance it is held to). The explained score
+is an intent's raw logit (before the temperature, which only divides it).
 
 **Long texts** are explained as the predictor that answered them read them (its long-text
 policy, :func:`explain`): under ``"chunk_max"`` (a single network's default) the window
@@ -66,18 +55,19 @@ from torch import nn
 
 from headwise.attention import capture_attention
 from headwise.inspect.forward import NoAttentionError, attention_layers, pooling_of
+from headwise.inspect.integrated_gradients import (
+    COMPLETENESS_TOLERANCE,
+    baseline_ids,
+    integrated_gradients,
+    network_logits,
+)
 from headwise.inspect.rollout import head_rollout, rollout_matrix
 from headwise.inspect.words import Segmented
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["COMPLETENESS_TOLERANCE", "Attribution", "Explanation", "LongTextNotExplained",
-           "TokenSpan", "case_views", "deciding_heads", "embedding_layer", "explain",
-           "first_window", "integrated_gradients", "network_logits", "role_agreement",
-           "token_spans", "unit_attribution"]
-
-#: the completeness error an explanation is held to, relative to
-#: ``max(1, |logit(x) - logit(baseline)|)``
-COMPLETENESS_TOLERANCE = 0.01
+__all__ = ["Attribution", "Explanation", "LongTextNotExplained", "TokenSpan", "case_views",
+           "deciding_heads", "explain", "first_window", "role_agreement", "token_spans",
+           "unit_attribution"]
 
 #: (token, start, end, special): special tokens have no character span
 TokenSpan = tuple[str, int | None, int | None, bool]
@@ -235,122 +225,6 @@ def token_spans(tokenizer: Tokenizer, text: str, ids: Sequence[int],
     return out
 
 
-# -- integrated gradients --------------------------------------------------------------
-def embedding_layer(model: nn.Module) -> nn.Module:
-    """The token embedding table whose output integrated gradients integrates over.
-
-    Raises:
-        TypeError: a network with neither a Transformer encoder's nor the BiLSTM's table.
-    """
-    encoder = getattr(model, "encoder", None)
-    embeddings = getattr(encoder, "embeddings", None)
-    table = getattr(embeddings, "word_embeddings", None)
-    if isinstance(table, nn.Embedding):
-        return table
-    table = getattr(model, "embedding", None)
-    if isinstance(table, nn.Embedding):
-        return table
-    raise TypeError(f"{type(model).__name__} has no token embedding table to attribute to "
-                    f"(a Transformer encoder's word_embeddings or the BiLSTM's embedding)")
-
-
-def network_logits(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
-            ) -> torch.Tensor:
-    """A network's ``(batch, intents)`` logits for token ids and their attention mask."""
-    return model(input_ids=input_ids, attention_mask=attention_mask)["logits"]
-
-
-def _layer_output(model: nn.Module, layer: nn.Module, ids: torch.Tensor, mask: torch.Tensor
-                  ) -> torch.Tensor:
-    seen: list[torch.Tensor] = []
-    handle = layer.register_forward_hook(lambda _m, _i, out: seen.append(out.detach()))
-    try:
-        network_logits(model, ids, mask)
-    finally:
-        handle.remove()
-    return seen[0]
-
-
-def _logits_with(model: nn.Module, layer: nn.Module, ids: torch.Tensor, mask: torch.Tensor,
-                 replacement: torch.Tensor) -> torch.Tensor:
-    handle = layer.register_forward_hook(lambda _m, _i, _out: replacement)
-    try:
-        return network_logits(model, ids, mask)
-    finally:
-        handle.remove()
-
-
-def integrated_gradients(model: nn.Module, input_ids: torch.Tensor,
-                         attention_mask: torch.Tensor, targets: Sequence[int], *,
-                         baseline_ids: torch.Tensor, steps: int = 32, max_steps: int = 1024,
-                         tolerance: float = COMPLETENESS_TOLERANCE
-                         ) -> list[tuple[np.ndarray, float, float, float, int]]:
-    """Integrated gradients of one text's logits over its token embeddings (Captum).
-
-    Args:
-        model: a classifier network (``model(input_ids=, attention_mask=)["logits"]``), in
-            eval mode.
-        input_ids, attention_mask: (1, n) the text.
-        targets: the logit indices to explain.
-        baseline_ids: (1, n) the baseline's token ids (their embeddings start the path).
-        steps: Gauss-Legendre steps of the first try.
-        max_steps: the most steps; they double while the completeness error is above
-            ``tolerance``.
-        tolerance: the relative completeness error aimed at.
-
-    Returns:
-        Per target ``(scores (n,), logit, baseline_logit, error, steps)``.
-
-    Raises:
-        ValueError: not one text, or ``steps < 1``.
-    """
-    from captum.attr import LayerIntegratedGradients
-
-    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
-        raise ValueError(f"integrated gradients explains one text: input_ids (1, n), got "
-                         f"{tuple(input_ids.shape)}")
-    if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}")
-    layer = embedding_layer(model)
-    mask = attention_mask.bool()
-    with torch.inference_mode(False), torch.no_grad():
-        logits = network_logits(model, input_ids, mask)[0].double()
-        start = _layer_output(model, layer, baseline_ids, mask)
-        base = _logits_with(model, layer, input_ids, mask, start)[0].double()
-    lig = LayerIntegratedGradients(lambda ids, m: network_logits(model, ids, m), layer)
-    out = []
-    for target in targets:
-        n = steps
-        while True:
-            with torch.inference_mode(False):
-                attr = lig.attribute(input_ids, baselines=baseline_ids, target=int(target),
-                                     additional_forward_args=(mask,), n_steps=n,
-                                     method="gausslegendre", internal_batch_size=n)
-            scores = attr[0].double().sum(-1).detach().cpu().numpy()
-            delta = float(logits[target] - base[target])
-            error = float(scores.sum() - delta)
-            if abs(error) <= tolerance * max(1.0, abs(delta)) or n >= max_steps:
-                break
-            n = min(2 * n, max_steps)
-        out.append((scores, float(logits[target]), float(base[target]), error, n))
-    return out
-
-
-def _baseline_ids(tokenizer: Tokenizer, ids: torch.Tensor) -> torch.Tensor:
-    """Integrated gradients' baseline: the window with its text tokens made padding, its
-    special tokens and input prefix (:attr:`~headwise.text.tokenizer.Tokenizer.prefix_ids`,
-    right after ``cls``) kept."""
-    special = {i for i in (tokenizer.cls_token_id, tokenizer.sep_token_id) if i is not None}
-    row = [int(i) for i in ids[0].tolist()]
-    keep = [i in special for i in row]
-    lead = int(bool(row) and row[0] == tokenizer.cls_token_id)
-    prefix = tuple(tokenizer.prefix_ids)
-    if prefix and tuple(row[lead:lead + len(prefix)]) == prefix:
-        keep[lead:lead + len(prefix)] = [True] * len(prefix)
-    mask = torch.tensor([keep], device=ids.device)
-    return torch.where(mask, ids, torch.full_like(ids, tokenizer.pad_token_id))
-
-
 def _network_explanation(model: nn.Module, tokenizer: Tokenizer, text: str,
                          window_ids: Sequence[int], positions: list[int], total: int,
                          labels: list[str], targets: list[int],
@@ -372,7 +246,7 @@ def _network_explanation(model: nn.Module, tokenizer: Tokenizer, text: str,
             logits = network_logits(model, ids, mask)[0].double().cpu().numpy()
             attention = None
     found = integrated_gradients(model, ids, mask, targets,
-                                 baseline_ids=_baseline_ids(tokenizer, ids), steps=steps,
+                                 baseline_ids=baseline_ids(tokenizer, ids), steps=steps,
                                  max_steps=max_steps, tolerance=tolerance)
     attributions = [Attribution(labels[t], t, scores, logit, base, error, tolerance, n,
                                 "integrated_gradients")

@@ -25,13 +25,14 @@ import torch
 from scipy.special import softmax
 
 from headwise.attention import capture_attention
-from headwise.inspect.attribution import Explanation, explain, first_window, network_logits
+from headwise.inspect.attribution import Explanation, explain, first_window
 from headwise.inspect.forward import (
     answer_probability,
     attention_layers,
     pooling_of,
     scored_answer,
 )
+from headwise.inspect.integrated_gradients import network_logits
 from headwise.inspect.rollout import attention_rollout, pool_vector
 from headwise.inspect.words import Segmented
 

@@ -11,13 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from headwise.inspect.attribution import (
-    COMPLETENESS_TOLERANCE,
-    deciding_heads,
-    embedding_layer,
-    explain,
-)
+from headwise.inspect.attribution import deciding_heads, explain
 from headwise.inspect.faithfulness import deletion_curves, method_scores
+from headwise.inspect.integrated_gradients import COMPLETENESS_TOLERANCE, embedding_layer
 from headwise.inspect.rollout import head_rollout
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound.classifier import CompoundClassifier
