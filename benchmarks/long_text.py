@@ -15,8 +15,12 @@ question counts as wrong): ``truncate`` and ``head_tail`` once, and each chunked
 ``chunk_in_scope``: the window the model's out-of-scope score finds most in scope) with
 windows of each width of :data:`WINDOW_FRACTIONS` of the maximum length (the library's
 ``chunk_length``, stride half a window's body), named ``POLICY@FRACTION``
-(``chunk_max@0.5``). A short window holds the request with less chatter around it. The
-short questions themselves are scored the same way.
+(``chunk_max@0.5``). A short window holds the request with less chatter around it.
+``chunk_max`` and ``chunk_in_scope`` are also measured at each width with windows that
+follow the text's sentences (``chunk_stride="sentence"``: a window starts at every
+sentence and takes the whole sentences after it that fit), named
+``chunk_max@0.5/sentence``: a window then never cuts a request in two. The short
+questions themselves are scored the same way.
 
 The default pair (policy, window width) is CHOSEN on the validation slices (the best
 accuracy pooled over models and seeds, among the configurations every record measured),
@@ -65,29 +69,41 @@ CHUNKED = ("chunk", "chunk_max", "chunk_in_scope")
 #: the windows' widths measured, as fractions of the model's maximum length (the library's
 #: ``chunk_length``; 1.0: the whole maximum length)
 WINDOW_FRACTIONS = (1.0, 0.5, 0.25)
+#: the policies also measured with windows that follow the text's sentences (the library's
+#: ``chunk_stride="sentence"``): those whose answer is one window's (mean pooling is far
+#: behind at every width)
+SENTENCE_POLICIES = ("chunk_max", "chunk_in_scope")
+#: the windows' stride when they follow sentences
+SENTENCE = "sentence"
 
 
-def config_name(policy: str, fraction: float | None = None) -> str:
+def config_name(policy: str, fraction: float | None = None, stride: str | None = None) -> str:
     """A configuration's name: the policy, and for a chunked one its windows' fraction of
-    the maximum length (``chunk_max@0.5``; None: 1.0)."""
+    the maximum length (``chunk_max@0.5``; None: 1.0) and ``/sentence`` when its windows
+    follow sentences (``chunk_max@0.5/sentence``)."""
     if policy not in CHUNKED:
         return policy
-    return f"{policy}@{1.0 if fraction is None else float(fraction)}"
+    name = f"{policy}@{1.0 if fraction is None else float(fraction)}"
+    return f"{name}/{stride}" if stride else name
 
 
-def config_of(name: str) -> tuple[str, float | None]:
-    """A configuration's ``(policy, fraction)`` (None for a policy that does not chunk); a
+def config_of(name: str) -> tuple[str, float | None, str | None]:
+    """A configuration's ``(policy, fraction, stride)`` (fraction None for a policy that
+    does not chunk; stride None for windows half a body apart, else ``"sentence"``); a
     chunked policy named alone, as records before the windows were measured name it, is
     its fraction 1.0."""
+    name, _, stride = name.partition("/")
     policy, _, fraction = name.partition("@")
     if policy not in CHUNKED:
-        return policy, None
-    return policy, float(fraction) if fraction else 1.0
+        return policy, None, None
+    return policy, float(fraction) if fraction else 1.0, stride or None
 
 
-#: every configuration measured, in the order ties are broken (the first wins)
+#: every configuration measured, in the order ties are broken (the first wins: windows
+#: half a body apart before those that follow sentences)
 CONFIGS = tuple(config_name(p, f) for p in POLICIES
-                for f in (WINDOW_FRACTIONS if p in CHUNKED else (None,)))
+                for f in (WINDOW_FRACTIONS if p in CHUNKED else (None,))) + tuple(
+    config_name(p, f, SENTENCE) for p in SENTENCE_POLICIES for f in WINDOW_FRACTIONS)
 #: the models measured: the demo's names
 MODELS = ("transformer", "pretrained")
 #: the issue's target: e5's long-message accuracy within this of its short questions'
@@ -156,9 +172,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             m["short"][split] = _bits(_score(short, [t for t, _ in qs], [y for _, y in qs]))
         m["windows"] = {}
         for config in CONFIGS:
-            policy, fraction = config_of(config)
+            policy, fraction, stride = config_of(config)
             predictor = load_predictor(clf, runtime="torch", long_text=policy,
-                                       chunk_length=fraction)
+                                       chunk_length=fraction, chunk_stride=stride)
             m["windows"][config] = predictor.window if fraction is not None else None
             m["policies"][config] = {
                 split: _bits(_score(predictor, [r.text for r in rows], [r.label for r in rows]))
@@ -283,9 +299,12 @@ def render(runs: list[dict[str, Any]]) -> str:
         "saved out-of-scope rule). A configuration is a long-text policy and, for the "
         f"chunked ones, the width of its windows as a fraction of the maximum length "
         f"({fractions}: `chunk_length`, stride half a window's body), named "
-        "`POLICY@FRACTION`; records measured before the widths name a chunked policy "
-        "alone, read as its fraction 1. The configuration is chosen on the validation "
-        "slices (best accuracy pooled over models and seeds, among those every record "
+        "`POLICY@FRACTION`, and for the policies that answer from one window, windows that "
+        "start at every sentence of the text and take the whole sentences after it that fit "
+        "(`chunk_stride=\"sentence\"`; a sentence wider than a window is cut by count), "
+        "named `POLICY@FRACTION/sentence`; records measured before the widths name a "
+        "chunked policy alone, read as its fraction 1. The configuration is chosen on the "
+        "validation slices (best accuracy pooled over models and seeds, among those every record "
         "measured) and reported on the test slices. Accuracies pooled over seeds with 95 % "
         "Wilson intervals; a difference is paired (each long message against its own short "
         "question, or two configurations on the same messages) with a bootstrap over the "

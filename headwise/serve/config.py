@@ -13,6 +13,7 @@ from typing import Any
 
 from headwise.intent.inference.bucketing import (
     LONG_TEXT_POLICIES,
+    SENTENCE_STRIDE,
     check_chunk_length,
     check_windowed,
 )
@@ -60,8 +61,9 @@ class ServeConfig:
             Refused with a policy that does not chunk, and, when the model loads, for a
             width the model cannot take or a kind that does not chunk.
         chunk_stride: tokens between window starts for ``"chunk"``, ``"chunk_max"`` and
-            ``"chunk_in_scope"`` (default: half the window body); refused with a policy
-            that does not chunk.
+            ``"chunk_in_scope"`` (default: half the window body), or ``"sentence"``
+            (windows that start at the text's sentences); refused with a policy that does
+            not chunk.
         top_k: intents listed per text when the request does not say.
         threads: intra-op threads of the inference runtime (0: the library's default).
         warmup: run a few forward passes before reporting ready.
@@ -112,7 +114,7 @@ class ServeConfig:
     max_body_bytes: int = 1 << 20
     long_text: str = "auto"
     chunk_length: int | float | None = None
-    chunk_stride: int | None = None
+    chunk_stride: int | str | None = None
     top_k: int = 3
     threads: int = 0
     warmup: bool = True
@@ -145,8 +147,12 @@ class ServeConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not self.max_wait_ms >= 0:
             raise ValueError(f"max_wait_ms must be >= 0, got {self.max_wait_ms!r}")
-        if self.chunk_stride is not None and self.chunk_stride < 1:
-            raise ValueError(f"chunk_stride must be positive, got {self.chunk_stride!r}")
+        if self.chunk_stride is not None and not (
+                self.chunk_stride == SENTENCE_STRIDE or (
+                    isinstance(self.chunk_stride, int) and not isinstance(self.chunk_stride, bool)
+                    and self.chunk_stride >= 1)):
+            raise ValueError(f"chunk_stride must be a positive number of tokens or "
+                             f"{SENTENCE_STRIDE!r}, got {self.chunk_stride!r}")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, got {self.threads!r}")
         if self.playground_roles is not None and not self.playground:

@@ -1,6 +1,6 @@
 """Text: tokenizers, the dataset type and its readers (and the encodings of their files),
-length-bucketed batching, BIO slot tags, and the Chinese data tables (banking lexicon, typing slips,
-challenge-slice names)."""
+length-bucketed batching, BIO slot tags, sentence spans, and the Chinese data tables
+(banking lexicon, typing slips, challenge-slice names)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from headwise.text.labels import OOS_LABEL
     from headwise.text.pairs import SentencePair, read_pairs, split_pairs
     from headwise.text.readers import DataError, read_examples, unseen_labels
+    from headwise.text.sentences import sentence_spans
     from headwise.text.tokenizer import Tokenizer
 
 #: public name -> the module that defines it, imported on first use (PEP 562), so that
@@ -58,6 +59,7 @@ _LAZY: dict[str, str] = {
     "split_pairs": "headwise.text.pairs",
     "DataError": "headwise.text.readers",
     "read_examples": "headwise.text.readers",
+    "sentence_spans": "headwise.text.sentences",
     "unseen_labels": "headwise.text.readers",
     "Tokenizer": "headwise.text.tokenizer",
 }
@@ -67,7 +69,8 @@ __all__ = ["ENCODING_HINT", "IGNORE_INDEX", "OOS_LABEL", "DataError", "Dataset",
            "SentencePair", "SlotSpan", "Tokenizer", "bio_tag_names", "category_lexicon",
            "decode_lines", "detect_encoding", "encode_with_tags", "looks_multi_label",
            "pad_collate", "read_annotated", "read_examples",
-           "read_nlupp", "read_pairs", "spans_to_tags", "split_pairs", "tags_to_spans",
+           "read_nlupp", "read_pairs", "sentence_spans", "spans_to_tags", "split_pairs",
+           "tags_to_spans",
            "token_offsets", "train_char_tokenizer", "train_tokenizer", "unseen_labels"]
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

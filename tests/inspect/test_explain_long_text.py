@@ -189,3 +189,16 @@ def test_a_prefixed_tokenizer_s_windows_are_explained_with_their_offsets(chatter
     short = explain(predictor(prefixed, "truncate"), REQUEST).tokens
     assert "".join(REQUEST[s:e] for _, s, e, sp in short if not sp) == \
         REQUEST.replace(" ", "")
+
+
+def test_sentence_windows_are_explained_in_the_whole_text_s_offsets(chatter_clf):
+    """Under ``chunk_stride="sentence"`` the kept window is the request's sentence, and its
+    tokens keep their offsets in the whole text."""
+    text = "ok sure\nthank you kindly\ni lost my card\nright ok then\ngood morning"
+    p = SingleLabelPredictor(chatter_clf, TorchRuntime(chatter_clf.model),
+                             long_text="chunk_max", chunk_length=8, chunk_stride="sentence")
+    ex = explain(p, text)
+    assert ex.attributions[0].intent == "card_lost" and ex.attributions[0].within_tolerance
+    _check_offsets(text, ex.tokens)
+    at = text.index(REQUEST)
+    assert ex.window == (at, at + len(REQUEST))  # the request's line alone

@@ -89,6 +89,11 @@ def test_the_window_width_setting_keeps_tokens_apart_from_fractions():
         again = ServeConfig.from_json(cfg.to_json())
         assert again == cfg and type(again.chunk_length) is type(want)
     assert ServeConfig(chunk_length=8).long_text == "auto"  # a network's chunk_max
+    # the stride: a count of tokens, or "sentence" (windows that start at sentences)
+    for value, want in (("4", 4), ("sentence", "sentence"), ("null", None)):
+        cfg = config_from_args(build_parser().parse_args(
+            ["serve", "m", "--set", f"chunk_stride={value}"]))
+        assert cfg.chunk_stride == want and ServeConfig.from_json(cfg.to_json()) == cfg
 
 
 @pytest.mark.parametrize("bad, match", [({"runtime": "tensorrt"}, "runtime"),
@@ -96,6 +101,11 @@ def test_the_window_width_setting_keeps_tokens_apart_from_fractions():
                                         ({"chunk_length": 0}, "chunk_length must be"),
                                         ({"chunk_length": True}, "chunk_length must be"),
                                         ({"chunk_length": 0.0}, "chunk_length must be"),
+                                        ({"chunk_stride": 0}, "chunk_stride must be a "
+                                                              "positive number of tokens"),
+                                        ({"chunk_stride": True}, "chunk_stride must be"),
+                                        ({"chunk_stride": "sentences"}, "or 'sentence', got "
+                                                                        "'sentences'"),
                                         ({"chunk_length": 16, "long_text": "head_tail"},
                                          "the head_tail policy does not cut"),
                                         ({"chunk_length": 16, "long_text": "reject"},

@@ -16,6 +16,7 @@ bucket), so a short text never pays for a long neighbour.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,12 +26,13 @@ import numpy as np
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
 from headwise.models.chunked import split_into_chunks
+from headwise.text.sentences import sentence_spans
 from headwise.text.tokenizer import Tokenizer
 
 __all__ = ["CHUNK_POOLING", "DEFAULT_CHUNK_LENGTH", "DEFAULT_LONG_TEXT", "LONG_TEXT_POLICIES",
-           "MIN_BUCKET", "MIN_CHUNK_LENGTH", "ONE_WINDOW_POLICIES", "BucketedPredictor",
-           "EncodedText", "LongTextError", "check_chunk_length", "check_windowed", "length_bucket",
-           "long_text_note", "window_length"]
+           "MIN_BUCKET", "MIN_CHUNK_LENGTH", "ONE_WINDOW_POLICIES", "SENTENCE_STRIDE",
+           "BucketedPredictor", "EncodedText", "LongTextError", "check_chunk_length",
+           "check_windowed", "length_bucket", "long_text_note", "window_length"]
 
 #: what a predictor does with a text over the model's maximum length: ``"auto"`` (a single
 #: network: :data:`DEFAULT_LONG_TEXT`; a compound model, a TF-IDF model or an ensemble:
@@ -64,6 +66,12 @@ ONE_WINDOW_POLICIES = tuple(p for p, pooling in CHUNK_POOLING.items() if pooling
 #: the long-message slice (BENCHMARKS.md, "Long messages"; ``benchmarks/long_text.py``)
 DEFAULT_CHUNK_LENGTH = 0.25
 
+#: ``chunk_stride``'s value for windows that follow the text's sentences
+#: (:func:`~headwise.text.sentences.sentence_spans`): a window starts at every sentence and
+#: takes the whole sentences after it that fit its width; a sentence wider than a window is
+#: cut into windows half a window's body apart
+SENTENCE_STRIDE = "sentence"
+
 #: the narrowest window (tokens, special tokens included) a chunked policy may read when it
 #: is narrower than the model's maximum length
 MIN_CHUNK_LENGTH = 8
@@ -86,11 +94,14 @@ class EncodedText:
         tokens: tokens of the whole text, special tokens included.
         policy: None (within the limit), ``"truncated"``, ``"head_tail"`` or
             ``"chunked"``.
+        starts: under ``"chunked"``, where each window's text tokens start among the
+            text's tokens without special tokens (``()`` otherwise).
     """
 
     chunks: tuple[tuple[int, ...], ...]
     tokens: int
     policy: str | None = None
+    starts: tuple[int, ...] = ()
 
 
 def check_chunk_length(chunk_length: object) -> float | int:
@@ -202,8 +213,9 @@ class BucketedPredictor(Predictor):
             (:func:`window_length`); None: :data:`DEFAULT_CHUNK_LENGTH`. A text within
             ``max_length`` is still read whole; only a longer one is cut into windows this
             wide. Refused with any other policy.
-        chunk_stride: tokens between window starts (default half a window's body); refused
-            with a policy that does not chunk.
+        chunk_stride: tokens between window starts (default half a window's body), or
+            :data:`SENTENCE_STRIDE` (windows that start at the text's sentences and end at
+            one); refused with a policy that does not chunk.
         max_rows: most rows in one forward pass (a gathered batch is split beyond it).
 
     Raises:
@@ -242,10 +254,22 @@ class BucketedPredictor(Predictor):
             raise ValueError(f"a window of {self.window} tokens leaves no room for text beside "
                              f"its {specials} special and prefix tokens; give a wider "
                              f"chunk_length")
-        self.chunk_stride = chunk_stride if chunk_stride is not None else max(1, body // 2)
-        if not 1 <= self.chunk_stride <= body:
+        #: as given (an int, or :data:`SENTENCE_STRIDE`), or the default: half a body
+        self.chunk_stride: int | str = max(1, body // 2) if chunk_stride is None \
+            else chunk_stride
+        #: tokens between the starts of windows cut by count (under
+        #: :data:`SENTENCE_STRIDE`, inside a sentence wider than a window)
+        self.token_stride = self.chunk_stride if isinstance(self.chunk_stride, int) \
+            else max(1, body // 2)
+        if isinstance(self.chunk_stride, str):
+            if self.chunk_stride != SENTENCE_STRIDE:
+                raise ValueError(f"chunk_stride must be a number of tokens or "
+                                 f"{SENTENCE_STRIDE!r}, got {self.chunk_stride!r}")
+        elif isinstance(self.chunk_stride, bool) or not isinstance(self.chunk_stride, int) \
+                or not 1 <= self.chunk_stride <= body:
             raise ValueError(f"chunk_stride must be in [1, {body}] (a window of "
-                             f"{self.window} tokens), got {self.chunk_stride}")
+                             f"{self.window} tokens) or {SENTENCE_STRIDE!r}, got "
+                             f"{self.chunk_stride!r}")
         if max_rows < 1:
             raise ValueError(f"batch_size (rows in one forward pass) must be at least 1, got "
                              f"{max_rows}")
@@ -283,7 +307,11 @@ class BucketedPredictor(Predictor):
             elif self.long_text == "head_tail":
                 out.append(EncodedText((self._head_tail(row),), n, "head_tail"))
             else:
-                out.append(EncodedText(self._windows(row), n, "chunked"))
+                body = self._body(row)
+                spans = self._window_spans(text, len(body))
+                out.append(EncodedText(tuple((*self.lead, *body[a:b], *self.trail)
+                                             for a, b in spans), n, "chunked",
+                                       tuple(a for a, _ in spans)))
         return out
 
     def encode_truncated(self, texts: Sequence[str]) -> list[EncodedText]:
@@ -312,12 +340,45 @@ class BucketedPredictor(Predictor):
         kept = body[:head] + body[len(body) - (self.body - head):]
         return (*self.lead, *kept, *self.trail)
 
-    def _windows(self, row: list[int]) -> tuple[tuple[int, ...], ...]:
-        body = self._body(row)
-        chunks, mask, _ = split_into_chunks(body, chunk_len=self.window - len(self.lead),
-                                            stride=self.chunk_stride, sep_id=self.sep_id,
-                                            pad_id=self.pad_id)
-        return tuple((*self.lead, *c[m].tolist()) for c, m in zip(chunks, mask, strict=True))
+    def _token_spans(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Windows of the text tokens ``[start, end)`` cut by count: ``window_body`` wide,
+        :attr:`token_stride` apart, the last one reaching ``end``
+        (:func:`~headwise.models.chunked.split_into_chunks`)."""
+        _, _, spans = split_into_chunks(range(end - start), chunk_len=self.window_body,
+                                        stride=self.token_stride)
+        return [(start + a, start + b) for a, b in spans]
+
+    def _window_spans(self, text: str, n: int) -> list[tuple[int, int]]:
+        """The ``(start, end)`` text-token positions of each window of a text of ``n``
+        text tokens: cut by count, or under :data:`SENTENCE_STRIDE` at its sentences (by
+        count where its tokens' offsets do not line up with them)."""
+        if self.chunk_stride != SENTENCE_STRIDE:
+            return self._token_spans(0, n)
+        offsets = self.tokenizer.offsets(text)
+        if len(offsets) != n:
+            return self._token_spans(0, n)
+        firsts = [s for s, _ in sentence_spans(text)]
+        # each sentence's tokens: a token belongs to the sentence its first character is in
+        bounds: list[list[int]] = []
+        for i, (start, _) in enumerate(offsets):
+            k = bisect_right(firsts, start) - 1
+            if bounds and bounds[-1][0] == k:
+                bounds[-1][2] = i + 1
+            else:
+                bounds.append([k, i, i + 1])
+        sentences = [(a, b) for _, a, b in bounds]
+        out: list[tuple[int, int]] = []
+        for k, (a, b) in enumerate(sentences):
+            if b - a > self.window_body:
+                out += self._token_spans(a, b)
+                continue
+            end = b
+            for _, b2 in sentences[k + 1:]:
+                if b2 - a > self.window_body:
+                    break
+                end = b2
+            out.append((a, end))
+        return out or self._token_spans(0, n)
 
     def window_tokens(self, item: EncodedText, window: int = 0) -> list[int]:
         """Where the text tokens of one window of an encoded text sit in the whole text:
@@ -345,7 +406,7 @@ class BucketedPredictor(Predictor):
             total = item.tokens - lead - tail
             head = self.body // 2
             return [*range(head), *range(total - (size - head), total)]
-        start = window * self.chunk_stride if item.policy == "chunked" else 0
+        start = item.starts[window] if item.policy == "chunked" else 0
         return list(range(start, start + size))
 
     # -- windows -> padded batches -------------------------------------------------------

@@ -444,7 +444,7 @@ def _kind(classifier: Any) -> kinds.ModelKind | None:
 
 
 def _probability_predictor(classifier: Any, *, runtime: str, long_text: str,
-                           chunk_length: float | int | None, chunk_stride: int | None,
+                           chunk_length: float | int | None, chunk_stride: int | str | None,
                            threads: int, where: str) -> ProbabilityPredictor:
     """The predictor of a TF-IDF model, an ensemble or any kind answered by its own
     ``predict_proba``, refusing what its kind cannot do (:mod:`headwise.intent.kinds`)."""
@@ -481,7 +481,7 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
                    runtime: str = "auto", onnx_path: str | Path | None = None,
                    threads: int = 0, long_text: str = "auto",
                    chunk_length: float | int | None = None,
-                   chunk_stride: int | None = None, max_rows: int = 64,
+                   chunk_stride: int | str | None = None, max_rows: int = 64,
                    report: Callable[[str], None] | None = None) -> Predictor:
     """The predictor of a model directory or a loaded classifier.
 
@@ -505,8 +505,9 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
             :data:`~headwise.intent.inference.bucketing.DEFAULT_CHUNK_LENGTH`. Refused
             with a policy that does not chunk, and for the kinds that do not chunk (the
             registry's reason, :mod:`headwise.intent.kinds`).
-        chunk_stride: tokens between window starts for the chunked policies; refused like
-            ``chunk_length``.
+        chunk_stride: tokens between window starts for the chunked policies, or
+            :data:`~headwise.intent.inference.bucketing.SENTENCE_STRIDE` (windows that
+            start at the text's sentences); refused like ``chunk_length``.
         max_rows: most rows in one forward pass.
         report: receives :func:`choose_runtime`'s one-line note: why ``runtime="auto"``
             fell back to PyTorch, or that the cached ONNX export was built now (None:

@@ -73,7 +73,9 @@ class SingleLabelPredictor(BucketedPredictor):
             maximum length (a float in (0, 1]) or tokens (an int); None:
             :data:`~headwise.intent.inference.bucketing.DEFAULT_CHUNK_LENGTH`
             (:func:`~headwise.intent.inference.bucketing.window_length`).
-        chunk_stride: tokens between window starts (default half a window's body).
+        chunk_stride: tokens between window starts (default half a window's body), or
+            :data:`~headwise.intent.inference.bucketing.SENTENCE_STRIDE`: windows that
+            start at the text's sentences.
         max_rows: most rows in one forward pass (a gathered batch is split beyond it).
 
     Raises:
@@ -85,7 +87,7 @@ class SingleLabelPredictor(BucketedPredictor):
 
     def __init__(self, classifier: Any, runtime: TorchRuntime | OnnxRuntime, *,
                  long_text: str = "auto", chunk_length: float | int | None = None,
-                 chunk_stride: int | None = None, max_rows: int = 64) -> None:
+                 chunk_stride: int | str | None = None, max_rows: int = 64) -> None:
         long_text = DEFAULT_LONG_TEXT if long_text == "auto" else long_text
         super().__init__(classifier.tokenizer, runtime, max_length=classifier.max_length,
                          long_text=long_text, chunk_length=chunk_length,

@@ -255,6 +255,72 @@ def test_windows_have_the_width_asked_for_and_overlap_by_half(trained, chunk_len
     assert len(short.chunks) == 1 and len(short.chunks[0]) == tok.lengths([REQUEST])[0] > 6
 
 
+#: four sentences of 4, 6, 6 and 6 tokens (the "." / "!" are [UNK] pieces of their own)
+SENTENCES = "ok sure. i lost my card! thank you kindly. right ok then"
+
+
+@pytest.mark.parametrize("chunk_length, spans", [
+    (8, [(0, 4), (4, 10), (10, 16), (16, 22)]),  # a body of 6: one sentence a window
+    (1.0, [(0, 10), (4, 10), (10, 16), (16, 22)]),  # a body of 10: 4 + 6 fit together
+])
+def test_sentence_windows_start_at_sentences_and_end_at_one(trained, chunk_length, spans):
+    """Under ``chunk_stride="sentence"`` a window starts at every sentence and takes the
+    whole sentences after it that fit its body (spans worked out by hand from the
+    tokenizer's offsets); the windows map back to their tokens' positions."""
+    tok = trained.tokenizer
+    body = tok([SENTENCES], max_length=None)["input_ids"][0].tolist()[1:-1]
+    assert len(body) == 22 == len(tok.offsets(SENTENCES))
+    p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_max",
+                             chunk_length=chunk_length, chunk_stride="sentence")
+    [item] = p.encode([SENTENCES])
+    assert item.chunks == tuple((tok.cls_token_id, *body[a:b], tok.sep_token_id)
+                                for a, b in spans)
+    assert item.starts == tuple(a for a, _ in spans)
+    assert [p.window_tokens(item, w) for w in range(len(spans))] == [
+        list(range(a, b)) for a, b in spans]
+    # the request's sentence, read alone, is the window chunk_max keeps
+    [answer], [note] = p.predictions([SENTENCES])
+    assert answer.intent == "card_lost" and note["chunks"] == len(spans)
+    assert tok.decode(item.chunks[note["chunk"] - 1]).replace(" ", "").startswith("ilostmycard")
+
+
+def test_a_sentence_wider_than_a_window_is_cut_by_count(trained):
+    """A sentence longer than a window's body is cut into windows half a body apart, like
+    a text without sentences; the sentences around it keep windows of their own."""
+    text = "ok sure. hello there good morning thanks for waiting. i lost my card"
+    tok = trained.tokenizer
+    pieces = tok.tokenize(text)
+    n = len(pieces)
+    long_start, long_end = 4, pieces.index("[UNK]", 4) + 1  # the second sentence
+    assert long_end - long_start > 6
+    p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_max",
+                             chunk_length=8, chunk_stride="sentence")
+    [item] = p.encode([text])
+    spans = [(p.window_tokens(item, w)[0], p.window_tokens(item, w)[-1] + 1)
+             for w in range(len(item.chunks))]
+    inner = [(a, min(a + 6, long_end)) for a in range(long_start, long_end - 6 + 3, 3)]
+    assert inner[-1][1] == long_end
+    assert spans == [(0, 4), *inner, (long_end, n)]
+    assert p.predictions([text])[0][0].intent == "card_lost"
+
+
+def test_sentence_windows_fall_back_to_counted_windows_without_sentences(trained):
+    """A text with no sentence end reads as the counted windows, starts and all."""
+    text = planted("end")
+    by_count = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_max",
+                                    chunk_length=8)
+    by_sentence = SingleLabelPredictor(trained, TorchRuntime(trained.model),
+                                       long_text="chunk_max", chunk_length=8,
+                                       chunk_stride="sentence")
+    assert by_sentence.encode([text]) == by_count.encode([text])
+    with pytest.raises(ValueError, match="chunk_stride must be a number of tokens or "
+                                         "'sentence', got 'sentences'"):
+        SingleLabelPredictor(trained, TorchRuntime(trained.model), chunk_stride="sentences")
+    with pytest.raises(ValueError, match=r"chunk_stride must be in \[1, 6\]"):
+        SingleLabelPredictor(trained, TorchRuntime(trained.model), chunk_length=8,
+                             chunk_stride=True)
+
+
 def test_every_window_reads_the_input_prefix_as_the_whole_text_does(trained):
     """A tokenizer with an input prefix (e5's ``"query: "``) puts its tokens after ``cls``
     in every encoding: each window (chunked and head_tail) carries them too, counted like
