@@ -5,7 +5,8 @@
 (:mod:`headwise.intent.training.compound`); a single-label one runs these stages in order:
 
 1. **data**: the in-scope training rows, the validation rows (given, or a stratified share
-   of the training rows), optional label cleaning;
+   of the training rows; the training data's out-of-scope rows join them, unless outlier
+   exposure trains on those), optional label cleaning;
 2. **model**: TF-IDF features and a logistic regression (the ``tfidf`` architecture, which then
    skips to 5), or a network: the pretrained encoder with a fresh head and its tokenizer,
    or a tokenizer trained on the texts and a from-scratch Transformer or BiLSTM;
