@@ -21,6 +21,21 @@ file as each seed finishes (an interrupted run resumes; ``--render`` rebuilds th
 
     python benchmarks/demo_ood.py --seeds 0,1,2
     python benchmarks/demo_ood.py --render
+
+Out-of-scope training rows (``--oos-train N``): the corpus gets ``N`` off-topic training
+rows from template families that valid and test never have
+(``generate_demo_corpus(oos_train=N)``; valid and test stay the same rows), and the models
+train with ``levers.outlier_exposure`` ``W`` (``--outlier-exposure W``): 0, the rows join
+the validation rows that choose each detector's threshold (and ``auto``'s detector), as
+training does with them; above 0, the network trains on them (outlier exposure) and they
+choose nothing. Each record carries ``oos_train`` and ``outlier_exposure`` (absent: 0, the
+corpus without such rows), the render keeps those runs apart from the others and sets the
+configurations side by side: chosen on the validation split (in-scope accuracy and
+out-of-scope recall of the ``auto`` detector at the reject budget), the test split read
+only for the record::
+
+    python benchmarks/demo_ood.py --seeds 0,1,2 --oos-train 150 --outlier-exposure 0
+    python benchmarks/demo_ood.py --seeds 0,1,2 --oos-train 150 --outlier-exposure 0.5
 """
 
 from __future__ import annotations
@@ -48,6 +63,37 @@ RESULTS = HERE / "results" / "demo_ood.jsonl"
 MIN_SEEDS = 3
 #: the out-of-scope groups of the demo's test split: template family -> name
 GROUPS = {"oos_near": "near_miss", "oos": "off_topic"}
+#: the record fields of a configuration with out-of-scope training rows (absent: 0, the
+#: corpus without them): part of a record's key, and its row in the provenance check
+#: (``H.render_records``), so those runs never mix with the others
+CONFIG = ("oos_train", "outlier_exposure")
+
+
+def config_of(r: dict[str, Any]) -> tuple[int, float]:
+    """``(oos_train, outlier_exposure)`` of a record; ``(0, 0.0)`` for one without them."""
+    return int(r.get("oos_train") or 0), float(r.get("outlier_exposure") or 0.0)
+
+
+def done_runs(path: Path) -> dict[tuple, dict[str, Any]]:
+    """The records by ``(seed, oos_train, outlier_exposure)`` (the last of a key wins)."""
+    runs: dict[tuple, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                runs[(r["seed"], *config_of(r))] = r
+    return runs
+
+
+def _families(examples: list[Any]) -> list[str]:
+    return [e.template.split(":")[0].split(".")[0] for e in examples]
+
+
+def _group_masks(family: list[str], gold: Any) -> dict[str, Any]:
+    import numpy as np
+
+    return {g: np.array([fam == prefix and y < 0 for fam, y in zip(family, gold, strict=True)])
+            for prefix, g in GROUPS.items()}
 
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
@@ -61,13 +107,16 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     torch.set_num_threads(spec["threads"])
     s = DemoSettings(seed=spec["seed"])
-    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)
+    oos_train, exposure = config_of(spec)
+    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent, oos_train=oos_train)
     pairs = {k: [(e.text, e.label) for e in v] for k, v in corpus.items()}
-    family = [e.template.split(":")[0].split(".")[0] for e in corpus["test"]]
+    family = _families(corpus["test"])
     recipes = {k: r for k, r in {**demo_recipes(s), **pretrained_demo_recipe(s)}.items()
                if k != "tfidf"}
     if spec.get("models"):
         recipes = {k: r for k, r in recipes.items() if k in spec["models"]}
+    if exposure:
+        recipes = {k: r.replace(levers__outlier_exposure=exposure) for k, r in recipes.items()}
     models: dict[str, Any] = {}
     for name, recipe in recipes.items():
         out = Path(tempfile.mkdtemp(prefix="headwise-demo-ood-"))
@@ -84,18 +133,30 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             rows[split] = (f, lg, np.array([index.get(y, -1) for _, y in pairs[split]],
                                            dtype=np.int64))
         gold = rows["test"][2]
-        groups = {g: np.array([fam == prefix and y < 0 for fam, y in zip(family, gold,
-                                                                        strict=True)])
-                  for prefix, g in GROUPS.items()}
+        groups = _group_masks(family, gold)
         ins = gold >= 0
+        # the detectors are fitted on the in-scope training rows, as training fits them;
+        # the training out-of-scope rows join the validation rows when they are not
+        # trained on (outlier exposure off), as training's choice of threshold has them
+        fit = rows["train"][2] >= 0
+        chosen_on = {"train": tuple(a[fit] for a in rows["train"]), "valid": rows["valid"]}
+        if oos_train and not exposure:
+            chosen_on["valid"] = tuple(np.concatenate([v, t[~fit]]) for v, t in
+                                       zip(rows["valid"], rows["train"], strict=True))
+        budget = {"reject_budget": recipe.decision.reject_budget,
+                  "reject_confidence": recipe.decision.reject_confidence}
         models[name] = {
             "closed_set_accuracy": float((rows["test"][1][ins].argmax(1) == gold[ins]).mean()),
             "temperature": clf.temperature, "train_seconds": run.train_seconds,
-            "detectors": {c: evaluate_detector(c, clf, rows,
-                                               reject_budget=recipe.decision.reject_budget,
-                                               reject_confidence=(
-                                                   recipe.decision.reject_confidence),
-                                               oos_groups=groups) for c in DETECTORS}}
+            "detectors": {c: evaluate_detector(c, clf, {**chosen_on, "test": rows["test"]},
+                                               **budget, oos_groups=groups)
+                          for c in DETECTORS}}
+        if oos_train:  # the validation split read at the same thresholds: what chooses
+            v_groups = _group_masks(_families(corpus["valid"]), rows["valid"][2])
+            models[name]["valid_read"] = {
+                c: evaluate_detector(c, clf, {**chosen_on, "test": rows["valid"]}, **budget,
+                                     oos_groups=v_groups) for c in DETECTORS}
+            models[name]["train_oos"] = clf.info["train_oos"]
         # max_prob here is the classifier's own threshold (same rows, same rule)
         models[name]["max_prob_is_the_classifiers_threshold"] = bool(
             abs(models[name]["detectors"]["max_prob"]["threshold"] - clf.threshold) < 1e-9)
@@ -183,6 +244,105 @@ def _pct(x: float) -> str:
 
 
 def render(runs: list[dict[str, Any]]) -> str:
+    """The section: the detectors on the corpus without out-of-scope training rows, then,
+    when there are such runs, the configurations with them side by side
+    (:func:`_render_training_rows`)."""
+    base = [r for r in runs if config_of(r) == (0, 0.0)]
+    others = [r for r in runs if config_of(r) != (0, 0.0)]
+    text = _render_detectors(base)
+    return f"{text}\n\n{_render_training_rows(base, others)}" if others else text
+
+
+def _auto_reads(m: dict[str, Any]) -> dict[str, float] | None:
+    """The ``auto`` detector of one model's record (chosen on validation, as training
+    chooses it): its validation read (in-scope accuracy, OOS recall, their mean: on the
+    validation split alone, at the threshold chosen) and its test read."""
+    detectors = with_auto(m["detectors"])
+    if AUTO_ROW not in detectors:
+        return None
+    auto = detectors[AUTO_ROW]
+    valid = m["valid_read"][auto["chosen"]] if "valid_read" in m else auto["valid"]
+    out = {"valid_acc": valid["in_scope_accuracy"], "valid_recall": valid["oos_recall"],
+           "valid_mean": (valid["in_scope_accuracy"] + valid["oos_recall"]) / 2}
+    out.update({k: auto[k] for k in ("in_scope_accuracy", "reject_rate", "oos_recall",
+                                     "mean")})
+    out["near_recall"] = auto["groups"]["near_miss"]["recall"]
+    out["off_recall"] = auto["groups"]["off_topic"]["recall"]
+    return out
+
+
+def _render_training_rows(base: list[dict[str, Any]], others: list[dict[str, Any]]) -> str:
+    """The runs with out-of-scope training rows beside those without: per model and
+    configuration, the ``auto`` detector's validation and test reads (means over seeds);
+    between the exposures of one ``oos_train`` the one with the better validation mean is
+    chosen, and the test difference is given for the record only."""
+    reads: dict[str, dict[tuple[int, float], dict[int, dict[str, float]]]] = {}
+    for r in [*base, *others]:
+        if r.get("status") != "ok":
+            continue
+        for model, m in r["models"].items():
+            got = _auto_reads(m)
+            if got is not None:
+                reads.setdefault(model, {}).setdefault(config_of(r), {})[r["seed"]] = got
+    lines = ["### Out-of-scope training rows: choosing the threshold, or outlier exposure", "",
+             "The corpus with `oos_train` off-topic training rows (template families that "
+             "valid and test never have; valid and test are the same rows as above), the "
+             "models trained with `levers.outlier_exposure`: 0, the rows join the validation "
+             "rows that choose the threshold and detector; above 0, the network trains on "
+             "them and they choose nothing. Each row is the `auto` detector (chosen on "
+             "validation, as training does). `valid` columns: the validation split alone at "
+             "the chosen threshold, what the choice between the exposures reads (`chosen`, "
+             "per model and `oos_train`: the better validation mean); `test` columns are "
+             "for the record. Means over seeds.", ""]
+    table = []
+    for model in sorted(reads):
+        by_config = reads[model]
+        chosen = {}
+        for n in {n for n, _ in by_config if n}:
+            options = {w: statistics.fmean(x["valid_mean"] for x in by_config[(n, w)].values())
+                       for (k, w) in by_config if k == n}
+            chosen[n] = max(sorted(options), key=lambda w: options[w])
+        for (n, w), per_seed in sorted(by_config.items()):
+            xs = list(per_seed.values())
+
+            def mean(key: str, xs: list[dict[str, float]] = xs) -> str:
+                return _pct(statistics.fmean(x[key] for x in xs))
+            pick = "yes" if n and chosen.get(n) == w and sum(k == n for k, _ in by_config) > 1 \
+                else ""
+            table.append([model, n, f"{w:g}", ",".join(map(str, sorted(per_seed))),
+                          mean("valid_acc"), mean("valid_recall"), mean("valid_mean"), pick,
+                          mean("in_scope_accuracy"), mean("reject_rate"), mean("oos_recall"),
+                          mean("near_recall"), mean("off_recall"), mean("mean")])
+    lines += [H.markdown_table(
+        ["model", "oos_train", "outlier_exposure", "seeds", "valid in-scope acc %",
+         "valid OOS recall %", "valid mean %", "chosen", "test in-scope acc %",
+         "test reject %", "test OOS recall %", "test near recall %",
+         "test off-topic recall %", "test mean %"], table, "lrrl" + "r" * 3 + "l" + "r" * 6)]
+    diffs = []
+    for model in sorted(reads):
+        by_config = reads[model]
+        for (n, w), per_seed in sorted(by_config.items()):
+            plain = by_config.get((n, 0.0), {})
+            seeds = sorted(set(per_seed) & set(plain))
+            if not n or not w or len(seeds) < 2:
+                continue
+            d = V.seed_paired_difference([per_seed[k]["mean"] for k in seeds],
+                                         [plain[k]["mean"] for k in seeds])
+            diffs.append(f"{model}, {n} rows: exposure {w:g} minus 0 on the test mean "
+                         f"{d.points(1)} points (seeds {','.join(map(str, seeds))})")
+    if diffs:
+        lines += ["", "For the record (the test split chooses nothing): " + "; ".join(diffs)
+                  + "."]
+    failed = [r for r in others if r.get("status") != "ok"]
+    if failed:
+        lines += ["", "Runs that did not finish:"] + [
+            f"- seed {r['seed']}, oos_train {config_of(r)[0]}, outlier_exposure "
+            f"{config_of(r)[1]:g}: {r['status']} ({r.get('detail', '')[:200]})"
+            for r in failed]
+    return "\n".join(lines)
+
+
+def _render_detectors(runs: list[dict[str, Any]]) -> str:
     summary = summarise(runs)
     title = "## Out-of-scope detectors on the demo's near misses (held-out phrasing)"
     if not summary:
@@ -292,9 +452,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--models", default=None,
                    help="comma-separated subset of bilstm,transformer,pretrained")
+    p.add_argument("--oos-train", type=int, default=0,
+                   help="off-topic training rows of the corpus (generate_demo_corpus's "
+                        "oos_train; 0: the corpus without them)")
+    p.add_argument("--outlier-exposure", type=float, default=0.0,
+                   help="levers.outlier_exposure of every model (needs --oos-train)")
     H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=3600.0,
                       unit="seed")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.oos_train < 0 or args.outlier_exposure < 0:
+        p.error("--oos-train and --outlier-exposure must be >= 0")
+    if args.outlier_exposure and not args.oos_train:
+        p.error("--outlier-exposure trains on the corpus's off-topic training rows: give "
+                "--oos-train N too")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,14 +474,18 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(json.loads(args.worker))), flush=True)
         return 0
     if not args.render:
-        done = {} if args.rerun else H.done_runs(args.results, ("seed",))
-        todo = [int(s) for s in args.seeds.split(",") if (int(s),) not in done]
+        config = (args.oos_train, args.outlier_exposure)
+        # a record of the corpus without training rows carries no config fields, as before
+        fields = dict(zip(CONFIG, config, strict=True)) if config != (0, 0.0) else {}
+        done = {} if args.rerun else done_runs(args.results)
+        todo = [int(s) for s in args.seeds.split(",") if (int(s), *config) not in done]
         args.results.parent.mkdir(parents=True, exist_ok=True)
         for i, seed in enumerate(todo, 1):
             print(f"[{i}/{len(todo)}] seed {seed} ...", file=sys.stderr, flush=True)
             spec = {"seed": seed, "threads": args.threads,
-                    "models": args.models.split(",") if args.models else None}
-            rec = H.record_run(Path(__file__), spec, args.results, args.timeout, seed=seed)
+                    "models": args.models.split(",") if args.models else None, **fields}
+            rec = H.record_run(Path(__file__), spec, args.results, args.timeout, seed=seed,
+                               **fields)
             if rec["status"] == "ok":
                 for model, m in rec["models"].items():
                     ranked = sorted(m["detectors"].items(), key=lambda kv: -kv[1]["mean"])
@@ -320,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"    {model}: {text}", file=sys.stderr, flush=True)
             else:
                 print(f"    {rec['status']}: {rec.get('detail')}", file=sys.stderr, flush=True)
-    body = H.render_records(render, list(H.done_runs(args.results, ("seed",)).values()), ())
+    body = H.render_records(render, list(done_runs(args.results).values()), CONFIG)
     H.print_or_write(args.md, SECTION, body, no_write=args.no_write)
     return 0
 

@@ -127,8 +127,8 @@ def _heldout(res: Path, pages: Path) -> str | None:
 def _ood(res: Path, pages: Path) -> str | None:
     import demo_ood
 
-    runs = list(H.done_runs(res / "demo_ood.jsonl", ("seed",)).values())
-    return H.render_records(demo_ood.render, runs, ()) if runs else None
+    runs = list(demo_ood.done_runs(res / "demo_ood.jsonl").values())
+    return H.render_records(demo_ood.render, runs, demo_ood.CONFIG) if runs else None
 
 
 def _demo_time(res: Path, pages: Path) -> str | None:

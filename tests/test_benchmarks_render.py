@@ -192,3 +192,43 @@ def test_what_benchmarks_write_does_not_make_a_record_dirty(tmp_path: Path,
     assert H.collect_provenance()["dirty"] is False
     (tmp_path / "code.py").write_text("two\n")  # the measured code changed
     assert H.collect_provenance()["dirty"] is True
+
+
+def test_demo_ood_keeps_runs_with_out_of_scope_training_rows_apart(tmp_path: Path) -> None:
+    """Records of ``--oos-train N --outlier-exposure W`` never replace or join the rows of
+    the corpus without training rows: that part renders as without them, and the new
+    configurations come after it, side by side, the choice read on validation."""
+    import copy
+    import json
+
+    import demo_ood
+
+    base = list(demo_ood.done_runs(ROOT / "benchmarks" / "results" / "demo_ood.jsonl").values())
+    assert base and all(demo_ood.config_of(r) == (0, 0.0) for r in base)
+    alone = demo_ood.render(base)
+    extra = []
+    for weight in (0.0, 0.5):
+        for r in base:
+            r = copy.deepcopy(r)
+            r.update(oos_train=150, outlier_exposure=weight)
+            for m in r["models"].values():
+                m["valid_read"] = copy.deepcopy(m["detectors"])
+                if weight:  # exposure: every detector's test and validation reads move up
+                    for d in (*m["detectors"].values(), *m["valid_read"].values()):
+                        d["oos_recall"] = min(1.0, d["oos_recall"] + 0.1)
+                        d["mean"] = (d["in_scope_accuracy"] + d["oos_recall"]) / 2
+            extra.append(r)
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in base + extra))
+    runs = demo_ood.done_runs(path)
+    assert len(runs) == 3 * len(base)  # keyed by seed and configuration
+    text = demo_ood.render(list(runs.values()))
+    assert text.startswith(alone + "\n\n### Out-of-scope training rows")
+    new = text[len(alone):]
+    rows = [line for line in new.splitlines() if line.startswith("| transformer |")]
+    assert [row.split(" | ")[1:3] for row in rows] == [["0", "0"], ["150", "0"],
+                                                        ["150", "0.5"]]
+    assert [row.split(" | ")[7] for row in rows] == ["", "", "yes"]  # chosen on validation
+    assert "exposure 0.5 minus 0 on the test mean +" in new
+    with pytest.raises(SystemExit):
+        demo_ood.parse_args(["--outlier-exposure", "0.5"])

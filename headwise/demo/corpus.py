@@ -14,8 +14,11 @@ its negations, numbers and domain terms, so every example records where those ar
 
 There are 27 intents (:data:`DEMO_INTENTS`) and an out-of-scope label :data:`OOS_LABEL`
 whose examples (chit-chat, weather, take-away, and near misses that sound like banking:
-股票怎么开户, 公积金怎么提取, 社保卡补办) sit only in the valid and test splits, so an
-out-of-scope threshold can be chosen on one and checked on the other.
+股票怎么开户, 公积金怎么提取, 社保卡补办) sit in the valid and test splits, so an
+out-of-scope threshold can be chosen on one and checked on the other. With
+``oos_train=N``, training gets ``N`` out-of-scope rows too, from templates of their own
+(:data:`~headwise.demo.lexicon.OOS_TRAIN_TEMPLATES`, never in valid or test), drawn from a
+random stream of their own: valid and test stay exactly the corpus without them.
 
 The splits hold out phrasing: every template belongs to a family (one way of phrasing a
 request, :mod:`headwise.demo.families`) and whole families go to one split, so no valid
@@ -192,7 +195,8 @@ def _make(t: Template, rng: random.Random, *, seed: int, train: bool,
 
 # -- the corpus ------------------------------------------------------------------------------
 def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120, oos: int = 150,
-                         compound_share: float = 0.0) -> dict[str, list[DemoExample]]:
+                         compound_share: float = 0.0, oos_train: int = 0
+                         ) -> dict[str, list[DemoExample]]:
     """Generate the demo corpus, deterministically for a seed.
 
     Args:
@@ -212,20 +216,28 @@ def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120, oos: int = 150
             test with a pair of intents no training example has together ``unseen_pair``,
             those taking a request back ``dropped_request`` (and ``negation_scope``), and
             those with a slot value after the first request ``numbers_in_second``.
+        oos_train: out-of-scope training rows, about :data:`NEAR_MISS_SHARE` of them near
+            misses, from the training out-of-scope families
+            (:data:`~headwise.demo.lexicon.OOS_TRAIN_TEMPLATES`,
+            :data:`~headwise.demo.lexicon.OOS_NEAR_MISS_TRAIN_TEMPLATES`), which valid and
+            test never have; drawn from a random stream of their own (``f"{seed}:oos_train"``)
+            after every other row and mixed into train, so valid and test are the same rows
+            in the same order whatever ``oos_train`` is. 0 (the default) gives the corpus as
+            before.
 
     Returns:
         ``{"train": [...], "valid": [...], "test": [...]}``, each list shuffled; no text is
         in two splits, and no template family either (nor a clause or join family).
 
     Raises:
-        ValueError: ``per_intent < 3`` (one example per split), ``oos < 0`` or a
-            ``compound_share`` outside ``[0, 0.75]``.
+        ValueError: ``per_intent < 3`` (one example per split), ``oos < 0``,
+            ``oos_train < 0`` or a ``compound_share`` outside ``[0, 0.75]``.
         RuntimeError: the templates cannot give that many distinct texts.
     """
     if per_intent < 3:
         raise ValueError(f"per_intent must be at least 3 (one per split), got {per_intent}")
-    if oos < 0:
-        raise ValueError(f"oos must be >= 0, got {oos}")
+    if oos < 0 or oos_train < 0:
+        raise ValueError(f"oos and oos_train must be >= 0, got {oos}, {oos_train}")
     if not 0 <= compound_share <= 0.75:
         raise ValueError(f"compound_share must be in [0, 0.75], got {compound_share}")
     rng = random.Random(seed)
@@ -269,7 +281,21 @@ def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120, oos: int = 150
         _add_compounds(splits, seen, compound_share, seed)
     for name in SPLITS:
         rng.shuffle(splits[name])
+    if oos_train:
+        _add_training_oos(splits["train"], templates, seen, oos_train, seed)
     return splits
+
+
+def _add_training_oos(train: list[DemoExample], templates: list[Template], seen: set[str],
+                      n: int, seed: int) -> None:
+    """Mix ``n`` out-of-scope rows of the training out-of-scope families into ``train``
+    (:data:`NEAR_MISS_SHARE` near misses), drawn from their own random stream."""
+    rng = random.Random(f"{seed}:oos_train")  # a str seed: the same in every process
+    near = round(n * NEAR_MISS_SHARE)
+    for group, quota in (("oos_near_train", near), ("oos_train", n - near)):
+        pool = [t for t in templates if t.group == group]
+        train += _unique(rng, pool, quota, seen, seed=seed, train=True)
+    rng.shuffle(train)
 
 
 # -- compound questions ----------------------------------------------------------------------
@@ -469,7 +495,8 @@ def _from_json(obj: dict[str, Any]) -> DemoExample:
 
 
 def write_demo_corpus(directory: str | Path, *, seed: int = 0, per_intent: int = 120,
-                      oos: int = 150, compound_share: float = 0.0) -> dict[str, Path]:
+                      oos: int = 150, compound_share: float = 0.0, oos_train: int = 0
+                      ) -> dict[str, Path]:
     """Generate the corpus and write it as CSV and JSON lines.
 
     The CSV files are the single-label task: the columns ``text,label,slices,template``
@@ -491,15 +518,18 @@ def write_demo_corpus(directory: str | Path, *, seed: int = 0, per_intent: int =
         per_intent: as in :func:`generate_demo_corpus`.
         oos: as in :func:`generate_demo_corpus`.
         compound_share: as in :func:`generate_demo_corpus`, for the JSON lines.
+        oos_train: as in :func:`generate_demo_corpus`, in both forms.
 
     Returns:
         File name (``train.csv``, ``train.jsonl``, ``valid.csv`` ...) -> path.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    single = generate_demo_corpus(seed=seed, per_intent=per_intent, oos=oos)
+    single = generate_demo_corpus(seed=seed, per_intent=per_intent, oos=oos,
+                                  oos_train=oos_train)
     corpus = single if compound_share == 0 else generate_demo_corpus(
-        seed=seed, per_intent=per_intent, oos=oos, compound_share=compound_share)
+        seed=seed, per_intent=per_intent, oos=oos, compound_share=compound_share,
+        oos_train=oos_train)
     paths: dict[str, Path] = {}
     for name in SPLITS:
         csv_path, jsonl_path = directory / f"{name}.csv", directory / f"{name}.jsonl"

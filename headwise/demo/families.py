@@ -12,13 +12,18 @@ a template, or a phrasing family, with a training question. The families:
   every intent that uses it (the frame goes to one split for all of them);
 * ``pair.<k>``: one minimal-pair template (both of its texts, both labels);
 * ``oos.<k>`` / ``oos_near.<k>``: one out-of-scope template, far or near miss (valid or
-  test only; the classifier never trains on out-of-scope rows).
+  test only);
+* ``oos_train.<k>`` / ``oos_near_train.<k>``: one out-of-scope template written for
+  training rows (``generate_demo_corpus(oos_train=N)``), always in train, so that valid
+  and test keep out-of-scope phrasing no training row has.
 
 A template's id is ``<family>:<n>``. :func:`assign_families` shuffles each group of families
 (an intent's own, the contrast frames, the correction frames, each minimal-pair family, the
 out-of-scope ones) with the corpus's random source: in each group one family goes to test,
 one to valid and the rest to train (out-of-scope families alternate between valid and test);
-an intent's core family is not shuffled, it goes to train.
+an intent's core family is not shuffled, it goes to train, and neither are the training
+out-of-scope families (:data:`TRAIN_OOS_GROUPS`): they draw nothing from the random source,
+so valid and test are what they were before those families existed.
 """
 
 from __future__ import annotations
@@ -26,11 +31,19 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from headwise.demo.lexicon import OOS_NEAR_MISS_TEMPLATES, OOS_TEMPLATES, PAIR_TEMPLATES
+from headwise.demo.lexicon import (
+    OOS_NEAR_MISS_TEMPLATES,
+    OOS_NEAR_MISS_TRAIN_TEMPLATES,
+    OOS_TEMPLATES,
+    OOS_TRAIN_TEMPLATES,
+    PAIR_TEMPLATES,
+)
 from headwise.demo.render import frame_templates
 from headwise.demo.templates import INTENT_FAMILIES
 
 SPLITS = ("train", "valid", "test")
+#: the groups of out-of-scope families written for training rows: always in train
+TRAIN_OOS_GROUPS = ("oos_train", "oos_near_train")
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,9 @@ def catalogue() -> list[Template]:
         out.append(Template(f"pair.{k}:0", f"pair.{k}", f"pair:{pos}/{neg}", pos, template,
                             negated=neg))
     for name, templates, near in (("oos", OOS_TEMPLATES, False),
-                                  ("oos_near", OOS_NEAR_MISS_TEMPLATES, True)):
+                                  ("oos_near", OOS_NEAR_MISS_TEMPLATES, True),
+                                  ("oos_train", OOS_TRAIN_TEMPLATES, False),
+                                  ("oos_near_train", OOS_NEAR_MISS_TRAIN_TEMPLATES, True)):
         out += [Template(f"{name}.{k}:0", f"{name}.{k}", name, "oos", t, near_miss=near)
                 for k, t in enumerate(templates)]
     return out
@@ -90,15 +105,16 @@ def catalogue() -> list[Template]:
 def assign_families(templates: list[Template], rng: random.Random) -> dict[str, str]:
     """Family -> split (``train``, ``valid``, ``test``), deterministic for the ``rng`` state.
 
-    A core family (:attr:`Template.core`) goes to train. Of the other families of each
-    group, one goes to test, one to valid, the rest to train; out-of-scope groups alternate
-    valid, test. A group of one or two such families keeps its first ones for test and
-    valid, so a small group may have no training family but its core.
+    A core family (:attr:`Template.core`) and a family of :data:`TRAIN_OOS_GROUPS` go to
+    train, drawing nothing. Of the other families of each group, one goes to test, one to
+    valid, the rest to train; out-of-scope groups alternate valid, test. A group of one or
+    two such families keeps its first ones for test and valid, so a small group may have no
+    training family but its core.
     """
     groups: dict[str, list[str]] = {}
     split: dict[str, str] = {}
     for t in templates:
-        if t.core:
+        if t.core or t.group in TRAIN_OOS_GROUPS:
             split[t.family] = "train"
             continue
         families = groups.setdefault(t.group, [])

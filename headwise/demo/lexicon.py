@@ -1,6 +1,7 @@
 """Word lists and shared templates of the demo corpus (data only).
 
-Out-of-scope requests (far ones and near misses), and the templates
+Out-of-scope requests (far ones and near misses; those of the valid and test splits, and
+others for training rows only), and the templates
 shared between intents: minimal pairs, contrasts and corrections. Each contrast or correction
 frame, each minimal-pair template and each out-of-scope template is one family: it goes to
 one split for every intent that uses it. Openings, fillers and closings are surface
@@ -19,7 +20,8 @@ The negation and domain word lists are the text layer's
 from __future__ import annotations
 
 __all__ = ["CONTRASTS", "CONTRAST_FRAMES", "CORRECTIONS", "CORRECTION_FRAMES",
-           "OOS_NEAR_MISS_TEMPLATES", "OOS_TEMPLATES", "PAIR_TEMPLATES"]
+           "OOS_NEAR_MISS_TEMPLATES", "OOS_NEAR_MISS_TRAIN_TEMPLATES", "OOS_TEMPLATES",
+           "OOS_TRAIN_TEMPLATES", "PAIR_TEMPLATES"]
 
 #: out-of-scope requests: chit-chat and other domains (label "oos")
 OOS_TEMPLATES: tuple[str, ...] = (
@@ -86,6 +88,72 @@ OOS_NEAR_MISS_TEMPLATES: tuple[str, ...] = (
     "医保卡余额怎么查？",
     "你们银行招(柜员|实习生)吗？",
     "(房产证|营业执照)怎么办理？",
+)
+
+#: out-of-scope requests for training rows only (``generate_demo_corpus(oos_train=N)``):
+#: chit-chat and other services, none a template of :data:`OOS_TEMPLATES`, so valid and test
+#: keep out-of-scope phrasing the model never trained on
+OOS_TRAIN_TEMPLATES: tuple[str, ...] = (
+    "(帮我|)查一下(后天|{future_date})(广州|南京|武汉|重庆|西安)的天气",
+    "(明天|今天|这两天)出门要带伞吗？",
+    "最近(降温|升温)了吗？要不要多穿点？",
+    "(晚饭|午饭)吃什么好？(给点建议|你推荐一下)",
+    "(帮我|)推荐一家(日料店|烧烤店|咖啡馆|面馆)",
+    "(蛋糕|饺子|酸菜鱼)怎么做才好吃？",
+    "(你|)今年几岁了？",
+    "你(喜欢|爱看)什么(电影|动画片)？",
+    "(说个|讲个)(绕口令|脑筋急转弯)(吧|听听)",
+    "我(失眠了|睡不着)，(有什么办法|怎么办)？",
+    "(帮我|)(打个车|叫个车)去(公司|火车南站|商场)",
+    "(地铁|公交)(末班车|首班车)几点？",
+    "(帮我|)写一首关于(春天|大海|月亮)的诗",
+    "(一公里等于多少米|一斤等于多少克)？",
+    "(最近|这周)有什么(演唱会|展览|话剧)？",
+    "(狗狗|猫咪)(打疫苗|洗澡)去哪里比较好？",
+    "孩子(发烧了|咳嗽)，(要不要去医院|怎么办)？",
+    "(跑步|健身)怎么(减肥|练腹肌)？",
+    "(帮我|)设置一个(十|二十|三十)分钟的倒计时",
+    "(把|)客厅的(灯|空调)(打开|关掉)",
+    "英语(单词|口语)怎么(背|练)比较快？",
+    "(洗衣机|冰箱)坏了，(找谁修|怎么报修)？",
+    "(今天|明天)(限行|限号)吗？",
+    "(月亮|太阳)离地球有多远？",
+    "(哪款|什么)手机拍照(最好|好看)？",
+    "你(会不会|能不能)下(象棋|围棋)？",
+    "(今晚|周末)有什么好看的(球赛|直播)？",
+    "(搬家|装修)公司(哪家好|怎么找)？",
+    "(早上好|晚上好)，(今天|)过得怎么样？",
+    "(驾照|驾驶证)(考试|科目一)怎么(预习|准备)？",
+)
+
+#: near misses for training rows only: they sound like money matters but are none of the 27
+#: intents (insurance claims, shares and funds, tax, phone top-up, train tickets, pensions,
+#: other payment apps); none a template of :data:`OOS_NEAR_MISS_TEMPLATES`
+OOS_NEAR_MISS_TRAIN_TEMPLATES: tuple[str, ...] = (
+    "(车子被刮了|住院花了不少钱)，保险理赔(怎么申请|需要什么材料)？",
+    "(股票|A股)(怎么买卖|交易时间是几点到几点)？",
+    "(炒股|买股票)的佣金(怎么算|是多少)？",
+    "(基金|ETF)(怎么赎回|赎回以后几天能拿到钱)？",
+    "个税(年度汇算|专项附加扣除)怎么(填|办)？",
+    "帮我给(这个号码|我妈的手机)充(五十|一百)块话费",
+    "(12306|火车票)怎么(抢票|选座)？",
+    "(黄金|白银)(走势怎么样|还会涨吗)？",
+    "比特币(能买吗|怎么买)？",
+    "(养老保险|医保)断缴了(怎么补缴|有影响吗)？",
+    "公积金缴存基数(怎么调|是多少)？",
+    "(电子社保卡|医保电子凭证)怎么(申领|使用)？",
+    "(支付宝|微信)(零钱|余额宝)怎么提现？",
+    "(微信|支付宝)(实名认证|绑定的手机号)怎么改？",
+    "(车辆购置税|契税)怎么(交|算)？",
+    "开发票需要(什么信息|公司税号吗)？",
+    "个体户(怎么报税|每年要年报吗)？",
+    "(彩票|双色球)(怎么兑奖|中奖了去哪领)？",
+    "(券商|证券公司)(哪家佣金低|怎么选)？",
+    "(外汇|美股)账户怎么开？",
+    "(房租|物业费)(怎么交|可以线上交吗)？",
+    "(ETC|高速通行卡)怎么(办理|充值)？",
+    "(养老金|退休金)每个月(几号发|能领多少)？",
+    "(医保|社保)的报销比例是多少？",
 )
 
 # -- minimal pairs: rendered twice with the same draws, without and with the negation --

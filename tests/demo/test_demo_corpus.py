@@ -25,7 +25,7 @@ from headwise.demo import (
     read_demo_jsonl,
     write_demo_corpus,
 )
-from headwise.demo.families import assign_families, catalogue, family_of
+from headwise.demo.families import TRAIN_OOS_GROUPS, assign_families, catalogue, family_of
 from headwise.demo.phenomena import CODE_MIX, surface_pool
 from headwise.demo.render import annotate
 from headwise.demo.values import (
@@ -122,6 +122,87 @@ def test_out_of_scope_only_in_valid_and_test(corpus):
     assert re.search("天气|下雨|多少度", texts) and all(w in texts for w in ("外卖", "笑话"))
 
 
+#: sha256 of repr(generate_demo_corpus(...)) and of the files write_demo_corpus wrote, on the
+#: code before the training out-of-scope families existed (main at 3ae35b1): the corpus
+#: without them stays byte-identical, and so do the benchmark records made on it
+BEFORE_OOS_TRAIN = {
+    "default": "14095a22d21770d41f4efeb960b3094ddf76ae7d2a476554d5cbc1180a74cd0d",
+    "compound": "4bd4988ab9d480e19c309871af4db9c5e17ddee95e158e6e3713ab05b96f6340",
+    "small": "771ceeeb9a56063db6f4f45366639f0817084bb43ada441c82a6db9875d480e7",
+    "files": "0e090ee6926f52a262b4307b2b7be508008a3abb678693d0719a9a750244d113"}
+
+
+def test_without_oos_train_the_corpus_is_what_it_was(tmp_path):
+    assert digest(corpus_with(0.0)) == BEFORE_OOS_TRAIN["default"]
+    assert digest(corpus_with(0.25)) == BEFORE_OOS_TRAIN["compound"]
+    small = generate_demo_corpus(seed=3, per_intent=12, oos=10, oos_train=0)
+    assert digest(small) == BEFORE_OOS_TRAIN["small"]
+    paths = write_demo_corpus(tmp_path, seed=1, per_intent=30, oos=40, compound_share=0.25)
+    h = hashlib.sha256()
+    for name in sorted(paths):
+        h.update(name.encode())
+        h.update(paths[name].read_bytes())
+    assert h.hexdigest() == BEFORE_OOS_TRAIN["files"]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.25])
+def test_oos_train_adds_training_rows_of_their_own_families_and_leaves_valid_and_test(share):
+    base = corpus_with(share)
+    more = generate_demo_corpus(seed=0, compound_share=share, oos_train=200)
+    # valid and test: the same rows in the same order
+    assert more["valid"] == base["valid"] and more["test"] == base["test"]
+    oos = [ex for ex in more["train"] if ex.label == OOS_LABEL]
+    rest = [ex for ex in more["train"] if ex.label != OOS_LABEL]
+    assert len(oos) == 200 and sorted(rest, key=repr) == sorted(base["train"], key=repr)
+    assert all(ex.intents == () and ex.slots == () for ex in oos)
+    groups = Counter(ex.family.rpartition(".")[0] for ex in oos)
+    assert groups == {"oos_near_train": 80, "oos_train": 120}  # NEAR_MISS_SHARE 0.4
+    assert all("oos_near_miss" in ex.slices for ex in oos
+               if ex.family.startswith("oos_near_train"))
+    assert len({ex.family for ex in oos}) > 40  # most of the families drawn
+    # no family, template or text of valid or test; no text twice
+    held = {ex.family for name in ("valid", "test") for ex in more[name]}
+    assert not {ex.family for ex in oos} & held
+    texts = [ex.text for ex in every(more)]
+    assert len(texts) == len(set(texts))
+    # mixed in, not appended; deterministic for a seed
+    assert any(ex.label == OOS_LABEL for ex in more["train"][:100])
+    assert more == generate_demo_corpus(seed=0, compound_share=share, oos_train=200)
+    with pytest.raises(ValueError, match="oos_train"):
+        generate_demo_corpus(oos_train=-1)
+
+
+def test_the_training_oos_templates_are_none_of_the_intents_and_none_of_valid_and_tests():
+    from headwise.demo.lexicon import (
+        OOS_NEAR_MISS_TEMPLATES,
+        OOS_NEAR_MISS_TRAIN_TEMPLATES,
+        OOS_TEMPLATES,
+        OOS_TRAIN_TEMPLATES,
+    )
+    from headwise.demo.render import intent_templates
+
+    train = OOS_TRAIN_TEMPLATES + OOS_NEAR_MISS_TRAIN_TEMPLATES
+    assert not set(train) & set(OOS_TEMPLATES + OOS_NEAR_MISS_TEMPLATES)
+    assert len(set(train)) == len(train)
+    intents = {t for ts in intent_templates().values() for t in ts}
+    assert not set(train) & intents
+    # the request words of intents that a near miss could be read as are kept out (the
+    # walkthrough's off-topic check, 周末想带孩子去动物园..., stays unseen too)
+    for word in ("还款", "贷款", "分期", "挂失", "转账", "年费", "手续费", "账单", "退款",
+                 "额度", "利率", "逾期", "信用卡", "动物园", "门票"):
+        assert not any(word in t for t in train), word
+
+
+def test_written_files_carry_the_training_oos_rows(tmp_path):
+    paths = write_demo_corpus(tmp_path, seed=2, per_intent=6, oos=4, oos_train=10)
+    with paths["train.csv"].open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sum(r["label"] == OOS_LABEL for r in rows) == 10
+    assert [r["text"] for r in rows] == [
+        ex.text for ex in generate_demo_corpus(seed=2, per_intent=6, oos=4,
+                                               oos_train=10)["train"]]
+
+
 def test_spans_and_slots_slice_to_their_text(any_corpus):
     names = Counter()
     for ex in every(any_corpus):
@@ -209,7 +290,16 @@ def test_family_assignment_is_by_seed_and_holds_out_one_family_per_group():
         own = Counter(split for family, split in a.items()
                       if family.rpartition(".")[0] == intent)
         assert own["test"] == 1 and own["valid"] == 1 and own["train"] >= 3, intent
-    assert all(a[t.family] in ("valid", "test") for t in templates if t.intent == OOS_LABEL)
+    assert all(a[t.family] in ("valid", "test") for t in templates
+               if t.intent == OOS_LABEL and t.group not in TRAIN_OOS_GROUPS)
+    # the families written for training rows go to train, drawing nothing from the source
+    trained = [t for t in templates if t.group in TRAIN_OOS_GROUPS]
+    assert trained and all(a[t.family] == "train" and t.intent == OOS_LABEL for t in trained)
+    rng = random.Random(0)
+    assign_families([t for t in templates if t.group not in TRAIN_OOS_GROUPS], rng)
+    other = random.Random(0)
+    assign_families(templates, other)
+    assert rng.getstate() == other.getstate()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -399,14 +489,21 @@ def test_lexicon_and_argument_errors():
 def test_templates_parse_and_pairs_differ_only_at_the_marker():
     import random
 
-    from headwise.demo.lexicon import OOS_NEAR_MISS_TEMPLATES, OOS_TEMPLATES, PAIR_TEMPLATES
+    from headwise.demo.lexicon import (
+        OOS_NEAR_MISS_TEMPLATES,
+        OOS_NEAR_MISS_TRAIN_TEMPLATES,
+        OOS_TEMPLATES,
+        OOS_TRAIN_TEMPLATES,
+        PAIR_TEMPLATES,
+    )
     from headwise.demo.render import intent_templates, parse_template, render
 
     for intent, templates in intent_templates().items():
         assert len(templates) >= 8, intent
         for template in templates:
             assert all(i in DEMO_INTENTS for i in parse_template(template)[2]), template
-    for template in OOS_TEMPLATES + OOS_NEAR_MISS_TEMPLATES:
+    for template in (OOS_TEMPLATES + OOS_NEAR_MISS_TEMPLATES + OOS_TRAIN_TEMPLATES
+                     + OOS_NEAR_MISS_TRAIN_TEMPLATES):
         parse_template(template)
     for pos, neg, template in PAIR_TEMPLATES:
         assert pos in DEMO_INTENTS and neg in DEMO_INTENTS

@@ -20,6 +20,13 @@ Distillation from any teacher (Hinton et al. 2015; :mod:`headwise.intent.trainin
 distributions at a temperature ``T``, scaled by ``T**2``, mixed with the label's
 cross-entropy where the row has a gold label; :class:`SoftTargets` carries a teacher's
 targets into :func:`~headwise.intent.training.pipeline.train_intent_classifier`.
+
+Outlier exposure (Hendrycks, Mazeika & Dietterich, "Deep Anomaly Detection with Outlier
+Exposure", ICLR 2019): out-of-scope training rows, labelled :data:`OUT_OF_SCOPE`, are
+pulled towards the uniform distribution over the intents
+(:func:`outlier_exposure_loss`, ``lambda`` times the mean over those rows), while the other
+rows keep their loss (the mean over them); the network's outputs stay the intents, so
+it learns to be unsure of a text unlike its intents' rather than to name an extra class.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ from torch import Tensor, nn
 #: the label of a training row that has none (its loss is the soft term alone): PyTorch's
 #: ``ignore_index``
 NO_LABEL = -100
+#: the label of an out-of-scope training row under outlier exposure: its loss is
+#: :func:`outlier_exposure_loss` alone (:class:`SmoothedClassification`)
+OUT_OF_SCOPE = -1
 
 
 def balanced_class_weights(labels: Sequence[int], num_classes: int) -> Tensor:
@@ -174,6 +184,26 @@ def distillation_loss(logits: Tensor, teacher_logits: Tensor, labels: Tensor, *,
     return (w * loss).sum() / w.sum()
 
 
+def outlier_exposure_loss(logits: Tensor) -> Tensor:
+    """The cross-entropy between the uniform distribution over the classes and the softmax,
+    ``-mean_k log_softmax(logits)_k``, averaged over the rows (Hendrycks et al. 2019's
+    outlier exposure term for a classifier). It is ``log(classes)`` plus the KL divergence
+    from the uniform distribution to the softmax: least, ``log(classes)``, when every class
+    is equally likely. Computed in float32 or wider, from log-probabilities.
+
+    Args:
+        logits: (rows, classes), the rows out of scope.
+
+    Raises:
+        ValueError: no row, or logits that are not (rows, classes).
+    """
+    if logits.ndim != 2 or logits.shape[0] == 0:
+        raise ValueError(f"outlier_exposure_loss needs (rows, classes) logits with a row, got "
+                         f"shape {tuple(logits.shape)}")
+    wide = logits if logits.dtype == torch.float64 else logits.float()
+    return -F.log_softmax(wide, dim=-1).mean(-1).mean()
+
+
 @dataclass
 class SoftTargets:
     """A teacher's soft targets for a student, as
@@ -251,17 +281,23 @@ class SmoothedClassification(nn.Module):
         distill_temperature: None, or the temperature ``T`` of :func:`distillation_loss`:
             a batch's ``teacher`` then holds the teacher's logits, and rows labelled
             :data:`NO_LABEL` learn from them alone.
+        outlier_exposure: the weight ``lambda`` of outlier exposure: rows labelled
+            :data:`OUT_OF_SCOPE` add ``lambda`` times :func:`outlier_exposure_loss` (their
+            mean) to the loss of the other rows (their mean, as without them). 0: off
+            (no row may then be so labelled: cross-entropy refuses the label).
 
     Raises:
         ValueError: ``label_smoothing`` outside [0, 1), non-positive weights, ``gce_q``
             outside (0, 1], ``teacher_weight`` outside [0, 1], a non-positive
-            ``distill_temperature`` or one with ``gce_q``.
+            ``distill_temperature`` or one with ``gce_q``, a negative ``outlier_exposure``
+            or one with ``distill_temperature`` (a teacher's logits on every row).
     """
 
     def __init__(self, model: nn.Module, label_smoothing: float = 0.0,
                  class_weights: Tensor | None = None, gce_q: float | None = None,
                  teacher_weight: float = 0.0, *,
-                 distill_temperature: float | None = None) -> None:
+                 distill_temperature: float | None = None,
+                 outlier_exposure: float = 0.0) -> None:
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
@@ -277,7 +313,14 @@ class SmoothedClassification(nn.Module):
         if distill_temperature is not None and gce_q is not None:
             raise ValueError("distillation (distill_temperature) trains on the KL divergence; "
                              "it does not combine with gce_q")
+        if not 0.0 <= outlier_exposure < float("inf"):
+            raise ValueError(f"outlier_exposure must be a number >= 0, got {outlier_exposure}")
+        if outlier_exposure and distill_temperature is not None:
+            raise ValueError("outlier exposure does not combine with distillation "
+                             "(distill_temperature): the student learns its teacher's "
+                             "distribution on every row")
         self.model = model
+        self.outlier_exposure = float(outlier_exposure)
         self.distill_temperature = distill_temperature
         self.gce_q = gce_q
         self.teacher_weight = float(teacher_weight)
@@ -290,26 +333,41 @@ class SmoothedClassification(nn.Module):
                 ) -> dict[str, Tensor]:
         """``{"logits"}``, plus ``"loss"`` (mean over the batch) when labels are given
         (``teacher``: optional (batch, classes) probabilities mixed into the target, or the
-        teacher's logits with ``distill_temperature``)."""
+        teacher's logits with ``distill_temperature``; with ``outlier_exposure``, rows
+        labelled :data:`OUT_OF_SCOPE` add its term, the others' loss a mean over them)."""
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask)["logits"]
         out = {"logits": logits}
         if labels is None:
             return out
-        if self.distill_temperature is not None and teacher is not None:
-            out["loss"] = distillation_loss(logits, teacher, labels,
-                                            temperature=self.distill_temperature,
-                                            alpha=self.teacher_weight,
-                                            label_smoothing=self.label_smoothing,
-                                            weight=self.class_weights)
-        elif self.gce_q is None and (teacher is None or not self.teacher_weight):
-            out["loss"] = F.cross_entropy(logits.float(), labels, weight=self.class_weights,
-                                          label_smoothing=self.label_smoothing)
-        else:
-            out["loss"] = soft_target_loss(logits, labels, q=self.gce_q,
-                                           label_smoothing=self.label_smoothing,
-                                           teacher=teacher, teacher_weight=self.teacher_weight,
-                                           weight=self.class_weights)
+        outside = labels == OUT_OF_SCOPE if self.outlier_exposure else None
+        if outside is None or not bool(outside.any()):
+            out["loss"] = self._in_scope_loss(logits, labels, teacher)
+            return out
+        loss = self.outlier_exposure * outlier_exposure_loss(logits[outside])
+        inside = ~outside
+        if bool(inside.any()):  # a batch of out-of-scope rows alone has their term alone
+            loss = loss + self._in_scope_loss(logits[inside], labels[inside],
+                                              None if teacher is None else teacher[inside])
+        out["loss"] = loss
         return out
+
+    def _in_scope_loss(self, logits: Tensor, labels: Tensor, teacher: Tensor | None
+                       ) -> Tensor:
+        """The loss of rows with an intent (or :data:`NO_LABEL` under distillation), a mean
+        over them."""
+        if self.distill_temperature is not None and teacher is not None:
+            return distillation_loss(logits, teacher, labels,
+                                     temperature=self.distill_temperature,
+                                     alpha=self.teacher_weight,
+                                     label_smoothing=self.label_smoothing,
+                                     weight=self.class_weights)
+        if self.gce_q is None and (teacher is None or not self.teacher_weight):
+            return F.cross_entropy(logits.float(), labels, weight=self.class_weights,
+                                   label_smoothing=self.label_smoothing)
+        return soft_target_loss(logits, labels, q=self.gce_q,
+                                label_smoothing=self.label_smoothing,
+                                teacher=teacher, teacher_weight=self.teacher_weight,
+                                weight=self.class_weights)
 
     def set_gradient_checkpointing(self, enabled: bool) -> None:
         """Forward to the wrapped model (the Trainer's gradient checkpointing switch)."""

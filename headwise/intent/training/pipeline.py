@@ -5,7 +5,8 @@
 (:mod:`headwise.intent.training.compound`); a single-label one runs these stages in order:
 
 1. **data**: the in-scope training rows, the validation rows (given, or a stratified share
-   of the training rows), optional label cleaning;
+   of the training rows; the training data's out-of-scope rows join them, unless outlier
+   exposure trains on those), optional label cleaning;
 2. **model**: TF-IDF features and a logistic regression (the ``tfidf`` architecture, which then
    skips to 5), or a network: the pretrained encoder with a fresh head and its tokenizer,
    or a tokenizer trained on the texts and a from-scratch Transformer or BiLSTM;
@@ -68,6 +69,7 @@ from headwise.intent.training.data import encode_texts, in_scope, texts_and_labe
 from headwise.intent.training.linear_probe import fit_linear_probe
 from headwise.intent.training.losses import (
     NO_LABEL,
+    OUT_OF_SCOPE,
     SmoothedClassification,
     SoftTargets,
     balanced_class_weights,
@@ -87,7 +89,7 @@ from headwise.intent.training.warm_start import (
     warm_recipe,
 )
 from headwise.text.batching import pad_collate
-from headwise.text.labels import OOS_LABEL, is_oos_label, marked_oos
+from headwise.text.labels import OOS_LABEL, OOS_LABELS, is_oos_label, marked_oos
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 
@@ -107,9 +109,13 @@ class _Data:
     extra: list[str]
     #: what label cleaning found (None when off)
     cleaning: dict[str, Any] | None
-    #: the training data's out-of-scope rows: ``{"rows", "labels", "used"}`` (``used``:
-    #: they joined the validation rows, which happens when those have in-scope rows)
+    #: the training data's out-of-scope rows: ``{"rows", "labels", "used",
+    #: "outlier_exposure"}`` (``used``: they joined the validation rows, which happens when
+    #: those have in-scope rows and outlier exposure is off; ``outlier_exposure``: its
+    #: weight, above 0 when they are trained on instead)
     oos: dict[str, Any]
+    #: the out-of-scope texts outlier exposure trains on (empty when it is off)
+    outliers: list[str]
     #: a warm start's lineage (``info["lineage"]``; None from scratch)
     lineage: dict[str, Any] | None = None
 
@@ -128,7 +134,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
         train: labelled training data (a reader ``Dataset`` or (text, label) pairs).
             Out-of-scope rows (label ``oos``, ..., or ``recipe.decision.oos_labels``) are
             not a class: they join the validation rows for the out-of-scope threshold and
-            detector (when those have in-scope rows), as the validation data's own do.
+            detector (when those have in-scope rows), as the validation data's own do; with
+            ``levers.outlier_exposure`` above 0 the network trains on them instead (a
+            uniform answer over the intents) and they choose nothing.
             Multi-label: annotated examples (a ``Dataset`` or a list).
         valid: validation data for early stopping, calibration and the out-of-scope
             threshold (its out-of-scope rows are used there), or the compound thresholds;
@@ -167,7 +175,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             that lever without them), or a ``valid_fraction`` other than the
             default beside ``valid``; a warm start whose recipe is not the parent's
             architecture and task, with the linear probe or a teacher, or without a parent
-            intent in the data (see :mod:`~headwise.intent.training.warm_start`).
+            intent in the data (see :mod:`~headwise.intent.training.warm_start`);
+            ``levers.outlier_exposure`` above 0 with no out-of-scope training row, or with
+            a teacher's ``soft_targets``.
     """
     recipe = recipe or IntentRecipe()
     parent = None
@@ -214,11 +224,13 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
                              pad_id=tokenizer.pad_token_id) if recipe.linear_probe else None
     train_rows, valid_rows, teacher_weight, distill = _training_rows(
         recipe, data, tokenizer, ids, index, soft_targets)
-    weights = (balanced_class_weights([r["labels"] for r in train_rows], len(data.intents))
+    weights = (balanced_class_weights([r["labels"] for r in train_rows
+                                       if r["labels"] != OUT_OF_SCOPE], len(data.intents))
                if levers.class_weighting == "balanced" else None)
     wrapper = SmoothedClassification(
         model, levers.label_smoothing, weights, levers.gce_q, teacher_weight,
-        distill_temperature=None if soft_targets is None else soft_targets.temperature)
+        distill_temperature=None if soft_targets is None else soft_targets.temperature,
+        outlier_exposure=levers.outlier_exposure)
     config = train_config(recipe, recipe.task.select_on)
     ckpt_dir = out_dir / "checkpoints"
     trainer_collate = partial(pad_collate, pad_id=tokenizer.pad_token_id)
@@ -283,7 +295,7 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
 
     Raises:
         ValueError: fewer than two intents; blend or ``prior_correction="auto"`` without
-            validation rows.
+            validation rows; outlier exposure without out-of-scope training rows.
     """
     oos_labels = recipe.decision.oos_label_names
     all_texts, all_labels = texts_and_labels(train)
@@ -297,6 +309,13 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
     extra = [] if soft_targets is None else [t for t, _ in soft_targets.extra]
     if len(intents) < 2:
         raise ValueError(f"training data must have at least two intents, found {intents}")
+    exposure = recipe.levers.outlier_exposure
+    if exposure and not oos_rows:
+        raise ValueError(f"levers.outlier_exposure={exposure} trains on the training data's "
+                         f"out-of-scope rows, and no row is labelled out of scope (the "
+                         f"labels read so: {', '.join(OOS_LABELS)}"
+                         f"{''.join(f', {x}' for x in oos_labels)}; a data set's own label "
+                         f"is decision.oos_labels); add such rows or remove the lever")
     if valid is None:
         texts, v_texts, labels, v_labels = validation_split(texts, labels, recipe.valid_fraction,
                                                            recipe.train.seed)
@@ -304,12 +323,15 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
         v_texts, v_labels = texts_and_labels(valid)
         v_labels = marked_oos(v_labels, oos_labels)
     # the training data's out-of-scope rows are never a class: they choose the threshold and
-    # the detector beside the validation rows (honest: the model never trained on them)
-    used = bool(oos_rows) and any(not is_oos_label(y) for y in v_labels)
+    # the detector beside the validation rows (honest: the model never trained on them), or
+    # outlier exposure trains on them, and then they choose nothing (the model has seen them)
+    used = bool(oos_rows) and not exposure and any(not is_oos_label(y) for y in v_labels)
     if used:
         v_texts = list(v_texts) + [t for t, _ in oos_rows]
         v_labels = list(v_labels) + [OOS_LABEL] * len(oos_rows)
-    oos = {"rows": len(oos_rows), "labels": sorted({y for _, y in oos_rows}), "used": used}
+    oos = {"rows": len(oos_rows), "labels": sorted({y for _, y in oos_rows}), "used": used,
+           "outlier_exposure": exposure}
+    outliers = [t for t, _ in oos_rows] if exposure else []
     if recipe.levers.blend != "none" and not v_texts:
         raise ValueError("levers.blend='tfidf' chooses the TF-IDF share on validation data; "
                          "give validation data or a valid_fraction above 0")
@@ -337,7 +359,7 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
             for line in describe_cleaning(cleaning):
                 report(line)
     return _Data(list(texts), list(labels), list(v_texts), list(v_labels), intents, extra,
-                 cleaning, oos, lineage)
+                 cleaning, oos, outliers, lineage)
 
 
 def _check_multi_label_rows(rows: Any, what: str) -> None:
@@ -396,6 +418,10 @@ def _describe_oos_rows(oos: dict[str, Any], intents: int, detector: bool) -> str
     network's, which also chooses the out-of-scope detector."""
     labels = ", ".join(oos["labels"])
     rows = f"{oos['rows']} out-of-scope row{'s' if oos['rows'] != 1 else ''} (label {labels})"
+    if oos["outlier_exposure"]:
+        return (f"{rows} trained on by outlier exposure (weight {oos['outlier_exposure']:g}: "
+                f"a uniform answer over the intents), so they choose neither the out-of-scope "
+                f"threshold nor the detector (the model has seen them); {intents} intents")
     use = (f"used for the out-of-scope threshold{' and detector' if detector else ''}, "
            "beside the validation rows "
            "(not trained on)" if oos["used"] else
@@ -407,8 +433,8 @@ def _student_intents(recipe: IntentRecipe, soft: SoftTargets, labels: list[str])
     """The intents of a student distilled from ``soft``: the teacher's, in its order.
 
     Raises:
-        ValueError: a TF-IDF student, a second teacher (``distill``), ``gce_q``, or gold
-            labels the teacher does not know (named).
+        ValueError: a TF-IDF student, a second teacher (``distill``), ``gce_q``, outlier
+            exposure, or gold labels the teacher does not know (named).
     """
     lev = recipe.levers
     if recipe.architecture_name == "tfidf" or lev.distill != "none" or lev.gce_q is not None \
@@ -416,6 +442,11 @@ def _student_intents(recipe: IntentRecipe, soft: SoftTargets, labels: list[str])
         raise ValueError("a teacher's soft targets train a network (not tfidf) on the "
                          "distillation loss: remove levers.distill, levers.gce_q and "
                          "levers.blend from the recipe")
+    if lev.outlier_exposure:
+        raise ValueError("levers.outlier_exposure does not combine with a teacher's soft "
+                         "targets: the student learns the teacher's distribution on every row "
+                         "(and `headwise distill` leaves the out-of-scope rows out); remove "
+                         "the lever")
     unknown = sorted(set(labels) - set(soft.labels))
     if unknown:
         raise ValueError(f"{len(unknown)} training intents are not the teacher's: "
@@ -458,7 +489,8 @@ def _network(recipe: IntentRecipe, data: _Data, out_dir: Path, resume: bool,
         from-scratch network.
     """
     if parent is not None:
-        model, tokenizer, added = warm_network(parent, recipe, data.texts + data.extra,
+        model, tokenizer, added = warm_network(parent, recipe,
+                                               data.texts + data.extra + data.outliers,
                                                data.intents, out_dir / "checkpoints",
                                                resume=resume)
         assert data.lineage is not None
@@ -470,7 +502,7 @@ def _network(recipe: IntentRecipe, data: _Data, out_dir: Path, resume: bool,
         return model, tokenizer, recipe, parent.info.get("pretrained")
     if recipe.architecture_name == "pretrained":
         model, tokenizer, info = load_pretrained_for_task(
-            recipe, data.texts + data.valid_texts + data.extra, data.intents)
+            recipe, data.texts + data.valid_texts + data.extra + data.outliers, data.intents)
         recipe, filled = with_family_defaults(recipe, info["family"])
         if report is not None:
             for line in describe_pretrained(info):
@@ -478,7 +510,8 @@ def _network(recipe: IntentRecipe, data: _Data, out_dir: Path, resume: bool,
             if filled:
                 report(filled)
         return model, tokenizer, recipe, info
-    tokenizer = run_tokenizer(data.texts + data.extra, recipe, out_dir / "checkpoints",
+    tokenizer = run_tokenizer(data.texts + data.extra + data.outliers, recipe,
+                              out_dir / "checkpoints",
                               resume=resume)
     model = build_intent_model(recipe, tokenizer, data.intents)
     mark_cue_tokens(model, tokenizer)
@@ -491,8 +524,10 @@ def _training_rows(recipe: IntentRecipe, data: _Data, tokenizer: Tokenizer,
                    soft_targets: SoftTargets | None
                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float,
                               dict[str, Any] | None]:
-    """The training rows (with the TF-IDF teacher's or ``soft_targets``' targets) and the
-    validation rows of known intents.
+    """The training rows (with the TF-IDF teacher's or ``soft_targets``' targets; outlier
+    exposure's out-of-scope rows last, labelled
+    :data:`~headwise.intent.training.losses.OUT_OF_SCOPE`) and the validation rows of known
+    intents.
 
     Returns:
         ``(train_rows, valid_rows, teacher_weight, distill_info)``.
@@ -520,6 +555,11 @@ def _training_rows(recipe: IntentRecipe, data: _Data, tokenizer: Tokenizer,
                           strict=True):
             row["teacher"] = z.tolist()
         teacher_weight, distill = soft_targets.alpha, soft_targets.info
+    if data.outliers:  # their loss is the exposure term alone: a teacher's row is not read
+        placeholder = {"teacher": [1.0 / len(index)] * len(index)} if "teacher" in train_rows[0] \
+            else {}
+        train_rows += [{"input_ids": x, "labels": OUT_OF_SCOPE, **placeholder}
+                       for x in encode_texts(tokenizer, data.outliers, max_length)]
     return train_rows, valid_rows, teacher_weight, distill
 
 

@@ -376,6 +376,15 @@ class Levers:
             slots stay the network's.
         blend_c: the blended TF-IDF model's inverse L2 strength, or candidates (as
             :class:`Tfidf`'s ``c``; multi-label: one).
+        outlier_exposure: the weight ``lambda`` with which a network trains on the training
+            data's out-of-scope rows towards a uniform answer over the intents (outlier
+            exposure, Hendrycks et al. 2019: ``lambda`` times the cross-entropy between the
+            uniform distribution and its softmax,
+            :func:`~headwise.intent.training.losses.outlier_exposure_loss`), 0 turning it
+            off. Off, those rows choose the out-of-scope threshold and detector beside the
+            validation rows; on, they choose nothing (the model has seen them). A network's,
+            single-label, with out-of-scope rows in the training data; the paper's
+            classifiers use 0.5 (BENCHMARKS ``demo:ood``).
     """
 
     label_smoothing: float = 0.1
@@ -391,9 +400,13 @@ class Levers:
     distill_weight: float = 0.5
     blend: str = "none"
     blend_c: float | list[float] = 10.0
+    outlier_exposure: float = 0.0
 
     def __post_init__(self) -> None:
         _check_types(self, "levers")
+        if not 0.0 <= self.outlier_exposure < float("inf"):
+            raise ValueError(f"levers.outlier_exposure is a loss weight: a number >= 0 (0 is "
+                             f"off), got {self.outlier_exposure}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"levers.label_smoothing must be in [0, 1), got "
                              f"{self.label_smoothing}")
@@ -450,7 +463,8 @@ class Decision:
         oos_labels: the data's own out-of-scope label (``"其他"``) or labels (a list),
             besides :data:`~headwise.text.labels.OOS_LABELS` (``oos``, ``out_of_scope``,
             ``none``, ``other`` ...). Rows so labelled are no intent: their texts choose the
-            out-of-scope threshold and detector, beside the validation rows.
+            out-of-scope threshold and detector, beside the validation rows (or, with
+            ``levers.outlier_exposure``, train the network instead).
     """
 
     prior_correction: str | float = "none"
@@ -814,6 +828,10 @@ def _what_does_not_apply(r: IntentRecipe) -> str | None:
             if getattr(lev, name) != getattr(Levers, name):
                 return (f"levers.{name} is single-label training's; the multi_label task "
                         f"trains one sigmoid per intent and a slot tagger")
+        if lev.outlier_exposure:
+            return ("levers.outlier_exposure is single-label training's: a multi_label row "
+                    "out of scope is already a training row, one with no intents (every "
+                    "sigmoid's target 0)")
         if lev.distill == "tfidf":
             return ("levers.distill='tfidf' is single-label training's; the multi_label task "
                     "distils a compound teacher (levers.distill='teacher', set by `headwise "
