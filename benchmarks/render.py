@@ -124,6 +124,13 @@ def _heldout(res: Path, pages: Path) -> str | None:
     return H.render_records(demo_heldout.render, done, ()) if done else None
 
 
+def _demo_transformer(res: Path, pages: Path) -> str | None:
+    import demo_transformer
+
+    runs = list(H.done_runs(res / demo_transformer.RESULTS.name, ("config", "seed")).values())
+    return H.render_records(demo_transformer.render, runs, ("config",))  # "nothing measured"
+
+
 def _ood(res: Path, pages: Path) -> str | None:
     import demo_ood
 
@@ -316,6 +323,8 @@ SOURCES: dict[str, Source] = {
                               "python benchmarks/e5_fidelity.py --write"),
     "demo:heldout": Source(_heldout, (*_INTENT, "headwise/demo"),
                            "python benchmarks/demo_heldout.py --rerun"),
+    "demo:transformer": Source(_demo_transformer, (*_INTENT, "headwise/demo", "headwise/models"),
+                               "python benchmarks/demo_transformer.py --seeds 0,1,2"),
     "demo:ood": Source(_ood, (*_INTENT, "headwise/demo"), "python benchmarks/demo_ood.py --rerun"),
     "demo:time": Source(_demo_time, ("headwise",), "python benchmarks/demo_time.py --runs 3"),
     "oos:cpu": Source(_oos, _INTENT, "python benchmarks/oos.py"),

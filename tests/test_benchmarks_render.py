@@ -159,7 +159,8 @@ def test_merge_refused_unless_same_commit_and_machine(tmp_path: Path) -> None:
     assert "another CPU" in H.merge_refusal(path)
 
 
-@pytest.mark.parametrize("script", ["oos", "demo_ood", "demo_heldout", "distill"])
+@pytest.mark.parametrize("script", ["oos", "demo_ood", "demo_heldout", "demo_transformer",
+                                    "distill"])
 def test_a_script_writes_its_section_as_the_render_does(tmp_path: Path, script: str) -> None:
     """What ``SCRIPT.py --render --md`` writes (the path of a real run's end) is what
     ``benchmarks/render.py`` renders: the pages and the summary stay the same."""
