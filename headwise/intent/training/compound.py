@@ -211,6 +211,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
             report(filled)
     if recipe.levers.linear_probe is None:  # the default, recorded as it was used
         recipe = recipe.replace(levers__linear_probe=recipe.linear_probe)
+    if recipe.task.compound_joins is None:  # the architecture's, recorded as it was used
+        recipe = recipe.replace(task__compound_joins=recipe.compound_joins)
     lineage = None
     pretrained_info = None if parent is None else parent.info.get("pretrained")
     if parent is not None and init_from is not None:

@@ -27,7 +27,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_EPOCHS", "DEFAULT_LR", "FAMILY_DEFAULTS", "MULTI_LABEL_PRETRAINED",
+__all__ = ["DEFAULT_COMPOUND_JOINS", "DEFAULT_EPOCHS", "DEFAULT_LR", "FAMILY_DEFAULTS",
+           "MULTI_LABEL_PRETRAINED",
            "FamilyDefaults",
            "checkpoint_family", "family_defaults"]
 
@@ -37,6 +38,11 @@ DEFAULT_LR = {"transformer": 1e-3, "bilstm": 2e-3, "pretrained": 5e-5}
 #: default epochs per architecture, when the recipe gives none: a pretrained encoder
 #: fine-tunes in a few (practitioners' 2-5), a network trained from scratch needs many
 DEFAULT_EPOCHS = {"transformer": 20, "bilstm": 20, "pretrained": 4, "tfidf": 1}
+#: default share of joined rows a multi-label run adds per architecture
+#: (``task.compound_joins`` None; :mod:`~headwise.intent.training.joins`): each network
+#: family's member chosen on validation exact match of the demo corpus with compound
+#: questions among none, 0.5 and 1.0 (BENCHMARKS.md, ``compound:cpu``)
+DEFAULT_COMPOUND_JOINS = {"transformer": 1.0, "bilstm": 0.5, "pretrained": 1.0}
 
 
 @dataclass(frozen=True)

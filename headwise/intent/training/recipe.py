@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 from headwise.intent.decision.ood import BLEND_SETTINGS, check_ood_setting
 from headwise.intent.decision.oos import REJECT_CONFIDENCE, check_reject_confidence
 from headwise.intent.training.cleaning import CLEANING_MODES
-from headwise.intent.training.defaults import DEFAULT_EPOCHS, DEFAULT_LR
+from headwise.intent.training.defaults import DEFAULT_COMPOUND_JOINS, DEFAULT_EPOCHS, DEFAULT_LR
 from headwise.models.config import ModelConfig
 from headwise.text.tokenizer import PRE_SPLITS
 from headwise.train import TrainConfig
@@ -533,24 +533,27 @@ class MultiLabel:
             See :func:`~headwise.intent.training.compound.drop_numbers`.
         compound_joins: rows made by joining two training rows (texts joined by
             punctuation, intents united, slots moved), added to training as a share of the
-            training rows: 0 adds none, 0.5 half as many again. See
-            :mod:`~headwise.intent.training.joins`. The default was chosen on validation
-            exact match of the demo corpus with compound questions for each network family
-            (BENCHMARKS.md, ``compound:cpu``).
+            training rows: 0 adds none, 0.5 half as many again, null the architecture's
+            share (``DEFAULT_COMPOUND_JOINS``). See :mod:`~headwise.intent.training.joins`.
+            The architecture's share
+            (:data:`~headwise.intent.training.defaults.DEFAULT_COMPOUND_JOINS`) was chosen on
+            validation exact match of the demo corpus with compound questions for each
+            network family (BENCHMARKS.md, ``compound:cpu``) and is recorded as used.
     """
 
     NAME: ClassVar[str] = "multi_label"
     slots: bool = True
     per_intent_thresholds: bool = False
     number_dropout: float = 0.15
-    compound_joins: float = 0.5
+    compound_joins: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self, "task")
         if not 0.0 <= self.number_dropout < 1.0:
             raise ValueError(f"task.number_dropout must be in [0, 1), got "
                              f"{self.number_dropout}")
-        if not 0.0 <= self.compound_joins <= MAX_COMPOUND_JOINS:
+        if self.compound_joins is not None and \
+                not 0.0 <= self.compound_joins <= MAX_COMPOUND_JOINS:
             raise ValueError(f"task.compound_joins must be in [0, {MAX_COMPOUND_JOINS}], got "
                              f"{self.compound_joins}")
 
@@ -660,6 +663,20 @@ class IntentRecipe:
         :mod:`~headwise.intent.training.defaults`)."""
         lp = self.levers.linear_probe
         return lp if lp is not None else self.architecture_name == "pretrained"
+
+    @property
+    def compound_joins(self) -> float:
+        """The share of joined rows a multi-label run adds: ``task.compound_joins``, or for
+        None the architecture's
+        (:data:`~headwise.intent.training.defaults.DEFAULT_COMPOUND_JOINS`).
+
+        Raises:
+            ValueError: a single-label recipe (it has no joined rows).
+        """
+        if not isinstance(self.task, MultiLabel):
+            raise ValueError("compound_joins is a multi-label recipe's (task.type multi_label)")
+        joins = self.task.compound_joins
+        return joins if joins is not None else DEFAULT_COMPOUND_JOINS[self.architecture_name]
 
     def replace(self, **parts: Any) -> IntentRecipe:
         """A copy with some parts replaced, or with ``part__field=value`` changing one field

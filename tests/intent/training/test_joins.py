@@ -128,3 +128,27 @@ def test_joined_rows_teach_a_single_request_model_to_read_two(tmp_path):
         scores[joins] = sum({name for name, _ in a.intents} == g
                             for a, g in zip(answers, gold, strict=True)) / len(test)
     assert scores[1.0] >= 0.5 and scores[1.0] >= scores[0.0] + 0.3, scores
+
+
+def test_the_default_share_is_the_architecture_s_and_recorded_as_used(tmp_path):
+    """``task.compound_joins`` None is the architecture's share (DEFAULT_COMPOUND_JOINS,
+    chosen per family on validation): the run adds that many joined rows and its saved
+    recipe records the share used; a given share is kept."""
+    from headwise.intent.training.defaults import DEFAULT_COMPOUND_JOINS
+
+    def recipe(kind: str, **task) -> IntentRecipe:
+        return IntentRecipe.from_dict({"architecture": {"type": kind},
+                                       "task": {"type": "multi_label", **task}})
+
+    assert DEFAULT_COMPOUND_JOINS == {"transformer": 1.0, "bilstm": 0.5, "pretrained": 1.0}
+    assert recipe("bilstm").task.compound_joins is None
+    assert [recipe(k).compound_joins for k in ("bilstm", "transformer")] == [0.5, 1.0]
+    assert recipe("transformer", compound_joins=0.0).compound_joins == 0.0
+    with pytest.raises(ValueError, match="multi-label recipe's"):
+        _ = IntentRecipe.from_dict({"architecture": {"type": "bilstm"}}).compound_joins
+    train = [Example(t, (i,), (), k) for k, (i, ts) in enumerate(TEMPLATES.items())
+             for t in ts]
+    default = _recipe(0.0).replace(task__compound_joins=None, train__epochs=1)
+    info = train_intent_classifier(train, train, default, out_dir=tmp_path).classifier.info
+    assert info["recipe"]["task"]["compound_joins"] == 0.5  # the BiLSTM's
+    assert info["joined_rows"] == round(0.5 * len(train))
