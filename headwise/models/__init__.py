@@ -6,7 +6,12 @@ Every model module is imported here: each registers its ``model_type`` in
 """
 
 from headwise.models.catalog import PRETRAINED_NAMES, pretrained_info, pretrained_path
-from headwise.models.chunked import ChunkPooling, HierarchicalEncoder, split_into_chunks
+from headwise.models.chunked import (
+    ChunkPooling,
+    HierarchicalEncoder,
+    chunk_spans,
+    split_into_chunks,
+)
 from headwise.models.config import PRESETS, ModelConfig, preset
 from headwise.models.encoder import EncoderClassifier, TransformerEncoder, mean_pool
 from headwise.models.io import load_model, save_model
@@ -34,6 +39,7 @@ __all__ = [
     "TransformerDecoder",
     "TransformerEncoder",
     "build_model",
+    "chunk_spans",
     "load_bert",
     "load_model",
     "mean_pool",

@@ -31,6 +31,22 @@ def _check_int(name: str, value: object, low: int) -> int:
     return value
 
 
+def chunk_spans(seq: int, body: int, stride: int) -> list[tuple[int, int]]:
+    """The ``(start, end)`` positions of the windows that cover ``seq`` tokens: window ``i``
+    is ``[i * stride, min(i * stride + body, seq))``, and they stop at the first that reaches
+    the end (every token is in one; the last may be shorter).
+
+    Raises:
+        ValueError: ``seq`` or ``body`` below 1, or a ``stride`` outside ``[1, body]``.
+    """
+    _check_int("seq", seq, 1)
+    _check_int("body", body, 1)
+    if not isinstance(stride, int) or isinstance(stride, bool) or not 1 <= stride <= body:
+        raise ValueError(f"stride must be an int in [1, {body}], got {stride!r}")
+    n = 1 + max(0, -(-(seq - body) // stride))
+    return [(i * stride, min(i * stride + body, seq)) for i in range(n)]
+
+
 def split_into_chunks(input_ids: Tensor | Sequence[int], *, chunk_len: int, stride: int,
                       cls_id: int | None = None, sep_id: int | None = None, pad_id: int = 0
                       ) -> tuple[Tensor, Tensor, list[tuple[int, int]]]:
@@ -75,9 +91,10 @@ def split_into_chunks(input_ids: Tensor | Sequence[int], *, chunk_len: int, stri
         raise ValueError(f"stride must be an int in [1, {body}] (chunk_len {chunk_len} minus "
                          f"{specials} special tokens), got {stride!r}")
     seq = ids.numel()
-    n = 1 + max(0, -(-(seq - body) // stride))
-    starts = torch.arange(n, device=ids.device) * stride
-    lengths = (seq - starts).clamp(max=body)
+    spans = chunk_spans(seq, body, stride)
+    n = len(spans)
+    starts = torch.tensor([s for s, _ in spans], device=ids.device)
+    lengths = torch.tensor([e - s for s, e in spans], device=ids.device)
     col = torch.arange(body, device=ids.device)
     inside = col[None] < lengths[:, None]
     text = ids[(starts[:, None] + col[None]).clamp(max=seq - 1)].masked_fill(~inside, pad_id)
@@ -90,7 +107,6 @@ def split_into_chunks(input_ids: Tensor | Sequence[int], *, chunk_len: int, stri
         chunks[torch.arange(n, device=ids.device), first + lengths] = sep_id
     used = lengths + specials
     mask = torch.arange(chunk_len, device=ids.device)[None] < used[:, None]
-    spans = [(s, s + ln) for s, ln in zip(starts.tolist(), lengths.tolist(), strict=True)]
     return chunks, mask, spans
 
 
@@ -333,4 +349,5 @@ class HierarchicalEncoder(nn.Module):
         return out
 
 
-__all__ = ["CHUNK_POOLINGS", "ChunkPooling", "HierarchicalEncoder", "split_into_chunks"]
+__all__ = ["CHUNK_POOLINGS", "ChunkPooling", "HierarchicalEncoder", "chunk_spans",
+           "split_into_chunks"]

@@ -25,7 +25,7 @@ import numpy as np
 
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
-from headwise.models.chunked import split_into_chunks
+from headwise.models.chunked import chunk_spans
 from headwise.text.sentences import sentence_spans
 from headwise.text.tokenizer import Tokenizer
 
@@ -94,8 +94,9 @@ class EncodedText:
         tokens: tokens of the whole text, special tokens included.
         policy: None (within the limit), ``"truncated"``, ``"head_tail"`` or
             ``"chunked"``.
-        starts: under ``"chunked"``, where each window's text tokens start among the
-            text's tokens without special tokens (``()`` otherwise).
+        starts: under ``"chunked"`` windows that follow sentences, where each window's
+            text tokens start among the text's tokens without special tokens (``()``
+            otherwise: windows cut by count start ``token_stride`` tokens apart).
     """
 
     chunks: tuple[tuple[int, ...], ...]
@@ -210,7 +211,9 @@ class BucketedPredictor(Predictor):
             predictors resolve).
         chunk_length: the width of a chunked policy's windows (:data:`CHUNK_POOLING`): a
             float in (0, 1], a fraction of ``max_length``, or an int, a count of tokens
-            (:func:`window_length`); None: :data:`DEFAULT_CHUNK_LENGTH`. A text within
+            (:func:`window_length`); None: :data:`DEFAULT_CHUNK_LENGTH`, widened where an
+            input prefix would leave it fewer text tokens than the narrowest window of a
+            model without one (``MIN_CHUNK_LENGTH - 2``). A text within
             ``max_length`` is still read whole; only a longer one is cut into windows this
             wide. Refused with any other policy.
         chunk_stride: tokens between window starts (default half a window's body), or
@@ -249,6 +252,9 @@ class BucketedPredictor(Predictor):
         self.body = self.max_length - specials
         #: the chunked windows' width in tokens, special tokens included, and their body
         self.window = window_length(chunk_length, self.max_length)
+        if chunk_length is None:  # the default fits every model: a long input prefix too
+            self.window = min(self.max_length,
+                              max(self.window, specials + MIN_CHUNK_LENGTH - 2))
         self.window_body = body = self.window - specials
         if body < 1:
             raise ValueError(f"a window of {self.window} tokens leaves no room for text beside "
@@ -309,9 +315,10 @@ class BucketedPredictor(Predictor):
             else:
                 body = self._body(row)
                 spans = self._window_spans(text, len(body))
+                starts = tuple(a for a, _ in spans) if self.chunk_stride == SENTENCE_STRIDE \
+                    else ()
                 out.append(EncodedText(tuple((*self.lead, *body[a:b], *self.trail)
-                                             for a, b in spans), n, "chunked",
-                                       tuple(a for a, _ in spans)))
+                                             for a, b in spans), n, "chunked", starts))
         return out
 
     def encode_truncated(self, texts: Sequence[str]) -> list[EncodedText]:
@@ -343,10 +350,9 @@ class BucketedPredictor(Predictor):
     def _token_spans(self, start: int, end: int) -> list[tuple[int, int]]:
         """Windows of the text tokens ``[start, end)`` cut by count: ``window_body`` wide,
         :attr:`token_stride` apart, the last one reaching ``end``
-        (:func:`~headwise.models.chunked.split_into_chunks`)."""
-        _, _, spans = split_into_chunks(range(end - start), chunk_len=self.window_body,
-                                        stride=self.token_stride)
-        return [(start + a, start + b) for a, b in spans]
+        (:func:`~headwise.models.chunked.chunk_spans`)."""
+        return [(start + a, start + b)
+                for a, b in chunk_spans(end - start, self.window_body, self.token_stride)]
 
     def _window_spans(self, text: str, n: int) -> list[tuple[int, int]]:
         """The ``(start, end)`` text-token positions of each window of a text of ``n``
@@ -406,7 +412,8 @@ class BucketedPredictor(Predictor):
             total = item.tokens - lead - tail
             head = self.body // 2
             return [*range(head), *range(total - (size - head), total)]
-        start = item.starts[window] if item.policy == "chunked" else 0
+        start = 0 if item.policy != "chunked" else \
+            item.starts[window] if item.starts else window * self.token_stride
         return list(range(start, start + size))
 
     # -- windows -> padded batches -------------------------------------------------------

@@ -305,14 +305,17 @@ def test_a_sentence_wider_than_a_window_is_cut_by_count(trained):
 
 
 def test_sentence_windows_fall_back_to_counted_windows_without_sentences(trained):
-    """A text with no sentence end reads as the counted windows, starts and all."""
+    """A text with no sentence end reads as the counted windows, positions and all."""
     text = planted("end")
     by_count = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_max",
                                     chunk_length=8)
     by_sentence = SingleLabelPredictor(trained, TorchRuntime(trained.model),
                                        long_text="chunk_max", chunk_length=8,
                                        chunk_stride="sentence")
-    assert by_sentence.encode([text]) == by_count.encode([text])
+    [sentences], [counted] = by_sentence.encode([text]), by_count.encode([text])
+    assert sentences.chunks == counted.chunks and sentences.tokens == counted.tokens
+    assert [by_sentence.window_tokens(sentences, w) for w in range(len(sentences.chunks))] \
+        == [by_count.window_tokens(counted, w) for w in range(len(counted.chunks))]
     with pytest.raises(ValueError, match="chunk_stride must be a number of tokens or "
                                          "'sentence', got 'sentences'"):
         SingleLabelPredictor(trained, TorchRuntime(trained.model), chunk_stride="sentences")
