@@ -311,6 +311,17 @@ def add_record_args(p: argparse.ArgumentParser, results: Path, md: Path, *,
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
 
 
+def answered_as_worker(args: argparse.Namespace, worker: Callable[[dict[str, Any]], Any]
+                       ) -> bool:
+    """When this process was started as a worker (the hidden ``--worker SPEC`` of
+    :func:`add_record_args`): run ``worker`` on the JSON spec, print its record as one line
+    of JSON for the parent to read, and say True; else False."""
+    if not args.worker:
+        return False
+    print(json.dumps(worker(json.loads(args.worker))), flush=True)
+    return True
+
+
 def append_record(path: Path, rec: dict[str, Any], start: float, **fields: Any
                   ) -> dict[str, Any]:
     """Append one run's record to a JSON-lines results file, with ``fields``, the command

@@ -527,8 +527,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))))
+    if H.answered_as_worker(args, worker):
         return 0
     from _compound_report import render
 

@@ -226,8 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-write", action="store_true", help="print the section instead")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))))
+    if H.answered_as_worker(args, worker):
         return 0
     done = {r["seed"]: r for r in ok_runs(args.results)}
     if not args.render:

@@ -470,8 +470,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))), flush=True)
+    if H.answered_as_worker(args, worker):
         return 0
     if not args.render:
         config = (args.oos_train, args.outlier_exposure)

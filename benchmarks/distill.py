@@ -395,8 +395,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))))
+    if H.answered_as_worker(args, worker):
         return 0
     if args.quick and args.results == RESULTS:  # never mix smoke runs into the real results
         args.results = Path(tempfile.gettempdir()) / "distill_quick.jsonl"

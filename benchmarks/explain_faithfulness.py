@@ -29,7 +29,6 @@ an interval above zero.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -235,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(needs --no-write and --results)")
     H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=7200)
     args = p.parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))), flush=True)
+    if H.answered_as_worker(args, worker):
         return 0
     if args.quick and (not args.no_write or args.results == RESULTS):
         p.error("--quick records are smoke checks: give --no-write and another --results")

@@ -588,9 +588,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.worker:
-        spec = json.loads(args.worker)
-        print(json.dumps(worker(spec)))
+    if H.answered_as_worker(args, worker):
         return 0
     from _intent_report import render
 

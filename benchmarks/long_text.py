@@ -44,7 +44,6 @@ A smoke run (tiny corpus and models, a few questions, nothing published)::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import sys
@@ -383,8 +382,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))), flush=True)
+    if H.answered_as_worker(args, worker):
         return 0
     if (args.quick or args.limit) and not args.no_write:
         sys.exit("--quick and --limit are smoke runs, not published; add --no-write")

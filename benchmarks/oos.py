@@ -31,7 +31,6 @@ resumes; ``--render`` rebuilds the BENCHMARKS.md section)::
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -460,8 +459,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))), flush=True)
+    if H.answered_as_worker(args, worker):
         return 0
     if args.quick and args.results == RESULTS:  # never mix smoke runs into the real results
         args.results = Path(tempfile.gettempdir()) / "oos_quick.jsonl"

@@ -256,8 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="only rebuild the section from results/pretrained_footprint.json")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))))
+    if H.answered_as_worker(args, worker):
         return 0
     results = HERE / "results" / "pretrained_footprint.json"
     if args.render:

@@ -27,7 +27,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import statistics
@@ -171,8 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "not published)")
     H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=3600)
     args = p.parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker))), flush=True)
+    if H.answered_as_worker(args, worker):
         return 0
     if args.epochs is not None and not args.no_write:
         sys.exit("--epochs is a smoke run, not published; add --no-write")
