@@ -229,7 +229,7 @@ class BucketedPredictor(Predictor):
 
     def __init__(self, tokenizer: Tokenizer, runtime: TorchRuntime | OnnxRuntime, *,
                  max_length: int, long_text: str = "truncate",
-                 chunk_length: float | int | None = None, chunk_stride: int | None = None,
+                 chunk_length: float | int | None = None, chunk_stride: int | str | None = None,
                  max_rows: int = 64) -> None:
         if long_text not in LONG_TEXT_POLICIES or long_text == "auto":
             raise ValueError(f"long_text must be one of "
