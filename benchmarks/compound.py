@@ -29,8 +29,8 @@ in each resample), paired differences and, on ``demo-compound``, scores per slic
 test set's questions are (gold intents, gold spans, the slots whose values are checked, the
 corpus's slice tags) is the same for every run on it: it is stored once, in
 ``compound_runs.questions.jsonl`` beside the results file, under the hash of its content,
-and a record names it (``questions``). Older records keep the whole outcome inline; both
-read the same (:func:`done_runs`).
+and a record names it (``questions``). A record keeps only its answers that differ from
+the right one (:func:`encode_answers`); :func:`done_runs` gives every run its whole outcome.
 
 Configurations, in families (``FAMILY``); on ``demo-compound`` the section marks the member
 of each family with the best validation exact match (validation rows only; every
@@ -390,10 +390,78 @@ def store_questions(path: Path, questions: dict[str, Any]) -> str:
     return key
 
 
+def answer_names(questions: dict[str, Any]) -> list[str]:
+    """The names an encoded answer numbers (:func:`encode_answers`): the test set's gold
+    intents and slot names, sorted; a name outside them stays a string."""
+    return sorted({n for g in questions["gold"] for n in g}
+                  | {s[0] for spans in questions["gold_spans"] for s in spans})
+
+
+def _right(questions: dict[str, Any], i: int, joint: bool) -> dict[str, Any]:
+    """The right answer to question ``i`` (:func:`per_question`'s form)."""
+    right: dict[str, Any] = {"pred": list(questions["gold"][i])}
+    if joint:
+        right.update(pred_spans=[list(s) for s in questions["gold_spans"][i]],
+                     values=[1] * len(questions["value_slots"][i]))
+    return right
+
+
+def encode_answers(answers: list[dict[str, Any]], questions: dict[str, Any]
+                   ) -> dict[str, Any]:
+    """A run's answers (:func:`per_question`), as a record keeps them: only those that differ
+    from the right one, each ``[row, intents, spans, values]`` (``[row, intents]`` for an
+    intents-only model) with names numbered by :func:`answer_names` and values as a string
+    of 0/1; ``joint``: whether the model answers slots; ``rows``: how many questions.
+
+    Raises:
+        ValueError: the answers do not match the test set (count, or joint for some rows).
+    """
+    if len(answers) != len(questions["gold"]):
+        raise ValueError(f"{len(answers)} answers for {len(questions['gold'])} questions")
+    joint = bool(answers) and "pred_spans" in answers[0]
+    if any(("pred_spans" in a) != joint for a in answers):
+        raise ValueError("some answers carry slot spans and some do not")
+    number = {n: k for k, n in enumerate(answer_names(questions))}
+    wrong: list[list[Any]] = []
+    for i, a in enumerate(answers):
+        if a == _right(questions, i, joint):
+            continue
+        row: list[Any] = [i, [number.get(n, n) for n in a["pred"]]]
+        if joint:
+            row += [[[number.get(s[0], s[0]), s[1], s[2]] for s in a["pred_spans"]],
+                    "".join(str(int(v)) for v in a["values"])]
+        wrong.append(row)
+    return {"rows": len(answers), "joint": joint, "wrong": wrong}
+
+
+def decode_answers(encoded: dict[str, Any], questions: dict[str, Any]
+                   ) -> list[dict[str, Any]]:
+    """The answers :func:`encode_answers` encoded, whole (:func:`per_question`'s form).
+
+    Raises:
+        ValueError: they were encoded against another test set (their count differs).
+    """
+    if encoded["rows"] != len(questions["gold"]):
+        raise ValueError(f"{encoded['rows']} answers for {len(questions['gold'])} questions")
+    names = answer_names(questions)
+
+    def name(n: int | str) -> str:
+        return names[n] if isinstance(n, int) else n
+
+    out = [_right(questions, i, encoded["joint"]) for i in range(encoded["rows"])]
+    for row in encoded["wrong"]:
+        a: dict[str, Any] = {"pred": [name(n) for n in row[1]]}
+        if encoded["joint"]:
+            a.update(pred_spans=[[name(s[0]), s[1], s[2]] for s in row[2]],
+                     values=[int(v) for v in row[3]])
+        out[row[0]] = a
+    return out
+
+
 def _joined(questions: dict[str, Any], answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A run's answers with its test set's gold: the whole per-question outcome (``gold``,
     ``pred``; for a joint model ``gold_spans``, ``pred_spans`` and ``values`` as
-    ``[name, 0/1]``), as older records keep it inline."""
+    ``[name, 0/1]``)."""
     if len(answers) != len(questions["gold"]):
         raise ValueError(f"{len(answers)} answers for {len(questions['gold'])} questions")
     out = []
@@ -416,11 +484,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                                               spec["quick"])
     detailed = spec["setting"] == DETAILED
     # the test set, stored once beside the results (runs that fail leave it unused)
-    questions = store_questions(Path(spec["questions"]), questions_of(
-        test, slices, {i for e in train for i in e.intents}))
+    gold = questions_of(test, slices, {i for e in train for i in e.intents})
+    questions = store_questions(Path(spec["questions"]), gold)
     if FAMILY[spec["config"]] == "tfidf":
         rec = run_tfidf(train, valid, test, spec["seed"], CONFIGS[spec["config"]]["c"],
                         detailed)
+        rec["answers"] = encode_answers(rec.pop("per_question"), gold)
         rec["questions"] = questions
         return rec
     from headwise.demo.values import REFERENCE_DATE
@@ -466,7 +535,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         if clf.model.config.number_heads:
             rec["number_bias"] = [[round(float(w), 4) for w in nb.per_head()]
                                   for nb in clf.model.encoder.number_bias]
-        rec["per_question"] = per_question(clf, test, REFERENCE_DATE)
+        rec["answers"] = encode_answers(per_question(clf, test, REFERENCE_DATE), gold)
         rec["questions"] = questions
         if detailed:
             rec.update(latency(clf, [e.text for e in test], out, spec["threads"]))
@@ -477,8 +546,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
 def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     """Records already measured (the last one per key wins), each run's per-question
-    outcome whole: a record that names its test set (``questions``) gets its gold and
-    slices from :func:`questions_path`.
+    outcome whole (``per_question``): a record's answers (:func:`decode_answers`) with the
+    gold and slices of the test set it names (``questions``, in :func:`questions_path`).
 
     Raises:
         ValueError: a record names a test set that file lacks.
@@ -491,7 +560,7 @@ def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
             raise ValueError(f"{r['setting']} {r['config']} seed {r['seed']} names test set "
                              f"{r['questions']}, which {questions_path(path)} lacks")
         qs = sets[r["questions"]]
-        r["per_question"] = _joined(qs, r["per_question"])
+        r["per_question"] = _joined(qs, decode_answers(r.pop("answers"), qs))
         if qs.get("slices") is not None:
             r["slices"] = qs["slices"]
     return runs

@@ -193,28 +193,48 @@ def test_a_test_sets_gold_is_what_the_models_can_answer():
 
 def test_runs_name_their_test_set_stored_once(tmp_path):
     results = tmp_path / "runs.jsonl"
-    gold = {"gold": [["a"], []], "gold_spans": [[["amount", 0, 2]], []],
-            "value_slots": [["amount"], []], "slices": [["compound"], []]}
+    gold = {"gold": [["a"], [], ["a", "c"]],
+            "gold_spans": [[["amount", 0, 2]], [], [["amount", 1, 3], ["when", 4, 6]]],
+            "value_slots": [["amount"], [], ["amount", "when"]],
+            "slices": [["compound"], [], []]}
     key = C.store_questions(C.questions_path(results), gold)
     assert C.store_questions(C.questions_path(results), gold) == key  # stored once
     assert C.questions_path(results).name == "runs.questions.jsonl"
     assert len(C.questions_path(results).read_text().splitlines()) == 1
-    whole = [{"gold": ["a"], "pred": ["b"], "gold_spans": [["amount", 0, 2]],
-              "pred_spans": [["amount", 0, 2]], "values": [["amount", 1]]},
-             {"gold": [], "pred": [], "gold_spans": [], "pred_spans": [], "values": []}]
-    records = [  # an older record keeps its outcome inline; a newer one names its test set
-        {"setting": "demo-compound", "config": "bilstm", "seed": 0, "per_question": whole,
-         "slices": gold["slices"]},
+    joint = [{"pred": ["b"], "pred_spans": [["amount", 0, 2]], "values": [1]},  # wrong intent
+             {"pred": [], "pred_spans": [], "values": []},  # right
+             {"pred": ["a", "c"], "pred_spans": [["amount", 1, 3], ["when", 4, 6]],
+              "values": [1, 0]}]  # a value normalised wrong
+    floor = [{"pred": ["b"]}, {"pred": []}, {"pred": ["a", "c"]}]
+    records = [
         {"setting": "demo-compound", "config": "scratch", "seed": 0, "questions": key,
-         "per_question": [{"pred": ["b"], "pred_spans": [["amount", 0, 2]], "values": [1]},
-                          {"pred": [], "pred_spans": [], "values": []}]},
+         "answers": C.encode_answers(joint, gold)},
         {"setting": "demo-compound", "config": "tfidf", "seed": 0, "questions": key,
-         "per_question": [{"pred": ["b"]}, {"pred": []}]}]
+         "answers": C.encode_answers(floor, gold)}]
+    # only the answers that differ from the right one are kept, names numbered
+    assert records[0]["answers"] == {"rows": 3, "joint": True,
+                                     "wrong": [[0, ["b"], [[1, 0, 2]], "1"],
+                                               [2, [0, 2], [[1, 1, 3], [3, 4, 6]], "10"]]}
+    assert C.answer_names(gold) == ["a", "amount", "c", "when"]
+    assert records[1]["answers"]["wrong"] == [[0, ["b"]]]
     results.write_text("".join(json.dumps(r) + "\n" for r in records))
     runs = C.done_runs(results)
-    old, new, floor = (runs[("demo-compound", c, 0)] for c in ("bilstm", "scratch", "tfidf"))
-    assert new["per_question"] == old["per_question"] and new["slices"] == old["slices"]
-    assert floor["per_question"] == [{"gold": ["a"], "pred": ["b"]}, {"gold": [], "pred": []}]
+    new, low = (runs[("demo-compound", c, 0)] for c in ("scratch", "tfidf"))
+    assert new["per_question"] == [
+        {"gold": ["a"], "pred": ["b"], "gold_spans": [["amount", 0, 2]],
+         "pred_spans": [["amount", 0, 2]], "values": [["amount", 1]]},
+        {"gold": [], "pred": [], "gold_spans": [], "pred_spans": [], "values": []},
+        {"gold": ["a", "c"], "pred": ["a", "c"],
+         "gold_spans": [["amount", 1, 3], ["when", 4, 6]],
+         "pred_spans": [["amount", 1, 3], ["when", 4, 6]],
+         "values": [["amount", 1], ["when", 0]]}]
+    assert new["slices"] == gold["slices"] and "answers" not in new
+    assert low["per_question"] == [{"gold": ["a"], "pred": ["b"]}, {"gold": [], "pred": []},
+                                   {"gold": ["a", "c"], "pred": ["a", "c"]}]
+    with pytest.raises(ValueError, match="2 answers for 3"):
+        C.encode_answers(floor[:2], gold)
+    with pytest.raises(ValueError, match="slot spans"):
+        C.encode_answers([joint[0], *floor[1:]], gold)
     records[1]["questions"] = "0" * 16
     results.write_text("".join(json.dumps(r) + "\n" for r in records))
     with pytest.raises(ValueError, match="lacks"):
