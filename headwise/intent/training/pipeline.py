@@ -66,6 +66,7 @@ from headwise.intent.training.cleaning import (
 )
 from headwise.intent.training.compound import compound_data, train_compound
 from headwise.intent.training.data import encode_texts, in_scope, texts_and_labels, validation_split
+from headwise.intent.training.defaults import DEFAULT_OUTLIER_EXPOSURE
 from headwise.intent.training.linear_probe import fit_linear_probe
 from headwise.intent.training.losses import (
     NO_LABEL,
@@ -110,9 +111,10 @@ class _Data:
     #: what label cleaning found (None when off)
     cleaning: dict[str, Any] | None
     #: the training data's out-of-scope rows: ``{"rows", "labels", "used",
-    #: "outlier_exposure"}`` (``used``: they joined the validation rows, which happens when
-    #: those have in-scope rows and outlier exposure is off; ``outlier_exposure``: its
-    #: weight, above 0 when they are trained on instead)
+    #: "outlier_exposure", "auto"}`` (``used``: they joined the validation rows, which happens
+    #: when those have in-scope rows and outlier exposure is off; ``outlier_exposure``: its
+    #: weight, above 0 when they are trained on instead; ``auto``: the weight is the
+    #: architecture's default)
     oos: dict[str, Any]
     #: the out-of-scope texts outlier exposure trains on (empty when it is off)
     outliers: list[str]
@@ -136,7 +138,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             not a class: they join the validation rows for the out-of-scope threshold and
             detector (when those have in-scope rows), as the validation data's own do; with
             ``levers.outlier_exposure`` above 0 the network trains on them instead (a
-            uniform answer over the intents) and they choose nothing.
+            uniform answer over the intents) and they choose nothing. That lever's default
+            (None) takes the architecture's measured weight when the validation data holds
+            out-of-scope rows too.
             Multi-label: annotated examples (a ``Dataset`` or a list).
         valid: validation data for early stopping, calibration and the out-of-scope
             threshold (its out-of-scope rows are used there), or the compound thresholds;
@@ -230,7 +234,7 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     wrapper = SmoothedClassification(
         model, levers.label_smoothing, weights, levers.gce_q, teacher_weight,
         distill_temperature=None if soft_targets is None else soft_targets.temperature,
-        outlier_exposure=levers.outlier_exposure)
+        outlier_exposure=data.oos["outlier_exposure"])
     config = train_config(recipe, recipe.task.select_on)
     ckpt_dir = out_dir / "checkpoints"
     trainer_collate = partial(pad_collate, pad_id=tokenizer.pad_token_id)
@@ -322,6 +326,10 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
     else:
         v_texts, v_labels = texts_and_labels(valid)
         v_labels = marked_oos(v_labels, oos_labels)
+    if exposure is None:  # the architecture's, where it was measured (DEFAULT_OUTLIER_EXPOSURE)
+        measured = bool(oos_rows) and soft_targets is None \
+            and any(is_oos_label(y) for y in v_labels)
+        exposure = DEFAULT_OUTLIER_EXPOSURE[recipe.architecture_name] if measured else 0.0
     # the training data's out-of-scope rows are never a class: they choose the threshold and
     # the detector beside the validation rows (honest: the model never trained on them), or
     # outlier exposure trains on them, and then they choose nothing (the model has seen them)
@@ -330,7 +338,7 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
         v_texts = list(v_texts) + [t for t, _ in oos_rows]
         v_labels = list(v_labels) + [OOS_LABEL] * len(oos_rows)
     oos = {"rows": len(oos_rows), "labels": sorted({y for _, y in oos_rows}), "used": used,
-           "outlier_exposure": exposure}
+           "outlier_exposure": exposure, "auto": recipe.levers.outlier_exposure is None}
     outliers = [t for t, _ in oos_rows] if exposure else []
     if recipe.levers.blend != "none" and not v_texts:
         raise ValueError("levers.blend='tfidf' chooses the TF-IDF share on validation data; "
@@ -419,9 +427,11 @@ def _describe_oos_rows(oos: dict[str, Any], intents: int, detector: bool) -> str
     labels = ", ".join(oos["labels"])
     rows = f"{oos['rows']} out-of-scope row{'s' if oos['rows'] != 1 else ''} (label {labels})"
     if oos["outlier_exposure"]:
-        return (f"{rows} trained on by outlier exposure (weight {oos['outlier_exposure']:g}: "
-                f"a uniform answer over the intents), so they choose neither the out-of-scope "
-                f"threshold nor the detector (the model has seen them); {intents} intents")
+        chosen = " (this architecture's default: BENCHMARKS demo:ood)" if oos["auto"] else ""
+        return (f"{rows} trained on by outlier exposure (weight {oos['outlier_exposure']:g}"
+                f"{chosen}: a uniform answer over the intents), so they choose neither the "
+                f"out-of-scope threshold nor the detector (the model has seen them); "
+                f"{intents} intents")
     use = (f"used for the out-of-scope threshold{' and detector' if detector else ''}, "
            "beside the validation rows "
            "(not trained on)" if oos["used"] else

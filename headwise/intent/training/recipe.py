@@ -383,8 +383,14 @@ class Levers:
             :func:`~headwise.intent.training.losses.outlier_exposure_loss`), 0 turning it
             off. Off, those rows choose the out-of-scope threshold and detector beside the
             validation rows; on, they choose nothing (the model has seen them). A network's,
-            single-label, with out-of-scope rows in the training data; the paper's
-            classifiers use 0.5 (BENCHMARKS ``demo:ood``).
+            single-label, with out-of-scope rows in the training data. None (the default):
+            the architecture's measured weight
+            (:data:`~headwise.intent.training.defaults.DEFAULT_OUTLIER_EXPOSURE`) when the
+            training data and the validation data both hold out-of-scope rows and no
+            teacher's soft targets are given, else 0; the model's ``info["train_oos"]``
+            records the weight used (a warm start decides again on its own data). It
+            trades a little in-scope accuracy for out-of-scope recall (BENCHMARKS
+            ``demo:ood``).
     """
 
     label_smoothing: float = 0.1
@@ -400,13 +406,14 @@ class Levers:
     distill_weight: float = 0.5
     blend: str = "none"
     blend_c: float | list[float] = 10.0
-    outlier_exposure: float = 0.0
+    outlier_exposure: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self, "levers")
-        if not 0.0 <= self.outlier_exposure < float("inf"):
+        if self.outlier_exposure is not None and not 0.0 <= self.outlier_exposure < float("inf"):
             raise ValueError(f"levers.outlier_exposure is a loss weight: a number >= 0 (0 is "
-                             f"off), got {self.outlier_exposure}")
+                             f"off) or None (the architecture's default), got "
+                             f"{self.outlier_exposure}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"levers.label_smoothing must be in [0, 1), got "
                              f"{self.label_smoothing}")
@@ -810,7 +817,8 @@ def _what_does_not_apply(r: IntentRecipe) -> str | None:
             return (f"train.{extra[0]} does not apply to the tfidf architecture (a TF-IDF fit "
                     f"has no training loop; it reads train.seed and train.progress)")
         extra = [n for n in _changed(lev, Levers()) if n not in ("class_weighting",
-                                                                 "label_cleaning")]
+                                                                 "label_cleaning")
+                 and not (n == "outlier_exposure" and lev.outlier_exposure == 0)]
         if extra:
             return (f"levers.{extra[0]} does not apply to the tfidf architecture (of the "
                     f"levers it reads class_weighting and label_cleaning)")

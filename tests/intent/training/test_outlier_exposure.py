@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from headwise.intent.training.defaults import DEFAULT_OUTLIER_EXPOSURE
 from headwise.intent.training.losses import (
     OUT_OF_SCOPE,
     SmoothedClassification,
@@ -150,10 +151,11 @@ def test_the_rows_are_trained_on_and_choose_nothing_and_the_report_says_so(tmp_p
                                           report=lines.append), lines)
     (plain, plain_lines), (exposed, lines) = out[0.0], out[0.5]
     assert plain.classifier.info["train_oos"] == {"rows": 36, "labels": ["oos"], "used": True,
-                                                  "outlier_exposure": 0.0}
+                                                  "outlier_exposure": 0.0, "auto": False}
     assert plain.threshold.n_oos == 36
     assert exposed.classifier.info["train_oos"] == {"rows": 36, "labels": ["oos"],
-                                                    "used": False, "outlier_exposure": 0.5}
+                                                    "used": False, "outlier_exposure": 0.5,
+                                                    "auto": False}
     # the validation rows are the given ones alone: no out-of-scope row chose the threshold
     assert exposed.threshold.n_oos == 0
     assert exposed.classifier.info["valid_examples"] == len(valid)
@@ -163,6 +165,60 @@ def test_the_rows_are_trained_on_and_choose_nothing_and_the_report_says_so(tmp_p
            "threshold nor the detector (the model has seen them); 3 intents" in lines
     assert any(line.startswith("36 out-of-scope rows (label oos) used for the out-of-scope "
                                "threshold and detector") for line in plain_lines)
+
+
+# --- the default: the architecture's measured weight, where it was measured ------------------
+@pytest.mark.parametrize("arch", ["transformer", "bilstm"])
+def test_the_default_trains_on_the_rows_when_validation_holds_out_of_scope_rows_too(
+        tmp_path, arch):
+    train, valid, off_train, off_held = _data()
+    rows = train + [(t, "oos") for t in off_train]
+    fields = {**TINY, "train": {**TINY["train"], "epochs": 1}}
+    if arch == "bilstm":
+        fields["architecture"] = {"type": "bilstm", "lstm_embed_dim": 16, "lstm_hidden": 16,
+                                  "vocab_size": 300}
+    recipe = IntentRecipe.from_dict(fields)
+    assert recipe.levers.outlier_exposure is None
+    lines: list[str] = []
+    # validation with out-of-scope rows (the measured setting): the architecture's weight
+    run = train_intent_classifier(rows, valid + [(t, "oos") for t in off_held[:6]], recipe,
+                                  out_dir=tmp_path / "both", report=lines.append)
+    weight = DEFAULT_OUTLIER_EXPOSURE[arch]
+    assert weight > 0
+    assert run.classifier.info["train_oos"] == {"rows": 36, "labels": ["oos"], "used": False,
+                                                "outlier_exposure": weight, "auto": True}
+    assert run.threshold.n_oos == 6  # the validation's own rows chose it, not the trained ones
+    assert any(f"trained on by outlier exposure (weight {weight:g} (this architecture's "
+               f"default: BENCHMARKS demo:ood)" in line for line in lines)
+    # the recipe saved keeps the default: a warm start decides again on its own data
+    assert run.classifier.info["recipe"]["levers"]["outlier_exposure"] is None
+    # validation without them (or none given): the training rows choose the threshold
+    for valid_rows, name in ((valid, "given"), (None, "split")):
+        run = train_intent_classifier(rows, valid_rows, recipe, out_dir=tmp_path / name)
+        assert run.classifier.info["train_oos"]["outlier_exposure"] == 0.0
+        assert run.classifier.info["train_oos"]["used"] and run.threshold.n_oos == 36
+
+
+def test_the_default_is_off_for_tfidf_a_teacher_and_data_without_such_rows(tmp_path):
+    train, valid, off_train, off_held = _data()
+    rows = train + [(t, "oos") for t in off_train]
+    valid_oos = valid + [(t, "oos") for t in off_held[:6]]
+    assert DEFAULT_OUTLIER_EXPOSURE["tfidf"] == 0.0
+    for weight in (None, 0.0):  # 0 is off, which a TF-IDF recipe may say
+        tfidf = IntentRecipe.from_dict({"architecture": {"type": "tfidf"},
+                                        "levers": {"outlier_exposure": weight}})
+        run = train_intent_classifier(rows, valid_oos, tfidf, out_dir=tmp_path / f"t{weight}")
+        assert run.classifier.info["train_oos"]["outlier_exposure"] == 0.0
+        assert run.classifier.info["train_oos"]["used"]
+    short = _recipe().replace(train__epochs=1)
+    run = train_intent_classifier(train, valid_oos, short, out_dir=tmp_path / "none")
+    assert run.classifier.info["train_oos"]["outlier_exposure"] == 0.0
+    labels = sorted(_TOPICS)
+    texts = [t for t, _ in train]
+    soft = SoftTargets(labels=labels, texts=texts, logits=np.zeros((len(texts), 3)))
+    run = train_intent_classifier(rows, valid_oos, short, out_dir=tmp_path / "teacher",
+                                  soft_targets=soft)
+    assert run.classifier.info["train_oos"]["outlier_exposure"] == 0.0
 
 
 # --- refusals ----------------------------------------------------------------------------------
