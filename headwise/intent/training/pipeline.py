@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from sklearn.model_selection import train_test_split
 from torch import nn
 
 from headwise.intent.classifier import IntentClassifier
@@ -111,10 +112,11 @@ class _Data:
     #: what label cleaning found (None when off)
     cleaning: dict[str, Any] | None
     #: the training data's out-of-scope rows: ``{"rows", "labels", "used",
-    #: "outlier_exposure", "auto"}`` (``used``: they joined the validation rows, which happens
-    #: when those have in-scope rows and outlier exposure is off; ``outlier_exposure``: its
-    #: weight, above 0 when they are trained on instead; ``auto``: the weight is the
-    #: architecture's default)
+    #: "outlier_exposure", "auto", "held_out"}`` (``used``: they joined the validation rows,
+    #: which happens when those have in-scope rows and outlier exposure is off;
+    #: ``outlier_exposure``: its weight, above 0 when they are trained on instead; ``auto``:
+    #: the weight is the architecture's default; ``held_out``: with outlier exposure and no
+    #: validation data given, how many of them the validation split holds out)
     oos: dict[str, Any]
     #: the out-of-scope texts outlier exposure trains on (empty when it is off)
     outliers: list[str]
@@ -138,9 +140,10 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             not a class: they join the validation rows for the out-of-scope threshold and
             detector (when those have in-scope rows), as the validation data's own do; with
             ``levers.outlier_exposure`` above 0 the network trains on them instead (a
-            uniform answer over the intents) and they choose nothing. That lever's default
-            (None) takes the architecture's measured weight when the validation data holds
-            out-of-scope rows too.
+            uniform answer over the intents) and they choose nothing, except the share the
+            validation split holds out of them when ``valid`` is None. That lever's
+            default (None) takes the architecture's measured weight when the validation
+            data holds out-of-scope rows too.
             Multi-label: annotated examples (a ``Dataset`` or a list).
         valid: validation data for early stopping, calibration and the out-of-scope
             threshold (its out-of-scope rows are used there), or the compound thresholds;
@@ -320,9 +323,20 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
                          f"labels read so: {', '.join(OOS_LABELS)}"
                          f"{''.join(f', {x}' for x in oos_labels)}; a data set's own label "
                          f"is decision.oos_labels); add such rows or remove the lever")
+    oos_names, held_out = sorted({y for _, y in oos_rows}), 0
     if valid is None:
         texts, v_texts, labels, v_labels = validation_split(texts, labels, recipe.valid_fraction,
                                                            recipe.train.seed)
+        wanted = exposure if exposure is not None else \
+            (DEFAULT_OUTLIER_EXPOSURE[recipe.architecture_name] if soft_targets is None else 0.0)
+        if wanted and v_texts and len(oos_rows) >= 2:
+            # outlier exposure trains on the rows, so the split holds a share of them out as
+            # well, to choose the threshold as a validation file's own would
+            oos_rows, held = train_test_split(oos_rows, test_size=recipe.valid_fraction,
+                                              random_state=recipe.train.seed)
+            v_texts = list(v_texts) + [t for t, _ in held]
+            v_labels = list(v_labels) + [OOS_LABEL] * len(held)
+            held_out = len(held)
     else:
         v_texts, v_labels = texts_and_labels(valid)
         v_labels = marked_oos(v_labels, oos_labels)
@@ -337,8 +351,9 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
     if used:
         v_texts = list(v_texts) + [t for t, _ in oos_rows]
         v_labels = list(v_labels) + [OOS_LABEL] * len(oos_rows)
-    oos = {"rows": len(oos_rows), "labels": sorted({y for _, y in oos_rows}), "used": used,
-           "outlier_exposure": exposure, "auto": recipe.levers.outlier_exposure is None}
+    oos = {"rows": len(oos_rows) + held_out, "labels": oos_names, "used": used,
+           "outlier_exposure": exposure, "auto": recipe.levers.outlier_exposure is None,
+           "held_out": held_out}
     outliers = [t for t, _ in oos_rows] if exposure else []
     if recipe.levers.blend != "none" and not v_texts:
         raise ValueError("levers.blend='tfidf' chooses the TF-IDF share on validation data; "
@@ -428,6 +443,11 @@ def _describe_oos_rows(oos: dict[str, Any], intents: int, detector: bool) -> str
     rows = f"{oos['rows']} out-of-scope row{'s' if oos['rows'] != 1 else ''} (label {labels})"
     if oos["outlier_exposure"]:
         chosen = " (this architecture's default: BENCHMARKS demo:ood)" if oos["auto"] else ""
+        held = oos["held_out"]
+        if held:
+            rows += (f": {held} held out with the validation split, to choose the "
+                     f"out-of-scope threshold{' and detector' if detector else ''}; "
+                     f"{oos['rows'] - held}")
         return (f"{rows} trained on by outlier exposure (weight {oos['outlier_exposure']:g}"
                 f"{chosen}: a uniform answer over the intents), so they choose neither the "
                 f"out-of-scope threshold nor the detector (the model has seen them); "

@@ -386,11 +386,12 @@ class Levers:
             single-label, with out-of-scope rows in the training data. None (the default):
             the architecture's measured weight
             (:data:`~headwise.intent.training.defaults.DEFAULT_OUTLIER_EXPOSURE`) when the
-            training data and the validation data both hold out-of-scope rows and no
-            teacher's soft targets are given, else 0; the model's ``info["train_oos"]``
-            records the weight used (a warm start decides again on its own data). It
-            trades a little in-scope accuracy for out-of-scope recall (BENCHMARKS
-            ``demo:ood``).
+            training data and the validation data both hold out-of-scope rows (without
+            validation data, the split holds out ``valid_fraction`` of the training
+            data's for it) and no teacher's soft targets are given, else 0; the model's
+            ``info["train_oos"]`` records the weight used (a warm start decides again on
+            its own data). It trades a little in-scope accuracy for out-of-scope recall
+            (BENCHMARKS ``demo:ood``).
     """
 
     label_smoothing: float = 0.1

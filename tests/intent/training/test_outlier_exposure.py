@@ -151,11 +151,12 @@ def test_the_rows_are_trained_on_and_choose_nothing_and_the_report_says_so(tmp_p
                                           report=lines.append), lines)
     (plain, plain_lines), (exposed, lines) = out[0.0], out[0.5]
     assert plain.classifier.info["train_oos"] == {"rows": 36, "labels": ["oos"], "used": True,
-                                                  "outlier_exposure": 0.0, "auto": False}
+                                                  "outlier_exposure": 0.0, "auto": False,
+                                                  "held_out": 0}
     assert plain.threshold.n_oos == 36
     assert exposed.classifier.info["train_oos"] == {"rows": 36, "labels": ["oos"],
                                                     "used": False, "outlier_exposure": 0.5,
-                                                    "auto": False}
+                                                    "auto": False, "held_out": 0}
     # the validation rows are the given ones alone: no out-of-scope row chose the threshold
     assert exposed.threshold.n_oos == 0
     assert exposed.classifier.info["valid_examples"] == len(valid)
@@ -186,17 +187,29 @@ def test_the_default_trains_on_the_rows_when_validation_holds_out_of_scope_rows_
     weight = DEFAULT_OUTLIER_EXPOSURE[arch]
     assert weight > 0
     assert run.classifier.info["train_oos"] == {"rows": 36, "labels": ["oos"], "used": False,
-                                                "outlier_exposure": weight, "auto": True}
+                                                "outlier_exposure": weight, "auto": True,
+                                                "held_out": 0}
     assert run.threshold.n_oos == 6  # the validation's own rows chose it, not the trained ones
     assert any(f"trained on by outlier exposure (weight {weight:g} (this architecture's "
                f"default: BENCHMARKS demo:ood)" in line for line in lines)
     # the recipe saved keeps the default: a warm start decides again on its own data
     assert run.classifier.info["recipe"]["levers"]["outlier_exposure"] is None
-    # validation without them (or none given): the training rows choose the threshold
-    for valid_rows, name in ((valid, "given"), (None, "split")):
-        run = train_intent_classifier(rows, valid_rows, recipe, out_dir=tmp_path / name)
-        assert run.classifier.info["train_oos"]["outlier_exposure"] == 0.0
-        assert run.classifier.info["train_oos"]["used"] and run.threshold.n_oos == 36
+    # a validation file without them: the training rows choose the threshold
+    run = train_intent_classifier(rows, valid, recipe, out_dir=tmp_path / "given")
+    assert run.classifier.info["train_oos"]["outlier_exposure"] == 0.0
+    assert run.classifier.info["train_oos"]["used"] and run.threshold.n_oos == 36
+    # no validation file: the split holds a seeded share of them out, the rest train
+    lines = []
+    run = train_intent_classifier(rows, None, recipe.replace(valid_fraction=0.25),
+                                  out_dir=tmp_path / "split", report=lines.append)
+    assert run.classifier.info["train_oos"] == {"rows": 36, "labels": ["oos"], "used": False,
+                                                "outlier_exposure": weight, "auto": True,
+                                                "held_out": 9}
+    assert run.threshold.n_oos == 9
+    assert any(line.startswith("36 out-of-scope rows (label oos): 9 held out with the "
+                               "validation split, to choose the out-of-scope threshold and "
+                               "detector; 27 "
+                               "trained on by outlier exposure") for line in lines), lines
 
 
 def test_the_default_is_off_for_tfidf_a_teacher_and_data_without_such_rows(tmp_path):

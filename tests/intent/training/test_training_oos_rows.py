@@ -40,8 +40,9 @@ def test_training_oos_rows_are_no_intent_and_choose_the_threshold(tmp_path):
                                      out_dir=tmp_path / "m", report=lines.append)
     clf = result.classifier
     assert sorted(clf.labels) == sorted(INTENTS)
+    # a TF-IDF model has no outlier exposure: the default (None) leaves it at 0
     assert clf.info["train_oos"] == {"rows": 6, "labels": ["oos", "其他"], "used": True,
-                                     "outlier_exposure": 0.0}
+                                     "outlier_exposure": 0.0, "auto": True, "held_out": 0}
     # the threshold saw the six rows as out-of-scope validation rows
     assert result.threshold.n_oos == 6 and clf.info["valid_examples"] == len(valid) + 6
     assert lines == ["6 out-of-scope rows (label oos, 其他) used for the out-of-scope "
@@ -60,7 +61,8 @@ def test_without_in_scope_validation_rows_they_are_left_out_and_said_so(tmp_path
     result = train_intent_classifier(train, None, recipe, out_dir=tmp_path / "m",
                                      report=lines.append)
     assert result.classifier.info["train_oos"] == {"rows": 6, "labels": ["oos"], "used": False,
-                                                   "outlier_exposure": 0.0}
+                                                   "outlier_exposure": 0.0, "auto": True,
+                                                   "held_out": 0}
     assert lines == ["6 out-of-scope rows (label oos) left out: no in-scope validation rows "
                      "to choose a threshold against; 3 intents"]
     # the held-out share of the training rows: they join it
