@@ -32,6 +32,7 @@ What a recipe is (its parts and what each may hold) is
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 import time
 from collections.abc import Callable
@@ -45,7 +46,7 @@ from sklearn.model_selection import train_test_split
 from torch import nn
 
 from headwise.intent.classifier import IntentClassifier
-from headwise.intent.decision.ood.selection import describe_auto
+from headwise.intent.decision.ood.selection import AUTO_MIN_OOS_ROWS, describe_auto
 from headwise.intent.decision.oos import ThresholdChoice
 from headwise.intent.ensemble import EnsembleClassifier
 from headwise.intent.posthoc.prior import correct_on_validation
@@ -141,7 +142,9 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             detector (when those have in-scope rows), as the validation data's own do; with
             ``levers.outlier_exposure`` above 0 the network trains on them instead (a
             uniform answer over the intents) and they choose nothing, except the share the
-            validation split holds out of them when ``valid`` is None. That lever's
+            validation split holds out of them when ``valid`` is None (``valid_fraction``
+            of them, and at least the rows ``ood_detector="auto"`` compares detectors on, up
+            to half). That lever's
             default (None) takes the architecture's measured weight when the validation
             data holds out-of-scope rows too.
             Multi-label: annotated examples (a ``Dataset`` or a list).
@@ -331,8 +334,11 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
             (DEFAULT_OUTLIER_EXPOSURE[recipe.architecture_name] if soft_targets is None else 0.0)
         if wanted and v_texts and len(oos_rows) >= 2:
             # outlier exposure trains on the rows, so the split holds a share of them out as
-            # well, to choose the threshold as a validation file's own would
-            oos_rows, held = train_test_split(oos_rows, test_size=recipe.valid_fraction,
+            # well, to choose the threshold (and detector) as a validation file's own would:
+            # valid_fraction of them, at least the rows auto compares detectors on (up to half)
+            share = max(math.ceil(recipe.valid_fraction * len(oos_rows)),
+                        min(AUTO_MIN_OOS_ROWS, len(oos_rows) // 2))
+            oos_rows, held = train_test_split(oos_rows, test_size=share,
                                               random_state=recipe.train.seed)
             v_texts = list(v_texts) + [t for t, _ in held]
             v_labels = list(v_labels) + [OOS_LABEL] * len(held)

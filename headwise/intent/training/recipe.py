@@ -388,7 +388,8 @@ class Levers:
             (:data:`~headwise.intent.training.defaults.DEFAULT_OUTLIER_EXPOSURE`) when the
             training data and the validation data both hold out-of-scope rows (without
             validation data, the split holds out ``valid_fraction`` of the training
-            data's for it) and no teacher's soft targets are given, else 0; the model's
+            data's for it, and at least the rows ``decision.ood_detector="auto"`` needs, up
+            to half) and no teacher's soft targets are given, else 0; the model's
             ``info["train_oos"]`` records the weight used (a warm start decides again on
             its own data). It trades a little in-scope accuracy for out-of-scope recall
             (BENCHMARKS ``demo:ood``).

@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from headwise.intent.decision.ood import AUTO_MIN_OOS_ROWS
 from headwise.intent.training.defaults import DEFAULT_OUTLIER_EXPOSURE
 from headwise.intent.training.losses import (
     OUT_OF_SCOPE,
@@ -198,17 +199,27 @@ def test_the_default_trains_on_the_rows_when_validation_holds_out_of_scope_rows_
     run = train_intent_classifier(rows, valid, recipe, out_dir=tmp_path / "given")
     assert run.classifier.info["train_oos"]["outlier_exposure"] == 0.0
     assert run.classifier.info["train_oos"]["used"] and run.threshold.n_oos == 36
-    # no validation file: the split holds a seeded share of them out, the rest train
+    # no validation file: the split holds a seeded share of them out, the rest train; the
+    # share is valid_fraction (9 of 36 here), at least the 20 rows auto compares detectors
+    # on, up to half (18)
+    assert AUTO_MIN_OOS_ROWS == 20
     lines = []
     run = train_intent_classifier(rows, None, recipe.replace(valid_fraction=0.25),
                                   out_dir=tmp_path / "split", report=lines.append)
     assert run.classifier.info["train_oos"] == {"rows": 36, "labels": ["oos"], "used": False,
                                                 "outlier_exposure": weight, "auto": True,
-                                                "held_out": 9}
-    assert run.threshold.n_oos == 9
-    assert any(line.startswith("36 out-of-scope rows (label oos): 9 held out with the "
+                                                "held_out": 18}
+    assert run.threshold.n_oos == 18
+    many = rows + [(t, "oos") for t in off_held]  # 72 rows: 0.25 is 18, at least 20
+    run = train_intent_classifier(many, None, recipe.replace(valid_fraction=0.25),
+                                  out_dir=tmp_path / "many")
+    assert run.classifier.info["train_oos"]["held_out"] == 20 and run.threshold.n_oos == 20
+    run = train_intent_classifier(many, None, recipe.replace(valid_fraction=0.4),
+                                  out_dir=tmp_path / "more")  # 0.4 of 72: 29 (28.8 up)
+    assert run.classifier.info["train_oos"]["held_out"] == 29
+    assert any(line.startswith("36 out-of-scope rows (label oos): 18 held out with the "
                                "validation split, to choose the out-of-scope threshold and "
-                               "detector; 27 "
+                               "detector; 18 "
                                "trained on by outlier exposure") for line in lines), lines
 
 
