@@ -112,7 +112,7 @@ def run_compound_demo(out_dir: str | Path, settings: DemoSettings | None = None,
     s = settings or DemoSettings()
     out = Path(out_dir) / "compound"
     corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent,
-                                  compound_share=s.compound_share)
+                                  compound_share=s.compound_share, oos_train=s.oos_train)
     train, valid, test = (annotated(corpus[k]) for k in ("train", "valid", "test"))
     counts = {k: {"questions": len(v), "compound": sum(len(e.intents) > 1 for e in v)}
               for k, v in (("train", train), ("valid", valid), ("test", test))}

@@ -62,6 +62,11 @@ class DemoSettings:
             (``generate_demo_corpus(compound_share=...)``, written as ``data/*.jsonl``;
             the single-label part reads the corpus without its joined messages,
             ``data/*.csv``).
+        oos_train: off-topic training rows (``generate_demo_corpus(oos_train=...)``, from
+            template families that valid and test never have), as a team's logs hold
+            them: the networks trained from scratch train on them by outlier exposure
+            (``levers.outlier_exposure``'s default; BENCHMARKS ``demo:ood``), the others
+            read them with the validation rows to choose the out-of-scope threshold.
     """
 
     seed: int = 0
@@ -71,6 +76,7 @@ class DemoSettings:
     num_layers: int = 2
     latency_queries: int = 200
     compound_share: float = 0.25
+    oos_train: int = 150
 
     @classmethod
     def quick(cls, seed: int = 0) -> DemoSettings:
@@ -148,17 +154,20 @@ def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
     s = settings or DemoSettings()
     out = Path(out_dir)
     files = write_demo_corpus(out / "data", seed=s.seed, per_intent=s.per_intent,
-                              compound_share=s.compound_share)
-    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)
+                              compound_share=s.compound_share, oos_train=s.oos_train)
+    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent, oos_train=s.oos_train)
     pairs = {k: [(e.text, e.label) for e in v] for k, v in corpus.items()}
     sizes = {k: len(v) for k, v in pairs.items()}
-    n_intents = len({y for _, y in pairs["train"]})
+    n_intents = len({y for _, y in pairs["train"] if y != OOS_LABEL})
+    oos_rows = sum(y == OOS_LABEL for _, y in pairs["train"])
     families = {k: len({e.family for e in v}) for k, v in corpus.items()}
     echo(f"built-in corpus: {n_intents} intents, train {sizes['train']} / valid "
          f"{sizes['valid']} / test {sizes['test']} questions from {families['train']} / "
          f"{families['valid']} / {families['test']} template families (no family in two "
          f"splits: valid and test are held-out phrasing; out-of-scope '{OOS_LABEL}' rows in "
-         f"valid and test only), written to {files['train.csv'].parent}")
+         + (f"every split, the {oos_rows} in train from families of their own"
+            if oos_rows else "valid and test only")
+         + f"), written to {files['train.csv'].parent}")
     if s.compound_share:
         echo(f"the single-label models below train on data/*.csv (these questions); the "
              f"compound models on data/*.jsonl: the same questions with every intent and slot, "

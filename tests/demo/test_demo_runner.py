@@ -21,6 +21,7 @@ from headwise.intent import train_intent_classifier
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.evaluation import evaluate
 from headwise.intent.kinds import load_classifier
+from headwise.intent.training.defaults import DEFAULT_OUTLIER_EXPOSURE
 from headwise.intent.training.recipe import IntentRecipe, Tfidf
 from headwise.text.labels import OOS_LABEL
 
@@ -58,6 +59,16 @@ def test_demo_trains_compares_and_saves_every_model(tmp_path):
     extra = {"tfidf_c1": IntentRecipe(architecture=Tfidf(c=1.0))}  # the extra-model hook
     summary = run_demo(tmp_path, s, echo=lines.append, extra_models=extra)
     assert list(summary["models"]) == ["tfidf", "bilstm", "transformer", "tfidf_c1"]
+    # the off-topic training rows: the networks trained from scratch train on them (outlier
+    # exposure's default, the valid split holding out-of-scope rows too); TF-IDF reads them
+    # with the valid rows for its threshold
+    assert s.oos_train == 150 and f"the {s.oos_train} in train" in "\n".join(lines)
+    for name in ("transformer", "bilstm", "tfidf"):
+        oos = load_classifier(tmp_path / name).info["train_oos"]
+        assert oos["rows"] == s.oos_train and oos["auto"], (name, oos)
+        assert oos["outlier_exposure"] == DEFAULT_OUTLIER_EXPOSURE[name] and \
+            oos["used"] == (name == "tfidf"), (name, oos)
+    assert DEFAULT_OUTLIER_EXPOSURE["transformer"] > 0
     # the TF-IDF models learn the held-out phrasing (measured 0.59 on 27 in-scope rows of 27
     # intents; the bar is 7/27 = 0.26, chance 1/27) and the same recipe on shuffled labels
     # does not (measured 0.04; 0.11 and 0 with other permutations): the neural models, one
