@@ -124,6 +124,13 @@ GRID: tuple[Member, ...] = (
            lambda s, r: r.replace(architecture__model_overrides=_overrides(
                r, negation_heads=[2, 3]))),
 )
+#: a member whose change the demo's recipe took after these records were measured: what
+#: the section says of it (the records keep measuring the recipe before it, ``base``)
+ADOPTED = {
+    "negation_heads": "After these records the demo's recipe took this member's change "
+                      "(`headwise.demo.runner.demo_recipes` turns the negation-aware heads 2 "
+                      "and 3 on), so a re-run of this grid measures a `base` equal to this "
+                      "member; `demo:heldout` measures the demo with it."}
 #: the Transformer members' names, in the order ties are broken (the first wins)
 MEMBERS = tuple(m.name for m in GRID)
 #: every configuration a seed runs: the members, then the reference
@@ -394,7 +401,8 @@ def render(runs: list[dict[str, Any]]) -> str:
         choice = (f"Chosen on validation (mean closed-set accuracy over seeds "
                   f"{','.join(map(str, seeds))}): `{chosen}` ({change[chosen]}); its "
                   f"validation accuracy minus base's: {_valid_difference(runs, chosen, 'base')}"
-                  f" (seed-paired). The demo's recipe does NOT equal the chosen one.")
+                  f" (seed-paired). The demo's recipe of the records' commit does NOT equal "
+                  f"the chosen one." + (f" {ADOPTED[chosen]}" if chosen in ADOPTED else ""))
     lines = [
         title, "",
         f"Produced by {', '.join(f'`{c}`' for c in commands)} between {dates[0]} and "
@@ -404,8 +412,8 @@ def render(runs: list[dict[str, Any]]) -> str:
         f"family: held-out phrasing; seed {first['seed']}: train / valid / test "
         f"{sizes['train']} / {sizes['valid']} / {sizes['test']} questions, {n_valid} / "
         f"{n_test} in scope in valid / test; test slices {slice_n}), and each configuration "
-        f"trained in its own process: the demo's Transformer (`base`, "
-        f"`headwise.demo.runner.demo_recipes`: character tokens, d_model {st['d_model']}, "
+        f"trained in its own process: the demo's Transformer at the records' commit "
+        f"(`base`, `headwise.demo.runner.demo_recipes`: character tokens, d_model {st['d_model']}, "
         f"{st['num_layers']} layer{'s' * (st['num_layers'] != 1)}, 8 heads, RoPE, "
         f"number-aware heads 0 and 1, {st['epochs']} epochs) and members that change one "
         f"field of it, each a hypothesis fixed before the first run (the grid of "
