@@ -89,6 +89,16 @@ def analyse(clf, test, echo) -> dict:
     return out
 
 
+def _aware_heads(data: dict) -> str:
+    """The demo recipe's number- and negation-aware heads, as its record names them (a
+    record without them: the number-aware heads 0 and 1 the recipe had then)."""
+    overrides = data.get("overrides", {"number_heads": [0, 1]})
+    return " and ".join(f"{kind}-aware heads {', '.join(map(str, overrides[key]))}"
+                        for kind, key in (("number", "number_heads"),
+                                          ("negation", "negation_heads"))
+                        if overrides.get(key))
+
+
 def section(data: dict) -> str:
     """The section of a results file (``results`` by position scheme, ``demo``: the demo's
     scheme, ``seconds``, ``command``, ``date``, ``provenance``), the machine line under the
@@ -98,7 +108,7 @@ def section(data: dict) -> str:
         "## Head analysis on the demo corpus (issue 6 acceptance)", "",
         f"Produced by `{data['command']}` on {data['date']} in {data['seconds'] / 60:.1f} min."
         " The demo's 8-head Transformer (`headwise demo`'s recipe: d_model 128, 2 "
-        "layers, 20 epochs, character tokens, number-aware heads 0-1 in each layer) trained "
+        f"layers, 20 epochs, character tokens, {_aware_heads(data)} in each layer) trained "
         "on the generated corpus (seed 0), analysed by `headwise.inspect` on the 561 held-out "
         "questions with the generator's negation and number spans; lift = the words-view "
         "attention mass on a category over that category's share of the keys. Roles are the "
@@ -159,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                                     out_dir=model_dir)
         clf = IntentClassifier.load(model_dir)
         r = analyse(clf, corpus["test"], echo=print)
-        if pos == demo.position:
+        if pos == demo.architecture.position:
             paths = write_report(r["analysis"], args.out or args.work / "report")
             print(f"report: {paths['html']}")
         del r["analysis"]
@@ -169,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{pos}: accuracy {r['accuracy']:.4f}; " + "; ".join(
             f"{cat} heads {c['heads'] or 'none'}, float64 {c['float64_rel_diff']:.1e}"
             for cat, c in r["categories"].items()))
-    data = {"command": H.command_line(), "results": results, "demo": demo.position,
+    data = {"command": H.command_line(), "results": results, "demo": demo.architecture.position,
+            "overrides": demo.architecture.model_overrides,
             "seconds": time.perf_counter() - start, "provenance": H.finish_provenance(prov),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     body = section(data)
@@ -177,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         RESULTS.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         H.write_section(args.md, "inspect_demo:cpu", body)
-    ok = results.get(demo.position, {}).get("ok", False)
+    ok = results.get(demo.architecture.position, {}).get("ok", False)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
