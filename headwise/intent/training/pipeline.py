@@ -144,9 +144,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             uniform answer over the intents) and they choose nothing, except the share the
             validation split holds out of them when ``valid`` is None (``valid_fraction``
             of them, and at least the rows ``ood_detector="auto"`` compares detectors on, up
-            to half). That lever's
-            default (None) takes the architecture's measured weight when the validation
-            data holds out-of-scope rows too.
+            to half). That lever's default (None) takes the architecture's measured weight
+            when the validation data holds out-of-scope rows too.
             Multi-label: annotated examples (a ``Dataset`` or a list).
         valid: validation data for early stopping, calibration and the out-of-scope
             threshold (its out-of-scope rows are used there), or the compound thresholds;
