@@ -115,8 +115,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                if k != "tfidf"}
     if spec.get("models"):
         recipes = {k: r for k, r in recipes.items() if k in spec["models"]}
-    if exposure:
-        recipes = {k: r.replace(levers__outlier_exposure=exposure) for k, r in recipes.items()}
+    # explicit, 0 included: the recipe's default (None) would choose a weight of its own
+    recipes = {k: r.replace(levers__outlier_exposure=exposure) for k, r in recipes.items()}
     models: dict[str, Any] = {}
     for name, recipe in recipes.items():
         out = Path(tempfile.mkdtemp(prefix="headwise-demo-ood-"))

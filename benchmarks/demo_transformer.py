@@ -206,7 +206,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(spec["threads"])
     s = settings(spec["seed"], spec.get("quick", False))
     recipe = recipe_of(spec["config"], s)
-    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)
+    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent, oos_train=s.oos_train)
     pairs = {k: [(e.text, e.label) for e in v] for k, v in corpus.items()}
     digest = hashlib.sha256(json.dumps(pairs["test"], ensure_ascii=False).encode()).hexdigest()
     out = Path(tempfile.mkdtemp(prefix="headwise-demo-transformer-"))
