@@ -326,11 +326,12 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
                          f"{''.join(f', {x}' for x in oos_labels)}; a data set's own label "
                          f"is decision.oos_labels); add such rows or remove the lever")
     oos_names, held_out = sorted({y for _, y in oos_rows}), 0
+    # the architecture's measured weight (never beside a teacher's soft targets)
+    default = DEFAULT_OUTLIER_EXPOSURE[recipe.architecture_name] if soft_targets is None else 0.0
     if valid is None:
         texts, v_texts, labels, v_labels = validation_split(texts, labels, recipe.valid_fraction,
                                                            recipe.train.seed)
-        wanted = exposure if exposure is not None else \
-            (DEFAULT_OUTLIER_EXPOSURE[recipe.architecture_name] if soft_targets is None else 0.0)
+        wanted = exposure if exposure is not None else default
         if wanted and v_texts and len(oos_rows) >= 2:
             # outlier exposure trains on the rows, so the split holds a share of them out as
             # well, to choose the threshold (and detector) as a validation file's own would:
@@ -345,10 +346,9 @@ def _prepare_data(train: Any, valid: Any, recipe: IntentRecipe,
     else:
         v_texts, v_labels = texts_and_labels(valid)
         v_labels = marked_oos(v_labels, oos_labels)
-    if exposure is None:  # the architecture's, where it was measured (DEFAULT_OUTLIER_EXPOSURE)
-        measured = bool(oos_rows) and soft_targets is None \
-            and any(is_oos_label(y) for y in v_labels)
-        exposure = DEFAULT_OUTLIER_EXPOSURE[recipe.architecture_name] if measured else 0.0
+    if exposure is None:  # the default, where it was measured: validation has such rows too
+        measured = bool(oos_rows) and any(is_oos_label(y) for y in v_labels)
+        exposure = default if measured else 0.0
     # the training data's out-of-scope rows are never a class: they choose the threshold and
     # the detector beside the validation rows (honest: the model never trained on them), or
     # outlier exposure trains on them, and then they choose nothing (the model has seen them)
