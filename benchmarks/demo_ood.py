@@ -318,7 +318,7 @@ def _render_training_rows(base: list[dict[str, Any]], others: list[dict[str, Any
          "valid OOS recall %", "valid mean %", "chosen", "test in-scope acc %",
          "test reject %", "test OOS recall %", "test near recall %",
          "test off-topic recall %", "test mean %"], table, "lrrl" + "r" * 3 + "l" + "r" * 6)]
-    diffs = []
+    diffs, valid_diffs = [], []
     for model in sorted(reads):
         by_config = reads[model]
         for (n, w), per_seed in sorted(by_config.items()):
@@ -326,10 +326,17 @@ def _render_training_rows(base: list[dict[str, Any]], others: list[dict[str, Any
             seeds = sorted(set(per_seed) & set(plain))
             if not n or not w or len(seeds) < 2:
                 continue
+            v = V.seed_paired_difference([per_seed[k]["valid_mean"] for k in seeds],
+                                         [plain[k]["valid_mean"] for k in seeds])
             d = V.seed_paired_difference([per_seed[k]["mean"] for k in seeds],
                                          [plain[k]["mean"] for k in seeds])
+            valid_diffs.append(f"{model}, {n} rows: exposure {w:g} minus 0 on the validation "
+                               f"mean {v.points(1)} points")
             diffs.append(f"{model}, {n} rows: exposure {w:g} minus 0 on the test mean "
                          f"{d.points(1)} points (seeds {','.join(map(str, seeds))})")
+    if valid_diffs:
+        lines += ["", "What the choice reads (validation, seed-paired 95 % intervals): "
+                  + "; ".join(valid_diffs) + "."]
     if diffs:
         lines += ["", "For the record (the test split chooses nothing): " + "; ".join(diffs)
                   + "."]
