@@ -246,8 +246,8 @@ def quantize_int8(src: str | Path, dst: str | Path) -> Path:
     Lake) onnxruntime multiplies unsigned-8-bit activations by signed-8-bit weights with an
     instruction whose 16-bit pair sums saturate; full-range weights then move some
     probabilities far from fp32's (``tests/serve/test_onnx.py`` fails on such a machine
-    without it). On a CPU with VNNI the seventh bit's loss was within noise of full range
-    on the same validation rows (``int8:choice``, both machines).
+    without it). What the seventh bit costs on the validation rows the scheme was chosen
+    on, against full range: BENCHMARKS ``int8:choice``.
 
     Args:
         src: the float32 ``.onnx`` written by :func:`export_onnx`.
