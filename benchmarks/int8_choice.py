@@ -1,18 +1,17 @@
 """How the int8 scheme of ``headwise export --int8`` was chosen: dynamic-quantisation variants
 of a fine-tuned classifier's ONNX export, scored on the validation rows it was calibrated on
 (DataCLUE CIC's training rows less the seeded 10 % that ``train`` held out; never the test
-split): the share of rows whose top intent equals fp32's, accuracy, the largest change of a
-probability, and the file size.
+split): the share of rows whose top intent equals fp32's (with a paired bootstrap interval of
+each variant's difference from the scheme ``quantize_int8`` writes), accuracy, the largest
+change of a probability, and the file size.
 
     python benchmarks/int8_choice.py --model-dir MODEL   # MODEL: kept by intent.py --keep-models
 
-Measured once (2026-12-01, multilingual-e5-small fine-tuned on CIC, seed 0, 1,200 rows):
-one scale per matrix 90.4 % agreement (accuracy -1.17 points), one per output channel
-95.8 % (-0.08), per channel with reduce_range 95.5 %, the embeddings left in float 94.6 %
-(56.7 MiB against 31.2), MatMul only 95.8 % (71.8 MiB); so ``quantize_int8`` quantises per
-channel. One JSON line per variant is printed; the results (with their provenance) go to
-``benchmarks/results/int8_choice.json`` and the ``int8:choice`` section to its page
-(``docs/benchmarks/serving.md``, beside ``--md``), unless ``--no-write``.
+The quantised integer products run differently by CPU (with VNNI or not: without it,
+full-range int8 weights can saturate), so every run is kept, one record per run in
+``benchmarks/results/int8_choice.jsonl`` with its provenance, and the ``int8:choice``
+section (``docs/benchmarks/serving.md``, beside ``--md``) shows each run's table under its
+machine, unless ``--no-write``. One JSON line per variant is printed.
 """
 
 from __future__ import annotations
@@ -23,16 +22,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
+import _verdicts as V  # noqa: E402
 from intent import DATASETS, load_split  # noqa: E402
 from pretrained_footprint import _RuntimeClassifier  # noqa: E402
 
 SECTION = "int8:choice"
-RESULTS = HERE / "results" / "int8_choice.json"
+RESULTS = HERE / "results" / "int8_choice.jsonl"
+#: the scheme :func:`headwise.onnx.export.quantize_int8` writes
+CHOSEN = "per_channel_reduce_range"
 VARIANTS: dict[str, dict] = {
     "per_matrix": {},
     "per_channel": {"per_channel": True},
@@ -43,29 +46,70 @@ VARIANTS: dict[str, dict] = {
 }
 LABELS = {
     "per_matrix": "one scale per matrix",
-    "per_channel": "one scale per output channel (what `quantize_int8` does)",
-    "per_channel_reduce_range": "per channel, reduce_range",
+    "per_channel": "one scale per output channel, 8-bit weights",
+    "per_channel_reduce_range": "per channel, 7-bit weights (reduce_range)",
     "per_channel_float_embeddings": "per channel, embeddings left in float",
     "per_channel_matmul_only": "per channel, MatMul only",
 }
 
 
-def section(data: dict) -> str:
-    """The ``int8:choice`` section of a results file, the machine line under its heading."""
-    fp32 = data["fp32"]
-    rows = [[LABELS.get(v["variant"], v["variant"]), f"{100 * v['agreement_with_fp32']:.1f} %",
-             f"{100 * (v['accuracy'] - fp32['accuracy']):+.2f}",
-             f"{v['max_probability_change']:.3f}", f"{v['file_mib']:.1f}"]
-            for v in data["variants"]]
-    return H.with_machine_line("\n".join([
-        "## How `headwise export --int8` quantises (chosen on validation rows)", "",
-        f"`{data['command']}` ({data['date']}; the model `{data['model_dir_name']}`, trained "
-        f"on DataCLUE CIC with seed {data['seed']}). Rows: the {fp32['rows']:,} validation "
-        f"rows `train` held out of CIC's training data (never the test split); fp32 accuracy "
-        f"on them {100 * fp32['accuracy']:.1f} %. Dynamic int8 quantisation variants of the "
-        f"fused ONNX export:", "",
-        H.markdown_table(["variant", "top intent equal to fp32's", "accuracy change (points)",
-                          "largest probability change", "file MiB"], rows)]), [data])
+def _agrees(variant: dict[str, Any]) -> list[bool] | None:
+    """The variant's per-row agreement with fp32, from its stored bit string."""
+    bits = variant.get("agrees")
+    return None if bits is None else [c == "1" for c in bits]
+
+
+def _run_table(run: dict[str, Any]) -> list[str]:
+    """One run's lines: what was measured and its table."""
+    fp32 = run["fp32"]
+    chosen = next((v for v in run["variants"] if v["variant"] == CHOSEN), None)
+    base = chosen and _agrees(chosen)
+    rows = []
+    for v in run["variants"]:
+        change = (v["accuracy_change_points"] if "accuracy_change_points" in v
+                  else 100 * (v["accuracy"] - fp32["accuracy"]))
+        mine = _agrees(v)
+        if v is chosen:
+            diff = "(the chosen scheme)"
+        elif base is None or mine is None:
+            diff = "-"
+        else:
+            d = V.paired_difference([mine], [base])
+            diff = f"{100 * d.mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+        largest = v.get("max_probability_change")
+        name = LABELS.get(v["variant"], v["variant"])
+        rows.append([f"**{name}**" if v is chosen else name,
+                     f"{100 * v['agreement_with_fp32']:.1f} %", diff, f"{change:+.2f}",
+                     "-" if largest is None else f"{largest:.3f}", f"{v['file_mib']:.1f}"])
+    prov = run.get("provenance") or {}
+    where = (f"{prov['cpu']} ({', '.join(prov.get('cpu_flags') or []) or 'no AVX-512, no VNNI'})"
+             if prov else "a machine not recorded")
+    lines = [f"**{where}**, `{run['command']}` ({run['date']}; the model "
+             f"`{run['model_dir_name']}`, trained on DataCLUE CIC with seed {run['seed']}). "
+             f"Rows: the {fp32['rows']:,} validation rows `train` held out of CIC's training "
+             f"data (never the test split); fp32 accuracy on them "
+             f"{100 * fp32['accuracy']:.1f} %."]
+    if run.get("note"):
+        lines += ["", run["note"]]
+    return lines + ["", H.markdown_table(
+        ["variant", "top intent equal to fp32's", "minus the chosen scheme, points [95 % CI]",
+         "accuracy change (points)", "largest probability change", "file MiB"], rows)]
+
+
+def section(runs: list[dict[str, Any]]) -> str:
+    """The ``int8:choice`` section: every run's table (oldest first), the machines under
+    its heading."""
+    lines = ["## How `headwise export --int8` quantises (chosen on validation rows)", "",
+             "Dynamic int8 quantisation variants of the fused ONNX export of one fine-tuned "
+             "classifier, scored on validation rows. The scheme `quantize_int8` writes is in "
+             "bold; the interval of a difference is a paired bootstrap over the rows (2,000 "
+             "resamples). The integer products run differently by CPU: without VNNI (AVX2 "
+             "only, or AVX-512 before Cascade Lake) full-range 8-bit weights can saturate "
+             "the 16-bit sums of onnxruntime's u8 x s8 kernels, so each run is shown with its "
+             "machine."]
+    for run in runs:
+        lines += ["", *_run_table(run)]
+    return H.with_machine_line("\n".join(lines), runs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,14 +165,19 @@ def main(argv: list[str] | None = None) -> int:
             data["variants"].append({
                 "variant": name, "accuracy": float((p8.argmax(1) == gold).mean()),
                 "agreement_with_fp32": float((p8.argmax(1) == top).mean()),
+                "agrees": "".join("1" if x else "0" for x in p8.argmax(1) == top),
                 "max_probability_change": float(np.abs(p8 - base).max()),
                 "file_mib": out.stat().st_size / 2**20,
                 "seconds": round(time.perf_counter() - start, 1)})
-            print(json.dumps(data["variants"][-1]), flush=True)
+            print(json.dumps({k: x for k, x in data["variants"][-1].items()
+                              if k != "agrees"}), flush=True)
     H.finish_provenance(data["provenance"])
-    H.print_or_write(args.md, SECTION, section(data), no_write=args.no_write)
+    runs = [json.loads(ln) for ln in RESULTS.read_text(encoding="utf-8").splitlines()
+            if ln.strip()] if RESULTS.is_file() else []
+    H.print_or_write(args.md, SECTION, section([*runs, data]), no_write=args.no_write)
     if not args.no_write:
-        RESULTS.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        with RESULTS.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(data) + "\n")
     return 0
 
 

@@ -284,8 +284,8 @@ def _translate(res: Path, pages: Path) -> str | None:
 def _int8(res: Path, pages: Path) -> str | None:
     import int8_choice
 
-    data = _json(res / "int8_choice.json")
-    return data and int8_choice.section(data)
+    runs = _jsonl(res / "int8_choice.jsonl")
+    return int8_choice.section(runs) if runs else None
 
 
 def _walkthrough(res: Path, pages: Path) -> str | None:
