@@ -136,50 +136,29 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", "models": out, "train_seconds": round(train_s, 1)}
 
 
-def _interval(groups: list[list[float]], seed: int = 0) -> tuple[float, float, float]:
-    """The mean over all texts and its 95 % bootstrap interval (texts resampled within
-    each seed's group)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    arrays = [np.asarray(g, dtype=np.float64) for g in groups if len(g)]
-    mean = float(np.concatenate(arrays).mean())
-    draws = np.empty(RESAMPLES)
-    for i in range(RESAMPLES):
-        draws[i] = np.concatenate([a[rng.integers(0, len(a), len(a))] for a in arrays]).mean()
-    low, high = np.percentile(draws, [2.5, 97.5])
-    return mean, float(low), float(high)
-
-
 def render(records: list[dict[str, Any]]) -> str:
     """The ``explain_faithfulness:cpu`` section from its records (one per data set, model
     and seed)."""
+    from headwise.inspect import rank_methods
+
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
         if r.get("status") == "ok" and not r.get("quick"):
             groups.setdefault((r["dataset"], r["model"]), []).append(r)
     rows = []
     for (ds, model), rs in sorted(groups.items()):
-        cells = []
-        best = None
-        means = {}
-        for method in METHODS:
-            areas = [r["result"]["area"].get(method, []) for r in rs]
-            if not any(areas):
-                cells.append("-")
-                continue
-            mean, low, high = _interval(areas)
-            means[method] = (mean, low, high)
-            cells.append(f"{mean:.3f} [{low:.3f}, {high:.3f}]")
-        if means:
-            top = max(means, key=lambda m: means[m][0])
-            # the most faithful only when its lead over every other method, paired text by
-            # text, has a 95 % interval above zero
-            clear = all(_interval([[a - b for a, b in zip(r["result"]["area"][top],
-                                                          r["result"]["area"][m],
-                                                          strict=True)] for r in rs])[1] > 0
-                        for m in means if m != top)
-            best = top if clear else f"{top} (within noise)"
+        present = [m for m in METHODS if all(r["result"]["area"].get(m) for r in rs)]
+        cells, best = ["-"] * len(METHODS), None
+        if present:
+            # the mean over all texts with a bootstrap interval (texts resampled within each
+            # seed), and the most faithful only when its lead over every other method,
+            # paired text by text, has a 95 % interval above zero: the rule of the report
+            ranking = rank_methods({m: [r["result"]["area"][m] for r in rs] for m in present},
+                                   resamples=RESAMPLES)
+            for row in ranking["methods"]:
+                cells[METHODS.index(row["method"])] = (f"{row['area']:.3f} [{row['low']:.3f}, "
+                                                       f"{row['high']:.3f}]")
+            best = ranking["most_faithful"] or f"{ranking['leader']} (within noise)"
         within = [r["result"]["completeness"]["within_tolerance"] for r in rs]
         rows.append([ds, model, ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r:
                                                                           r["seed"])),

@@ -104,7 +104,8 @@ def write_demo_report(out: Path, s: DemoSettings, *, quick: bool = False) -> Pat
     test = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)["test"]
     options = InspectOptions(importance_examples=50, faithfulness_examples=10,
                              random_repeats=1, attribution_cases=5,
-                             agreement_examples=10) if quick else InspectOptions()
+                             agreement_examples=10, deletion_examples=10) if quick \
+        else InspectOptions()
     print("\n== head analysis of the Transformer ==")
     analysis = inspect_classifier(
         clf, [e.text for e in test], [e.label for e in test],

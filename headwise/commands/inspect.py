@@ -40,8 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="a setting of the analysis (InspectOptions), VALUE as JSON; "
                    "repeatable: max_examples (a seeded sample; default every text), "
                    "show_examples (12), importance_examples (500), faithfulness_examples "
-                   "(100), ablation_examples (2000), ablation (true), pruning (true), "
-                   "pruning_step (0.1), random_repeats (3), attribution_cases (20), "
+                   "(100), deletion_examples (50), ablation_examples (2000), ablation "
+                   "(true), pruning (true), pruning_step (0.1), random_repeats (3), "
+                   "attribution_cases (20), "
                    "agreement_examples (50), batch_size (32), seed (0), "
                    "view_units (64), embed_bytes; e.g. --set pruning=false")
     add_data_options(p)
@@ -105,8 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
 def summarize(analysis: dict, echo) -> None:
     """Print the head roles, the negation heads' agreement with the attribution, a
-    compound model's join and number-in-second heads, the bad cases per slice and the
-    pruning result in a few lines."""
+    compound model's join and number-in-second heads, the bad cases per slice, the
+    explanation methods ranked by their deletion curves and the pruning result in a few
+    lines."""
     for layer, row in enumerate(analysis["roles"]):
         cells = [f"H{h}:{'/'.join(r['role'] for r in roles) or '-'}"
                  for h, roles in enumerate(row)]
@@ -132,6 +134,13 @@ def summarize(analysis: dict, echo) -> None:
              f"heads on {agreement['share']:.0%} [{low:.0%}, {high:.0%}])")
     elif agreement:
         echo(f"negation heads vs attribution: {agreement['verdict']}")
+    methods = analysis.get("methods")
+    if methods:
+        order = " > ".join(f"{r['method']} {r['area']:.3f}" for r in methods["methods"])
+        best = (f"most faithful: {methods['most_faithful']}" if methods["most_faithful"]
+                else f"{methods['leader']} leads within noise")
+        echo(f"explanation methods by deletion-curve area on {methods['texts']} texts: "
+             f"{order} ({best})")
     if analysis.get("pruning"):
         p = analysis["pruning"]
         echo(f"pruning: up to {p['max_fraction_within']['importance']:.0%} of the heads "

@@ -31,6 +31,7 @@ from headwise.inspect.faithfulness import (
     deletion_curves,
     faithfulness,
     method_scores,
+    rank_methods,
     word_scores,
 )
 from headwise.inspect.forward import NoAttentionError, attention_layers, iter_attention, label_ids
@@ -62,6 +63,7 @@ __all__ = [
     "categories_from_spans",
     "deciding_heads",
     "deletion_curves",
+    "rank_methods",
     "chinese_lexicon",
     "default_lexicon",
     "english_lexicon",

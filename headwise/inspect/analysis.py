@@ -37,7 +37,7 @@ from headwise.inspect.categories import (
     join_lexicon,
     numbers_after_join,
 )
-from headwise.inspect.faithfulness import faithfulness
+from headwise.inspect.faithfulness import deletion_curves, faithfulness, rank_methods
 from headwise.inspect.forward import (
     answer_names,
     answer_probability,
@@ -80,6 +80,10 @@ class InspectOptions:
         pruning_step: share of the heads removed per pruning step.
         random_repeats: random pruning orders averaged.
         faithfulness_examples: examples scored by leave-one-out (one pass per word).
+        deletion_examples: examples on which the explanation methods (integrated
+            gradients, attention rollout, last-layer attention, random) are ranked by
+            their deletion curves (:func:`~headwise.inspect.faithfulness.rank_methods`);
+            0 skips it. Single-label classifiers only.
         attribution_cases: bad cases given the attribution view (integrated gradients).
         agreement_examples: texts with a negation word on which the negation heads are
             compared with the attribution (:func:`~headwise.inspect.attribution.
@@ -100,6 +104,7 @@ class InspectOptions:
     pruning_step: float = 0.1
     random_repeats: int = 3
     faithfulness_examples: int = 100
+    deletion_examples: int = 50
     attribution_cases: int = 20
     agreement_examples: int = 50
     seed: int = 0
@@ -149,7 +154,10 @@ def inspect_classifier(clf: Any, texts: Sequence[str],
         (``task``: ``"single_label"`` or ``"multi_label"``), ``data``, ``score`` (what
         ``accuracy`` measures: ``"accuracy"`` or ``"exact match"``), ``accuracy``,
         ``categories``, ``stats``, ``rollout``, ``importance``, ``ablation``,
-        ``pruning``, ``roles``, ``faithfulness``, ``bad_cases`` (the first
+        ``pruning``, ``roles``, ``faithfulness``, ``methods`` (the explanation methods
+        ranked by their deletion curves on ``deletion_examples`` texts,
+        :func:`~headwise.inspect.faithfulness.rank_methods`, with the ``fractions``
+        removed; None for a compound model or when skipped), ``bad_cases`` (the first
         ``attribution_cases`` with their ``attribution`` view; with ``slices``, each case's
         slices and ``by_slice``), ``negation_agreement`` (whether the negation heads attend
         to what the attribution finds deciding on texts with a negation word; None
@@ -262,6 +270,14 @@ def inspect_classifier(clf: Any, texts: Sequence[str],
     result["faithfulness"] = faithfulness(clf, [segs[i] for i in faith])
     for row in result["faithfulness"]["per_example"]:
         row["index"] = int(faith[row["index"]])
+    result["methods"] = None
+    if o.deletion_examples and not multi:
+        pick = _sample(len(texts), o.deletion_examples, np.random.default_rng(o.seed + 2))
+        say(f"explanation methods ranked by deletion curves on {len(pick)} examples")
+        curves = deletion_curves(clf, [texts[i] for i in pick], seed=o.seed)
+        result["methods"] = {**rank_methods({m: [a] for m, a in curves["area"].items()},
+                                            seed=o.seed),
+                             "fractions": curves["fractions"]}
     gold_ids, predicted_ids, answers = _as_classes(clf, gold, predicted)
     result["bad_cases"] = bad_cases(features, feature_names, gold_ids, predicted_ids,
                                     texts=texts, labels=answers)

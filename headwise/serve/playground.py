@@ -78,8 +78,9 @@ _PAGE = """<!DOCTYPE html>
 <p class="muted small">Type a message (Chinese or English), add others beside it (a phrasing
 and its negation, a number changed) and press <b>Explain</b> (Ctrl+Enter).
 Tokens: <span class="swatch pos">for</span> pushes towards the answered intent,
-<span class="swatch neg">against</span> pushes away (attribution); without attribution they
-are shaded by attention rollout.</p>
+<span class="swatch neg">against</span> pushes away (attribution: integrated gradients;
+<code>headwise inspect</code> ranks the explanation methods by their deletion curves for a
+model); without attribution they are shaded by attention rollout.</p>
 <div class="controls">
 <button id="add" type="button">+ add a message</button>
 <button id="run" type="button" class="primary">Explain</button>

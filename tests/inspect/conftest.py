@@ -59,6 +59,7 @@ def small_report(tiny_clf, demo_examples, tmp_path_factory):
         spans=[[(s.start, s.end, s.category) for s in e.spans] for e in examples],
         options=InspectOptions(importance_examples=6, ablation_examples=8, random_repeats=1,
                                faithfulness_examples=3, show_examples=4, pruning_step=0.25,
-                               attribution_cases=3, agreement_examples=5))
+                               attribution_cases=3, agreement_examples=5,
+                               deletion_examples=6))
     out = tmp_path_factory.mktemp("report")
     return analysis, write_report(analysis, out, title="test report")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from headwise.inspect.attribution import deciding_heads, explain
-from headwise.inspect.faithfulness import deletion_curves, method_scores
+from headwise.inspect.faithfulness import deletion_curves, method_scores, rank_methods
 from headwise.inspect.integrated_gradients import COMPLETENESS_TOLERANCE, embedding_layer
 from headwise.inspect.rollout import head_rollout
 from headwise.intent.classifier import IntentClassifier
@@ -274,6 +274,35 @@ def test_deletion_curves_mask_the_top_tokens(tiny_clf64, demo_examples):
     np.testing.assert_allclose(out["curves"]["rollout"][1], p, atol=1e-9)
     assert out["area"]["rollout"][1] == pytest.approx(np.mean([p[0] - p[1], p[0] - p[2]]))
     assert (out["completeness"] < COMPLETENESS_TOLERANCE).all()
+
+
+def test_rank_methods_orders_by_area_and_names_a_clear_leader_only():
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.02, size=200)
+    areas = {"random": [0.1 + noise[:100], 0.12 + noise[100:]],
+             "ig": [0.5 + noise[:100], 0.6 + noise[100:]],
+             "rollout": [0.3 + noise[::-1][:100], 0.3 + noise[::-1][100:]]}
+    out = rank_methods(areas)
+    assert [r["method"] for r in out["methods"]] == ["ig", "rollout", "random"]
+    # the mean is over every text of every group, by hand
+    assert out["methods"][0]["area"] == pytest.approx(np.mean(np.r_[0.5 + noise[:100],
+                                                                    0.6 + noise[100:]]))
+    for r in out["methods"]:
+        assert r["low"] <= r["area"] <= r["high"]
+    assert out["texts"] == 200 and out["leader"] == "ig" and out["most_faithful"] == "ig"
+    lead = out["leads"]["random"]
+    assert lead[0] == pytest.approx(out["methods"][0]["area"] - out["methods"][2]["area"])
+    assert lead[1] > 0
+    # a lead smaller than the texts' spread names no one; the leader is still reported
+    tie = rank_methods({"ig": [0.5 + noise], "rollout": [0.5 + noise[::-1] + 0.001]})
+    assert tie["leader"] == "rollout" and tie["most_faithful"] is None
+    assert tie["leads"]["ig"][1] < 0 < tie["leads"]["ig"][2]
+    with pytest.raises(ValueError, match="different texts"):
+        rank_methods({"ig": [[0.1, 0.2]], "random": [[0.1]]})
+    with pytest.raises(ValueError, match="no method"):
+        rank_methods({})
+    with pytest.raises(ValueError, match="no text"):
+        rank_methods({"ig": [[]], "random": [[]]})
 
 
 def test_an_ensemble_is_refused_with_the_registry_reason(tiny_clf):

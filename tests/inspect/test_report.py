@@ -67,6 +67,13 @@ def test_analysis_sections(small_report):
     assert agreement["heads"] == negation_heads
     assert agreement["verdict"] in {"agree", "disagree", "inconclusive", "no heads",
                                     "every head has the role", "no texts"}
+    # the explanation methods ranked by deletion curves on 6 of the texts, best first
+    methods = analysis["methods"]
+    assert methods["texts"] == 6 and methods["fractions"] == [0.1, 0.2, 0.3, 0.4, 0.5]
+    areas = [r["area"] for r in methods["methods"]]
+    assert areas == sorted(areas, reverse=True)
+    assert {r["method"] for r in methods["methods"]} == {"ig", "rollout", "attention", "random"}
+    assert methods["most_faithful"] in (None, methods["leader"])
     json.dumps(analysis, allow_nan=False)
 
 

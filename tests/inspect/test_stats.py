@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from headwise.attention import capture_attention
-from headwise.inspect import InspectOptions, inspect_classifier
+from headwise.inspect import InspectOptions, deletion_curves, inspect_classifier, rank_methods
 from headwise.inspect.forward import attention_layers
 from headwise.inspect.stats import HeadStatistics
 
@@ -74,7 +74,11 @@ def test_statistics_match_a_float64_recomputation(tiny_clf64, demo_examples):
     result = inspect_classifier(
         tiny_clf64, [e.text for e in examples],
         spans=[[(s.start, s.end, s.category) for s in e.spans] for e in examples],
-        options=InspectOptions(faithfulness_examples=0, show_examples=2))
+        options=InspectOptions(faithfulness_examples=0, show_examples=2, deletion_examples=5))
+    # the methods' ranking is rank_methods of the deletion curves of the five texts
+    curves = deletion_curves(tiny_clf64, [e.text for e in examples])
+    again = rank_methods({m: [a] for m, a in curves["area"].items()})
+    assert result["methods"] == {**again, "fractions": curves["fractions"]}
     ref = _reference(tiny_clf64, examples)
     stats = result["stats"]
     assert stats["examples"] == 5 and result["importance"] is None

@@ -295,8 +295,27 @@ function attributionCell(c) {
 }
 
 // ---- faithfulness and rollout ------------------------------------------------------------
+// the explanation methods ranked by their deletion curves on this model (rank_methods)
+const METHOD_NAMES = { ig: "integrated gradients", rollout: "attention rollout", attention: "last-layer attention", random: "random order" };
+function methods(box) {
+  const M = D.methods;
+  if (!M) return;
+  const verdict = M.most_faithful ? `most faithful here: ${METHOD_NAMES[M.most_faithful] || M.most_faithful} (its lead over every other method, paired text by text, has a 95 % interval above zero)`
+    : `${METHOD_NAMES[M.leader] || M.leader} leads, within noise of another method`;
+  box.append(el("p", { class: "small", text: `Explanation methods ranked by their deletion curves on ${M.texts} texts of this data: remove each method's top ${M.fractions.map((f) => Math.round(100 * f)).join(", ")} % of a text's tokens; the area is the mean drop of the predicted intent's probability (higher: the method's top tokens carry the decision). ${verdict}.` }));
+  const t = el("table", { id: "methods" }, el("tr", {}, el("th", { text: "rank" }), el("th", { text: "method" }), el("th", { text: "area over the deletion curve [95 % CI]" }), el("th", { text: "leader minus this [95 % CI]" })));
+  M.methods.forEach((r, i) => {
+    const lead = M.leads[r.method];
+    t.append(el("tr", { "data-method": r.method }, el("td", { class: "num", text: String(i + 1) }), el("td", { text: METHOD_NAMES[r.method] || r.method }),
+      el("td", { class: "num", text: `${fmt(r.area)} [${fmt(r.low)}, ${fmt(r.high)}]` }),
+      el("td", { class: "num", text: lead ? `${fmt(lead[0])} [${fmt(lead[1])}, ${fmt(lead[2])}]` : "–" })));
+  });
+  box.append(t);
+}
+
 function faith() {
   const F = D.faithfulness, R = D.rollout, box = $("faith");
+  methods(box);
   const t = el("table", {}, el("tr", {}, el("th", { text: "score vs leave-one-out" }), el("th", { text: "mean τ" }), el("th", { text: "median τ" }), el("th", { text: "τ > 0" }), el("th", { text: "texts" })));
   for (const k of ["attention", "rollout"]) t.append(el("tr", {}, el("td", { text: k === "attention" ? "last-layer attention of the classification token" : "attention rollout" }),
     el("td", { class: "num", text: fmt(F[k].mean_tau) }), el("td", { class: "num", text: fmt(F[k].median_tau) }), el("td", { class: "num", text: pct(F[k].positive_share) }), el("td", { class: "num", text: String(F[k].n) })));
