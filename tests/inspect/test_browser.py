@@ -29,12 +29,17 @@ def test_page_loads_offline_without_errors(small_report):
         # clicking a head redraws the grid, the detail and the heat map without errors
         "click": "document.querySelectorAll('#grid td.cell')[5].click(); "
                  "document.querySelector('#detail h3').textContent",
+        # the explanation methods' table, in the analysis's order (best first)
+        "methods": "[...document.querySelectorAll('#methods tr[data-method]')]"
+                   ".map((r) => r.dataset.method).join(',')",
     })
     assert report.errors == []
     assert report.requests == [paths["html"].resolve().as_uri()]  # the page itself only
     v = report.values
     assert v["ready"] == "1" and v["cells"] == 8 and v["examples"] == 4 and v["heatmap"] > 100
     assert v["click"] == "Layer 1, head 1"
+    analysis, _ = small_report
+    assert v["methods"] == ",".join(r["method"] for r in analysis["methods"]["methods"])
     from PIL import Image
 
     image = np.asarray(Image.open(io.BytesIO(report.screenshot)).convert("RGB"), dtype=float)
