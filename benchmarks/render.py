@@ -127,8 +127,8 @@ def _heldout(res: Path, pages: Path) -> str | None:
 def _demo_transformer(res: Path, pages: Path) -> str | None:
     import demo_transformer
 
-    runs = list(H.done_runs(res / demo_transformer.RESULTS.name, ("config", "seed")).values())
-    return H.render_records(demo_transformer.render, runs, ("config",))  # "nothing measured"
+    runs = list(H.done_runs(res / demo_transformer.RESULTS.name, demo_transformer.KEY).values())
+    return H.render_records(demo_transformer.render, runs, ("grid", "config"))
 
 
 def _ood(res: Path, pages: Path) -> str | None:

@@ -41,17 +41,17 @@ def test_every_member_changes_one_field_of_the_demos_recipe(quick):
     for m in D.GRID[1:]:
         mine = _leaves(D.recipe_of(m.name, s).to_dict())
         diff = {k for k in base.keys() | mine.keys() if base.get(k) != mine.get(k)}
-        if m.name in D.ADOPTED:  # the demo's recipe took its change: it is the base now
-            assert diff == set() and m.name == "negation_heads", (m.name, diff)
-            assert mine["architecture.model_overrides.negation_heads"] == [2, 3]
-            continue
         assert len(diff) == 1, (m.name, diff)
         changed[m.name] = (diff.pop(), mine)
-    assert changed["dropout0.3"][1]["architecture.dropout"] == 0.3
+    neg = "architecture.model_overrides.negation_heads"
+    assert base[neg] == [2, 3]  # grid 2's base: grid 1's choice, adopted by the demo
+    assert changed["no_negation_heads"][0] == neg and neg not in changed["no_negation_heads"][1]
+    assert changed["negation_heads_x2"][1][neg] == [2, 3, 4, 5]
+    assert changed["dropout0.2"][1]["architecture.dropout"] == 0.2
     assert changed["epochs_x2"][1]["train.epochs"] == 2 * s.epochs
     assert changed["d_model_x2"][1]["architecture.d_model"] == 2 * s.d_model
-    assert changed["lr_half"][1]["train.lr"] == demo["transformer"].train.lr / 2
     assert changed["pretrain"][1]["levers.pretrain_epochs"] == max(1, s.epochs // 2)
+    assert changed["blend_tfidf"][1]["levers.blend"] == "tfidf"
     assert base["architecture.model_overrides.number_heads"] == [0, 1]
     assert len(set(D.MEMBERS)) == len(D.MEMBERS) and D.REFERENCE not in D.MEMBERS
     if not quick:  # the full run's members are the values the grid's comment names
@@ -62,11 +62,13 @@ def test_every_member_changes_one_field_of_the_demos_recipe(quick):
 
 def _rec(config: str, seed: int, valid: float, test: float, neg: str = "1100",
          closed: str = "1010", digest: str | None = None) -> dict[str, Any]:
-    """A hand-made ok record: validation accuracy ``valid``, test accuracy ``test``, and
-    per-row outcomes on the negation slice (``neg``) and the in-scope test rows."""
+    """A hand-made ok record of the current grid: validation accuracy ``valid``, test
+    accuracy ``test``, and per-row outcomes on the negation slice (``neg``) and the
+    in-scope test rows."""
     neg_acc = neg.count("1") / len(neg)
     return {
-        "status": "ok", "config": config, "seed": seed, "quick": False,
+        "status": "ok", "grid": D.CURRENT_GRID, "config": config, "seed": seed,
+        "quick": False,
         "command": "python benchmarks/demo_transformer.py", "date": "2026-12-03 08:00 UTC",
         "settings": {"d_model": 128, "num_layers": 2, "epochs": 20},
         "corpus": {"sizes": {"train": 10, "valid": 6, "test": 6},
@@ -103,8 +105,8 @@ def test_the_choice_compares_members_on_the_seeds_they_share_and_ties_go_first()
     runs = [_rec("base", 0, 0.70, 0.7), _rec("epochs_x2", 0, 0.60, 0.7),
             _rec("epochs_x2", 1, 0.95, 0.7), _rec("epochs_x2", 2, 0.95, 0.7)]
     assert D.chosen_member(runs) == "base"
-    tie = [_rec("lr_half", 0, 0.70, 0.9), _rec("dropout0.3", 0, 0.70, 0.1)]
-    assert D.chosen_member(tie) == "dropout0.3"  # first in the grid, whatever the test says
+    tie = [_rec("d_model_x2", 0, 0.70, 0.9), _rec("dropout0.2", 0, 0.70, 0.1)]
+    assert D.chosen_member(tie) == "dropout0.2"  # first in the grid, whatever the test says
     body = D.render([*tie, _rec("base", 0, 0.70, 0.5)])
     assert "**base** (chosen)" in body and "the demo's recipe equals the chosen one" in body
 
@@ -148,10 +150,31 @@ def test_one_seed_is_judged_by_a_paired_bootstrap_over_its_rows():
 def test_the_section_lists_every_configuration_and_failed_runs():
     runs = [_rec("base", 0, 0.7, 0.75), _rec(D.REFERENCE, 0, 0.8, 0.8),
             {"status": "timeout", "detail": "over the 1800 s budget", "config": "pretrain",
+             "grid": D.CURRENT_GRID,
              "seed": 0, "command": "c", "date": "d"}]
     body = D.render(runs)
     for config in D.CONFIGS:
         assert f"| {config}" in body or f"| **{config}**" in body, config
     assert "| pretrain | levers.pretrain_epochs" in body and "not measured" in body
     assert "- timeout: over the 1800 s budget: pretrain seed 0" in body
-    assert D.render([]).endswith("Nothing measured yet.")
+    assert "nothing measured yet" in D.render([])
+
+
+def test_an_earlier_grid_is_rendered_apart_and_never_mixed_with_the_current_one():
+    # grid 1's negation_heads was its best on validation; grid 2 knows no such member, and
+    # its own choice is made on its own records
+    old = [{**_rec(c, sd, v, 0.7), "grid": 1}
+           for sd in (0, 1) for c, v in (("base", 0.70), ("negation_heads", 0.80),
+                                         (D.REFERENCE, 0.9))]
+    new = [_rec(c, sd, v, 0.7) for sd in (0, 1) for c, v in (("base", 0.75),
+                                                             ("dropout0.2", 0.72))]
+    assert D.chosen_member(old + new, grid=1) == "negation_heads"
+    assert D.chosen_member(old + new) == "base"
+    body = D.render(old + new)
+    current, _, earlier = body.partition("### Grid 1")
+    assert "**base** (chosen)" in current and "| negation_heads |" not in current
+    assert "**negation_heads** (chosen)" in earlier and "it is the base of grid 2" in earlier
+    # only grid 1 measured: the current grid says so, grid 1 still shows
+    body = D.render(old)
+    assert "Grid 2 (base:" in body and "nothing measured yet" in body
+    assert "**negation_heads** (chosen)" in body
