@@ -91,6 +91,12 @@ def _run_table(run: dict[str, Any]) -> list[str]:
              f"{100 * fp32['accuracy']:.1f} %."]
     if run.get("note"):
         lines += ["", run["note"]]
+    best = max(run["variants"], key=lambda v: v["agreement_with_fp32"])
+    ties = [v for v in run["variants"] if v["agreement_with_fp32"] == best["agreement_with_fp32"]]
+    lines += ["", "Most often equal to fp32's top intent on these rows: "
+              + " and ".join(LABELS.get(v["variant"], v["variant"]) for v in ties)
+              + (" (the chosen scheme)." if chosen in ties
+                 else "; the chosen scheme is not among them.")]
     return lines + ["", H.markdown_table(
         ["variant", "top intent equal to fp32's", "minus the chosen scheme, points [95 % CI]",
          "accuracy change (points)", "largest probability change", "file MiB"], rows)]
