@@ -94,10 +94,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"the compound models train alongside in a second process ({threads[1]} of "
               f"{sum(threads)} threads; its training log: {log}); their results follow the "
               f"single-label ones")
+    def before_timing() -> None:
+        # the Transformer's head analysis needs its saved model only: written here, while
+        # the compound part may still train, before the latencies want a quiet machine
+        if not args.no_report:
+            write_demo_report(Path(args.out), s, quick=args.quick)
+        if background is not None:
+            _wait_for(background, threads_after=sum(threads))
+
     try:
-        run_demo(args.out, s, extra_models=extra,
-                 before_timing=None if background is None
-                 else lambda: _wait_for(background, threads_after=sum(threads)))
+        run_demo(args.out, s, extra_models=extra, before_timing=before_timing)
         if args.quick and not args.no_compound:
             print(f"\n--quick: the compound models (several intents + slots) are skipped: "
                   f"trained from scratch on the quick run's {s.per_intent} questions per "
@@ -113,10 +119,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if background is not None:
             background.stop()
-    if not args.no_report:
-        write_demo_report(Path(args.out), s, quick=args.quick)
-        if compound:
-            write_compound_report(Path(args.out), s)
+    if not args.no_report and compound:
+        write_compound_report(Path(args.out), s)
     return 0
 
 

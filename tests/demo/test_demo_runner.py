@@ -205,7 +205,8 @@ def test_quick_demo_says_it_skips_the_compound_model(quick, monkeypatch, capsys,
     from headwise.commands import demo as command
 
     calls = []
-    monkeypatch.setattr(command, "run_demo", lambda *a, **k: calls.append("demo"))
+    monkeypatch.setattr(command, "run_demo",
+                        lambda *a, before_timing, **k: (calls.append("demo"), before_timing()))
     monkeypatch.setattr(command, "_Background", FakeBackground(calls))
     monkeypatch.setattr(command, "pretrained_demo_recipe", lambda s: {})
     argv = ["demo", "--out", str(tmp_path), "--no-report"] + (["--quick"] if quick else [])

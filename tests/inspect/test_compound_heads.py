@@ -347,7 +347,11 @@ def test_the_demo_command_reports_the_compound_transformer(quick, monkeypatch, t
         def stop(self):
             return None
 
-    monkeypatch.setattr(command, "run_demo", lambda *a, **k: calls.append("demo"))
+    def run_demo(*a, before_timing, **k):  # the models trained, then the timing hook
+        calls.append("demo")
+        before_timing()
+
+    monkeypatch.setattr(command, "run_demo", run_demo)
     monkeypatch.setattr(command, "_Background", Background)
     monkeypatch.setattr(command, "pretrained_demo_recipe", lambda s: {})
     monkeypatch.setattr(command, "write_demo_report", lambda *a, **k: calls.append("report"))
