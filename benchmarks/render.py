@@ -141,8 +141,8 @@ def _ood(res: Path, pages: Path) -> str | None:
 def _demo_time(res: Path, pages: Path) -> str | None:
     import demo_time
 
-    data = _json(res / "demo_time.json")
-    return data and demo_time.section(data)
+    runs = _jsonl(res / "demo_time.jsonl")
+    return demo_time.section(runs) if runs else None
 
 
 def _oos(res: Path, pages: Path) -> str | None:
