@@ -35,7 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "export, and `headwise serve` serves it as it is.")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
     p.add_argument("--onnx", required=True, metavar="FILE", help="the .onnx file to write")
-    p.add_argument("--int8", metavar="FILE", help="also write a dynamically quantised copy")
+    p.add_argument("--int8", metavar="FILE",
+                   help="also write a dynamically quantised copy (int8 activations, 7-bit "
+                        "weights with one scale per output channel: right on CPUs with and "
+                        "without VNNI)")
     p.add_argument("--data", metavar="FILE",
                    help="labelled data to measure the accuracy change on (annotated "
                         "examples for a compound classifier)")
