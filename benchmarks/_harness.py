@@ -529,6 +529,38 @@ def merge_refusal(results: Path) -> str | None:
     return None
 
 
+def run_machine(record: dict[str, Any]) -> str:
+    """How a section names the machine and commit of one record kept per run (records of
+    several machines side by side): ``CPU (flags), commit C``, or that it was not recorded."""
+    prov = record.get("provenance") or {}
+    if not prov:
+        return "a machine not recorded"
+    flags = ", ".join(prov.get("cpu_flags") or []) or "none of " + "/".join(CPU_FLAGS)
+    return f"{prov['cpu']} ({flags}), commit {(prov.get('commit') or 'unknown')[:10]}"
+
+
+def per_run_section(intro: Sequence[str], records: Sequence[dict[str, Any]],
+                    run_lines: Callable[[dict[str, Any]], list[str]]) -> str:
+    """A section that shows every record of its results file (one per run, oldest first,
+    each from :func:`run_machine`'s machine): ``intro`` lines, then ``run_lines`` of each
+    record, the machine line under the heading."""
+    lines = list(intro)
+    for r in records:
+        lines += ["", *run_lines(r)]
+    return with_machine_line("\n".join(lines), records)
+
+
+def add_run(path: Path, record: dict[str, Any], *, write: bool) -> list[dict[str, Any]]:
+    """The records of the JSON-lines file ``path`` with ``record`` after them; ``record``
+    is appended to the file when ``write``."""
+    records = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines()
+               if ln.strip()] if path.is_file() else []
+    if write:
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+    return [*records, record]
+
+
 def render_records(render: Callable[[list[dict[str, Any]]], str],
                    records: Sequence[dict[str, Any]], row: Sequence[str]) -> str:
     """A section from per-run records: ``render`` of those :func:`unmixed` keeps by the

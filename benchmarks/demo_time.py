@@ -15,7 +15,6 @@ temporary folder, removed after.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -83,12 +82,9 @@ def _run_lines(data: dict[str, Any]) -> list[str]:
         verdicts.append([f"`{name}` {COMMANDS[name][2]}", _verdict(walls, COMMANDS[name][1]),
                          f"median {median:.1f} s over {len(rs)} runs "
                          f"({min(walls):.1f}-{max(walls):.1f})"])
-    prov = data.get("provenance") or {}
-    where = (f"{prov['cpu']} ({', '.join(prov.get('cpu_flags') or [])}), commit "
-             f"{(prov.get('commit') or 'unknown')[:10]}" if prov else "a machine not recorded")
-    return [f"**{where}**: `{data['command']}` ({data['date']}; {data['runs']} runs of each "
-            f"command, alternating, each in a fresh process writing into its own temporary "
-            f"folder).", "",
+    return [f"**{H.run_machine(data)}**: `{data['command']}` ({data['date']}; "
+            f"{data['runs']} runs of each command, alternating, each in a fresh process "
+            f"writing into its own temporary folder).", "",
             H.markdown_table(["target", "verdict", "measured"], verdicts, "lll"), "",
             H.markdown_table(["command", "runs", "median wall s", "range s", "median CPU s",
                               "peak RSS MiB (largest run)"], rows)]
@@ -99,7 +95,7 @@ def section(runs: list[dict[str, Any]]) -> str:
     ``runs``, ``command``, ``date``, ``provenance``), oldest first, each under its machine
     and commit (the machines differ between sessions), the machine line under the
     heading."""
-    lines = ["## How long `headwise demo` takes (CPU)", "",
+    return H.per_run_section(["## How long `headwise demo` takes (CPU)", "",
              "The full run trains the TF-IDF floor, the BiLSTM and the from-scratch "
              "Transformer on the generated corpus and the compound models (the BiLSTM joint "
              "and the Transformer joint; `--no-pretrained` leaves out the pretrained joint) "
@@ -109,10 +105,8 @@ def section(runs: list[dict[str, Any]]) -> str:
              "compound models trained after the single-label ones; from it on, in a second "
              "process alongside them: its CPU seconds count both processes, its peak RSS is the "
              "larger process's peak (not their sum). A verdict is PASS when every run is "
-             "within the target, FAIL when none is, within noise otherwise."]
-    for data in runs:
-        lines += ["", *_run_lines(data)]
-    return H.with_machine_line("\n".join(lines), runs)
+             "within the target, FAIL when none is, within noise otherwise."], runs,
+        _run_lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,12 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{i + 1}/{args.runs}] {name}: {r['wall_s']:.1f} s", file=sys.stderr,
                   flush=True)
     H.finish_provenance(data["provenance"])
-    runs = [json.loads(ln) for ln in RESULTS.read_text(encoding="utf-8").splitlines()
-            if ln.strip()] if RESULTS.is_file() else []
-    if not args.no_write:
-        with RESULTS.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(data) + "\n")
-    H.print_or_write(args.md, SECTION, section([*runs, data]), no_write=args.no_write)
+    runs = H.add_run(RESULTS, data, write=not args.no_write)
+    H.print_or_write(args.md, SECTION, section(runs), no_write=args.no_write)
     return 0
 
 

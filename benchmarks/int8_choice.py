@@ -81,10 +81,7 @@ def _run_table(run: dict[str, Any]) -> list[str]:
         rows.append([f"**{name}**" if v is chosen else name,
                      f"{100 * v['agreement_with_fp32']:.1f} %", diff, f"{change:+.2f}",
                      "-" if largest is None else f"{largest:.3f}", f"{v['file_mib']:.1f}"])
-    prov = run.get("provenance") or {}
-    where = (f"{prov['cpu']} ({', '.join(prov.get('cpu_flags') or []) or 'no AVX-512, no VNNI'})"
-             if prov else "a machine not recorded")
-    lines = [f"**{where}**, `{run['command']}` ({run['date']}; the model "
+    lines = [f"**{H.run_machine(run)}**, `{run['command']}` ({run['date']}; the model "
              f"`{run['model_dir_name']}`, trained on DataCLUE CIC with seed {run['seed']}). "
              f"Rows: the {fp32['rows']:,} validation rows `train` held out of CIC's training "
              f"data (never the test split); fp32 accuracy on them "
@@ -105,17 +102,15 @@ def _run_table(run: dict[str, Any]) -> list[str]:
 def section(runs: list[dict[str, Any]]) -> str:
     """The ``int8:choice`` section: every run's table (oldest first), the machines under
     its heading."""
-    lines = ["## How `headwise export --int8` quantises (chosen on validation rows)", "",
+    return H.per_run_section([
+        "## How `headwise export --int8` quantises (chosen on validation rows)", "",
              "Dynamic int8 quantisation variants of the fused ONNX export of one fine-tuned "
              "classifier, scored on validation rows. The scheme `quantize_int8` writes is in "
              "bold; the interval of a difference is a paired bootstrap over the rows (2,000 "
              "resamples). The integer products run differently by CPU: without VNNI (AVX2 "
              "only, or AVX-512 before Cascade Lake) full-range 8-bit weights can saturate "
              "the 16-bit sums of onnxruntime's u8 x s8 kernels, so each run is shown with its "
-             "machine."]
-    for run in runs:
-        lines += ["", *_run_table(run)]
-    return H.with_machine_line("\n".join(lines), runs)
+             "machine."], runs, _run_table)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,12 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({k: x for k, x in data["variants"][-1].items()
                               if k != "agrees"}), flush=True)
     H.finish_provenance(data["provenance"])
-    runs = [json.loads(ln) for ln in RESULTS.read_text(encoding="utf-8").splitlines()
-            if ln.strip()] if RESULTS.is_file() else []
-    H.print_or_write(args.md, SECTION, section([*runs, data]), no_write=args.no_write)
-    if not args.no_write:
-        with RESULTS.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(data) + "\n")
+    runs = H.add_run(RESULTS, data, write=not args.no_write)
+    H.print_or_write(args.md, SECTION, section(runs), no_write=args.no_write)
     return 0
 
 

@@ -4,6 +4,7 @@ stored records (no measurement, no torch work), and the provenance machinery of
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -236,3 +237,21 @@ def test_demo_ood_keeps_runs_with_out_of_scope_training_rows_apart(tmp_path: Pat
     assert "exposure 0.5 minus 0 on the test mean +" in new
     with pytest.raises(SystemExit):
         demo_ood.parse_args(["--outlier-exposure", "0.5"])
+
+
+def test_a_per_run_results_file_keeps_every_run_and_names_each_machine(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    first = {"n": 1, "provenance": None}
+    second = {"n": 2, "provenance": {"cpu": "AMD EPYC", "cpu_flags": ["avx2"],
+                                     "commit": "0123456789abcdef", "dirty": False,
+                                     "cores": 2, "date": "2026-12-03 14:14 UTC"}}
+    assert H.add_run(path, first, write=True) == [first]
+    assert H.add_run(path, second, write=False) == [first, second]  # not written
+    assert H.add_run(path, second, write=True) == [first, second]
+    assert [json.loads(ln) for ln in path.read_text().splitlines()] == [first, second]
+    assert H.run_machine(first) == "a machine not recorded"
+    assert H.run_machine(second) == "AMD EPYC (avx2), commit 0123456789"
+    body = H.per_run_section(["## Runs", "", "intro"], [first, second],
+                             lambda r: [f"run {r['n']}: {H.run_machine(r)}"])
+    assert body.index("intro") < body.index("run 1: a machine") < body.index("run 2: AMD")
+    assert body.split("\n")[2].startswith("*Measured on: ")
