@@ -178,3 +178,83 @@ def test_an_earlier_grid_is_rendered_apart_and_never_mixed_with_the_current_one(
     body = D.render(old)
     assert "Grid 2 (base:" in body and "nothing measured yet" in body
     assert "**negation_heads** (chosen)" in body
+
+
+def _blend(seed: int, in_sample: float, crossfit: float | None, test: float = 0.7
+           ) -> dict[str, Any]:
+    rec = _rec("blend_tfidf", seed, in_sample, test)
+    rec["recipe"] = {"levers": {"blend": "tfidf"}}
+    if crossfit is not None:
+        rec["valid"]["crossfit"] = {"accuracy": crossfit, "repeats": 10, "shares": [0.5] * 20,
+                                    "in_sample_share": 0.5}
+    return rec
+
+
+def test_a_blend_is_chosen_by_its_cross_fitted_validation_accuracy_not_its_in_sample_one():
+    # the blend chose its share on the validation rows: in-sample it leads, cross-fitted it
+    # trails base, and base is chosen
+    runs = [r for sd in (0, 1) for r in (_rec("base", sd, 0.70, 0.75),
+                                         _blend(sd, 0.90, 0.65))]
+    assert D.selection_accuracy(runs[1]) == 0.65 and D.selection_accuracy(runs[0]) == 0.70
+    assert D.chosen_member(runs) == "base"
+    body = D.render(runs)
+    assert "| blend_tfidf | levers.blend none -> tfidf | 0,1 | 65.0 cross-fitted (in-sample " \
+           "90.0) |" in body
+    # cross-fitted and ahead: chosen, and the validation difference reads the cross-fit
+    ahead = [r for sd in (0, 1) for r in (_rec("base", sd, 0.70, 0.75),
+                                          _blend(sd, 0.90, 0.72 + 0.01 * sd))]
+    assert D.chosen_member(ahead) == "blend_tfidf"
+    assert "+2.5 [" in D._valid_difference(ahead, "blend_tfidf", "base")
+    # a blend record without the cross-fit is never compared on its in-sample score
+    old = [r for sd in (0, 1) for r in (_rec("base", sd, 0.70, 0.75), _blend(sd, 0.99, None))]
+    assert D.chosen_member(old) == "base"
+    assert "not comparable (in-sample 99.0; no cross-fit)" in D.render(old)
+
+
+class _FixedNetwork:
+    """A stand-in for a trained network: fixed probabilities per text, the blend choice
+    its training run recorded in ``info``."""
+
+    def __init__(self, labels: list[str], probs: dict[str, list[float]]) -> None:
+        self.labels, self.probs, self.info = labels, probs, {}
+        self.threshold = 0.0  # an ensemble of it averages its members' thresholds
+
+    def predict_proba(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        return np.array([self.probs[t] for t in texts])
+
+
+def _crossfit_case(network_right: bool) -> tuple[Any, Any, dict[str, list[tuple[str, str]]]]:
+    from headwise.intent.training.blending import blend_with_tfidf
+
+    words = {"lost_card": "卡丢了 补卡", "refund": "退款 退钱"}
+    rows = {split: [(f"{words[y]} {split}{i}", y) for i in range(n) for y in words]
+            for split, n in (("train", 20), ("valid", 30))}
+    labels = sorted(words)
+    # a network that is always right, or one that always answers lost_card
+    probs = {t: ([0.9, 0.1] if y == "lost_card" else [0.1, 0.9]) if network_right
+             else [0.6, 0.4] for t, y in rows["train"] + rows["valid"]}
+    net = _FixedNetwork(labels, probs)
+    recipe = D.recipe_of("blend_tfidf", D.settings(0, True))
+    _, choice, _, _ = blend_with_tfidf(net, *map(list, zip(*rows["train"], strict=True)),
+                                       *map(list, zip(*rows["valid"], strict=True)), recipe)
+    net.info["blend"] = choice.to_dict()
+    return net, recipe, rows
+
+
+def test_crossfit_blend_answers_each_half_at_the_share_the_other_half_chose():
+    net, recipe, rows = _crossfit_case(network_right=True)
+    got = D.crossfit_blend(net, recipe, rows, seed=0)
+    # a network right on every row: no share helps, the network alone answers every half
+    assert got["accuracy"] == 1.0 and set(got["shares"]) == {0.0}
+    assert got["in_sample_share"] == 0.0 and len(got["shares"]) == 2 * D.CROSSFIT_REPEATS
+    # a network that always answers one intent (half the rows right): each half's share,
+    # chosen on the other half, lets TF-IDF (right on these separable words) answer
+    net, recipe, rows = _crossfit_case(network_right=False)
+    got = D.crossfit_blend(net, recipe, rows, seed=0)
+    assert min(got["shares"]) > 0.0 and got["accuracy"] == 1.0
+    # the TF-IDF model it refits must be the run's: a recorded choice that differs is refused
+    net.info["blend"]["scores"] = [[w, 0.0] for w, _ in net.info["blend"]["scores"]]
+    with pytest.raises(RuntimeError, match="refitted for the cross-fit"):
+        D.crossfit_blend(net, recipe, rows, seed=0)
