@@ -550,14 +550,14 @@ def per_run_section(intro: Sequence[str], records: Sequence[dict[str, Any]],
     return with_machine_line("\n".join(lines), records)
 
 
-def add_run(path: Path, record: dict[str, Any], *, write: bool) -> list[dict[str, Any]]:
-    """The records of the JSON-lines file ``path`` with ``record`` after them; ``record``
-    is appended to the file when ``write``."""
+def add_run(path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Append ``record`` to the JSON-lines file ``path`` (a run is never lost: a smoke run
+    names another file with ``--results``); return the file's records, ``record`` last."""
     records = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines()
                if ln.strip()] if path.is_file() else []
-    if write:
-        with path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
     return [*records, record]
 
 

@@ -2,7 +2,7 @@
 pretrained encoder, each as a user runs it (a fresh process, the console script).
 
     python benchmarks/demo_time.py                  # 3 runs each, writes demo:time in BENCHMARKS.md
-    python benchmarks/demo_time.py --runs 1 --no-write
+    python benchmarks/demo_time.py --runs 1 --no-write --results /tmp/demo_time.jsonl
 
 The two commands alternate (quick, full, quick, full ...) so that a change in the machine's
 load hits both alike; the table gives the median wall-clock seconds with the fastest and
@@ -114,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--only", choices=sorted(COMMANDS), help="time one command only")
     p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
+    p.add_argument("--results", type=Path, default=RESULTS,
+                   help="JSON-lines file the run's record is appended to")
     p.add_argument("--no-write", action="store_true",
-                   help=f"print the section instead (and leave {RESULTS.name} alone)")
+                   help="print the section instead of writing it into the markdown")
     args = p.parse_args(argv)
     names = [args.only] if args.only else list(COMMANDS)
     results: dict[str, list[dict[str, float]]] = {n: [] for n in names}
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{i + 1}/{args.runs}] {name}: {r['wall_s']:.1f} s", file=sys.stderr,
                   flush=True)
     H.finish_provenance(data["provenance"])
-    runs = H.add_run(RESULTS, data, write=not args.no_write)
+    runs = H.add_run(args.results, data)
     H.print_or_write(args.md, SECTION, section(runs), no_write=args.no_write)
     return 0
 

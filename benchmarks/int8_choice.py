@@ -9,9 +9,10 @@ change of a probability, and the file size.
 
 The quantised integer products run differently by CPU (with VNNI or not: without it,
 full-range int8 weights can saturate), so every run is kept, one record per run in
-``benchmarks/results/int8_choice.jsonl`` with its provenance, and the ``int8:choice``
-section (``docs/benchmarks/serving.md``, beside ``--md``) shows each run's table under its
-machine, unless ``--no-write``. One JSON line per variant is printed.
+``benchmarks/results/int8_choice.jsonl`` (``--results``) with its provenance, and the
+``int8:choice`` section (``docs/benchmarks/serving.md``, beside ``--md``) shows each run's
+table under its machine (``--no-write`` prints it instead). One JSON line per variant is
+printed.
 """
 
 from __future__ import annotations
@@ -122,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md",
                    help="the summary markdown file; the section goes into its page under "
                         "docs/benchmarks/ beside it")
+    p.add_argument("--results", type=Path, default=RESULTS,
+                   help="JSON-lines file the run's record is appended to")
     p.add_argument("--no-write", action="store_true",
-                   help=f"print the section; leave {RESULTS.name} and the markdown alone")
+                   help="print the section instead of writing it into the markdown")
     args = p.parse_args(argv)
     data = {"command": H.command_line(), "model_dir_name": args.model_dir.name,
             "seed": args.seed, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -173,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({k: x for k, x in data["variants"][-1].items()
                               if k != "agrees"}), flush=True)
     H.finish_provenance(data["provenance"])
-    runs = H.add_run(RESULTS, data, write=not args.no_write)
+    runs = H.add_run(args.results, data)
     H.print_or_write(args.md, SECTION, section(runs), no_write=args.no_write)
     return 0
 

@@ -245,9 +245,8 @@ def test_a_per_run_results_file_keeps_every_run_and_names_each_machine(tmp_path:
     second = {"n": 2, "provenance": {"cpu": "AMD EPYC", "cpu_flags": ["avx2"],
                                      "commit": "0123456789abcdef", "dirty": False,
                                      "cores": 2, "date": "2026-12-03 14:14 UTC"}}
-    assert H.add_run(path, first, write=True) == [first]
-    assert H.add_run(path, second, write=False) == [first, second]  # not written
-    assert H.add_run(path, second, write=True) == [first, second]
+    assert H.add_run(path, first) == [first]
+    assert H.add_run(path, second) == [first, second]
     assert [json.loads(ln) for ln in path.read_text().splitlines()] == [first, second]
     assert H.run_machine(first) == "a machine not recorded"
     assert H.run_machine(second) == "AMD EPYC (avx2), commit 0123456789"
