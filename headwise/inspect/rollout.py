@@ -38,6 +38,10 @@ def pool_vector(n: int, pooling: str) -> np.ndarray:
         return v
     if pooling == "mean":
         return np.full(n, 1.0 / n)
+    if pooling == "max":
+        raise ValueError("attention rollout needs a fixed mix of positions (cls or mean "
+                         "pooling); a max-pooled model takes each dimension from a "
+                         "different token: explain it with integrated gradients instead")
     raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
 
 

@@ -16,7 +16,7 @@ from headwise.models.hub import PretrainedMixin
 from headwise.models.registry import register_model
 from headwise.nn import EncoderLayer, TransformerEmbeddings, build_norm, maybe_checkpoint
 
-POOLINGS = ("cls", "mean")
+POOLINGS = ("cls", "mean", "max")
 
 
 def pattern_from_config(spec: dict[str, Any] | None) -> M.AttentionPattern | None:
@@ -211,9 +211,13 @@ class EncoderClassifier(PretrainedMixin, nn.Module):
         return self.encoder(input_ids, attention_mask, token_type_ids)
 
     def pool(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        """(batch, seq, d) -> (batch, d): the first token (CLS) or the mean of real tokens."""
+        """(batch, seq, d) -> (batch, d): the first token (CLS), the mean of real tokens, or
+        their element-wise maximum (``"max"``, the BiLSTM's pooling: one strong token, a
+        negation cue, is not averaged away)."""
         if self.config.pooling == "cls":
             return hidden[:, 0]
+        if self.config.pooling == "max":
+            return max_pool(hidden, attention_mask)
         return mean_pool(hidden, attention_mask)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
@@ -233,6 +237,22 @@ class EncoderClassifier(PretrainedMixin, nn.Module):
 
 
 register_model("encoder_classifier", EncoderClassifier)
+
+
+def max_pool(hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+    """Element-wise maximum of the hidden states over real tokens (Collobert et al. 2011);
+    a row without a real token pools to zeros (in an ONNX export, to the dtype's lowest
+    value: no tokenized text has such a row)."""
+    if attention_mask is None:
+        return hidden.amax(1)
+    low = torch.finfo(hidden.dtype).min
+    pooled = hidden.masked_fill(~attention_mask.bool().unsqueeze(-1), low).amax(1)
+    if torch.onnx.is_in_onnx_export():
+        # any operator after the maximum makes onnxruntime's fused graph abort on a
+        # one-token batch; an exported model's rows always hold real (special) tokens
+        return pooled
+    # only a row without a real token keeps the fill value
+    return pooled.masked_fill(pooled == low, 0.0)
 
 
 def mean_pool(hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from headwise.models import EncoderClassifier, ModelConfig, mean_pool, preset
-from headwise.models.encoder import pattern_from_config
+from headwise.models.encoder import max_pool, pattern_from_config
 
 
 def _model(**kw):
@@ -79,6 +79,35 @@ def test_mean_pool_ignores_padding():
     h = torch.arange(12.0).view(1, 4, 3)
     torch.testing.assert_close(mean_pool(h, torch.tensor([[1, 1, 0, 0]])),
                                torch.tensor([[1.5, 2.5, 3.5]]))
+
+
+def test_max_pool_takes_each_dimensions_largest_real_token():
+    h = torch.tensor([[[1.0, -5.0, 2.0], [0.5, -1.0, 3.0], [9.0, 9.0, 9.0]],
+                      [[-3.0, -2.0, -1.0], [7.0, 7.0, 7.0], [7.0, 7.0, 7.0]],
+                      [[4.0, 4.0, 4.0], [4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]])
+    # padding (the 9s and 7s) never wins; a row with no real token pools to zeros
+    torch.testing.assert_close(max_pool(h, mask), torch.tensor(
+        [[1.0, -1.0, 3.0], [-3.0, -2.0, -1.0], [0.0, 0.0, 0.0]]))
+    torch.testing.assert_close(max_pool(h), h.amax(1))
+
+
+def test_max_pooled_classifier_ignores_padding_and_trains():
+    model = _model(pooling="max")
+    ids = torch.randint(3, 256, (2, 7))
+    alone = model(ids[:1, :4])["logits"]
+    padded = ids.clone()
+    padded[0, 4:] = 0
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0, 0], [1] * 7])
+    torch.testing.assert_close(model(padded, mask)["logits"][:1], alone)
+    # the loss reaches the classifier and, through the tokens that won a dimension, the encoder
+    model.train()
+    model(padded, mask, labels=torch.tensor([0, 2]))["loss"].backward()
+    assert all(p.grad is not None for p in model.classifier.parameters())
+    assert sum(float(p.grad.abs().sum()) for p in model.encoder.parameters()
+               if p.grad is not None) > 0
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        EncoderClassifier(preset("tiny", num_labels=3, pooling="median"))
 
 
 def test_config_json_round_trip_presets_and_errors(tmp_path):

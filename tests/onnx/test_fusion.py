@@ -46,6 +46,15 @@ def test_fused_export_is_exact(tok, tmp_path, overrides):
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
+@pytest.mark.parametrize("fuse", [True, False])
+def test_max_pooled_export_is_exact(tok, tmp_path, fuse):
+    model = tiny_encoder(tok, pooling="max")
+    path = export_onnx(model, tmp_path / "max.onnx", max_length=MAX_LENGTH, fuse=fuse)
+    if fuse:  # the attention is still fused; the max over real tokens is plain operators
+        assert fused_op_counts(path)["Attention"] == model.config.num_layers
+    assert _difference(model, path, tok) <= 1e-4
+
+
 def test_portable_export_has_standard_operators_only(tok, tmp_path):
     model = tiny_encoder(tok)
     path = export_onnx(model, tmp_path / "plain.onnx", max_length=MAX_LENGTH, fuse=False)
