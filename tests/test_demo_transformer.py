@@ -38,11 +38,17 @@ def test_every_member_changes_one_field_of_the_demos_recipe(quick):
     assert base == _leaves(demo["transformer"].to_dict())
     assert D.recipe_of(D.REFERENCE, s).to_dict() == demo["bilstm"].to_dict()
     changed = {}
-    for m in D.GRID[1:]:
-        mine = _leaves(D.recipe_of(m.name, s).to_dict())
+    # grid 2 (the demo kept its base) and the current grid change one field each
+    for m in (*D.GRIDS[2][1:], *D.GRID[1:]):
+        mine = _leaves(D.recipe_of(m.name, s, grid=2 if m in D.GRIDS[2] else
+                                   D.CURRENT_GRID).to_dict())
         diff = {k for k in base.keys() | mine.keys() if base.get(k) != mine.get(k)}
         assert len(diff) == 1, (m.name, diff)
         changed[m.name] = (diff.pop(), mine)
+    assert D.CURRENT_GRID == 3 and D.members() == ("base", "pooling_max", "pooling_cls")
+    assert base["architecture.pooling"] == "mean"
+    assert changed["pooling_max"][1]["architecture.pooling"] == "max"
+    assert changed["pooling_cls"][1]["architecture.pooling"] == "cls"
     neg = "architecture.model_overrides.negation_heads"
     assert base[neg] == [2, 3]  # grid 2's base: grid 1's choice, adopted by the demo
     assert changed["no_negation_heads"][0] == neg and neg not in changed["no_negation_heads"][1]
@@ -58,16 +64,23 @@ def test_every_member_changes_one_field_of_the_demos_recipe(quick):
         assert (s.epochs, s.d_model, demo["transformer"].train.lr) == (20, 128, 1e-3)
     with pytest.raises(ValueError, match="unknown configuration"):
         D.recipe_of("nope", s)
+    with pytest.raises(ValueError, match="earlier demo recipe"):
+        D.recipe_of("dropout0.3", s, grid=1)
+
+
+#: the grid the hand-made records below belong to: grid 2, whose members the machinery's
+#: tests name (the current grid's choice, rendering and verdicts are the same code)
+G = 2
 
 
 def _rec(config: str, seed: int, valid: float, test: float, neg: str = "1100",
-         closed: str = "1010", digest: str | None = None) -> dict[str, Any]:
-    """A hand-made ok record of the current grid: validation accuracy ``valid``, test
+         closed: str = "1010", digest: str | None = None, grid: int = G) -> dict[str, Any]:
+    """A hand-made ok record of grid ``grid``: validation accuracy ``valid``, test
     accuracy ``test``, and per-row outcomes on the negation slice (``neg``) and the
     in-scope test rows."""
     neg_acc = neg.count("1") / len(neg)
     return {
-        "status": "ok", "grid": D.CURRENT_GRID, "config": config, "seed": seed,
+        "status": "ok", "grid": grid, "config": config, "seed": seed,
         "quick": False,
         "command": "python benchmarks/demo_transformer.py", "date": "2026-12-03 08:00 UTC",
         "settings": {"d_model": 128, "num_layers": 2, "epochs": 20},
@@ -91,9 +104,9 @@ def test_the_choice_is_made_on_validation_never_on_test():
     runs = [r for sd in (0, 1, 2) for r in (
         _rec("base", sd, 0.70, 0.75), _rec("dropout0.2", sd, 0.80, 0.70),
         _rec("d_model_x2", sd, 0.75, 0.95), _rec(D.REFERENCE, sd, 0.99, 0.99))]
-    assert D.chosen_member(runs) == "dropout0.2"
+    assert D.chosen_member(runs, G) == "dropout0.2"
     # the BiLSTM, best on both, is the reference and never chosen
-    assert D.chosen_member([_rec(D.REFERENCE, 0, 0.99, 0.99)]) is None
+    assert D.chosen_member([_rec(D.REFERENCE, 0, 0.99, 0.99)], G) is None
     body = D.render(runs)
     assert "**dropout0.2** (chosen)" in body and "does NOT equal the chosen one" in body
     assert "| the demo's recipe (`base`) is the member chosen on validation | FAIL |" in body
@@ -104,9 +117,9 @@ def test_the_choice_compares_members_on_the_seeds_they_share_and_ties_go_first()
     # 0, which every member ran, base is better
     runs = [_rec("base", 0, 0.70, 0.7), _rec("epochs_x2", 0, 0.60, 0.7),
             _rec("epochs_x2", 1, 0.95, 0.7), _rec("epochs_x2", 2, 0.95, 0.7)]
-    assert D.chosen_member(runs) == "base"
+    assert D.chosen_member(runs, G) == "base"
     tie = [_rec("d_model_x2", 0, 0.70, 0.9), _rec("dropout0.2", 0, 0.70, 0.1)]
-    assert D.chosen_member(tie) == "dropout0.2"  # first in the grid, whatever the test says
+    assert D.chosen_member(tie, G) == "dropout0.2"  # first in the grid, whatever the test says
     body = D.render([*tie, _rec("base", 0, 0.70, 0.5)])
     assert "**base** (chosen)" in body and "the demo's recipe equals the chosen one" in body
 
@@ -150,10 +163,10 @@ def test_one_seed_is_judged_by_a_paired_bootstrap_over_its_rows():
 def test_the_section_lists_every_configuration_and_failed_runs():
     runs = [_rec("base", 0, 0.7, 0.75), _rec(D.REFERENCE, 0, 0.8, 0.8),
             {"status": "timeout", "detail": "over the 1800 s budget", "config": "pretrain",
-             "grid": D.CURRENT_GRID,
+             "grid": G,
              "seed": 0, "command": "c", "date": "d"}]
     body = D.render(runs)
-    for config in D.CONFIGS:
+    for config in D.configs(G):
         assert f"| {config}" in body or f"| **{config}**" in body, config
     assert "| pretrain | levers.pretrain_epochs" in body and "not measured" in body
     assert "- timeout: over the 1800 s budget: pretrain seed 0" in body
@@ -169,14 +182,14 @@ def test_an_earlier_grid_is_rendered_apart_and_never_mixed_with_the_current_one(
     new = [_rec(c, sd, v, 0.7) for sd in (0, 1) for c, v in (("base", 0.75),
                                                              ("dropout0.2", 0.72))]
     assert D.chosen_member(old + new, grid=1) == "negation_heads"
-    assert D.chosen_member(old + new) == "base"
+    assert D.chosen_member(old + new, G) == "base"
     body = D.render(old + new)
     current, _, earlier = body.partition("### Grid 1")
     assert "**base** (chosen)" in current and "| negation_heads |" not in current
     assert "**negation_heads** (chosen)" in earlier and "it is the base of grid 2" in earlier
     # only grid 1 measured: the current grid says so, grid 1 still shows
     body = D.render(old)
-    assert "Grid 2 (base:" in body and "nothing measured yet" in body
+    assert f"Grid {D.CURRENT_GRID} (base:" in body and "nothing measured yet" in body
     assert "**negation_heads** (chosen)" in body
 
 
@@ -196,18 +209,18 @@ def test_a_blend_is_chosen_by_its_cross_fitted_validation_accuracy_not_its_in_sa
     runs = [r for sd in (0, 1) for r in (_rec("base", sd, 0.70, 0.75),
                                          _blend(sd, 0.90, 0.65))]
     assert D.selection_accuracy(runs[1]) == 0.65 and D.selection_accuracy(runs[0]) == 0.70
-    assert D.chosen_member(runs) == "base"
+    assert D.chosen_member(runs, G) == "base"
     body = D.render(runs)
     assert "| blend_tfidf | levers.blend none -> tfidf | 0,1 | 65.0 cross-fitted (in-sample " \
            "90.0) |" in body
     # cross-fitted and ahead: chosen, and the validation difference reads the cross-fit
     ahead = [r for sd in (0, 1) for r in (_rec("base", sd, 0.70, 0.75),
                                           _blend(sd, 0.90, 0.72 + 0.01 * sd))]
-    assert D.chosen_member(ahead) == "blend_tfidf"
+    assert D.chosen_member(ahead, G) == "blend_tfidf"
     assert "+2.5 [" in D._valid_difference(ahead, "blend_tfidf", "base")
     # a blend record without the cross-fit is never compared on its in-sample score
     old = [r for sd in (0, 1) for r in (_rec("base", sd, 0.70, 0.75), _blend(sd, 0.99, None))]
-    assert D.chosen_member(old) == "base"
+    assert D.chosen_member(old, G) == "base"
     assert "not comparable (in-sample 99.0; no cross-fit)" in D.render(old)
 
 
@@ -236,7 +249,7 @@ def _crossfit_case(network_right: bool) -> tuple[Any, Any, dict[str, list[tuple[
     probs = {t: ([0.9, 0.1] if y == "lost_card" else [0.1, 0.9]) if network_right
              else [0.6, 0.4] for t, y in rows["train"] + rows["valid"]}
     net = _FixedNetwork(labels, probs)
-    recipe = D.recipe_of("blend_tfidf", D.settings(0, True))
+    recipe = D.recipe_of("blend_tfidf", D.settings(0, True), grid=2)
     _, choice, _, _ = blend_with_tfidf(net, *map(list, zip(*rows["train"], strict=True)),
                                        *map(list, zip(*rows["valid"], strict=True)), recipe)
     net.info["blend"] = choice.to_dict()
