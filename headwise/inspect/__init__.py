@@ -34,7 +34,13 @@ from headwise.inspect.faithfulness import (
     rank_methods,
     word_scores,
 )
-from headwise.inspect.forward import NoAttentionError, attention_layers, iter_attention, label_ids
+from headwise.inspect.forward import (
+    NoAttentionError,
+    attention_layers,
+    iter_attention,
+    label_ids,
+    max_pool_mix,
+)
 from headwise.inspect.importance import ablation, gradient_importance, pruning_curve
 from headwise.inspect.integrated_gradients import COMPLETENESS_TOLERANCE, integrated_gradients
 from headwise.inspect.report import write_report
@@ -74,6 +80,7 @@ __all__ = [
     "gradient_importance",
     "head_roles",
     "head_rollout",
+    "max_pool_mix",
     "rollout_matrix",
     "heads_with_role",
     "inspect_classifier",

@@ -54,7 +54,7 @@ from scipy.stats import binomtest
 from torch import nn
 
 from headwise.attention import capture_attention
-from headwise.inspect.forward import NoAttentionError, attention_layers, pooling_of
+from headwise.inspect.forward import NoAttentionError, attention_layers, max_pool_mix, pooling_of
 from headwise.inspect.integrated_gradients import (
     COMPLETENESS_TOLERANCE,
     baseline_ids,
@@ -141,7 +141,8 @@ class Explanation:
             (or chosen) intents first.
         attention: (layers, heads, n, n) float32 attention weights; None for a network
             without attention heads (BiLSTM) and a TF-IDF model.
-        pooling: how the network pools (``"cls"``/``"mean"``; None without attention).
+        pooling: how the network pools (``"cls"``/``"mean"``/``"max"``; None without
+            attention).
         truncated: whether the input explained leaves out part of the text (a text over
             the model's maximum length: see :attr:`window`).
         total_tokens: tokens of the whole text (special tokens included).
@@ -155,6 +156,9 @@ class Explanation:
         tfidf_share: a blended compound model's share of each intent's probability that
             comes from its TF-IDF model (``levers.blend="tfidf"``): the attributions
             explain the network's logits only, not that share. 0 for every other model.
+        pool_mix: a max-pooled network's (tokens,) share of the pooled dimensions each
+            token supplies (:func:`~headwise.inspect.forward.max_pool_mix`), where its
+            rollout starts; None for other poolings.
     """
 
     text: str
@@ -170,6 +174,13 @@ class Explanation:
     skipped: tuple[int, int] | None = None
     long_text: dict[str, Any] | None = None
     tfidf_share: float = 0.0
+    pool_mix: np.ndarray | None = None
+
+    @property
+    def pooled_as(self) -> str | np.ndarray:
+        """What attention rollout starts from: the example's mix for a max-pooled network,
+        else the pooling's name (``"cls"`` without attention)."""
+        return self.pool_mix if self.pool_mix is not None else (self.pooling or "cls")
 
     @property
     def special(self) -> np.ndarray:
@@ -254,9 +265,10 @@ def _network_explanation(model: nn.Module, tokenizer: Tokenizer, text: str,
     tokens = token_spans(tokenizer, text, window_ids, positions)
     truncated = total > len(window_ids)
     window, skipped = _window(tokens, positions) if truncated else (None, None)
-    return Explanation(text, tokens, logits, labels, attributions, attention,
-                       pooling_of(model) if layers else None, truncated, total, window,
-                       skipped, note)
+    pooling = pooling_of(model) if layers else None
+    mix = max_pool_mix(model, ids, mask) if pooling == "max" else None
+    return Explanation(text, tokens, logits, labels, attributions, attention, pooling,
+                       truncated, total, window, skipped, note, pool_mix=mix)
 
 
 def _window(tokens: list[TokenSpan], positions: list[int]
@@ -500,7 +512,7 @@ def deciding_heads(explanation: Explanation, *, roles: list | None = None,
              if np.isfinite(scores[i]) and scores[i] > 0][:top_tokens]
     if not order:
         return []
-    per_head = head_rollout(explanation.attention, explanation.pooling or "cls")
+    per_head = head_rollout(explanation.attention, explanation.pooled_as)
     mass = per_head[:, :, order].sum(-1)  # (layers, heads)
     ranked = np.dstack(np.unravel_index(np.argsort(-mass, axis=None, kind="stable"),
                                         mass.shape))[0][:top_heads]
@@ -594,7 +606,7 @@ def role_agreement(classifier: Any, segs: Sequence[Segmented], marked: Sequence[
                if np.isfinite(scores[i]) and scores[i] > 0]
         if not top:
             continue
-        per_head = np.add.reduceat(head_rollout(ex.attention, ex.pooling or "cls"),
+        per_head = np.add.reduceat(head_rollout(ex.attention, ex.pooled_as),
                                    seg.starts, axis=-1)[:, :, top].sum(-1)  # (L, H)
         role = np.zeros(per_head.shape, dtype=bool)
         for layer, head in heads:

@@ -150,8 +150,8 @@ def method_scores(classifier: Any, text: str, *, seed: int = 0, steps: int = 32
     n = len(ex.tokens)
     out = {"ig": ex.attributions[0].scores.copy()}
     if ex.attention is not None:
-        out["rollout"] = attention_rollout(ex.attention, ex.pooling or "cls")
-        out["attention"] = pool_vector(n, ex.pooling or "cls") @ \
+        out["rollout"] = attention_rollout(ex.attention, ex.pooled_as)
+        out["attention"] = pool_vector(n, ex.pooled_as) @ \
             ex.attention[-1].astype(np.float64).mean(0)
     out["random"] = np.random.default_rng(seed).random(n)
     for v in out.values():

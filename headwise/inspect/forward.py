@@ -56,8 +56,24 @@ def attention_layers(model: nn.Module) -> list[MultiHeadAttention]:
     return layers
 
 
+def max_pool_mix(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> np.ndarray:
+    """(n,) for one example of a max-pooled model: the share of the pooled vector's
+    dimensions each position supplies (the token whose state is the maximum there), the
+    mix of positions attention rollout starts from.
+
+    Args:
+        model: a Transformer with ``encode`` and ``config.pooling == "max"``.
+        input_ids, attention_mask: (1, n) one example.
+    """
+    with torch.no_grad():
+        hidden = model.encode(input_ids, attention_mask)[0].double()
+    keep = attention_mask[0].bool().to(hidden.device)
+    winners = hidden.masked_fill(~keep[:, None], float("-inf")).argmax(0)
+    return np.bincount(winners.cpu().numpy(), minlength=hidden.shape[0]) / hidden.shape[1]
+
+
 def pooling_of(model: nn.Module) -> str:
-    """``"cls"`` or ``"mean"``: how the classifier pools the sequence."""
+    """``"cls"``, ``"mean"`` or ``"max"``: how the classifier pools the sequence."""
     config = getattr(model, "config", None)
     return getattr(config, "pooling", "cls") if config is not None else "cls"
 

@@ -4,10 +4,11 @@ Each layer's head-averaged attention is mixed with the identity for the residual
 ``Â = 0.5 A + 0.5 I`` (rows renormalised), and the layers are composed,
 ``R = Â_L ... Â_1``: row ``i`` of ``R`` says how much of the input token ``j`` reaches
 position ``i`` at the top. The classification token is the classifier's pooled vector:
-position 0 for ``[CLS]`` pooling, the mean of all real positions for mean pooling, so its
-rollout is ``pool @ R`` — computed here as a chain of vector-matrix products from the
-left, which never forms ``R`` (O(L n²), not O(L n³)); :func:`rollout_matrix` forms it,
-for the service's ``/v1/explain``, which shows the whole matrix.
+position 0 for ``[CLS]`` pooling, the mean of all real positions for mean pooling, for
+max pooling each position weighted by the share of pooled dimensions it supplies (per
+example), so its rollout is ``pool @ R`` — computed here as a chain of vector-matrix
+products from the left, which never forms ``R`` (O(L n²), not O(L n³)); :func:`rollout_matrix`
+forms it, for the service's ``/v1/explain``, which shows the whole matrix.
 
 :func:`head_rollout` gives the same for each head: the pooled row of ``Â_{l,h}`` (that
 head alone at layer ``l``) carried down through the head-averaged layers below it — which
@@ -26,12 +27,21 @@ def residual_attention(weights: np.ndarray, residual: float = 0.5) -> np.ndarray
     return mixed / mixed.sum(-1, keepdims=True)
 
 
-def pool_vector(n: int, pooling: str) -> np.ndarray:
-    """(n,) the classification token as a mix of positions: ``e_0`` or uniform.
+def pool_vector(n: int, pooling: str | np.ndarray) -> np.ndarray:
+    """(n,) the classification token as a mix of positions: ``e_0`` (``"cls"``), uniform
+    (``"mean"``), or a given (n,) mix (a max-pooled example's, from
+    :func:`~headwise.inspect.forward.max_pool_mix`).
 
     Raises:
-        ValueError: an unknown pooling.
+        ValueError: an unknown pooling, ``"max"`` without the example's mix, or a mix of
+            another length, with a negative share or not summing to 1.
     """
+    if isinstance(pooling, np.ndarray):
+        mix = np.asarray(pooling, dtype=np.float64)
+        if mix.shape != (n,) or (mix < 0).any() or not np.isclose(mix.sum(), 1.0):
+            raise ValueError(f"a pooling mix must be {n} non-negative shares summing to 1, "
+                             f"got shape {mix.shape}")
+        return mix
     if pooling == "cls":
         v = np.zeros(n)
         v[0] = 1.0
@@ -39,9 +49,9 @@ def pool_vector(n: int, pooling: str) -> np.ndarray:
     if pooling == "mean":
         return np.full(n, 1.0 / n)
     if pooling == "max":
-        raise ValueError("attention rollout needs a fixed mix of positions (cls or mean "
-                         "pooling); a max-pooled model takes each dimension from a "
-                         "different token: explain it with integrated gradients instead")
+        raise ValueError("a max-pooled model has no fixed mix of positions: pass the "
+                         "example's own (headwise.inspect.max_pool_mix: the share "
+                         "of pooled dimensions each position supplies)")
     raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
 
 
@@ -78,13 +88,13 @@ def rollout_matrix(weights: np.ndarray, residual: float | None = 0.5) -> np.ndar
     return out
 
 
-def attention_rollout(weights: np.ndarray, pooling: str = "cls",
+def attention_rollout(weights: np.ndarray, pooling: str | np.ndarray = "cls",
                       residual: float = 0.5) -> np.ndarray:
     """Rollout of the classification token onto the input tokens.
 
     Args:
         weights: (layers, heads, n, n) attention of one example (real tokens only).
-        pooling: ``"cls"`` or ``"mean"``.
+        pooling: ``"cls"``, ``"mean"`` or an (n,) mix of positions (:func:`pool_vector`).
         residual: weight of the identity (the residual connection).
 
     Returns:
@@ -97,12 +107,13 @@ def attention_rollout(weights: np.ndarray, pooling: str = "cls",
     return v
 
 
-def head_rollout(weights: np.ndarray, pooling: str = "cls", residual: float = 0.5) -> np.ndarray:
+def head_rollout(weights: np.ndarray, pooling: str | np.ndarray = "cls",
+                 residual: float = 0.5) -> np.ndarray:
     """Per-head rollout of the classification token.
 
     Args:
         weights: (layers, heads, n, n) attention of one example.
-        pooling: ``"cls"`` or ``"mean"``.
+        pooling: ``"cls"``, ``"mean"`` or an (n,) mix of positions (:func:`pool_vector`).
         residual: weight of the identity.
 
     Returns:

@@ -14,7 +14,7 @@ import torch
 from headwise.inspect.attribution import deciding_heads, explain
 from headwise.inspect.faithfulness import deletion_curves, method_scores, rank_methods
 from headwise.inspect.integrated_gradients import COMPLETENESS_TOLERANCE, embedding_layer
-from headwise.inspect.rollout import head_rollout
+from headwise.inspect.rollout import attention_rollout, head_rollout
 from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import Thresholds
@@ -254,6 +254,34 @@ def test_deciding_heads_rank_the_per_head_rollout_on_the_top_tokens(tiny_clf64,
     assert heads[0]["mass"] == pytest.approx(mass.max())
     assert {(h["layer"], h["head"]): h["roles"] for h in heads}[(1, 0)] == ["negation"]
     assert deciding_heads(ex)[0]["roles"] is None
+
+
+def test_a_max_pooled_transformer_is_explained_from_the_share_each_token_supplies(
+        demo_examples, classifier_factory):
+    clf = classifier_factory(demo_examples, dtype=torch.float64, pooling="max", seed=3)
+    text = demo_examples[5].text
+    ex = explain(clf, text)
+    ids, mask = _batch(clf, text)
+    with torch.no_grad():
+        hidden = clf.model.encode(ids, mask)[0]
+    # by hand: the position whose state is the maximum of each pooled dimension
+    winners = [int(hidden[:, d].argmax()) for d in range(hidden.shape[1])]
+    want = np.array([winners.count(i) for i in range(hidden.shape[0])]) / hidden.shape[1]
+    np.testing.assert_allclose(ex.pool_mix, want)
+    assert ex.pooling == "max" and ex.pooled_as is ex.pool_mix
+    heads = deciding_heads(ex, top_tokens=2, top_heads=8)
+    scores = ex.attributions[0].scores.copy()
+    scores[ex.special] = -np.inf
+    top = np.argsort(-scores)[:2]
+    mass = head_rollout(ex.attention, want)[:, :, top].sum(-1)
+    assert heads[0]["mass"] == pytest.approx(mass.max())
+    np.testing.assert_allclose(attention_rollout(ex.attention, ex.pool_mix).sum(), 1.0)
+    with pytest.raises(ValueError, match="no fixed mix of positions"):
+        attention_rollout(ex.attention, "max")
+    with pytest.raises(ValueError, match="non-negative shares summing to 1"):
+        attention_rollout(ex.attention, want[:-1] / want[:-1].sum())
+    curves = deletion_curves(clf, [text])  # every method, rollout included
+    assert set(curves["area"]) == {"ig", "rollout", "attention", "random"}
 
 
 def test_deletion_curves_mask_the_top_tokens(tiny_clf64, demo_examples):

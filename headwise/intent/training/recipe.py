@@ -142,8 +142,8 @@ class Transformer:
         position: position encoding (ModelConfig ``position``).
         pooling: how token vectors become one (ModelConfig ``pooling``): ``"mean"``,
             ``"cls"`` (the first token) or ``"max"`` (element-wise maximum over real
-            tokens). Attention rollout, and so ``headwise inspect`` and ``explain``, reads
-            cls- and mean-pooled models only.
+            tokens; ``headwise inspect``'s head analysis reads cls- and mean-pooled
+            models only).
         dropout: dropout of the embeddings and sublayers.
         attention_dropout: dropout of the attention weights.
         model_overrides: any further ModelConfig fields (``number_heads``,
