@@ -52,7 +52,8 @@ def pool_vector(n: int, pooling: str | np.ndarray) -> np.ndarray:
         raise ValueError("a max-pooled model has no fixed mix of positions: pass the "
                          "example's own (headwise.inspect.max_pool_mix: the share "
                          "of pooled dimensions each position supplies)")
-    raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+    raise ValueError(f"pooling must be 'cls', 'mean' or an (n,) mix of positions, "
+                     f"got {pooling!r}")
 
 
 def rollout_matrix(weights: np.ndarray, residual: float | None = 0.5) -> np.ndarray:

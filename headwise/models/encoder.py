@@ -240,19 +240,16 @@ register_model("encoder_classifier", EncoderClassifier)
 
 
 def max_pool(hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-    """Element-wise maximum of the hidden states over real tokens (Collobert et al. 2011);
-    a row without a real token pools to zeros (in an ONNX export, to the dtype's lowest
-    value: no tokenized text has such a row)."""
+    """Element-wise maximum of the hidden states over real tokens (Collobert et al. 2011),
+    padding filled with the dtype's lowest value as the BiLSTM's and the chunk pooling's
+    maximum fill it with -inf (finite here: the ONNX export stays exact); a row without a
+    real token has no maximum and pools to that value (a tokenized text always has its
+    special tokens). Nothing follows the maximum: onnxruntime's fused graph aborted on a
+    one-token batch when an operator did."""
     if attention_mask is None:
         return hidden.amax(1)
     low = torch.finfo(hidden.dtype).min
-    pooled = hidden.masked_fill(~attention_mask.bool().unsqueeze(-1), low).amax(1)
-    if torch.onnx.is_in_onnx_export():
-        # any operator after the maximum makes onnxruntime's fused graph abort on a
-        # one-token batch; an exported model's rows always hold real (special) tokens
-        return pooled
-    # only a row without a real token keeps the fill value
-    return pooled.masked_fill(pooled == low, 0.0)
+    return hidden.masked_fill(~attention_mask.bool().unsqueeze(-1), low).amax(1)
 
 
 def mean_pool(hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:

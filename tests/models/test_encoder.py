@@ -86,9 +86,10 @@ def test_max_pool_takes_each_dimensions_largest_real_token():
                       [[-3.0, -2.0, -1.0], [7.0, 7.0, 7.0], [7.0, 7.0, 7.0]],
                       [[4.0, 4.0, 4.0], [4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]])
     mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]])
-    # padding (the 9s and 7s) never wins; a row with no real token pools to zeros
+    # padding (the 9s and 7s) never wins; a row with no real token has no maximum
+    low = torch.finfo(h.dtype).min
     torch.testing.assert_close(max_pool(h, mask), torch.tensor(
-        [[1.0, -1.0, 3.0], [-3.0, -2.0, -1.0], [0.0, 0.0, 0.0]]))
+        [[1.0, -1.0, 3.0], [-3.0, -2.0, -1.0], [low, low, low]]))
     torch.testing.assert_close(max_pool(h), h.amax(1))
 
 
