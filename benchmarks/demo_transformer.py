@@ -525,6 +525,8 @@ def _valid_difference(runs: list[dict[str, Any]], a: str, b: str) -> str:
     seeds = sorted(set(table.get(a, {})) & set(table.get(b, {})))
     if len(seeds) < 2:
         return "not judged (fewer than two seeds)"
+    if any(selection_accuracy(table[c][sd]) is None for c in (a, b) for sd in seeds):
+        return "not comparable (no out-of-sample validation score)"
     iv = V.seed_paired_difference([selection_accuracy(table[a][sd]) for sd in seeds],
                                   [selection_accuracy(table[b][sd]) for sd in seeds])
     return f"{iv.points(1)} points"
@@ -588,7 +590,7 @@ def _render_grid(runs: list[dict[str, Any]], grid: int, title: str) -> str:
     for config in configs(grid):
         if config not in table:
             rows.append([config, change.get(config, "the demo's BiLSTM (reference)"),
-                         *["not measured"] * (7 + len(SLICES))])
+                         *["not measured"] * (8 + len(SLICES))])
             continue
         recs = [table[config][sd] for sd in sorted(table[config])]
         name = f"**{config}** (chosen)" if config == chosen else config
@@ -598,6 +600,7 @@ def _render_grid(runs: list[dict[str, Any]], grid: int, title: str) -> str:
             name, change.get(config, "the demo's BiLSTM (reference)"),
             ",".join(map(str, sorted(table[config]))),
             _valid_cell(recs),
+            "-" if config in ("base", REFERENCE) else _valid_difference(runs, config, "base"),
             _plain_mean([r["valid"]["accuracy_with_threshold"] for r in recs]),
             _plain_mean([_slice(r, "valid", TARGET_SLICE)["accuracy"] for r in recs]),
             _mean([r["test"]["accuracy"] for r in recs], n_test),
@@ -608,10 +611,11 @@ def _render_grid(runs: list[dict[str, Any]], grid: int, title: str) -> str:
             f"{statistics.median(r['fit_seconds'] for r in recs):.0f}"])
     grid_table = H.markdown_table(
         ["configuration", "change from base", "seeds", "valid accuracy %",
+         "valid minus base, points [95 %]",
          "valid with threshold %", f"valid {TARGET_SLICE} %", "test accuracy % [95 %]",
          "test macro-F1 % [95 %]",
          *(f"test {sl} % [95 %]" for sl in SLICES), "training s (median)"], rows,
-        "ll" + "r" * (7 + len(SLICES)))
+        "ll" + "r" * (8 + len(SLICES)))
     slice_n = ", ".join(f"{sl} {_slice(first, 'test', sl)['n']}" for sl in SLICES)
     reasons = [f"- `{m.name}`: {m.change}; {m.reason}." for m in grid_members]
     if chosen is None:
@@ -642,7 +646,8 @@ def _render_grid(runs: list[dict[str, Any]], grid: int, title: str) -> str:
         f"each a hypothesis fixed before the grid's first run (grid {grid} of "
         f"`benchmarks/demo_transformer.py`), and the demo's BiLSTM as the reference. "
         f"Validation: mean over seeds of the closed-set accuracy on in-scope questions (the "
-        f"choice) and the accuracy with the out-of-scope threshold (chosen on validation, so "
+        f"choice; minus base's, paired by seed with its t-interval over seeds) and the "
+        f"accuracy with the out-of-scope threshold (chosen on validation, so "
         f"tuned there), and on the {TARGET_SLICE} slice (informative, not the choice). "
         f"Test: closed-set accuracy and macro-F1 on in-scope questions, and per slice the "
         f"accuracy with the threshold over all the slice's rows (an out-of-scope "

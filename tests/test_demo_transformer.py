@@ -212,7 +212,7 @@ def test_a_blend_is_chosen_by_its_cross_fitted_validation_accuracy_not_its_in_sa
     assert D.chosen_member(runs, G) == "base"
     body = D.render(runs)
     assert "| blend_tfidf | levers.blend none -> tfidf | 0,1 | 65.0 cross-fitted (in-sample " \
-           "90.0) |" in body
+           "90.0) | -5.0 [-5.0, -5.0] points |" in body
     # cross-fitted and ahead: chosen, and the validation difference reads the cross-fit
     ahead = [r for sd in (0, 1) for r in (_rec("base", sd, 0.70, 0.75),
                                           _blend(sd, 0.90, 0.72 + 0.01 * sd))]
