@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from headwise.attention import RotaryEmbedding
+from headwise.attention import ALiBi, RotaryEmbedding
 from headwise.attention import masks as M
 from headwise.attention.number_bias import NumberKeyBias
 from headwise.models.config import ModelConfig
@@ -86,6 +86,7 @@ class TransformerEncoder(nn.Module):
                                     for _ in range(c.num_layers))
         self.final_norm = build_norm(c.norm, c.d_model, c.norm_eps) if c.norm_first else None
         self.pattern = pattern_from_config(c.attention_pattern)
+        self.alibi = ALiBi(c.num_heads) if c.position == "alibi" else None
         self.gradient_checkpointing = False
         self.number_bias: nn.ModuleList | None = None
         if c.number_heads:
@@ -102,9 +103,11 @@ class TransformerEncoder(nn.Module):
                                  torch.zeros(c.vocab_size, dtype=torch.bool))
 
     @property
-    def has_key_bias(self) -> bool:
-        """Whether some heads add a learned score bias on number or negation keys."""
-        return self.number_bias is not None or self.negation_bias is not None
+    def has_score_bias(self) -> bool:
+        """Whether the layers add a bias to the attention scores: ALiBi positions, or a
+        learned bias of some heads on number or negation keys."""
+        return self.alibi is not None or self.number_bias is not None \
+            or self.negation_bias is not None
 
     def set_number_tokens(self, token_ids: list[int] | Tensor) -> None:
         """Mark which vocabulary ids are number tokens (for the ``number_heads`` bias).
@@ -165,17 +168,22 @@ class TransformerEncoder(nn.Module):
         return self.run(input_ids, mask, token_type_ids)
 
     def run(self, input_ids: Tensor, mask: Any, token_type_ids: Tensor | None = None) -> Tensor:
-        """Embeddings, the layers (with the number-key bias, if any) and the final norm,
-        under a mask already built (:meth:`attention_mask_for`, or any mask the layers
-        take: the ONNX export passes the padding mask as a tensor, always)."""
+        """Embeddings, the layers (with the score biases, if any: ALiBi, the number- and
+        negation-key biases) and the final norm, under a mask already built
+        (:meth:`attention_mask_for`, or any mask the layers take: the ONNX export passes
+        the padding mask as a tensor, always)."""
         x = self.embeddings(input_ids, token_type_ids)
         is_number = self.is_number_token[input_ids] if self.number_bias is not None else None
         is_negation = self.is_negation_token[input_ids] if self.negation_bias is not None \
             else None
+        seq = input_ids.shape[1]
+        alibi = self.alibi(seq, seq, device=input_ids.device) if self.alibi is not None \
+            else None
         for i, layer in enumerate(self.layers):
-            bias = None
+            bias = alibi
             if is_number is not None:
-                bias = self.number_bias[i](is_number)
+                extra = self.number_bias[i](is_number)
+                bias = extra if bias is None else bias + extra
             if is_negation is not None:
                 extra = self.negation_bias[i](is_negation)
                 bias = extra if bias is None else bias + extra

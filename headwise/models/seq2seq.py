@@ -161,7 +161,7 @@ class EncoderDecoder(PretrainedMixin, nn.Module):
             own vocabulary (default: the shared ``vocab_size``; module docstring).
 
     Raises:
-        ValueError: another model type, or no decoder layers.
+        ValueError: another model type, no decoder layers, or ALiBi positions.
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -172,6 +172,9 @@ class EncoderDecoder(PretrainedMixin, nn.Module):
         if config.num_decoder_layers < 1:
             raise ValueError(f"num_decoder_layers must be >= 1, got "
                              f"{config.num_decoder_layers}")
+        if config.position == "alibi":
+            raise ValueError("position='alibi' is for encoder models: the decoder's cached "
+                             "self-attention does not add it; use 'rope' or 'sinusoidal'")
         self.config = config
         self.shared_vocabulary = "target_vocab_size" not in config.extra
         self.target_vocab_size = int(config.extra.get("target_vocab_size", config.vocab_size))

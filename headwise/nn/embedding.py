@@ -14,7 +14,7 @@ from headwise.attention import (
 )
 from headwise.nn.norm import build_norm
 
-POSITIONS = ("learned", "sinusoidal", "rope", "none")
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 
 
 class TransformerEmbeddings(nn.Module):
@@ -24,7 +24,8 @@ class TransformerEmbeddings(nn.Module):
         vocab_size, d_model: table size and width.
         max_position: longest sequence for learned positions.
         position: ``"learned"`` (BERT), ``"sinusoidal"`` (the original paper), or
-            ``"rope"``/``"none"`` (no additive positions: RoPE acts inside attention).
+            ``"rope"``/``"alibi"``/``"none"`` (no additive positions: RoPE and ALiBi act
+            inside attention).
         type_vocab_size: segment (token type) embeddings, 0 for none.
         norm: ``"layernorm"``/``"rmsnorm"`` after the sum (BERT), or None.
         norm_eps: epsilon of that norm.

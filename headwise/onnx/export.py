@@ -190,11 +190,11 @@ def export_onnx(model: nn.Module, out: str | Path, *, weights_sha256: str | None
     ExportableClassifier(model)  # refuses what cannot be exported, before any work
     was_training = model.training
     model.eval()
-    # with a score bias (number- or negation-aware heads) the layers would call SDPA with a
+    # with a score bias (ALiBi, number- or negation-aware heads) the layers would call SDPA with a
     # float mask, whose decomposition under torch.export claims an output layout it does
     # not produce; the reference "math" backend traces to the same operations without that step
     biased = [m for m in model.modules() if isinstance(m, MultiHeadAttention)] \
-        if getattr(model.encoder, "has_key_bias", False) else []
+        if getattr(model.encoder, "has_score_bias", False) else []
     backends = [m.backend for m in biased]
     for m in biased:
         m.backend = "math"

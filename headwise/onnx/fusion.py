@@ -48,14 +48,14 @@ def unfusable_reason(model: nn.Module) -> str | None:
 
     The fused operator is plain multi-head self-attention with a packed Q/K/V projection
     and a padding mask: no grouped-query heads, rotary positions, GLU head fusion, head
-    gates other than ones, or additive score bias (number-aware heads).
+    gates other than ones, or additive score bias (ALiBi, number- or negation-aware heads).
     """
     encoder = getattr(model, "encoder", None)
     layers = getattr(encoder, "layers", None)
     if not layers:
         return "not a Transformer encoder"
-    if getattr(encoder, "has_key_bias", False):
-        return "number- or negation-aware heads add a score bias"
+    if getattr(encoder, "has_score_bias", False):
+        return "the layers add a score bias (ALiBi, number- or negation-aware heads)"
     for i, layer in enumerate(layers):
         attn = getattr(layer, "attn", None)
         if not isinstance(attn, MultiHeadAttention):

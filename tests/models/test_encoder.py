@@ -24,6 +24,7 @@ def test_shapes_and_encode():
 
 @pytest.mark.parametrize("options", [
     {}, {"pooling": "mean"}, {"position": "rope"}, {"position": "sinusoidal"},
+    {"position": "alibi"},
     {"num_kv_heads": 2, "fusion": "glu", "norm": "rmsnorm", "activation": "swiglu"},
     {"norm_first": False, "embedding_norm": True, "type_vocab_size": 2},
     {"attention_pattern": {"sliding_window": 3, "global_tokens": [0]}},
@@ -41,6 +42,30 @@ def test_padding_does_not_change_real_tokens(options):
     longer = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], 1)
     longer_mask = torch.cat([mask, torch.zeros(2, 3, dtype=torch.long)], 1)
     torch.testing.assert_close(model(longer, longer_mask)["logits"], model(ids, mask)["logits"])
+
+
+def test_alibi_positions_add_each_heads_distance_penalty():
+    """An ALiBi encoder equals a position-free one whose layers get, by hand, the bias
+    -slope_h * |i - j| with Press et al.'s slopes for 4 heads (1/4, 1/16, 1/64, 1/256)."""
+    alibi = _model(position="alibi", num_layers=1)
+    none = _model(position="none", num_layers=1)
+    none.load_state_dict(alibi.state_dict())
+    ids = torch.randint(3, 256, (2, 6))
+    slopes = torch.tensor([1 / 4, 1 / 16, 1 / 64, 1 / 256], dtype=torch.float64)
+    distance = (torch.arange(6)[None, :] - torch.arange(6)[:, None]).abs().double()
+    bias = -slopes[None, :, None, None] * distance
+    enc = none.encoder
+    by_hand = enc.final_norm(enc.layers[0](enc.embeddings(ids), None, bias=bias))
+    torch.testing.assert_close(alibi.encode(ids), by_hand)
+    assert not torch.allclose(none.encode(ids), by_hand)
+    assert alibi.encoder.has_score_bias and not none.encoder.has_score_bias
+
+
+def test_alibi_is_refused_by_the_decoder():
+    from headwise.models import EncoderDecoder
+
+    with pytest.raises(ValueError, match="alibi"):
+        EncoderDecoder(preset("tiny-seq2seq", position="alibi"))
 
 
 def test_a_few_steps_learn_a_tiny_task():

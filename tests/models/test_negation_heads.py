@@ -49,7 +49,7 @@ def test_number_and_negation_biases_add_up():
     """Head 0 gets exp(b_num) on number keys and exp(b_neg) on cue keys; head 1 only the
     cue bias; heads 2-3 are the plain encoder's."""
     plain, both = _encoders()
-    assert both.has_key_bias and not plain.has_key_bias
+    assert both.has_score_bias and not plain.has_score_bias
     with torch.no_grad():
         both.number_bias[0].weight.copy_(torch.tensor([0.7]))
         both.negation_bias[0].weight.copy_(torch.tensor([1.5, -1.0]))

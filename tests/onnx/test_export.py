@@ -1,5 +1,5 @@
 """The ONNX graph of an encoder classifier: onnxruntime equals PyTorch within 1e-4 with
-number- and negation-aware heads, rotary positions and RoBERTa positions (tiny local
+number- and negation-aware heads, rotary, ALiBi and RoBERTa positions (tiny local
 models, no network)."""
 
 from __future__ import annotations
@@ -60,6 +60,19 @@ def test_rotary_position_models_export_exactly(tmp_path):
     model = _tiny_encoder(tok, position="rope")
     path = export_onnx(model, tmp_path / "rope.onnx")
     batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=3)
+    assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
+
+
+def test_alibi_position_models_export_exactly(tmp_path):
+    """ALiBi's distance bias is built from the traced length, so one graph answers every
+    length as PyTorch does (the probe batches run lengths 1 to the maximum)."""
+    from tiny_models import MAX_LENGTH, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    model = _tiny_encoder(tok, position="alibi", negation_heads=[1])
+    model.encoder.set_negation_tokens([tok.unk_token_id, 7])
+    path = export_onnx(model, tmp_path / "alibi.onnx")
+    batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=6)
     assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
 
 
