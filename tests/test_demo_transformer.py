@@ -38,14 +38,18 @@ def test_every_member_changes_one_field_of_the_demos_recipe(quick):
     assert base == _leaves(demo["transformer"].to_dict())
     assert D.recipe_of(D.REFERENCE, s).to_dict() == demo["bilstm"].to_dict()
     changed = {}
-    # grid 2 (the demo kept its base) and the current grid change one field each
-    for m in (*D.GRIDS[2][1:], *D.GRID[1:]):
-        mine = _leaves(D.recipe_of(m.name, s, grid=2 if m in D.GRIDS[2] else
-                                   D.CURRENT_GRID).to_dict())
-        diff = {k for k in base.keys() | mine.keys() if base.get(k) != mine.get(k)}
-        assert len(diff) == 1, (m.name, diff)
-        changed[m.name] = (diff.pop(), mine)
-    assert D.CURRENT_GRID == 3 and D.members() == ("base", "pooling_max", "pooling_cls")
+    # grids 2 and 3 (the demo kept their base) and the current grid change one field each
+    for grid in (2, 3, D.CURRENT_GRID):
+        for m in D.GRIDS[grid][1:]:
+            mine = _leaves(D.recipe_of(m.name, s, grid=grid).to_dict())
+            diff = {k for k in base.keys() | mine.keys() if base.get(k) != mine.get(k)}
+            assert len(diff) == 1, (m.name, diff)
+            changed[m.name] = (diff.pop(), mine)
+    assert D.CURRENT_GRID == 4 and D.members() == ("base", "position_alibi", "window_5")
+    assert base["architecture.position"] == "rope"
+    assert changed["position_alibi"][1]["architecture.position"] == "alibi"
+    window = "architecture.model_overrides.attention_pattern.sliding_window"
+    assert changed["window_5"][0] == window and changed["window_5"][1][window] == 5
     assert base["architecture.pooling"] == "mean"
     assert changed["pooling_max"][1]["architecture.pooling"] == "max"
     assert changed["pooling_cls"][1]["architecture.pooling"] == "cls"
