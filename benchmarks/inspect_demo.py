@@ -74,7 +74,8 @@ def analyse(clf, test, echo) -> dict:
                                   spans=spans, echo=echo)
     words = analysis["stats"]["views"]["words"]["categories"]
     few = [e for e in test if any(x.category in ("negation", "number") for x in e.spans)][:8]
-    out = {"analysis": analysis, "accuracy": analysis["accuracy"], "categories": {}}
+    out = {"analysis": analysis, "accuracy": analysis["accuracy"], "categories": {},
+           "negation_agreement": analysis.get("negation_agreement")}
     for cat in ("negation", "number"):
         heads = heads_with_role(analysis["roles"], cat)
         sub = inspect_classifier(clf, [e.text for e in few],
@@ -99,6 +100,17 @@ def _aware_heads(data: dict) -> str:
                         if overrides.get(key))
 
 
+def _agreement(a: dict | None) -> str:
+    """A role agreement (:func:`headwise.inspect.role_agreement`) as a cell."""
+    if not a:
+        return "not measured"
+    if not a.get("texts"):
+        return a.get("verdict", "no texts")
+    low, high = a["interval"]
+    return (f"{100 * a['share']:.0f} % of {a['texts']} [{100 * low:.0f}, {100 * high:.0f}]: "
+            f"{a['verdict']}")
+
+
 def section(data: dict) -> str:
     """The section of a results file (``results`` by position scheme, ``demo``: the demo's
     scheme, ``seconds``, ``command``, ``date``, ``provenance``), the machine line under the
@@ -109,15 +121,20 @@ def section(data: dict) -> str:
         f"Produced by `{data['command']}` on {data['date']} in {data['seconds'] / 60:.1f} min."
         " The demo's 8-head Transformer (`headwise demo`'s recipe: d_model 128, 2 "
         f"layers, 20 epochs, character tokens, {_aware_heads(data)} in each layer) trained "
-        "on the generated corpus (seed 0), analysed by `headwise.inspect` on the 561 held-out "
-        "questions with the generator's negation and number spans; lift = the words-view "
+        "on the generated corpus (seed 0), analysed by `headwise.inspect` on the "
+        f"{data.get('test_questions', 561)} held-out questions with the generator's negation "
+        "and number spans; lift = the words-view "
         "attention mass on a category over that category's share of the keys. Roles are the "
         "report's own (a role needs lift >= 2 and enough mass). \"float64\": the largest "
         "relative difference between the report's lift and a row-by-row float64 "
-        "recomputation on 8 examples.", "",
+        "recomputation on 8 examples. \"Negation heads vs attribution\": on up to 50 "
+        "held-out texts with a negation word, the share where the negation heads put more "
+        "of their rollout than the other heads on the 3 tokens that decide by integrated "
+        "gradients (`headwise.inspect.attribution.role_agreement`; 95 % Wilson interval; \"agree\" "
+        "when the interval lies above one half).", "",
         "| positions | test accuracy | negation heads (lift) | number heads (lift) | "
-        "float64 check | acceptance |",
-        "| --- | ---: | --- | --- | ---: | --- |"]
+        "negation heads vs attribution | float64 check | acceptance |",
+        "| --- | ---: | --- | --- | --- | ---: | --- |"]
     for pos, r in results.items():
         cells = []
         for cat in ("negation", "number"):
@@ -127,7 +144,8 @@ def section(data: dict) -> str:
         worst = max(c["float64_rel_diff"] for c in r["categories"].values())
         verdict = "PASS" if r["ok"] else "FAIL"
         lines.append(f"| {pos}{' (the demo)' if pos == demo else ''} | "
-                     f"{100 * r['accuracy']:.1f} % | {cells[0]} | {cells[1]} | {worst:.1e} | "
+                     f"{100 * r['accuracy']:.1f} % | {cells[0]} | {cells[1]} | "
+                     f"{_agreement(r.get('negation_agreement'))} | {worst:.1e} | "
                      f"{verdict if pos == demo else f'({verdict})'} |")
     lines += ["", "Negation lift per layer (rows) and head (columns), and number lift:", ""]
     for pos, r in results.items():
@@ -155,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
 
     start, prov = time.perf_counter(), H.collect_provenance()
     s = DemoSettings()
-    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)
+    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent, oos_train=s.oos_train)
     demo = demo_recipes(s)["transformer"]
     results = {}
     for pos in [x for x in args.positions.split(",") if x]:
@@ -180,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{cat} heads {c['heads'] or 'none'}, float64 {c['float64_rel_diff']:.1e}"
             for cat, c in r["categories"].items()))
     data = {"command": H.command_line(), "results": results, "demo": demo.architecture.position,
+            "test_questions": len(corpus["test"]),
             "overrides": demo.architecture.model_overrides,
             "seconds": time.perf_counter() - start, "provenance": H.finish_provenance(prov),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
