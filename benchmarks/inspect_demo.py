@@ -130,8 +130,8 @@ def section(data: dict) -> str:
         "recomputation on 8 examples. \"Negation heads vs attribution\": on up to 50 "
         "held-out texts with a negation word, the share where the negation heads put more "
         "of their rollout than the other heads on the 3 tokens that decide by integrated "
-        "gradients (`headwise.inspect.attribution.role_agreement`; 95 % Wilson interval; \"agree\" "
-        "when the interval lies above one half).", "",
+        "gradients (`headwise.inspect.head_attribution.role_agreement`; 95 % Wilson "
+        "interval; \"agree\" when the interval lies above one half).", "",
         "| positions | test accuracy | negation heads (lift) | number heads (lift) | "
         "negation heads vs attribution | float64 check | acceptance |",
         "| --- | ---: | --- | --- | --- | ---: | --- |"]

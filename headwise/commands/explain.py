@@ -93,7 +93,8 @@ def result(model: str, text: str, *, intents: list[str] | None = None,
             (``chunk_length``, as ``load_predictor`` takes it) the kind cannot follow, a
             long text under ``reject`` or answered by ``chunk`` (the mean of its windows).
     """
-    from headwise.inspect.attribution import deciding_heads, explain
+    from headwise.inspect.attribution import explain
+    from headwise.inspect.head_attribution import deciding_heads
     from headwise.intent.inference import load_predictor
     from headwise.intent.kinds import kind_of
 

@@ -14,7 +14,6 @@ from headwise.inspect.attribution import (
     Attribution,
     Explanation,
     LongTextNotExplained,
-    deciding_heads,
     explain,
     first_window,
     token_spans,
@@ -41,6 +40,7 @@ from headwise.inspect.forward import (
     label_ids,
     max_pool_mix,
 )
+from headwise.inspect.head_attribution import deciding_heads
 from headwise.inspect.importance import ablation, gradient_importance, pruning_curve
 from headwise.inspect.integrated_gradients import COMPLETENESS_TOLERANCE, integrated_gradients
 from headwise.inspect.report import write_report

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from headwise.inspect.attribution import case_views, role_agreement
 from headwise.inspect.badcases import bad_cases, link_slices
 from headwise.inspect.categories import (
     JOIN,
@@ -52,6 +51,7 @@ from headwise.inspect.forward import (
     pooling_of,
     scored_answer,
 )
+from headwise.inspect.head_attribution import case_views, role_agreement
 from headwise.inspect.importance import ablation, gradient_importance, pruning_curve
 from headwise.inspect.roles import RoleThresholds, head_roles, heads_with_role
 from headwise.inspect.rollout import attention_rollout, head_rollout
@@ -86,7 +86,7 @@ class InspectOptions:
             0 skips it. Single-label classifiers only.
         attribution_cases: bad cases given the attribution view (integrated gradients).
         agreement_examples: texts with a negation word on which the negation heads are
-            compared with the attribution (:func:`~headwise.inspect.attribution.
+            compared with the attribution (:func:`~headwise.inspect.head_attribution.
             role_agreement`).
         seed: seed of every sample.
         thresholds: the head-role rules.

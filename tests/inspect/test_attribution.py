@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from headwise.inspect.attribution import deciding_heads, explain
+from headwise.inspect.attribution import explain
 from headwise.inspect.faithfulness import deletion_curves, method_scores, rank_methods
+from headwise.inspect.head_attribution import deciding_heads
 from headwise.inspect.integrated_gradients import COMPLETENESS_TOLERANCE, embedding_layer
 from headwise.inspect.rollout import attention_rollout, head_rollout
 from headwise.intent.classifier import IntentClassifier
@@ -343,7 +344,7 @@ def test_an_ensemble_is_refused_with_the_registry_reason(tiny_clf):
 def test_role_agreement_against_a_hand_count(tiny_clf64, demo_examples):
     from scipy.stats import binomtest
 
-    from headwise.inspect.attribution import role_agreement, unit_attribution
+    from headwise.inspect.head_attribution import role_agreement, unit_attribution
     from headwise.inspect.words import segment
 
     clf = tiny_clf64
