@@ -73,6 +73,7 @@ from headwise.intent.training.losses import SoftTargets
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe, MultiLabel
 from headwise.intent.training.result import TrainedIntent
+from headwise.intent.training.token_dropout import token_dropout_for
 from headwise.intent.training.warm_start import (
     WarmStart,
     grown_intents,
@@ -273,7 +274,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
             tag_probe = fit_tag_probe(model, [r["input_ids"] for r in tagged],
                                       [r["tag_labels"] for r in tagged],
                                       pad_id=tokenizer.pad_token_id, c=levers.probe_c)
-    objective = CompoundObjective(model, levers.label_smoothing, weights)
+    objective = CompoundObjective(model, levers.label_smoothing, weights,
+                                  token_dropout_for(tokenizer, levers.token_dropout))
     trainer = Trainer(objective, config, rows, valid_data=valid_rows or None,
                       collate_fn=partial(pad_collate, pad_id=tokenizer.pad_token_id),
                       evaluate_fn=joint_validation if valid_rows else None,
@@ -507,6 +509,9 @@ class CompoundObjective(nn.Module):
         model: a multi-label joint model.
         label_smoothing: ``eps`` in [0, 1).
         weights: optional (2, intents) weights (a buffer: saved in training checkpoints).
+        token_dropout: word dropout on the inputs in training mode
+            (:class:`~headwise.intent.training.token_dropout.TokenDropout`; a dropped token
+            keeps its slot tag), or None.
 
     Raises:
         ValueError: a single-label model, ``label_smoothing`` outside [0, 1), or weights
@@ -514,7 +519,8 @@ class CompoundObjective(nn.Module):
     """
 
     def __init__(self, model: JointHeads, label_smoothing: float = 0.0,
-                 weights: Tensor | None = None) -> None:
+                 weights: Tensor | None = None, token_dropout: nn.Module | None = None
+                 ) -> None:
         super().__init__()
         if not model.multi_label:
             raise ValueError("CompoundObjective is for a multi-label joint model")
@@ -526,6 +532,7 @@ class CompoundObjective(nn.Module):
             raise ValueError(f"weights must be positive and (2, {intents}), got "
                              f"{tuple(weights.shape)}")
         self.model = model
+        self.token_dropout = token_dropout
         self.label_smoothing = float(label_smoothing)
         self.register_buffer("weights", None if weights is None else weights.float())
 
@@ -533,7 +540,10 @@ class CompoundObjective(nn.Module):
                 labels: Tensor | None = None, tag_labels: Tensor | None = None
                 ) -> dict[str, Tensor]:
         """The model's outputs, with ``"intent_loss"`` and ``"loss"`` recomputed when
-        ``labels`` are given."""
+        ``labels`` are given (with ``token_dropout``, training-mode inputs lose some tokens
+        first)."""
+        if self.token_dropout is not None:
+            input_ids = self.token_dropout(input_ids, attention_mask)
         out = self.model(input_ids=input_ids, attention_mask=attention_mask,
                          tag_labels=tag_labels)
         if labels is None:

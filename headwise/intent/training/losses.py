@@ -285,6 +285,8 @@ class SmoothedClassification(nn.Module):
             :data:`OUT_OF_SCOPE` add ``lambda`` times :func:`outlier_exposure_loss` (their
             mean) to the loss of the other rows (their mean, as without them). 0: off
             (no row may then be so labelled: cross-entropy refuses the label).
+        token_dropout: word dropout on the inputs in training mode
+            (:class:`~headwise.intent.training.token_dropout.TokenDropout`), or None.
 
     Raises:
         ValueError: ``label_smoothing`` outside [0, 1), non-positive weights, ``gce_q``
@@ -297,7 +299,8 @@ class SmoothedClassification(nn.Module):
                  class_weights: Tensor | None = None, gce_q: float | None = None,
                  teacher_weight: float = 0.0, *,
                  distill_temperature: float | None = None,
-                 outlier_exposure: float = 0.0) -> None:
+                 outlier_exposure: float = 0.0, token_dropout: nn.Module | None = None
+                 ) -> None:
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
@@ -320,6 +323,7 @@ class SmoothedClassification(nn.Module):
                              "(distill_temperature): the student learns its teacher's "
                              "distribution on every row")
         self.model = model
+        self.token_dropout = token_dropout
         self.outlier_exposure = float(outlier_exposure)
         self.distill_temperature = distill_temperature
         self.gce_q = gce_q
@@ -334,7 +338,10 @@ class SmoothedClassification(nn.Module):
         """``{"logits"}``, plus ``"loss"`` (mean over the batch) when labels are given
         (``teacher``: optional (batch, classes) probabilities mixed into the target, or the
         teacher's logits with ``distill_temperature``; with ``outlier_exposure``, rows
-        labelled :data:`OUT_OF_SCOPE` add its term, the others' loss a mean over them)."""
+        labelled :data:`OUT_OF_SCOPE` add its term, the others' loss a mean over them; with
+        ``token_dropout``, training-mode inputs lose some tokens first)."""
+        if self.token_dropout is not None:
+            input_ids = self.token_dropout(input_ids, attention_mask)
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask)["logits"]
         out = {"logits": logits}
         if labels is None:

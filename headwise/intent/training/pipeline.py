@@ -82,6 +82,7 @@ from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.intent.training.result import TrainedIntent
 from headwise.intent.training.tfidf_selection import fit_tfidf
+from headwise.intent.training.token_dropout import token_dropout_for
 from headwise.intent.training.warm_start import (
     WarmStart,
     grown_intents,
@@ -239,7 +240,8 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
     wrapper = SmoothedClassification(
         model, levers.label_smoothing, weights, levers.gce_q, teacher_weight,
         distill_temperature=None if soft_targets is None else soft_targets.temperature,
-        outlier_exposure=data.oos["outlier_exposure"])
+        outlier_exposure=data.oos["outlier_exposure"],
+        token_dropout=token_dropout_for(tokenizer, levers.token_dropout))
     config = train_config(recipe, recipe.task.select_on)
     ckpt_dir = out_dir / "checkpoints"
     trainer_collate = partial(pad_collate, pad_id=tokenizer.pad_token_id)

@@ -396,6 +396,10 @@ class Levers:
             ``info["train_oos"]`` records the weight used (a warm start decides again on
             its own data). It trades a little in-scope accuracy for out-of-scope recall
             (BENCHMARKS ``demo:ood``).
+        token_dropout: word dropout: at each training step every real token becomes the
+            unknown token with this probability, except special tokens, negation cues and
+            number pieces (:mod:`headwise.intent.training.token_dropout`); 0: off. A
+            network's lever (BENCHMARKS ``demo:transformer``).
     """
 
     label_smoothing: float = 0.1
@@ -412,9 +416,13 @@ class Levers:
     blend: str = "none"
     blend_c: float | list[float] = 10.0
     outlier_exposure: float | None = None
+    token_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         _check_types(self, "levers")
+        if not 0.0 <= self.token_dropout < 1.0:
+            raise ValueError(f"levers.token_dropout is a probability in [0, 1) (0 is off), "
+                             f"got {self.token_dropout}")
         if self.outlier_exposure is not None and not 0.0 <= self.outlier_exposure < float("inf"):
             raise ValueError(f"levers.outlier_exposure is a loss weight: a number >= 0 (0 is "
                              f"off) or None (the architecture's default), got "
