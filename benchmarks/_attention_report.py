@@ -167,7 +167,7 @@ def _mha_target(recs: list[dict[str, Any]]) -> tuple[str, str, str]:
     judged = []
     for r in mha:
         iv = V.ratio_interval(r["rounds_ms"]["ours"], r["rounds_ms"]["bare"])
-        verdict = "PASS" if iv.high <= 1.05 else "FAIL" if iv.low > 1.05 else "within noise"
+        verdict = V.judge_at_most(iv, 1.05)
         judged.append((verdict, iv, r))
     worst = max(judged, key=lambda j: j[1].mean)
     if any(v == "FAIL" for v, _, _ in judged):

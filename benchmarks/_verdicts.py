@@ -154,3 +154,13 @@ def judge(interval: Interval, target: float, *, strictly: bool = False) -> str:
     if interval.high < target:
         return "FAIL"
     return "within noise"
+
+
+def judge_at_most(interval: Interval, target: float) -> str:
+    """For a cost (a latency, a ratio of times): PASS when the whole interval is at most
+    ``target``, FAIL when the whole interval is above it, "within noise" otherwise."""
+    if interval.high <= target:
+        return "PASS"
+    if interval.low > target:
+        return "FAIL"
+    return "within noise"

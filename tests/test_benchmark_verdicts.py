@@ -60,6 +60,14 @@ def test_judge(low, high, target, strictly, want):
     assert V.judge(V.Interval((low + high) / 2, low, high), target, strictly=strictly) == want
 
 
+@pytest.mark.parametrize("low, high, want", [
+    (252.0, 290.0, "PASS"), (252.0, 300.0, "PASS"), (252.0, 355.0, "within noise"),
+    (300.5, 355.0, "FAIL"), (300.0, 355.0, "within noise"),
+])
+def test_judge_at_most_a_ceiling(low, high, want):
+    assert V.judge_at_most(V.Interval((low + high) / 2, low, high), 300.0) == want
+
+
 def test_paired_bootstrap_is_narrower_than_unpaired_when_rows_agree():
     rng = np.random.default_rng(0)
     base = rng.random(2000) < 0.85
