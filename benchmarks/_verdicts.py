@@ -71,6 +71,16 @@ def score_interval(values: Sequence[float], rows: int | None) -> Interval:
     return Interval(m, max(0.0, m - half), min(1.0, m + half))
 
 
+def mean_interval(values: Sequence[float]) -> Interval | None:
+    """The mean of per-run measurements in any unit (milliseconds, a ratio) with its 95 %
+    t-interval over the runs; None for fewer than two runs (no interval to judge by)."""
+    if len(values) < 2:
+        return None
+    m = statistics.fmean(values)
+    half = _t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return Interval(m, m - half, m + half)
+
+
 def difference_interval(a: Sequence[float], b: Sequence[float], rows: int | None
                         ) -> Interval:
     """``mean(a) - mean(b)`` with a conservative 95 % interval (both halves in

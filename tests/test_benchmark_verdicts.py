@@ -108,3 +108,27 @@ def test_seed_paired_difference():
     assert iv.high - iv.mean == pytest.approx(4.302653 * s / math.sqrt(3), rel=1e-5)
     with pytest.raises(ValueError, match="at least two"):
         V.seed_paired_difference([0.8], [0.7])
+
+
+def test_mean_interval_of_milliseconds_is_a_t_interval_unclamped():
+    # mean 7, sd 1 over 3 runs: half = t(0.975, 2) / sqrt(3) = 4.302653 / 1.732051 = 2.484138
+    iv = V.mean_interval([6.0, 7.0, 8.0])
+    assert iv.mean == pytest.approx(7.0)
+    assert iv.high - 7.0 == pytest.approx(2.484138, rel=1e-5)
+    assert iv.low == pytest.approx(7.0 - 2.484138, rel=1e-5)
+    assert V.mean_interval([7.0]) is None and V.mean_interval([]) is None
+    assert V.judge_at_most(iv, 8.0) == "within noise"
+    assert V.judge_at_most(V.mean_interval([6.0, 6.1, 6.2]), 8.0) == "PASS"
+
+
+def test_a_latency_target_reads_the_served_runtimes_runs():
+    import _intent_report as R
+
+    both_times = {"p50_runs": [20.0, 21.0], "onnx_p50_runs": [3.0, 3.2, 3.1]}
+    iv, how = R.served_p50(both_times)
+    assert iv.mean == pytest.approx(3.1) and how.startswith("onnxruntime")
+    iv, how = R.served_p50({"p50_runs": [20.0, 21.0], "onnx_p50_runs": []})
+    assert iv.mean == pytest.approx(20.5) and how == "PyTorch"
+    assert R.both("PASS", "PASS") == "PASS" and R.both("PASS", "FAIL") == "FAIL"
+    assert R.both("within noise", "PASS") == "within noise"
+    assert R.both("PASS", "NOT JUDGED (fewer than two runs)").startswith("NOT JUDGED")
