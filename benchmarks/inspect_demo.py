@@ -12,6 +12,7 @@ checks (the verdict is the demo model's):
   (from a float64 copy of the model, with plain Python loops).
 
     python benchmarks/inspect_demo.py                       # both, BENCHMARKS.md section
+    python benchmarks/inspect_demo.py --seeds 0,1,2         # and the demo's positions on 1, 2
     python benchmarks/inspect_demo.py --model /tmp/demo/transformer --positions rope \
         --no-write
 """
@@ -100,6 +101,14 @@ def _aware_heads(data: dict) -> str:
                         if overrides.get(key))
 
 
+def _seed_summary(r: dict) -> dict:
+    """What the per-seed table keeps of one analysis: accuracy, each category's heads and
+    best lift, the negation agreement."""
+    return {"accuracy": r["accuracy"], "negation_agreement": r.get("negation_agreement"),
+            **{cat: {"heads": c["heads"], "best": max(max(x) for x in c["lift"])}
+               for cat, c in r["categories"].items()}}
+
+
 def _agreement(a: dict | None) -> str:
     """A role agreement (:func:`headwise.inspect.role_agreement`) as a cell."""
     if not a:
@@ -121,7 +130,8 @@ def section(data: dict) -> str:
         f"Produced by `{data['command']}` on {data['date']} in {data['seconds'] / 60:.1f} min."
         " The demo's 8-head Transformer (`headwise demo`'s recipe: d_model 128, 2 "
         f"layers, 20 epochs, character tokens, {_aware_heads(data)} in each layer) trained "
-        "on the generated corpus (seed 0), analysed by `headwise.inspect` on the "
+        f"on the generated corpus (seed {next(iter(data.get('seeds', {})), 0)}), analysed "
+        "by `headwise.inspect` on the "
         f"{data.get('test_questions', 561)} held-out questions with the generator's negation "
         "and number spans; lift = the words-view "
         "attention mass on a category over that category's share of the keys. Roles are the "
@@ -147,6 +157,21 @@ def section(data: dict) -> str:
                      f"{100 * r['accuracy']:.1f} % | {cells[0]} | {cells[1]} | "
                      f"{_agreement(r.get('negation_agreement'))} | {worst:.1e} | "
                      f"{verdict if pos == demo else f'({verdict})'} |")
+    seeds = data.get("seeds", {})
+    if len(seeds) > 1:
+        named = sum(bool(v["negation"]["heads"]) for v in seeds.values())
+        lines += ["", f"The demo's recipe ({demo} positions) over seeds (each seed its own "
+                  f"corpus and training): a head is called a negation head on {named} of "
+                  f"{len(seeds)} seeds.", "",
+                  "| seed | test accuracy | negation heads (lift) | best negation lift | "
+                  "number heads (lift) | negation heads vs attribution |",
+                  "| ---: | ---: | --- | ---: | --- | --- |"]
+        for seed, v in sorted(seeds.items(), key=lambda kv: int(kv[0])):
+            heads = {cat: ", ".join(f"{k} {x:.2f}" for k, x in v[cat]["heads"].items())
+                     or "none" for cat in ("negation", "number")}
+            lines.append(f"| {seed} | {100 * v['accuracy']:.1f} % | {heads['negation']} | "
+                         f"{v['negation']['best']:.2f} | {heads['number']} | "
+                         f"{_agreement(v.get('negation_agreement'))} |")
     lines += ["", "Negation lift per layer (rows) and head (columns), and number lift:", ""]
     for pos, r in results.items():
         for cat in ("negation", "number"):
@@ -164,15 +189,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=Path("/tmp/headwise-inspect-demo"))
     p.add_argument("--out", type=Path, default=None, help="report directory (demo model)")
     p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
+    p.add_argument("--seeds", default="0",
+                   help="demo seeds (corpus and training) of the demo's own positions; the "
+                        "first is the acceptance's, and the only one the other positions "
+                        "and the report run on")
     p.add_argument("--no-write", action="store_true", help="print only")
     args = p.parse_args(argv)
+    seeds = [int(x) for x in args.seeds.split(",") if x]
     from headwise.demo.corpus import generate_demo_corpus
     from headwise.demo.runner import DemoSettings, demo_recipes
     from headwise.inspect import write_report
     from headwise.intent import IntentClassifier, train_intent_classifier
 
     start, prov = time.perf_counter(), H.collect_provenance()
-    s = DemoSettings()
+    s = DemoSettings(seed=seeds[0])
     corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent, oos_train=s.oos_train)
     demo = demo_recipes(s)["transformer"]
     results = {}
@@ -197,7 +227,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{pos}: accuracy {r['accuracy']:.4f}; " + "; ".join(
             f"{cat} heads {c['heads'] or 'none'}, float64 {c['float64_rel_diff']:.1e}"
             for cat, c in r["categories"].items()))
+    per_seed = {seeds[0]: _seed_summary(results[demo.architecture.position])} \
+        if demo.architecture.position in results else {}
+    for seed in seeds[1:]:  # the demo's recipe and corpus of another seed, its positions
+        other = DemoSettings(seed=seed)
+        rows = generate_demo_corpus(seed=seed, per_intent=other.per_intent,
+                                    oos_train=other.oos_train)
+        model_dir = args.work / f"transformer-seed{seed}"
+        train_intent_classifier([(e.text, e.label) for e in rows["train"]],
+                                [(e.text, e.label) for e in rows["valid"]],
+                                demo_recipes(other)["transformer"].replace(
+                                    train__progress=False), out_dir=model_dir)
+        r = analyse(IntentClassifier.load(model_dir), rows["test"], echo=print)
+        per_seed[seed] = _seed_summary(r)
+        print(f"seed {seed}: {per_seed[seed]}")
     data = {"command": H.command_line(), "results": results, "demo": demo.architecture.position,
+            "seeds": {str(k): v for k, v in per_seed.items()},
             "test_questions": len(corpus["test"]),
             "overrides": demo.architecture.model_overrides,
             "seconds": time.perf_counter() - start, "provenance": H.finish_provenance(prov),
