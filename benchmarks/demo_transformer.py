@@ -175,6 +175,9 @@ def _overrides(recipe: Any, **extra: Any) -> dict[str, Any]:
 #                 number or a special token), so the answer must come from the rest.
 #   token_dropout0.25 - the same at a quarter, the stronger end of the range the papers
 #                 use.
+#: the reference member of every grid whose base is the demo's recipe of this commit
+_BASE = Member("base", "none (the demo's recipe)", "the reference of every change",
+               lambda s, r: r)
 _GRID_1: tuple[Member, ...] = (
     Member("base", "none (the demo's recipe)", "the reference of every change", None),
     Member("dropout0.2", "architecture.dropout 0.1 -> 0.2",
@@ -192,8 +195,7 @@ _GRID_1: tuple[Member, ...] = (
            "the negation-aware heads the demo leaves off", None),
 )
 _GRID_2: tuple[Member, ...] = (
-    Member("base", "none (the demo's recipe)", "the reference of every change",
-           lambda s, r: r),
+    _BASE,
     Member("no_negation_heads", "architecture.model_overrides.negation_heads [2, 3] -> off",
            "the adopted lever taken back, on the new corpus",
            lambda s, r: r.replace(architecture__model_overrides={
@@ -217,8 +219,7 @@ _GRID_2: tuple[Member, ...] = (
            lambda s, r: r.replace(architecture__d_model=2 * s.d_model)),
 )
 _GRID_3: tuple[Member, ...] = (
-    Member("base", "none (the demo's recipe)", "the reference of every change",
-           lambda s, r: r),
+    _BASE,
     Member("pooling_max", "architecture.pooling mean -> max",
            "mean pooling dilutes the one token that decides (the BiLSTM max-pools)",
            lambda s, r: r.replace(architecture__pooling="max")),
@@ -227,8 +228,7 @@ _GRID_3: tuple[Member, ...] = (
            lambda s, r: r.replace(architecture__pooling="cls")),
 )
 _GRID_4: tuple[Member, ...] = (
-    Member("base", "none (the demo's recipe)", "the reference of every change",
-           lambda s, r: r),
+    _BASE,
     Member("position_alibi", "architecture.position rope -> alibi",
            "a graded locality prior: each head's scores fall with distance at its own slope",
            lambda s, r: r.replace(architecture__position="alibi")),
@@ -238,8 +238,7 @@ _GRID_4: tuple[Member, ...] = (
                r, attention_pattern={"sliding_window": 5}))),
 )
 _GRID_5: tuple[Member, ...] = (
-    Member("base", "none (the demo's recipe)", "the reference of every change",
-           lambda s, r: r),
+    _BASE,
     Member("token_dropout0.1", "levers.token_dropout 0 -> 0.1",
            "no single token of a training phrasing may carry the answer alone",
            lambda s, r: r.replace(levers__token_dropout=0.1)),
