@@ -18,8 +18,9 @@ Number-aware heads (``architecture.model_overrides["number_heads"] = [0, 1]``) w
 Transformer and the pretrained encoder (a BiLSTM has no attention heads to bias). Of the
 levers the intent head takes ``label_smoothing`` (each sigmoid's target ``y * (1 - eps) +
 eps / 2``) and ``class_weighting="balanced"`` (each intent's positives and negatives
-weighted to count equally, :func:`balanced_multilabel_weights`), through
-:class:`CompoundObjective`; the from-scratch Transformer takes the masked-LM pre-training
+weighted to count equally, :func:`~headwise.intent.training.losses.
+balanced_multilabel_weights`), through :class:`~headwise.intent.training.losses.
+CompoundObjective`; the from-scratch Transformer takes the masked-LM pre-training
 (``levers.pretrain_epochs``); the Transformer and the pretrained encoder take LP-FT
 (``levers.linear_probe``: the intent head fitted on the frozen encoder's pooled vectors,
 one logistic regression per intent,
@@ -47,8 +48,7 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import nn
 
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import (
@@ -69,7 +69,11 @@ from headwise.intent.training.builders import (
 )
 from headwise.intent.training.joins import join_two, joined_pairs
 from headwise.intent.training.linear_probe import fit_multilabel_probe, fit_tag_probe
-from headwise.intent.training.losses import SoftTargets
+from headwise.intent.training.losses import (
+    CompoundObjective,
+    SoftTargets,
+    balanced_multilabel_weights,
+)
 from headwise.intent.training.pretrain import pretrain_encoder
 from headwise.intent.training.recipe import IntentRecipe, MultiLabel
 from headwise.intent.training.result import TrainedIntent
@@ -90,10 +94,9 @@ from headwise.text.number_tokens import whole_number_ids
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import Trainer, load_model_weights
 
-__all__ = ["CompoundObjective", "balanced_multilabel_weights",
-           "compound_data", "compound_network", "compound_targets", "distilled_rows",
+__all__ = ["compound_data", "compound_network", "compound_targets", "distilled_rows",
            "distilled_targets", "drop_numbers", "encode_rows", "init_prior_bias",
-           "joint_validation", "multilabel_intent_loss", "train_compound", "tune_compound"]
+           "joint_validation", "train_compound", "tune_compound"]
 
 #: joint-model parameters a BERT-family checkpoint does not have (fresh at import)
 _FRESH = ("tagger.", "classifier.", "encoder.number_bias.", "encoder.is_number_token",
@@ -333,7 +336,7 @@ def distilled_targets(gold: np.ndarray, teacher: np.ndarray, weight: float) -> n
     Binary cross-entropy is linear in its target, so training on the mix is training on
     ``(1 - weight)`` times the gold intents' loss plus ``weight`` times the loss against
     the teacher's probabilities (Hinton et al. 2015's soft targets, one sigmoid an intent;
-    :func:`multilabel_intent_loss`).
+    :func:`~headwise.intent.training.losses.multilabel_intent_loss`).
 
     Raises:
         ValueError: shapes that differ, a weight outside [0, 1] or probabilities outside
@@ -451,117 +454,6 @@ def init_prior_bias(model: JointHeads, train: Sequence[Example],
                 1e-4, 1 - 1e-4)
     with torch.no_grad():
         model.classifier.bias.copy_(torch.from_numpy(np.log(p / (1 - p))))
-
-
-def balanced_multilabel_weights(targets: Sequence[Sequence[float]]) -> Tensor:
-    """scikit-learn's "balanced" weights for each intent as its own two-class problem:
-    ``(2, intents)``, row 0 the weight of an example without the intent, ``n / (2 *
-    negatives)``, row 1 of one with it, ``n / (2 * positives)``; an intent that every
-    example has, or none, weighs 1 both ways.
-
-    Raises:
-        ValueError: no targets, or targets that are not 0/1.
-    """
-    y = torch.as_tensor([list(t) for t in targets], dtype=torch.float64)
-    if y.ndim != 2 or y.shape[0] == 0:
-        raise ValueError("balanced_multilabel_weights needs a non-empty (examples, intents) "
-                         "table of 0/1 targets")
-    if not bool(((y == 0) | (y == 1)).all()):
-        raise ValueError("multi-label targets must be 0 or 1")
-    n = y.shape[0]
-    pos = y.sum(0)
-    neg = n - pos
-    both = (pos > 0) & (neg > 0)
-    ones = torch.ones_like(pos)
-    return torch.stack([torch.where(both, n / (2 * neg.clamp_min(1)), ones),
-                        torch.where(both, n / (2 * pos.clamp_min(1)), ones)]).float()
-
-
-def multilabel_intent_loss(logits: Tensor, targets: Tensor, *, label_smoothing: float = 0.0,
-                           weights: Tensor | None = None) -> Tensor:
-    """The joint model's intent loss with the recipe's smoothing and weights: binary
-    cross-entropy summed over intents and averaged over the batch, against the smoothed
-    targets ``y * (1 - eps) + eps / 2`` (each intent's two-class target smoothed as
-    cross-entropy smooths it), each term weighted by ``weights[y, intent]``
-    (:func:`balanced_multilabel_weights`). With neither, it is
-    the joint models' own intent loss (:class:`~headwise.models.joint_heads.JointHeads`).
-
-    Args:
-        logits: (batch, intents).
-        targets: (batch, intents) 0/1.
-        label_smoothing: ``eps`` in [0, 1).
-        weights: optional (2, intents).
-    """
-    z, y = logits.float(), targets.float()
-    smoothed = y * (1 - label_smoothing) + label_smoothing / 2 if label_smoothing else y
-    w = None if weights is None else torch.where(y > 0.5, weights[1].to(z), weights[0].to(z))
-    return F.binary_cross_entropy_with_logits(z, smoothed, weight=w,
-                                              reduction="sum") / z.shape[0]
-
-
-class CompoundObjective(nn.Module):
-    """A joint model (:class:`~headwise.models.joint_heads.JointHeads`) whose intent loss
-    takes the recipe's label smoothing and class weights (:func:`multilabel_intent_loss`); the slot
-    loss and the sum ``intent + slot_loss_weight * tag`` are the model's. Trained by the
-    Trainer in place of the model; the model is trained in place.
-
-    Args:
-        model: a multi-label joint model.
-        label_smoothing: ``eps`` in [0, 1).
-        weights: optional (2, intents) weights (a buffer: saved in training checkpoints).
-        token_dropout: word dropout on the inputs in training mode
-            (:class:`~headwise.intent.training.token_dropout.TokenDropout`; a dropped token
-            keeps its slot tag), or None.
-
-    Raises:
-        ValueError: a single-label model, ``label_smoothing`` outside [0, 1), or weights
-            that are not positive or not ``(2, intents)``.
-    """
-
-    def __init__(self, model: JointHeads, label_smoothing: float = 0.0,
-                 weights: Tensor | None = None, token_dropout: nn.Module | None = None
-                 ) -> None:
-        super().__init__()
-        if not model.multi_label:
-            raise ValueError("CompoundObjective is for a multi-label joint model")
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
-        intents = model.classifier.out_features
-        if weights is not None and (tuple(weights.shape) != (2, intents)
-                                    or not bool((weights > 0).all())):
-            raise ValueError(f"weights must be positive and (2, {intents}), got "
-                             f"{tuple(weights.shape)}")
-        self.model = model
-        self.token_dropout = token_dropout
-        self.label_smoothing = float(label_smoothing)
-        self.register_buffer("weights", None if weights is None else weights.float())
-
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-                labels: Tensor | None = None, tag_labels: Tensor | None = None
-                ) -> dict[str, Tensor]:
-        """The model's outputs, with ``"intent_loss"`` and ``"loss"`` recomputed when
-        ``labels`` are given (with ``token_dropout``, training-mode inputs lose some tokens
-        first)."""
-        if self.token_dropout is not None:
-            input_ids = self.token_dropout(input_ids, attention_mask)
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                         tag_labels=tag_labels)
-        if labels is None:
-            return out
-        if labels.shape != out["logits"].shape:
-            raise ValueError(f"multi-label targets must be {tuple(out['logits'].shape)}, got "
-                             f"{tuple(labels.shape)}")
-        out["intent_loss"] = multilabel_intent_loss(out["logits"], labels,
-                                                    label_smoothing=self.label_smoothing,
-                                                    weights=self.weights)
-        out["loss"] = out["intent_loss"]
-        if "tag_loss" in out:
-            out["loss"] = out["loss"] + self.model.config.slot_loss_weight * out["tag_loss"]
-        return out
-
-    def set_gradient_checkpointing(self, enabled: bool) -> None:
-        """Forward to the wrapped model (the Trainer's gradient checkpointing switch)."""
-        self.model.set_gradient_checkpointing(enabled)
 
 
 def encode_rows(tokenizer: Tokenizer, examples: Sequence[Example], intents: list[str],

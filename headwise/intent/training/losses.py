@@ -27,6 +27,12 @@ pulled towards the uniform distribution over the intents
 (:func:`outlier_exposure_loss`, ``lambda`` times the mean over those rows), while the other
 rows keep their loss (the mean over them); the network's outputs stay the intents, so
 it learns to be unsure of a text unlike its intents' rather than to name an extra class.
+
+The multi-label (compound) objective: :class:`CompoundObjective` wraps a joint intent +
+slot model, its intent loss :func:`multilabel_intent_loss` (one sigmoid an intent, with the
+same label smoothing, and per-intent weights from :func:`balanced_multilabel_weights`).
+Both objectives take word dropout on their inputs
+(:mod:`headwise.intent.training.token_dropout`).
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import f1_score
 from torch import Tensor, nn
+
+from headwise.models.joint_heads import JointHeads
 
 #: the label of a training row that has none (its loss is the soft term alone): PyTorch's
 #: ``ignore_index``
@@ -401,3 +409,114 @@ def validation_metrics(model: nn.Module, loader: Iterable[dict[str, Tensor]]
     p, g = torch.cat(preds).numpy(), torch.cat(golds).numpy()
     return {"accuracy": float((p == g).mean()), "loss": loss / max(n, 1),
             "macro_f1": float(f1_score(g, p, average="macro", zero_division=0))}
+
+
+def balanced_multilabel_weights(targets: Sequence[Sequence[float]]) -> Tensor:
+    """scikit-learn's "balanced" weights for each intent as its own two-class problem:
+    ``(2, intents)``, row 0 the weight of an example without the intent, ``n / (2 *
+    negatives)``, row 1 of one with it, ``n / (2 * positives)``; an intent that every
+    example has, or none, weighs 1 both ways.
+
+    Raises:
+        ValueError: no targets, or targets that are not 0/1.
+    """
+    y = torch.as_tensor([list(t) for t in targets], dtype=torch.float64)
+    if y.ndim != 2 or y.shape[0] == 0:
+        raise ValueError("balanced_multilabel_weights needs a non-empty (examples, intents) "
+                         "table of 0/1 targets")
+    if not bool(((y == 0) | (y == 1)).all()):
+        raise ValueError("multi-label targets must be 0 or 1")
+    n = y.shape[0]
+    pos = y.sum(0)
+    neg = n - pos
+    both = (pos > 0) & (neg > 0)
+    ones = torch.ones_like(pos)
+    return torch.stack([torch.where(both, n / (2 * neg.clamp_min(1)), ones),
+                        torch.where(both, n / (2 * pos.clamp_min(1)), ones)]).float()
+
+
+def multilabel_intent_loss(logits: Tensor, targets: Tensor, *, label_smoothing: float = 0.0,
+                           weights: Tensor | None = None) -> Tensor:
+    """The joint model's intent loss with the recipe's smoothing and weights: binary
+    cross-entropy summed over intents and averaged over the batch, against the smoothed
+    targets ``y * (1 - eps) + eps / 2`` (each intent's two-class target smoothed as
+    cross-entropy smooths it), each term weighted by ``weights[y, intent]``
+    (:func:`balanced_multilabel_weights`). With neither, it is
+    the joint models' own intent loss (:class:`~headwise.models.joint_heads.JointHeads`).
+
+    Args:
+        logits: (batch, intents).
+        targets: (batch, intents) 0/1.
+        label_smoothing: ``eps`` in [0, 1).
+        weights: optional (2, intents).
+    """
+    z, y = logits.float(), targets.float()
+    smoothed = y * (1 - label_smoothing) + label_smoothing / 2 if label_smoothing else y
+    w = None if weights is None else torch.where(y > 0.5, weights[1].to(z), weights[0].to(z))
+    return F.binary_cross_entropy_with_logits(z, smoothed, weight=w,
+                                              reduction="sum") / z.shape[0]
+
+
+class CompoundObjective(nn.Module):
+    """A joint model (:class:`~headwise.models.joint_heads.JointHeads`) whose intent loss
+    takes the recipe's label smoothing and class weights (:func:`multilabel_intent_loss`); the slot
+    loss and the sum ``intent + slot_loss_weight * tag`` are the model's. Trained by the
+    Trainer in place of the model; the model is trained in place.
+
+    Args:
+        model: a multi-label joint model.
+        label_smoothing: ``eps`` in [0, 1).
+        weights: optional (2, intents) weights (a buffer: saved in training checkpoints).
+        token_dropout: word dropout on the inputs in training mode
+            (:class:`~headwise.intent.training.token_dropout.TokenDropout`; a dropped token
+            keeps its slot tag), or None.
+
+    Raises:
+        ValueError: a single-label model, ``label_smoothing`` outside [0, 1), or weights
+            that are not positive or not ``(2, intents)``.
+    """
+
+    def __init__(self, model: JointHeads, label_smoothing: float = 0.0,
+                 weights: Tensor | None = None, token_dropout: nn.Module | None = None
+                 ) -> None:
+        super().__init__()
+        if not model.multi_label:
+            raise ValueError("CompoundObjective is for a multi-label joint model")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+        intents = model.classifier.out_features
+        if weights is not None and (tuple(weights.shape) != (2, intents)
+                                    or not bool((weights > 0).all())):
+            raise ValueError(f"weights must be positive and (2, {intents}), got "
+                             f"{tuple(weights.shape)}")
+        self.model = model
+        self.token_dropout = token_dropout
+        self.label_smoothing = float(label_smoothing)
+        self.register_buffer("weights", None if weights is None else weights.float())
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                labels: Tensor | None = None, tag_labels: Tensor | None = None
+                ) -> dict[str, Tensor]:
+        """The model's outputs, with ``"intent_loss"`` and ``"loss"`` recomputed when
+        ``labels`` are given (with ``token_dropout``, training-mode inputs lose some tokens
+        first)."""
+        if self.token_dropout is not None:
+            input_ids = self.token_dropout(input_ids, attention_mask)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         tag_labels=tag_labels)
+        if labels is None:
+            return out
+        if labels.shape != out["logits"].shape:
+            raise ValueError(f"multi-label targets must be {tuple(out['logits'].shape)}, got "
+                             f"{tuple(labels.shape)}")
+        out["intent_loss"] = multilabel_intent_loss(out["logits"], labels,
+                                                    label_smoothing=self.label_smoothing,
+                                                    weights=self.weights)
+        out["loss"] = out["intent_loss"]
+        if "tag_loss" in out:
+            out["loss"] = out["loss"] + self.model.config.slot_loss_weight * out["tag_loss"]
+        return out
+
+    def set_gradient_checkpointing(self, enabled: bool) -> None:
+        """Forward to the wrapped model (the Trainer's gradient checkpointing switch)."""
+        self.model.set_gradient_checkpointing(enabled)

@@ -16,7 +16,7 @@ token once per row, so that the placeholder of unseen numbers gets trained.)
 
 ``levers.token_dropout`` sets ``p`` (0: off); single-label and multi-label training take it
 (:class:`~headwise.intent.training.losses.SmoothedClassification`,
-:class:`~headwise.intent.training.compound.CompoundObjective`). Measured on the demo in
+:class:`~headwise.intent.training.losses.CompoundObjective`). Measured on the demo in
 BENCHMARKS ``demo:transformer``.
 """
 

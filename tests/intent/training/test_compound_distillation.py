@@ -16,8 +16,9 @@ from tiny_corpus import write_annotated
 from headwise.cli import main
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import span_f1
-from headwise.intent.training.compound import distilled_targets, multilabel_intent_loss
+from headwise.intent.training.compound import distilled_targets
 from headwise.intent.training.distillation import TARGETS_FILE, distill, read_soft_targets
+from headwise.intent.training.losses import multilabel_intent_loss
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
 from headwise.text.dataset import Example

@@ -13,7 +13,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from tiny_corpus import INTENTS
 
 from headwise.intent.training.builders import build_intent_model
-from headwise.intent.training.compound import (
+from headwise.intent.training.losses import (
     CompoundObjective,
     balanced_multilabel_weights,
     multilabel_intent_loss,
