@@ -89,9 +89,10 @@ def test_onnx_and_int8_serving_match_pytorch(trained, tmp_path):
     for a, b in zip(torch_answers, onnx_answers, strict=True):
         assert intent_of(a) == intent_of(b)
         assert confidence_of(a) == pytest.approx(confidence_of(b), abs=1e-4)
-    # int8 against fp32 PyTorch: the same top intent on (nearly) every text, every
-    # probability close. Measured (two runs): agreement 12/12, largest probability change
-    # 0.002-0.005, where fp32's top two intents are 0.08 or more apart
+    # int8 against fp32 PyTorch: every probability close, and the same top intent on every
+    # text where fp32's top two intents are clearly apart. A near-tie may flip: this tiny
+    # model's margins depend on the machine's kernels (measured on an AMD EPYC, four seeds:
+    # largest change 0.002-0.007, margins down to 0.007; CI once flipped 2 of 12 texts)
     q = quantize_int8(path, tmp_path / "m8.onnx")
     assert OnnxRuntime(q).quantized
     import onnx
@@ -106,10 +107,13 @@ def test_onnx_and_int8_serving_match_pytorch(trained, tmp_path):
     fp32 = _probabilities(
         SingleLabelPredictor(clf, TorchRuntime(clf.model)).predict(TEXTS, top_k=n))
     int8 = _probabilities(int8_answers)
-    agreement = np.mean([intent_of(a) == intent_of(b)
-                         for a, b in zip(torch_answers, int8_answers, strict=True)])
-    assert agreement >= 0.9, agreement
-    assert np.abs(fp32 - int8).max() <= 0.03, np.abs(fp32 - int8).max()
+    change = np.abs(fp32 - int8).max()
+    assert change <= 0.03, change
+    top_two = np.sort(fp32, axis=1)[:, -2:]
+    decisive = top_two[:, 1] - top_two[:, 0] > 2 * 0.03  # no change within the bound flips it
+    assert decisive.sum() >= len(TEXTS) // 2, (top_two, "too few decisive texts to compare")
+    assert [intent_of(a) for a, d in zip(int8_answers, decisive, strict=True) if d] == [
+        intent_of(a) for a, d in zip(torch_answers, decisive, strict=True) if d]
 
 
 def _probabilities(answers: list[dict]) -> np.ndarray:
