@@ -38,15 +38,18 @@ def test_every_member_changes_one_field_of_the_demos_recipe(quick):
     assert base == _leaves(demo["transformer"].to_dict())
     assert D.recipe_of(D.REFERENCE, s).to_dict() == demo["bilstm"].to_dict()
     changed = {}
-    # grids 2-4 (the demo kept their base) and the current grid change one field each
-    for grid in (2, 3, 4, D.CURRENT_GRID):
+    # grids 2-5 (the demo kept their base) and the current grid change one field each
+    for grid in (2, 3, 4, 5, D.CURRENT_GRID):
         for m in D.GRIDS[grid][1:]:
             mine = _leaves(D.recipe_of(m.name, s, grid=grid).to_dict())
             diff = {k for k in base.keys() | mine.keys() if base.get(k) != mine.get(k)}
             assert len(diff) == 1, (m.name, diff)
             changed[m.name] = (diff.pop(), mine)
-    assert D.CURRENT_GRID == 5 and D.members() == ("base", "token_dropout0.1",
-                                                   "token_dropout0.25")
+    assert D.CURRENT_GRID == 6 and D.members() == ("base", "conv3", "conv5")
+    conv = "architecture.model_overrides.conv_kernel"
+    assert conv not in base
+    assert changed["conv3"][0] == conv and changed["conv3"][1][conv] == 3
+    assert changed["conv5"][1][conv] == 5
     assert base["levers.token_dropout"] == 0.0
     assert changed["token_dropout0.1"][1]["levers.token_dropout"] == 0.1
     assert changed["token_dropout0.25"][1]["levers.token_dropout"] == 0.25

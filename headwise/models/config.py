@@ -33,6 +33,11 @@ class ModelConfig:
     tokens from ``pad_token_id + 1``, padding at ``pad_token_id`` (so ``max_position`` is
     the longest input plus ``pad_token_id + 1``).
 
+    ``conv_kernel`` (encoder models; 0 for none) puts a depthwise convolution of that odd
+    width over the token embeddings before the first layer
+    (:class:`~headwise.nn.DepthwiseConvolution`): each channel of a token mixes its
+    neighbours' values, an n-gram reading from the first step.
+
     ``kept_vocab_size`` is a trimmed vocabulary: the token table keeps that many rows and
     maps every one of the ``vocab_size`` ids to a row (:mod:`headwise.models.vocab_trim`).
 
@@ -67,6 +72,7 @@ class ModelConfig:
     bias: bool = True
     backend: str = "auto"
     attention_pattern: dict[str, Any] | None = None
+    conv_kernel: int = 0
     pooling: str = "cls"
     number_heads: list[int] | None = None
     number_bias_init: float = 1.0
@@ -95,6 +101,11 @@ class ModelConfig:
         if self.model_type not in LSTM_TYPES and self.d_model % self.num_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads "
                              f"({self.num_heads})")
+        if self.conv_kernel and (self.conv_kernel < 3 or self.conv_kernel % 2 == 0):
+            raise ValueError(f"conv_kernel must be 0 (none) or odd and at least 3, got "
+                             f"{self.conv_kernel}")
+        if self.conv_kernel and self.model_type in LSTM_TYPES:
+            raise ValueError(f"conv_kernel is for Transformer encoders, not {self.model_type}")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""

@@ -14,7 +14,13 @@ from headwise.attention.number_bias import NumberKeyBias
 from headwise.models.config import ModelConfig
 from headwise.models.hub import PretrainedMixin
 from headwise.models.registry import register_model
-from headwise.nn import EncoderLayer, TransformerEmbeddings, build_norm, maybe_checkpoint
+from headwise.nn import (
+    DepthwiseConvolution,
+    EncoderLayer,
+    TransformerEmbeddings,
+    build_norm,
+    maybe_checkpoint,
+)
 
 POOLINGS = ("cls", "mean", "max")
 
@@ -87,6 +93,8 @@ class TransformerEncoder(nn.Module):
         self.final_norm = build_norm(c.norm, c.d_model, c.norm_eps) if c.norm_first else None
         self.pattern = pattern_from_config(c.attention_pattern)
         self.alibi = ALiBi(c.num_heads) if c.position == "alibi" else None
+        self.local_conv = DepthwiseConvolution(c.d_model, c.conv_kernel) if c.conv_kernel \
+            else None
         self.gradient_checkpointing = False
         self.number_bias: nn.ModuleList | None = None
         if c.number_heads:
@@ -168,11 +176,14 @@ class TransformerEncoder(nn.Module):
         return self.run(input_ids, mask, token_type_ids)
 
     def run(self, input_ids: Tensor, mask: Any, token_type_ids: Tensor | None = None) -> Tensor:
-        """Embeddings, the layers (with the score biases, if any: ALiBi, the number- and
+        """Embeddings (and the depthwise convolution over them, if any: padding is read from
+        ``pad_token_id``), the layers (with the score biases, if any: ALiBi, the number- and
         negation-key biases) and the final norm, under a mask already built
         (:meth:`attention_mask_for`, or any mask the layers take: the ONNX export passes
         the padding mask as a tensor, always)."""
         x = self.embeddings(input_ids, token_type_ids)
+        if self.local_conv is not None:
+            x = self.local_conv(x, input_ids != self.config.pad_token_id)
         is_number = self.is_number_token[input_ids] if self.number_bias is not None else None
         is_negation = self.is_negation_token[input_ids] if self.negation_bias is not None \
             else None

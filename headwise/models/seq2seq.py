@@ -175,6 +175,10 @@ class EncoderDecoder(PretrainedMixin, nn.Module):
         if config.position == "alibi":
             raise ValueError("position='alibi' is for encoder models: the decoder's cached "
                              "self-attention does not add it; use 'rope' or 'sinusoidal'")
+        if config.conv_kernel:
+            raise ValueError("conv_kernel is for encoder models: the decoder's cached "
+                             "self-attention reads one new token a step, without its "
+                             "neighbours")
         self.config = config
         self.shared_vocabulary = "target_vocab_size" not in config.extra
         self.target_vocab_size = int(config.extra.get("target_vocab_size", config.vocab_size))

@@ -48,7 +48,8 @@ def unfusable_reason(model: nn.Module) -> str | None:
 
     The fused operator is plain multi-head self-attention with a packed Q/K/V projection
     and a padding mask: no grouped-query heads, rotary positions, GLU head fusion, head
-    gates other than ones, or additive score bias (ALiBi, number- or negation-aware heads).
+    gates other than ones, additive score bias (ALiBi, number- or negation-aware heads), or
+    a depthwise convolution after the embeddings.
     """
     encoder = getattr(model, "encoder", None)
     layers = getattr(encoder, "layers", None)
@@ -56,6 +57,8 @@ def unfusable_reason(model: nn.Module) -> str | None:
         return "not a Transformer encoder"
     if getattr(encoder, "has_score_bias", False):
         return "the layers add a score bias (ALiBi, number- or negation-aware heads)"
+    if getattr(encoder, "local_conv", None) is not None:
+        return "a depthwise convolution sits between the embeddings and the first layer"
     for i, layer in enumerate(layers):
         attn = getattr(layer, "attn", None)
         if not isinstance(attn, MultiHeadAttention):

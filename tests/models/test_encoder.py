@@ -24,7 +24,7 @@ def test_shapes_and_encode():
 
 @pytest.mark.parametrize("options", [
     {}, {"pooling": "mean"}, {"position": "rope"}, {"position": "sinusoidal"},
-    {"position": "alibi"},
+    {"position": "alibi"}, {"conv_kernel": 3},
     {"num_kv_heads": 2, "fusion": "glu", "norm": "rmsnorm", "activation": "swiglu"},
     {"norm_first": False, "embedding_norm": True, "type_vocab_size": 2},
     {"attention_pattern": {"sliding_window": 3, "global_tokens": [0]}},
@@ -66,6 +66,37 @@ def test_alibi_is_refused_by_the_decoder():
 
     with pytest.raises(ValueError, match="alibi"):
         EncoderDecoder(preset("tiny-seq2seq", position="alibi"))
+
+
+def test_conv_kernel_runs_the_convolution_between_embeddings_and_layers():
+    """An encoder with ``conv_kernel`` equals the same weights without it whose layers get,
+    by hand, the embeddings through the depthwise convolution (padding read from
+    ``pad_token_id``)."""
+    with_conv = _model(conv_kernel=3)
+    plain = _model()
+    missing, unexpected = plain.load_state_dict(with_conv.state_dict(), strict=False)
+    assert not missing and unexpected == ["encoder.local_conv.conv.weight",
+                                          "encoder.local_conv.conv.bias"]
+    ids = torch.randint(3, 256, (2, 6))
+    ids[1, 4:] = 0
+    mask = (ids != 0).long()
+    enc = plain.encoder
+    x = with_conv.encoder.local_conv(enc.embeddings(ids), ids != 0)
+    for layer in enc.layers:
+        x = layer(x, enc.attention_mask_for(mask, 6))
+    torch.testing.assert_close(with_conv.encode(ids, mask), enc.final_norm(x))
+    assert not torch.allclose(plain.encode(ids, mask), enc.final_norm(x))
+
+
+def test_conv_kernel_is_refused_where_it_would_be_ignored():
+    from headwise.models import EncoderDecoder
+
+    with pytest.raises(ValueError, match="odd"):
+        preset("tiny", conv_kernel=2)
+    with pytest.raises(ValueError, match="conv_kernel is for Transformer"):
+        ModelConfig(model_type="bilstm", conv_kernel=3)
+    with pytest.raises(ValueError, match="conv_kernel is for encoder models"):
+        EncoderDecoder(preset("tiny-seq2seq", conv_kernel=3))
 
 
 def test_a_few_steps_learn_a_tiny_task():

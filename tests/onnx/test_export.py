@@ -76,6 +76,18 @@ def test_alibi_position_models_export_exactly(tmp_path):
     assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
 
 
+def test_depthwise_convolution_models_export_exactly(tmp_path):
+    """The convolution before the first layer, with padding read from the pad id, traces
+    into the graph: every probe length and padding answers as PyTorch does."""
+    from tiny_models import MAX_LENGTH, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    model = _tiny_encoder(tok, conv_kernel=5)
+    path = export_onnx(model, tmp_path / "conv.onnx")
+    batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=7)
+    assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
+
+
 def test_roberta_positions_export_exactly(tmp_path):
     """XLM-R / RoBERTa positions (counted over non-padding tokens from pad_token_id + 1)
     trace into the graph: ONNX Runtime equals PyTorch on padded batches."""

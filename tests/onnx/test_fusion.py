@@ -74,6 +74,7 @@ def test_pruned_heads_are_fused_with_their_own_head_count(tok, tmp_path):
 @pytest.mark.parametrize("overrides, reason", [
     ({"num_kv_heads": 2}, "grouped-query"),
     ({"fusion": "glu"}, "GLU"),
+    ({"conv_kernel": 3}, "depthwise convolution"),
 ])
 def test_unfusable_attention_is_exported_plain_and_exact(tok, tmp_path, overrides, reason):
     model = tiny_encoder(tok, **overrides)
