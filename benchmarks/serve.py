@@ -1,6 +1,6 @@
 """The intent service under load: latency, throughput, batching, PyTorch vs ONNX vs int8.
 
-    python benchmarks/serve.py                             # full run (~8 min), BENCHMARKS.md
+    python benchmarks/serve.py                             # full run (~14 min), BENCHMARKS.md
     python benchmarks/serve.py --quick --md /tmp/serve.md  # smoke run, < 90 s
 
 The model is all-MiniLM-L6-v2 (``headwise.models.minilm_path()``, the optional
@@ -19,7 +19,8 @@ real accuracy change of a trained classifier.
    temporary ``HEADWISE_CACHE`` is timed too).
 2. ``headwise serve`` in a subprocess, batching on and off; a load generator in another
    process (``_serve_load.py``, loopback only, bounded in requests and seconds) at
-   concurrency 1, 8, 32, 64; then a long run at concurrency 32 with batching on, which must
+   concurrency 1, 8, 32, 64, in three rounds per server (the batching verdicts judge the
+   rounds' 95 % interval); then a long run at concurrency 32 with batching on, which must
    have zero errors.
 3. Access, reload and drain (``--parts access``): the single-query p50 over HTTP of the same
    model served with and without ``--api-key-file`` (interleaved rounds at concurrency 1),
@@ -478,7 +479,8 @@ def main() -> int:
     if unknown or not parts:
         p.error(f"--parts: unknown parts {unknown} (choose from {', '.join(PARTS)})")
     q = args.quick
-    rounds, point_s, soak_s = (12, 1.0, 2.0) if q else (400, 15.0, 60.0)
+    rounds, point_s, soak_s = (12, 1.0, 2.0) if q else (400, 10.0, 60.0)
+    load_rounds = 2 if q else 3
     access_rounds, access_point_s = (2, 1.0) if q else (6, 10.0)
     warmup_s = 0.5 if q else 1.0
     concurrencies = (1, 8, 32, 64)
@@ -489,6 +491,7 @@ def main() -> int:
                      "provenance": H.collect_provenance(torch.get_num_threads()), "settings": {
         "max_batch_size": args.max_batch_size, "max_wait_ms": args.max_wait_ms,
         "rounds": rounds, "point_s": point_s, "soak_s": soak_s, "warmup_s": warmup_s,
+        "load_rounds": load_rounds,
         "access_rounds": access_rounds, "access_point_s": access_point_s}}
     texts = bench_texts()
     needs_onnx = set(parts) & {"single", "sweep", "load"} or args.access_runtime == "onnx"
@@ -556,19 +559,24 @@ def load_runs(model_dir: Path, texts_file: Path, onnx: dict[str, Path], args,
     # (runtime, batching): the fused ONNX graph is what `headwise serve` runs by default
     # once MODEL/model.onnx exists (--runtime auto); its int8 quantisation; PyTorch with
     # and without batching
+    # each server runs every concurrency in `load_rounds` rounds (1, 8, 32, 64, then again):
+    # the verdicts read the rounds' spread, and a round's points share its moment's load
     onnx_files = {"onnx": onnx["ONNX"], "int8": onnx["int8"]}
+    rounds = results["settings"]["load_rounds"]
     for runtime, batching in (("onnx", True), ("int8", True), ("torch", True),
                               ("torch", False)):
         proc, url = start_server(model_dir, batching, args,
                                  "onnx" if runtime == "int8" else runtime,
                                  onnx_files.get(runtime))
         try:
-            for c in concurrencies:
-                print(f"load: {runtime} batching={batching} concurrency={c} ...",
-                      file=sys.stderr)
-                r = load(url, texts_file, c, point_s, max_requests=int(2000 * point_s),
-                         warmup=warmup_s)
-                rows.append({"runtime": runtime, "batching": batching, **r})
+            for round_ in range(rounds):
+                for c in concurrencies:
+                    print(f"load: {runtime} batching={batching} concurrency={c}, round "
+                          f"{round_ + 1}/{rounds} ...", file=sys.stderr)
+                    r = load(url, texts_file, c, point_s, max_requests=int(2000 * point_s),
+                             warmup=warmup_s)
+                    rows.append({"runtime": runtime, "batching": batching, "round": round_,
+                                 **r})
             if batching and runtime == "onnx":
                 print(f"soak: {soak_s:.0f} s at concurrency 32 ...", file=sys.stderr)
                 results["soak"] = load(url, texts_file, 32, soak_s,

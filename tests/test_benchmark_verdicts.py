@@ -132,3 +132,30 @@ def test_a_latency_target_reads_the_served_runtimes_runs():
     assert R.both("PASS", "PASS") == "PASS" and R.both("PASS", "FAIL") == "FAIL"
     assert R.both("within noise", "PASS") == "within noise"
     assert R.both("PASS", "NOT JUDGED (fewer than two runs)").startswith("NOT JUDGED")
+
+
+def test_the_batching_targets_read_the_load_rounds():
+    """The speed-up of concurrency 32 over 1 is the geometric mean of the per-round ratios
+    with a t-interval on their logarithms; the p99 is the rounds' mean with its
+    t-interval; a record of one load run is not judged."""
+    import _serve_report as R
+
+    def point(c, round_, throughput, p99):
+        return {"runtime": "onnx", "batching": True, "concurrency": c, "round": round_,
+                "throughput": throughput, "p99_ms": p99}
+
+    load = [point(1, 0, 100.0, 8.0), point(32, 0, 500.0, 40.0),
+            point(1, 1, 110.0, 8.0), point(32, 1, 495.0, 44.0),
+            point(1, 2, 90.0, 8.0), point(32, 2, 468.0, 42.0),
+            {**point(32, 0, 9999.0, 1.0), "batching": False}]  # batching off: not read
+    speed_rows, p99_rows = R._batching_targets({"load": load}, "onnx")
+    logs = np.log([5.0, 4.5, 5.2])
+    half = 4.302653 * logs.std(ddof=1) / math.sqrt(3)
+    low, high = math.exp(logs.mean() - half), math.exp(logs.mean() + half)
+    assert f"{math.exp(logs.mean()):.2f}x [{low:.2f}, {high:.2f}]" in speed_rows
+    assert low > 4 and "| PASS |" in speed_rows  # 4.06: the whole interval clears 4
+    p99 = 4.302653 * 2.0 / math.sqrt(3)  # 40, 44, 42: mean 42, s 2
+    assert f"42.0 [{42 - p99:.1f}, {42 + p99:.1f}] ms" in p99_rows and "| PASS |" in p99_rows
+    one = R._batching_targets({"load": [{k: v for k, v in x.items() if k != "round"}
+                                        for x in load[:2]]}, "onnx")
+    assert all("not judged" in row for row in one)
