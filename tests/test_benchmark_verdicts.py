@@ -159,3 +159,38 @@ def test_the_batching_targets_read_the_load_rounds():
     one = R._batching_targets({"load": [{k: v for k, v in x.items() if k != "round"}
                                         for x in load[:2]]}, "onnx")
     assert all("not judged" in row for row in one)
+
+
+def test_batch_predicts_targets_read_the_repeats():
+    """Streaming over in-process rate: the geometric mean of the repeats' ratios with its
+    interval, judged against 90 %; the memory allowance: the per-repeat room under
+    1.5x + 16 MiB, judged against 0. A record of one run each is not judged."""
+    import json
+
+    import batch_predict as B
+
+    data = json.loads((ROOT / "benchmarks" / "results" / "batch_predict_cpu.json").read_text())
+    runs = [r for r in data["results"] if r["kind"] in ("ceiling", "stream")]
+    text = B.section(data)
+    assert "not judged" in text
+    repeated = []
+    for repeat, (speed, grow) in enumerate([(1.00, 0.0), (0.98, 2.0), (0.97, 1.0)]):
+        for r in runs:
+            r = {**r, "repeat": repeat}
+            if r["kind"] == "ceiling":
+                r["predict_texts_per_s"] = 1000.0
+            else:
+                r["texts_per_s"] = 1000.0 * speed
+                r["peak_mib"] = {1: 5.0, 10: 10.0, 100: 12.0 + grow}[r["times"]]
+            repeated.append(r)
+    data = {**data, "results": repeated + [r for r in data["results"] if r["kind"] == "ray"]}
+    text = B.section(data)
+    logs = np.log([1.00, 0.98, 0.97])
+    half = 4.302653 * logs.std(ddof=1) / math.sqrt(3)
+    expected = f"{math.exp(logs.mean()):.0%} [{math.exp(logs.mean() - half):.0%}, " \
+               f"{math.exp(logs.mean() + half):.0%}] **PASS**"
+    assert f"torch {expected}" in text and f"onnx {expected}" in text
+    room = [19.0, 17.0, 18.0]  # 1.5 * 10 + 16 - (12 + grow): mean 18, s 1
+    half = 4.302653 * 1.0 / math.sqrt(3)
+    assert sum(room) / 3 == 18.0 and f"{18.0:+.1f} [{18.0 - half:+.1f}, {18.0 + half:+.1f}] " \
+        f"MiB over 3 repeat(s): **PASS**" in text
