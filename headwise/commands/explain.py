@@ -82,7 +82,7 @@ def _roles(report: str | None) -> list | None:
 
 
 def result(model: str, text: str, *, intents: list[str] | None = None,
-           report: str | None = None, heads: int = 5, steps: int = 32,
+           report: str | None = None, heads: int = 5,
            long_text: str = "auto", chunk_length: float | int | None = None
            ) -> dict[str, Any]:
     """The JSON object ``headwise explain --json`` prints.
@@ -105,7 +105,7 @@ def result(model: str, text: str, *, intents: list[str] | None = None,
     items = predictor.encode([text])
     rows = predictor.run(items)
     answer = predictor.answers([text], items, rows)[0].to_dict()
-    ex = explain(predictor, text, answered=(items[0], rows[0]), intents=intents, steps=steps)
+    ex = explain(predictor, text, answered=(items[0], rows[0]), intents=intents)
     first = ex.attributions[0]
     return {
         "model": Path(model).name, "text": text,
@@ -165,11 +165,12 @@ def render(out: dict[str, Any]) -> list[str]:
         how = "integrated gradients" if c["method"] == "integrated_gradients" \
             else "feature weights"
         verdict = "holds" if c["within_tolerance"] else "NOT within tolerance"
+        evaluations = f", {c['steps']} gradient evaluations" if c["steps"] else ""
         lines.append(f"\nwhy {explained['intent']} ({how}): attributions sum to "
                      f"{c['sum']:+.4f}, the logit's change from the baseline is "
                      f"{c['delta']:+.4f}; completeness error {c['error']:+.2e} "
                      f"({c['relative_error']:.2%}, tolerance {c['tolerance']:.0%}: "
-                     f"{verdict}{', ' + str(c['steps']) + ' steps' if c['steps'] else ''})")
+                     f"{verdict}{evaluations})")
         values = [v for v in explained["attribution"] if v is not None]
         scale = max((abs(v) for v in values), default=0.0) or 1.0
         for token, v in zip(out["tokens"], explained["attribution"], strict=True):

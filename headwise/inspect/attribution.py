@@ -51,6 +51,7 @@ from headwise.attention import capture_attention
 from headwise.inspect.forward import NoAttentionError, attention_layers, max_pool_mix, pooling_of
 from headwise.inspect.integrated_gradients import (
     COMPLETENESS_TOLERANCE,
+    SEGMENT_STEPS,
     baseline_ids,
     integrated_gradients,
     network_logits,
@@ -79,7 +80,8 @@ class Attribution:
             TF-IDF model).
         error: ``scores.sum() - (logit - baseline_logit)``: the completeness error.
         tolerance: what :attr:`error` is held to, relative to ``max(1, |delta|)``.
-        steps: integration steps used (0 for a TF-IDF model's exact sum).
+        steps: gradient evaluations of the integration (0 for a TF-IDF model's exact
+            sum).
         method: ``"integrated_gradients"`` or ``"feature_weights"``.
     """
 
@@ -375,7 +377,7 @@ class LongTextNotExplained(ValueError):
 
 
 def explain(model: Any, text: str, *, answered: tuple[Any, Any] | None = None,
-            intents: Sequence[str] | None = None, steps: int = 32, max_steps: int = 1024,
+            intents: Sequence[str] | None = None, steps: int = SEGMENT_STEPS, max_steps: int = 1024,
             tolerance: float = COMPLETENESS_TOLERANCE) -> Explanation:
     """Explain one text's answer: token attributions with their completeness error, and
     the attention weights of a network that has heads.
@@ -404,8 +406,9 @@ def explain(model: Any, text: str, *, answered: tuple[Any, Any] | None = None,
         intents: the intents to explain; default the answer's: a single-label model's
             answered intent (its most probable one when out of scope), a compound model's
             answered intents (its most probable one when none is).
-        steps: integration steps of the first try (networks).
-        max_steps: the most integration steps (doubled from ``steps`` while the
+        steps: Gauss-Legendre nodes per segment of the path (networks; the first try is
+            the whole path with this many).
+        max_steps: the most gradient evaluations (segments are halved while the
             completeness error is above ``tolerance``; a sharp turn of the network along
             the path, such as a layer norm of a nearly empty embedding, needs many).
         tolerance: the relative completeness error aimed at.

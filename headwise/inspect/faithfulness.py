@@ -34,7 +34,7 @@ from headwise.inspect.forward import (
     pooling_of,
     scored_answer,
 )
-from headwise.inspect.integrated_gradients import network_logits
+from headwise.inspect.integrated_gradients import SEGMENT_STEPS, network_logits
 from headwise.inspect.rollout import attention_rollout, pool_vector
 from headwise.inspect.words import Segmented
 
@@ -129,7 +129,7 @@ DELETION_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
 DELETION_METHODS = ("ig", "rollout", "attention", "random")
 
 
-def method_scores(classifier: Any, text: str, *, seed: int = 0, steps: int = 32
+def method_scores(classifier: Any, text: str, *, seed: int = 0, steps: int = SEGMENT_STEPS
                   ) -> tuple[Explanation, dict[str, np.ndarray]]:
     """Each deletion method's score of every token of one text (special tokens -inf, so
     they are never removed).
@@ -138,7 +138,7 @@ def method_scores(classifier: Any, text: str, *, seed: int = 0, steps: int = 32
         classifier: an intent classifier (a single-label network).
         text: the text.
         seed: the random ranking's seed.
-        steps: integration steps of the first try.
+        steps: Gauss-Legendre nodes per segment of the integration path.
 
     Returns:
         ``(explanation, {method: (tokens,) float64})``: ``ig`` always, ``rollout`` and
@@ -162,7 +162,7 @@ def method_scores(classifier: Any, text: str, *, seed: int = 0, steps: int = 32
 @torch.no_grad()
 def deletion_curves(classifier: Any, texts: Sequence[str], *,
                     fractions: Sequence[float] = DELETION_FRACTIONS, seed: int = 0,
-                    steps: int = 32) -> dict[str, Any]:
+                    steps: int = SEGMENT_STEPS) -> dict[str, Any]:
     """Deletion curves of each method over texts, and the area over them.
 
     For each text and method, the ``ceil(f * tokens)`` top-ranked real tokens are masked
@@ -174,7 +174,7 @@ def deletion_curves(classifier: Any, texts: Sequence[str], *,
         texts: the texts.
         fractions: the shares of each text's real tokens removed.
         seed: the seed of the random ranking (text ``i`` uses ``seed + i``).
-        steps: integration steps of the first try.
+        steps: Gauss-Legendre nodes per segment of the integration path.
 
     Returns:
         ``{"fractions", "methods", "per_text": [{method: area}], "curves": {method:

@@ -21,6 +21,7 @@ from scipy.stats import binomtest
 
 from headwise.inspect.attribution import Explanation, explain, first_window
 from headwise.inspect.forward import NoAttentionError
+from headwise.inspect.integrated_gradients import SEGMENT_STEPS
 from headwise.inspect.rollout import head_rollout
 from headwise.inspect.words import Segmented
 
@@ -85,7 +86,7 @@ def unit_attribution(explanation: Explanation, seg: Segmented) -> np.ndarray:
     return np.add.reduceat(explanation.attributions[0].scores, seg.starts)
 
 
-def case_views(classifier: Any, segs: Sequence[Segmented], *, steps: int = 32
+def case_views(classifier: Any, segs: Sequence[Segmented], *, steps: int = SEGMENT_STEPS
                ) -> list[dict[str, Any]]:
     """The attribution view of texts (the head report's bad cases): each unit's
     attribution to the predicted intent, and the completeness check.
@@ -108,7 +109,7 @@ def case_views(classifier: Any, segs: Sequence[Segmented], *, steps: int = 32
 
 def role_agreement(classifier: Any, segs: Sequence[Segmented], marked: Sequence[np.ndarray],
                    heads: Sequence[tuple[int, int]], *, top_tokens: int = 3,
-                   steps: int = 32) -> dict[str, Any]:
+                   steps: int = SEGMENT_STEPS) -> dict[str, Any]:
     """Do the heads of a role attend to what decides, on the texts that have the role's
     words? Agreement, measured.
 
@@ -123,7 +124,7 @@ def role_agreement(classifier: Any, segs: Sequence[Segmented], marked: Sequence[
         marked: per text, (units,) bool: the role's units (the negation words).
         heads: the (layer, head) pairs that have the role.
         top_tokens: the deciding units per text.
-        steps: integration steps of the first try.
+        steps: Gauss-Legendre nodes per segment of the integration path.
 
     Returns:
         ``{"texts", "heads", "agree", "share", "interval", "verdict",

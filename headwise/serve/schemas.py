@@ -359,7 +359,8 @@ class Completeness(BaseModel):
     relative_error: float = Field(description="|error| / max(1, |delta|)")
     tolerance: float = Field(description="what relative_error is held to")
     within_tolerance: bool
-    steps: int = Field(description="integration steps (0: an exact sum)")
+    steps: int = Field(description="gradient evaluations of the integration (0: an exact "
+                                   "sum)")
 
 
 class CharSpan(BaseModel):

@@ -87,6 +87,58 @@ def test_transformer_matches_a_hand_written_riemann_sum_in_float64(demo_examples
     assert all(text[s:e] for _, s, e, sp in ex.tokens if not sp)
 
 
+def test_adaptive_segments_reach_the_reference_where_one_pass_does_not(demo_examples,
+                                                                       classifier_factory):
+    """A sharp integrand (a large head: logits that turn fast along the path) under the
+    default quadrature: the whole path with SEGMENT_STEPS nodes misses completeness, the
+    halved segments reach it, and the attributions then equal a 2000-point Riemann sum in
+    float64 within the tolerance; each halving costs two segments' nodes."""
+    from headwise.inspect.integrated_gradients import SEGMENT_STEPS, integrated_gradients
+
+    clf = classifier_factory(demo_examples, dtype=torch.float64, pooling="mean", seed=4)
+    with torch.no_grad():
+        clf.model.classifier.weight.normal_(0, 8.0)
+    found = None
+    for example in demo_examples[:12]:
+        ids, mask = _batch(clf, example.text)
+        baseline = torch.where(ids == clf.tokenizer.cls_token_id, ids,
+                               torch.where(ids == clf.tokenizer.sep_token_id, ids,
+                                           torch.full_like(ids, clf.tokenizer.pad_token_id)))
+        target = int(clf.logits([example.text])[0].argmax())
+        (_, _, _, one_error, one), = integrated_gradients(
+            clf.model, ids, mask, [target], baseline_ids=baseline, max_steps=SEGMENT_STEPS)
+        (scores, logit, base, error, evaluations), = integrated_gradients(
+            clf.model, ids, mask, [target], baseline_ids=baseline)
+        delta = logit - base
+        if abs(one_error) > COMPLETENESS_TOLERANCE * max(1.0, abs(delta)):
+            found = (ids, mask, baseline, target, scores, delta, error, evaluations)
+            break
+        assert one == evaluations == SEGMENT_STEPS  # within tolerance at once: no halving
+    assert found is not None, "no text needed a halving: make the head sharper"
+    ids, mask, baseline, target, scores, delta, error, evaluations = found
+    assert one == SEGMENT_STEPS
+    assert evaluations > SEGMENT_STEPS and (evaluations - SEGMENT_STEPS) % (2 * SEGMENT_STEPS) == 0
+    assert abs(error) <= COMPLETENESS_TOLERANCE * max(1.0, abs(delta))
+    assert scores.sum() - delta == pytest.approx(error, abs=1e-12)
+    reference = _reference_ig(clf.model, ids, mask, baseline, target)
+    np.testing.assert_allclose(scores, reference, rtol=0,
+                               atol=2 * COMPLETENESS_TOLERANCE * max(1.0, abs(delta)))
+
+
+def test_the_evaluation_budget_bounds_the_halvings(tiny_clf64, demo_examples):
+    from headwise.inspect.integrated_gradients import integrated_gradients
+
+    ids, mask = _batch(tiny_clf64, demo_examples[0].text)
+    baseline = torch.full_like(ids, tiny_clf64.tokenizer.pad_token_id)
+    for budget in (4, 11, 12, 20):
+        (_, _, _, _, evaluations), = integrated_gradients(
+            tiny_clf64.model, ids, mask, [0], baseline_ids=baseline, steps=4,
+            max_steps=budget, tolerance=0.0)  # never within tolerance: the budget stops it
+        assert evaluations == 4 + 8 * ((budget - 4) // 8)
+    with pytest.raises(ValueError, match="steps"):
+        integrated_gradients(tiny_clf64.model, ids, mask, [0], baseline_ids=baseline, steps=0)
+
+
 @pytest.mark.parametrize("pooling", ["attention", "max"])
 def test_bilstm_completeness_in_float64_and_no_attention(demo_examples, pooling):
     """Attention pooling is smooth along the path: the quadrature converges to float64
