@@ -7,7 +7,7 @@ process, every member of the current grid (:data:`GRID`, number :data:`CURRENT_G
 earlier grid's records stay and are rendered under their own heading): the demo's
 Transformer as it is (``base``,
 :func:`headwise.demo.runner.demo_recipes`) and variants that change one field of that
-recipe, plus the demo's BiLSTM as the reference. Each is scored on the validation split
+recipe (or, named so, a combination of levers earlier grids measured alone), plus the demo's BiLSTM as the reference. Each is scored on the validation split
 (closed-set accuracy on in-scope questions, accuracy with its out-of-scope threshold) and
 on the test split (closed-set accuracy and macro-F1, accuracy with the threshold, the same
 per slice), with the per-row outcomes kept for paired comparisons.
@@ -70,15 +70,17 @@ KEY = ("grid", "config", "seed")
 
 @dataclass(frozen=True)
 class Member:
-    """One configuration of a grid: its ``name``, the one field it changes from ``base``
-    (``change``, as a recipe path), why it is in the grid (``reason``) and how it is built
-    from the demo's settings and its base recipe (``build``; None for a grid no longer
-    run)."""
+    """One configuration of a grid: its ``name``, what it changes from ``base``
+    (``change``, as recipe paths: one field, or ``fields`` of them for a member that
+    combines levers earlier grids measured alone, said so in its grid's comment), why it
+    is in the grid (``reason``) and how it is built from the demo's settings and its base
+    recipe (``build``; None for a grid no longer run)."""
 
     name: str
     change: str
     reason: str
     build: Callable[[Any, Any], Any] | None
+    fields: int = 1
 
 
 def _overrides(recipe: Any, **extra: Any) -> dict[str, Any]:
@@ -186,6 +188,15 @@ def _overrides(recipe: Any, **extra: Any) -> dict[str, Any]:
 #   conv3       - a width-3 window: a character and one on each side.
 #   conv5       - a width-5 window: two on each side (不想开通, 不用了 within one window).
 # Grid 6 measured the convolution within noise (DECIDED): the demo keeps base.
+#
+# Grid 7, fixed before its first run (2026-12-03): the same base as grids 2-6, and the two
+# locality levers that led base in the same direction, each within noise, together (a
+# combination, not one lever: the member changes two fields, named below). Five seeds,
+# fixed in advance.
+#   base        - the reference (grid 6's base, re-measured at this grid's commit).
+#   alibi_conv3 - ALiBi positions (grid 4's position_alibi) and the width-3 depthwise
+#                 convolution before attention (grid 6's conv3): where attention looks and
+#                 what a token is, both local at the start.
 #: the reference member of every grid whose base is the demo's recipe of this commit
 _BASE = Member("base", "none (the demo's recipe)", "the reference of every change",
                lambda s, r: r)
@@ -265,10 +276,19 @@ _GRID_6: tuple[Member, ...] = (
            "the same with two characters on each side",
            lambda s, r: r.replace(architecture__model_overrides=_overrides(r, conv_kernel=5))),
 )
+_GRID_7: tuple[Member, ...] = (
+    _BASE,
+    Member("alibi_conv3", "architecture.position rope -> alibi and "
+           "architecture.model_overrides.conv_kernel 0 -> 3",
+           "grids 4 and 6's locality levers together: ALiBi and a width-3 convolution",
+           lambda s, r: r.replace(architecture__position="alibi",
+                                  architecture__model_overrides=_overrides(r, conv_kernel=3)),
+           fields=2),
+)
 #: every grid by number; only :data:`CURRENT_GRID` is run, the others are rendered
 GRIDS: dict[int, tuple[Member, ...]] = {1: _GRID_1, 2: _GRID_2, 3: _GRID_3, 4: _GRID_4,
-                                        5: _GRID_5, 6: _GRID_6}
-CURRENT_GRID = 6
+                                        5: _GRID_5, 6: _GRID_6, 7: _GRID_7}
+CURRENT_GRID = 7
 #: what the base of each grid was (the section says it beside the grid's table)
 BASES = {1: "RoPE, number-aware heads 0 and 1; the corpus without off-topic training rows",
          2: "RoPE, number-aware heads 0 and 1, negation-aware heads 2 and 3; the corpus with "
@@ -283,6 +303,9 @@ BASES = {1: "RoPE, number-aware heads 0 and 1; the corpus without off-topic trai
             "heads 2 and 3, mean pooling, no word dropout; the corpus with off-topic "
             "training rows, trained on them by outlier exposure",
          6: "grid 5's (the demo kept it): RoPE, number-aware heads 0 and 1, negation-aware "
+            "heads 2 and 3, mean pooling, no word dropout, no convolution; the corpus with "
+            "off-topic training rows, trained on them by outlier exposure",
+         7: "grid 6's (the demo kept it): RoPE, number-aware heads 0 and 1, negation-aware "
             "heads 2 and 3, mean pooling, no word dropout, no convolution; the corpus with "
             "off-topic training rows, trained on them by outlier exposure"}
 #: what the demo's recipe did with a grid's chosen member after the grid was measured, by

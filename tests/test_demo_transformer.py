@@ -38,15 +38,20 @@ def test_every_member_changes_one_field_of_the_demos_recipe(quick):
     assert base == _leaves(demo["transformer"].to_dict())
     assert D.recipe_of(D.REFERENCE, s).to_dict() == demo["bilstm"].to_dict()
     changed = {}
-    # grids 2-5 (the demo kept their base) and the current grid change one field each
-    for grid in (2, 3, 4, 5, D.CURRENT_GRID):
+    # grids 2-6 (the demo kept their base) and the current grid change one field each, or
+    # the fields a combining member says
+    for grid in (2, 3, 4, 5, 6, D.CURRENT_GRID):
         for m in D.GRIDS[grid][1:]:
             mine = _leaves(D.recipe_of(m.name, s, grid=grid).to_dict())
             diff = {k for k in base.keys() | mine.keys() if base.get(k) != mine.get(k)}
-            assert len(diff) == 1, (m.name, diff)
-            changed[m.name] = (diff.pop(), mine)
-    assert D.CURRENT_GRID == 6 and D.members() == ("base", "conv3", "conv5")
+            assert len(diff) == m.fields, (m.name, diff)
+            changed[m.name] = (diff.pop() if m.fields == 1 else sorted(diff), mine)
+    assert D.CURRENT_GRID == 7 and D.members() == ("base", "alibi_conv3")
     conv = "architecture.model_overrides.conv_kernel"
+    assert changed["alibi_conv3"][0] == ["architecture.model_overrides.conv_kernel",
+                                         "architecture.position"]
+    assert changed["alibi_conv3"][1][conv] == 3
+    assert changed["alibi_conv3"][1]["architecture.position"] == "alibi"
     assert conv not in base
     assert changed["conv3"][0] == conv and changed["conv3"][1][conv] == 3
     assert changed["conv5"][1][conv] == 5
