@@ -78,15 +78,17 @@ def test_in_flight_requests_finish_on_shutdown(encoder_dir):
 
 
 # --- the real command in a subprocess: SIGHUP reloads, SIGTERM drains and exits 0 ---------
-#: `headwise serve` itself (the console script's main), with a model that turns slow once a
-#: flag file exists, so that requests are in flight when the signal comes
+#: `headwise serve` itself (the console script's main), with a model whose forward pass
+#: waits while a flag file exists (at most 60 s), so that requests are held in flight when
+#: the signal comes, however slowly they arrive
 SLOW_SERVE = """
 import os, sys, time
 from headwise.intent.inference import runtime
 forward = runtime.TorchRuntime.forward
 def slow(self, ids, mask):
-    if os.path.exists(sys.argv[1]):
-        time.sleep(0.3)
+    deadline = time.monotonic() + 60
+    while os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return forward(self, ids, mask)
 runtime.TorchRuntime.forward = slow
 from headwise.cli import main
@@ -127,7 +129,8 @@ def test_serve_reloads_on_sighup_and_drains_on_sigterm(encoder_dir, tmp_path):
         assert httpx.post(predict, json={"texts": "hi"}, headers={"X-API-Key": KEY_2}
                           ).status_code == 200
 
-        # SIGTERM under load: 4 requests in flight on a slow model (0.3 s each, one at a time)
+        # SIGTERM under load: 4 requests in flight, held in the model's forward pass (a fixed
+        # 0.3 s per request let the first finish before the fourth arrived on a busy machine)
         flag.touch()
         results: list = []
 
@@ -149,6 +152,8 @@ def test_serve_reloads_on_sighup_and_drains_on_sigterm(encoder_dir, tmp_path):
         time.sleep(0.5)  # uvicorn looks at its exit flag every 0.1 s, then closes the socket
         with pytest.raises(httpx.ConnectError):  # new connections are refused
             httpx.post(predict, json={"texts": "hi"}, headers={"X-API-Key": KEY_2}, timeout=5)
+        assert proc.poll() is None  # still draining the 4 held requests
+        flag.unlink()  # the model answers them now
         for c in callers:
             c.join(timeout=30)
         assert proc.wait(timeout=30) == 0, "".join(lines)
