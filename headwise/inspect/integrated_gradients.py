@@ -42,7 +42,7 @@ __all__ = ["COMPLETENESS_TOLERANCE", "SEGMENT_STEPS", "baseline_ids", "embedding
 COMPLETENESS_TOLERANCE = 0.01
 #: Gauss-Legendre nodes per segment of the path, the default of every explanation (chosen
 #: on the demo's validation texts: BENCHMARKS ``playground:cpu``)
-SEGMENT_STEPS = 6
+SEGMENT_STEPS = 4
 
 
 def embedding_layer(model: nn.Module) -> nn.Module:
