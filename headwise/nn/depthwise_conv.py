@@ -9,7 +9,6 @@ a negation cue and the verb after it are one local pattern from the first step.
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = ["DepthwiseConvolution"]
@@ -48,10 +47,7 @@ class DepthwiseConvolution(nn.Module):
             raise ValueError(f"keep must be {tuple(x.shape[:2])}, got {tuple(keep.shape)}")
         gate = None if keep is None else keep.to(x.dtype).unsqueeze(-1)
         inputs = x if gate is None else x * gate
-        local = F.conv1d(inputs.transpose(1, 2), self.conv.weight.to(x.dtype),
-                         None if self.conv.bias is None else self.conv.bias.to(x.dtype),
-                         padding=self.kernel_size // 2,
-                         groups=self.conv.groups).transpose(1, 2)
+        local = self.conv(inputs.transpose(1, 2)).transpose(1, 2)
         return x + (local if gate is None else local * gate)
 
     def extra_repr(self) -> str:

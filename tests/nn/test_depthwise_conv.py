@@ -76,13 +76,19 @@ def test_gradients_match_float64_in_every_layout(layout):
                                rtol=0, atol=1e-5)
 
 
-def test_bfloat16_inputs_stay_bfloat16_and_near_float32():
+def test_bfloat16_near_float32_cast_and_under_autocast():
     torch.manual_seed(2)
     conv = DepthwiseConvolution(16, 3)
     x = torch.randn(3, 9, 16)
-    out = conv(x.bfloat16())
+    reference = conv(x)
+    half = DepthwiseConvolution(16, 3).bfloat16()
+    half.load_state_dict(conv.state_dict())
+    out = half(x.bfloat16())
     assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out.float(), conv(x), rtol=0, atol=5e-2)
+    torch.testing.assert_close(out.float(), reference, rtol=0, atol=5e-2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # how the Trainer runs bf16
+        mixed = conv(x)
+    torch.testing.assert_close(mixed.float(), reference, rtol=0, atol=5e-2)
 
 
 def test_empty_batches_and_bad_shapes():
