@@ -111,19 +111,19 @@ def seed_paired_difference(a: Sequence[float], b: Sequence[float]) -> Interval:
 
 
 def ratio_interval(numerator: Sequence[float], denominator: Sequence[float]) -> Interval:
-    """The geometric mean of per-round ratios ``numerator[i] / denominator[i]`` (interleaved
-    timing rounds: the same round's load on both sides) with a t-interval on their
-    logarithms, mapped back: a speed ratio's 95 % interval.
+    """The geometric mean of per-round ratios ``numerator[i] / denominator[i]`` of positive
+    measurements (times or rates of interleaved rounds: the same round's load on both
+    sides) with a t-interval on their logarithms, mapped back: a ratio's 95 % interval.
 
     Raises:
-        ValueError: fewer than two rounds, lists of different lengths, or a time <= 0.
+        ValueError: fewer than two rounds, lists of different lengths, or a value <= 0.
     """
     if len(numerator) != len(denominator):
         raise ValueError(f"{len(numerator)} rounds against {len(denominator)}")
     if len(numerator) < 2:
         raise ValueError("an interval needs at least two rounds")
     if min(*numerator, *denominator) <= 0:
-        raise ValueError("times must be positive")
+        raise ValueError("the measurements must be positive")
     logs = [math.log(a / b) for a, b in zip(numerator, denominator, strict=True)]
     m = statistics.fmean(logs)
     half = _t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))

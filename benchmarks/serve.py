@@ -1,6 +1,6 @@
 """The intent service under load: latency, throughput, batching, PyTorch vs ONNX vs int8.
 
-    python benchmarks/serve.py                             # full run (~14 min), BENCHMARKS.md
+    python benchmarks/serve.py                             # full run (~17 min), BENCHMARKS.md
     python benchmarks/serve.py --quick --md /tmp/serve.md  # smoke run, < 90 s
 
 The model is all-MiniLM-L6-v2 (``headwise.models.minilm_path()``, the optional
