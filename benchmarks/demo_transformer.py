@@ -7,7 +7,8 @@ process, every member of the current grid (:data:`GRID`, number :data:`CURRENT_G
 earlier grid's records stay and are rendered under their own heading): the demo's
 Transformer as it is (``base``,
 :func:`headwise.demo.runner.demo_recipes`) and variants that change one field of that
-recipe (or, named so, a combination of levers earlier grids measured alone), plus the demo's BiLSTM as the reference. Each is scored on the validation split
+recipe (or, named so, a combination of levers earlier grids measured alone), plus the demo's BiLSTM
+as the reference. Each is scored on the validation split
 (closed-set accuracy on in-scope questions, accuracy with its out-of-scope threshold) and
 on the test split (closed-set accuracy and macro-F1, accuracy with the threshold, the same
 per slice), with the per-row outcomes kept for paired comparisons.

@@ -105,7 +105,8 @@ def train_demo(out: Path, quick: bool) -> tuple[Path, dict[str, list[Any]]]:
 
 def choose_steps(model_dir: Path, texts: list[str]) -> dict[str, Any]:
     """Each of :data:`STEP_CANDIDATES` explaining ``texts`` (validation messages) in
-    process, on the model's predictor as ``headwise serve`` loads it, interleaved text by text (the candidates' order rotating): per candidate the
+    process, on the model's predictor as ``headwise serve`` loads it, interleaved text by text
+    (the candidates' order rotating): per candidate the
     latency (:func:`latency`) and the gradient evaluations; the ``chosen`` one has the
     lowest p95 (ties: the fewer nodes)."""
     from headwise.inspect import explain

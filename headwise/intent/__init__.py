@@ -50,7 +50,8 @@ if TYPE_CHECKING:
         threshold_curve,
     )
     from headwise.intent.decision.temperature import calibrated_probs, fit_temperature
-    from headwise.intent.evaluation import evaluate, format_report, measure_latency
+    from headwise.intent.evaluation import evaluate, format_report
+    from headwise.intent.latency import measure_latency
     from headwise.intent.posthoc.prior import apply_prior_correction, choose_tau
     from headwise.intent.posthoc.recalibration import Recalibration, fit_ood_detector, recalibrate
     from headwise.intent.prediction import (
@@ -79,7 +80,7 @@ _LAZY: dict[str, str] = {
     "distill": "headwise.intent.training.distillation",
     "evaluate": "headwise.intent.evaluation",
     "format_report": "headwise.intent.evaluation",
-    "measure_latency": "headwise.intent.evaluation",
+    "measure_latency": "headwise.intent.latency",
     "Thresholds": "headwise.intent.compound.thresholds",
     "decide": "headwise.intent.compound.thresholds",
     "multilabel_metrics": "headwise.intent.compound.thresholds",

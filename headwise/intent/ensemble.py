@@ -7,7 +7,7 @@ mistakes; the mean of their calibrated probabilities is more accurate than any o
 at the cost of one forward pass per member. :class:`EnsembleClassifier` has the inference
 interface of :class:`~headwise.intent.classifier.IntentClassifier` (``labels``, ``threshold``,
 ``predict_proba``, ``predict``), so :func:`~headwise.intent.evaluation.evaluate` and
-:func:`~headwise.intent.evaluation.measure_latency` take it as they are.
+:func:`~headwise.intent.latency.measure_latency` take it as they are.
 """
 
 from __future__ import annotations

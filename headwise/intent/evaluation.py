@@ -21,13 +21,11 @@ long-text policy, the same out-of-scope rule), and reports what applies
 
 :func:`format_report` prints either. :func:`slice_report` scores answers per slice (the
 phenomena a row exercises: ``typo``, ``negation_scope`` ... from a ``slices`` column or
-field), and :func:`format_slice_table` prints it. :func:`measure_latency` times single
-queries (p50, p99) and batched throughput.
+field), and :func:`format_slice_table` prints it. How fast a classifier answers is
+:mod:`headwise.intent.latency`.
 """
 from __future__ import annotations
 
-import statistics
-import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -36,9 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from headwise.intent.classifier import IntentClassifier
 from headwise.intent.compound.thresholds import multilabel_metrics, span_f1
 from headwise.intent.inference.bucketing import CHUNK_POOLING
 from headwise.intent.inference.predictor import Predictor
@@ -49,7 +45,7 @@ from headwise.text.labels import is_oos_label
 from headwise.train.metrics import classification_metrics, confusion_matrix_png
 
 __all__ = ["ALL_ROWS", "SliceRow", "evaluate", "exact_match_interval", "format_report",
-           "format_slice_table", "measure_latency", "slice_exact_match", "slice_report",
+           "format_slice_table", "slice_exact_match", "slice_report",
            "value_accuracy"]
 
 #: the name of :func:`slice_report`'s row over every example
@@ -543,59 +539,3 @@ def _multi_label_lines(report: dict[str, Any]) -> list[str]:
         lines.append("intents never seen in training: " + ", ".join(
             f"{k} ({v})" for k, v in report["unseen_intents"].items()))
     return lines
-
-
-@torch.inference_mode()
-def measure_latency(model: IntentClassifier | Predictor, texts: Sequence[str], *,
-                    queries: int = 200, batch_size: int = 32, batches: int = 20,
-                    warmup: int = 10) -> dict[str, float]:
-    """Single-query latency and batched throughput of a classifier's ``predict`` or of a
-    predictor's answers.
-
-    Single queries cycle through ``texts`` one at a time (tokenisation, forward,
-    softmax and top-k included, as a service would run them). Throughput runs
-    ``batches`` batches of ``batch_size`` texts.
-
-    Args:
-        model: a classifier (its ``predict``: the PyTorch path) or a
-            :class:`~headwise.intent.inference.predictor.Predictor` (from
-            :func:`~headwise.intent.inference.load.load_predictor`: the runtime
-            ``headwise serve`` runs; its ``max_rows`` caps the rows of one forward pass).
-        texts: the queries.
-        queries: single queries timed.
-        batch_size: texts per timed batch.
-        batches: batches timed.
-        warmup: untimed single queries first.
-
-    Returns:
-        ``{"p50_ms", "p99_ms", "mean_ms", "throughput_per_s", "batch_size",
-        "queries"}``.
-
-    Raises:
-        ValueError: no texts.
-    """
-    texts = [t for t in texts if t.strip()]
-    if not texts:
-        raise ValueError("measure_latency needs texts")
-    if isinstance(model, Predictor):
-        predict = model.predictions
-    else:
-        def predict(chunk: str | list[str]) -> Any:
-            return model.predict(chunk, batch_size=batch_size)
-    for i in range(warmup):
-        predict(texts[i % len(texts)])
-    times = []
-    for i in range(queries):
-        start = time.perf_counter()
-        predict(texts[i % len(texts)])
-        times.append((time.perf_counter() - start) * 1e3)
-    per_batch = []
-    for b in range(batches):
-        chunk = [texts[(b * batch_size + j) % len(texts)] for j in range(batch_size)]
-        start = time.perf_counter()
-        predict(chunk)
-        per_batch.append(time.perf_counter() - start)
-    return {"p50_ms": statistics.median(times), "p99_ms": float(np.percentile(times, 99)),
-            "mean_ms": statistics.fmean(times),
-            "throughput_per_s": batch_size / statistics.median(per_batch),
-            "batch_size": batch_size, "queries": queries}
