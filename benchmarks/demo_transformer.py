@@ -75,13 +75,18 @@ class Member:
     (``change``, as recipe paths: one field, or ``fields`` of them for a member that
     combines levers earlier grids measured alone, said so in its grid's comment), why it
     is in the grid (``reason``) and how it is built from the demo's settings and its base
-    recipe (``build``; None for a grid no longer run)."""
+    recipe (``build``; None for a grid no longer run). A member that changes the training
+    data instead of the recipe names it in ``corpus``: the extra arguments of
+    ``generate_demo_corpus`` under the demo's settings (valid and test stay the same rows);
+    the BiLSTM is then trained on that corpus too, as the member's own reference
+    (:func:`reference_of`), so the verdicts compare like with like."""
 
     name: str
     change: str
     reason: str
     build: Callable[[Any, Any], Any] | None
     fields: int = 1
+    corpus: Callable[[Any], dict[str, Any]] | None = None
 
 
 def _overrides(recipe: Any, **extra: Any) -> dict[str, Any]:
@@ -199,6 +204,23 @@ def _overrides(recipe: Any, **extra: Any) -> dict[str, Any]:
 #                 convolution before attention (grid 6's conv3): where attention looks and
 #                 what a token is, both local at the start.
 # Grid 7 measured the pair within noise (DECIDED): the demo keeps base.
+#
+# Grid 8, fixed before its first run (2026-12-04): the same base as grids 2-7, and the
+# data, which every earlier grid held fixed. Seven grids of recipe levers leave the
+# Transformer under the BiLSTM on negation_scope; the training split holds its negations
+# only in its own families' minimal pairs and corrections, so a negated word next to the
+# label's is rare, and what the negation-aware heads should learn is seldom asked. The
+# member adds training rows that take one request back and keep another (提额就不用了，帮我
+# 把年费免了: the negated topic is not the answer), from the training drop and clause
+# families (generate_demo_corpus(dropped_train=...)), valid and test unchanged. Data is
+# not a recipe: the BiLSTM gets the same rows (the member's reference, bilstm+<member>),
+# and the verdicts compare the chosen member with the BiLSTM on its own corpus. Because
+# the added rows come from another inventory (clauses, not templates), the record counts
+# the test rows of the slice that share a longer substring with an added row than with any
+# original training row, and the section reports the slice without them. Five seeds,
+# fixed in advance.
+#   base        - the reference (grid 7's base, re-measured at this grid's commit).
+#   dropped_rows - 3 x per_intent such rows (360 on the full run, about 15 % of train).
 #: the reference member of every grid whose base is the demo's recipe of this commit
 _BASE = Member("base", "none (the demo's recipe)", "the reference of every change",
                lambda s, r: r)
@@ -287,10 +309,17 @@ _GRID_7: tuple[Member, ...] = (
                                   architecture__model_overrides=_overrides(r, conv_kernel=3)),
            fields=2),
 )
+_GRID_8: tuple[Member, ...] = (
+    _BASE,
+    Member("dropped_rows", "corpus: dropped_train 0 -> 3 x per_intent (training rows that "
+           "take a request back and keep another)",
+           "a negated request next to the answer is rare in the training split",
+           lambda s, r: r, corpus=lambda s: {"dropped_train": 3 * s.per_intent}),
+)
 #: every grid by number; only :data:`CURRENT_GRID` is run, the others are rendered
 GRIDS: dict[int, tuple[Member, ...]] = {1: _GRID_1, 2: _GRID_2, 3: _GRID_3, 4: _GRID_4,
-                                        5: _GRID_5, 6: _GRID_6, 7: _GRID_7}
-CURRENT_GRID = 7
+                                        5: _GRID_5, 6: _GRID_6, 7: _GRID_7, 8: _GRID_8}
+CURRENT_GRID = 8
 #: what the base of each grid was (the section says it beside the grid's table)
 BASES = {1: "RoPE, number-aware heads 0 and 1; the corpus without off-topic training rows",
          2: "RoPE, number-aware heads 0 and 1, negation-aware heads 2 and 3; the corpus with "
@@ -309,7 +338,11 @@ BASES = {1: "RoPE, number-aware heads 0 and 1; the corpus without off-topic trai
             "off-topic training rows, trained on them by outlier exposure",
          7: "grid 6's (the demo kept it): RoPE, number-aware heads 0 and 1, negation-aware "
             "heads 2 and 3, mean pooling, no word dropout, no convolution; the corpus with "
-            "off-topic training rows, trained on them by outlier exposure"}
+            "off-topic training rows, trained on them by outlier exposure",
+         8: "grid 7's (the demo kept it): RoPE, number-aware heads 0 and 1, negation-aware "
+            "heads 2 and 3, mean pooling, no word dropout, no convolution; the corpus with "
+            "off-topic training rows, trained on them by outlier exposure, and no rows "
+            "taking a request back"}
 #: what the demo's recipe did with a grid's chosen member after the grid was measured, by
 #: grid and member: what the section says of it
 DECIDED = {
@@ -358,8 +391,40 @@ def members(grid: int = CURRENT_GRID) -> tuple[str, ...]:
 
 
 def configs(grid: int = CURRENT_GRID) -> tuple[str, ...]:
-    """Every configuration a seed of a grid runs: the members, then the reference."""
-    return (*members(grid), REFERENCE)
+    """Every configuration a seed of a grid runs: the members, then the reference, then the
+    reference on the corpus of each member that changes the data."""
+    return (*members(grid), REFERENCE,
+            *(f"{REFERENCE}+{m.name}" for m in GRIDS[grid] if m.corpus is not None))
+
+
+def reference_of(member: str, grid: int = CURRENT_GRID) -> str:
+    """The configuration a member's verdicts compare it with: the BiLSTM trained on the
+    member's corpus (:data:`REFERENCE`, or ``bilstm+<member>`` for a member that changes
+    the training data)."""
+    m = next((x for x in GRIDS[grid] if x.name == member), None)
+    return f"{REFERENCE}+{member}" if m is not None and m.corpus is not None else REFERENCE
+
+
+def _data_member(config: str, grid: int) -> Member | None:
+    """The member whose training data a configuration uses (itself, or for
+    ``bilstm+<member>`` that member), when that member changes the data."""
+    name = config.split("+", 1)[1] if config.startswith(f"{REFERENCE}+") else config
+    m = next((x for x in GRIDS[grid] if x.name == name), None)
+    return m if m is not None and m.corpus is not None else None
+
+
+def changes_data(config: str, grid: int = CURRENT_GRID) -> bool:
+    """Whether a configuration trains on a changed corpus (a data member or its
+    reference)."""
+    return _data_member(config, grid) is not None
+
+
+def corpus_of(config: str, s: Any, grid: int = CURRENT_GRID) -> dict[str, Any]:
+    """The extra ``generate_demo_corpus`` arguments a configuration trains with under the
+    demo's settings ``s`` (a data member's, also for its reference ``bilstm+<member>``;
+    none for the others)."""
+    m = _data_member(config, grid)
+    return m.corpus(s) if m is not None and m.corpus is not None else {}
 
 
 MEMBERS = members()
@@ -387,7 +452,7 @@ def recipe_of(config: str, s: Any, grid: int = CURRENT_GRID) -> Any:
     from headwise.demo.runner import demo_recipes
 
     recipes = demo_recipes(s)
-    if config == REFERENCE:
+    if config in configs(grid) and config.split("+", 1)[0] == REFERENCE:
         return recipes["bilstm"]
     member = next((m for m in GRIDS[grid] if m.name == config), None)
     if member is None:
@@ -496,6 +561,33 @@ def _scores(predictor: Any, rows: list[Any], out_dir: Path) -> dict[str, Any]:
                     for sl in SLICES}}}
 
 
+#: the longest shared substring :func:`nearer_added` looks for (characters)
+OVERLAP_CAP = 24
+
+
+def longest_shared(texts: list[str], corpus: list[str], cap: int = OVERLAP_CAP) -> list[int]:
+    """For each of ``texts``, the length of the longest substring (up to ``cap``
+    characters) it shares with any text of ``corpus``."""
+    best = [0] * len(texts)
+    for n in range(1, cap + 1):
+        grams = {c[i:i + n] for c in corpus for i in range(len(c) - n + 1)}
+        hit = False
+        for k, t in enumerate(texts):
+            if best[k] == n - 1 and any(t[i:i + n] in grams for i in range(len(t) - n + 1)):
+                best[k], hit = n, True
+        if not hit:
+            break
+    return best
+
+
+def nearer_added(texts: list[str], original: list[str], added: list[str]) -> list[bool]:
+    """Whether each of ``texts`` shares a longer substring with an ``added`` training row
+    than with any ``original`` one: the rows a data member may answer from words it added
+    rather than from what it learned (reported apart)."""
+    return [a > o for a, o in zip(longest_shared(texts, added), longest_shared(texts, original),
+                                  strict=True)]
+
+
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """One configuration on one seed: train it on the demo corpus, score it on the
     validation and test splits."""
@@ -509,8 +601,19 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(spec["threads"])
     s = settings(spec["seed"], spec.get("quick", False))
     recipe = recipe_of(spec["config"], s)
-    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent, oos_train=s.oos_train)
+    extra = corpus_of(spec["config"], s)
+    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent, oos_train=s.oos_train,
+                                  **extra)
     pairs = {k: [(e.text, e.label) for e in v] for k, v in corpus.items()}
+    added: dict[str, Any] = {}
+    if extra:
+        original = {e.text for e in generate_demo_corpus(
+            seed=s.seed, per_intent=s.per_intent, oos_train=s.oos_train)["train"]}
+        rows = [e.text for e in corpus["test"] if TARGET_SLICE in e.slices]
+        near = nearer_added(rows, sorted(original),
+                            [t for t, _ in pairs["train"] if t not in original])
+        added = {"rows": len(pairs["train"]) - len(original),
+                 "nearer_added": {TARGET_SLICE: _bits(near)}}
     digest = hashlib.sha256(json.dumps(pairs["test"], ensure_ascii=False).encode()).hexdigest()
     out = Path(tempfile.mkdtemp(prefix="headwise-demo-transformer-"))
     try:
@@ -533,7 +636,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", "quick": bool(spec.get("quick")), "grid": CURRENT_GRID,
             "model": recipe.architecture_name, "recipe": recipe.to_dict(),
             "settings": dataclasses.asdict(s),
-            "corpus": {"sizes": {k: len(v) for k, v in pairs.items()}, "test_sha256": digest},
+            "corpus": {"sizes": {k: len(v) for k, v in pairs.items()}, "test_sha256": digest,
+                       "extra": extra, **({"added": added} if added else {})},
             "train_seconds": trained.train_seconds, "fit_seconds": fit_seconds,
             "parameters": parameters,
             "ood_detector": ood_detector_name(clf), **scores}
@@ -655,13 +759,15 @@ def _valid_difference(runs: list[dict[str, Any]], a: str, b: str) -> str:
     return f"{iv.points(1)} points"
 
 
-def targets(runs: list[dict[str, Any]], chosen: str | None) -> str:
-    """The verdict table: the chosen member against the BiLSTM (test accuracy, the target
-    slice) and whether the demo's recipe is the chosen one."""
+def targets(runs: list[dict[str, Any]], chosen: str | None, grid: int = CURRENT_GRID) -> str:
+    """The verdict table: the chosen member against the BiLSTM on the same corpus
+    (:func:`reference_of`; test accuracy, the target slice) and whether the demo's recipe
+    is the chosen one."""
     rows = []
+    reference = reference_of(chosen, grid) if chosen else REFERENCE
     for metric, what in (("accuracy", "test accuracy (closed-set)"),
                          (TARGET_SLICE, f"{TARGET_SLICE} (accuracy with the threshold)")):
-        got = paired(runs, chosen, REFERENCE, metric) if chosen else None
+        got = paired(runs, chosen, reference, metric) if chosen else None
         if got is None:
             rows.append([f"chosen Transformer at least the BiLSTM: {what}", "NOT MEASURED",
                          "no seed with both measured on the same test rows"])
@@ -671,11 +777,43 @@ def targets(runs: list[dict[str, Any]], chosen: str | None) -> str:
         if verdict == "PASS" and len(seeds) < MIN_SEEDS:
             verdict = "PASS (incomplete)"
         rows.append([f"chosen Transformer ({chosen}) at least the BiLSTM: {what}", verdict,
-                     f"{chosen} - {REFERENCE}: {iv.points(1)} points ({method})"])
+                     f"{chosen} - {reference}: {iv.points(1)} points ({method})"])
     rows.append(["the demo's recipe (`base`) is the member chosen on validation",
                  H.verdict([chosen == "base"], 1) if chosen else "NOT MEASURED",
                  f"chosen {chosen}" if chosen else "no Transformer member measured"])
     return H.markdown_table(["target", "verdict", "measured"], rows, "lll")
+
+
+def without_nearer(runs: list[dict[str, Any]], member: str, grid: int = CURRENT_GRID
+                   ) -> str | None:
+    """For a member that adds training rows: how many test rows of the target slice share a
+    longer substring with an added row than with any original training row
+    (:func:`nearer_added`), and the member minus its reference on the slice's other rows,
+    paired by seed (None for a member that adds no rows, or with fewer than two seeds)."""
+    reference = reference_of(member, grid)
+    table = by_config(runs)
+    if reference == REFERENCE or member not in table or reference not in table:
+        return None
+    seeds = sorted(sd for sd in set(table[member]) & set(table[reference])
+                   if table[member][sd]["corpus"]["test_sha256"]
+                   == table[reference][sd]["corpus"]["test_sha256"])
+    if len(seeds) < 2:
+        return None
+    near_n = total = 0
+    ours, theirs = [], []
+    for sd in seeds:
+        near = table[member][sd]["corpus"]["added"]["nearer_added"][TARGET_SLICE]
+        keep = [c == "0" for c in near]
+        near_n, total = near_n + keep.count(False), total + len(keep)
+        for rec, out in ((table[member][sd], ours), (table[reference][sd], theirs)):
+            bits = [c == "1" for c in rec["test"]["rows"][TARGET_SLICE]]
+            kept = [b for b, k in zip(bits, keep, strict=True) if k]
+            out.append(sum(kept) / len(kept))
+    iv = V.seed_paired_difference(ours, theirs)
+    return (f"Added rows near the test slice: {near_n} of {total} test {TARGET_SLICE} rows "
+            f"(seeds {','.join(map(str, seeds))} together) share a longer substring with a "
+            f"row `{member}` added than with any original training row; on the other rows, "
+            f"{member} - {reference}: {iv.points(1)} points (paired by seed).")
 
 
 TITLE = "## The demo's from-scratch Transformer: one lever at a time, chosen on validation"
@@ -705,10 +843,14 @@ def _render_grid(runs: list[dict[str, Any]], grid: int, title: str) -> str:
     seeds = shared_seeds(table, tuple(m for m in members(grid) if m in table))
     commands = sorted({r["command"] for r in runs if r.get("status") == "ok"})
     dates = sorted(r["date"] for r in runs if r.get("status") == "ok")
-    first = next(iter(next(iter(table.values())).values()))
+    # the sizes the section states are those of a configuration on the unchanged corpus
+    plain = [c for c in table if not changes_data(c, grid)]
+    first = next(iter(table[(plain or list(table))[0]].values()))
     sizes, st = first["corpus"]["sizes"], first["settings"]
     n_valid, n_test = first["valid"]["n_in_scope"], first["test"]["n_in_scope"]
     change = {m.name: m.change for m in grid_members}
+    change.update({f"{REFERENCE}+{m.name}": f"the demo's BiLSTM on `{m.name}`'s corpus "
+                   f"(its reference)" for m in grid_members if m.corpus is not None})
     rows = []
     for config in configs(grid):
         if config not in table:
@@ -723,7 +865,8 @@ def _render_grid(runs: list[dict[str, Any]], grid: int, title: str) -> str:
             name, change.get(config, "the demo's BiLSTM (reference)"),
             ",".join(map(str, sorted(table[config]))),
             _valid_cell(recs),
-            "-" if config in ("base", REFERENCE) else _valid_difference(runs, config, "base"),
+            "-" if config == "base" or config.split("+", 1)[0] == REFERENCE
+            else _valid_difference(runs, config, "base"),
             _plain_mean([r["valid"]["accuracy_with_threshold"] for r in recs]),
             _plain_mean([_slice(r, "valid", TARGET_SLICE)["accuracy"] for r in recs]),
             _mean([r["test"]["accuracy"] for r in recs], n_test),
@@ -753,6 +896,9 @@ def _render_grid(runs: list[dict[str, Any]], grid: int, title: str) -> str:
                   f"validation accuracy minus base's: {_valid_difference(runs, chosen, 'base')}"
                   f" (seed-paired). The demo's recipe of the records' commit does NOT equal "
                   f"the chosen one." + (f" {decided[chosen]}" if chosen in decided else ""))
+    data_note = (f" (a member that changes the training data has its own: the BiLSTM on "
+                 f"that corpus, `{REFERENCE}+<member>`; the sizes above are the unchanged "
+                 f"corpus's)" if any(m.corpus is not None for m in grid_members) else "")
     lines = [
         title, "",
         f"Produced by {', '.join(f'`{c}`' for c in commands)} between {dates[0]} and "
@@ -767,7 +913,8 @@ def _render_grid(runs: list[dict[str, Any]], grid: int, title: str) -> str:
         f"{st['d_model']}, {st['num_layers']} layer{'s' * (st['num_layers'] != 1)}, 8 heads, "
         f"{BASES[grid]}, {st['epochs']} epochs) and members that change one field of it, "
         f"each a hypothesis fixed before the grid's first run (grid {grid} of "
-        f"`benchmarks/demo_transformer.py`), and the demo's BiLSTM as the reference. "
+        f"`benchmarks/demo_transformer.py`), and the demo's BiLSTM as the reference"
+        f"{data_note}. "
         f"Validation: mean over seeds of the closed-set accuracy on in-scope questions (the "
         f"choice; minus base's, paired by seed with its t-interval over seeds) and the "
         f"accuracy with the out-of-scope threshold (chosen on validation, so "
@@ -785,7 +932,11 @@ def _render_grid(runs: list[dict[str, Any]], grid: int, title: str) -> str:
         f"every member is "
         f"shown and none is chosen by a test score.", "",
         grid_table, "", "Why each member is in the grid:", "", *reasons, "", choice, "",
-        targets(runs, chosen), ""]
+        targets(runs, chosen, grid), ""]
+    for m in grid_members:
+        line = without_nearer(runs, m.name, grid) if m.corpus is not None else None
+        if line:
+            lines += [line, ""]
     failed = [r for r in runs if r.get("status") != "ok"]
     if failed:
         lines += ["Runs that did not finish:", "", *H.not_measured(failed, _run_name), ""]

@@ -38,15 +38,25 @@ def test_every_member_changes_one_field_of_the_demos_recipe(quick):
     assert base == _leaves(demo["transformer"].to_dict())
     assert D.recipe_of(D.REFERENCE, s).to_dict() == demo["bilstm"].to_dict()
     changed = {}
-    # grids 2-6 (the demo kept their base) and the current grid change one field each, or
-    # the fields a combining member says
-    for grid in (2, 3, 4, 5, 6, D.CURRENT_GRID):
+    # grids 2-7 (the demo kept their base) change one field each, or the fields a
+    # combining member says; a member that changes the data keeps the recipe as it is
+    for grid in (2, 3, 4, 5, 6, 7, D.CURRENT_GRID):
         for m in D.GRIDS[grid][1:]:
             mine = _leaves(D.recipe_of(m.name, s, grid=grid).to_dict())
             diff = {k for k in base.keys() | mine.keys() if base.get(k) != mine.get(k)}
-            assert len(diff) == m.fields, (m.name, diff)
-            changed[m.name] = (diff.pop() if m.fields == 1 else sorted(diff), mine)
-    assert D.CURRENT_GRID == 7 and D.members() == ("base", "alibi_conv3")
+            assert len(diff) == (0 if m.corpus else m.fields), (m.name, diff)
+            if m.corpus is None:
+                changed[m.name] = (diff.pop() if m.fields == 1 else sorted(diff), mine)
+    assert D.CURRENT_GRID == 8 and D.members() == ("base", "dropped_rows")
+    assert D.configs() == ("base", "dropped_rows", "bilstm", "bilstm+dropped_rows")
+    assert D.recipe_of("bilstm+dropped_rows", s).to_dict() == demo["bilstm"].to_dict()
+    assert D.corpus_of("dropped_rows", s) == D.corpus_of("bilstm+dropped_rows", s) \
+        == {"dropped_train": 3 * s.per_intent}
+    assert D.corpus_of("base", s) == D.corpus_of("bilstm", s) == {}
+    assert D.reference_of("dropped_rows") == "bilstm+dropped_rows"
+    assert D.reference_of("base") == "bilstm"
+    with pytest.raises(ValueError, match="unknown configuration"):
+        D.recipe_of("bilstm+base", s)
     conv = "architecture.model_overrides.conv_kernel"
     assert changed["alibi_conv3"][0] == ["architecture.model_overrides.conv_kernel",
                                          "architecture.position"]
@@ -162,6 +172,56 @@ def test_the_verdicts_pair_the_chosen_member_with_the_bilstm_by_seed():
     # a seed whose two records were scored on different test rows is not paired
     runs[-1] = _rec(D.REFERENCE, 2, 0.9, 0.85, "1110", digest="another corpus")
     assert D.paired(runs, "base", D.REFERENCE, "accuracy")[2] == [0, 1]
+
+
+def test_longest_shared_substrings_and_rows_nearer_an_added_row_by_hand():
+    texts = ["不用挂失了帮我解冻", "查账单", "xyz"]
+    assert D.longest_shared(texts, ["挂失了吗", "帮我解"]) == [3, 0, 0]
+    assert D.longest_shared(texts, ["我要查账单"]) == [1, 3, 0]  # 我 and 查账单
+    assert D.longest_shared(texts, ["x", "yz"]) == [0, 0, 2]
+    assert D.longest_shared(["aaaa"], ["aaaa"], cap=2) == [2]  # capped
+    # nearer: strictly longer with an added row than with every original one
+    assert D.nearer_added(texts, original=["帮我解冻吧", "账单"], added=["不用挂失了", "查账"]) \
+        == [True, False, False]
+
+
+def _data_grid(neg_near: str) -> list[dict[str, Any]]:
+    """Hand-made grid-8 records: dropped_rows leads base on validation; each Transformer
+    and each BiLSTM on its own corpus (the added rows change the training data only)."""
+    runs = []
+    for sd in (0, 1, 2):
+        runs += [_rec("base", sd, 0.70, 0.70, "1000", grid=8),
+                 _rec("dropped_rows", sd, 0.75 + 0.01 * sd, 0.72, "1110", grid=8),
+                 _rec(D.REFERENCE, sd, 0.90, 0.80, "1100", grid=8),
+                 _rec(f"{D.REFERENCE}+dropped_rows", sd, 0.90, 0.80, ["1111", "1110",
+                                                                       "0110"][sd], grid=8)]
+        for rec in runs[-3::2]:  # the data member and its reference
+            rec["corpus"]["extra"] = {"dropped_train": 360}
+            rec["corpus"]["added"] = {"rows": 360, "nearer_added": {"negation_scope": neg_near}}
+    return runs
+
+
+def test_a_data_member_is_judged_against_the_bilstm_on_its_own_corpus():
+    runs = _data_grid("0001")
+    assert D.chosen_member(runs, 8) == "dropped_rows"  # validation only
+    body = D.render(runs)
+    # the verdicts pair dropped_rows with the BiLSTM trained on its corpus, not the plain one
+    line = next(ln for ln in body.splitlines() if "negation_scope (accuracy" in ln)
+    assert "dropped_rows - bilstm+dropped_rows:" in line
+    iv, _, _ = D.paired(runs, "dropped_rows", "bilstm+dropped_rows", "negation_scope")
+    diffs = [0.75 - 1.0, 0.75 - 0.75, 0.75 - 0.5]
+    assert iv.mean == pytest.approx(statistics.fmean(diffs))
+    assert "| bilstm+dropped_rows | the demo's BiLSTM on `dropped_rows`'s corpus" in body
+    assert "| bilstm (reference) |" in body
+    # the slice without the rows nearer an added row (the fourth): by hand, per seed
+    # dropped_rows 1,1,1 of the first three right -> 1.0; its reference 1,1,1 / 1,1,1 / 0,1,1
+    line = next(ln for ln in body.splitlines() if ln.startswith("Added rows near"))
+    assert "3 of 12 test negation_scope rows" in line
+    ours, theirs = [1.0, 1.0, 1.0], [1.0, 1.0, 2 / 3]
+    expected = V.seed_paired_difference(ours, theirs)
+    assert expected.points(1) in line
+    # a member that changes no data has no such line
+    assert D.without_nearer(runs, "base", 8) is None
 
 
 def test_one_seed_is_judged_by_a_paired_bootstrap_over_its_rows():

@@ -18,7 +18,9 @@ whose examples (chit-chat, weather, take-away, and near misses that sound like b
 out-of-scope threshold can be chosen on one and checked on the other. With
 ``oos_train=N``, training gets ``N`` out-of-scope rows too, from templates of their own
 (:data:`~headwise.demo.lexicon.OOS_TRAIN_TEMPLATES`, never in valid or test), drawn from a
-random stream of their own: valid and test stay exactly the corpus without them.
+random stream of their own: valid and test stay exactly the corpus without them. With
+``dropped_train=N``, training gets ``N`` rows that take a request back and keep another
+(提额就不用了，帮我把年费免了), from the training drop and clause families, the same way.
 
 The splits hold out phrasing: every template belongs to a family (one way of phrasing a
 request, :mod:`headwise.demo.families`) and whole families go to one split, so no valid
@@ -61,6 +63,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 from pathlib import Path
@@ -195,8 +198,8 @@ def _make(t: Template, rng: random.Random, *, seed: int, train: bool,
 
 # -- the corpus ------------------------------------------------------------------------------
 def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120, oos: int = 150,
-                         compound_share: float = 0.0, oos_train: int = 0
-                         ) -> dict[str, list[DemoExample]]:
+                         compound_share: float = 0.0, oos_train: int = 0,
+                         dropped_train: int = 0) -> dict[str, list[DemoExample]]:
     """Generate the demo corpus, deterministically for a seed.
 
     Args:
@@ -224,6 +227,13 @@ def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120, oos: int = 150
             after every other row and mixed into train, so valid and test are the same rows
             in the same order whatever ``oos_train`` is. 0 (the default) gives the corpus as
             before.
+        dropped_train: training rows that take a request back and keep another (one
+            intent: 提额就不用了，帮我把年费免了), from the training drop and clause families
+            (:func:`~headwise.demo.joins.assign_compound_families`, the split compound
+            questions use), with the slices ``dropped_request`` and ``negation_scope``;
+            drawn from a random stream of their own (``f"{seed}:dropped_train"``) after
+            every other row, so valid and test, and every other training row, are the same
+            whatever ``dropped_train`` is. 0 (the default) adds none.
 
     Returns:
         ``{"train": [...], "valid": [...], "test": [...]}``, each list shuffled; no text is
@@ -231,13 +241,15 @@ def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120, oos: int = 150
 
     Raises:
         ValueError: ``per_intent < 3`` (one example per split), ``oos < 0``,
-            ``oos_train < 0`` or a ``compound_share`` outside ``[0, 0.75]``.
+            ``oos_train < 0``, ``dropped_train < 0`` or a ``compound_share`` outside
+            ``[0, 0.75]``.
         RuntimeError: the templates cannot give that many distinct texts.
     """
     if per_intent < 3:
         raise ValueError(f"per_intent must be at least 3 (one per split), got {per_intent}")
-    if oos < 0 or oos_train < 0:
-        raise ValueError(f"oos and oos_train must be >= 0, got {oos}, {oos_train}")
+    if oos < 0 or oos_train < 0 or dropped_train < 0:
+        raise ValueError(f"oos, oos_train and dropped_train must be >= 0, got {oos}, "
+                         f"{oos_train}, {dropped_train}")
     if not 0 <= compound_share <= 0.75:
         raise ValueError(f"compound_share must be in [0, 0.75], got {compound_share}")
     rng = random.Random(seed)
@@ -283,6 +295,8 @@ def generate_demo_corpus(*, seed: int = 0, per_intent: int = 120, oos: int = 150
         rng.shuffle(splits[name])
     if oos_train:
         _add_training_oos(splits["train"], templates, seen, oos_train, seed)
+    if dropped_train:
+        _add_training_dropped(splits["train"], seen, dropped_train, seed)
     return splits
 
 
@@ -296,6 +310,34 @@ def _add_training_oos(train: list[DemoExample], templates: list[Template], seen:
         pool = [t for t in templates if t.group == group]
         train += _unique(rng, pool, quota, seen, seed=seed, train=True)
     rng.shuffle(train)
+
+
+def _add_training_dropped(train: list[DemoExample], seen: set[str], n: int, seed: int) -> None:
+    """Mix ``n`` rows taking a request back (one intent kept) into ``train``, from the
+    training drop and clause families, drawn from their own random stream."""
+    rng = random.Random(f"{seed}:dropped_train")  # a str seed: the same in every process
+    # the families' split compound questions use (the first draw of their stream)
+    split_of = assign_compound_families(random.Random(f"{seed}:compound"))
+    draw = _Compounds("train", rng, seed, split_of, allowed=set(), held=set())
+    _draw_distinct(draw.dropped, n, train, seen, "train", "lower dropped_train")
+    rng.shuffle(train)
+
+
+def _draw_distinct(make: Callable[[], DemoExample | None], quota: int,
+                   rows: list[DemoExample], seen: set[str], name: str, hint: str) -> None:
+    """Append ``quota`` examples from ``make`` with texts not in ``seen`` (which they join)
+    to ``rows``; ``hint`` says what to lower when the families cannot give that many."""
+    made, tries = 0, 0
+    while made < quota:
+        tries += 1
+        if tries > 200 * quota + 1000:
+            raise RuntimeError(f"only {made} distinct compound texts of {quota} in "
+                               f"{name}; {hint}")
+        ex = make()
+        if ex is not None and ex.text not in seen:
+            seen.add(ex.text)
+            rows.append(ex)
+            made += 1
 
 
 # -- compound questions ----------------------------------------------------------------------
@@ -431,17 +473,7 @@ def _add_compounds(splits: dict[str, list[DemoExample]], seen: set[str], share: 
         quotas = ((draw.compound, max(0, total - multi)),
                   (draw.dropped, round(DROPPED_SHARE * total)))
         for make, quota in quotas:
-            made, tries = 0, 0
-            while made < quota:
-                tries += 1
-                if tries > 200 * quota + 1000:
-                    raise RuntimeError(f"only {made} distinct compound texts of {quota} in "
-                                       f"{name}; lower compound_share or per_intent")
-                ex = make()
-                if ex is not None and ex.text not in seen:
-                    seen.add(ex.text)
-                    rows.append(ex)
-                    made += 1
+            _draw_distinct(make, quota, rows, seen, name, "lower compound_share or per_intent")
     trained = {p for ex in splits["train"] for p in _pairs(ex.intents)}
     for name in SPLITS:
         splits[name] = [

@@ -172,6 +172,47 @@ def test_oos_train_adds_training_rows_of_their_own_families_and_leaves_valid_and
         generate_demo_corpus(oos_train=-1)
 
 
+@pytest.mark.parametrize("share", [0.0, 0.25])
+def test_dropped_train_adds_rows_taking_a_request_back_from_training_families_only(share):
+    import random
+
+    from headwise.demo.joins import assign_compound_families
+
+    base = generate_demo_corpus(seed=0, compound_share=share, oos_train=50)
+    more = generate_demo_corpus(seed=0, compound_share=share, oos_train=50, dropped_train=150)
+    # valid and test: the same rows in the same order; training keeps every row it had
+    assert more["valid"] == base["valid"] and more["test"] == base["test"]
+    old = {ex.text for ex in base["train"]}
+    added = [ex for ex in more["train"] if ex.text not in old]
+    assert len(added) == 150 and len(more["train"]) == len(base["train"]) + 150
+    assert sorted((ex for ex in more["train"] if ex.text in old), key=repr) \
+        == sorted(base["train"], key=repr)
+    # one intent kept, tagged as a request taken back, with a negation span before it
+    for ex in added:
+        assert len(ex.intents) == 1 and ex.label == ex.intents[0] != OOS_LABEL, ex
+        assert {"dropped_request", "negation_scope"} <= set(ex.slices), ex
+        assert any(s.category == "negation" for s in ex.spans), ex.text
+    assert len({ex.label for ex in added}) >= 15  # kept requests of many intents
+    # only the families compound questions train on (the split of their own stream)
+    split_of = assign_compound_families(random.Random("0:compound"))
+    for ex in added:
+        assert ex.family.startswith("drop.") and split_of[ex.family] == "train", ex.family
+        assert all(split_of[family_of(c)] == "train" for c in ex.clauses), ex.clauses
+    held = {ex.family for name in ("valid", "test") for ex in more[name]}
+    held_clauses = {family_of(c) for name in ("valid", "test") for ex in more[name]
+                    for c in ex.clauses}
+    assert not {ex.family for ex in added} & held
+    assert not {family_of(c) for ex in added for c in ex.clauses} & held_clauses
+    texts = [ex.text for ex in every(more)]
+    assert len(texts) == len(set(texts))
+    # mixed in, deterministic for a seed
+    assert any(ex.text not in old for ex in more["train"][:200])
+    assert more == generate_demo_corpus(seed=0, compound_share=share, oos_train=50,
+                                        dropped_train=150)
+    with pytest.raises(ValueError, match="dropped_train"):
+        generate_demo_corpus(dropped_train=-1)
+
+
 def test_the_training_oos_templates_are_none_of_the_intents_and_none_of_valid_and_tests():
     from headwise.demo.lexicon import (
         OOS_NEAR_MISS_TEMPLATES,
