@@ -170,8 +170,11 @@ def test_batch_predicts_targets_read_the_repeats():
     import batch_predict as B
 
     data = json.loads((ROOT / "benchmarks" / "results" / "batch_predict_cpu.json").read_text())
-    runs = [r for r in data["results"] if r["kind"] in ("ceiling", "stream")]
-    text = B.section(data)
+    # one run of each: the stored record's first repeat, whatever the record holds
+    runs = [{k: v for k, v in r.items() if k != "repeat"} for r in data["results"]
+            if r["kind"] in ("ceiling", "stream") and r.get("repeat", 0) == 0]
+    ray = [r for r in data["results"] if r["kind"] == "ray"]
+    text = B.section({**data, "results": runs + ray})
     assert "not judged" in text
     repeated = []
     for repeat, (speed, grow) in enumerate([(1.00, 0.0), (0.98, 2.0), (0.97, 1.0)]):
@@ -183,7 +186,7 @@ def test_batch_predicts_targets_read_the_repeats():
                 r["texts_per_s"] = 1000.0 * speed
                 r["peak_mib"] = {1: 5.0, 10: 10.0, 100: 12.0 + grow}[r["times"]]
             repeated.append(r)
-    data = {**data, "results": repeated + [r for r in data["results"] if r["kind"] == "ray"]}
+    data = {**data, "results": repeated + ray}
     text = B.section(data)
     logs = np.log([1.00, 0.98, 0.97])
     half = 4.302653 * logs.std(ddof=1) / math.sqrt(3)
