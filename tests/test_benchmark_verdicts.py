@@ -197,3 +197,39 @@ def test_batch_predicts_targets_read_the_repeats():
     half = 4.302653 * 1.0 / math.sqrt(3)
     assert sum(room) / 3 == 18.0 and f"{18.0:+.1f} [{18.0 - half:+.1f}, {18.0 + half:+.1f}] " \
         f"MiB over 3 repeat(s): **PASS**" in text
+
+
+def test_warm_starts_targets_are_paired_by_seed():
+    """warm - full per seed, judged against -1 point (old intents) and -2 points (new), and
+    warm / full time against a third, each on its t-interval over seeds (hand-computed);
+    one seed is not judged."""
+    import warm_start as W
+
+    def rec(seed: int, run: str, old: float, new: float, secs: float) -> dict:
+        return {"status": "ok", "dataset": "demo", "model": "m", "seed": seed, "run": run,
+                "old_accuracy": old, "new_accuracy": new, "train_seconds": secs}
+
+    # old: warm - full = +0.2, 0.0, -0.2 points (mean 0, s 0.002): the interval
+    # +-4.302653 * 0.002 / sqrt(3) = +-0.50 points lies above -1: PASS.
+    # new: -5, -6, -7 points (mean -6, s 0.01): -6 +- 2.48, wholly below -2: FAIL.
+    # time: 30/100, 20/100, 25/100: a geometric mean near 0.24 with an interval under 1/3
+    # only if the logs' spread allows it: computed below.
+    records = []
+    for seed, (d_old, d_new, secs) in enumerate([(0.002, -0.05, 30.0), (0.0, -0.06, 20.0),
+                                                 (-0.002, -0.07, 25.0)]):
+        records += [rec(seed, "full", 0.90, 0.80, 100.0),
+                    rec(seed, "warm", 0.90 + d_old, 0.80 + d_new, secs)]
+    text = W.render(records)
+    half = 4.302653 * 0.002 / math.sqrt(3)
+    assert f"| PASS | warm - full: +0.0 [{-100 * half:+.1f}, {100 * half:+.1f}] points" in text
+    half = 4.302653 * 0.01 / math.sqrt(3)
+    assert f"| FAIL | warm - full: -6.0 [{-6 - 100 * half:+.1f}, {-6 + 100 * half:+.1f}] " \
+        "points" in text
+    logs = np.log([0.30, 0.20, 0.25])
+    half = 4.302653 * logs.std(ddof=1) / math.sqrt(3)
+    low, high = math.exp(logs.mean() - half), math.exp(logs.mean() + half)
+    verdict = "PASS" if high <= 1 / 3 else ("FAIL" if low > 1 / 3 else "within noise")
+    assert f"| {verdict} | warm / full: {math.exp(logs.mean()):.2f} [{low:.2f}, {high:.2f}]" \
+        in text
+    one = W.render(records[:2])
+    assert "| not judged | 1 paired seed(s)" in one
