@@ -311,6 +311,17 @@ def add_record_args(p: argparse.ArgumentParser, results: Path, md: Path, *,
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
 
 
+def divert_smoke_runs(args: argparse.Namespace, results: Path) -> None:
+    """A ``--quick`` smoke run that would write into the script's real results file
+    (``results``, the default) writes into a temporary file instead, and prints its section
+    instead of writing BENCHMARKS.md: smoke runs never mix into the records."""
+    if args.quick and args.results == results:
+        import tempfile
+
+        args.results = Path(tempfile.gettempdir()) / f"{results.stem}_quick.jsonl"
+        args.no_write = True
+
+
 def answered_as_worker(args: argparse.Namespace, worker: Callable[[dict[str, Any]], Any]
                        ) -> bool:
     """When this process was started as a worker (the hidden ``--worker SPEC`` of

@@ -600,9 +600,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from _compound_report import render
 
-    if args.quick and args.results == RESULTS:  # never mix smoke runs into the real results
-        args.results = Path(tempfile.gettempdir()) / "compound_quick.jsonl"
-        args.no_write = True
+    H.divert_smoke_runs(args, RESULTS)
     if not args.render:
         done = {} if args.rerun else done_runs(args.results)
         todo = [k for k in plan(args) if k not in done]

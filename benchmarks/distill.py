@@ -397,9 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if H.answered_as_worker(args, worker):
         return 0
-    if args.quick and args.results == RESULTS:  # never mix smoke runs into the real results
-        args.results = Path(tempfile.gettempdir()) / "distill_quick.jsonl"
-        args.no_write = True
+    H.divert_smoke_runs(args, RESULTS)
     if not args.render:
         if args.teacher is None or not args.teacher.is_dir():
             sys.exit(f"--teacher must name the teacher's model directory, got {args.teacher}")

@@ -592,9 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from _intent_report import render
 
-    if args.quick and args.results == RESULTS:  # never mix smoke runs into the real results
-        args.results = Path(tempfile.gettempdir()) / "intent_quick.jsonl"
-        args.no_write = True
+    H.divert_smoke_runs(args, RESULTS)
     if args.latency_only:
         relatency(args)
     elif not args.render:

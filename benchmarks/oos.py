@@ -461,9 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if H.answered_as_worker(args, worker):
         return 0
-    if args.quick and args.results == RESULTS:  # never mix smoke runs into the real results
-        args.results = Path(tempfile.gettempdir()) / "oos_quick.jsonl"
-        args.no_write = True
+    H.divert_smoke_runs(args, RESULTS)
     if not args.render:
         done = {} if args.rerun else done_runs(args.results)
         plan = [(m, int(s)) for s in args.seeds.split(",") for m in args.models.split(",")]

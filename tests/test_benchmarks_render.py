@@ -254,3 +254,25 @@ def test_a_per_run_results_file_keeps_every_run_and_names_each_machine(tmp_path:
                              lambda r: [f"run {r['n']}: {H.run_machine(r)}"])
     assert body.index("intro") < body.index("run 1: a machine") < body.index("run 2: AMD")
     assert body.split("\n")[2].startswith("*Measured on: ")
+
+
+@pytest.mark.parametrize("script", ["intent", "oos", "distill", "compound"])
+def test_a_quick_smoke_run_never_writes_the_real_records(script: str) -> None:
+    """--quick with the default results file goes to a temporary file and prints its
+    section; a results file the user names is kept (their choice)."""
+    import argparse
+    import importlib
+    import tempfile
+
+    mod = importlib.import_module(script)
+    args = argparse.Namespace(quick=True, results=mod.RESULTS, no_write=False)
+    H.divert_smoke_runs(args, mod.RESULTS)
+    assert args.results.parent == Path(tempfile.gettempdir()) and args.no_write
+    assert args.results != mod.RESULTS
+    mine = Path(tempfile.gettempdir()) / "mine.jsonl"
+    args = argparse.Namespace(quick=True, results=mine, no_write=False)
+    H.divert_smoke_runs(args, mod.RESULTS)
+    assert args.results == mine and not args.no_write
+    args = argparse.Namespace(quick=False, results=mod.RESULTS, no_write=False)
+    H.divert_smoke_runs(args, mod.RESULTS)
+    assert args.results == mod.RESULTS and not args.no_write
