@@ -89,8 +89,10 @@ def _unigram_backend():
     return backend
 
 
-def xlmr_unigram(directory):
-    """An XLM-R encoder with a Unigram ``tokenizer.json`` and no ``vocab.txt``."""
+def xlmr_unigram(directory, extra_rows: int = 0):
+    """An XLM-R encoder with a Unigram ``tokenizer.json`` and no ``vocab.txt``;
+    ``extra_rows`` embedding rows beyond the tokenizer's ids (as multilingual-e5-small's
+    config has 250037 rows for 250002 ids)."""
     tok = transformers.XLMRobertaTokenizerFast(tokenizer_object=_unigram_backend(),
                                                bos_token="<s>", eos_token="</s>",
                                                sep_token="</s>", cls_token="<s>",
@@ -99,8 +101,9 @@ def xlmr_unigram(directory):
     tok.save_pretrained(directory)
     assert not (directory / "vocab.txt").exists()
     config = transformers.XLMRobertaConfig(
-        vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, max_position_embeddings=64 + 2, type_vocab_size=1,
+        vocab_size=len(tok) + extra_rows, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64, max_position_embeddings=64 + 2,
+        type_vocab_size=1,
         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id)
     torch.manual_seed(1)

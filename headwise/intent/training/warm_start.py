@@ -473,6 +473,9 @@ def warm_network(parent: Any, recipe: Any, texts: Sequence[str], intents: Sequen
     old_labels = list(getattr(parent, "intents", None) or parent.labels)
     old_tags = list(getattr(model.config, "slot_tags", None) or []) \
         if isinstance(model.config, ModelConfig) else []
-    grown_model = grow_network(model, old_labels, intents, vocab_size=tokenizer.vocab_size,
+    # a pretrained encoder keeps its embedding as it is: its config may hold more rows than
+    # its tokenizer has ids (multilingual-e5-small: 250037 rows, 250002 ids)
+    grown_model = grow_network(model, old_labels, intents,
+                               vocab_size=tokenizer.vocab_size if added else None,
                                old_tags=old_tags, tags=tags)
     return grown_model.train(), tokenizer, added

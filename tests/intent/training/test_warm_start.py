@@ -342,14 +342,17 @@ def test_bilstm_warm_start_grows_its_vocabulary_and_head(tmp_path):
     assert IntentClassifier.load(tmp_path / "c").labels == child.labels
 
 
-def test_pretrained_warm_start_keeps_the_tokenizer_and_its_record(tmp_path):
+@pytest.mark.parametrize("extra_rows", [0, 5])
+def test_pretrained_warm_start_keeps_the_tokenizer_and_its_record(tmp_path, extra_rows):
+    """extra_rows: an embedding with more rows than the tokenizer has ids, as
+    multilingual-e5-small's (the warm start keeps it, the tokenizer too)."""
     pytest.importorskip("transformers")
     from hf_checkpoints import xlmr_unigram
 
     rows = [("我的信用卡被冻结了", "freeze"), ("my card is frozen", "freeze"),
             ("每个月15号还款太早了", "repay_date"), ("change my repayment date", "repay_date"),
             ("我要提前还一部分本金", "prepay"), ("repay early please", "prepay")]
-    directory = xlmr_unigram(tmp_path / "xlmr")
+    directory = xlmr_unigram(tmp_path / "xlmr", extra_rows=extra_rows)
     recipe = IntentRecipe.from_dict({
         "architecture": {"type": "pretrained", "name": str(directory), "max_length": 24,
                          "input_prefix": "query: ", "trim_vocab": 8},
