@@ -185,8 +185,9 @@ def _epochs(directory: Path) -> int:
     return int(meta["info"]["recipe"]["train"]["epochs"])
 
 
-#: the issue's targets for the default warm start (``warm``: every old row replayed, as
-#: ``headwise train --init-from`` does without ``--replay``) against the full retrain
+#: the issue's targets for ``warm`` (every old row replayed, as ``headwise train
+#: --init-from`` does without ``--replay``; a third of the parent's epochs) against the full
+#: retrain
 OLD_WITHIN = 0.01
 NEW_WITHIN = 0.02
 TIME_SHARE = 1 / 3
@@ -273,8 +274,9 @@ def render(records: list[dict[str, Any]]) -> str:
              "The intents split with each seed into old and new ones (BANKING77: 67 + 10, "
              "the demo corpus: 23 + 4); `parent` trained from scratch on the old intents' "
              "rows, `full` from scratch on all rows, `warm` with `--init-from` the parent on"
-             " all rows for a third of its epochs (what `headwise train --init-from` does "
-             "without `--replay`), `warm-partial-replay` the same with a share of the old "
+             " all rows (every old row replayed, as `headwise train --init-from` does "
+             "without `--replay`) for a third of its epochs (`--epochs`; without it a warm "
+             "start trains the parent's), `warm-partial-replay` the same with a share of the old "
              "intents' rows (`--replay-share`, recorded), `warm-no-replay` on the new "
              "intents' rows only (what a network forgets). Accuracy of the top intent "
              "(closed set) on the test split's old and new intents' rows: the mean over "
