@@ -135,13 +135,18 @@ def measure(dataset: str, model: str, seed: int, runs: list[str], args: argparse
     model, base = recipe_for(model, [t for t, _ in data["train"]], seed, args.epochs,
                              args.valid_fraction, args.set)
     known = set(old)
-    work = Path(tempfile.mkdtemp(prefix=f"warm-{dataset}-{seed}-"))
+    if args.work is None:
+        work = Path(tempfile.mkdtemp(prefix=f"warm-{dataset}-{seed}-"))
+    else:
+        work = args.work / f"{dataset}-{model.replace(':', '-')}-{seed}"
+        work.mkdir(parents=True, exist_ok=True)
     parent_dir = work / "parent"
     for run in runs:
         if (dataset, model, seed, run) in done and not args.rerun:
             continue
         start, prov = time.time(), H.collect_provenance(args.threads)
-        if run != "parent" and not parent_dir.is_dir() and run.startswith("warm"):
+        if run != "parent" and not _saved(parent_dir) and run.startswith("warm"):
+            shutil.rmtree(parent_dir, ignore_errors=True)  # a run killed while saving
             _train(train_intent_classifier, data["train"], known, IntentRecipe.from_dict(base),
                    parent_dir)
         if run == "parent":
@@ -168,7 +173,19 @@ def measure(dataset: str, model: str, seed: int, runs: list[str], args: argparse
                               model=model, seed=seed, run=run, threads=args.threads)
         print(f"{dataset} {model} seed {seed} {run}: old {rec['old_accuracy']} new "
               f"{rec['new_accuracy']} ({rec['train_seconds']} s)", file=sys.stderr, flush=True)
-    shutil.rmtree(work, ignore_errors=True)
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _saved(directory: Path) -> bool:
+    """Whether ``directory`` holds a saved model (its metadata file is written last)."""
+    from headwise.intent.kinds import kind_of
+
+    try:
+        kind_of(directory)
+    except (FileNotFoundError, ValueError):
+        return False
+    return True
 
 
 def _train(train_fn: Any, rows: list[tuple[str, str]], known: set[str], recipe: Any,
@@ -323,6 +340,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="the warm runs' epochs (default: a third of the parent's)")
     p.add_argument("--new", type=int, help="how many intents are new (default: 10 for "
                    "BANKING77, 4 for the demo corpus)")
+    p.add_argument("--work", type=Path,
+                   help="keep each data set's and seed's models here (default: a temporary "
+                   "folder, removed after): a run stopped halfway resumes with the parent it "
+                   "trained")
     p.add_argument("--valid-fraction", type=float, default=0.1)
     p.add_argument("--replay-share", type=float, default=0.3,
                    help="the share of the old intents' rows the warm-partial-replay run keeps")
