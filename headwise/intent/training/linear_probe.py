@@ -97,7 +97,9 @@ def pooled_features(model: nn.Module, ids: Sequence[Sequence[int]], *, pad_id: i
 
 def fit_logistic_regression(features: Tensor, labels: Tensor, num_classes: int, *,
                             c: float = 1.0, bias: bool = True, max_iter: int = 500,
-                            tol: float = 1e-7) -> tuple[Tensor, Tensor, int, float]:
+                            tol: float = 1e-7,
+                            fixed: tuple[Sequence[int], Tensor, Tensor] | None = None
+                            ) -> tuple[Tensor, Tensor, int, float]:
     """Multinomial logistic regression: minimise ``mean CE + |W|^2 / (2 c n)`` (the bias
     is not penalised), which is scikit-learn's ``C * sum CE + |W|^2 / 2`` divided by ``c n``.
 
@@ -109,12 +111,17 @@ def fit_logistic_regression(features: Tensor, labels: Tensor, num_classes: int, 
         bias: fit a bias (else it stays zero).
         max_iter: L-BFGS iteration limit.
         tol: stop when the gradient's largest entry is below it.
+        fixed: ``(rows, weight, bias)``: these classes' rows of the result are ``weight``
+            (``(len(rows), d)``) and ``bias``, held fixed in the softmax while the other
+            rows are fitted against them (and only those are penalised): new classes added
+            to a trained head, whose rows stay as they are.
 
     Returns:
         ``(weight (num_classes, d), bias (num_classes,), iterations, loss)``, float64.
 
     Raises:
-        ValueError: mismatched shapes, labels out of range, or ``c`` not positive.
+        ValueError: mismatched shapes, labels out of range, ``c`` not positive, or fixed
+            rows out of range, repeated, of the wrong shape, or all of them.
     """
     x = features.double()
     y = labels.long()
@@ -126,15 +133,40 @@ def fit_logistic_regression(features: Tensor, labels: Tensor, num_classes: int, 
     if not c > 0:
         raise ValueError(f"c must be positive, got {c}")
     n, d = x.shape
-    w = torch.zeros(num_classes, d, dtype=torch.float64, requires_grad=True)
-    b = torch.zeros(num_classes, dtype=torch.float64, requires_grad=bias)
+    kept = sorted(fixed[0]) if fixed is not None else []
+    if fixed is not None:
+        rows = list(fixed[0])
+        if len(set(rows)) != len(rows) or any(not 0 <= r < num_classes for r in rows) \
+                or len(rows) == num_classes:
+            raise ValueError(f"fixed rows must be distinct classes in [0, {num_classes}) and "
+                             f"leave some to fit, got {rows}")
+        if tuple(fixed[1].shape) != (len(rows), d) or tuple(fixed[2].shape) != (len(rows),):
+            raise ValueError(f"fixed weight must be ({len(rows)}, {d}) and bias "
+                             f"({len(rows)},), got {tuple(fixed[1].shape)} and "
+                             f"{tuple(fixed[2].shape)}")
+        order = sorted(range(len(rows)), key=rows.__getitem__)
+        w_fixed, b_fixed = fixed[1].double()[order], fixed[2].double()[order]
+    free = [k for k in range(num_classes) if k not in set(kept)]
+    w = torch.zeros(len(free), d, dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(len(free), dtype=torch.float64, requires_grad=bias)
     opt = torch.optim.LBFGS([w, b] if bias else [w], max_iter=max_iter, tolerance_grad=tol,
                             tolerance_change=1e-12, history_size=20,
                             line_search_fn="strong_wolfe")
+    free_index = torch.tensor(free, dtype=torch.long)
+
+    def full() -> tuple[Tensor, Tensor]:
+        if not kept:
+            return w, b
+        weight = torch.zeros(num_classes, d, dtype=torch.float64)
+        shift = torch.zeros(num_classes, dtype=torch.float64)
+        weight = weight.index_copy(0, torch.tensor(kept), w_fixed).index_copy(0, free_index, w)
+        shift = shift.index_copy(0, torch.tensor(kept), b_fixed).index_copy(0, free_index, b)
+        return weight, shift
 
     def objective() -> Tensor:
         opt.zero_grad()
-        loss = F.cross_entropy(x @ w.T + b, y) + (w * w).sum() / (2 * c * n)
+        weight, shift = full()
+        loss = F.cross_entropy(x @ weight.T + shift, y) + (w * w).sum() / (2 * c * n)
         loss.backward()
         return loss
 
@@ -142,11 +174,13 @@ def fit_logistic_regression(features: Tensor, labels: Tensor, num_classes: int, 
         opt.step(objective)
         loss = float(objective().detach())
     iterations = int(opt.state[w].get("n_iter", 0))
-    return w.detach(), b.detach(), iterations, loss
+    weight, shift = full()
+    return weight.detach(), shift.detach(), iterations, loss
 
 
 def fit_linear_probe(model: nn.Module, ids: Sequence[Sequence[int]], labels: Sequence[int], *,
-                     pad_id: int = 0, c: float = 1.0, batch_size: int = 64) -> ProbeResult:
+                     pad_id: int = 0, c: float = 1.0, batch_size: int = 64,
+                     keep: Sequence[int] | None = None) -> ProbeResult:
     """Fit ``model.classifier`` on the frozen encoder's pooled vectors (the LP of LP-FT).
 
     Args:
@@ -156,9 +190,13 @@ def fit_linear_probe(model: nn.Module, ids: Sequence[Sequence[int]], labels: Seq
         pad_id: the padding id.
         c: inverse L2 strength (scikit-learn's ``C``).
         batch_size: texts per forward pass when computing the features.
+        keep: classes whose rows of the head stay as they are, fixed in the softmax while
+            the other rows are fitted against them (a warm start's new intents beside the
+            parent's trained rows).
 
     Returns:
-        The :class:`ProbeResult`; the head's weight and bias are replaced in place.
+        The :class:`ProbeResult`; the head's weight and bias are replaced in place (the
+        rows not in ``keep``).
 
     Raises:
         TypeError: a model without ``encode``/``pool`` or a non-linear ``classifier``.
@@ -173,8 +211,14 @@ def fit_linear_probe(model: nn.Module, ids: Sequence[Sequence[int]], labels: Seq
     start = time.perf_counter()
     x = pooled_features(model, ids, pad_id=pad_id, batch_size=batch_size)
     y = torch.as_tensor(list(labels), dtype=torch.long)
+    fixed = None
+    if keep:
+        rows = list(keep)
+        fixed = (rows, head.weight.detach()[rows].double(),
+                 head.bias.detach()[rows].double() if head.bias is not None
+                 else torch.zeros(len(rows), dtype=torch.float64))
     w, b, iterations, loss = fit_logistic_regression(x, y, head.out_features, c=c,
-                                                     bias=head.bias is not None)
+                                                     bias=head.bias is not None, fixed=fixed)
     with torch.no_grad():
         head.weight.copy_(w.to(head.weight.dtype))
         if head.bias is not None:

@@ -232,6 +232,14 @@ def train_intent_classifier(train: Any, valid: Any = None, recipe: IntentRecipe 
             out_dir=out_dir / "pretrain", probability=levers.pretrain_mask_prob)
     probe = fit_linear_probe(model, ids, [index[y] for y in data.labels], c=levers.probe_c,
                              pad_id=tokenizer.pad_token_id) if recipe.linear_probe else None
+    added = [] if data.lineage is None else data.lineage["intents_added"]
+    if added and recipe.architecture_name in ("transformer", "pretrained"):
+        # a warm start's new intents: their head rows fitted on the parent's features
+        # against its rows, kept as they are (a fresh row learns little in a few epochs at
+        # a pretrained encoder's fine-tuning rate: BENCHMARKS warm-start:cpu)
+        probe = fit_linear_probe(model, ids, [index[y] for y in data.labels],
+                                 c=levers.probe_c, pad_id=tokenizer.pad_token_id,
+                                 keep=[index[y] for y in data.intents if y not in added])
     train_rows, valid_rows, teacher_weight, distill = _training_rows(
         recipe, data, tokenizer, ids, index, soft_targets)
     weights = (balanced_class_weights([r["labels"] for r in train_rows

@@ -47,6 +47,70 @@ def test_logistic_regression_without_bias_keeps_it_zero():
     np.testing.assert_allclose(w.numpy(), ref.coef_, atol=2e-4)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_logistic_regression_with_fixed_rows_matches_scipy(bias):
+    """Rows 0 and 2 held at given values, rows 1 and 3 fitted against them: the same
+    objective minimised by scipy's L-BFGS-B in float64 (an independent optimiser), and the
+    fixed rows come back as given."""
+    from scipy.optimize import minimize
+
+    x, y = _blobs(d=5)
+    g = np.random.default_rng(3)
+    w_fix, b_fix = g.normal(size=(2, 5)), (g.normal(size=2) if bias else np.zeros(2))
+    c, n = 2.0, len(y)
+
+    def objective(theta):
+        wf = theta[:10].reshape(2, 5)
+        bf = theta[10:] if bias else np.zeros(2)
+        w = np.stack([w_fix[0], wf[0], w_fix[1], wf[1]])
+        b = np.array([b_fix[0], bf[0], b_fix[1], bf[1]])
+        z = x @ w.T + b
+        z = z - z.max(1, keepdims=True)
+        ce = -(z[np.arange(n), y] - np.log(np.exp(z).sum(1))).mean()
+        return ce + (wf ** 2).sum() / (2 * c * n)
+
+    ref = minimize(objective, np.zeros(12 if bias else 10), method="L-BFGS-B",
+                   options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10000})
+    w, b, _, loss = fit_logistic_regression(
+        torch.tensor(x), torch.tensor(y), 4, c=c, bias=bias,
+        fixed=([2, 0], torch.tensor(w_fix[::-1].copy()), torch.tensor(b_fix[::-1].copy())))
+    np.testing.assert_array_equal(w[[0, 2]].numpy(), w_fix)
+    np.testing.assert_array_equal(b[[0, 2]].numpy(), b_fix)
+    np.testing.assert_allclose(w[[1, 3]].numpy(), ref.x[:10].reshape(2, 5), atol=1e-4)
+    if bias:
+        np.testing.assert_allclose(b[[1, 3]].numpy(), ref.x[10:], atol=1e-4)
+    assert loss == pytest.approx(ref.fun, abs=1e-8)
+
+
+@pytest.mark.parametrize("fixed", [([0, 0], 2), ([4], 1), ([0, 1, 2, 3], 4)])
+def test_logistic_regression_refuses_bad_fixed_rows(fixed):
+    x, y = _blobs(d=5)
+    rows, k = fixed
+    with pytest.raises(ValueError, match="fixed rows"):
+        fit_logistic_regression(torch.tensor(x), torch.tensor(y), 4,
+                                fixed=(rows, torch.zeros(k, 5), torch.zeros(k)))
+
+
+def test_probe_keeps_the_rows_it_is_told_to_keep():
+    """keep=[0, 1]: the trained rows stay bit for bit; row 2 is the fit against them."""
+    model = _model()
+    g = torch.Generator().manual_seed(0)
+    ids = [[2, *torch.randint(4, 200, (int(n),), generator=g).tolist(), 3]
+           for n in torch.randint(2, 9, (60,), generator=g)]
+    labels = [i % 3 for i in range(60)]
+    before_w = model.classifier.weight.detach().clone()
+    before_b = model.classifier.bias.detach().clone()
+    fit_linear_probe(model, ids, labels, c=10.0, keep=[0, 1])
+    torch.testing.assert_close(model.classifier.weight.detach()[:2], before_w[:2], atol=0,
+                               rtol=0)
+    torch.testing.assert_close(model.classifier.bias.detach()[:2], before_b[:2], atol=0, rtol=0)
+    x = pooled_features(model, ids)
+    w, b, _, _ = fit_logistic_regression(x, torch.tensor(labels), 3, c=10.0,
+                                         fixed=([0, 1], before_w[:2], before_b[:2]))
+    torch.testing.assert_close(model.classifier.weight.detach()[2], w[2])
+    torch.testing.assert_close(model.classifier.bias.detach()[2], b[2])
+
+
 def _model():
     torch.manual_seed(0)
     return EncoderClassifier(preset("tiny", num_labels=3)).double()

@@ -369,4 +369,40 @@ def test_pretrained_warm_start_keeps_the_tokenizer_and_its_record(tmp_path, extr
     assert child.tokenizer.backend.to_str() == first.tokenizer.backend.to_str()
     assert child.tokenizer.input_prefix == "query: "
     assert child.info["pretrained"] == first.info["pretrained"]
-    assert child.info["linear_probe"] is None and lineage_of(tmp_path / "c")["tokens_added"] == 0
+    assert lineage_of(tmp_path / "c")["tokens_added"] == 0
+    # the new intent's head row was fitted on the parent's features before fine-tuning
+    assert child.info["linear_probe"] is not None
+
+
+def test_a_new_intents_head_row_is_fitted_against_the_parents_rows(tmp_path):
+    """A warm start that adds an intent to a pretrained encoder (fine-tuned at a rate far
+    too small to train a fresh row in a few steps) fits the new row on the parent's
+    features against its rows, which stay as they were: with fine-tuning switched off
+    (lr 1e-12) the child already answers the new intent on its rows, and the parent's rows
+    of the head are unchanged."""
+    pytest.importorskip("transformers")
+    from hf_checkpoints import xlmr_unigram
+
+    rows = [("我的信用卡被冻结了", "freeze"), ("my card is frozen", "freeze"),
+            ("每个月15号还款太早了", "repay_date"), ("change my repayment date", "repay_date"),
+            ("我要提前还一部分本金", "prepay"), ("repay early please", "prepay")]
+    directory = xlmr_unigram(tmp_path / "xlmr")
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "pretrained", "name": str(directory), "max_length": 24},
+        "train": {"epochs": 2, "batch_size": 4, "lr": 3e-3, "progress": False},
+        "decision": {"prior_correction": "none"}})
+    first = train_intent_classifier(rows * 2, rows, recipe, out_dir=tmp_path / "p").classifier
+    new = [("我想开一个储蓄账户", "open_account"), ("open a savings account", "open_account"),
+           ("开户需要什么材料", "open_account")]
+    given = warm_recipe(tmp_path / "p", {"train": {"epochs": 1, "lr": 1e-12}})
+    child = train_intent_classifier((rows + new) * 2, rows + new,
+                                    IntentRecipe.from_dict(given), out_dir=tmp_path / "c",
+                                    init_from=WarmStart(tmp_path / "p")).classifier
+    assert child.labels == first.labels + ["open_account"]
+    old = len(first.labels)
+    torch.testing.assert_close(child.model.classifier.weight.detach()[:old],
+                               first.model.classifier.weight.detach(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(child.model.classifier.bias.detach()[:old],
+                               first.model.classifier.bias.detach(), atol=1e-6, rtol=0)
+    answers = [p.top_k[0][0] for p in child.predict([t for t, _ in new])]
+    assert answers.count("open_account") >= 2, answers
