@@ -277,6 +277,14 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
             tag_probe = fit_tag_probe(model, [r["input_ids"] for r in tagged],
                                       [r["tag_labels"] for r in tagged],
                                       pad_id=tokenizer.pad_token_id, c=levers.probe_c)
+    added = [] if lineage is None else lineage["intents_added"]
+    if added and recipe.architecture_name in ("transformer", "pretrained"):
+        # a warm start's new intents: their rows fitted on the parent's features, the
+        # parent's rows kept (as the single-label warm start; BENCHMARKS warm-start:cpu)
+        probe = fit_multilabel_probe(model, [ids for ids, _ in gold], [y for _, y in gold],
+                                     pad_id=tokenizer.pad_token_id, c=levers.probe_c,
+                                     balanced=levers.class_weighting == "balanced",
+                                     only=[data.intents.index(i) for i in added])
     objective = CompoundObjective(model, levers.label_smoothing, weights,
                                   token_dropout_for(tokenizer, levers.token_dropout))
     trainer = Trainer(objective, config, rows, valid_data=valid_rows or None,

@@ -230,7 +230,8 @@ def fit_linear_probe(model: nn.Module, ids: Sequence[Sequence[int]], labels: Seq
 
 def fit_multilabel_probe(model: nn.Module, ids: Sequence[Sequence[int]],
                          targets: Sequence[Sequence[float]], *, pad_id: int = 0, c: float = 1.0,
-                         balanced: bool = False, batch_size: int = 64) -> ProbeResult:
+                         balanced: bool = False, batch_size: int = 64,
+                         only: Sequence[int] | None = None) -> ProbeResult:
     """Fit a multi-label ``model.classifier`` (one sigmoid per intent) on the frozen
     encoder's pooled vectors: the LP of LP-FT for the multi-label task.
 
@@ -254,15 +255,19 @@ def fit_multilabel_probe(model: nn.Module, ids: Sequence[Sequence[int]],
             (scikit-learn's ``class_weight="balanced"``, as the recipe's
             ``class_weighting="balanced"`` weights the fine-tuning loss).
         batch_size: texts per forward pass when computing the features.
+        only: fit these intents' rows and keep the others as they are (a warm start's new
+            intents beside the parent's trained rows; each intent's regression is its own,
+            so a kept row changes nothing in a fitted one).
 
     Returns:
-        The :class:`ProbeResult`; the head's weight and bias are replaced in place.
+        The :class:`ProbeResult` (its loss and accuracy over every row of the head); the
+        head's weight and bias are replaced in place.
 
     Raises:
         TypeError: a model without ``encode``/``pool`` or without a linear ``classifier``
             with a bias.
-        ValueError: targets that are not 0/1, or of the wrong shape; ``c`` not positive; as
-            :func:`pooled_features`.
+        ValueError: targets that are not 0/1, or of the wrong shape; ``c`` not positive;
+            ``only`` rows outside the head; as :func:`pooled_features`.
     """
     from sklearn.linear_model import LogisticRegression
 
@@ -278,13 +283,17 @@ def fit_multilabel_probe(model: nn.Module, ids: Sequence[Sequence[int]],
         raise ValueError("multi-label targets must be 0 or 1")
     if not c > 0:
         raise ValueError(f"c must be positive, got {c}")
+    rows = range(head.out_features) if only is None else sorted(set(only))
+    if any(not 0 <= j < head.out_features for j in rows):
+        raise ValueError(f"only must name rows in [0, {head.out_features}), got {list(only)}")
     start = time.perf_counter()
     x = pooled_features(model, ids, pad_id=pad_id, batch_size=batch_size)
     features, labels = x.numpy(), y.numpy().astype(int)
-    w = torch.zeros(head.out_features, x.shape[1], dtype=torch.float64)
-    b = torch.zeros(head.out_features, dtype=torch.float64)
+    w = head.weight.detach().double().clone()
+    b = head.bias.detach().double().clone()
     iterations = 0
-    for j in range(head.out_features):
+    for j in rows:
+        w[j] = 0.0
         column = labels[:, j]
         if column.min() == column.max():  # one class only: the clipped prior, no weights
             p = min(max(float(column.mean()), 1e-4), 1 - 1e-4)

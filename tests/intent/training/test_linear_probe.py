@@ -243,6 +243,27 @@ def test_multilabel_probe_head_is_the_per_intent_regressions(balanced):
     assert result.train_accuracy == pytest.approx(exact)
 
 
+def test_multilabel_probe_fits_only_the_rows_it_is_given():
+    """only=[1, 2]: rows 0 and 3 stay bit for bit, rows 1 and 2 are scikit-learn's
+    regressions on their columns (each intent's fit is its own)."""
+    model = _joint()
+    ids, targets = _multilabel_rows()
+    before_w = model.classifier.weight.detach().clone()
+    before_b = model.classifier.bias.detach().clone()
+    fit_multilabel_probe(model, ids, targets, c=10.0, only=[2, 1])
+    for j in (0, 3):
+        assert torch.equal(model.classifier.weight.detach()[j], before_w[j])
+        assert torch.equal(model.classifier.bias.detach()[j], before_b[j])
+    x = pooled_features(model, ids)
+    y = np.array(targets, dtype=int)
+    logits = model.classifier(x.float()).detach().double().numpy()
+    for j in (1, 2):
+        ref = LogisticRegression(C=10.0, max_iter=1000).fit(x.numpy(), y[:, j])
+        np.testing.assert_allclose(logits[:, j], ref.decision_function(x.numpy()), atol=1e-4)
+    with pytest.raises(ValueError, match="only must name rows"):
+        fit_multilabel_probe(model, ids, targets, only=[4])
+
+
 def test_multilabel_probe_errors():
     ids, targets = _multilabel_rows(n=8)
     with pytest.raises(ValueError, match="targets must be"):

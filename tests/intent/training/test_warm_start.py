@@ -282,6 +282,33 @@ def test_compound_warm_start_adds_an_intent_and_eval_compares(tmp_path, compound
     assert transfer["parent"] == 0.0 and transfer["model"] > 0.5
 
 
+def test_a_compound_warm_starts_new_intent_row_is_fitted_against_the_parents(
+        tmp_path, compound_corpus):
+    """The compound warm start fits the new intent's sigmoid row on the parent's features
+    (the parent's rows kept): with fine-tuning off (lr 1e-12) the child already answers the
+    new intent on its rows, and the parent's rows are unchanged."""
+    recipe = IntentRecipe.from_dict({
+        "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
+                         "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
+                         "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0},
+        "train": {"epochs": 15, "batch_size": 8, "lr": 3e-3, "patience": None,
+                  "progress": False},
+        "task": {"type": "multi_label"}})
+    old = [e for e in compound_corpus if "transfer" not in e.intents]
+    first = train_intent_classifier(old, old, recipe, out_dir=tmp_path / "p").classifier
+    warm = IntentRecipe.from_dict(warm_recipe(tmp_path / "p",
+                                              {"train": {"epochs": 1, "lr": 1e-12}}))
+    child = train_intent_classifier(compound_corpus, compound_corpus, warm,
+                                    out_dir=tmp_path / "c",
+                                    init_from=WarmStart(tmp_path / "p")).classifier
+    n = len(first.intents)
+    torch.testing.assert_close(child.model.classifier.weight.detach()[:n],
+                               first.model.classifier.weight.detach(), atol=1e-6, rtol=0)
+    sent = [e.text for e in compound_corpus if e.intents == ("transfer",)]
+    hits = np.mean(["transfer" in [k for k, _ in p.intents] for p in child.predict(sent)])
+    assert hits > 0.5, hits
+
+
 # --- the commands -----------------------------------------------------------------------------
 def test_cli_warm_start_and_eval_against_the_parent(parent, tmp_path, capsys):
     d, _ = parent
