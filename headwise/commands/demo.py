@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import queue
 import sys
 from pathlib import Path
 from typing import Any
@@ -143,7 +144,7 @@ class _Background:
     def result(self) -> list[str]:
         if self._answer is None:
             try:
-                self._answer = self._queue.get()
+                self._answer = self._receive()
             finally:
                 self._process.join()
         kind, value = self._answer
@@ -151,6 +152,25 @@ class _Background:
             raise RuntimeError(f"the compound part of the demo failed (its log says how far "
                                f"it got):\n{value}")
         return value
+
+    def _receive(self) -> tuple[str, Any]:
+        """The child's answer; an error when it ended without one (killed by a signal, out
+        of memory), instead of waiting for it for ever."""
+        while True:
+            try:
+                return self._queue.get(timeout=1.0)
+            except queue.Empty:
+                if self._process.is_alive():
+                    continue
+            try:  # it ended: what it put may still be on its way through the pipe
+                return self._queue.get(timeout=5.0)
+            except queue.Empty:
+                code = self._process.exitcode
+                how = (f"killed by signal {-code}" if code is not None and code < 0
+                       else f"exit code {code}")
+                raise RuntimeError(
+                    f"the compound part of the demo ended without an answer ({how}; "
+                    f"out of memory?): its log says how far it got") from None
 
     def stop(self) -> None:
         if self._process.is_alive():

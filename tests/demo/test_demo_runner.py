@@ -264,3 +264,20 @@ def test_the_compound_part_runs_in_a_second_process_and_its_errors_come_back(tmp
         bad.result()
     assert "Traceback" in str(err.value)
     bad.stop()
+
+
+def test_a_second_process_killed_without_an_answer_is_an_error_not_a_wait(tmp_path):
+    """The compound process killed (as the kernel's out-of-memory killer would) before it
+    answers: the first process raises with the signal instead of waiting for ever."""
+    import signal
+
+    from headwise.commands.demo import _Background
+
+    s = DemoSettings(per_intent=4, epochs=1, d_model=32, num_layers=1, latency_queries=3,
+                     oos_train=0)
+    bg = _Background(str(tmp_path), s, None, 1, tmp_path / "train.log")
+    bg._process.kill()
+    with pytest.raises(RuntimeError, match=f"without an answer \\(killed by signal "
+                                           f"{int(signal.SIGKILL)}"):
+        bg.result()
+    bg.stop()
