@@ -167,6 +167,8 @@ def measure(dataset: str, model: str, seed: int, runs: list[str], args: argparse
                "train_seconds": round(result.train_seconds, 1),
                "epochs": result.classifier.info.get("epochs"),
                "train_rows": result.classifier.info.get("train_examples"),
+               # what precision="auto" chose (its probe runs per run): like for like or not
+               "precision": (result.classifier.info.get("precision") or {}).get("precision"),
                "intents_old": len(old), "intents_new": new,
                "replay": None if init is None else init.replay}
         rec = H.append_record(args.results, rec, start, provenance=prov, dataset=dataset,
@@ -244,6 +246,14 @@ def _verdicts(by: dict[tuple, dict[str, Any]], ds: str, model: str) -> list[list
     share = V.ratio_interval([r["train_seconds"] for r, _ in pairs],
                              [f["train_seconds"] for _, f in pairs])
     seeds = f"paired by seed, t-interval over {len(pairs)} seeds"
+    mixed = [r["seed"] for r, f in pairs if r.get("precision") != f.get("precision")]
+    time_row = [f"{ds} ({model}): training time at most a third of the full retrain's",
+                V.judge_at_most(share, TIME_SHARE),
+                f"warm / full: {share.mean:.2f} [{share.low:.2f}, {share.high:.2f}] "
+                f"(geometric mean of per-seed ratios, {seeds})"]
+    if mixed:  # bf16 against fp32 is not like for like
+        time_row[1:] = ["not judged", f"seed(s) {mixed}: warm and full trained in other "
+                        f"precisions ({time_row[2]})"]
     return [
         [f"{ds} ({model}): old intents' accuracy within {100 * OLD_WITHIN:.0f} point of "
          "the full retrain", V.judge(d_old, -OLD_WITHIN),
@@ -251,10 +261,7 @@ def _verdicts(by: dict[tuple, dict[str, Any]], ds: str, model: str) -> list[list
         [f"{ds} ({model}): new intents' accuracy within {100 * NEW_WITHIN:.0f} points of "
          "the full retrain", V.judge(d_new, -NEW_WITHIN),
          f"warm - full: {d_new.points(1)} points ({seeds})"],
-        [f"{ds} ({model}): training time at most a third of the full retrain's",
-         V.judge_at_most(share, TIME_SHARE),
-         f"warm / full: {share.mean:.2f} [{share.low:.2f}, {share.high:.2f}] (geometric "
-         f"mean of per-seed ratios, {seeds})"]]
+        time_row]
 
 
 def render(records: list[dict[str, Any]]) -> str:
@@ -278,7 +285,8 @@ def render(records: list[dict[str, Any]]) -> str:
             ratio = [r["train_seconds"] / f["train_seconds"] for r, f in pairs
                      if f["train_seconds"]]
             new_acc = [r["new_accuracy"] for r in rs if r["new_accuracy"] is not None]
-            rows.append([ds, model, run, str(len(rs)),
+            precision = "/".join(sorted({str(r.get("precision") or "?") for r in rs}))
+            rows.append([ds, model, run, str(len(rs)), precision,
                          _share([r["old_accuracy"] for r in rs]),
                          _share(new_acc) if new_acc else "-",
                          d_old.points(1) if run != "full" and d_old else "-",
@@ -299,15 +307,16 @@ def render(records: list[dict[str, Any]]) -> str:
              "(closed set) on the test split's old and new intents' rows: the mean over "
              "seeds with its 95 % t-interval; the difference from `full` paired by seed, "
              "with its t-interval; time: the Trainer's, as a share of `full`'s (median "
-             "over seeds; the parent's own training is not counted: it was already there). "
+             "over seeds; the parent's own training is not counted: it was already there); "
+             "precision: what `precision=\"auto\"` chose in each run (`?`: not recorded). "
              "All choices (early stopping, calibration) on validation rows held out of the "
              "training split; the test rows are read only to score.", ""]
     if verdicts:
         lines += [H.markdown_table(["target", "verdict", "measured"], verdicts, "lll"), ""]
     lines.append(H.markdown_table(
-        ["data", "model", "run", "seeds", "old intents %", "new intents %",
+        ["data", "model", "run", "seeds", "precision", "old intents %", "new intents %",
          "old vs full, points", "new vs full, points", "time / full", "train s (median)"],
-        rows, "lllrrrrrrr")
+        rows, "lllrlrrrrrr")
         if rows else "(not measured: run `python benchmarks/warm_start.py --seeds 0,1,2`)")
     cmds = sorted({r["command"] for r in records if r.get("command")})
     if cmds:

@@ -233,3 +233,25 @@ def test_warm_starts_targets_are_paired_by_seed():
         in text
     one = W.render(records[:2])
     assert "| not judged | 1 paired seed(s)" in one
+
+
+def test_warm_start_time_is_not_judged_across_precisions():
+    """A seed whose warm run trained in bf16 and its full retrain in fp32 (``auto``'s probe
+    chose per run): the time target is not judged; the accuracy targets still are, and the
+    table names each run's precision."""
+    import warm_start as W
+
+    def rec(seed: int, run: str, secs: float, precision: str) -> dict:
+        return {"status": "ok", "dataset": "demo", "model": "m", "seed": seed, "run": run,
+                "old_accuracy": 0.9, "new_accuracy": 0.8, "train_seconds": secs,
+                "precision": precision}
+
+    records = [rec(0, "full", 100.0, "fp32"), rec(0, "warm", 20.0, "bf16"),
+               rec(1, "full", 100.0, "bf16"), rec(1, "warm", 25.0, "bf16")]
+    text = W.render(records)
+    assert "| not judged | seed(s) [0]: warm and full trained in other precisions" in text
+    assert text.count("| PASS |") == 2  # warm - full is 0 on both accuracies
+    assert "| demo | m | warm | 2 | bf16 |" in text
+    assert "| demo | m | full | 2 | bf16/fp32 |" in text
+    same = W.render([dict(r, precision="bf16") for r in records])
+    assert "not judged" not in same
