@@ -149,6 +149,38 @@ def test_fully_masked_rows_are_zero_with_zero_gradient(backend, dtype, small_til
         assert (gq[1, :, 40:] == 0).all()
 
 
+def test_sdpa_zeroes_dead_rows_where_the_fused_kernel_does_not(monkeypatch):
+    """On a device whose SDPA kernel returns other values for a query with no allowed key
+    (CUDA's cuDNN kernel in half precision, tests/attention/test_cuda.py), the sdpa backend
+    zeroes those rows itself: simulated here with a kernel that averages v over every key,
+    masked or not, on a device declared not to zero them."""
+    import torch.nn.functional as F
+
+    from headwise.attention.kernels import sdpa
+
+    real = F.scaled_dot_product_attention
+
+    def averaging_dead_rows(q, k, v, attn_mask=None, **kw):
+        out = real(q, k, v, attn_mask=attn_mask, **kw)
+        dead = ~attn_mask.any(-1, keepdim=True)
+        mean = v.repeat_interleave(q.shape[1] // v.shape[1], 1).mean(-2, keepdim=True)
+        return torch.where(dead, mean.expand_as(out), out)
+
+    mask = M.key_padding([50, 0]) | M.documents([20, 20])
+    q, k, v, do = _inputs(64, 64, torch.float64)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    want = attend(q, k, v, mask, backend="math")
+    monkeypatch.setattr(sdpa.F, "scaled_dot_product_attention", averaging_dead_rows)
+    monkeypatch.setattr(sdpa, "zeroes_dead_rows", lambda device: False)
+    got = attend(q, k, v, mask, backend="sdpa")
+    assert (got[1, :, 40:] == 0).all() and _err(got, want) < 1e-12
+    for g, w in zip(torch.autograd.grad(got, (q, k, v), do),
+                    torch.autograd.grad(want, (q, k, v), do), strict=True):
+        assert _err(g, w) < 1e-12
+    monkeypatch.setattr(sdpa, "zeroes_dead_rows", lambda device: True)  # what it guards
+    assert not (attend(q, k, v, mask, backend="sdpa")[1, :, 40:] == 0).all()
+
+
 def test_gradcheck_math_and_tiled(small_tiles, monkeypatch):
     from headwise.attention.kernels import tiled
 

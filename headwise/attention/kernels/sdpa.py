@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -33,5 +34,18 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPatt
         attn_mask = bias.to(q.dtype)
         if mask is not None:
             attn_mask = attn_mask.masked_fill(~mask, float("-inf"))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
-                                          scale=scale, enable_gqa=gqa)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
+                                         scale=scale, enable_gqa=gqa)
+    if mask is not None and not zeroes_dead_rows(q.device):
+        # a query with no allowed key: zeros, and no gradient through it
+        out = out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+    return out
+
+
+def zeroes_dead_rows(device: torch.device) -> bool:
+    """Whether PyTorch's SDPA kernels on ``device`` already give zeros for a query with no
+    allowed key. On the CPU they do (tests/attention/test_kernels.py); on CUDA the cuDNN
+    kernel that SDPA picks for a boolean mask in half precision does not (torch 2.11 on an
+    H200 returned other values there: tests/attention/test_cuda.py), so those rows are
+    zeroed after the call on every other device."""
+    return device.type == "cpu"
