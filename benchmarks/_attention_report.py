@@ -332,7 +332,8 @@ def _memory_notes(data: dict[str, Any]) -> list[str]:
 def _provenance(meta: dict[str, Any]) -> str:
     """The full run's provenance, then each run merged in since (``meta["merged_runs"]``)."""
     merged = meta.get("merged_runs", [])
-    busy = [f"`{r['command']}`" for r in merged if r["loadavg_start"] > 0.5]
+    busy = [f"`{r['command']}`" for r in merged
+            if hx.was_busy(r.get("machine", {}), r["loadavg_start"])]
     return hx.provenance(meta) + ("" if not merged else (
         "\n\nThen merged in, each replacing the records of the configurations it ran:\n\n"
         + "\n".join(f"- `{r['command']}` on {r['date']} in {r['wall_min']:.1f} min, 1-minute "

@@ -599,7 +599,8 @@ AREAS = {
 }
 """Each area's page (``docs/benchmarks/<area>.md``) and its title."""
 PAGES = {
-    "attention:cpu": "attention", "long_attention:cpu": "attention", "decode:cpu": "attention",
+    "attention:cpu": "attention", "attention:cuda": "attention",
+    "long_attention:cpu": "attention", "decode:cpu": "attention",
     "train_throughput:cpu": "training", "pruning:cpu": "training",
     "hardening:hypothesis": "training", "cpu_finetune:cpu": "training",
     "train_estimate:cpu": "training",
@@ -841,12 +842,20 @@ def results_meta(device: str, threads: int, settings: dict[str, Any]) -> dict[st
             "provenance": collect_provenance(threads)}
 
 
+def was_busy(machine: dict[str, Any], load: float | None = None) -> bool:
+    """Whether a 1-minute load average (``load``, default the machine's at the start) says
+    the machine was busy: above a quarter of its logical CPUs (0.5 on the 2-core machines
+    most records come from; a 16-core GPU host idles near 1)."""
+    load = machine["loadavg_start"] if load is None else load
+    return load > 0.25 * (machine.get("logical_cpus") or 2)
+
+
 def provenance(meta: dict[str, Any]) -> str:
     """The paragraph a report section opens with: command, date, duration, machine."""
     m = meta["machine"]
     gpu = f"; GPU {m['gpu']} ({m['gpu_mem_gib']:.0f} GiB), CUDA {m['cuda']}" if "gpu" in m else ""
     busy = ("\n\n**Warning**: the machine was busy when the run started; timings are suspect."
-            if m["loadavg_start"] > 0.5 else "")
+            if was_busy(m) else "")
     if meta.get("note"):  # what the operator recorded of the run's conditions
         busy += f"\n\nNote: {meta['note']}"
     return (f"Produced by `{meta['command']}` on {meta['date']} in {meta['wall_min']:.1f} min. "

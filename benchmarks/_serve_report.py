@@ -248,7 +248,7 @@ def section(r: dict[str, Any], command: str) -> str:
     if r["quick"]:
         lines += ["**Quick mode**: few repeats and short load points; the numbers are a "
                   "smoke test, not a measurement.", ""]
-    if m["loadavg_start"] > 0.5:
+    if H.was_busy(m):
         lines += ["**Warning**: the machine was busy when the run started; timings are "
                   "suspect.", ""]
     lines += [

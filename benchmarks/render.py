@@ -21,6 +21,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +57,10 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
 
 
-def _attention(res: Path, pages: Path) -> str | None:
+def _attention(res: Path, pages: Path, device: str = "cpu") -> str | None:
     import _attention_report as report
 
-    data = _json(res / "attention_cpu.json")
+    data = _json(res / f"attention_{device}.json")
     return data and H.with_machine_line(
         report.section(data, report.plots(data, res, draw=False), pages), [data["meta"]])
 
@@ -305,6 +306,8 @@ _INTENT = ("headwise/intent", "headwise/nn")
 _SERVE = ("headwise/serve", "headwise/intent/inference", "headwise/intent/classifier.py")
 SOURCES: dict[str, Source] = {
     "attention:cpu": Source(_attention, _ATTN, "python benchmarks/attention.py"),
+    "attention:cuda": Source(partial(_attention, device="cuda"), _ATTN,
+                             "python benchmarks/attention.py --device cuda"),
     "long_attention:cpu": Source(_long, _ATTN, "python benchmarks/long_attention.py"),
     "decode:cpu": Source(_decode, (*_ATTN, "headwise/nn"), "python benchmarks/decode.py"),
     "train_throughput:cpu": Source(_train, ("headwise/nn", "headwise/attention", "headwise/train"),

@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import _harness as H  # noqa: E402
 import _verdicts as V  # noqa: E402
 
 
@@ -255,3 +256,13 @@ def test_warm_start_time_is_not_judged_across_precisions():
     assert "| demo | m | full | 2 | bf16/fp32 |" in text
     same = W.render([dict(r, precision="bf16") for r in records])
     assert "not judged" not in same
+
+
+def test_a_machine_is_busy_above_a_quarter_of_its_cpus():
+    """The warning's rule: 0.5 on the 2-core machines (the old fixed threshold), 4 on a
+    16-core GPU host, whose idle load of about 1 is no warning."""
+    assert H.was_busy({"loadavg_start": 0.6, "logical_cpus": 2})
+    assert not H.was_busy({"loadavg_start": 0.5, "logical_cpus": 2})
+    assert not H.was_busy({"loadavg_start": 0.95, "logical_cpus": 16})
+    assert H.was_busy({"loadavg_start": 4.1, "logical_cpus": 16})
+    assert H.was_busy({"loadavg_start": 0.1}, 0.7)  # no CPU count: two
