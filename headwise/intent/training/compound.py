@@ -83,6 +83,7 @@ from headwise.intent.training.warm_start import (
     grown_intents,
     lineage_record,
     rows_sha256,
+    slot_tags_of,
     warm_network,
 )
 from headwise.models.joint import JointIntentSlotModel
@@ -278,13 +279,23 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                                       [r["tag_labels"] for r in tagged],
                                       pad_id=tokenizer.pad_token_id, c=levers.probe_c)
     added = [] if lineage is None else lineage["intents_added"]
-    if added and recipe.architecture_name in ("transformer", "pretrained"):
-        # a warm start's new intents: their rows fitted on the parent's features, the
-        # parent's rows kept (as the single-label warm start; BENCHMARKS warm-start:cpu)
-        probe = fit_multilabel_probe(model, [ids for ids, _ in gold], [y for _, y in gold],
-                                     pad_id=tokenizer.pad_token_id, c=levers.probe_c,
-                                     balanced=levers.class_weighting == "balanced",
-                                     only=[data.intents.index(i) for i in added])
+    new_tags = [] if lineage is None else \
+        [t for t in data.tags or [] if t not in set(slot_tags_of(parent.model))]
+    if recipe.architecture_name in ("transformer", "pretrained"):
+        # a warm start's new intents and new slot tags: their rows fitted on the parent's
+        # features, the parent's rows kept (as the single-label warm start; a fresh row
+        # barely moves at a fine-tuning rate: BENCHMARKS warm-start:cpu)
+        if added:
+            probe = fit_multilabel_probe(model, [ids for ids, _ in gold], [y for _, y in gold],
+                                         pad_id=tokenizer.pad_token_id, c=levers.probe_c,
+                                         balanced=levers.class_weighting == "balanced",
+                                         only=[data.intents.index(i) for i in added])
+        if new_tags and tagged and getattr(model, "tagger", None) is not None:
+            tag_probe = fit_tag_probe(model, [r["input_ids"] for r in tagged],
+                                      [r["tag_labels"] for r in tagged],
+                                      pad_id=tokenizer.pad_token_id, c=levers.probe_c,
+                                      keep=[tag_index[t] for t in data.tags or []
+                                            if t not in set(new_tags)])
     objective = CompoundObjective(model, levers.label_smoothing, weights,
                                   token_dropout_for(tokenizer, levers.token_dropout))
     trainer = Trainer(objective, config, rows, valid_data=valid_rows or None,

@@ -356,7 +356,8 @@ def token_features(model: nn.Module, ids: Sequence[Sequence[int]],
 
 def fit_tag_probe(model: nn.Module, ids: Sequence[Sequence[int]],
                   tags: Sequence[Sequence[int]], *, pad_id: int = 0, c: float = 1.0,
-                  batch_size: int = 64) -> ProbeResult | None:
+                  batch_size: int = 64, keep: Sequence[int] | None = None
+                  ) -> ProbeResult | None:
     """Fit a joint model's slot ``tagger`` on the frozen encoder's token states: the LP of
     LP-FT for the tag head, as :func:`fit_multilabel_probe` is for the intent head.
 
@@ -377,11 +378,14 @@ def fit_tag_probe(model: nn.Module, ids: Sequence[Sequence[int]],
         pad_id: the padding id.
         c: inverse L2 strength (scikit-learn's ``C``).
         batch_size: texts per forward pass when computing the states.
+        keep: tags whose rows of the tagger stay as they are, fixed in the softmax while
+            the other rows are fitted against them (:func:`fit_logistic_regression`'s
+            ``fixed``): a warm start's new slot tags beside the parent's trained ones.
 
     Returns:
         The :class:`ProbeResult` (``train_accuracy``: the share of scored tokens tagged
-        right), or None when the training tokens have fewer than two tags (nothing to fit:
-        the tagger is left as it is).
+        right), or None when there is nothing to fit (the tagger is left as it is): the
+        training tokens have fewer than two tags, or, with ``keep``, no tokens at all.
 
     Raises:
         TypeError: a model without ``encode`` or without a linear ``tagger`` with a bias.
@@ -400,6 +404,14 @@ def fit_tag_probe(model: nn.Module, ids: Sequence[Sequence[int]],
     x, y = token_features(model, ids, tags, pad_id=pad_id, batch_size=batch_size)
     if len(y) and (int(y.min()) < 0 or int(y.max()) >= head.out_features):
         raise ValueError(f"tag ids must be in [0, {head.out_features}) or -100")
+    if keep:
+        if not len(y):
+            return None
+        rows = list(keep)
+        w, b, iterations, _ = fit_logistic_regression(
+            x, y, head.out_features, c=c, fixed=(rows, head.weight.detach()[rows].double(),
+                                                 head.bias.detach()[rows].double()))
+        return _set_tagger(head, w, b, x, y, iterations=iterations, start=start)
     present = torch.unique(y).tolist()
     if len(present) < 2:
         return None
@@ -414,11 +426,17 @@ def fit_tag_probe(model: nn.Module, ids: Sequence[Sequence[int]],
     b = torch.full((head.out_features,), float(intercept.min()) - _ABSENT_MARGIN,
                    dtype=torch.float64)
     w[present], b[present] = coef, intercept
+    return _set_tagger(head, w, b, x, y, iterations=int(fit.n_iter_.max()), start=start)
+
+
+def _set_tagger(head: nn.Linear, w: Tensor, b: Tensor, x: Tensor, y: Tensor, *,
+                iterations: int, start: float) -> ProbeResult:
+    """Copy a fitted tag regression into the tagger; its fit on the probed tokens."""
     with torch.no_grad():
         head.weight.copy_(w.to(head.weight.dtype))
         head.bias.copy_(b.to(head.bias.dtype))
     logits = x @ w.T + b
     loss = float(F.cross_entropy(logits, y))
     accuracy = float((logits.argmax(1) == y).double().mean())
-    return ProbeResult(train_accuracy=accuracy, iterations=int(fit.n_iter_.max()), loss=loss,
+    return ProbeResult(train_accuracy=accuracy, iterations=iterations, loss=loss,
                        seconds=time.perf_counter() - start)

@@ -14,7 +14,10 @@ network, for the same intents with new rows, or with new intents:
   classification head (and a compound model's slot tagger) grows by rows, the old rows
   copied, the new rows those of a freshly built head (the same initialisation a run from
   scratch gives); the prior correction the parent folded into its head's bias is taken back
-  out first, since the new run chooses its own;
+  out first, since the new run chooses its own. For a Transformer or a pretrained encoder
+  the training flows then fit the new rows on the parent's features, the old rows fixed
+  (``fit_linear_probe(keep=...)``, ``fit_multilabel_probe(only=...)``,
+  ``fit_tag_probe(keep=...)`` of :mod:`headwise.intent.training.linear_probe`);
 - the tokenizer stays for a pretrained encoder; a from-scratch one grows
   (:func:`grow_tokenizer`): pieces of the new texts that the parent's vocabulary reads as
   ``[UNK]`` get new ids after the old ones, and the embedding matrix new rows, the old rows
@@ -308,6 +311,13 @@ def grow_network(model: nn.Module, old_labels: Sequence[str], labels: Sequence[s
     return fresh
 
 
+def slot_tags_of(model: nn.Module) -> list[str]:
+    """A joint network's BIO slot tags, in its tagger's order (empty for any other)."""
+    config = getattr(model, "config", None)
+    return list(getattr(config, "slot_tags", None) or []) \
+        if isinstance(config, ModelConfig) else []
+
+
 def _is_head(key: str) -> bool:
     return key.startswith(("classifier.", "tagger."))
 
@@ -471,8 +481,7 @@ def warm_network(parent: Any, recipe: Any, texts: Sequence[str], intents: Sequen
     model = copy.deepcopy(parent.model).cpu()
     undo_prior_correction(model, parent.info)
     old_labels = list(getattr(parent, "intents", None) or parent.labels)
-    old_tags = list(getattr(model.config, "slot_tags", None) or []) \
-        if isinstance(model.config, ModelConfig) else []
+    old_tags = slot_tags_of(model)
     # a pretrained encoder keeps its embedding as it is: its config may hold more rows than
     # its tokenizer has ids (multilingual-e5-small: 250037 rows, 250002 ids)
     grown_model = grow_network(model, old_labels, intents,

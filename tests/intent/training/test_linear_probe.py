@@ -340,6 +340,30 @@ def test_tag_probe_tagger_is_the_multinomial_regression():
     np.testing.assert_allclose(out[scored], first.double().numpy(), atol=1e-4)
 
 
+def test_tag_probe_keeps_the_tags_it_is_told_to_keep():
+    """keep=[0, 1] (O and B-x, a parent's trained rows): they stay bit for bit; the I-x row
+    is the regression fitted against them; no scored token: nothing to fit."""
+    model = _joint()
+    ids, tags = _tagged_rows()
+    before_w = model.tagger.weight.detach().clone()
+    before_b = model.tagger.bias.detach().clone()
+    result = fit_tag_probe(model, ids, tags, c=10.0, keep=[0, 1])
+    assert torch.equal(model.tagger.weight.detach()[:2], before_w[:2])
+    assert torch.equal(model.tagger.bias.detach()[:2], before_b[:2])
+    x, y = token_features(model, ids, tags)
+    w, b, _, _ = fit_logistic_regression(x, y, 3, c=10.0, fixed=(
+        [0, 1], before_w[:2].double(), before_b[:2].double()))
+    torch.testing.assert_close(model.tagger.weight.detach()[2].double(), w[2],
+                               atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(model.tagger.bias.detach()[2].double(), b[2],
+                               atol=1e-6, rtol=1e-5)
+    logits = x @ w.T + b
+    assert result.train_accuracy == pytest.approx(float((logits.argmax(1) == y).double()
+                                                        .mean()))
+    none = [[-100] * len(row) for row in tags]
+    assert fit_tag_probe(model, ids, none, keep=[0, 1]) is None
+
+
 def test_tag_probe_keeps_absent_tags_unlikely_and_skips_one_tag():
     model = _joint()
     ids, tags = _tagged_rows()

@@ -41,6 +41,13 @@ NEW = {"mortgage": ["apply for a mortgage", "mortgage rates please", "i want a h
 TINY = {"architecture": {"type": "transformer", "d_model": 32, "num_layers": 1,
                          "num_heads": 4, "d_ff": 64, "vocab_size": 200, "dropout": 0.0},
         "train": {"epochs": 8, "batch_size": 8, "lr": 3e-3, "progress": False}}
+#: a tiny compound (multi-label + slots) recipe: a parent trained in seconds
+COMPOUND_TINY = {
+    "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
+                     "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
+                     "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0},
+    "train": {"epochs": 15, "batch_size": 8, "lr": 3e-3, "patience": None, "progress": False},
+    "task": {"type": "multi_label"}}
 
 
 def _rows(intents, times=4):
@@ -248,13 +255,7 @@ def test_tfidf_parent_is_refitted_with_its_lineage(tmp_path):
 
 
 def test_compound_warm_start_adds_an_intent_and_eval_compares(tmp_path, compound_corpus):
-    recipe = IntentRecipe.from_dict({
-        "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
-                         "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
-                         "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0},
-        "train": {"epochs": 15, "batch_size": 8, "lr": 3e-3, "patience": None,
-                  "progress": False},
-        "task": {"type": "multi_label"}})
+    recipe = IntentRecipe.from_dict(COMPOUND_TINY)
     old = [e for e in compound_corpus if "transfer" not in e.intents]
     first = train_intent_classifier(old, old, recipe, out_dir=tmp_path / "p").classifier
     warm = IntentRecipe.from_dict(warm_recipe(tmp_path / "p", {"train": {"epochs": 20}}))
@@ -287,13 +288,7 @@ def test_a_compound_warm_starts_new_intent_row_is_fitted_against_the_parents(
     """The compound warm start fits the new intent's sigmoid row on the parent's features
     (the parent's rows kept): with fine-tuning off (lr 1e-12) the child already answers the
     new intent on its rows, and the parent's rows are unchanged."""
-    recipe = IntentRecipe.from_dict({
-        "architecture": {"type": "transformer", "tokenizer": "wordpiece", "vocab_size": 120,
-                         "max_length": 24, "d_model": 32, "num_layers": 1, "num_heads": 4,
-                         "d_ff": 64, "dropout": 0.0, "attention_dropout": 0.0},
-        "train": {"epochs": 15, "batch_size": 8, "lr": 3e-3, "patience": None,
-                  "progress": False},
-        "task": {"type": "multi_label"}})
+    recipe = IntentRecipe.from_dict(COMPOUND_TINY)
     old = [e for e in compound_corpus if "transfer" not in e.intents]
     first = train_intent_classifier(old, old, recipe, out_dir=tmp_path / "p").classifier
     warm = IntentRecipe.from_dict(warm_recipe(tmp_path / "p",
@@ -307,6 +302,46 @@ def test_a_compound_warm_starts_new_intent_row_is_fitted_against_the_parents(
     sent = [e.text for e in compound_corpus if e.intents == ("transfer",)]
     hits = np.mean(["transfer" in [k for k, _ in p.intents] for p in child.predict(sent)])
     assert hits > 0.5, hits
+
+
+def test_a_compound_warm_starts_new_slot_rows_are_fitted_against_the_parents(
+        tmp_path, compound_corpus):
+    """A slot the parent never tagged (``recipient``, on "my sister"): the warm start fits
+    its two tag rows on the parent's token states (the parent's tag rows kept), so with
+    fine-tuning off (lr 1e-12) the child already tags it on its rows; fresh rows, as before,
+    tagged none of them."""
+    import dataclasses
+
+    from headwise.text.dataset import SlotSpan
+
+    recipe = IntentRecipe.from_dict(COMPOUND_TINY)
+    first = train_intent_classifier(compound_corpus, compound_corpus, recipe,
+                                    out_dir=tmp_path / "p").classifier
+
+    def with_recipient(e):
+        if "my sister" not in e.text:
+            return e
+        start = e.text.index("my sister")
+        span = SlotSpan("recipient", start, start + len("my sister"), "my sister", None)
+        return dataclasses.replace(e, slots=tuple(sorted((*e.slots, span),
+                                                         key=lambda s: s.start)))
+
+    rows = [with_recipient(e) for e in compound_corpus]
+    warm = IntentRecipe.from_dict(warm_recipe(tmp_path / "p",
+                                              {"train": {"epochs": 1, "lr": 1e-12}}))
+    child = train_intent_classifier(rows, rows, warm, out_dir=tmp_path / "c",
+                                    init_from=WarmStart(tmp_path / "p")).classifier
+    assert set(child.slot_tags) - set(first.slot_tags) == {"B-recipient", "I-recipient"}
+    old = [child.slot_tags.index(t) for t in first.slot_tags]
+    torch.testing.assert_close(child.model.tagger.weight.detach()[old],
+                               first.model.tagger.weight.detach(), atol=1e-6, rtol=0)
+    sent = [e.text for e in rows if "my sister" in e.text]
+    found = np.mean([any(s.name == "recipient" and s.text == "my sister" for s in p.slots)
+                     for p in child.predict(sent)])
+    assert found > 0.5, found
+    amounts = np.mean([any(s.name == "amount_of_money" for s in p.slots)
+                       for p in child.predict([e.text for e in rows if e.slots])])
+    assert amounts > 0.5, amounts  # the parent's slot still tagged
 
 
 # --- the commands -----------------------------------------------------------------------------
