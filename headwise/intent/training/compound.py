@@ -83,7 +83,6 @@ from headwise.intent.training.warm_start import (
     grown_intents,
     lineage_record,
     rows_sha256,
-    slot_tags_of,
     warm_network,
 )
 from headwise.models.joint import JointIntentSlotModel
@@ -279,8 +278,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
                                       [r["tag_labels"] for r in tagged],
                                       pad_id=tokenizer.pad_token_id, c=levers.probe_c)
     added = [] if lineage is None else lineage["intents_added"]
-    new_tags = [] if lineage is None else \
-        [t for t in data.tags or [] if t not in set(slot_tags_of(parent.model))]
+    old_tags = set(parent.slot_tags) if lineage is not None else set(data.tags or [])
+    new_tags = [t for t in data.tags or [] if t not in old_tags]
     if recipe.architecture_name in ("transformer", "pretrained"):
         # a warm start's new intents and new slot tags: their rows fitted on the parent's
         # features, the parent's rows kept (as the single-label warm start; a fresh row
@@ -294,8 +293,7 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
             tag_probe = fit_tag_probe(model, [r["input_ids"] for r in tagged],
                                       [r["tag_labels"] for r in tagged],
                                       pad_id=tokenizer.pad_token_id, c=levers.probe_c,
-                                      keep=[tag_index[t] for t in data.tags or []
-                                            if t not in set(new_tags)])
+                                      keep=[tag_index[t] for t in old_tags])
     objective = CompoundObjective(model, levers.label_smoothing, weights,
                                   token_dropout_for(tokenizer, levers.token_dropout))
     trainer = Trainer(objective, config, rows, valid_data=valid_rows or None,

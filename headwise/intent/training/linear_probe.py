@@ -178,6 +178,14 @@ def fit_logistic_regression(features: Tensor, labels: Tensor, num_classes: int, 
     return weight.detach(), shift.detach(), iterations, loss
 
 
+def _kept_rows(head: nn.Linear, keep: Sequence[int]) -> tuple[list[int], Tensor, Tensor]:
+    """``fit_logistic_regression``'s ``fixed``: a head's rows ``keep`` as they are, float64
+    (a head without a bias keeps zeros)."""
+    rows = list(keep)
+    bias = head.bias.detach()[rows] if head.bias is not None else torch.zeros(len(rows))
+    return rows, head.weight.detach()[rows].double(), bias.double()
+
+
 def fit_linear_probe(model: nn.Module, ids: Sequence[Sequence[int]], labels: Sequence[int], *,
                      pad_id: int = 0, c: float = 1.0, batch_size: int = 64,
                      keep: Sequence[int] | None = None) -> ProbeResult:
@@ -211,14 +219,9 @@ def fit_linear_probe(model: nn.Module, ids: Sequence[Sequence[int]], labels: Seq
     start = time.perf_counter()
     x = pooled_features(model, ids, pad_id=pad_id, batch_size=batch_size)
     y = torch.as_tensor(list(labels), dtype=torch.long)
-    fixed = None
-    if keep:
-        rows = list(keep)
-        fixed = (rows, head.weight.detach()[rows].double(),
-                 head.bias.detach()[rows].double() if head.bias is not None
-                 else torch.zeros(len(rows), dtype=torch.float64))
-    w, b, iterations, loss = fit_logistic_regression(x, y, head.out_features, c=c,
-                                                     bias=head.bias is not None, fixed=fixed)
+    w, b, iterations, loss = fit_logistic_regression(
+        x, y, head.out_features, c=c, bias=head.bias is not None,
+        fixed=_kept_rows(head, keep) if keep else None)
     with torch.no_grad():
         head.weight.copy_(w.to(head.weight.dtype))
         if head.bias is not None:
@@ -407,10 +410,8 @@ def fit_tag_probe(model: nn.Module, ids: Sequence[Sequence[int]],
     if keep:
         if not len(y):
             return None
-        rows = list(keep)
-        w, b, iterations, _ = fit_logistic_regression(
-            x, y, head.out_features, c=c, fixed=(rows, head.weight.detach()[rows].double(),
-                                                 head.bias.detach()[rows].double()))
+        w, b, iterations, _ = fit_logistic_regression(x, y, head.out_features, c=c,
+                                                      fixed=_kept_rows(head, keep))
         return _set_tagger(head, w, b, x, y, iterations=iterations, start=start)
     present = torch.unique(y).tolist()
     if len(present) < 2:

@@ -311,13 +311,6 @@ def grow_network(model: nn.Module, old_labels: Sequence[str], labels: Sequence[s
     return fresh
 
 
-def slot_tags_of(model: nn.Module) -> list[str]:
-    """A joint network's BIO slot tags, in its tagger's order (empty for any other)."""
-    config = getattr(model, "config", None)
-    return list(getattr(config, "slot_tags", None) or []) \
-        if isinstance(config, ModelConfig) else []
-
-
 def _is_head(key: str) -> bool:
     return key.startswith(("classifier.", "tagger."))
 
@@ -481,7 +474,8 @@ def warm_network(parent: Any, recipe: Any, texts: Sequence[str], intents: Sequen
     model = copy.deepcopy(parent.model).cpu()
     undo_prior_correction(model, parent.info)
     old_labels = list(getattr(parent, "intents", None) or parent.labels)
-    old_tags = slot_tags_of(model)
+    old_tags = list(getattr(model.config, "slot_tags", None) or []) \
+        if isinstance(model.config, ModelConfig) else []
     # a pretrained encoder keeps its embedding as it is: its config may hold more rows than
     # its tokenizer has ids (multilingual-e5-small: 250037 rows, 250002 ids)
     grown_model = grow_network(model, old_labels, intents,
