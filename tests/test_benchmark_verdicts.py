@@ -266,3 +266,17 @@ def test_a_machine_is_busy_above_a_quarter_of_its_cpus():
     assert not H.was_busy({"loadavg_start": 0.95, "logical_cpus": 16})
     assert H.was_busy({"loadavg_start": 4.1, "logical_cpus": 16})
     assert H.was_busy({"loadavg_start": 0.1}, 0.7)  # no CPU count: two
+
+
+def test_demo_time_is_judged_on_the_mean_walls_interval():
+    """Three runs 470, 480, 490 s (mean 480, s 10): 480 +- 4.302653 * 10 / sqrt(3), wholly
+    above 396 s: FAIL; runs straddling the target: within noise; one run: not judged."""
+    import demo_time as T
+
+    half = 4.302653 * 10 / math.sqrt(3)
+    verdict, text = T._verdict([470.0, 480.0, 490.0], 396.0)
+    assert verdict == "FAIL" and text == \
+        f"mean 480.0 s [{480 - half:.1f}, {480 + half:.1f}] over 3 runs"
+    assert T._verdict([380.0, 400.0, 420.0], 396.0)[0] == "within noise"
+    assert T._verdict([20.0, 21.0, 22.0], 120.0)[0] == "PASS"
+    assert T._verdict([500.0], 396.0)[0] == "not judged"
