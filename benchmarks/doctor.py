@@ -14,15 +14,25 @@ confusion used to choose confusable flips is computed once per data set with a f
 that no measured run uses. Data: BANKING77's training split (``--data-dir``, default
 ``../shared/data``) and the demo corpus's training split (in-scope rows).
 
+``--time-cic N``: the wall time of N whole ``headwise doctor`` runs on DataCLUE CIC's
+training file with its dev file as ``--valid`` (a fresh process each, the report written),
+as a user runs it; run it alone on the machine.
+
     python benchmarks/doctor.py --seeds 0,1,2
+    python benchmarks/doctor.py --time-cic 3
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
+import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +41,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
+import _verdicts as V  # noqa: E402
+from startup import headwise_command  # noqa: E402
 
 SECTION = "doctor:cpu"
 RESULTS = HERE / "results" / "doctor_runs.jsonl"
@@ -110,6 +122,59 @@ def measure(texts: list[str], labels: list[str], noisy: list[str], flipped: set[
             "seconds": round(seconds, 1)}
 
 
+#: a timing record's ``kind`` (its ``seed`` is the repeat)
+CLI_TIME = "cli-time"
+
+
+def time_cli(data_dir: Path) -> dict[str, Any]:
+    """One ``headwise doctor`` run on DataCLUE CIC (train.json, ``--valid`` dev.json) in a
+    fresh process, the report written to a temporary directory: its wall time, and the
+    rows, findings and per-step seconds of the report's ``summary.json``."""
+    cic = data_dir / "dataclue_cic"
+    out = Path(tempfile.mkdtemp(prefix="headwise-doctor-time-"))
+    try:
+        start = time.perf_counter()
+        subprocess.run(headwise_command() + [
+            "doctor", str(cic / "train.json"), "--valid", str(cic / "dev.json"),
+            "--format", "clue", "--out", str(out)], check=True, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env={**os.environ, "TQDM_DISABLE": "1"})
+        wall = time.perf_counter() - start
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return {"status": "ok", "wall_s": round(wall, 2), "rows": summary["rows"],
+            "issues": summary["issues"], "steps": summary["steps"],
+            "examine_s": summary["seconds"]}
+
+
+def render_time(records: list[dict[str, Any]]) -> list[str]:
+    """The lines on a doctor run's time on CIC (empty without timing records)."""
+    runs = [r for r in records if r.get("status") == "ok" and r["kind"] == CLI_TIME]
+    if not runs:
+        return []
+    walls = [r["wall_s"] for r in runs]
+    iv = V.mean_interval(walls)
+    steps = sorted(runs[0]["steps"])
+    table = H.markdown_table(
+        ["step", "seconds (median over runs)"],
+        [[k, f"{statistics.median(r['steps'][k] for r in runs):.1f}"] for k in steps]
+        + [["examination (all steps)", f"{statistics.median(r['examine_s'] for r in runs):.1f}"],
+           ["`headwise doctor` process (wall)", f"{statistics.median(walls):.1f}"]], "lr")
+    busy = [r for r in runs if H.was_busy({"loadavg_start": r["provenance"]["loadavg_before"],
+                                           "logical_cpus": r["provenance"]["cores"]})]
+    return ["", "### Time of a doctor run on DataCLUE CIC", "",
+            f"`headwise doctor train.json --valid dev.json --format clue --out DIR` on CIC "
+            f"({runs[0]['rows']} training rows), each run a fresh process that writes the "
+            f"report, the default TF-IDF out-of-fold model (5 folds); {len(runs)} runs: mean "
+            f"wall time "
+            + (f"{iv.mean:.1f} s [{iv.low:.1f}, {iv.high:.1f}] (95 % t-interval over the "
+               f"runs)" if iv else f"{walls[0]:.1f} s (one run)")
+            + f", median {statistics.median(walls):.1f} s. "
+            + (f"{len(busy)} of the runs started on a busy machine (1-minute load above a "
+               f"quarter of its CPUs): upper bounds." if busy else
+               "Each run started on an idle machine."), "", table]
+
+
 def _interval(values: list[float]) -> str:
     """The mean and its 95 % t-interval over seeds, in percent."""
     from scipy import stats
@@ -124,7 +189,7 @@ def _interval(values: list[float]) -> str:
 
 def render(records: list[dict[str, Any]]) -> str:
     """The ``doctor:cpu`` section from its records."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if r.get("status") == "ok" and r["kind"] != CLI_TIME]
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in ok:
         groups.setdefault((r["dataset"], r["kind"], r["rate"]), []).append(r)
@@ -148,6 +213,7 @@ def render(records: list[dict[str, Any]]) -> str:
         ["data", "flips", "rate", "seeds", "rows", "precision %", "recall %",
          "suggestion right %"], rows, "llrrrrrr")
         if rows else "(not measured: run `python benchmarks/doctor.py`)")
+    lines += render_time(records)
     cmds = sorted({r["command"] for r in records if r.get("command")})
     if cmds:
         lines += ["", *(f"`{c}`" for c in cmds)]
@@ -171,9 +237,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--rates", default="0.1,0.3")
     p.add_argument("--kinds", default="random,confusable")
+    p.add_argument("--time-cic", type=int, metavar="N", default=0,
+                   help="instead: time N whole `headwise doctor` runs on DataCLUE CIC")
     H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=1800)
     args = p.parse_args(argv)
-    if not args.render:
+    if args.time_cic and not args.render:
+        for repeat in range(args.time_cic):
+            start, prov = time.time(), H.collect_provenance(args.threads)
+            rec = H.append_record(args.results, time_cli(args.data_dir), start,
+                                  provenance=prov, dataset="dataclue_cic", kind=CLI_TIME,
+                                  rate=0.0, seed=repeat, threads=args.threads)
+            print(f"doctor on CIC, run {repeat}: {rec['wall_s']} s", file=sys.stderr,
+                  flush=True)
+    elif not args.render:
         import torch
 
         torch.set_num_threads(args.threads)
