@@ -260,7 +260,8 @@ def examine(texts: Sequence[str], labels: Sequence[str] | Sequence[Sequence[str]
             min_rows: int = 5, folds: int = 5, seed: int = 0, top_confusions: int = 10,
             model: str | Path | None = None, oos_quantile: float = 0.05,
             template_share: float = 0.5,
-            progress: Callable[[int, int], None] | None = None) -> Examination:
+            progress: Callable[[int, int], None] | None = None,
+            jobs: int | None = None) -> Examination:
     """Find what is wrong with labelled rows (see the module's docstring).
 
     Args:
@@ -283,19 +284,26 @@ def examine(texts: Sequence[str], labels: Sequence[str] | Sequence[Sequence[str]
         template_share: the share of an intent's rows that are template copies from which
             the intent is reported (:mod:`headwise.intent.doctor.templates`).
         progress: called ``(folds done, folds)`` after each cross-validation fold.
+        jobs: worker processes fitting the folds
+            (:func:`headwise.intent.training.cleaning.fold_jobs`; None: one per CPU on
+            large data). The findings do not depend on it.
 
     Raises:
         ValueError: mismatched lengths, a missing label, fewer than two intents, ``near``
             outside (0, 1], ``oos_quantile`` outside (0, 0.5], an intent containing
-            :data:`SET_JOIN` in multi-label data; as
+            :data:`SET_JOIN` in multi-label data, ``jobs`` below 1; as
             :func:`headwise.intent.doctor.model_features` for ``model``.
     """
+    from headwise.intent.training.cleaning import fold_jobs
+
     start = time.perf_counter()
     clock = _Clock()
     texts, labels = list(texts), list(labels)
     lines = list(lines) if lines is not None else list(range(1, len(texts) + 1))
     multi = any(isinstance(y, (tuple, list)) for y in labels)
     _check(texts, labels, lines, near, multi)
+    if jobs is not None:
+        fold_jobs(len(texts), folds, jobs)  # refused before any work
     if not 0.0 < oos_quantile <= 0.5:
         raise ValueError(f"oos_quantile must be in (0, 0.5], got {oos_quantile}")
     if multi:
@@ -337,7 +345,7 @@ def examine(texts: Sequence[str], labels: Sequence[str] | Sequence[Sequence[str]
                                          share=template_share, min_rows=min_rows)
     learnt = (_multi_label_issues if multi else _single_label_issues)(
         texts, labels, lines, names, counts, features, folds, seed, oos_quantile, min_rows,
-        top_confusions, progress, clock)
+        top_confusions, progress, clock, jobs)
     findings += learnt[0]
     if valid is not None:
         seen = {normalise(t): (lines[i], names[i]) for i, t in enumerate(texts)}
@@ -404,7 +412,7 @@ def _confusions(pairs: dict[tuple[str, str], int], counts: Counter, top: int
 
 
 def _single_label_issues(texts, labels, lines, names, counts, features, folds, seed,
-                         oos_quantile, min_rows, top, progress, clock):
+                         oos_quantile, min_rows, top, progress, clock, jobs):
     """Label issues, out-of-scope-looking rows and confusions of single-label rows:
     (findings, confusions, the out-of-scope bound, folds)."""
     from headwise.intent.training.cleaning import (
@@ -422,7 +430,7 @@ def _single_label_issues(texts, labels, lines, names, counts, features, folds, s
     with clock.step("out-of-fold probabilities"):
         probs, intents = out_of_fold_probs(
             sub_t, sub_y, folds=folds, seed=seed, progress=_fold_ticker(progress, used),
-            **_head(features, learnable))
+            jobs=jobs, **_head(features, learnable))
     with clock.step("label issues"):
         issues = find_label_issues(sub_t, sub_y, folds=folds, seed=seed,
                                    probs=(probs, intents))
@@ -445,7 +453,7 @@ def _single_label_issues(texts, labels, lines, names, counts, features, folds, s
 
 
 def _multi_label_issues(texts, labels, lines, names, counts, features, folds, seed,
-                        oos_quantile, min_rows, top, progress, clock):
+                        oos_quantile, min_rows, top, progress, clock, jobs):
     """As :func:`_single_label_issues`, for rows with intent sets."""
     from headwise.intent.training.cleaning import (
         find_multi_label_issues,
@@ -460,7 +468,7 @@ def _multi_label_issues(texts, labels, lines, names, counts, features, folds, se
         head.pop("class_weight")  # one-vs-rest: each intent's own two classes
         probs, intents = out_of_fold_multi_label_probs(
             texts, labels, folds=folds, seed=seed, progress=_fold_ticker(progress, used),
-            **head)
+            jobs=jobs, **head)
     with clock.step("label issues"):
         flagged = find_multi_label_issues(labels, probs, intents)
     col = {k: j for j, k in enumerate(intents)}

@@ -12,11 +12,15 @@ in ``folds``-fold cross-validation (scikit-learn; character 1-3-grams for Chines
 1-2-grams and character 2-5-grams for other text), and the flagging is ``cleanlab``'s
 ``find_label_issues``. :func:`clean_labels` then drops the flagged examples or gives them
 the label the model predicts. Only the training data is touched: the test data is never
-seen, and validation data is left as given.
+seen, and validation data is left as given. On data of :data:`PARALLEL_ROWS` rows or more
+the folds are fitted at once in worker processes (joblib), one per CPU up to the folds: the
+same probabilities as one after the other up to rounding (each fold's fit is
+deterministic), sooner.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -27,8 +31,9 @@ import numpy as np
 
 from headwise.text.char_level import cjk_fraction
 
-__all__ = ["CLEANING_MODES", "LARGE_CLEANING_SHARE", "LabelIssues", "clean_labels",
+__all__ = ["CLEANING_MODES", "LARGE_CLEANING_SHARE", "PARALLEL_ROWS", "LabelIssues", "clean_labels",
            "cv_folds", "describe_cleaning", "find_label_issues", "find_multi_label_issues",
+           "fold_jobs",
            "out_of_fold_multi_label_probs", "out_of_fold_probs", "tfidf_features"]
 
 #: what :func:`clean_labels` does with a flagged example
@@ -39,6 +44,10 @@ CLEANING_MODES = ("drop", "relabel")
 LARGE_CLEANING_SHARE = 0.10
 #: intents listed in the cleaning report, those with the largest share changed first
 SHOWN_INTENTS = 5
+#: rows from which the cross-validation folds are fitted in parallel worker processes by
+#: default: below, a fold takes about as long as starting a worker (BENCHMARKS.md,
+#: ``doctor:cpu``, for a doctor run's time on a large data set)
+PARALLEL_ROWS = 2000
 
 
 @dataclass
@@ -155,21 +164,53 @@ def cv_folds(labels: Sequence[str], folds: int) -> int:
     return max(2, min(folds, min(Counter(labels).values())))
 
 
-def _cross_fitted(model: Any, x: Any, y: np.ndarray, splits: Any,
-                  progress: Callable[[], None] | None) -> np.ndarray:
-    """``predict_proba`` of every row by a clone of ``model`` fitted on the other folds
-    (scikit-learn's ``cross_val_predict``, one fold at a time so that ``progress`` is
-    called after each)."""
+def fold_jobs(rows: int, folds: int, jobs: int | None = None) -> int:
+    """Worker processes that fit ``folds`` cross-validation folds of ``rows`` rows: ``jobs``
+    when given (at least 1, at most the folds), else one per CPU this process may run on,
+    up to the folds, from :data:`PARALLEL_ROWS` rows (1 below).
+
+    Raises:
+        ValueError: ``jobs`` given and below 1.
+    """
+    if jobs is not None:
+        if not isinstance(jobs, int) or jobs < 1:
+            raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
+        return min(jobs, folds)
+    if rows < PARALLEL_ROWS:
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(folds, cpus or 1))
+
+
+def _fit_fold(model: Any, x_train: Any, y_train: np.ndarray, x_test: Any, k: int
+              ) -> tuple[int, np.ndarray]:
+    """Fold ``k``'s ``predict_proba`` of its held-out rows by a clone of ``model`` fitted on
+    the others."""
     from sklearn.base import clone
 
+    return k, clone(model).fit(x_train, y_train).predict_proba(x_test)
+
+
+def _cross_fitted(model: Any, x: Any, y: np.ndarray, splits: Any,
+                  progress: Callable[[], None] | None, jobs: int | None = None
+                  ) -> np.ndarray:
+    """``predict_proba`` of every row by a clone of ``model`` fitted on the other folds
+    (scikit-learn's ``cross_val_predict``), the folds in :func:`fold_jobs` worker processes
+    (joblib's default backend), ``progress`` called as each fold finishes."""
+    from joblib import Parallel, delayed
+
     take = (lambda idx: [x[i] for i in idx]) if isinstance(x, list) else (lambda idx: x[idx])
+    splits = list(splits)
+    tasks = (delayed(_fit_fold)(model, take(train), y[train], take(test), k)
+             for k, (train, test) in enumerate(splits))
+    workers = fold_jobs(y.shape[0], len(splits), jobs)
+    fitted = (_fit_fold(*t[1], **t[2]) for t in tasks) if workers == 1 else \
+        Parallel(n_jobs=workers, return_as="generator_unordered")(tasks)
     out: np.ndarray | None = None
-    for train, test in splits:
-        fitted = clone(model).fit(take(train), y[train])
-        p = fitted.predict_proba(take(test))
+    for k, p in fitted:
         if out is None:
             out = np.zeros((y.shape[0], p.shape[1]))
-        out[test] = p
+        out[splits[k][1]] = p
         if progress is not None:
             progress()
     assert out is not None
@@ -185,7 +226,7 @@ def _checked_features(features: Any, n: int) -> Any:
 def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int = 5,
                       seed: int = 0, c: float = 4.0, max_iter: int = 300,
                       class_weight: str | None = None, features: Any = None,
-                      progress: Callable[[], None] | None = None
+                      progress: Callable[[], None] | None = None, jobs: int | None = None
                       ) -> tuple[np.ndarray, list[str]]:
     """Predicted intent probabilities of every example from a model that did not see it.
 
@@ -203,13 +244,16 @@ def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int
             embeddings, :func:`headwise.intent.doctor.model_features`): the logistic
             regression is cross-validated on them instead of TF-IDF + logistic regression.
         progress: called after each fold.
+        jobs: worker processes fitting the folds (:func:`fold_jobs`; None: one per CPU
+            from :data:`PARALLEL_ROWS` rows). The probabilities do not depend on it (up to
+            floating-point rounding).
 
     Returns:
         ``(probs (n, intents), intents)``, columns in the order of the sorted intents.
 
     Raises:
-        ValueError: mismatched lengths, fewer than two intents, or an intent with a single
-            example.
+        ValueError: mismatched lengths, fewer than two intents, an intent with a single
+            example, or ``jobs`` below 1.
     """
     from sklearn.model_selection import StratifiedKFold
 
@@ -228,14 +272,15 @@ def out_of_fold_probs(texts: Sequence[str], labels: Sequence[str], *, folds: int
     splitter = StratifiedKFold(n_splits=cv_folds(labels, folds), shuffle=True, random_state=seed)
     model = _text_model(texts, c, max_iter, class_weight, features)
     x = list(texts) if features is None else features
-    probs = _cross_fitted(model, x, y, splitter.split(np.zeros(len(y)), y), progress)
+    probs = _cross_fitted(model, x, y, splitter.split(np.zeros(len(y)), y), progress, jobs)
     return probs, intents
 
 
 def out_of_fold_multi_label_probs(texts: Sequence[str], intent_sets: Sequence[Sequence[str]],
                                   *, folds: int = 5, seed: int = 0, c: float = 4.0,
                                   max_iter: int = 300, features: Any = None,
-                                  progress: Callable[[], None] | None = None
+                                  progress: Callable[[], None] | None = None,
+                                  jobs: int | None = None
                                   ) -> tuple[np.ndarray, list[str]]:
     """For rows with several intents each: every intent's probability for every row, from
     one-vs-rest logistic regressions (TF-IDF, or the frozen ``features``) fitted in
@@ -250,12 +295,14 @@ def out_of_fold_multi_label_probs(texts: Sequence[str], intent_sets: Sequence[Se
         c, max_iter: as :func:`out_of_fold_probs`.
         features: as :func:`out_of_fold_probs`.
         progress: called after each fold.
+        jobs: as :func:`out_of_fold_probs`.
 
     Returns:
         ``(probs (n, intents), intents)``, columns in the order of the sorted intents.
 
     Raises:
-        ValueError: mismatched lengths, fewer than two intents, fewer than 4 rows.
+        ValueError: mismatched lengths, fewer than two intents, fewer than 4 rows, or
+            ``jobs`` below 1.
     """
     from sklearn.model_selection import KFold
 
@@ -273,7 +320,7 @@ def out_of_fold_multi_label_probs(texts: Sequence[str], intent_sets: Sequence[Se
     splitter = KFold(n_splits=min(folds, len(texts)), shuffle=True, random_state=seed)
     model = _text_model(texts, c, max_iter, None, features, one_vs_rest=True)
     x = list(texts) if features is None else features
-    probs = _cross_fitted(model, x, y, splitter.split(y), progress)
+    probs = _cross_fitted(model, x, y, splitter.split(y), progress, jobs)
     return probs, intents
 
 

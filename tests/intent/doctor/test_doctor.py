@@ -112,6 +112,19 @@ def test_bad_input_is_refused():
         examine(["a", "b"], ["x", None])
     with pytest.raises(ValueError, match="near must be"):
         examine(["a", "b"], ["x", "y"], near=0)
+    with pytest.raises(ValueError, match="jobs must be"):
+        examine(["a", "b"], ["x", "y"], jobs=0)
+
+
+def test_worker_processes_find_what_one_process_finds(tmp_path):
+    """``--jobs 2`` fits the folds in two worker processes: the same issues.csv as
+    ``--jobs 1``; ``--jobs 0`` is refused."""
+    data = write_csv(tmp_path / "train.csv", _corpus())
+    for jobs in ("1", "2"):
+        assert main(["doctor", str(data), "--out", str(tmp_path / jobs), "--jobs", jobs]) == 0
+    assert (tmp_path / "1" / "issues.csv").read_bytes() == \
+        (tmp_path / "2" / "issues.csv").read_bytes()
+    assert main(["doctor", str(data), "--out", str(tmp_path / "0"), "--jobs", "0"]) == 1
 
 
 def test_the_command_writes_an_offline_report_and_a_cleaned_copy(tmp_path, capsys):

@@ -11,9 +11,12 @@ import pytest
 from headwise.intent import IntentRecipe, train_intent_classifier
 from headwise.intent.training.cleaning import (
     LARGE_CLEANING_SHARE,
+    PARALLEL_ROWS,
     clean_labels,
     describe_cleaning,
     find_label_issues,
+    fold_jobs,
+    out_of_fold_multi_label_probs,
     out_of_fold_probs,
 )
 
@@ -87,6 +90,38 @@ def test_out_of_fold_probabilities_are_distributions_over_sorted_intents():
     # clean, separable data: every held-out example is predicted right
     pred = [intents[j] for j in probs.argmax(1)]
     assert pred == labels
+
+
+def test_folds_fitted_in_worker_processes_give_the_sequential_probabilities():
+    """The parallel path (joblib worker processes, folds finishing in any order) puts each
+    fold's probabilities on its own rows: equal to one fold after the other, single- and
+    multi-label, with progress called once per fold."""
+    texts, labels, _, _ = _planted()
+    ticks: list[int] = []
+    one, intents = out_of_fold_probs(texts, labels, folds=5, jobs=1)
+    two, intents2 = out_of_fold_probs(texts, labels, folds=5, jobs=2,
+                                      progress=lambda: ticks.append(1))
+    assert intents2 == intents and len(ticks) == 5
+    np.testing.assert_allclose(two, one, rtol=0, atol=1e-9)
+    sets = [[y] if i % 3 else [y, labels[(i + 7) % len(labels)]] for i, y in enumerate(labels)]
+    one, _ = out_of_fold_multi_label_probs(texts, sets, folds=4, jobs=1)
+    two, _ = out_of_fold_multi_label_probs(texts, sets, folds=4, jobs=3)
+    np.testing.assert_allclose(two, one, rtol=0, atol=1e-9)
+
+
+def test_fold_jobs_rules():
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert fold_jobs(PARALLEL_ROWS - 1, 5) == 1  # small data: one process
+    assert fold_jobs(PARALLEL_ROWS, 5) == min(5, cpus)
+    assert fold_jobs(10, 5, jobs=8) == 5 and fold_jobs(10, 5, jobs=2) == 2
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="jobs"):
+            fold_jobs(10, 5, jobs=bad)
+    texts, labels, _, _ = _planted(n_per=10, flips=0)
+    with pytest.raises(ValueError, match="jobs"):
+        out_of_fold_probs(texts, labels, folds=3, jobs=0)
 
 
 @pytest.mark.parametrize("mode", ["drop", "relabel"])
