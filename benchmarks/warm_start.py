@@ -9,7 +9,8 @@ stratified share of it, the only rows any choice is made on: early stopping, cal
 * ``parent``: from scratch, on the old intents' rows;
 * ``full``: from scratch, on every row (the retrain a warm start replaces);
 * ``warm``: ``--init-from`` the parent, on every row, for a third of the parent's epochs
-  (``--warm-epochs``), early stopping on validation as any run;
+  (the default of a warm start, ``warm_epochs``; ``--warm-epochs`` names others), early
+  stopping on validation as any run;
 * ``warm-partial-replay``: the same with a ``--replay-share`` (0.3) of the old intents'
   rows: shorter epochs in which the new intents weigh more;
 * ``warm-no-replay``: the same with ``replay`` 0: only the new intents' rows, to show what a
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import random
 import shutil
 import statistics
@@ -154,10 +154,9 @@ def measure(dataset: str, model: str, seed: int, runs: list[str], args: argparse
         elif run == "full":
             rows, recipe, init = data["train"], base, None
         else:
-            parent_epochs = _epochs(parent_dir)
-            epochs = args.warm_epochs or max(1, math.ceil(parent_epochs / 3))
             rows = data["train"]
-            recipe = warm_recipe(parent_dir, {"train": {"epochs": epochs}})
+            recipe = warm_recipe(parent_dir, {"train": {"epochs": args.warm_epochs}}
+                                 if args.warm_epochs else {})
             replay = {"warm": 1.0, "warm-no-replay": 0.0}.get(run, args.replay_share)
             init = WarmStart(parent_dir, replay)
         out = parent_dir if run == "parent" else work / run
@@ -193,15 +192,6 @@ def _saved(directory: Path) -> bool:
 def _train(train_fn: Any, rows: list[tuple[str, str]], known: set[str], recipe: Any,
            out: Path) -> None:
     train_fn([r for r in rows if r[1] in known], None, recipe, out_dir=out)
-
-
-def _epochs(directory: Path) -> int:
-    import json
-
-    from headwise.intent.kinds import kind_of
-
-    meta = json.loads((directory / kind_of(directory).marker).read_text(encoding="utf-8"))
-    return int(meta["info"]["recipe"]["train"]["epochs"])
 
 
 #: the issue's targets for ``warm`` (every old row replayed, as ``headwise train
@@ -300,8 +290,8 @@ def render(records: list[dict[str, Any]]) -> str:
              "the demo corpus: 23 + 4); `parent` trained from scratch on the old intents' "
              "rows, `full` from scratch on all rows, `warm` with `--init-from` the parent on"
              " all rows (every old row replayed, as `headwise train --init-from` does "
-             "without `--replay`) for a third of its epochs (`--epochs`; without it a warm "
-             "start trains the parent's), `warm-partial-replay` the same with a share of the old "
+             "without `--replay`) for a third of its epochs (a warm start's default without "
+             "`--epochs`), `warm-partial-replay` the same with a share of the old "
              "intents' rows (`--replay-share`, recorded), `warm-no-replay` on the new "
              "intents' rows only (what a network forgets). Accuracy of the top intent "
              "(closed set) on the test split's old and new intents' rows: the mean over "
@@ -346,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, help="the from-scratch runs' epochs (default: the "
                    "recipe's)")
     p.add_argument("--warm-epochs", type=int,
-                   help="the warm runs' epochs (default: a third of the parent's)")
+                   help="the warm runs' epochs (default: a warm start's, a third of the "
+                   "parent's)")
     p.add_argument("--new", type=int, help="how many intents are new (default: 10 for "
                    "BANKING77, 4 for the demo corpus)")
     p.add_argument("--work", type=Path,

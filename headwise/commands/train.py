@@ -244,7 +244,11 @@ def _train(args: argparse.Namespace, out: Path) -> int:
     if start is not None:
         from headwise.intent.training.warm_start import warm_recipe
 
+        named = "epochs" in (data.get("train") or {})
         data = warm_recipe(start.parent, data)
+        if not named and (data.get("architecture") or {}).get("type") != "tfidf":
+            print(f"warm start: {data['train']['epochs']} epochs, a third of the parent's "
+                  f"(--epochs to choose)")
     task = data.get("task") if isinstance(data.get("task"), dict) else {}
     multi_label = task.get("type") == "multi_label" or looks_multi_label(args.data)
     if multi_label:

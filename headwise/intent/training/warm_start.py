@@ -6,7 +6,8 @@ network, for the same intents with new rows, or with new intents:
 - the recipe is the parent's (:func:`warm_recipe`); a caller may change how it trains
   (epochs, learning rate, levers, decision) but not what it is: another architecture, a
   pretrained checkpoint other than the parent's, or another task is refused with a sentence
-  that says what to do;
+  that says what to do; without ``train.epochs`` a warm start trains :func:`warm_epochs` of
+  the parent's epochs (a third);
 - the intents are the parent's, in its order, then the new ones (:func:`grown_intents`); an
   intent of the parent that the data no longer has is refused (a warm start cannot remove
   one);
@@ -40,6 +41,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import random
 import re
 from collections import Counter, defaultdict
@@ -58,9 +60,15 @@ from headwise.models.config import ModelConfig
 from headwise.models.registry import build_model
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["WarmStart", "grow_network", "grow_tokenizer", "grown_intents", "lineage_of",
-           "lineage_record", "model_identity", "replay_sample", "undo_prior_correction",
-           "warm_recipe"]
+__all__ = ["WARM_EPOCH_SHARE", "WarmStart", "grow_network", "grow_tokenizer", "grown_intents",
+           "lineage_of", "lineage_record", "model_identity", "replay_sample",
+           "undo_prior_correction", "warm_epochs", "warm_recipe"]
+
+#: the share of its parent's epochs a warm start trains when its recipe names none: the
+#: issue's budget (a warm start at most a third of a full retrain's time), not a value
+#: chosen among others on validation rows; its accuracy against a full retrain at this
+#: setting: BENCHMARKS ``warm-start:cpu``
+WARM_EPOCH_SHARE = 1 / 3
 
 #: the saved kinds a warm start continues from, and the task each one is
 _TASKS = {"network": "single_label", "tfidf": "single_label", "compound": "multi_label"}
@@ -117,13 +125,29 @@ class WarmStart:
 
 
 # --- the recipe -----------------------------------------------------------------------------
+def warm_epochs(parent_epochs: int) -> int:
+    """The epochs of a warm start whose recipe names none: :data:`WARM_EPOCH_SHARE` of the
+    parent's, rounded up, at least 1 (early stopping on validation rows still chooses the
+    epoch kept).
+
+    Raises:
+        ValueError: ``parent_epochs`` not a positive int.
+    """
+    if isinstance(parent_epochs, bool) or not isinstance(parent_epochs, int) \
+            or parent_epochs < 1:
+        raise ValueError(f"a parent's epochs must be a positive int, got {parent_epochs!r}")
+    return max(1, math.ceil(parent_epochs * WARM_EPOCH_SHARE - 1e-9))
+
+
 def warm_recipe(parent: str | Path, given: dict[str, Any]) -> dict[str, Any]:
     """The recipe of a warm start, by part: the parent's recorded recipe with what ``given``
     (a ``--config`` file and options, by part) changes in how it trains.
 
     The architecture, its sizes and checkpoint, the tokenizer and the task stay the
     parent's; ``given`` may repeat them but not change them. The linear probe is off (the
-    head is the parent's, not a fresh one to fit).
+    head is the parent's, not a fresh one to fit). Without ``train.epochs`` in ``given``, a
+    network trains :func:`warm_epochs` of the parent's (a TF-IDF parent is refitted, it has
+    no epochs).
 
     Returns:
         The merged recipe data, for
@@ -159,6 +183,10 @@ def warm_recipe(parent: str | Path, given: dict[str, Any]) -> dict[str, Any]:
     if (given.get("levers") or {}).get("linear_probe"):
         raise ValueError("levers.linear_probe fits a fresh head before fine-tuning; a warm "
                          "start keeps its parent's head: remove --linear-probe")
+    train = merged.get("train")
+    if kind != "tfidf" and isinstance(train, dict) and isinstance(train.get("epochs"), int) \
+            and "epochs" not in (given.get("train") or {}):
+        train["epochs"] = warm_epochs(train["epochs"])
     for part, fields in given.items():
         if part == "architecture":
             continue

@@ -28,6 +28,7 @@ from headwise.intent.training.warm_start import (
     model_identity,
     replay_sample,
     undo_prior_correction,
+    warm_epochs,
     warm_recipe,
 )
 from headwise.models.config import ModelConfig
@@ -192,6 +193,19 @@ def test_warm_recipe_keeps_the_architecture_and_refuses_another(parent):
         warm_recipe(d / "parent", {"levers": {"linear_probe": True}})
     with pytest.raises(FileNotFoundError):
         warm_recipe(d / "nowhere", {})
+
+
+def test_a_warm_start_without_epochs_trains_a_third_of_the_parents(parent):
+    """The parent trained 8 epochs: a warm start that names none trains ceil(8 / 3) = 3;
+    named epochs win; the rule by hand."""
+    d, _ = parent
+    assert warm_recipe(d / "parent", {})["train"]["epochs"] == 3
+    assert warm_recipe(d / "parent", {"train": {"lr": 1e-3}})["train"]["epochs"] == 3
+    assert warm_recipe(d / "parent", {"train": {"epochs": 8}})["train"]["epochs"] == 8
+    assert [warm_epochs(e) for e in (1, 2, 3, 4, 6, 9, 10, 20)] == [1, 1, 1, 2, 2, 3, 4, 7]
+    for bad in (0, -3, 2.5, True, None):
+        with pytest.raises(ValueError, match="positive int"):
+            warm_epochs(bad)
 
 
 def test_warm_start_learns_a_new_intent_keeps_the_old_and_records_its_lineage(parent):
@@ -369,6 +383,16 @@ def test_cli_warm_start_and_eval_against_the_parent(parent, tmp_path, capsys):
     assert main(["eval", str(d / "parent"), "--data", str(test), "--parent", str(out),
                  "--out", str(tmp_path / "ev2")]) == 0
     assert "records no parent" in capsys.readouterr().out
+
+
+def test_cli_warm_start_without_epochs_says_it_trains_a_third(parent, tmp_path, capsys):
+    d, _ = parent
+    data = _write(tmp_path / "new.csv", _rows({**INTENTS, **NEW}))
+    assert main(["train", "--data", str(data), "--init-from", str(d / "parent"), "--out",
+                 str(tmp_path / "child"), "--quiet"]) == 0
+    assert "warm start: 3 epochs, a third of the parent's" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "child" / "intent.json").read_text())
+    assert saved["info"]["recipe"]["train"]["epochs"] == 3
 
 
 def test_cli_refusals_say_what_to_do(parent, tmp_path, capsys):
