@@ -127,15 +127,40 @@ def _averaged_model(members: list[Member], states: list[dict[str, torch.Tensor]]
     return model
 
 
+def _threshold_metric(members: list[CompoundClassifier]) -> str:
+    """The one metric the members' thresholds were tuned for.
+
+    Raises:
+        ValueError: members tuned for different metrics.
+    """
+    metrics = sorted({m.thresholds.metric for m in members})
+    if len(metrics) > 1:
+        raise ValueError(f"the members' thresholds were tuned for different metrics "
+                         f"({', '.join(metrics)}; task.threshold_metric): soup members "
+                         f"trained with one recipe")
+    return metrics[0]
+
+
 def _mean_thresholds(members: list[CompoundClassifier]) -> Thresholds:
     """The mean of the members' thresholds: per intent when any member has per-intent ones
-    (the others' global one standing for each intent), else the global one."""
+    (the others' global one standing for each intent); with an additional-intent threshold
+    in any member, the mean of those (a member without one standing with its global one);
+    else the global one. Tuned for the members' one metric.
+
+    Raises:
+        ValueError: members tuned for different metrics.
+    """
+    metric = _threshold_metric(members)
     glob = float(np.mean([m.thresholds.threshold for m in members]))
+    if any(m.thresholds.additional is not None for m in members):
+        extra = np.mean([m.thresholds.threshold if m.thresholds.additional is None
+                         else m.thresholds.additional for m in members])
+        return Thresholds(glob, None, float(extra), metric)
     if all(m.thresholds.per_intent is None for m in members):
-        return Thresholds(glob)
+        return Thresholds(glob, metric=metric)
     n = len(members[0].intents)
     per = np.mean([m.thresholds.for_intents(n) for m in members], axis=0)
-    return Thresholds(glob, [float(t) for t in per])
+    return Thresholds(glob, [float(t) for t in per], metric=metric)
 
 
 def uniform_soup(members: Sequence[Member], *, info: dict[str, Any] | None = None) -> Member:
@@ -212,11 +237,13 @@ def _gold_sets(intents: list[str], labels: Sequence[Collection[str]]) -> np.ndar
 
 
 def _tuned_exact_match(clf: CompoundClassifier, texts: Sequence[str], gold: np.ndarray,
-                       unknown: np.ndarray, per_intent: bool) -> tuple[float, Thresholds]:
-    """The exact match of ``clf`` on the held-out rows with thresholds tuned there (rows
-    with an intent no member knows, ``unknown``, count wrong), and those thresholds."""
+                       unknown: np.ndarray, per_intent: bool, metric: str
+                       ) -> tuple[float, Thresholds]:
+    """The exact match of ``clf`` on the held-out rows with thresholds tuned there for
+    ``metric`` (rows with an intent no member knows, ``unknown``, count wrong), and those
+    thresholds."""
     probs, _ = clf.analyse(list(texts))
-    thresholds = tune_thresholds(probs, gold, per_intent=per_intent)
+    thresholds = tune_thresholds(probs, gold, per_intent=per_intent, metric=metric)
     chosen = clf.chosen_intents(probs, thresholds, False)
     hits = (chosen == gold).all(axis=1) & ~unknown
     return float(hits.mean()), thresholds
@@ -300,13 +327,16 @@ def _greedy_compound(members: list[CompoundClassifier], texts: Sequence[str],
     unknown = np.array([any(name not in known for name in names) for names in labels],
                        dtype=bool)
     per_intent = any(m.thresholds.per_intent is not None for m in members)
-    scored = [_tuned_exact_match(m, texts, gold, unknown, per_intent) for m in members]
+    metric = _threshold_metric(members)
+    scored = [_tuned_exact_match(m, texts, gold, unknown, per_intent, metric)
+              for m in members]
     alone = [s for s, _ in scored]
     order = sorted(range(len(members)), key=lambda i: -alone[i])
     kept, (best, thresholds) = [order[0]], scored[order[0]]
     for i in order[1:]:
         candidate = uniform_soup([members[j] for j in [*kept, i]])
-        score, tuned = _tuned_exact_match(candidate, texts, gold, unknown, per_intent)
+        score, tuned = _tuned_exact_match(candidate, texts, gold, unknown, per_intent,
+                                          metric)
         if score >= best:
             kept, best, thresholds = [*kept, i], score, tuned
     record = {"member_exact_match": alone, "order": order, "kept": kept,

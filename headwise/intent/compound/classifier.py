@@ -303,5 +303,7 @@ class CompoundClassifier:
 
     def __repr__(self) -> str:
         blend = "" if self.tfidf is None else f", TF-IDF share {self.tfidf_share:g}"
+        extra = "" if self.thresholds.additional is None else \
+            f", additional={self.thresholds.additional:.3g}"
         return (f"CompoundClassifier({len(self.intents)} intents, {len(self.slot_tags)} tags, "
-                f"threshold={self.thresholds.threshold:.3g}{blend})")
+                f"threshold={self.thresholds.threshold:.3g}{extra}{blend})")

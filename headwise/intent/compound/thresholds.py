@@ -12,6 +12,14 @@ probability reaches a threshold::
 An example with no intent above its threshold has no intent (out of scope); pass
 ``at_least_one=True`` where every utterance is known to carry one. Probabilities reach a
 threshold when ``prob >= threshold``.
+
+Tuned for exact match (``metric="exact_match"``: the whole set of intents right, the
+measure a compound question is judged by), the decision has two thresholds: the most
+probable intent is answered when it reaches ``threshold`` (else the text is out of scope),
+and every other intent when it reaches ``additional``. Whether a text is in scope and how
+many requests it holds are two questions; one threshold answers both with the same bar,
+the two are chosen together on the validation rows (the one-threshold rule is among the
+candidates: ``additional == threshold``).
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from headwise.text.dataset import SlotSpan
 
 #: the thresholds :func:`tune_thresholds` tries by default: 0.05, 0.06, ..., 0.95
 DEFAULT_GRID = np.round(np.arange(5, 96) / 100, 2)
+#: what :func:`tune_thresholds` may maximise on the validation rows
+THRESHOLD_METRICS = ("micro_f1", "exact_match")
 
 
 @dataclass
@@ -34,12 +44,30 @@ class Thresholds:
     """The decision thresholds of a multi-label classifier.
 
     Attributes:
-        threshold: the global threshold (every intent when ``per_intent`` is None).
+        threshold: the global threshold (every intent when ``per_intent`` is None; with
+            ``additional``, the most probable intent's).
         per_intent: one threshold per intent, in the classifier's intent order, or None.
+        additional: the threshold every intent but the most probable must reach, once the
+            most probable has reached ``threshold``; None: each intent its own threshold.
+        metric: what the thresholds were chosen to maximise on validation rows (one of
+            :data:`THRESHOLD_METRICS`); a soup of such models tunes its own the same way.
+
+    Raises:
+        ValueError: ``additional`` with ``per_intent``, an unknown ``metric``.
     """
 
     threshold: float
     per_intent: list[float] | None = None
+    additional: float | None = None
+    metric: str = "micro_f1"
+
+    def __post_init__(self) -> None:
+        if self.additional is not None and self.per_intent is not None:
+            raise ValueError("an additional-intent threshold goes with one threshold for the "
+                             "most probable intent, not with per-intent thresholds")
+        if self.metric not in THRESHOLD_METRICS:
+            raise ValueError(f"thresholds are tuned for one of {THRESHOLD_METRICS}, got "
+                             f"{self.metric!r}")
 
     def for_intents(self, num_intents: int) -> np.ndarray:
         """The threshold of each of ``num_intents`` intents, as an array.
@@ -55,52 +83,68 @@ class Thresholds:
         return np.asarray(self.per_intent, dtype=float)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: ``{"threshold": t, "per_intent": [...] or None}``."""
+        """A JSON-ready dict: ``{"threshold": t, "per_intent": [...] or None, "additional":
+        a or None, "metric": m}``."""
         per = None if self.per_intent is None else [float(t) for t in self.per_intent]
-        return {"threshold": float(self.threshold), "per_intent": per}
+        return {"threshold": float(self.threshold), "per_intent": per,
+                "additional": None if self.additional is None else float(self.additional),
+                "metric": self.metric}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Thresholds:
         """The inverse of :meth:`to_dict`.
 
         Raises:
-            ValueError: a missing threshold, or one that is not a number in [0, 1].
+            ValueError: a missing threshold, one that is not a number in [0, 1], or a
+                combination :class:`Thresholds` refuses.
         """
         if not isinstance(data, dict) or "threshold" not in data:
             raise ValueError(f"expected {{'threshold': ..., 'per_intent': ...}}, got {data!r}")
-        per = data.get("per_intent")
-        values = [data["threshold"], *(per if per is not None else [])]
+        per, extra = data.get("per_intent"), data.get("additional")
+        values = [data["threshold"], *(per if per is not None else []),
+                  *([] if extra is None else [extra])]
         for t in values:
             if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
                 raise ValueError(f"a threshold is a number in [0, 1], got {t!r}")
         return cls(float(data["threshold"]),
-                   None if per is None else [float(t) for t in per])
+                   None if per is None else [float(t) for t in per],
+                   None if extra is None else float(extra),
+                   data.get("metric", "micro_f1"))
 
 
 def tune_thresholds(probs: np.ndarray, targets: np.ndarray, *, per_intent: bool = False,
                     grid: Sequence[float] | np.ndarray | None = None,
-                    min_support: int = 3) -> Thresholds:
+                    min_support: int = 3, metric: str = "micro_f1") -> Thresholds:
     """Choose thresholds on validation data.
 
-    The global threshold maximises micro-F1 over all (example, intent) decisions; among
-    thresholds that tie, the one nearest 0.5 wins (and of two equally near, the higher).
-    With ``per_intent``, each intent with at least ``min_support`` positive examples gets
-    the threshold maximising its own F1 (ties: nearest the global threshold, then the
-    higher); the others keep the global one.
+    ``metric="micro_f1"``: the global threshold maximises micro-F1 over all (example,
+    intent) decisions; among thresholds that tie, the one nearest 0.5 wins (and of two
+    equally near, the higher). With ``per_intent``, each intent with at least
+    ``min_support`` positive examples gets the threshold maximising its own F1 (ties:
+    nearest the global threshold, then the higher); the others keep the global one.
+
+    ``metric="exact_match"``: the pair (``threshold`` for the most probable intent,
+    ``additional`` for the others; see the module's docstring) maximising the share of
+    examples whose whole intent set is right, every pair of the grid tried; ties go to
+    the pair whose two thresholds are nearest each other (the one-threshold rule first),
+    then to the threshold nearest 0.5, then the higher ones. ``additional`` is None when
+    the two are equal (the same decisions).
 
     Args:
         probs: (examples, intents) probabilities.
         targets: (examples, intents) 0/1 or bool gold intents.
-        per_intent: also choose one threshold per intent.
+        per_intent: also choose one threshold per intent (micro-F1 only).
         grid: the thresholds to try (default :data:`DEFAULT_GRID`).
         min_support: the fewest positives for an intent to get its own threshold.
+        metric: one of :data:`THRESHOLD_METRICS`.
 
     Returns:
         The :class:`Thresholds`.
 
     Raises:
         ValueError: shapes that are not one and the same (examples, intents), no examples,
-            or an empty grid or one with values outside [0, 1].
+            an empty grid or one with values outside [0, 1], an unknown metric, or
+            per-intent thresholds for exact match.
     """
     probs, targets = _check_pair(probs, targets, "probs")
     if probs.shape[0] == 0:
@@ -108,6 +152,14 @@ def tune_thresholds(probs: np.ndarray, targets: np.ndarray, *, per_intent: bool 
     grid = DEFAULT_GRID if grid is None else np.asarray(grid, dtype=float).ravel()
     if grid.size == 0 or np.any((grid < 0) | (grid > 1)):
         raise ValueError("grid must hold thresholds in [0, 1]")
+    if metric not in THRESHOLD_METRICS:
+        raise ValueError(f"metric must be one of {THRESHOLD_METRICS}, got {metric!r}")
+    if metric == "exact_match":
+        if per_intent:
+            raise ValueError("per-intent thresholds maximise each intent's F1; exact match "
+                             "chooses one threshold for the most probable intent and one "
+                             "for the others: use one of the two")
+        return _exact_match_pair(probs, targets, grid)
     # counts per (threshold, intent)
     tp, fp, fn = (np.zeros((grid.size, probs.shape[1]), dtype=np.int64) for _ in range(3))
     for g, t in enumerate(grid):
@@ -128,6 +180,32 @@ def tune_thresholds(probs: np.ndarray, targets: np.ndarray, *, per_intent: bool 
     return Thresholds(float(best), chosen)
 
 
+def _exact_match_pair(probs: np.ndarray, targets: np.ndarray, grid: np.ndarray) -> Thresholds:
+    """:func:`tune_thresholds` for exact match: every (threshold, additional) pair of
+    ``grid`` scored at once."""
+    n = probs.shape[0]
+    rows = np.arange(n)
+    top = probs.argmax(axis=1)
+    top_p = probs[rows, top]
+    others = probs.copy()
+    others[rows, top] = -np.inf
+    is_top = np.zeros_like(targets)
+    is_top[rows, top] = True
+    # per additional threshold a: is the answer {top} + {others >= a} exactly the gold set
+    answered = np.stack([((others >= a) | is_top) == targets for a in grid]).all(axis=2)
+    silent = ~targets.any(axis=1)  # the gold set is empty: out of scope is right
+    in_scope = top_p[None, :] >= grid[:, None]  # (thresholds, n)
+    hits = in_scope.astype(float) @ answered.T.astype(float) \
+        + ((~in_scope).astype(float) @ silent.astype(float))[:, None]
+    best = hits.max()
+    ties = np.argwhere(np.isclose(hits, best, rtol=0, atol=1e-9))
+    i, j = min(ties, key=lambda ij: (round(abs(grid[ij[1]] - grid[ij[0]]), 9),
+                                     round(abs(grid[ij[0]] - 0.5), 9), -grid[ij[0]],
+                                     -grid[ij[1]]))
+    t, a = float(grid[i]), float(grid[j])
+    return Thresholds(t, None, None if a == t else a, "exact_match")
+
+
 def decide(probs: np.ndarray, thresholds: Thresholds | float, *,
            at_least_one: bool = False) -> np.ndarray:
     """Which intents each example expresses.
@@ -139,7 +217,9 @@ def decide(probs: np.ndarray, thresholds: Thresholds | float, *,
             (the first of equals).
 
     Returns:
-        A bool array of the shape of ``probs``: True where ``prob >= threshold``.
+        A bool array of the shape of ``probs``: True where ``prob >= threshold`` (with an
+        ``additional`` threshold: the most probable intent (the first of equals) where it
+        reaches ``threshold``, and there the others that reach ``additional``).
 
     Raises:
         ValueError: ``probs`` not 1-D or 2-D, or per-intent thresholds of another length.
@@ -152,6 +232,11 @@ def decide(probs: np.ndarray, thresholds: Thresholds | float, *,
         thresholds = Thresholds(float(thresholds))
     rows = probs.reshape(-1, probs.shape[-1])
     out = rows >= thresholds.for_intents(rows.shape[1])[None, :]
+    if thresholds.additional is not None and rows.shape[1] > 0:
+        index, top = np.arange(len(rows)), rows.argmax(axis=1)
+        passed = out[index, top]
+        out = (rows >= thresholds.additional) & passed[:, None]
+        out[index, top] = passed
     if at_least_one and rows.shape[1] > 0:
         empty = ~out.any(axis=1)
         out[np.flatnonzero(empty), rows[empty].argmax(axis=1)] = True

@@ -296,7 +296,7 @@ def blend_with_tfidf(network: IntentClassifier, texts: list[str], labels: list[s
 def choose_compound_blend(network_probs: np.ndarray, tfidf_probs: np.ndarray,
                           gold: np.ndarray, *, per_intent: bool = False,
                           weights: Sequence[float] = BLEND_WEIGHTS,
-                          alpha: float = ALPHA) -> BlendChoice:
+                          alpha: float = ALPHA, metric: str = "micro_f1") -> BlendChoice:
     """The TF-IDF share of a multi-label blend that scores the best exact match on
     labelled rows.
 
@@ -314,6 +314,7 @@ def choose_compound_blend(network_probs: np.ndarray, tfidf_probs: np.ndarray,
         per_intent: tune one threshold per intent (``task.per_intent_thresholds``).
         weights: candidate shares in [0, 1] (0, the network alone, is always one).
         alpha: the significance level; 1.0 keeps the best share whatever its p-value.
+        metric: what each share's thresholds maximise (``task.threshold_metric``).
 
     Returns:
         The :class:`BlendChoice` (``metric`` ``"exact_match"``; ``tfidf_score``: the TF-IDF
@@ -335,7 +336,8 @@ def choose_compound_blend(network_probs: np.ndarray, tfidf_probs: np.ndarray,
 
     def exact(probs: np.ndarray) -> np.ndarray:
         """Each row's exact-match outcome at the thresholds tuned on these probabilities."""
-        chosen = decide(probs, tune_thresholds(probs, gold, per_intent=per_intent))
+        chosen = decide(probs, tune_thresholds(probs, gold, per_intent=per_intent,
+                                               metric=metric))
         return (chosen == gold).all(axis=1)
 
     outcomes = {w: exact((1.0 - w) * a + w * b) for w in shares}
@@ -366,7 +368,7 @@ def blend_compound(classifier: CompoundClassifier, texts: Sequence[str], targets
         texts, targets: the training rows and their (n, intents) intents.
         v_texts, v_gold: the validation rows and their (n, intents) intents.
         recipe: its ``levers.blend_c`` (one C) and ``levers.class_weighting``, and
-            ``task.per_intent_thresholds``.
+            ``task.per_intent_thresholds`` and ``task.threshold_metric``.
 
     Returns:
         ``(choice, tfidf, seconds)``: the :class:`BlendChoice`, the TF-IDF model (kept by
@@ -393,7 +395,8 @@ def blend_compound(classifier: CompoundClassifier, texts: Sequence[str], targets
     network, _ = classifier.analyse(list(v_texts))
     per_intent = bool(getattr(recipe.task, "per_intent_thresholds", False))
     choice = choose_compound_blend(network, tfidf.probabilities(list(v_texts)), v_gold,
-                                   per_intent=per_intent, alpha=ALPHA)
+                                   per_intent=per_intent, alpha=ALPHA,
+                                   metric=getattr(recipe.task, "threshold_metric", "micro_f1"))
     if choice.weight > 0.0:
         classifier.tfidf, classifier.tfidf_share = tfidf, choice.weight
     return choice, tfidf, seconds

@@ -308,7 +308,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
         load_model_weights(result.best_checkpoint, objective)
     clf = CompoundClassifier(model.cpu().eval(), tokenizer, data.intents, max_length=max_length,
                              reference_date=data.reference_date)
-    thresholds, metrics = tune_compound(clf, data.valid, task.per_intent_thresholds)
+    thresholds, metrics = tune_compound(clf, data.valid, task.per_intent_thresholds,
+                                        task.threshold_metric)
     blend = None
     if levers.blend == "tfidf":
         choice, tfidf, tfidf_seconds = blend_compound(
@@ -319,7 +320,8 @@ def train_compound(data: CompoundData, recipe: IntentRecipe, *, out_dir: Path,
         if report is not None:
             report(choice.describe())
         if clf.tfidf is not None:  # the thresholds of the blended probabilities
-            thresholds, metrics = tune_compound(clf, data.valid, task.per_intent_thresholds)
+            thresholds, metrics = tune_compound(clf, data.valid, task.per_intent_thresholds,
+                                                task.threshold_metric)
     clf.thresholds = thresholds
     clf.info = {"recipe": recipe.to_dict(), "train_examples": len(data.train),
                 "valid_examples": len(data.valid), "slot_names": data.slot_names,
@@ -591,14 +593,15 @@ def compound_targets(examples: Sequence[Example], intents: list[str]) -> np.ndar
     return gold
 
 
-def tune_compound(clf: CompoundClassifier, valid: list[Example], per_intent: bool
-                  ) -> tuple[Thresholds, dict[str, Any]]:
-    """Stage 5: the decision thresholds tuned on the validation probabilities (one, or one
-    per intent), and the validation metrics with them (0.5 and none without validation)."""
+def tune_compound(clf: CompoundClassifier, valid: list[Example], per_intent: bool,
+                  metric: str = "micro_f1") -> tuple[Thresholds, dict[str, Any]]:
+    """Stage 5: the decision thresholds tuned on the validation probabilities for ``metric``
+    (one, one per intent, or for exact match one for the most probable intent and one for
+    the others), and the validation metrics with them (0.5 and none without validation)."""
     if not valid:
-        return Thresholds(0.5), {}
+        return Thresholds(0.5, metric=metric), {}
     probs, _ = clf.analyse([e.text for e in valid])
     gold = compound_targets(valid, clf.intents)
-    thresholds = tune_thresholds(probs, gold, per_intent=per_intent)
+    thresholds = tune_thresholds(probs, gold, per_intent=per_intent, metric=metric)
     m = multilabel_metrics(decide(probs, thresholds), gold, clf.intents)
     return thresholds, {k: m[k] for k in ("micro_f1", "macro_f1", "exact_match")}

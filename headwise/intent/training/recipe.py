@@ -546,6 +546,11 @@ class MultiLabel:
         slots: train the slot tagger when the data has slots.
         per_intent_thresholds: tune one threshold per intent on validation (else one for
             all).
+        threshold_metric: what the thresholds maximise on validation: ``"micro_f1"`` (one
+            threshold, or one per intent) or ``"exact_match"`` (the whole intent set right:
+            one threshold for the most probable intent and one for the others,
+            :func:`~headwise.intent.compound.thresholds.tune_thresholds`); exact match with
+            per-intent thresholds is refused.
         number_dropout: the share of the training rows' whole-number tokens replaced by
             ``[NUM]`` (seeded, training rows only), so that the placeholder an unseen
             number is read as at prediction time is trained; a tokenizer without ``[NUM]``
@@ -564,11 +569,18 @@ class MultiLabel:
     NAME: ClassVar[str] = "multi_label"
     slots: bool = True
     per_intent_thresholds: bool = False
+    threshold_metric: str = "micro_f1"
     number_dropout: float = 0.15
     compound_joins: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self, "task")
+        _check_choice("task.threshold_metric", self.threshold_metric,
+                      ("micro_f1", "exact_match"))
+        if self.per_intent_thresholds and self.threshold_metric == "exact_match":
+            raise ValueError("task.per_intent_thresholds maximise each intent's F1; "
+                             "task.threshold_metric exact_match chooses one threshold for the "
+                             "most probable intent and one for the others: use one of the two")
         if not 0.0 <= self.number_dropout < 1.0:
             raise ValueError(f"task.number_dropout must be in [0, 1), got "
                              f"{self.number_dropout}")

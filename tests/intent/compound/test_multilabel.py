@@ -106,11 +106,90 @@ def test_thresholds_dict_round_trip():
     for th in (Thresholds(0.5), Thresholds(0.45, [0.5, 0.2, 0.35])):
         data = json.loads(json.dumps(th.to_dict()))
         assert Thresholds.from_dict(data) == th
-    assert Thresholds(np.float64(0.5)).to_dict() == {"threshold": 0.5, "per_intent": None}
+    assert Thresholds(np.float64(0.5)).to_dict() == {
+        "threshold": 0.5, "per_intent": None, "additional": None, "metric": "micro_f1"}
+    pair = Thresholds(0.4, None, 0.46, "exact_match")
+    assert Thresholds.from_dict(json.loads(json.dumps(pair.to_dict()))) == pair
+    # a model saved before the additional threshold and the metric were recorded
+    assert Thresholds.from_dict({"threshold": 0.3, "per_intent": None}) == Thresholds(0.3)
     for bad in ({}, {"threshold": 1.5}, {"threshold": "0.5"},
-                {"threshold": 0.5, "per_intent": [0.2, -0.1]}, [0.5]):
+                {"threshold": 0.5, "per_intent": [0.2, -0.1]}, [0.5],
+                {"threshold": 0.5, "additional": 2.0},
+                {"threshold": 0.5, "per_intent": [0.5] * 3, "additional": 0.4},
+                {"threshold": 0.5, "metric": "accuracy"}):
         with pytest.raises(ValueError):
             Thresholds.from_dict(bad)
+
+
+# exact match: the most probable intent against `threshold`, the others against `additional`
+EM_PROBS = np.array([[0.9, 0.45, 0.1],    # one request; a second intent at 0.45
+                     [0.8, 0.6, 0.1],     # two requests
+                     [0.3, 0.2, 0.1],     # out of scope
+                     [0.4, 0.1, 0.05]])   # one request, unsure
+EM_GOLD = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 0], [1, 0, 0]], dtype=bool)
+# one threshold t: row 3 needs t <= .40, row 0 needs t > .45: at most 3 of 4 right.
+# two: t in (.30, .40] and additional in (.45, .60]: all 4; the pair nearest each other is
+# (.40, .46)
+
+
+def test_exact_match_thresholds_by_hand():
+    th = tune_thresholds(EM_PROBS, EM_GOLD, metric="exact_match")
+    assert th == Thresholds(0.4, None, 0.46, "exact_match")
+    assert np.array_equal(decide(EM_PROBS, th), EM_GOLD)
+    # the one-threshold rule scores 3 of 4 at best
+    assert max((decide(EM_PROBS, t) == EM_GOLD).all(1).mean() for t in DEFAULT_GRID) == 0.75
+    # where one threshold is enough, the pair is one threshold (additional None)
+    one = tune_thresholds(EM_PROBS[:3], EM_GOLD[:3], metric="exact_match")
+    assert one.additional is None and one.metric == "exact_match"
+    assert np.array_equal(decide(EM_PROBS[:3], one), EM_GOLD[:3])
+
+
+def test_decide_with_an_additional_threshold_by_hand():
+    th = Thresholds(0.4, None, 0.7, "exact_match")
+    probs = np.array([[0.9, 0.65, 0.75], [0.35, 0.8, 0.1], [0.5, 0.5, 0.2], [0.3, 0.2, 0.1]])
+    # row 1: the most probable (0.8) passes 0.4, the others are under 0.7; row 2: equal
+    # probabilities, the first is the most probable, the second is under 0.7
+    assert np.array_equal(decide(probs, th), [[1, 0, 1], [0, 1, 0], [1, 0, 0], [0, 0, 0]])
+    assert np.array_equal(decide(probs, th, at_least_one=True)[3], [1, 0, 0])
+    # a lower bar for the others than for the first
+    low = Thresholds(0.6, None, 0.2, "exact_match")
+    assert np.array_equal(decide(probs, low), [[1, 1, 1], [1, 1, 0], [0, 0, 0], [0, 0, 0]])
+    assert np.array_equal(decide(probs[0], th), [True, False, True])
+
+
+def test_exact_match_pair_is_the_best_of_every_pair():
+    """Against a plain loop over every pair of a coarse grid, scoring sets row by row."""
+    rng = np.random.default_rng(1)
+    gold = rng.random((80, 4)) < 0.3
+    gold[:10] = False  # out of scope rows
+    probs = np.clip(gold * 0.4 + rng.random((80, 4)) * 0.6, 0, 1)
+    grid = np.round(np.arange(1, 20) / 20, 2)
+
+    def score(t: float, a: float) -> float:
+        right = 0
+        for p, g in zip(probs, gold, strict=True):
+            top = int(np.argmax(p))
+            chosen = set() if p[top] < t else {top} | {j for j in range(4) if j != top
+                                                       and p[j] >= a}
+            right += chosen == set(np.flatnonzero(g))
+        return right / len(gold)
+
+    best = max(score(t, a) for t in grid for a in grid)
+    th = tune_thresholds(probs, gold, grid=grid, metric="exact_match")
+    extra = th.threshold if th.additional is None else th.additional
+    assert score(th.threshold, extra) == best
+    assert (decide(probs, th) == gold).all(1).mean() == pytest.approx(best)
+
+
+def test_exact_match_refusals():
+    with pytest.raises(ValueError, match="use one of the two"):
+        tune_thresholds(EM_PROBS, EM_GOLD, per_intent=True, metric="exact_match")
+    with pytest.raises(ValueError, match="metric must be one of"):
+        tune_thresholds(EM_PROBS, EM_GOLD, metric="accuracy")
+    with pytest.raises(ValueError, match="not with per-intent thresholds"):
+        Thresholds(0.5, [0.5, 0.5, 0.5], 0.4)
+    with pytest.raises(ValueError, match="tuned for one of"):
+        Thresholds(0.5, metric="f1")
 
 
 NAMES = ["a", "b", "c", "never", "only_pred"]
