@@ -120,6 +120,45 @@ def test_targets_are_judged_on_their_intervals():
     assert R.targets_table(bilstm).startswith("(no pretrained")
 
 
+def _with_rules(run: dict, valid_micro: float, valid_em: float, right: list[bool]) -> dict:
+    """``run`` scored under both threshold rules: the micro-F1 rule is its own answers."""
+    own = "".join("1" if set(q["gold"]) == set(q["pred"]) else "0"
+                  for q in run["per_question"])
+    return {**run, "threshold_rules": {
+        "micro_f1": {"valid_crossfit": valid_micro, "test_right": own},
+        "exact_match": {"valid_crossfit": valid_em,
+                        "test_right": "".join("1" if x else "0" for x in right)}}}
+
+
+def test_the_threshold_rule_is_chosen_on_cross_fitted_validation():
+    """The exact-match rule answers only where its cross-fitted validation mean is higher;
+    then the 89 % target reads its test outcomes (every question right here: 100 %), and
+    the rules' table shows both rules on the same questions with the paired difference."""
+    e5 = [_run(s, "e5") for s in range(3)]
+    every = [True] * len(e5[0]["per_question"])
+    better = [_with_rules(r, 0.70, 0.74 + 0.01 * r["seed"], every) for r in e5]
+    assert R.chosen_rule(better) == "exact_match"
+    tie = [_with_rules(r, 0.70, 0.70, every) for r in e5]
+    assert R.chosen_rule(tie) == "micro_f1" and R.chosen_rule(e5) == "micro_f1"
+    # a run without the rules: the default
+    assert R.chosen_rule(better[:2] + e5[2:]) == "micro_f1"
+    lines = {line.split(" | ")[0].strip("| "): line for line in
+             R.targets_table(better).splitlines()}
+    assert "exact-match thresholds, chosen on validation" in lines["exact match >= 89 %"]
+    assert "100.0 [100.0, 100.0]" in lines["exact match >= 89 %"]
+    assert "PASS" in lines["exact match >= 89 %"]
+    own = np.mean([np.mean([set(q["gold"]) == set(q["pred"]) for q in r["per_question"]])
+                   for r in e5])
+    table = R.threshold_rule_table(better)
+    row = next(line for line in table.splitlines() if line.startswith("| e5 "))
+    assert "exact-match thresholds" in row and f"{100 * (1 - own):+.1f}" in row
+    # seed-paired validation difference: 4, 5, 6 points over micro-F1's
+    assert "+5.0 [+2.5, +7.5]" in row
+    assert R.threshold_rule_table(e5).startswith("(no run")
+    # the tie keeps micro-F1: the target reads the runs' own answers
+    assert "exact-match" not in R.targets_table(tie).splitlines()[2]
+
+
 # -- NLU++: intervals on the setting tables and the low-data floor verdict ------------------
 # four kinds of test question, ten of each: micro-F1 is the same on the forty as on the four
 GOLD = [["a"], ["a", "b"], ["b"], []]
@@ -239,3 +278,28 @@ def test_runs_name_their_test_set_stored_once(tmp_path):
     results.write_text("".join(json.dumps(r) + "\n" for r in records))
     with pytest.raises(ValueError, match="lacks"):
         C.done_runs(results)
+
+
+def test_a_run_is_scored_under_both_threshold_rules():
+    """A model stand-in whose probabilities need two thresholds (one request with a second
+    intent at 0.45, two requests, out of scope, one unsure request at 0.4), ten of each:
+    exact-match thresholds answer every question, micro-F1's one threshold 3 in 4; the
+    cross-fitted halves see the same four kinds, so they agree."""
+    probs = np.array([[0.9, 0.45, 0.1], [0.8, 0.6, 0.1], [0.3, 0.2, 0.1], [0.4, 0.1, 0.05]])
+    gold = [("a",), ("a", "b"), (), ("a",)]
+    rows = [Example(f"q{i}", gold[i % 4], (), i + 1) for i in range(40)]
+
+    class Model:
+        intents = ["a", "b", "c"]
+
+        def analyse(self, texts):
+            return np.stack([probs[int(t[1:]) % 4] for t in texts]), None
+
+    out = C.threshold_rules(Model(), rows, rows, seed=0)
+    assert out["exact_match"]["test_exact_match"] == 1.0
+    assert out["exact_match"]["valid_crossfit"] == 1.0
+    assert out["micro_f1"]["test_exact_match"] == pytest.approx(0.75)
+    assert len(out["micro_f1"]["test_right"]) == 40
+    assert out["micro_f1"]["test_right"].count("1") == 30
+    assert out["exact_match"]["thresholds"]["metric"] == "exact_match"
+    assert out["exact_match"]["thresholds"]["additional"] is not None
