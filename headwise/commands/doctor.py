@@ -47,10 +47,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--near", type=float, default=0.9,
                    help="cosine similarity (of character n-grams, or of --model's "
                    "embeddings) from which two texts are near duplicates")
-    p.add_argument("--jobs", type=int, metavar="N",
-                   help="worker processes fitting the cross-validation folds (default: one "
-                   "per CPU on data of a few thousand rows or more, else 1); the findings "
-                   "do not depend on it")
     add_data_options(p)
     p.set_defaults(func=run)
 
@@ -109,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         exam = examine(data.texts, labels, lines, near=args.near, model=args.model,
                        valid=(valid.texts, [e.line for e in valid.examples]) if valid else None,
-                       progress=progress, jobs=args.jobs)
+                       progress=progress)
     finally:
         bar.close()
     write_report(exam, out, str(args.data))
