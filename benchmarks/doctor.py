@@ -207,8 +207,12 @@ def render(records: list[dict[str, Any]]) -> str:
              "probabilities) against the flipped rows. Mean over seeds (each seed flips other "
              "rows and folds differently) with its 95 % t-interval; suggestion right: the "
              "share of correctly flagged rows whose suggested label is the original intent. "
-             "Each record keeps the examination's wall time, not shown: these runs shared "
-             "the machine with other work (a doctor run's time is measured alone).", ""]
+             "Each record keeps the examination's wall time, not shown: these runs may share "
+             "the machine with other work (a doctor run's time, measured alone, is the CIC "
+             "timing below). What training on the rows the doctor keeps does to a model: "
+             "DataCLUE CIC's fine-tuned multilingual-e5-small on the rows `--fix drop` keeps "
+             "against the raw rows and the TF-IDF floor, `intent:cpu` "
+             "([Targets](intent.md#targets), `e5-small-lpft-prior-doctor`).", ""]
     lines.append(H.markdown_table(
         ["data", "flips", "rate", "seeds", "rows", "precision %", "recall %",
          "suggestion right %"], rows, "llrrrrrr")
