@@ -603,7 +603,7 @@ PAGES = {
     "long_attention:cpu": "attention", "decode:cpu": "attention",
     "train_throughput:cpu": "training", "pruning:cpu": "training",
     "hardening:hypothesis": "training", "cpu_finetune:cpu": "training",
-    "train_estimate:cpu": "training",
+    "train_estimate:cpu": "training", "cic_train:cpu": "training",
     "intent:cpu": "intent", "intent:pretrained-footprint": "intent",
     "e5_fidelity:cpu": "intent", "demo:heldout": "intent", "demo:transformer": "intent",
     "demo:ood": "intent",

@@ -146,6 +146,12 @@ def _demo_time(res: Path, pages: Path) -> str | None:
     return demo_time.section(runs) if runs else None
 
 
+def _cic_train(res: Path, pages: Path) -> str | None:
+    import cic_train_time
+
+    return cic_train_time.section(_jsonl(res / "cic_train_time.jsonl"))
+
+
 def _oos(res: Path, pages: Path) -> str | None:
     import oos
 
@@ -340,6 +346,9 @@ SOURCES: dict[str, Source] = {
                                                  "headwise/attention",
                                                  "headwise/intent/training"),
                                "python benchmarks/cpu_finetune.py"),
+    "cic_train:cpu": Source(_cic_train, ("headwise/intent", "headwise/train", "headwise/models",
+                                         "headwise/commands/train.py"),
+                            "python benchmarks/cic_train_time.py --seeds 0,1,2"),
     "train_estimate:cpu": Source(_train_estimate, ("headwise/train/estimate.py",
                                                    "headwise/train/trainer.py"),
                                  "python benchmarks/train_estimate.py --seeds 0,1"),

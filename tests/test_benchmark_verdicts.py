@@ -366,3 +366,25 @@ def test_the_intent_benchmark_trains_on_what_the_doctor_keeps(tmp_path):
     assert not {t for t, _, _ in FLIPS} & set(data.texts)
     assert done["rows"] == len(rows) and done["kept"] == len(want) < len(rows)
     assert done["relabelled"] == 0 and done["findings"]["label_issue"] >= len(FLIPS)
+
+
+def test_cic_default_training_time_is_judged_on_the_mean_walls_interval():
+    """Three runs of 20, 25 and 30 minutes (mean 25, s 5): 25 +- 4.302653 * 5 / sqrt(3)
+    minutes, straddling 30: within noise; 10, 11, 12 minutes: PASS; one run: not judged."""
+    import cic_train_time as T
+
+    half = 4.302653 * 5 / math.sqrt(3)
+    judged, text = T.verdict([1200.0, 1500.0, 1800.0])
+    assert judged == "within noise"
+    assert text == f"mean 25.0 min [{25 - half:.1f}, {25 + half:.1f}] over 3 runs"
+    assert T.verdict([600.0, 660.0, 720.0])[0] == "PASS"
+    assert T.verdict([3000.0, 3100.0, 3200.0])[0] == "FAIL"
+    assert T.verdict([900.0])[0] == "not judged"
+    record = {"command": "python benchmarks/cic_train_time.py", "date": "2026-12-04",
+              "provenance": {}, "runs": [
+                  {"seed": s, "model": "multilingual-e5-small", "epochs": 3,
+                   "precision": "bf16", "wall_s": w, "cpu_s": 2 * w, "peak_rss_mib": 2000,
+                   "accuracy": 0.8, "macro_f1": 0.7} for s, w in enumerate((600, 660, 720))]}
+    text = T.section([record])
+    assert "| PASS |" in text and "| 0 | multilingual-e5-small | 3 | bf16 | 10.0 |" in text
+    assert "Not measured yet" in T.section([])
