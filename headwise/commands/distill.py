@@ -229,9 +229,7 @@ def _report_compound(result: Any, args: argparse.Namespace) -> int:
     m = result.valid_metrics
     if m:
         print(f"validation: intent micro-F1 {m['micro_f1']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
-              f"exact match {m['exact_match']:.4f}; threshold "
-              f"{result.threshold.threshold:.3f}"
-              + (" (per intent)" if result.threshold.per_intent else ""))
+              f"exact match {m['exact_match']:.4f}; {result.threshold.describe()}")
     (Path(args.out) / "train_summary.json").write_text(
         json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"saved to {Path(args.out)}")

@@ -360,9 +360,7 @@ def _run_compound(args: argparse.Namespace, recipe: IntentRecipe, out: Path,
         print(BlendChoice(**{f.name: blend[f.name] for f in fields(BlendChoice)}).describe())
     if m:
         print(f"validation: intent micro-F1 {m['micro_f1']:.4f}, macro-F1 {m['macro_f1']:.4f}, "
-              f"exact match {m['exact_match']:.4f}; threshold "
-              f"{result.threshold.threshold:.3f}"
-              + (" (per intent)" if result.threshold.per_intent else ""))
+              f"exact match {m['exact_match']:.4f}; {result.threshold.describe()}")
     (out / "train_summary.json").write_text(
         json.dumps(result.classifier.info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0

@@ -82,6 +82,16 @@ class Thresholds:
                              f"{num_intents} intents")
         return np.asarray(self.per_intent, dtype=float)
 
+    def describe(self) -> str:
+        """One phrase for a person: ``threshold 0.450`` (``(per intent)`` when each intent
+        has its own), or the two thresholds of an exact-match choice."""
+        if self.additional is not None:
+            return (f"thresholds {self.threshold:.3f} for the most probable intent, "
+                    f"{self.additional:.3f} for the others (chosen for exact match)")
+        chosen = " (chosen for exact match)" if self.metric == "exact_match" else ""
+        return (f"threshold {self.threshold:.3f}"
+                + (" (per intent)" if self.per_intent is not None else "") + chosen)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: ``{"threshold": t, "per_intent": [...] or None, "additional":
         a or None, "metric": m}``."""

@@ -181,6 +181,16 @@ def test_exact_match_pair_is_the_best_of_every_pair():
     assert (decide(probs, th) == gold).all(1).mean() == pytest.approx(best)
 
 
+def test_thresholds_describe_themselves():
+    assert Thresholds(0.45).describe() == "threshold 0.450"
+    assert Thresholds(0.45, [0.5, 0.4]).describe() == "threshold 0.450 (per intent)"
+    assert Thresholds(0.4, None, 0.46, "exact_match").describe() == (
+        "thresholds 0.400 for the most probable intent, 0.460 for the others (chosen for "
+        "exact match)")
+    assert Thresholds(0.4, metric="exact_match").describe() == \
+        "threshold 0.400 (chosen for exact match)"
+
+
 def test_exact_match_refusals():
     with pytest.raises(ValueError, match="use one of the two"):
         tune_thresholds(EM_PROBS, EM_GOLD, per_intent=True, metric="exact_match")
