@@ -160,8 +160,7 @@ def render_time(records: list[dict[str, Any]]) -> list[str]:
         [[k, f"{statistics.median(r['steps'][k] for r in runs):.1f}"] for k in steps]
         + [["examination (all steps)", f"{statistics.median(r['examine_s'] for r in runs):.1f}"],
            ["`headwise doctor` process (wall)", f"{statistics.median(walls):.1f}"]], "lr")
-    busy = [r for r in runs if H.was_busy({"loadavg_start": r["provenance"]["loadavg_before"],
-                                           "logical_cpus": r["provenance"]["cores"]})]
+    loads = ", ".join(f"{r['provenance']['loadavg_before']:.2f}" for r in runs)
     return ["", "### Time of a doctor run on DataCLUE CIC", "",
             f"`headwise doctor train.json --valid dev.json --format clue --out DIR` on CIC "
             f"({runs[0]['rows']} training rows), each run a fresh process that writes the "
@@ -169,10 +168,10 @@ def render_time(records: list[dict[str, Any]]) -> list[str]:
             f"wall time "
             + (f"{iv.mean:.1f} s [{iv.low:.1f}, {iv.high:.1f}] (95 % t-interval over the "
                f"runs)" if iv else f"{walls[0]:.1f} s (one run)")
-            + f", median {statistics.median(walls):.1f} s. "
-            + (f"{len(busy)} of the runs started on a busy machine (1-minute load above a "
-               f"quarter of its CPUs): upper bounds." if busy else
-               "Each run started on an idle machine."), "", table]
+            + f", median {statistics.median(walls):.1f} s. The 1-minute load average at "
+            f"each start: {loads} (on {runs[0]['provenance']['cores']} logical CPUs; it "
+            f"counts what ran in the minute before, this benchmark's previous run "
+            f"included).", "", table]
 
 
 def _interval(values: list[float]) -> str:
