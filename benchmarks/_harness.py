@@ -369,6 +369,26 @@ def done_runs(path: Path, key: Sequence[str]) -> dict[tuple, dict[str, Any]]:
     return runs
 
 
+def timed_process(argv: Sequence[str]) -> dict[str, float]:
+    """Run ``argv`` in a fresh process (output discarded, progress bars off) and measure
+    it: ``wall_s``, ``cpu_s`` (user + system of that process and its children) and
+    ``peak_rss_mib`` (its own largest resident set).
+
+    Raises:
+        subprocess.CalledProcessError: the command exited non-zero.
+    """
+    start = time.perf_counter()
+    proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "TQDM_DISABLE": "1"})
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's usage, not every child's peak
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise subprocess.CalledProcessError(code, proc.args)
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mib": usage.ru_maxrss / 1024}
+
+
 # --- provenance ----------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parent.parent
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")

@@ -42,31 +42,16 @@ TARGET_S = 30 * 60.0
 HEADING = "## How long `headwise train` takes on DataCLUE CIC with its defaults (CPU)"
 
 
-def _timed(args: list[str]) -> dict[str, float]:
-    """``headwise ARGS`` in a fresh process: wall and CPU seconds, peak RSS (MiB).
-
-    Raises:
-        subprocess.CalledProcessError: the command failed.
-    """
-    start = time.perf_counter()
-    proc = subprocess.Popen(headwise_command() + args, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "TQDM_DISABLE": "1"})
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise subprocess.CalledProcessError(os.waitstatus_to_exitcode(status), proc.args)
-    return {"wall_s": round(wall, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024)}
-
-
 def run_once(data_dir: Path, seed: int) -> dict[str, Any]:
     """One default training run on CIC and its score on the test split."""
     cic = data_dir / "dataclue_cic"
     work = Path(tempfile.mkdtemp(prefix="headwise-cic-train-"))
     try:
-        rec = _timed(["train", "--data", str(cic / "train.json"), "--valid",
-                      str(cic / "dev.json"), "--format", "clue", "--out", str(work / "model"),
-                      "--seed", str(seed), "--quiet"])
+        timed = H.timed_process(headwise_command() + [
+            "train", "--data", str(cic / "train.json"), "--valid", str(cic / "dev.json"),
+            "--format", "clue", "--out", str(work / "model"), "--seed", str(seed), "--quiet"])
+        rec = {"wall_s": round(timed["wall_s"], 1), "cpu_s": round(timed["cpu_s"], 1),
+               "peak_rss_mib": round(timed["peak_rss_mib"])}
         meta = json.loads((work / "model" / "intent.json").read_text(encoding="utf-8"))
         info = meta.get("info") or {}
         recipe = info.get("recipe") or {}

@@ -15,10 +15,8 @@ temporary folder, removed after.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,22 +43,11 @@ COMMANDS = {
 def run_once(extra: list[str]) -> dict[str, float]:
     """One demo run in a fresh process: wall and CPU seconds, peak RSS (MiB)."""
     out = Path(tempfile.mkdtemp(prefix="headwise-demo-time-"))
-    start = time.perf_counter()
     try:
-        proc = subprocess.Popen(headwise_command() + ["demo", "--out", str(out / "demo"),
-                                                      *extra],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env={**os.environ, "TQDM_DISABLE": "1"})
-        # this child's own usage (RUSAGE_CHILDREN would keep the largest RSS of them all)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        return H.timed_process(headwise_command() + ["demo", "--out", str(out / "demo"),
+                                                     *extra])
     finally:
-        wall = time.perf_counter() - start
         shutil.rmtree(out, ignore_errors=True)
-    if proc.returncode != 0:
-        raise subprocess.CalledProcessError(proc.returncode, proc.args)
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
 def _verdict(walls: list[float], target: float) -> tuple[str, str]:

@@ -386,3 +386,14 @@ def test_cic_default_training_time_is_judged_on_the_mean_walls_interval():
     text = T.section([record])
     assert "| PASS |" in text and "| 0 | multilingual-e5-small | 3 | bf16 | 10.0 |" in text
     assert "Not measured yet" in T.section([])
+
+
+def test_a_timed_process_reports_its_own_time_and_refuses_a_failure():
+    import subprocess
+
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
+    out = H.timed_process([sys.executable, "-c", busy])
+    assert out["cpu_s"] >= 0.2 and out["wall_s"] >= out["cpu_s"] * 0.5
+    assert out["peak_rss_mib"] > 1
+    with pytest.raises(subprocess.CalledProcessError):
+        H.timed_process([sys.executable, "-c", "raise SystemExit(3)"])
