@@ -101,7 +101,7 @@ def test_every_top_level_docs_page_is_linked_from_the_readme():
 
 def test_the_recipe_page_holds_the_recipe_table_of_the_code():
     from headwise.intent.training.recipe import ARCHITECTURES, TASKS, Decision, Levers
-    from headwise.intent.training.recipe_reference import recipe_table
+    from headwise.intent.training.recipe.reference import recipe_table
 
     page = (ROOT / "docs" / "recipe.md").read_text(encoding="utf-8")
     table = page.split("<!-- recipe-fields:begin -->\n", 1)[1].split(

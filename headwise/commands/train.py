@@ -40,7 +40,7 @@ def _exposed_options(paths: tuple[str, ...] = EXPOSED) -> list[tuple[str, str, A
     import typing
 
     from headwise.intent.training.recipe import PARTS
-    from headwise.intent.training.recipe_reference import field_docs, first_sentence
+    from headwise.intent.training.recipe.reference import field_docs, first_sentence
 
     out = []
     for path in paths:

@@ -372,7 +372,7 @@ def test_train_help_is_short(monkeypatch):
 
 @pytest.mark.parametrize("model", [["--model", "transformer"], []])
 def test_headwise_train_checks_the_recipe_once(model, tmp_path, captured, monkeypatch):
-    import headwise.intent.training.recipe as recipe_mod
+    import headwise.intent.training.recipe.intent_recipe as recipe_mod
     from headwise.intent.training import builders
 
     monkeypatch.setattr(builders, "default_model", lambda texts: ("bilstm", "test default"))
