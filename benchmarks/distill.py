@@ -143,12 +143,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     from headwise.intent import distill, evaluate
     from headwise.intent.training.data import in_scope, validation_split
-    from headwise.intent.training.distillation import (
-        TARGETS_FILE,
-        TARGETS_WEIGHTS,
-        load_teacher,
-        parse_student,
-    )
+    from headwise.intent.training.distillation import parse_student
+    from headwise.intent.training.teacher import TARGETS_FILE, TARGETS_WEIGHTS, load_teacher
 
     torch.set_num_threads(spec["threads"])
     train, valid, test = load_data(spec["dataset"], Path(spec["data_dir"]), spec["quick"])
@@ -401,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.render:
         if args.teacher is None or not args.teacher.is_dir():
             sys.exit(f"--teacher must name the teacher's model directory, got {args.teacher}")
-        from headwise.intent.training.distillation import directory_fingerprint
+        from headwise.intent.training.teacher import directory_fingerprint
 
         if args.data is None:
             if args.dataset == "demo":

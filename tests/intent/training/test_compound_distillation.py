@@ -17,10 +17,11 @@ from headwise.cli import main
 from headwise.intent.compound.classifier import CompoundClassifier
 from headwise.intent.compound.thresholds import span_f1
 from headwise.intent.training.compound import distilled_targets
-from headwise.intent.training.distillation import TARGETS_FILE, distill, read_soft_targets
+from headwise.intent.training.distillation import distill
 from headwise.intent.training.losses import multilabel_intent_loss
 from headwise.intent.training.pipeline import train_intent_classifier
 from headwise.intent.training.recipe import IntentRecipe
+from headwise.intent.training.teacher import TARGETS_FILE, read_soft_targets
 from headwise.text.dataset import Example
 
 #: the student: a Transformer smaller than the teacher (no number-aware heads)

@@ -24,6 +24,7 @@ from headwise.intent import IntentRecipe, distill
 from headwise.intent.training import augmentation as A
 from headwise.intent.training import distillation as D
 from headwise.intent.training import losses as objective
+from headwise.intent.training import teacher as T
 from headwise.intent.training.losses import NO_LABEL, SmoothedClassification, distillation_loss
 from headwise.text.negation_tokens import NEGATION_CHARACTERS
 
@@ -220,13 +221,13 @@ def test_unlabelled_texts_cache_and_resume_after_a_crash(teacher, tmp_path, monk
     a = distill(teacher, ROWS * 2, ROWS, out_dir=tmp_path / "a", **args)
     info = a.classifier.info["distill"]
     assert info["unlabelled"] == 3 and info["unlabelled_left_out"] == {"a training text": 1}
-    assert info["teacher"]["sha256"] == D.directory_fingerprint(teacher)
+    assert info["teacher"]["sha256"] == T.directory_fingerprint(teacher)
     assert info["teacher"]["model"] == "tfidf" and info["temperature"] == 2.0
     assert info["augmentation"]["rows"] > 0 and info["soft_targets"]["computed"] > 0
-    assert a.classifier.labels == D.load_teacher(teacher).labels
+    assert a.classifier.labels == T.load_teacher(teacher).labels
     # the soft-target file holds the unlabelled texts' rows: the teacher's log-probabilities
-    meta, logits = D.read_soft_targets(tmp_path / "a")
-    clf = D.load_teacher(teacher)
+    meta, logits = T.read_soft_targets(tmp_path / "a")
+    clf = T.load_teacher(teacher)
     rows = [meta["texts"].index(t) for t in UNLABELLED[:3]]
     np.testing.assert_allclose(logits[rows], np.log(clf.predict_proba(UNLABELLED[:3])),
                                rtol=0, atol=1e-9)
@@ -253,13 +254,13 @@ def test_unlabelled_texts_cache_and_resume_after_a_crash(teacher, tmp_path, monk
     with pytest.raises(RuntimeError, match="simulated crash"):
         distill(teacher, ROWS * 2, ROWS, out_dir=tmp_path / "b", **args)
     monkeypatch.setattr(SmoothedClassification, "forward", real_forward)
-    assert (tmp_path / "b" / D.TARGETS_FILE).is_file()
+    assert (tmp_path / "b" / T.TARGETS_FILE).is_file()
     assert not (tmp_path / "b" / "intent.json").exists()
 
     def no_teacher(*a_, **kw):
         raise AssertionError("the teacher ran again on resume")
 
-    monkeypatch.setattr(D, "teacher_log_probs", no_teacher)
+    monkeypatch.setattr(T, "teacher_log_probs", no_teacher)
     b = distill(teacher, ROWS * 2, ROWS, out_dir=tmp_path / "b", resume=True, **args)
     assert b.classifier.info["distill"]["soft_targets"]["computed"] == 0
     wa, wb = _weights(tmp_path / "a"), _weights(tmp_path / "b")
@@ -284,7 +285,7 @@ def test_truncated_student_keeps_the_teachers_first_layers(tmp_path):
     model, tokenizer = from_pretrained(hf_dir, num_labels=3)
     labels = sorted(INTENTS)
     IntentClassifier(model, tokenizer, labels).save(tmp_path / "teacher")
-    teacher = D.load_teacher(tmp_path / "teacher")
+    teacher = T.load_teacher(tmp_path / "teacher")
     student, trim = trim_for_task(D.truncated_student(teacher, 1), teacher.tokenizer,
                                   MIXED[:6], reserve=0)
     assert trim["kept"] < trim["vocab_size"] and student.config.num_layers == 1
@@ -314,7 +315,7 @@ def test_truncated_student_keeps_the_teachers_first_layers(tmp_path):
     # it fine-tunes from the teacher's own head: no LP-FT unless asked for
     assert run.classifier.info["recipe"]["levers"]["linear_probe"] is False
     assert run.classifier.info["linear_probe"] is None
-    assert not (tmp_path / "student" / D.STUDENT_INIT).exists()
+    assert not (tmp_path / "student" / T.STUDENT_INIT).exists()
     assert run.classifier.predict(["my card was stolen"])[0].intent in labels + ["out_of_scope"]
 
 
@@ -378,16 +379,16 @@ def test_a_weighted_ensemble_teacher_gives_the_log_of_its_blended_probabilities(
     train_intent_classifier(ROWS * 2, ROWS, IntentRecipe.from_dict({
         "architecture": {"type": "tfidf", "c": 1.0},
         "train": {"progress": False}}), out_dir=other)
-    members = [D.load_teacher(teacher), D.load_teacher(other)]
+    members = [T.load_teacher(teacher), T.load_teacher(other)]
     EnsembleClassifier(members, weights=[0.3, 0.7]).save(tmp_path / "blend")
-    blend = D.load_teacher(tmp_path / "blend")
+    blend = T.load_teacher(tmp_path / "blend")
     texts = ["i lost my card", "send money to my friend", "what is my balance"]
     want = np.log(0.3 * members[0].predict_proba(texts) + 0.7 * members[1].predict_proba(texts))
-    np.testing.assert_allclose(D.teacher_log_probs(blend, texts, progress=False), want,
+    np.testing.assert_allclose(T.teacher_log_probs(blend, texts, progress=False), want,
                                rtol=0, atol=1e-12)
     run = distill(tmp_path / "blend", ROWS * 2, ROWS, out_dir=tmp_path / "student",
                   recipe=IntentRecipe.from_dict(TINY))
     info = run.classifier.info["distill"]
     assert info["teacher"]["model"] == "ensemble of 2"
-    assert info["teacher"]["sha256"] == D.directory_fingerprint(tmp_path / "blend")
+    assert info["teacher"]["sha256"] == T.directory_fingerprint(tmp_path / "blend")
     assert run.classifier.labels == blend.labels
