@@ -302,9 +302,11 @@ def _walkthrough(res: Path, pages: Path) -> str | None:
     return data and walkthrough.section(data)
 
 
-def _none(res: Path, pages: Path) -> None:
-    """No structured record is written: the section is written by hand from the output."""
-    return None
+def _hardening(res: Path, pages: Path) -> str | None:
+    import hardening
+
+    runs = _jsonl(res / "hardening.jsonl")
+    return hardening.section(runs) if runs else None
 
 
 _ATTN = ("headwise/attention",)
@@ -320,10 +322,8 @@ SOURCES: dict[str, Source] = {
                                    "python benchmarks/train_throughput.py"),
     "pruning:cpu": Source(_pruning, ("headwise/inspect", "headwise/nn"),
                           "python benchmarks/pruning.py"),
-    "hardening:hypothesis": Source(
-        _none, ("headwise/attention", "headwise/nn"),
-        "OMP_NUM_THREADS=1 python -m pytest -q tests/attention/test_grad_layouts.py "
-        "tests/nn/test_grad_layouts_models.py --hypothesis-profile=long"),
+    "hardening:hypothesis": Source(_hardening, ("headwise/attention", "headwise/nn"),
+                                   "python benchmarks/hardening.py"),
     "intent:cpu": Source(_intent, _INTENT, "python benchmarks/intent.py"),
     "intent:pretrained-footprint": Source(
         _footprint, (*_INTENT, *_SERVE, "headwise/onnx", "headwise/models"),

@@ -397,3 +397,58 @@ def test_a_timed_process_reports_its_own_time_and_refuses_a_failure():
     assert out["peak_rss_mib"] > 1
     with pytest.raises(subprocess.CalledProcessError):
         H.timed_process([sys.executable, "-c", "raise SystemExit(3)"])
+
+
+def test_the_hardening_run_reads_pytests_report_and_hypothesis_statistics(tmp_path):
+    """Examples are summed over a property's phases, outcomes come from the JUnit XML, and
+    one failing example or test makes the verdict FAIL."""
+    import hardening as Hd
+
+    stats = """============================ Hypothesis Statistics =============================
+tests/attention/test_grad_layouts.py::test_attend_gradients_match_float64_reference:
+
+  - during explicit phase (0.52 seconds):
+    - Typical runtimes: ~ 2-717 ms, of which < 1ms in data generation
+    - 4 passing, 0 failing, and 0 invalid test cases
+
+  - during generate phase (310.81 seconds):
+    - Typical runtimes: ~ 2-717 ms, of which ~ 1-114 ms in data generation
+    - 1996 passing, 0 failing, and 12 invalid test cases
+
+  - Stopped because settings.max_examples=2000
+
+tests/nn/test_grad_layouts_models.py::test_encoder_layer_gradients:
+
+  - during generate phase (20.0 seconds):
+    - 499 passing, 1 failing, and 0 invalid test cases
+"""
+    got = Hd.examples(stats)
+    assert got == {
+        "tests/attention/test_grad_layouts.py::test_attend_gradients_match_float64_reference":
+            {"passing": 2000, "failing": 0, "invalid": 12},
+        "tests/nn/test_grad_layouts_models.py::test_encoder_layer_gradients":
+            {"passing": 499, "failing": 1, "invalid": 0}}
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.attention.test_grad_layouts" '
+        'name="test_attend_gradients_match_float64_reference" time="311.4"/>'
+        '<testcase classname="tests.nn.test_grad_layouts_models" '
+        'name="test_encoder_layer_gradients" time="20.5"><failure message="x">x</failure>'
+        '</testcase></testsuite></testsuites>', encoding="utf-8")
+    tests = Hd.outcomes(junit)
+    assert [(t["test"].split("::")[1], t["outcome"], t["seconds"]) for t in tests] == [
+        ("test_attend_gradients_match_float64_reference", "passed", 311.4),
+        ("test_encoder_layer_gradients", "failed", 20.5)]
+    for t in tests:
+        t["examples"] = got[t["test"]]
+    run = {"profile": "long", "hypothesis_seed": 7, "exit_code": 1, "wall_s": 340.0,
+           "tests": tests}
+    assert Hd.verdict(run) == ("FAIL", "2,499 examples passed, 1 failed; 2 tests, 1 failed; "
+                                       "5.7 min")
+    tests[1].update(outcome="passed", examples={"passing": 500, "failing": 0, "invalid": 0})
+    assert Hd.verdict({**run, "exit_code": 0})[0] == "PASS"
+    text = Hd.section([{"command": "python benchmarks/hardening.py", "date": "2026-12-04",
+                        "provenance": {}, "run": {**run, "exit_code": 0}}])
+    assert "| no failing test and no failing example | PASS |" in text
+    assert "--hypothesis-seed=7" in text and "2,000" in text
