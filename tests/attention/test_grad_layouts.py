@@ -12,7 +12,8 @@ that of the math path run in the same precision, plus a floor of a few ulps of t
 reference's magnitude. Requests a backend refuses must be refused with a clear error.
 
 ``pytest tests/attention/test_grad_layouts.py --hypothesis-profile=long`` runs the long
-sweep (profiles in tests/conftest.py).
+sweep (profiles in tests/conftest.py); ``python benchmarks/hardening.py`` runs and records
+it with the models' sweep (BENCHMARKS ``hardening:hypothesis``).
 """
 
 from __future__ import annotations
