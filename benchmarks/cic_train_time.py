@@ -44,6 +44,8 @@ HEADING = "## How long `headwise train` takes on DataCLUE CIC with its defaults 
 
 def run_once(data_dir: Path, seed: int) -> dict[str, Any]:
     """One default training run on CIC and its score on the test split."""
+    from headwise.intent.kinds import kind_of
+
     cic = data_dir / "dataclue_cic"
     work = Path(tempfile.mkdtemp(prefix="headwise-cic-train-"))
     try:
@@ -52,9 +54,11 @@ def run_once(data_dir: Path, seed: int) -> dict[str, Any]:
             "--format", "clue", "--out", str(work / "model"), "--seed", str(seed), "--quiet"])
         rec = {"wall_s": round(timed["wall_s"], 1), "cpu_s": round(timed["cpu_s"], 1),
                "peak_rss_mib": round(timed["peak_rss_mib"])}
-        meta = json.loads((work / "model" / "intent.json").read_text(encoding="utf-8"))
+        kind = kind_of(work / "model")  # a network, or blended with TF-IDF: an ensemble
+        meta = json.loads((work / "model" / kind.marker).read_text(encoding="utf-8"))
         info = meta.get("info") or {}
         recipe = info.get("recipe") or {}
+        blend = info.get("blend") or {}
         subprocess.run(headwise_command() + [
             "eval", str(work / "model"), "--data", str(cic / "test_public.json"), "--format",
             "clue", "--out", str(work / "eval")], check=True, stdout=subprocess.DEVNULL,
@@ -66,6 +70,8 @@ def run_once(data_dir: Path, seed: int) -> dict[str, Any]:
             or (recipe.get("architecture") or {}).get("type"),
             "epochs": (recipe.get("train") or {}).get("epochs"),
             "precision": (info.get("precision") or {}).get("precision"),
+            "saved": kind.name if kind.name != "ensemble" else
+            f"blend, TF-IDF weight {blend.get('weight')}",
             "train_seconds": info.get("train_seconds"),
             "accuracy": report.get("accuracy"), "macro_f1": report.get("macro_f1")}
 
@@ -84,7 +90,8 @@ def _run_lines(data: dict[str, Any]) -> list[str]:
     """One record's lines: where, the verdict and each run."""
     runs = data["runs"]
     judged, measured = verdict([r["wall_s"] for r in runs])
-    rows = [[str(r["seed"]), str(r["model"]), str(r["epochs"]), str(r["precision"]),
+    rows = [[str(r["seed"]), str(r["model"]), r.get("saved", "-"), str(r["epochs"]),
+             str(r["precision"]),
              f"{r['wall_s'] / 60:.1f}", f"{r['cpu_s'] / 60:.1f}", str(r["peak_rss_mib"]),
              f"{100 * r['accuracy']:.2f}" if r.get("accuracy") is not None else "-",
              f"{100 * r['macro_f1']:.2f}" if r.get("macro_f1") is not None else "-"]
@@ -94,9 +101,9 @@ def _run_lines(data: dict[str, Any]) -> list[str]:
             H.markdown_table(["target", "verdict", "measured"],
                              [["the default fine-tuning on CIC end to end <= 30 minutes "
                                "(2 cores)", judged, measured]], "lll"), "",
-            H.markdown_table(["seed", "model", "epochs", "precision", "wall min", "CPU min",
-                              "peak RSS MiB", "test accuracy %", "test macro-F1 %"], rows,
-                             "lllrrrrrr")]
+            H.markdown_table(["seed", "model", "saved as", "epochs", "precision", "wall min",
+                              "CPU min", "peak RSS MiB", "test accuracy %", "test macro-F1 %"],
+                             rows, "llllrrrrrr")]
 
 
 def section(records: list[dict[str, Any]]) -> str:

@@ -381,10 +381,12 @@ def test_cic_default_training_time_is_judged_on_the_mean_walls_interval():
     record = {"command": "python benchmarks/cic_train_time.py", "date": "2026-12-04",
               "provenance": {}, "runs": [
                   {"seed": s, "model": "multilingual-e5-small", "epochs": 3,
-                   "precision": "bf16", "wall_s": w, "cpu_s": 2 * w, "peak_rss_mib": 2000,
+                   "saved": "blend, TF-IDF weight 0.3", "precision": "bf16", "wall_s": w,
+                   "cpu_s": 2 * w, "peak_rss_mib": 2000,
                    "accuracy": 0.8, "macro_f1": 0.7} for s, w in enumerate((600, 660, 720))]}
     text = T.section([record])
-    assert "| PASS |" in text and "| 0 | multilingual-e5-small | 3 | bf16 | 10.0 |" in text
+    assert "| PASS |" in text
+    assert "| 0 | multilingual-e5-small | blend, TF-IDF weight 0.3 | 3 | bf16 | 10.0 |" in text
     assert "Not measured yet" in T.section([])
 
 

@@ -634,6 +634,7 @@ def _blend(clf: IntentClassifier, recipe: IntentRecipe, data: _Data, seconds: fl
                       "blend": clf.info["blend"], "train_examples": len(data.texts),
                       "valid_examples": len(data.valid_texts),
                       "train_seconds": round(seconds + tfidf_seconds, 1),
+                      "precision": clf.info.get("precision"),
                       "valid": metrics, "oos_threshold": choice.to_dict(),
                       "label_cleaning": data.cleaning, "train_oos": data.oos}
     return saved, choice, metrics
