@@ -391,7 +391,8 @@ def timed_process(argv: Sequence[str]) -> dict[str, float]:
 
 # --- provenance ----------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parent.parent
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni",
+             "amx_bf16", "amx_int8", "amx_tile")
 """The instruction sets that change what the CPU kernels run (``/proc/cpuinfo`` flags)."""
 LIBRARIES = ("torch", "numpy", "onnxruntime", "transformers")
 
