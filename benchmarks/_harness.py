@@ -673,10 +673,6 @@ def sections_of(text: str) -> dict[str, str]:
         r"<!-- ([\w:.\-]+):begin -->\n(.*?)\n<!-- \1:end -->", text, re.S)}
 
 
-KEPT_MARK = "Text kept from an earlier run, no structured record"
-"""How a section that shows kept text (no structured record) says so."""
-
-
 HEADLINES = {
     "intent:pretrained-footprint": "int8 changes accuracy by",
     "blend": "3 seeds: mean macro-F1",
@@ -689,8 +685,8 @@ others: :func:`headline`'s verdicts or bold line)."""
 def headline(body: str, key: str = "", width: int = 70) -> str:
     """A section's line in the summary: the sentence holding its :data:`HEADLINES` phrase;
     else the tally of its targets' verdicts (the rows of its "| target | verdict | ... |"
-    tables) with the first targets it fails; else its bold headline (a whole line in bold,
-    not the kept-text flag); else "-"."""
+    tables) with the first targets it fails; else its bold headline (a whole line in bold);
+    else "-"."""
     if key in HEADLINES:
         for line in body.splitlines():
             if HEADLINES[key] in line:
@@ -720,16 +716,13 @@ def headline(body: str, key: str = "", width: int = 70) -> str:
         more = f"; and {len(fails) - 2} more" if len(fails) > 2 else ""
         return text + (f"; failed: {'; '.join(short)}{more}" if short else "")
     bold = re.search(r"^\*\*([^*]+)\*\*$", body, re.M)
-    return bold.group(1) if bold and not bold.group(1).startswith(KEPT_MARK) else "-"
+    return bold.group(1) if bold else "-"
 
 
 def summary(bodies: dict[str, str]) -> str:
     """The text of ``BENCHMARKS.md``: per area, a table of its sections (``bodies``: name ->
     body as on the page) with the machine they were measured on and its :func:`headline`,
-    each linking to its page; then the sections whose text was kept
-    without a structured record (:data:`KEPT_MARK`) and the commands that re-run them."""
-    kept = {k: m.group(1) for k in PAGES if k in bodies
-            and (m := re.search(KEPT_MARK + r"; rerun with `([^`]*)`", bodies[k]))}
+    each linking to its page."""
     out = ["# Benchmarks", "",
            "A summary, generated with the pages from the records in `benchmarks/results/` by "
            "`python benchmarks/render.py` (no measurement; `tests/test_benchmarks_render.py` "
@@ -761,15 +754,9 @@ def summary(bodies: dict[str, str]) -> str:
             name = head.lstrip("#").strip().replace("|", "\\|") if head != k else k
             m = re.search(r"^\*Measured on: (.*?)\*", body, re.M)
             tally = headline(body, k)
-            note = " (to re-run)" if k in kept else ""
-            out.append(f"| [{name}]({page}#{_anchor(head)}){note} | "
+            out.append(f"| [{name}]({page}#{_anchor(head)}) | "
                        f"{m.group(1) if m else 'not recorded'} | {tally.replace('|', '/')} |")
         out.append("")
-    if kept:
-        out += ["## To re-run", "",
-                "These sections keep text from an earlier run, without a structured record; "
-                "their pages show that text until the command re-runs them:", ""]
-        out += [f"- `{k}`: `{cmd}`" for k, cmd in kept.items()] + [""]
     return "\n".join(out)
 
 

@@ -9,9 +9,8 @@ outside the repository.
 
 :data:`SOURCES` says, for every section of :data:`_harness.PAGES`, how its body is rendered
 from its records (the same function the benchmark script writes it with), which modules it
-benchmarks (for ``--stale``) and the command that re-runs it. A section with no structured
-record shows the text kept from an earlier run (``results/kept_sections.json``), flagged so,
-until that command re-runs it.
+benchmarks (for ``--stale``) and the command that re-runs it. Every section renders from
+records; one without any stops the rendering, naming that command.
 """
 
 from __future__ import annotations
@@ -33,13 +32,12 @@ if str(HERE) not in sys.path:
 import _harness as H  # noqa: E402
 
 RESULTS = HERE / "results"
-KEPT = RESULTS / "kept_sections.json"
 
 
 @dataclass(frozen=True)
 class Source:
     """How one section is rendered: ``render(results folder, pages folder)`` gives its body
-    (None: no structured record, the kept text stands), ``modules`` are what it benchmarks
+    (None: no record yet), ``modules`` are what it benchmarks
     (paths from the repository root) and ``rerun`` the command that measures it again."""
 
     render: Callable[[Path, Path], str | None]
@@ -391,29 +389,18 @@ SOURCES: dict[str, Source] = {
 """Section name -> its :class:`Source`; the same names as :data:`_harness.PAGES`."""
 
 
-def kept_body(key: str, kept: dict[str, Any]) -> str:
-    """The body of a section with no structured record: its kept text (from
-    ``kept_sections.json``), "provenance not recorded" under the heading and the flag that
-    names the command re-running it."""
-    body = H.with_machine_line(kept["text"], [{}])
-    flag = f"**{H.KEPT_MARK}; rerun with `{kept['rerun']}`.**"
-    head, sep, rest = body.partition("\n\n")
-    first, sep2, tail = rest.partition("\n\n")
-    return f"{head}{sep}{first}{sep2 or chr(10) * 2}{flag}\n\n{tail}".rstrip() + "\n"
-
-
 def bodies(results: Path = RESULTS, pages: Path = ROOT / H.PAGES_DIR) -> dict[str, str]:
     """Every section's body, rendered from the records under ``results`` with image links
-    relative to ``pages``; a section with no record shows its kept text."""
-    kept = _json(results / KEPT.name) or {}
+    relative to ``pages``.
+
+    Raises:
+        SystemExit: a section without a record (the command that writes one named).
+    """
     out = {}
     for key in H.PAGES:
         body = SOURCES[key].render(results, pages)
         if body is None:
-            if key not in kept:
-                raise SystemExit(f"{key}: no record and no kept text; run "
-                                 f"`{SOURCES[key].rerun}`")
-            body = kept_body(key, kept[key])
+            raise SystemExit(f"{key}: no record; run `{SOURCES[key].rerun}`")
         out[key] = body.strip()
     return out
 

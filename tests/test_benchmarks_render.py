@@ -41,15 +41,14 @@ def test_every_section_has_a_page_and_a_source() -> None:
         assert "*Measured on: " in body
 
 
-def test_sections_without_a_record_are_flagged_and_listed() -> None:
-    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
-    pages = H.read_pages(ROOT / "BENCHMARKS.md")
-    kept = [k for k, b in pages.items() if H.KEPT_MARK in b]
-    assert set(kept) >= {"hardening:hypothesis"}
-    # a section re-run with a structured record is no longer flagged
-    assert not {"startup:cpu", "serve-access:cpu", "int8:choice"} & set(kept)
-    for k in kept:
-        assert f"- `{k}`: `{render.SOURCES[k].rerun}`" in text
+def test_every_section_renders_from_its_records() -> None:
+    """No section is hand-written text: each renders from stored records, and a section
+    without any stops the rendering, naming the command that writes one."""
+    for key, source in render.SOURCES.items():
+        assert source.render(render.RESULTS, ROOT / H.PAGES_DIR) is not None, key
+    empty = ROOT / "benchmarks" / "no-such-results"
+    with pytest.raises(SystemExit, match="attention:cpu: no record; run `python benchmarks/"):
+        render.bodies(empty)
 
 
 def test_write_section_puts_a_section_on_its_page_and_rebuilds_the_summary(
