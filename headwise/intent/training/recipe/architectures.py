@@ -18,6 +18,9 @@ from headwise.intent.training.recipe.fields import (
 )
 from headwise.text.tokenizer import PRE_SPLITS
 
+__all__ = ["ARCHITECTURES", "Architecture", "BiLSTM", "PretrainedEncoder", "Tfidf",
+           "Transformer", "architecture_from_spec"]
+
 
 @dataclass
 class Transformer:

@@ -8,6 +8,8 @@ from headwise.intent.decision.ood import check_ood_setting
 from headwise.intent.decision.oos import REJECT_CONFIDENCE, check_reject_confidence
 from headwise.intent.training.recipe.fields import check_types
 
+__all__ = ["Decision"]
+
 
 @dataclass
 class Decision:

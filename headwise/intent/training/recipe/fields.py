@@ -10,6 +10,9 @@ from typing import Any
 
 from headwise.models.config import ModelConfig
 
+__all__ = ["check_c", "check_choice", "check_overrides", "check_types", "describe_hint",
+           "fits_hint"]
+
 
 def fits_hint(value: Any, hint: Any) -> bool:
     """Whether ``value`` fits a field's type hint (no bool for a number, no float for an

@@ -21,6 +21,8 @@ from headwise.intent.training.recipe.levers import Levers
 from headwise.intent.training.recipe.tasks import TASKS, MultiLabel, SingleLabel, Task
 from headwise.train import TrainConfig
 
+__all__ = ["FAMILY_FIELDS", "PARTS", "IntentRecipe", "default_train"]
+
 #: the parts of a recipe, and what each may hold
 PARTS: dict[str, tuple[type, ...]] = {
     "architecture": tuple(ARCHITECTURES.values()), "train": (TrainConfig,),

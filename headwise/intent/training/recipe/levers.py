@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from headwise.intent.training.cleaning import CLEANING_MODES
 from headwise.intent.training.recipe.fields import check_c, check_choice, check_types
 
+__all__ = ["Levers"]
+
 
 @dataclass
 class Levers:

@@ -8,6 +8,8 @@ from typing import ClassVar
 
 from headwise.intent.training.recipe.fields import check_choice, check_types
 
+__all__ = ["MAX_COMPOUND_JOINS", "TASKS", "MultiLabel", "SingleLabel", "Task"]
+
 
 @dataclass
 class SingleLabel:
