@@ -593,6 +593,36 @@ def add_run(path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
     return [*records, record]
 
 
+def add_run_args(p: argparse.ArgumentParser, results: Path) -> None:
+    """The options of a script that appends one record per invocation (:func:`add_run`):
+    ``--md``, ``--results`` (default ``results``) and ``--no-write``."""
+    p.add_argument("--md", type=Path, default=ROOT / "BENCHMARKS.md",
+                   help="the summary markdown file; the section goes into its page under "
+                        "docs/benchmarks/ beside it")
+    p.add_argument("--results", type=Path, default=results,
+                   help="JSON-lines file the invocation's record is appended to")
+    p.add_argument("--no-write", action="store_true",
+                   help="print the section instead of writing it into the markdown")
+
+
+def new_run(threads: int | None = None, **fields: Any) -> dict[str, Any]:
+    """The start of an invocation's record: ``command``, ``date`` and ``provenance``
+    (:func:`collect_provenance` with ``threads``, now), then ``fields``."""
+    return {"command": command_line(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "provenance": collect_provenance(threads), **fields}
+
+
+def finish_run(args: argparse.Namespace, data: dict[str, Any], key: str,
+               section: Callable[[list[dict[str, Any]]], str]) -> None:
+    """End an invocation started with :func:`new_run`: complete its provenance, append it to
+    ``args.results`` and write (``--no-write``: print) section ``key``, ``section`` of every
+    record of the file."""
+    finish_provenance(data["provenance"])
+    print_or_write(args.md, key, section(add_run(args.results, data)),
+                   no_write=args.no_write)
+
+
 def render_records(render: Callable[[list[dict[str, Any]]], str],
                    records: Sequence[dict[str, Any]], row: Sequence[str]) -> str:
     """A section from per-run records: ``render`` of those :func:`unmixed` keeps by the

@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -129,23 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data-dir", type=Path, default=HERE.parent.parent / "shared" / "data")
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
-    p.add_argument("--results", type=Path, default=RESULTS,
-                   help="JSON-lines file the invocation's record is appended to")
-    p.add_argument("--no-write", action="store_true",
-                   help="print the section instead of writing it into the markdown")
+    H.add_run_args(p, RESULTS)
     args = p.parse_args(argv)
-    data: dict[str, Any] = {"command": H.command_line(), "runs": [],
-                            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                            "provenance": H.collect_provenance(2)}
+    data = H.new_run(2, runs=[])
     for seed in (int(s) for s in args.seeds.split(",")):
         r = run_once(args.data_dir, seed)
         data["runs"].append(r)
         print(f"seed {seed}: {r['wall_s'] / 60:.1f} min, accuracy {r['accuracy']}",
               file=sys.stderr, flush=True)
-    H.finish_provenance(data["provenance"])
-    records = H.add_run(args.results, data)
-    H.print_or_write(args.md, SECTION, section(records), no_write=args.no_write)
+    H.finish_run(args, data, SECTION, section)
     return 0
 
 

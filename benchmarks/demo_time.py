@@ -19,7 +19,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -104,26 +103,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--only", choices=sorted(COMMANDS), help="time one command only")
-    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
-    p.add_argument("--results", type=Path, default=RESULTS,
-                   help="JSON-lines file the run's record is appended to")
-    p.add_argument("--no-write", action="store_true",
-                   help="print the section instead of writing it into the markdown")
+    H.add_run_args(p, RESULTS)
     args = p.parse_args(argv)
     names = [args.only] if args.only else list(COMMANDS)
     results: dict[str, list[dict[str, float]]] = {n: [] for n in names}
-    data = {"command": H.command_line(), "runs": args.runs, "results": results,
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "provenance": H.collect_provenance()}
+    data = H.new_run(runs=args.runs, results=results)
     for i in range(args.runs):
         for name in names:
             r = run_once(COMMANDS[name][0])
             results[name].append(r)
             print(f"[{i + 1}/{args.runs}] {name}: {r['wall_s']:.1f} s", file=sys.stderr,
                   flush=True)
-    H.finish_provenance(data["provenance"])
-    runs = H.add_run(args.results, data)
-    H.print_or_write(args.md, SECTION, section(runs), no_write=args.no_write)
+    H.finish_run(args, data, SECTION, section)
     return 0
 
 

@@ -164,22 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--profile", default="long", help="the hypothesis profile (default long)")
     p.add_argument("--seed", type=int, help="the hypothesis seed (default: drawn, recorded)")
-    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md")
-    p.add_argument("--results", type=Path, default=RESULTS,
-                   help="the JSON-lines file a run is appended to")
-    p.add_argument("--no-write", action="store_true",
-                   help="print the section instead of writing its page")
+    H.add_run_args(p, RESULTS)
     args = p.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2 ** 31)
-    data: dict[str, Any] = {"command": H.command_line(),
-                            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                            "provenance": H.collect_provenance(1)}
+    data = H.new_run(1)
     data["run"] = run(args.profile, seed)
-    H.finish_provenance(data["provenance"])
     judged, measured = verdict(data["run"])
     print(f"{judged}: {measured}", file=sys.stderr)
-    records = H.add_run(args.results, data)
-    H.print_or_write(args.md, SECTION, section(records), no_write=args.no_write)
+    H.finish_run(args, data, SECTION, section)
     return 0
 
 

@@ -120,17 +120,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="a classifier trained by benchmarks/intent.py on dataclue_cic")
     p.add_argument("--data-dir", type=Path, default=HERE.parent.parent / "shared" / "data")
     p.add_argument("--seed", type=int, default=0, help="the seed the model was trained with")
-    p.add_argument("--md", type=Path, default=HERE.parent / "BENCHMARKS.md",
-                   help="the summary markdown file; the section goes into its page under "
-                        "docs/benchmarks/ beside it")
-    p.add_argument("--results", type=Path, default=RESULTS,
-                   help="JSON-lines file the run's record is appended to")
-    p.add_argument("--no-write", action="store_true",
-                   help="print the section instead of writing it into the markdown")
+    H.add_run_args(p, RESULTS)
     args = p.parse_args(argv)
-    data = {"command": H.command_line(), "model_dir_name": args.model_dir.name,
-            "seed": args.seed, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "provenance": H.collect_provenance(1), "variants": []}
+    data = H.new_run(1, model_dir_name=args.model_dir.name, seed=args.seed, variants=[])
 
     import numpy as np
     import torch
@@ -175,9 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": round(time.perf_counter() - start, 1)})
             print(json.dumps({k: x for k, x in data["variants"][-1].items()
                               if k != "agrees"}), flush=True)
-    H.finish_provenance(data["provenance"])
-    runs = H.add_run(args.results, data)
-    H.print_or_write(args.md, SECTION, section(runs), no_write=args.no_write)
+    H.finish_run(args, data, SECTION, section)
     return 0
 
 

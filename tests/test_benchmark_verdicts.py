@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -454,3 +455,24 @@ tests/nn/test_grad_layouts_models.py::test_encoder_layer_gradients:
                         "provenance": {}, "run": {**run, "exit_code": 0}}])
     assert "| no failing test and no failing example | PASS |" in text
     assert "--hypothesis-seed=7" in text and "2,000" in text
+
+
+def test_a_run_record_is_started_appended_and_rendered(tmp_path, capsys):
+    """new_run stamps command, date and provenance; finish_run completes the provenance,
+    appends the record and writes (or prints) the section from every record of the file."""
+    import argparse
+
+    p = argparse.ArgumentParser()
+    H.add_run_args(p, tmp_path / "runs.jsonl")
+    args = p.parse_args(["--md", str(tmp_path / "BENCHMARKS.md"), "--no-write"])
+    assert args.results == tmp_path / "runs.jsonl"
+    for n in (1, 2):
+        data = H.new_run(1, value=n)
+        assert {"command", "date", "provenance"} <= set(data) and data["value"] == n
+        H.finish_run(args, data, "decode:cpu",
+                     lambda records: "## Decoding\n\n" + ",".join(
+                         str(r["value"]) for r in records))
+    assert capsys.readouterr().out.strip().endswith("1,2")
+    lines = (tmp_path / "runs.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(x)["value"] for x in lines] == [1, 2]
+    assert "loadavg_after" in json.loads(lines[-1])["provenance"]
