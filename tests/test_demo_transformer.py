@@ -40,23 +40,32 @@ def test_every_member_changes_one_field_of_the_demos_recipe(quick):
     changed = {}
     # grids 2-7 (the demo kept their base) change one field each, or the fields a
     # combining member says; a member that changes the data keeps the recipe as it is
-    for grid in (2, 3, 4, 5, 6, 7, D.CURRENT_GRID):
+    for grid in (2, 3, 4, 5, 6, 7, 8, D.CURRENT_GRID):
         for m in D.GRIDS[grid][1:]:
             mine = _leaves(D.recipe_of(m.name, s, grid=grid).to_dict())
             diff = {k for k in base.keys() | mine.keys() if base.get(k) != mine.get(k)}
             assert len(diff) == (0 if m.corpus else m.fields), (m.name, diff)
             if m.corpus is None:
                 changed[m.name] = (diff.pop() if m.fields == 1 else sorted(diff), mine)
-    assert D.CURRENT_GRID == 8 and D.members() == ("base", "dropped_rows")
-    assert D.configs() == ("base", "dropped_rows", "bilstm", "bilstm+dropped_rows")
-    assert D.recipe_of("bilstm+dropped_rows", s).to_dict() == demo["bilstm"].to_dict()
-    assert D.corpus_of("dropped_rows", s) == D.corpus_of("bilstm+dropped_rows", s) \
+    assert D.CURRENT_GRID == 9
+    assert D.members() == ("base", "negation_clause", "negation_clause_strong")
+    assert D.configs() == ("base", "negation_clause", "negation_clause_strong", "bilstm")
+    assert D.configs(8) == ("base", "dropped_rows", "bilstm", "bilstm+dropped_rows")
+    assert D.recipe_of("bilstm+dropped_rows", s, grid=8).to_dict() == demo["bilstm"].to_dict()
+    assert D.corpus_of("dropped_rows", s, grid=8) == D.corpus_of("bilstm+dropped_rows", s,
+                                                                   grid=8) \
         == {"dropped_train": 3 * s.per_intent}
     assert D.corpus_of("base", s) == D.corpus_of("bilstm", s) == {}
-    assert D.reference_of("dropped_rows") == "bilstm+dropped_rows"
-    assert D.reference_of("base") == "bilstm"
+    assert D.reference_of("dropped_rows", grid=8) == "bilstm+dropped_rows"
+    assert D.reference_of("base") == D.reference_of("negation_clause") == "bilstm"
     with pytest.raises(ValueError, match="unknown configuration"):
         D.recipe_of("bilstm+base", s)
+    scope = "architecture.model_overrides.negation_scope"
+    assert scope not in base  # the demo's heads: ModelConfig's default scope, the message
+    assert changed["negation_clause"] == (scope, {**base, scope: "clause"})
+    init = "architecture.model_overrides.negation_bias_init"
+    assert changed["negation_clause_strong"][0] == [init, scope]
+    assert changed["negation_clause_strong"][1][init] == 4.0
     conv = "architecture.model_overrides.conv_kernel"
     assert changed["alibi_conv3"][0] == ["architecture.model_overrides.conv_kernel",
                                          "architecture.position"]

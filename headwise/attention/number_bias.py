@@ -61,18 +61,25 @@ class NumberKeyBias(nn.Module):
         """Score bias for a batch.
 
         Args:
-            is_number: (batch, k_len) bool, True where the key is a number token.
+            is_number: (batch, k_len) bool, True where the key is a flagged token (the
+                bias is the same for every query); or (batch, q_len, k_len) bool, True
+                where query ``i`` is to get the bias on key ``j`` (a flag with a scope, as
+                clause-scoped negation heads use).
 
         Returns:
-            (batch, num_heads, 1, k_len) float bias, broadcast over the queries.
+            (batch, num_heads, 1, k_len) float bias, broadcast over the queries, or
+            (batch, num_heads, q_len, k_len) for per-query flags.
 
         Raises:
-            ValueError: ``is_number`` is not 2-D.
+            ValueError: ``is_number`` is neither 2-D nor 3-D.
         """
-        if is_number.ndim != 2:
-            raise ValueError(f"is_number must be (batch, k_len), got {tuple(is_number.shape)}")
         w = self.per_head()
-        return w[None, :, None, None] * is_number[:, None, None, :].to(w.dtype)
+        if is_number.ndim == 2:
+            return w[None, :, None, None] * is_number[:, None, None, :].to(w.dtype)
+        if is_number.ndim == 3:
+            return w[None, :, None, None] * is_number[:, None, :, :].to(w.dtype)
+        raise ValueError(f"is_number must be (batch, k_len) or (batch, q_len, k_len), got "
+                         f"{tuple(is_number.shape)}")
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, heads={list(self.heads)}"

@@ -12,6 +12,8 @@ MODEL_TYPES = ("encoder_classifier", "seq2seq", "bilstm", "joint_intent_slot",
                "bilstm_joint")
 #: the model types whose encoder is a BiLSTM (the ``lstm_*`` fields; no attention heads)
 LSTM_TYPES = ("bilstm", "bilstm_joint")
+#: which queries of a negation-aware head get its bias towards a negation cue
+NEGATION_SCOPES = ("message", "clause")
 
 
 @dataclass
@@ -25,7 +27,12 @@ class ModelConfig:
     are numbers is a buffer of the encoder, set from the tokenizer with
     ``set_number_tokens``. ``negation_heads`` / ``negation_bias_init`` do the same for
     negation-cue keys (ids from :func:`~headwise.text.negation_tokens.negation_token_ids`,
-    set with ``set_negation_tokens``). ``multi_label``, ``slot_tags`` (BIO tag names)
+    set with ``set_negation_tokens``). ``negation_scope`` says which queries get that
+    bias: ``"message"`` every query, towards every cue of the text; ``"clause"`` only the
+    queries of the cue's own clause (clause-break ids set with ``set_clause_breaks``,
+    from :func:`~headwise.text.negation_tokens.clause_break_token_ids`), so the tokens of
+    a request taken back carry the cue and those of the request kept do not
+    ("不是要注销卡，是要解冻"). ``multi_label``, ``slot_tags`` (BIO tag names)
     and ``slot_loss_weight`` describe the joint intent + slot models (``joint_intent_slot``
     on a Transformer, ``bilstm_joint`` on a BiLSTM).
 
@@ -78,6 +85,7 @@ class ModelConfig:
     number_bias_init: float = 1.0
     negation_heads: list[int] | None = None
     negation_bias_init: float = 1.0
+    negation_scope: str = "message"
     multi_label: bool = False
     slot_tags: list[str] | None = None
     slot_loss_weight: float = 1.0
@@ -104,6 +112,9 @@ class ModelConfig:
         if self.conv_kernel and (self.conv_kernel < 3 or self.conv_kernel % 2 == 0):
             raise ValueError(f"conv_kernel must be 0 (none) or odd and at least 3, got "
                              f"{self.conv_kernel}")
+        if self.negation_scope not in NEGATION_SCOPES:
+            raise ValueError(f"negation_scope must be one of {NEGATION_SCOPES}, got "
+                             f"{self.negation_scope!r}")
         if self.conv_kernel and self.model_type in LSTM_TYPES:
             raise ValueError(f"conv_kernel is for Transformer encoders, not {self.model_type}")
 

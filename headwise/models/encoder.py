@@ -109,6 +109,9 @@ class TransformerEncoder(nn.Module):
                 for _ in range(c.num_layers))
             self.register_buffer("is_negation_token",
                                  torch.zeros(c.vocab_size, dtype=torch.bool))
+            if c.negation_scope == "clause":
+                self.register_buffer("is_clause_break",
+                                     torch.zeros(c.vocab_size, dtype=torch.bool))
 
     @property
     def has_score_bias(self) -> bool:
@@ -136,6 +139,33 @@ class TransformerEncoder(nn.Module):
         if self.negation_bias is None:
             raise ValueError("this encoder has no negation_heads; set them in the config")
         self._set_flags(self.is_negation_token, token_ids, "negation")
+
+    def set_clause_breaks(self, token_ids: list[int] | Tensor) -> None:
+        """Mark which vocabulary ids end a clause: the scope of a negation cue for heads
+        scoped to the clause (``negation_scope="clause"``).
+
+        Raises:
+            ValueError: the config's negation heads are not scoped to the clause, or an id
+                is out of range.
+        """
+        if self.negation_bias is None or self.config.negation_scope != "clause":
+            raise ValueError("this encoder's negation heads are not scoped to the clause; set "
+                             "negation_heads and negation_scope='clause' in the config")
+        self._set_flags(self.is_clause_break, token_ids, "clause-break")
+
+    def negation_flags(self, input_ids: Tensor) -> Tensor | None:
+        """Where the negation-aware heads put their bias: (batch, seq) True at cue keys
+        (``negation_scope="message"``), or (batch, seq, seq) True where query ``i`` and
+        cue key ``j`` lie in one clause (``"clause"``: clauses end at a clause break,
+        which belongs to the clause it ends); None without negation heads."""
+        if self.negation_bias is None:
+            return None
+        is_cue = self.is_negation_token[input_ids]
+        if self.config.negation_scope == "message":
+            return is_cue
+        ends = self.is_clause_break[input_ids].long()
+        clause = ends.cumsum(1) - ends
+        return (clause[:, :, None] == clause[:, None, :]) & is_cue[:, None, :]
 
     @staticmethod
     def _set_flags(buffer: Tensor, token_ids: list[int] | Tensor, what: str) -> None:
@@ -185,8 +215,7 @@ class TransformerEncoder(nn.Module):
         if self.local_conv is not None:
             x = self.local_conv(x, input_ids != self.config.pad_token_id)
         is_number = self.is_number_token[input_ids] if self.number_bias is not None else None
-        is_negation = self.is_negation_token[input_ids] if self.negation_bias is not None \
-            else None
+        is_negation = self.negation_flags(input_ids)
         seq = input_ids.shape[1]
         alibi = self.alibi(seq, seq, device=input_ids.device) if self.alibi is not None \
             else None

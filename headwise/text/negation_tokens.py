@@ -15,14 +15,21 @@ keys that are negation cues, as number-aware heads do for numbers
 Words that merely contain a negator (别人, 无聊, "nothingness") stay unflagged in a word
 vocabulary; in a character vocabulary the character is flagged wherever it occurs, a
 cue the model learns to weigh, not a parser.
+
+A cue's scope, for heads scoped to the clause (``ModelConfig.negation_scope="clause"``),
+ends at a clause break (:data:`CLAUSE_BREAKS`: the Chinese and ASCII comma, full stop,
+question and exclamation marks, semicolon, a newline), the classic approximation of
+negation scope (Das and Chen 2001; Pang et al. 2002: "up to the first punctuation mark"),
+here in both directions, since Chinese takes a request back after it as often as before
+(提额就不用了).
 """
 
 from __future__ import annotations
 
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["ENGLISH_NEGATION_WORDS", "ENGLISH_NEGATORS", "NEGATION_CHARACTERS", "is_negation_piece",
-           "negation_token_ids"]
+__all__ = ["CLAUSE_BREAKS", "ENGLISH_NEGATION_WORDS", "ENGLISH_NEGATORS", "NEGATION_CHARACTERS",
+           "clause_break_token_ids", "is_negation_piece", "negation_token_ids"]
 
 #: Chinese characters that negate on their own
 NEGATION_CHARACTERS = "不没别无未非莫勿否"
@@ -38,6 +45,9 @@ ENGLISH_NEGATION_WORDS: tuple[str, ...] = (
 ENGLISH_NEGATORS = frozenset(ENGLISH_NEGATION_WORDS) | {
     w.split("'")[0] for w in ENGLISH_NEGATION_WORDS
     if w.endswith("n't") and w not in ("can't", "won't")} | {"n't"}
+#: the vocabulary entries that end a clause, and with it a negation cue's scope
+CLAUSE_BREAKS = frozenset("，。？！；,.?!;\n")
+
 
 def is_negation_piece(token: str) -> bool:
     """Whether one vocabulary entry is a negation cue.
@@ -56,3 +66,9 @@ def negation_token_ids(tokenizer: Tokenizer) -> list[int]:
     """Sorted ids of the vocabulary entries that are negation cues."""
     vocab = tokenizer.backend.get_vocab()
     return sorted(i for token, i in vocab.items() if is_negation_piece(token))
+
+
+def clause_break_token_ids(tokenizer: Tokenizer) -> list[int]:
+    """Sorted ids of the vocabulary entries that end a clause (:data:`CLAUSE_BREAKS`)."""
+    vocab = tokenizer.backend.get_vocab()
+    return sorted(i for token, i in vocab.items() if token in CLAUSE_BREAKS)

@@ -160,15 +160,20 @@ def test_negation_heads_and_pretraining_options(trained, tmp_path):
     assert main(["train", "--data", str(d / "train.csv"), "--config", str(d / "recipe.json"),
                  "--out", str(out), "--quiet", "--epochs", "1", "--model", "transformer",
                  "--set", 'architecture.model_overrides={"negation_heads": [1, 2], '
-                 '"number_heads": [0]}', "--set", "levers.pretrain_epochs=1"]) == 0
+                 '"number_heads": [0], "negation_scope": "clause"}',
+                 "--set", "levers.pretrain_epochs=1"]) == 0
     from headwise.intent import IntentClassifier
+    from headwise.text.negation_tokens import clause_break_token_ids
 
     clf = IntentClassifier.load(out)
     cfg = clf.model.config
     assert cfg.negation_heads == [1, 2] and cfg.number_heads == [0]
+    assert cfg.negation_scope == "clause"
     flagged = clf.model.encoder.is_negation_token.nonzero().flatten().tolist()
     words = {clf.tokenizer.backend.id_to_token(i) for i in flagged}
     assert words and words <= {"cannot", "not"}  # "cannot find my card anywhere"
+    breaks = clf.model.encoder.is_clause_break.nonzero().flatten().tolist()
+    assert breaks == clause_break_token_ids(clf.tokenizer)
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["recipe"]["levers"]["pretrain_epochs"] == 1 and summary["pretrain"]["steps"] > 0
 

@@ -104,3 +104,30 @@ def test_roberta_positions_export_exactly(tmp_path):
     path = export_onnx(model, tmp_path / "roberta.onnx")
     batches = probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=1, seed=4)
     assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
+
+
+def test_clause_scoped_negation_heads_export_exactly(tmp_path):
+    """Clause-scoped negation heads (a per-query bias computed from the ids) export: the
+    graph equals PyTorch, and differs from the same weights scoped to the message."""
+    from tiny_models import MAX_LENGTH, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    model = _tiny_encoder(tok, negation_heads=[1, 2], negation_scope="clause")
+    model.encoder.set_negation_tokens([tok.unk_token_id, 7, 9])
+    model.encoder.set_clause_breaks([11, 12])
+    with torch.no_grad():
+        for nb in model.encoder.negation_bias:
+            nb.weight.copy_(torch.tensor([3.0, -2.0]))
+    path = export_onnx(model, tmp_path / "clause.onnx")
+    # random rows, and rows where cues and clause breaks meet (cue, break, cue: three clauses)
+    import numpy as np
+
+    rows = np.array([[20, 7, 30, 11, 40, 50, 12, 9, 60, 70, 80, 90],
+                     [7, 11, 31, 32, 33, 34, 35, 12, 36, 9, 0, 0]], dtype=np.int64)
+    batches = [*probe_batches(tok.vocab_size, MAX_LENGTH, pad_id=tok.pad_token_id, seed=5),
+               (rows, (rows != 0).astype(np.int64))]
+    assert max_logit_difference(TorchRuntime(model), OnnxRuntime(path), batches) <= 1e-4
+    message = _tiny_encoder(tok, negation_heads=[1, 2])
+    message.load_state_dict({k: v for k, v in model.state_dict().items()
+                             if k != "encoder.is_clause_break"}, strict=True)
+    assert max_logit_difference(TorchRuntime(message), OnnxRuntime(path), batches) > 1e-3

@@ -19,7 +19,7 @@ from headwise.intent.training.defaults import (
 )
 from headwise.models.config import ModelConfig
 from headwise.models.registry import build_model
-from headwise.text.negation_tokens import negation_token_ids
+from headwise.text.negation_tokens import clause_break_token_ids, negation_token_ids
 from headwise.text.number_tokens import number_token_ids
 from headwise.text.tokenizer import Tokenizer
 from headwise.train import TrainConfig
@@ -218,12 +218,15 @@ def describe_pretrained(info: dict[str, Any]) -> list[str]:
 
 def mark_cue_tokens(model: nn.Module, tokenizer: Tokenizer) -> None:
     """Tell a model with number- or negation-aware heads which of the tokenizer's ids are
-    numbers and negation cues (a no-op for models without such heads)."""
+    numbers and negation cues, and, for negation heads scoped to the clause, which end a
+    clause (a no-op for models without such heads)."""
     config = getattr(model, "config", None)
     if isinstance(config, ModelConfig) and config.number_heads:
         model.encoder.set_number_tokens(number_token_ids(tokenizer))
     if isinstance(config, ModelConfig) and config.negation_heads:
         model.encoder.set_negation_tokens(negation_token_ids(tokenizer))
+        if config.negation_scope == "clause":
+            model.encoder.set_clause_breaks(clause_break_token_ids(tokenizer))
 
 
 def train_config(recipe: IntentRecipe, metric: str) -> TrainConfig:

@@ -100,7 +100,7 @@ __all__ = ["compound_data", "compound_network", "compound_targets", "distilled_r
 
 #: joint-model parameters a BERT-family checkpoint does not have (fresh at import)
 _FRESH = ("tagger.", "classifier.", "encoder.number_bias.", "encoder.is_number_token",
-          "encoder.negation_bias.", "encoder.is_negation_token")
+          "encoder.negation_bias.", "encoder.is_negation_token", "encoder.is_clause_break")
 
 
 @dataclass
