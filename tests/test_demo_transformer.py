@@ -38,69 +38,42 @@ def test_every_member_changes_one_field_of_the_demos_recipe(quick):
     assert base == _leaves(demo["transformer"].to_dict())
     assert D.recipe_of(D.REFERENCE, s).to_dict() == demo["bilstm"].to_dict()
     changed = {}
-    # grids 2-7 (the demo kept their base) change one field each, or the fields a
-    # combining member says; a member that changes the data keeps the recipe as it is
-    for grid in (2, 3, 4, 5, 6, 7, 8, D.CURRENT_GRID):
-        for m in D.GRIDS[grid][1:]:
-            mine = _leaves(D.recipe_of(m.name, s, grid=grid).to_dict())
-            diff = {k for k in base.keys() | mine.keys() if base.get(k) != mine.get(k)}
-            assert len(diff) == (0 if m.corpus else m.fields), (m.name, diff)
-            if m.corpus is None:
-                changed[m.name] = (diff.pop() if m.fields == 1 else sorted(diff), mine)
-    assert D.CURRENT_GRID == 9
-    assert D.members() == ("base", "negation_clause", "negation_clause_strong")
-    assert D.configs() == ("base", "negation_clause", "negation_clause_strong", "bilstm")
+    # the current grid changes one field each, or the fields a combining member says; a
+    # member that changes the data keeps the recipe as it is
+    for m in D.GRIDS[D.CURRENT_GRID][1:]:
+        mine = _leaves(D.recipe_of(m.name, s).to_dict())
+        diff = {k for k in base.keys() | mine.keys() if base.get(k) != mine.get(k)}
+        assert len(diff) == (0 if m.corpus else m.fields), (m.name, diff)
+        if m.corpus is None:
+            changed[m.name] = (diff.pop() if m.fields == 1 else sorted(diff), mine)
+    assert D.CURRENT_GRID == D.BUILT_FROM == 10
+    assert D.members() == ("base", "negation_message")
+    assert D.configs() == ("base", "negation_message", "bilstm")
     assert D.configs(8) == ("base", "dropped_rows", "bilstm", "bilstm+dropped_rows")
-    assert D.recipe_of("bilstm+dropped_rows", s, grid=8).to_dict() == demo["bilstm"].to_dict()
     assert D.corpus_of("dropped_rows", s, grid=8) == D.corpus_of("bilstm+dropped_rows", s,
                                                                    grid=8) \
         == {"dropped_train": 3 * s.per_intent}
     assert D.corpus_of("base", s) == D.corpus_of("bilstm", s) == {}
     assert D.reference_of("dropped_rows", grid=8) == "bilstm+dropped_rows"
-    assert D.reference_of("base") == D.reference_of("negation_clause") == "bilstm"
+    assert D.reference_of("base") == D.reference_of("negation_message") == "bilstm"
     with pytest.raises(ValueError, match="unknown configuration"):
         D.recipe_of("bilstm+base", s)
-    scope = "architecture.model_overrides.negation_scope"
-    assert scope not in base  # the demo's heads: ModelConfig's default scope, the message
-    assert changed["negation_clause"] == (scope, {**base, scope: "clause"})
-    init = "architecture.model_overrides.negation_bias_init"
-    assert changed["negation_clause_strong"][0] == [init, scope]
-    assert changed["negation_clause_strong"][1][init] == 4.0
-    conv = "architecture.model_overrides.conv_kernel"
-    assert changed["alibi_conv3"][0] == ["architecture.model_overrides.conv_kernel",
-                                         "architecture.position"]
-    assert changed["alibi_conv3"][1][conv] == 3
-    assert changed["alibi_conv3"][1]["architecture.position"] == "alibi"
-    assert conv not in base
-    assert changed["conv3"][0] == conv and changed["conv3"][1][conv] == 3
-    assert changed["conv5"][1][conv] == 5
-    assert base["levers.token_dropout"] == 0.0
-    assert changed["token_dropout0.1"][1]["levers.token_dropout"] == 0.1
-    assert changed["token_dropout0.25"][1]["levers.token_dropout"] == 0.25
-    assert base["architecture.position"] == "rope"
-    assert changed["position_alibi"][1]["architecture.position"] == "alibi"
-    window = "architecture.model_overrides.attention_pattern.sliding_window"
-    assert changed["window_5"][0] == window and changed["window_5"][1][window] == 5
-    assert base["architecture.pooling"] == "mean"
-    assert changed["pooling_max"][1]["architecture.pooling"] == "max"
-    assert changed["pooling_cls"][1]["architecture.pooling"] == "cls"
-    neg = "architecture.model_overrides.negation_heads"
-    assert base[neg] == [2, 3]  # grid 2's base: grid 1's choice, adopted by the demo
-    assert changed["no_negation_heads"][0] == neg and neg not in changed["no_negation_heads"][1]
-    assert changed["negation_heads_x2"][1][neg] == [2, 3, 4, 5]
-    assert changed["dropout0.2"][1]["architecture.dropout"] == 0.2
-    assert changed["epochs_x2"][1]["train.epochs"] == 2 * s.epochs
-    assert changed["d_model_x2"][1]["architecture.d_model"] == 2 * s.d_model
-    assert changed["pretrain"][1]["levers.pretrain_epochs"] == max(1, s.epochs // 2)
-    assert changed["blend_tfidf"][1]["levers.blend"] == "tfidf"
+    # the demo's recipe: grid 1's negation heads, grid 9's scope and start
+    neg = "architecture.model_overrides."
+    assert base[neg + "negation_heads"] == [2, 3]
+    assert base[neg + "negation_scope"] == "clause" and base[neg + "negation_bias_init"] == 4.0
+    assert changed["negation_message"] == (neg + "negation_scope",
+                                           {**base, neg + "negation_scope": "message"})
     assert base["architecture.model_overrides.number_heads"] == [0, 1]
+    assert base["architecture.position"] == "rope" and base["architecture.pooling"] == "mean"
     assert len(set(D.MEMBERS)) == len(D.MEMBERS) and D.REFERENCE not in D.MEMBERS
     if not quick:  # the full run's members are the values the grid's comment names
         assert (s.epochs, s.d_model, demo["transformer"].train.lr) == (20, 128, 1e-3)
     with pytest.raises(ValueError, match="unknown configuration"):
         D.recipe_of("nope", s)
-    with pytest.raises(ValueError, match="earlier demo recipe"):
-        D.recipe_of("dropout0.3", s, grid=1)
+    for grid, member in ((1, "dropout0.3"), (9, "negation_clause_strong")):
+        with pytest.raises(ValueError, match="earlier demo recipe"):
+            D.recipe_of(member, s, grid=grid)
 
 
 #: the grid the hand-made records below belong to: grid 2, whose members the machinery's
@@ -334,7 +307,10 @@ def _crossfit_case(network_right: bool) -> tuple[Any, Any, dict[str, list[tuple[
     probs = {t: ([0.9, 0.1] if y == "lost_card" else [0.1, 0.9]) if network_right
              else [0.6, 0.4] for t, y in rows["train"] + rows["valid"]}
     net = _FixedNetwork(labels, probs)
-    recipe = D.recipe_of("blend_tfidf", D.settings(0, True), grid=2)
+    from headwise.demo.runner import demo_recipes
+
+    # grid 2's blend_tfidf member on the demo's recipe of this commit
+    recipe = demo_recipes(D.settings(0, True))["transformer"].replace(levers__blend="tfidf")
     _, choice, _, _ = blend_with_tfidf(net, *map(list, zip(*rows["train"], strict=True)),
                                        *map(list, zip(*rows["valid"], strict=True)), recipe)
     net.info["blend"] = choice.to_dict()
