@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import _harness as hx
+import _verdicts as V
 
 TARGET_N, SPEEDUP, MEM_FRACTION = 8192, 6.0, 0.25
 SLOPE_LIMIT, SLOPE_MIN_N = 1.15, 2048
@@ -80,16 +81,19 @@ def targets(data: dict[str, Any]) -> list[list[str]]:
         for mode in st["modes"]:
             for what, name in (("ms", "time"), ("mib", "memory")):
                 pts = series(data, method, mode, what, min_n)
-                s = slope(pts)
-                if s is None:
-                    ev.append(f"{mode} {name}: not measured")
+                iv = V.slope_interval(pts)
+                if iv is None:
+                    ev.append(f"{mode} {name}: not measured (fewer than three sizes)")
                     continue
-                checks.append(s <= SLOPE_LIMIT)
+                checks.append(V.judge_at_most(iv, SLOPE_LIMIT))
                 top = "" if pts[-1][0] == max(st["sizes"]) else f" (to N={pts[-1][0]} only)"
-                ev.append(f"{mode} {name} {s:.2f}{top}")
+                ev.append(f"{mode} {name} {iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}]{top}")
+        verdict = V.combined(checks)
+        if verdict != "NOT MEASURED" and len(checks) < 2 * len(st["modes"]):
+            verdict += " (incomplete)"
         rows.append([f"{LABELS[method]}: log-log slope of time and of peak memory over N >= "
-                     f"{min_n} at most {SLOPE_LIMIT:g}", hx.verdict(checks, 2 * len(
-                         st["modes"])), "; ".join(ev)])
+                     f"{min_n} at most {SLOPE_LIMIT:g} (each slope's 95 % interval from the "
+                     f"fit's residuals)", verdict, "; ".join(ev)])
     allocs = list(dict.fromkeys(r["alloc"] for r in data["records"] if r["part"] == "chunked"))
     for i, alloc in enumerate(allocs):
         got = {r["tokens"]: r for r in data["records"] if r["part"] == "chunked"

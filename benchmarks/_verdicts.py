@@ -155,6 +155,33 @@ def paired_difference(correct_a: Sequence[Sequence[bool]], correct_b: Sequence[S
     return Interval(float(a.mean() - b.mean()), float(low), float(high))
 
 
+def slope_interval(points: Sequence[tuple[float, float]]) -> Interval | None:
+    """The least-squares slope of ``log y`` against ``log x`` over ``(x, y)`` points (``y``
+    > 0) and its 95 % t-interval: the slope's standard error from the residuals, ``n - 2``
+    degrees of freedom. How far a scaling exponent is pinned down by a few sizes (the
+    residuals hold the timing noise and any bend of the curve); None below three points."""
+    pts = [(math.log(x), math.log(y)) for x, y in points if y > 0]
+    n = len(pts)
+    if n < 3:
+        return None
+    mx, my = statistics.fmean(p[0] for p in pts), statistics.fmean(p[1] for p in pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    b = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    rss = sum((y - my - b * (x - mx)) ** 2 for x, y in pts)
+    half = _t95(n - 2) * math.sqrt(rss / (n - 2) / sxx)
+    return Interval(b, b - half, b + half)
+
+
+def combined(verdicts: Sequence[str]) -> str:
+    """One verdict over several checks of a target: FAIL when any fails, PASS when every
+    one passes, "within noise" otherwise (NOT MEASURED without checks)."""
+    if not verdicts:
+        return "NOT MEASURED"
+    if "FAIL" in verdicts:
+        return "FAIL"
+    return "PASS" if all(v == "PASS" for v in verdicts) else "within noise"
+
+
 def judge(interval: Interval, target: float, *, strictly: bool = False) -> str:
     """PASS when the whole interval clears ``target`` (is above it; ``strictly``: the low
     end must exceed it, for "beats"), FAIL when the whole interval is below it, "within

@@ -476,3 +476,27 @@ def test_a_run_record_is_started_appended_and_rendered(tmp_path, capsys):
     lines = (tmp_path / "runs.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(x)["value"] for x in lines] == [1, 2]
     assert "loadavg_after" in json.loads(lines[-1])["provenance"]
+
+
+def test_a_log_log_slope_interval_is_scipys_regression_with_students_t():
+    from scipy import stats
+
+    n = [2048, 4096, 8192, 16384, 32768]
+    ms = [10.0, 21.5, 41.0, 88.0, 190.0]
+    iv = V.slope_interval(list(zip(n, ms, strict=True)))
+    fit = stats.linregress(np.log(n), np.log(ms))
+    half = stats.t.ppf(0.975, len(n) - 2) * fit.stderr
+    assert iv.mean == pytest.approx(fit.slope)
+    assert (iv.low, iv.high) == pytest.approx((fit.slope - half, fit.slope + half))
+    # an exact power law pins the slope; two points cannot give an interval
+    exact = V.slope_interval([(x, 3.0 * x ** 1.5) for x in n])
+    assert exact.low == pytest.approx(1.5) and exact.high == pytest.approx(1.5)
+    assert V.slope_interval([(1, 1.0), (2, 2.0)]) is None
+    assert iv.low < 1.0 < iv.high and V.judge_at_most(iv, 1.0) == "within noise"
+
+
+@pytest.mark.parametrize("verdicts, want", [
+    (["PASS", "PASS"], "PASS"), (["PASS", "within noise"], "within noise"),
+    (["within noise", "FAIL"], "FAIL"), ([], "NOT MEASURED")])
+def test_a_target_of_several_checks_fails_on_any_failure(verdicts, want):
+    assert V.combined(verdicts) == want
