@@ -712,11 +712,31 @@ HEADLINES = {
 others: :func:`headline`'s verdicts or bold line)."""
 
 
+#: what a subsection's heading says when it holds an earlier measurement kept for the
+#: record (a grid the section has moved on from): its verdicts are not the section's
+EARLIER_MARK = "(an earlier "
+
+
+def current_lines(body: str) -> list[str]:
+    """The lines of a section without its subsections marked :data:`EARLIER_MARK` (each up
+    to the next heading of its level or higher)."""
+    out, skip_level = [], 0
+    for line in body.splitlines():
+        level = len(line) - len(line.lstrip("#")) if line.startswith("#") else 0
+        if level and skip_level and level <= skip_level:
+            skip_level = 0
+        if level and not skip_level and EARLIER_MARK in line:
+            skip_level = level
+        if not skip_level:
+            out.append(line)
+    return out
+
+
 def headline(body: str, key: str = "", width: int = 70) -> str:
     """A section's line in the summary: the sentence holding its :data:`HEADLINES` phrase;
     else the tally of its targets' verdicts (the rows of its "| target | verdict | ... |"
-    tables) with the first targets it fails; else its bold headline (a whole line in bold);
-    else "-"."""
+    tables, outside subsections of earlier measurements: :func:`current_lines`) with the
+    first targets it fails; else its bold headline (a whole line in bold); else "-"."""
     if key in HEADLINES:
         for line in body.splitlines():
             if HEADLINES[key] in line:
@@ -729,7 +749,7 @@ def headline(body: str, key: str = "", width: int = 70) -> str:
     # a verdict is a table row's second cell, or its last (a targets table: target |
     # model | measured | verdict)
     rows = []
-    for line in body.splitlines():
+    for line in current_lines(body):
         cells = [c.strip() for c in line.strip().strip("|").split("|")] \
             if line.startswith("| ") else []
         for cell in (cells[1:2] + cells[-1:]) if len(cells) > 1 else []:

@@ -912,7 +912,7 @@ def render(runs: list[dict[str, Any]]) -> str:
     for grid in sorted(GRIDS, reverse=True):
         if grid != CURRENT_GRID and by_config(runs_of(runs, grid)):
             lines.append(_render_grid(runs_of(runs, grid), grid,
-                                      f"### Grid {grid} (an earlier grid; base: {BASES[grid]})"))
+                                      f"### Grid {grid} {H.EARLIER_MARK}grid; base: {BASES[grid]})"))
     return "\n\n".join(lines)
 
 

@@ -275,3 +275,17 @@ def test_a_quick_smoke_run_never_writes_the_real_records(script: str) -> None:
     args = argparse.Namespace(quick=False, results=mod.RESULTS, no_write=False)
     H.divert_smoke_runs(args, mod.RESULTS)
     assert args.results == mod.RESULTS and not args.no_write
+
+
+def test_a_headline_tallies_the_current_verdicts_not_an_earlier_grids():
+    import _harness as H
+
+    body = "\n".join([
+        "## Section", "", "| target | verdict | measured |", "| --- | --- | --- |",
+        "| new target | PASS | x |", "| other | within noise | y |", "",
+        f"### Grid 1 {H.EARLIER_MARK}grid; base: old)", "", "| target | verdict | measured |",
+        "| --- | --- | --- |", "| old target | FAIL | z |", "",
+        "#### its detail", "| old detail | FAIL | w |", "",
+        "### Notes", "| later target | FAIL | v |"])
+    assert H.headline(body) == "1 PASS, 1 within noise, 1 FAIL; failed: later target"
+    assert "old" not in "\n".join(H.current_lines(body))
