@@ -7,7 +7,9 @@ text unchanged.
 
 Tokens that decide an intent by themselves are never dropped: the special tokens (padding,
 ``[CLS]``/``[SEP]``, unknown, mask, the number token), an input prefix (e5's ``"query: "``),
-negation cues (:func:`~headwise.text.negation_tokens.negation_token_ids`) and number pieces
+negation cues (:func:`~headwise.text.negation_tokens.negation_token_ids`), clause breaks
+(:func:`~headwise.text.negation_tokens.clause_break_token_ids`: where a cue's scope ends
+for clause-scoped negation heads) and number pieces
 (:func:`~headwise.text.number_tokens.number_token_ids`): a dropped "不" would teach the
 network that "我不想开通自动还款" asks to turn autopay on, as the augmentations of
 :mod:`~headwise.intent.training.augmentation` also leave them alone. (The multi-label
@@ -25,7 +27,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from headwise.text.negation_tokens import negation_token_ids
+from headwise.text.negation_tokens import clause_break_token_ids, negation_token_ids
 from headwise.text.number_tokens import number_token_ids
 from headwise.text.tokenizer import Tokenizer
 
@@ -93,7 +95,7 @@ def token_dropout_for(tokenizer: Tokenizer, p: float) -> TokenDropout | None:
     special = [tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
                tokenizer.unk_token_id, tokenizer.mask_token_id, tokenizer.number_token_id,
                *tokenizer.prefix_ids, *negation_token_ids(tokenizer),
-               *number_token_ids(tokenizer)]
+               *clause_break_token_ids(tokenizer), *number_token_ids(tokenizer)]
     ids = torch.tensor([i for i in special if i is not None and 0 <= i < kept.numel()],
                        dtype=torch.long)
     kept[ids] = True

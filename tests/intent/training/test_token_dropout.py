@@ -52,10 +52,12 @@ def test_the_rate_the_kept_ids_padding_and_eval_mode():
         TokenDropout(0.1, 50, kept)
 
 
-def test_negation_cues_numbers_and_special_tokens_are_kept():
-    tok = train_tokenizer(ZH, kind="char")
+def test_negation_cues_clause_breaks_numbers_and_special_tokens_are_kept():
+    tok = train_tokenizer([*ZH, "不用了，谢谢。"], kind="char")
     drop = token_dropout_for(tok, 0.5)
     assert drop is not None and drop.replacement_id == tok.unk_token_id
+    for piece in (",", "。"):  # a dropped comma would widen a negation's clause
+        assert bool(drop.kept[tok.token_to_id(piece)]), piece
     for piece in ("不", "没", "500"):
         i = tok.token_to_id(piece)
         if i is not None:
