@@ -127,8 +127,10 @@ SLICE_TARGETS = (("negation_scope", "transformer", "bilstm"),
 
 def slice_targets(runs: list[dict[str, Any]]) -> str:
     """The target table of the negation slice (accuracy with the threshold over seeds,
-    95 % intervals over seeds and the slice's rows; a difference of two models: both
-    halves in quadrature)."""
+    95 % intervals over seeds and the slice's rows; a difference of two models, trained on
+    the same corpus per seed: paired by seed, a t-interval over the per-seed differences,
+    whose spread holds the rows' sampling too, since each seed draws its own corpus; one
+    seed: both halves in quadrature)."""
     rows = []
     for sl, name, target in SLICE_TARGETS:
         first = runs[0]["models"].get(name)
@@ -138,9 +140,14 @@ def slice_targets(runs: list[dict[str, Any]]) -> str:
         n = next(x["n"] for x in first["slices"] if x["slice"] == sl)
         mine = _slice_scores(runs, name, sl)
         if isinstance(target, str):
-            iv = V.difference_interval(mine, _slice_scores(runs, target, sl), n)
+            both = [r for r in runs if name in r["models"] and target in r["models"]]
+            a, b = _slice_scores(both, name, sl), _slice_scores(both, target, sl)
+            paired = len(both) >= 2
+            iv = V.seed_paired_difference(a, b) if paired else V.difference_interval(a, b, n)
+            how = f"paired by seed, t-interval over {len(both)} seeds" if paired else \
+                "one seed: both halves in quadrature"
             rows.append([f"{sl}: {name} at least {target}", V.judge(iv, 0.0),
-                         f"{name} - {target}: {iv.points(1)} points"])
+                         f"{name} - {target}: {iv.points(1)} points ({how})"])
         else:
             iv = V.score_interval(mine, n)
             rows.append([f"{sl}: {name} >= {100 * target:.0f} %", V.judge(iv, target),
