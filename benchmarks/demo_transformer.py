@@ -911,8 +911,8 @@ def render(runs: list[dict[str, Any]]) -> str:
                  if current else "")]
     for grid in sorted(GRIDS, reverse=True):
         if grid != CURRENT_GRID and by_config(runs_of(runs, grid)):
-            lines.append(_render_grid(runs_of(runs, grid), grid,
-                                      f"### Grid {grid} {H.EARLIER_MARK}grid; base: {BASES[grid]})"))
+            title = f"### Grid {grid} {H.EARLIER_MARK}grid; base: {BASES[grid]})"
+            lines.append(_render_grid(runs_of(runs, grid), grid, title))
     return "\n\n".join(lines)
 
 
