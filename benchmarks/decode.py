@@ -9,9 +9,14 @@ many tokens). Each (batch, length, path) runs in its own process (machinery:
 so the per-step times are those of the decoding loop.
 
 Target: with the cache the time per generated token stays flat: per-step time at the
-longest length at most ``FLAT_LIMIT`` x that at the shortest; the slope of log(time per
-step) against log(length) is reported too (0: flat, 1: linear growth, as recomputing the
-prefix gives once its compute dominates).
+longest length at most ``FLAT_LIMIT`` x that at the shortest, judged on its 95 % interval.
+That ratio is measured in one process per batch size that interleaves the two lengths
+(:data:`FLAT_ROUNDS` rounds, each one call at the shortest and one at the longest length,
+their order alternating): each round's ratio of per-step times sees the same load on both
+sides, and the geometric mean of the rounds' ratios carries a t-interval
+(``_verdicts.ratio_interval``). The slope of log(time per step) against log(length) over
+the series is reported too (0: flat, 1: linear growth, as recomputing the prefix gives
+once its compute dominates).
 
 Usage::
 
@@ -38,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import _harness as hx
+import _verdicts as V
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "results"
@@ -45,6 +51,8 @@ KEY = "decode:cpu"
 LENGTHS = (16, 32, 64, 128, 256, 512)
 BATCHES = (1, 8)
 SRC_LEN, VOCAB, FLAT_LIMIT = 32, 8000, 1.5
+#: interleaved rounds of the flatness check (one call at each end of the lengths per round)
+FLAT_ROUNDS = 6
 PATHS = ("cached", "uncached")
 
 
@@ -74,6 +82,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         for length in (min(n, 32),) * spec["warmup"]:  # warm-up on short outputs
             gen(length)
         enc_s = [hx.timed(enc, sync) for _ in range(5)]
+        if spec.get("kind") == "flatness":
+            return interleaved(gen, statistics.median(enc_s), spec)
         out, times, t0 = None, [], time.perf_counter()
         while len(times) < spec["max_repeats"] and (
                 len(times) < spec["min_repeats"] or sum(times) < spec["target_s"]):
@@ -91,6 +101,21 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                 spec["batch"], "times_s": times}
 
     return hx.in_worker(spec, body)
+
+
+def interleaved(gen: Any, enc_s: float, spec: dict[str, Any]) -> dict[str, Any]:
+    """The flatness check's rounds in this process: per round one call of ``gen`` at
+    ``spec["short"]`` and one at ``spec["length"]`` output tokens (the order alternating
+    round by round), each turned into ms per step with the encoder's ``enc_s`` taken off."""
+    short, long_ = spec["short"], spec["length"]
+    steps: dict[int, list[float]] = {short: [], long_: []}
+    for i in range(spec["rounds"]):
+        for n in ((short, long_) if i % 2 == 0 else (long_, short)):
+            start = time.perf_counter()
+            gen(n)
+            steps[n].append((time.perf_counter() - start - enc_s) * 1e3 / n)
+    return {"status": "ok", "encode_ms": enc_s * 1e3, "short_step_ms": steps[short],
+            "long_step_ms": steps[long_]}
 
 
 # --- running the series ----------------------------------------------------------------------
@@ -122,6 +147,16 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     rec.update(hx.run_worker(Path(__file__), spec, args.timeout, env))
                 records.append(rec)
                 prev = rec
+    if len(args.lengths) > 1:
+        for batch in args.batches:
+            print(f"decode: batch {batch} flatness, {args.flat_rounds} interleaved rounds",
+                  file=sys.stderr)
+            spec = {**common, "model": args.model, "vocab": args.vocab, "batch": batch,
+                    "path": "cached", "kind": "flatness", "length": max(args.lengths),
+                    "short": min(args.lengths), "rounds": args.flat_rounds}
+            records.append({"batch": batch, "kind": "flatness", "short": min(args.lengths),
+                            "length": max(args.lengths),
+                            **hx.run_worker(Path(__file__), spec, args.timeout, env)})
     return records
 
 
@@ -139,16 +174,24 @@ def slope(points: list[tuple[int, float]]) -> float | None:
 def series(records: list[dict[str, Any]], batch: int, path: str) -> list[tuple[int, float]]:
     """(length, ms per step) of the measured records of one series."""
     return sorted((r["length"], r["step_ms"]) for r in records if r["batch"] == batch
-                  and r["path"] == path and r.get("status") == "ok")
+                  and r.get("path") == path and r.get("kind") != "flatness"
+                  and r.get("status") == "ok")
 
 
 def flatness(records: list[dict[str, Any]], lengths: list[int], batch: int) -> dict[str, Any]:
-    """The cached series' check: step time at the longest over the shortest length."""
+    """The cached series' check: per-step time at the longest over the shortest length,
+    the geometric mean of the interleaved rounds' ratios with its 95 % interval
+    (``ratio``, a :class:`_verdicts.Interval`; absent without the rounds), and the
+    series' log-log slopes."""
     pts = series(records, batch, "cached")
     out: dict[str, Any] = {"slope": slope(pts), "uncached_slope": slope(
         series(records, batch, "uncached"))}
-    if pts and pts[0][0] == min(lengths) and pts[-1][0] == max(lengths):
-        out["ratio"] = pts[-1][1] / pts[0][1]
+    rec = next((r for r in records if r.get("kind") == "flatness" and r["batch"] == batch
+                and r.get("status") == "ok" and r["short"] == min(lengths)
+                and r["length"] == max(lengths)), None)
+    if rec is not None:
+        out["ratio"] = V.ratio_interval(rec["long_step_ms"], rec["short_step_ms"])
+        out["rounds"] = len(rec["long_step_ms"])
     return out
 
 
@@ -194,15 +237,20 @@ def section(data: dict[str, Any], png: Path, md_dir: Path) -> str:
     meta, records = data["meta"], data["records"]
     s = meta["settings"]
     lengths, batches = list(s["lengths"]), list(s["batches"])
-    checks, ev = [], []
+    verdicts, ev = [], []
     for b in batches:
         f = flatness(records, lengths, b)
         sl = "-" if f["slope"] is None else f"{f['slope']:.3f}"
         if "ratio" in f:
-            checks.append(f["ratio"] <= FLAT_LIMIT)
-            ev.append(f"batch {b}: {f['ratio']:.2f}x, slope {sl}")
+            r = f["ratio"]
+            verdicts.append(V.judge_at_most(r, FLAT_LIMIT))
+            ev.append(f"batch {b}: {r.mean:.2f}x [{r.low:.2f}, {r.high:.2f}] over "
+                      f"{f['rounds']} interleaved rounds ({verdicts[-1]}), series slope {sl}")
         else:
-            ev.append(f"batch {b}: not measured at both ends, slope {sl}")
+            verdicts.append("not measured")
+            ev.append(f"batch {b}: the interleaved rounds were not measured, slope {sl}")
+    verdict = V.combined(verdicts) if verdicts and "not measured" not in verdicts \
+        else "not measured"
     parts = [
         "## Decoding speed with and without the KV cache on cpu", hx.provenance(meta),
         f"`EncoderDecoder(preset(\"{s['model']}\", vocab_size={s['vocab']}))`, randomly "
@@ -213,17 +261,22 @@ def section(data: dict[str, Any], png: Path, md_dir: Path) -> str:
         f"process: {s['warmup']} warm-up calls on outputs of at most 32 tokens, then "
         f"{s['min_repeats']} to {s['max_repeats']} calls (until {s['target_s']:g} s; fewer "
         f"when one more would take the configuration past {s['config_budget_s']:g} s), the "
-        f"median. Uncached lengths whose one call, extrapolated from the previous length "
-        f"(x4 per doubling), would exceed {s['uncached_budget_s']:g} s are not run. "
+        f"median (the tables). Uncached lengths whose one call, extrapolated from the "
+        f"previous length (x4 per doubling), would exceed "
+        f"{s['uncached_budget_s']:g} s are not run. "
         f"The encoder alone (median of 5 calls) is subtracted: "
         f"**ms per step** = (generate - encoder) / output length, one step producing one "
         f"token per row; **ms per token** = ms per step / batch. \"uncached\" recomputes the "
-        f"decoder over the whole prefix at every step (`use_cache=False`).",
+        f"decoder over the whole prefix at every step (`use_cache=False`). The target is "
+        f"judged in one more process per batch size that interleaves the two ends: "
+        f"{s.get('flat_rounds', FLAT_ROUNDS)} rounds, each one cached call at "
+        f"{min(lengths)} and one at {max(lengths)} tokens (order alternating), the "
+        f"geometric mean of the rounds' ratios of ms per step with its 95 % t-interval; "
+        f"PASS when the whole interval is at most the limit.",
         "### Target", hx.markdown_table(["target", "verdict", "measured"], [[
             f"with the cache, ms per step at output length {max(lengths)} at most "
             f"{FLAT_LIMIT:g}x that at {min(lengths)} (\"flat\"); slope of log(ms/step) vs "
-            f"log(length) reported (0 = flat)", hx.verdict(checks, len(batches)),
-            "; ".join(ev)]], "lll")]
+            f"log(length) reported (0 = flat)", verdict, "; ".join(ev)]], "lll")]
     rows = []
     for b in batches:
         for p in PATHS:
@@ -240,13 +293,13 @@ def section(data: dict[str, Any], png: Path, md_dir: Path) -> str:
             len(lengths) + 1))]
     detail = [[r["batch"], r["path"], r["length"], hx.fmt(r["ms"]["median"]),
                hx.fmt(r["encode_ms"]), hx.fmt(r["token_ms"]), r["ms"]["n"]]
-              for r in records if r.get("status") == "ok"]
+              for r in records if r.get("status") == "ok" and r.get("kind") != "flatness"]
     parts += ["### Whole calls", hx.markdown_table(
         ["batch", "path", "length", "generate ms", "encoder ms", "ms per token", "calls"],
         detail, "rlrrrrr")]
     parts += hx.image_links([("decode: ms per step vs output length", png)], md_dir)
-    missing = hx.not_measured(records, lambda r: f"batch {r['batch']} {r['path']} "
-                              f"length {r['length']}")
+    missing = hx.not_measured(records, lambda r: f"batch {r['batch']} "
+                              f"{r.get('path', r.get('kind'))} length {r['length']}")
     if missing:
         parts += ["### Not measured", "\n".join(missing)]
     return "\n\n".join(parts)
@@ -279,6 +332,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="output lengths (default 16,32,64,128,256,512)")
     add("--batches", type=ints, default=BATCHES, help="batch sizes (default 1,8)")
     add("--warmup", type=int, default=2, help="warm-up calls per process (default 2)")
+    add("--flat-rounds", type=int, default=FLAT_ROUNDS,
+        help=f"interleaved rounds of the flatness check (default {FLAT_ROUNDS})")
     add("--uncached-budget-s", type=float, default=120.0,
         help="skip an uncached length whose one call is extrapolated above this many "
         "seconds (default 120)")
@@ -291,6 +346,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.lengths = args.lengths if args.lengths != LENGTHS else (16, 64)
         args.min_repeats, args.max_repeats, args.target_s, args.warmup = 1, 1, 0.0, 1
+        args.flat_rounds = 2
         if not args.no_write:
             p.error("--quick numbers are not published: add --no-write")
         if args.out == DEFAULT_OUT:

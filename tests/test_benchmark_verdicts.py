@@ -521,3 +521,31 @@ def test_the_demos_negation_targets_pair_the_two_models_by_seed():
     assert "| negation_scope: transformer at least bilstm | FAIL |" in table
     # an absolute score keeps the rows' term: 189 rows a seed leave 92 % within noise of 90 %
     assert "| negation_scope: pretrained >= 90 % | within noise | 92.0 [87.4, 96.6] % |" in table
+
+
+def test_decodes_flatness_is_judged_on_the_interleaved_rounds_ratio_interval():
+    import decode
+
+    def flat(batch: int, long_ms: list[float], short_ms: list[float]) -> dict:
+        return {"batch": batch, "kind": "flatness", "short": 16, "length": 512,
+                "status": "ok", "long_step_ms": long_ms, "short_step_ms": short_ms}
+
+    series = [{"batch": 1, "path": "cached", "length": n, "status": "ok", "step_ms": 10.0}
+              for n in (16, 512)]
+    recs = [*series, flat(1, [12.0, 11.0, 13.0], [10.0, 10.0, 10.0])]
+    f = decode.flatness(recs, [16, 512], 1)
+    logs = [math.log(1.2), math.log(1.1), math.log(1.3)]
+    half = 4.302653 * float(np.std(logs, ddof=1)) / math.sqrt(3)
+    m = float(np.mean(logs))
+    assert f["rounds"] == 3 and f["slope"] == pytest.approx(0.0)
+    assert (f["ratio"].mean, f["ratio"].low, f["ratio"].high) == pytest.approx(
+        (math.exp(m), math.exp(m - half), math.exp(m + half)), rel=1e-5)
+    assert V.judge_at_most(f["ratio"], decode.FLAT_LIMIT) == "PASS"
+    # the interleaved records are not points of the series, and a batch without rounds is
+    # not judged
+    assert decode.series(recs, 1, "cached") == [(16, 10.0), (512, 10.0)]
+    assert "ratio" not in decode.flatness(recs, [16, 512], 8)
+    # a noisy ratio straddling the limit is within noise, not PASS
+    noisy = decode.flatness([flat(1, [12.0, 20.0, 14.0], [10.0] * 3)], [16, 512], 1)["ratio"]
+    assert noisy.low < decode.FLAT_LIMIT < noisy.high
+    assert V.judge_at_most(noisy, decode.FLAT_LIMIT) == "within noise"
