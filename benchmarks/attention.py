@@ -158,6 +158,7 @@ def _dispatch_check(spec: dict[str, Any], auto: Any, make: Any, sync: Any) -> di
     first, *outs = res["results"]
     return {"candidates": spec["candidates"], "vs": {be: res[f"auto/{be}"] for be in others},
             "side_ms": {be: res[be] for be in ["auto", *others]}, "side_warmup": res["warmup"],
+            "rounds_ms": res["rounds_ms"],
             "max_abs_diff": {be: float((first - o).detach().abs().max())
                              for be, o in zip(others, outs, strict=True)}}
 

@@ -549,3 +549,41 @@ def test_decodes_flatness_is_judged_on_the_interleaved_rounds_ratio_interval():
     noisy = decode.flatness([flat(1, [12.0, 20.0, 14.0], [10.0] * 3)], [16, 512], 1)["ratio"]
     assert noisy.low < decode.FLAT_LIMIT < noisy.high
     assert V.judge_at_most(noisy, decode.FLAT_LIMIT) == "within noise"
+
+
+def test_the_dispatchers_target_judges_each_side_by_side_rows_interval():
+    import _attention_report as R
+
+    def auto(n: int, auto_ms: list[float], cand: dict[str, list[float]]) -> dict:
+        ratios = {be: {"median": float(np.median(np.array(auto_ms) / np.array(t))),
+                       "q1": 0.0, "q3": 0.0} for be, t in cand.items()}
+        return {"kind": "attention", "backend": "auto", "mask": "none", "n": n,
+                "mode": "fwd", "status": "ok", "pick": "sdpa", "ms": {"median": 1.0},
+                "candidates": list(cand), "vs": ratios,
+                "rounds_ms": {"auto": auto_ms, **cand}}
+
+    data = {"meta": {"settings": {"modes": ["fwd"], "masks": ["none"], "sizes": [128, 256]}},
+            "records": [auto(128, [1.0, 1.0, 1.0], {"sdpa": [1.0, 1.0, 1.0],
+                                                     "tiled": [2.0, 2.0, 2.0]}),
+                        auto(256, [1.2, 1.1, 1.3], {"sdpa": [1.0, 1.0, 1.0],
+                                                     "tiled": [3.0, 3.0, 3.0]})]}
+    rows = R.dispatch_rows(data)
+    # the fastest candidate is the one auto is slowest against, its interval by hand
+    assert [r["best"] for r in rows] == ["sdpa", "sdpa"]
+    logs = [math.log(1.2), math.log(1.1), math.log(1.3)]
+    m, half = float(np.mean(logs)), 4.302653 * float(np.std(logs, ddof=1)) / math.sqrt(3)
+    iv = rows[1]["interval"]
+    assert (iv.mean, iv.low, iv.high) == pytest.approx(
+        (math.exp(m), math.exp(m - half), math.exp(m + half)), rel=1e-5)
+    what, verdict, text = R._dispatch_target(rows)
+    assert verdict == "within noise"  # 1.197 [0.973, 1.473] straddles 1.10
+    assert "worst auto/fastest 1.197 [0.973, 1.473]" in text and "N=256" in text
+    # a row wholly above the limit fails; one with no per-round times is shown, not judged
+    data["records"][1]["rounds_ms"]["auto"] = [1.5, 1.52, 1.48]
+    assert R._dispatch_target(R.dispatch_rows(data))[1] == "FAIL"
+    for r in data["records"]:
+        r.pop("rounds_ms")
+    v, text = R._dispatch_target(R.dispatch_rows(data))[1:]
+    assert "no interval" in text and v == "FAIL"  # the older rule, said so
+    data["records"][1]["vs"]["sdpa"]["median"] = 1.05
+    assert R._dispatch_target(R.dispatch_rows(data))[1] == "NOT JUDGED"
