@@ -10,7 +10,8 @@ import _harness as H
 
 ORDER = ("tfidf", "tfidf-c1", "bilstm", "bilstm-attn", "bilstm-joins", "bilstm-joins1",
          "scratch", "scratch-num",
-         "scratch-joins", "scratch-joins1", "scratch-80ep", "scratch-blend",
+         "scratch-joins", "scratch-joins1", "scratch-joins1-neg", "scratch-80ep",
+         "scratch-blend",
          "minilm", "minilm-num", "minilm-fresh", "minilm-lpft-bal", "minilm-blend", "e5",
          "e5-lr1e-4", "e5-8ep", "e5-split", "e5-joins", "e5-joins1", "e5-joins1-8ep",
          "e5-num", "e5-blend")
@@ -26,6 +27,8 @@ LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
                           "(task.compound_joins 0.5)",
          "scratch-joins1": "from-scratch joint Transformer, joined training rows "
                            "(task.compound_joins 1.0)",
+         "scratch-joins1-neg": "from-scratch joint Transformer, joined training rows (1.0), "
+                               "clause-scoped negation-aware heads 2 and 3 (bias start 4)",
          "scratch-80ep": "from-scratch joint Transformer, 80 epochs (patience 10)",
          "scratch-blend": "from-scratch joint Transformer + TF-IDF blend (share on validation)",
          "minilm": "MiniLM-L6 import, joint heads (LP-FT)",
@@ -56,6 +59,7 @@ FAMILY = {"tfidf": "tfidf", "tfidf-c1": "tfidf", "bilstm": "bilstm", "bilstm-att
           "bilstm-joins": "bilstm", "bilstm-joins1": "bilstm",
           "scratch": "transformer", "scratch-num": "transformer", "scratch-joins": "transformer",
           "scratch-80ep": "transformer", "scratch-joins1": "transformer",
+          "scratch-joins1-neg": "transformer",
           "scratch-blend": "transformer+tfidf", "minilm": "minilm", "minilm-num": "minilm",
           "minilm-fresh": "minilm", "minilm-lpft-bal": "minilm", "minilm-blend": "minilm+tfidf",
           "e5": "e5", "e5-lr1e-4": "e5", "e5-8ep": "e5", "e5-split": "e5", "e5-joins": "e5",
