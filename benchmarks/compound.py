@@ -670,7 +670,9 @@ def main(argv: list[str] | None = None) -> int:
                                config=c, seed=s, quick=args.quick, recipe=CONFIGS[c])
             print(f"    {rec['status']}: micro-F1 {rec.get('micro_f1')}, span F1 "
                   f"{rec.get('span_f1')}, {rec['wall_s']:.0f} s", file=sys.stderr, flush=True)
-    body = H.render_records(lambda rs: render(rs, HERE / "results", H.page_dir(args.md)),
+    # the plot beside the results file (a smoke run's beside its own, never over the
+    # committed one)
+    body = H.render_records(lambda rs: render(rs, args.results.parent, H.page_dir(args.md)),
                             list(done_runs(args.results).values()), ROW)
     if args.no_write:
         print(body)
