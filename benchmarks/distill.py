@@ -66,7 +66,8 @@ RECIPES: dict[str, dict[str, Any]] = {
     # benchmarks/intent.py's transformer-concat-ln-rope, its best from-scratch Transformer
     "transformer": {"architecture": {"d_model": 128, "num_layers": 2, "num_heads": 8,
                                      "d_ff": 512, "position": "rope", "dropout": 0.1,
-                                     "attention_dropout": 0.1, "max_length": 64},
+                                     "attention_dropout": 0.1, "max_length": 64,
+                                     "model_overrides": {}},
                     "train": {"epochs": 10, "patience": 3, "lr": 1e-3, "warmup_ratio": 0.1},
                     "levers": {"label_smoothing": 0.1}, "task": {"select_on": "macro_f1"}},
     # benchmarks/intent.py's bilstm

@@ -60,8 +60,10 @@ INTENTS = {
 PREFIXES = ["", "hello ", "please ", "hi there, "]
 SUFFIXES = ["", " today", " as soon as possible", " because it is urgent and i am travelling"]
 #: the recipe of the tiny model: trains in seconds
+#: (a plain Transformer: learned positions, no number- or negation-aware heads, as measured)
 RECIPE = {"architecture": {"type": "transformer", "d_model": 32, "num_layers": 1,
-                          "num_heads": 4, "d_ff": 64, "vocab_size": 300, "max_length": 32},
+                          "num_heads": 4, "d_ff": 64, "vocab_size": 300, "max_length": 32,
+                          "position": "learned", "model_overrides": {}},
           "train": {"epochs": 4, "batch_size": 16, "lr": 3e-3}}
 
 

@@ -30,9 +30,13 @@ sys.path.insert(0, str(HERE))
 import _harness as H  # noqa: E402
 
 KEPT = Path("/tmp/intent_models/banking77-transformer-concat-ln-0")
+# the library's default before BENCHMARKS transformer_default:cpu (learned positions, no
+# number- or negation-aware heads), pinned so that these records keep their meaning
 RECIPE = {
     "architecture": {
         "type": "transformer",
+        "position": "learned",
+        "model_overrides": {},
         "d_model": 128,
         "num_layers": 2,
         "num_heads": 8,

@@ -20,13 +20,16 @@ def demo_examples():
 
 
 def make_classifier(examples, *, num_heads=4, num_layers=2, pooling="mean", seed=0,
-                    dtype=torch.float32) -> IntentClassifier:
+                    dtype=torch.float32, model_overrides=None) -> IntentClassifier:
+    """A tiny untrained classifier of the default recipe at these sizes
+    (``model_overrides`` None: the default number- and negation-aware heads)."""
     tok = train_char_tokenizer([e.text for e in examples])
     labels = sorted({e.label for e in examples if e.label != "oos"})
     recipe = IntentRecipe.from_dict({
         "architecture": {"d_model": 16, "num_layers": num_layers, "num_heads": num_heads,
                          "d_ff": 32, "pooling": pooling, "dropout": 0.0,
-                         "attention_dropout": 0.0, "max_length": 48}})
+                         "attention_dropout": 0.0, "max_length": 48,
+                         "model_overrides": model_overrides}})
     torch.manual_seed(seed)
     model = build_intent_model(recipe, tok, labels).to(dtype).eval()
     return IntentClassifier(model, tok, labels, max_length=recipe.architecture.max_length)

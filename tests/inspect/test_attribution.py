@@ -62,7 +62,10 @@ def _batch(clf, text):
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_transformer_matches_a_hand_written_riemann_sum_in_float64(demo_examples, pooling,
                                                                   classifier_factory):
-    clf = classifier_factory(demo_examples, dtype=torch.float64, pooling=pooling, seed=2)
+    # a plain Transformer: the reference below holds the text's ids (and with them any
+    # id-dependent attention bias) fixed along the whole path
+    clf = classifier_factory(demo_examples, dtype=torch.float64, pooling=pooling, seed=2,
+                             model_overrides={})
     with torch.no_grad():
         clf.model.classifier.weight.normal_(0, 1.0)  # logits that move along the path
     text = demo_examples[3].text
@@ -79,8 +82,12 @@ def test_transformer_matches_a_hand_written_riemann_sum_in_float64(demo_examples
     assert abs(a.delta) > 0.05
     assert a.within_tolerance and abs(a.error) < 1e-6 * max(1.0, abs(a.delta))
     assert a.scores.sum() == pytest.approx(a.delta, abs=1e-6)
-    np.testing.assert_allclose(a.scores, _reference_ig(clf.model, ids, mask, baseline, a.index),
-                               rtol=0, atol=1e-5 * max(1.0, abs(a.delta)))
+    # 8000 midpoints: at 2000 the reference itself misses completeness by 1.5e-5 on the
+    # rotary-position model of seed 2 (the sharper integrand), more than the tolerance
+    reference = _reference_ig(clf.model, ids, mask, baseline, a.index, steps=8000)
+    assert reference.sum() == pytest.approx(a.delta, abs=1e-6)
+    np.testing.assert_allclose(a.scores, reference, rtol=0,
+                               atol=1e-5 * max(1.0, abs(a.delta)))
     assert (a.scores[ex.special] == 0).all()
     assert ex.attention.shape == (2, 4, ids.shape[1], ids.shape[1])
     assert [t[0] for t in ex.tokens[1:-1]] == clf.tokenizer.tokenize(text)

@@ -117,6 +117,37 @@ def test_defaults_follow_the_architecture():
         architecture_from_spec("gpt")
 
 
+def test_the_transformers_default_levers_are_the_measured_ones_and_a_dict_replaces_them():
+    from headwise.intent.training.defaults import (
+        DEFAULT_TRANSFORMER_OVERRIDES,
+        DEFAULT_TRANSFORMER_POSITION,
+    )
+
+    t = Transformer()
+    assert t.position == DEFAULT_TRANSFORMER_POSITION == "rope"
+    assert t.model_overrides == DEFAULT_TRANSFORMER_OVERRIDES == {
+        "number_heads": [0, 1], "negation_heads": [2, 3], "negation_scope": "clause",
+        "negation_bias_init": 4.0}
+    assert t.model_overrides is not DEFAULT_TRANSFORMER_OVERRIDES  # a copy per part
+    t.model_overrides["number_heads"].append(5)
+    assert Transformer().model_overrides["number_heads"] == [0, 1]
+    # a dict given replaces them; {} is a plain Transformer
+    assert Transformer(model_overrides={}).model_overrides == {}
+    assert IntentRecipe.from_dict({"architecture": {"model_overrides": {
+        "number_heads": [1]}}}).architecture.model_overrides == {"number_heads": [1]}
+    # narrower layers lack heads 2 and 3: no default levers there, and named heads they
+    # lack are refused naming the field
+    assert Transformer(d_model=32, num_heads=2).model_overrides == {}
+    assert Transformer(d_model=32, num_heads=4).model_overrides == DEFAULT_TRANSFORMER_OVERRIDES
+    with pytest.raises(ValueError, match=r"architecture\.model_overrides\.negation_heads "
+                                         r"\[2, 3\] names heads a layer of 2 heads lacks"):
+        Transformer(d_model=32, num_heads=2, model_overrides={"negation_heads": [2, 3]})
+    # the saved recipe says what was used, and reads back as it
+    data = IntentRecipe(architecture=Transformer(d_model=32, num_heads=2)).to_dict()
+    assert data["architecture"]["model_overrides"] == {}
+    assert IntentRecipe.from_dict(data).architecture.model_overrides == {}
+
+
 @pytest.mark.parametrize("data, message", [
     ({"train": {"epochs": "ten"}}, r"^train\.epochs must be an integer, got 'ten'"),
     ({"train": {"epochs": 2.5}}, r"^train\.epochs must be an integer"),

@@ -6,10 +6,15 @@ written."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from headwise.intent.training.defaults import (
+    DEFAULT_TRANSFORMER_OVERRIDES,
+    DEFAULT_TRANSFORMER_POSITION,
+)
 from headwise.intent.training.recipe.fields import (
     check_c,
     check_choice,
@@ -40,15 +45,20 @@ class Transformer:
         d_ff: feed-forward size (None: ``2 * d_model``).
         fusion: how the heads' outputs are combined (ModelConfig ``fusion``).
         norm: ``"layernorm"`` or ``"rmsnorm"``.
-        position: position encoding (ModelConfig ``position``).
+        position: position encoding (ModelConfig ``position``; default rotary,
+            :data:`~headwise.intent.training.defaults.DEFAULT_TRANSFORMER_POSITION`).
         pooling: how token vectors become one (ModelConfig ``pooling``): ``"mean"``,
             ``"cls"`` (the first token) or ``"max"`` (element-wise maximum over real
             tokens; ``headwise inspect``'s head analysis reads cls- and mean-pooled
             models only).
         dropout: dropout of the embeddings and sublayers.
         attention_dropout: dropout of the attention weights.
-        model_overrides: any further ModelConfig fields (``number_heads``,
-            ``negation_heads``, ...).
+        model_overrides: further ModelConfig fields, null (the default) taking
+            number-aware heads 0 and 1 and clause-scoped negation-aware heads 2 and 3 on
+            layers of at least 4 heads (a dict given replaces them, ``{}`` a plain
+            Transformer). The default's fields are
+            :data:`~headwise.intent.training.defaults.DEFAULT_TRANSFORMER_OVERRIDES`; a
+            narrower layer gets none.
     """
 
     NAME: ClassVar[str] = "transformer"
@@ -61,18 +71,29 @@ class Transformer:
     d_ff: int | None = None
     fusion: str = "concat"
     norm: str = "layernorm"
-    position: str = "learned"
+    position: str = DEFAULT_TRANSFORMER_POSITION
     pooling: str = "mean"
     dropout: float = 0.1
     attention_dropout: float = 0.1
-    model_overrides: dict[str, Any] = field(default_factory=dict)
+    model_overrides: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        if self.model_overrides is None:
+            self.model_overrides = copy.deepcopy(DEFAULT_TRANSFORMER_OVERRIDES) \
+                if isinstance(self.num_heads, int) and self.num_heads >= 4 else {}
         _check_scratch(self)
         if min(self.d_model, self.num_layers, self.num_heads) < 1 or self.d_model % self.num_heads:
             raise ValueError(f"architecture.d_model ({self.d_model}) must be a positive "
                              f"multiple of architecture.num_heads ({self.num_heads}), and "
                              f"num_layers ({self.num_layers}) positive")
+        for name in ("number_heads", "negation_heads"):
+            heads = self.model_overrides.get(name) or []
+            if any(not isinstance(h, int) or not 0 <= h < self.num_heads for h in heads):
+                raise ValueError(
+                    f"architecture.model_overrides.{name} {heads} names heads a layer of "
+                    f"{self.num_heads} heads lacks (0 to {self.num_heads - 1}); give heads "
+                    f"it has, or architecture.model_overrides without {name} ({{}}: a "
+                    f"plain Transformer)")
 
     @property
     def spec(self) -> str:
