@@ -657,7 +657,7 @@ PAGES = {
     "train_estimate:cpu": "training", "cic_train:cpu": "training",
     "intent:cpu": "intent", "intent:pretrained-footprint": "intent",
     "e5_fidelity:cpu": "intent", "demo:heldout": "intent", "demo:transformer": "intent",
-    "demo:ood": "intent",
+    "transformer_default:cpu": "intent", "demo:ood": "intent",
     "demo:time": "intent", "oos:cpu": "intent", "blend": "intent", "distill:cpu": "intent",
     "doctor:cpu": "intent", "warm-start:cpu": "intent", "demo:long_text": "intent",
     "compound:cpu": "compound",

@@ -130,6 +130,13 @@ def _demo_transformer(res: Path, pages: Path) -> str | None:
     return H.render_records(demo_transformer.render, runs, ("grid", "config"))
 
 
+def _transformer_default(res: Path, pages: Path) -> str | None:
+    import transformer_default as td
+
+    runs = list(H.done_runs(res / td.RESULTS.name, td.KEY).values())
+    return H.render_records(td.render, runs, ("corpus", "config")) if runs else None
+
+
 def _ood(res: Path, pages: Path) -> str | None:
     import demo_ood
 
@@ -332,6 +339,9 @@ SOURCES: dict[str, Source] = {
                            "python benchmarks/demo_heldout.py --rerun"),
     "demo:transformer": Source(_demo_transformer, (*_INTENT, "headwise/demo", "headwise/models"),
                                "python benchmarks/demo_transformer.py --seeds 0,1,2"),
+    "transformer_default:cpu": Source(
+        _transformer_default, (*_INTENT, "headwise/models"),
+        "python benchmarks/transformer_default.py --seeds 0,1,2"),
     "demo:ood": Source(_ood, (*_INTENT, "headwise/demo"), "python benchmarks/demo_ood.py --rerun"),
     "demo:time": Source(_demo_time, ("headwise",), "python benchmarks/demo_time.py --runs 3"),
     "oos:cpu": Source(_oos, _INTENT, "python benchmarks/oos.py"),

@@ -212,14 +212,27 @@ def chosen_member(runs: list[dict[str, Any]]) -> str | None:
     return "default"
 
 
+def _library_has(member: str) -> bool:
+    """Whether the library's default Transformer has ``member``'s position encoding and
+    attention levers."""
+    from headwise.intent.training.recipe import Transformer
+
+    lib, (fields, _) = Transformer(), MEMBERS[member]
+    return (lib.position, lib.model_overrides) == (fields["position"], fields["model_overrides"])
+
+
+def target_verdict(chosen: str | None) -> str:
+    """PASS when the library's default is the chosen member, FAIL when it is another, NOT
+    MEASURED before a choice."""
+    if chosen is None:
+        return "NOT MEASURED"
+    return "PASS" if _library_has(chosen) else "FAIL"
+
+
 def library_line(chosen: str) -> str:
     """Whether the library's default Transformer at this commit has the chosen member's
     position encoding and attention levers."""
-    from headwise.intent.training.recipe import Transformer
-
-    lib, (fields, _) = Transformer(), MEMBERS[chosen]
-    same = (lib.position, lib.model_overrides) == (fields["position"],
-                                                   fields["model_overrides"])
+    same = _library_has(chosen)
     return (f"The library's default Transformer at this commit "
             f"{'has' if same else 'does NOT have'} `{chosen}`'s position encoding and "
             f"attention levers (`headwise.intent.training.defaults`)"
@@ -235,6 +248,8 @@ def render(runs: list[dict[str, Any]]) -> str:
     """The section: the rule, a table per corpus (every member), the choice."""
     table, diffs = _table(runs), valid_differences(runs)
     lines = [
+        "## The default from-scratch Transformer, chosen on validation rows of three corpora "
+        "on cpu", "",
         "Which from-scratch Transformer `headwise train --model transformer` builds when the "
         "recipe says nothing. Per seed and corpus each member is trained exactly as the "
         "command line builds its recipe (the architecture's defaults: WordPiece for "
@@ -260,7 +275,7 @@ def render(runs: list[dict[str, Any]]) -> str:
         if not by:
             continue
         demo = corpus == "demo"
-        lines += [f"**{corpus}**", "",
+        lines += [f"#### {corpus}", "",
                   "| member | seeds | valid acc % | valid minus default | test acc % | "
                   "test macro-F1 % |" + (" test negation_scope % | negated request answered "
                                          "as its intent |" if demo else "") + " epochs | "
@@ -285,6 +300,10 @@ def render(runs: list[dict[str, Any]]) -> str:
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     chosen = chosen_member(runs)
+    lines[2:2] = ["### Target", "", "| target | verdict | measured |", "| --- | --- | --- |",
+                  f"| the library's default Transformer is the member validation chooses "
+                  f"(the rule below) | {target_verdict(chosen)} | "
+                  f"{'not yet chosen' if chosen is None else f'chosen `{chosen}`'} |", ""]
     if chosen is None:
         lines.append("Choice: not yet: a member lacks "
                      f"{MIN_SEEDS} seeds on a corpus.")

@@ -103,4 +103,8 @@ def test_choice_waits_for_every_corpus_and_ignores_test_scores():
     assert T.chosen_member(runs) == "demo_levers"
     text = T.render(runs)
     assert "Chosen on validation: **`demo_levers`**" in text
+    # the target: the library's default is the chosen member (it took demo_levers)
+    assert "| PASS | chosen `demo_levers` |" in text
+    assert T.target_verdict("negation_clause") == "FAIL"
+    assert T.target_verdict(None) == "NOT MEASURED"
     assert text.count("| `default` | 3 |") == 3
