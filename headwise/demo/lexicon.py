@@ -173,6 +173,18 @@ PAIR_TEMPLATES: tuple[tuple[str, str, str], ...] = (
     ("enable_autopay", "cancel_autopay", "自动还款我<要|不要/不想要>了"),
     ("enable_autopay", "cancel_autopay", "以后<|不要/别>从尾号{card}的卡自动扣款"),
     ("enable_autopay", "cancel_autopay", "每个月<帮我|别/不要>自动扣款还信用卡"),
+    # the negation on the request's own verb (开通, 办, 买, 挂失): "I don't want X switched
+    # on" asks for the other intent of the pair, as the contrasts' 不想自动还款了 does
+    ("apply_instalment", "cancel_instalment", "我<想|不想/不打算/没打算>办(账单|消费)分期"),
+    ("apply_instalment", "cancel_instalment",
+     "<麻烦帮我申请|不用申请/不需要申请>(这笔|)(账单|消费)分期"),
+    ("add_insurance", "refuse_insurance", "我<想|不想/不打算/没打算>买这个(保险|意外险)"),
+    ("add_insurance", "refuse_insurance", "<帮我|不用/别>加上(信用卡的|)(账户安全险|附加险)"),
+    ("report_card_loss", "unfreeze_card", "我<想|不想/不打算>把(这张|那张|尾号{card}的)卡挂失"),
+    ("report_card_loss", "unfreeze_card", "<麻烦帮我办|不用办/不需要办>(信用卡|银行卡)的挂失"),
+    ("enable_autopay", "cancel_autopay", "我<想|不想/不打算/没打算>开通自动(还款|扣款)"),
+    ("enable_autopay", "cancel_autopay",
+     "<帮我开通|不需要开通/用不着开通>(信用卡|房贷)的自动(还款|扣款)"),
 )
 
 

@@ -57,11 +57,12 @@ KEYWORDS: dict[str, str] = {
 }
 CLAUSE_BREAK = re.compile(r"[，,。？?！!： ]")
 # sha256 of the files write_demo_corpus writes for the default corpus (compound_share 0),
-# last changed on purpose when each intent's core family went to training (issue 37 item 1):
-# the default corpus stays byte for byte what it is unless a change means to move it
+# last changed on purpose when the minimal pairs gained the negation on the request's own
+# verb (我不想开通自动还款, issue 37 item 2): the default corpus stays byte for byte what it
+# is unless a change means to move it
 BEFORE = {
-    (0, 120, 150): "929208fe6b277b8402a54062fdfef792a361c554ca064b25cff537f732f07edf",
-    (3, 12, 10): "c4e92c72dfc7085081ac91f55e0174fce5176984c087bc719572cf0fc1bad26a",
+    (0, 120, 150): "384ac6c265bc530a84bde95851833f9076f0d4494ad377568aa58ef712ad0ac9",
+    (3, 12, 10): "f9b2823e14e060971036a96363c358ce6b8de91656e0e8acd8d9d0f90c8e7992",
 }
 
 

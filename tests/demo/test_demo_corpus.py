@@ -119,17 +119,25 @@ def test_out_of_scope_only_in_valid_and_test(corpus):
     oos = [ex for ex in every(corpus) if ex.label == OOS_LABEL]
     assert len(oos) == 150 and all(ex.intents == () for ex in oos)
     texts = " ".join(ex.text for ex in oos)
-    assert re.search("天气|下雨|多少度", texts) and all(w in texts for w in ("外卖", "笑话"))
+    # far off-topic chat (weather, food, jokes, tickets ...) and banking-sounding near misses,
+    # from many templates (which topics a seed draws varies)
+    topics = ("天气|下雨|多少度", "外卖|餐厅|火锅", "笑话|故事", "火车票|高铁票|机票",
+              "电影|电视剧")
+    assert sum(bool(re.search(w, texts)) for w in topics) >= 4
+    near = [ex for ex in oos if ex.family.startswith("oos_near.")]
+    assert 0.3 <= len(near) / len(oos) <= 0.5
+    assert len({ex.template for ex in oos}) >= 40
 
 
 #: sha256 of repr(generate_demo_corpus(...)) and of the files write_demo_corpus wrote, on the
-#: code before the training out-of-scope families existed (main at 3ae35b1): the corpus
-#: without them stays byte-identical, and so do the benchmark records made on it
+#: code before the training out-of-scope families existed (main at 3ae35b1), moved on purpose
+#: since when the minimal pairs gained the negation on the request's own verb (issue 37 item
+#: 2): the corpus without those families stays byte-identical
 BEFORE_OOS_TRAIN = {
-    "default": "14095a22d21770d41f4efeb960b3094ddf76ae7d2a476554d5cbc1180a74cd0d",
-    "compound": "4bd4988ab9d480e19c309871af4db9c5e17ddee95e158e6e3713ab05b96f6340",
-    "small": "771ceeeb9a56063db6f4f45366639f0817084bb43ada441c82a6db9875d480e7",
-    "files": "0e090ee6926f52a262b4307b2b7be508008a3abb678693d0719a9a750244d113"}
+    "default": "e6e31ec56e92ab8354de98d68765a589a8f085744d04c56f6b7b0b5a3e251bc5",
+    "compound": "4ac628ecb5933c47bddb95209cee1b3dd9f1a2e076fcb57a390539106ad204cd",
+    "small": "fcc3515b4c2438831a85e46942edad64fc422d08ee199c79f8450210a009f3e4",
+    "files": "fd47b1bd259b26cf12dc5a57c5576914f5538342416b32535718e1ad242a0053"}
 
 
 def test_without_oos_train_the_corpus_is_what_it_was(tmp_path):
@@ -427,6 +435,12 @@ def test_minimal_pairs_where_negation_changes_the_label(corpus):
     assert len(pairs) >= 100 and len(families) >= 4, families
     assert ("cancel_instalment", "apply_instalment") in families
     assert ("refuse_insurance", "add_insurance") in families
+    # the negation on the request's own verb (我不想开通自动还款) asks for the pair's other
+    # intent, for every intent whose negation is an intent of its own
+    for negated, verb in (("cancel_autopay", "开通"), ("cancel_instalment", "办"),
+                          ("refuse_insurance", "买"), ("unfreeze_card", "挂失")):
+        assert any(neg.label == negated and re.search(f"[不没别][^，。？]{{0,3}}{verb}", neg.text)
+                   for neg, _ in pairs), negated
     test_pairs = minimal_pairs(corpus["test"])  # pairs stay together in one split
     assert len(test_pairs) >= 8
 

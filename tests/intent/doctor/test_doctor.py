@@ -352,7 +352,8 @@ def test_a_network_gives_its_frozen_embeddings(tmp_path):
     probs = cross_val_predict(make_pipeline(StandardScaler(), LogisticRegression(
         C=1.0, max_iter=300)), x, y, cv=StratifiedKFold(3, shuffle=True, random_state=0),
         method="predict_proba")
-    expected = {i + 1 for i in np.flatnonzero(cl_find(y, probs))}
+    # n_jobs=1 as the library calls it: a forked pool in a threaded test worker can deadlock
+    expected = {i + 1 for i in np.flatnonzero(cl_find(y, probs, n_jobs=1))}
     assert {f.row for f in exam.findings if f.issue == "label_issue"} == expected
     # near duplicates by the embeddings' cosine, centred
     u = x - x.mean(0)
