@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from headwise.cli import main
-from headwise.demo.compound import DEMO_NUMBER_HEADS, compound_table, run_compound_demo
+from headwise.demo.compound import DEMO_COMPOUND_OVERRIDES, compound_table, run_compound_demo
 from headwise.demo.corpus import generate_demo_corpus, write_demo_corpus
 from headwise.demo.runner import DemoSettings
 from headwise.demo.values import REFERENCE_DATE
@@ -58,7 +58,10 @@ def test_each_architecture_is_saved_and_answers_predict_json(demo, capsys):
     models = {n: load_classifier(d / "compound" / n).model for n in NAMES}
     assert type(models["bilstm"]).__name__ == "BiLSTMJointModel"
     assert models["transformer"].config.num_heads == 8
-    assert models["transformer"].config.number_heads == DEMO_NUMBER_HEADS
+    config = models["transformer"].config
+    assert config.number_heads is None or list(config.number_heads) == []
+    assert list(config.negation_heads) == DEMO_COMPOUND_OVERRIDES["negation_heads"]
+    assert config.negation_scope == "clause"
     assert summary["models"]["pretrained"]["report"]["num_examples"] == \
         summary["corpus"]["test"]["questions"]
 
