@@ -691,7 +691,7 @@ def _page_head(area: str) -> str:
             f"on.\n")
 
 
-def _anchor(heading: str) -> str:
+def anchor(heading: str) -> str:
     """GitHub's anchor of a markdown heading."""
     text = re.sub(r"[^\w\- ]", "", heading.lstrip("#").strip().lower())
     return text.replace(" ", "-")
@@ -804,7 +804,7 @@ def summary(bodies: dict[str, str]) -> str:
             name = head.lstrip("#").strip().replace("|", "\\|") if head != k else k
             m = re.search(r"^\*Measured on: (.*?)\*", body, re.M)
             tally = headline(body, k)
-            out.append(f"| [{name}]({page}#{_anchor(head)}) | "
+            out.append(f"| [{name}]({page}#{anchor(head)}) | "
                        f"{m.group(1) if m else 'not recorded'} | {tally.replace('|', '/')} |")
         out.append("")
     return "\n".join(out)

@@ -2,7 +2,8 @@
 records in ``benchmarks/results/`` alone: no measurement, no model, no network, nothing
 outside the repository.
 
-    python benchmarks/render.py                 # rewrite BENCHMARKS.md and the pages
+    python benchmarks/render.py                 # rewrite BENCHMARKS.md, the pages and the
+                                                # README's quotes
     python benchmarks/render.py --out DIR       # write them under DIR instead (DIR/BENCHMARKS.md)
     python benchmarks/render.py --check         # exit 1 when the committed files differ
     python benchmarks/render.py --stale         # the sections whose modules changed since
@@ -10,13 +11,16 @@ outside the repository.
 :data:`SOURCES` says, for every section of :data:`_harness.PAGES`, how its body is rendered
 from its records (the same function the benchmark script writes it with), which modules it
 benchmarks (for ``--stale``) and the command that re-runs it. Every section renders from
-records; one without any stops the rendering, naming that command.
+records; one without any stops the rendering, naming that command. The README quotes one
+table of a section (:data:`README_QUOTES`), between ``<!-- quote NAME:begin -->`` and
+``<!-- quote NAME:end -->``, rendered with the rest, so its numbers are the records' too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -399,6 +403,78 @@ SOURCES: dict[str, Source] = {
 """Section name -> its :class:`Source`; the same names as :data:`_harness.PAGES`."""
 
 
+#: README block name -> (the section it quotes, the columns of the section's first table
+#: that has them all, in the README's order)
+README_QUOTES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "demo:heldout": ("demo:heldout", ("model", "accuracy %", "macro-F1 %",
+                                      "accuracy with threshold %", "in-scope rejected %",
+                                      "out-of-scope recall %", "train s")),
+}
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def quote_table(body: str, columns: tuple[str, ...]) -> str:
+    """The first Markdown table of ``body`` whose header has every one of ``columns``, cut
+    to those columns in that order.
+
+    Raises:
+        ValueError: no table of ``body`` has them all.
+    """
+    lines = body.split("\n")
+    for i, line in enumerate(lines):
+        if not line.startswith("|") or i + 1 >= len(lines) or \
+                not lines[i + 1].startswith("| ---"):
+            continue
+        header = _cells(line)
+        if not set(columns) <= set(header):
+            continue
+        idx = [header.index(c) for c in columns]
+        rows = []
+        for row in lines[i + 2:]:
+            if not row.startswith("|"):
+                break
+            cells = _cells(row)
+            rows.append("| " + " | ".join(cells[j] for j in idx) + " |")
+        align = ["---"] + ["---:"] * (len(columns) - 1)
+        return "\n".join(["| " + " | ".join(columns) + " |", "| " + " | ".join(align) + " |",
+                          *rows])
+    raise ValueError(f"no table with the columns {columns}")
+
+
+def _seeds_of(body: str) -> str:
+    m = re.search(r"seeds \[([0-9, ]+)\]", body)
+    n = len(m.group(1).split(",")) if m else 0
+    return {1: "one seed", 2: "two seeds", 3: "three seeds", 4: "four seeds",
+            5: "five seeds"}.get(n, f"{n} seeds")
+
+
+def quote_readme(text: str, sections: dict[str, str]) -> str:
+    """``text`` (the README) with every :data:`README_QUOTES` block rendered from
+    ``sections`` (section name -> body): a sentence naming the section and the number of
+    seeds, and the table.
+
+    Raises:
+        SystemExit: a quote's markers are missing from ``text``.
+    """
+    for name, (key, columns) in README_QUOTES.items():
+        begin, end = f"<!-- quote {name}:begin -->", f"<!-- quote {name}:end -->"
+        if begin not in text or end not in text:
+            raise SystemExit(f"README.md: no {begin} ... {end} block")
+        body = sections[key]
+        title = body.split("\n")[0].lstrip("# ").strip()
+        link = f"docs/benchmarks/{H.PAGES[key]}.md#{H.anchor(title)}"
+        block = (f"Over {_seeds_of(body)} it scores (mean [95 % interval]; quoted from "
+                 f"BENCHMARKS `{key}` by `benchmarks/render.py`,\n[{title}]({link}),\n"
+                 f"which also has the slice table):\n\n{quote_table(body, columns)}")
+        head, _, rest = text.partition(begin)
+        _, _, tail = rest.partition(end)
+        text = f"{head}{begin}\n{block}\n{end}{tail}"
+    return text
+
+
 def bodies(results: Path = RESULTS, pages: Path = ROOT / H.PAGES_DIR) -> dict[str, str]:
     """Every section's body, rendered from the records under ``results`` with image links
     relative to ``pages``.
@@ -416,9 +492,13 @@ def bodies(results: Path = RESULTS, pages: Path = ROOT / H.PAGES_DIR) -> dict[st
 
 
 def render(md: Path, results: Path = RESULTS) -> None:
-    """Write the summary ``md`` and its pages (``docs/benchmarks/`` beside it) from the
-    records under ``results``."""
-    H.write_pages(md, bodies(results, H.page_dir(ROOT / "BENCHMARKS.md")))
+    """Write the summary ``md``, its pages (``docs/benchmarks/`` beside it) and the README
+    beside it (the committed README with its quotes rendered) from the records under
+    ``results``."""
+    sections = bodies(results, H.page_dir(ROOT / "BENCHMARKS.md"))
+    H.write_pages(md, sections)
+    readme = quote_readme((ROOT / "README.md").read_text(encoding="utf-8"), sections)
+    (md.parent / "README.md").write_text(readme, encoding="utf-8")
 
 
 def stale(results: Path = RESULTS) -> list[str]:
@@ -470,7 +550,7 @@ def differing(rendered: Path, committed: Path) -> list[str]:
     """The files of a render under ``rendered`` (BENCHMARKS.md and the pages) that differ
     from, or are missing under, ``committed``; also pages under ``committed`` the render
     has not."""
-    names = ["BENCHMARKS.md", *sorted(f"{H.PAGES_DIR.as_posix()}/{p.name}"
+    names = ["BENCHMARKS.md", "README.md", *sorted(f"{H.PAGES_DIR.as_posix()}/{p.name}"
                                       for p in (rendered / H.PAGES_DIR).glob("*.md"))]
     extra = sorted(f"{H.PAGES_DIR.as_posix()}/{p.name}"
                    for p in (committed / H.PAGES_DIR).glob("*.md")

@@ -289,3 +289,33 @@ def test_a_headline_tallies_the_current_verdicts_not_an_earlier_grids():
         "### Notes", "| later target | FAIL | v |"])
     assert H.headline(body) == "1 PASS, 1 within noise, 1 FAIL; failed: later target"
     assert "old" not in "\n".join(H.current_lines(body))
+
+
+def test_the_readme_quotes_its_table_from_the_section() -> None:
+    """The README's demo table is the demo:heldout section's, cut to the README's columns:
+    rendered, never typed, so it cannot go stale."""
+    body = ("## The demo\n\n*Measured on: x* - y.\n\nCommand: `c` (seeds [0, 1, 2]).\n\n"
+            "| target | verdict |\n| --- | --- |\n| t | PASS |\n\n"
+            "| model | a % | b | c % |\n| --- | ---: | ---: | ---: |\n"
+            "| m1 | 1.0 [0.5, 1.5] | x | 3 |\n| m2 | 2.0 | y | 4 |\n\nafter")
+    assert render.quote_table(body, ("model", "c %", "a %")) == (
+        "| model | c % | a % |\n| --- | ---: | ---: |\n| m1 | 3 | 1.0 [0.5, 1.5] |\n"
+        "| m2 | 4 | 2.0 |")
+    with pytest.raises(ValueError, match="no table"):
+        render.quote_table(body, ("model", "z"))
+    key, columns = render.README_QUOTES["demo:heldout"]
+    readme = ("intro\n<!-- quote demo:heldout:begin -->\nold text\n"
+              "<!-- quote demo:heldout:end -->\nrest\n")
+    sections = {key: body.replace("| model | a % | b | c % |", "| " + " | ".join(columns) + " |")
+                .replace("| --- | ---: | ---: | ---: |", "| --- |" + " ---: |" * 6)
+                .replace("| m1 | 1.0 [0.5, 1.5] | x | 3 |", "| m1 |" + " 1 |" * 6)
+                .replace("| m2 | 2.0 | y | 4 |", "| m2 |" + " 2 |" * 6)}
+    out = render.quote_readme(readme, sections)
+    assert "old text" not in out and out.startswith("intro\n") and out.endswith("\nrest\n")
+    assert "Over three seeds it scores" in out and "(docs/benchmarks/intent.md#the-demo)" in out
+    assert "| m1 | 1 | 1 | 1 | 1 | 1 | 1 |" in out
+    with pytest.raises(SystemExit, match="no <!-- quote demo:heldout:begin -->"):
+        render.quote_readme("no markers", sections)
+    # the committed README holds the block, rendered from the records
+    committed = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert render.quote_readme(committed, render.bodies()) == committed
