@@ -170,7 +170,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         for split, qs in questions.items():
             m["short"][split] = _bits(_score(short, [t for t, _ in qs], [y for _, y in qs]))
         m["windows"] = {}
-        for config in CONFIGS:
+        for config in (spec.get("configs") or {}).get(name) or CONFIGS:
             policy, fraction, stride = config_of(config)
             predictor = load_predictor(clf, runtime="torch", long_text=policy,
                                        chunk_length=fraction, chunk_stride=stride)
@@ -366,6 +366,23 @@ def render(runs: list[dict[str, Any]]) -> str:
 
 
 # --- the command ----------------------------------------------------------------------------
+def parse_configs(text: str) -> dict[str, list[str]]:
+    """``--configs``: model -> the configurations measured for it. An entry ``CONFIG`` is
+    measured for every model, ``MODEL:CONFIG`` for that model only; a model named by no
+    entry of its own gets the shared ones (all of :data:`CONFIGS` when there are none)."""
+    shared: list[str] = []
+    own: dict[str, list[str]] = {}
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        model, _, config = entry.rpartition(":")
+        if config not in CONFIGS:
+            sys.exit(f"--configs: unknown configuration {config!r}; known: {', '.join(CONFIGS)}")
+        if model and model not in MODELS:
+            sys.exit(f"--configs: unknown model {model!r}; known: {', '.join(MODELS)}")
+        (own.setdefault(model, []) if model else shared).append(config)
+    return {m: [*shared, *[c for c in own.get(m, []) if c not in shared]] or list(CONFIGS)
+            for m in MODELS}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seeds", default="0,1,2")
@@ -373,6 +390,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"comma-separated subset of {','.join(MODELS)}")
     p.add_argument("--quick", action="store_true",
                    help="the demo's quick settings (a smoke run; never published)")
+    p.add_argument("--configs", default=None,
+                   help="comma-separated subset of the configurations to measure, "
+                        "MODEL:CONFIG for one model only (default: all of them; choose the "
+                        "subset on validation rows only)")
     p.add_argument("--limit", type=int, default=None,
                    help="at most this many questions per split (a smoke run)")
     H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=7200.0,
@@ -386,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if (args.quick or args.limit) and not args.no_write:
         sys.exit("--quick and --limit are smoke runs, not published; add --no-write")
+    configs = parse_configs(args.configs) if args.configs else None
     if not args.render:
         done = {} if args.rerun else H.done_runs(args.results, ("seed",))
         todo = [int(s) for s in args.seeds.split(",") if (int(s),) not in done]
@@ -393,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, seed in enumerate(todo, 1):
             print(f"[{i}/{len(todo)}] seed {seed} ...", file=sys.stderr, flush=True)
             spec = {"seed": seed, "threads": args.threads, "quick": args.quick,
-                    "limit": args.limit,
+                    "limit": args.limit, "configs": configs,
                     "models": args.models.split(",") if args.models else None}
             rec = H.record_run(Path(__file__), spec, args.results, args.timeout, seed=seed)
             if rec["status"] != "ok":
