@@ -13,7 +13,7 @@ import pytest
 from tiny_corpus import INTENTS, write_annotated, write_csv
 
 from headwise.cli import main
-from headwise.intent.inference.bucketing import window_length
+from headwise.intent.inference.bucketing import DEFAULT_LONG_TEXT, architecture_of, window_length
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.kinds import load_classifier
 
@@ -175,7 +175,10 @@ def test_eval_scores_the_answers_predict_gives(kind, request, tmp_path, capsys, 
     report = json.loads(capsys.readouterr().out.splitlines()[-1])
     predictor = {"single": "SingleLabelPredictor", "compound": "CompoundPredictor"}[kind]
     assert set(calls) == {predictor}
-    assert report["long_text"] == {"policy": {"single": "chunk_max",
+    # a single network's auto: its architecture's (a Transformer here), a compound one's
+    # truncate
+    assert architecture_of(model) == "transformer"
+    assert report["long_text"] == {"policy": {"single": DEFAULT_LONG_TEXT["transformer"],
                                               "compound": "truncate"}[kind],
                                    "window": {"single": window_length(None, model.max_length),
                                               "compound": None}[kind], "rows": 1}

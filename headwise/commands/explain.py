@@ -12,9 +12,10 @@ explains each intent it answers), ``truncated``, ``long_text``, ``window`` and
 which the attributions of the network do not explain; 0 otherwise).
 
 The answer is ``headwise predict``'s: the same predictor (runtime auto) and long-text
-policy (``--long-text``, default auto: a single network's ``chunk_max``). A text over the
-model's maximum length is explained as that policy read it: the window whose answer was
-kept (``chunk_max``), the first window (``truncate``) or the head and tail
+policy (``--long-text``, default auto: a single network's architecture's, ``chunk_max``
+or ``chunk_in_scope``). A text over the model's maximum length is explained as that
+policy read it: the window whose answer was kept (``chunk_max``, ``chunk_in_scope``), the
+first window (``truncate``) or the head and tail
 (``head_tail``); ``window`` gives the characters it covers (``start``, ``end``, and
 ``skipped``: the middle that ``head_tail`` does not read), the tokens' offsets are in the
 whole text, and ``long_text`` is predict's note. A text answered from the mean of its
@@ -60,7 +61,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--long-text", type=long_text_choice, default="auto",
                    metavar="POLICY[:N]",
                    help="past the model's length, as `headwise predict --long-text`: auto "
-                   "(chunk_max: explain the most confident window), "
+                   "(the architecture's chunk_max or chunk_in_scope: explain the window "
+                   "that answered), "
                    + ", ".join(LONG_TEXT_POLICIES[1:]) + LONG_TEXT_WINDOW_HELP)
     p.add_argument("--report", metavar="DIR",
                    help="a `headwise inspect` report directory of this model: the heads' "

@@ -10,11 +10,12 @@ error each explanation reports beside the tolerance it is held to). The explaine
 is an intent's raw logit (before the temperature, which only divides it).
 
 **Long texts** are explained as the predictor that answered them read them (its long-text
-policy, :func:`explain`): under ``"chunk_max"`` (a single network's default) the window
-whose answer was kept, under ``"truncate"`` the first window, under ``"head_tail"`` the
-one window of the text's head and tail, with every token's character offsets in the
-whole text and the characters the window covers (:attr:`Explanation.window`); so the
-explained intent is the answered one, and completeness holds for the window explained.
+policy, :func:`explain`): under ``"chunk_max"`` and ``"chunk_in_scope"`` (a single
+network's default is one of them) the window whose answer was kept, under ``"truncate"``
+the first window, under ``"head_tail"`` the one window of the text's head and tail, with
+every token's character offsets in the whole text and the characters the window covers
+(:attr:`Explanation.window`); so the explained intent is the answered one, and
+completeness holds for the window explained.
 A text answered from the mean of its windows (``"chunk"``) is refused
 (:class:`LongTextNotExplained`).
 
@@ -145,7 +146,7 @@ class Explanation:
         skipped: ``(start, end)``, the characters inside :attr:`window` that it does not
             read (the ``"head_tail"`` policy's middle), else None.
         long_text: the predictor's ``long_text`` note of the text (how it read a text over
-            the maximum length, and under ``"chunk_max"`` the window that answered, from
+            the maximum length, and under a one-window policy the window that answered, from
             1), None within the limit.
         tfidf_share: a blended compound model's share of each intent's probability that
             comes from its TF-IDF model (``levers.blend="tfidf"``): the attributions
@@ -385,7 +386,8 @@ def explain(model: Any, text: str, *, answered: tuple[Any, Any] | None = None,
     What is explained is what the predictor answered. A text within the model's maximum
     length is read whole. A longer one is explained as the predictor's long-text policy
     read it (:data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`):
-    ``"chunk_max"`` (a single network's ``"auto"``), the window whose answer was kept;
+    ``"chunk_max"`` or ``"chunk_in_scope"`` (a single network's ``"auto"`` is its
+    architecture's), the window whose answer was kept;
     ``"truncate"``, the first window; ``"head_tail"``, its one window of the text's head and
     tail. The tokens keep their character offsets in the whole text, and the explanation
     says which characters the input explained covers (:attr:`Explanation.window`). A text
@@ -447,8 +449,8 @@ def explain(model: Any, text: str, *, answered: tuple[Any, Any] | None = None,
             f"the text has {note['tokens']} tokens, over the model's maximum length of "
             f"{note['max_length']}, and the {predictor.long_text!r} long-text policy answered "
             f"it from the {note['pooling']} of its {note['chunks']} windows' pooled vectors: "
-            f"no one window's attribution is what answered. Explain it under chunk_max (the "
-            f"default, which keeps one window's answer), head_tail or truncate")
+            f"no one window's attribution is what answered. Explain it under auto, chunk_max "
+            f"or chunk_in_scope (which keep one window's answer), head_tail or truncate")
     index = 0 if chunk is None else int(chunk) - 1
     explanation = _network_explanation(classifier.model, classifier.tokenizer, text,
                                        item.chunks[index], predictor.window_tokens(item, index),

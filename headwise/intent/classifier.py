@@ -70,8 +70,9 @@ class IntentClassifier(CalibratedClassifier):
         threshold: calibrated top probability below which the answer is out-of-scope
             (0 disables it); not used while ``ood`` is set.
         max_length: longest input in tokens (special tokens included); :meth:`predict`
-            reads a longer text in windows, the most confident answering (the long-text
-            policy ``"auto"``: ``"chunk_max"``); :meth:`logits` and
+            reads a longer text in windows, one answering (the long-text policy
+            ``"auto"``: the architecture's,
+            :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`); :meth:`logits` and
             :meth:`features_and_logits` truncate it.
         info: free-form training summary stored in ``intent.json``.
         ood: an out-of-scope detector (:mod:`headwise.intent.decision.ood`), fitted and with its
@@ -110,7 +111,8 @@ class IntentClassifier(CalibratedClassifier):
     # -- inference ---------------------------------------------------------------------
     def predictor(self, *, batch_size: int = 64) -> SingleLabelPredictor:
         """This classifier's predictor on the PyTorch runtime, with the default long-text
-        policy (``"auto"``: ``"chunk_max"``): what :meth:`predict`, :meth:`logits` and
+        policy (``"auto"``: the architecture's chunked one): what :meth:`predict`,
+        :meth:`logits` and
         :meth:`features_and_logits` (these two on truncated texts) run (the service and
         ``headwise predict`` run the same predictor, on the runtime they pick).
 

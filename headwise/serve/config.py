@@ -52,7 +52,8 @@ class ServeConfig:
             window the out-of-scope score finds most in scope decides), or refused with
             422 (``"reject"``).
         chunk_length: the width of the windows of ``"chunk"``, ``"chunk_max"`` and
-            ``"chunk_in_scope"`` (``"auto"`` on a single network is ``"chunk_max"``): an
+            ``"chunk_in_scope"`` (``"auto"`` on a single network is one of these: its
+            architecture's, :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`): an
             int, that many tokens (special tokens included, at least
             :data:`~headwise.intent.inference.bucketing.MIN_CHUNK_LENGTH`, at most the
             model's maximum length), or a float in (0, 1], that fraction of the model's
@@ -138,7 +139,7 @@ class ServeConfig:
                              f"{self.long_text!r}")
         if self.chunk_length is not None:
             check_chunk_length(self.chunk_length)
-        if self.long_text != "auto":  # auto: a network's chunk_max, refused by the others
+        if self.long_text != "auto":  # auto: a network's chunked policy, the others' truncate
             check_windowed(self.long_text, self.chunk_length, self.chunk_stride)
         for name in ("max_batch_size", "max_texts", "max_text_chars", "max_body_bytes",
                      "top_k"):

@@ -31,11 +31,13 @@ from headwise.text.tokenizer import Tokenizer
 
 __all__ = ["CHUNK_POOLING", "DEFAULT_CHUNK_LENGTH", "DEFAULT_LONG_TEXT", "LONG_TEXT_POLICIES",
            "MIN_BUCKET", "MIN_CHUNK_LENGTH", "ONE_WINDOW_POLICIES", "SENTENCE_STRIDE",
-           "BucketedPredictor", "EncodedText", "LongTextError", "check_chunk_length",
-           "check_windowed", "length_bucket", "long_text_note", "window_length"]
+           "UNRECORDED_LONG_TEXT", "BucketedPredictor", "EncodedText", "LongTextError",
+           "architecture_of", "check_chunk_length", "check_windowed", "default_long_text",
+           "length_bucket", "long_text_note", "window_length"]
 
 #: what a predictor does with a text over the model's maximum length: ``"auto"`` (a single
-#: network: :data:`DEFAULT_LONG_TEXT`; a compound model, a TF-IDF model or an ensemble:
+#: network: its architecture's :data:`DEFAULT_LONG_TEXT`; a compound model, a TF-IDF model
+#: or an ensemble:
 #: ``"truncate"``), ``"truncate"`` (the first window only), ``"head_tail"`` (its first and
 #: last halves of a window), ``"chunk"`` (overlapping windows, their pooled vectors
 #: averaged before the head), ``"chunk_max"`` (overlapping windows, each answered; the
@@ -46,9 +48,20 @@ __all__ = ["CHUNK_POOLING", "DEFAULT_CHUNK_LENGTH", "DEFAULT_LONG_TEXT", "LONG_T
 LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "chunk_in_scope",
                       "reject")
 
-#: the policy ``"auto"`` gives a single network: the one chosen on validation rows of the
-#: long-message slice (BENCHMARKS.md, "Long messages"; ``benchmarks/long_text.py``)
-DEFAULT_LONG_TEXT = "chunk_max"
+#: the policy ``"auto"`` gives a single network, per architecture of the model (its
+#: training recipe's ``architecture.type``: :func:`architecture_of`, :func:`default_long_text`).
+#: Each measured entry is the policy chosen, with windows of :data:`DEFAULT_CHUNK_LENGTH`, on
+#: that architecture's own validation rows of the long-message slice (BENCHMARKS.md, "Long
+#: messages"; ``benchmarks/long_text.py``): the from-scratch Transformer takes the window its
+#: out-of-scope score finds most in scope (its training pushed chatter out of scope), the
+#: pretrained encoder the most confident in-scope window. The BiLSTM, not measured there,
+#: takes the from-scratch Transformer's (the other network trained from scratch, with the
+#: same out-of-scope training).
+DEFAULT_LONG_TEXT: dict[str, str] = {"transformer": "chunk_in_scope",
+                                     "bilstm": "chunk_in_scope", "pretrained": "chunk_max"}
+#: the policy ``"auto"`` gives a network that records no training recipe (built in code, not
+#: by ``headwise train``): the one that reads nothing of the model but its answers
+UNRECORDED_LONG_TEXT = "chunk_max"
 
 #: the policies that read several windows of a text, and how each pools them: ``"mean"``
 #: (the windows' pooled vectors averaged before the head), ``"max_confidence"`` (the
@@ -78,6 +91,22 @@ MIN_CHUNK_LENGTH = 8
 
 #: smallest length bucket (tokens); buckets are powers of two from here
 MIN_BUCKET = 8
+
+
+def architecture_of(classifier: Any) -> str | None:
+    """The architecture a classifier was trained as: its saved training recipe's
+    ``architecture.type`` (``"transformer"``, ``"bilstm"``, ``"pretrained"``), None for one
+    that records no recipe."""
+    recipe = (getattr(classifier, "info", None) or {}).get("recipe")
+    part = recipe.get("architecture") if isinstance(recipe, dict) else None
+    name = part.get("type") if isinstance(part, dict) else None
+    return str(name) if name else None
+
+
+def default_long_text(architecture: str | None) -> str:
+    """The policy ``"auto"`` gives a single network of ``architecture``
+    (:data:`DEFAULT_LONG_TEXT`; None, or one with no entry: :data:`UNRECORDED_LONG_TEXT`)."""
+    return DEFAULT_LONG_TEXT.get(architecture or "", UNRECORDED_LONG_TEXT)
 
 
 class LongTextError(ValueError):

@@ -42,10 +42,11 @@ from headwise._files import file_sha256
 from headwise.intent import kinds
 from headwise.intent.inference.bucketing import (
     CHUNK_POOLING,
-    DEFAULT_LONG_TEXT,
     LONG_TEXT_POLICIES,
+    architecture_of,
     check_chunk_length,
     check_windowed,
+    default_long_text,
 )
 from headwise.intent.inference.compound import CompoundPredictor
 from headwise.intent.inference.predictor import Predictor
@@ -495,9 +496,9 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         threads: intra-op threads of the runtime (0: the library's default; the setting is
             per process).
         long_text: one of :data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`:
-            ``"auto"`` (the default) is
-            :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT` for a single
-            network and ``"truncate"`` for the other kinds.
+            ``"auto"`` (the default) is the policy of a single network's architecture
+            (:data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`) and
+            ``"truncate"`` for the other kinds.
         chunk_length: the width of the chunked policies' windows (a single network's
             ``"auto"`` is one): a float in (0, 1], a fraction of the model's maximum
             length, or an int, a count of tokens, special tokens included
@@ -554,11 +555,13 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         return _probability_predictor(classifier, runtime=runtime, long_text=long_text,
                                       chunk_length=chunk_length, chunk_stride=chunk_stride,
                                       threads=threads, where=where)
+    # "auto" as the single network's predictor resolves it (a compound one's: below)
+    policy = default_long_text(architecture_of(classifier)) if long_text == "auto" \
+        else long_text
     if chunk_length is not None or chunk_stride is not None:
         # refused before a runtime is chosen (an export built)
         kind.require("chunk", where)  # a compound model reads the first window only
-        check_windowed(DEFAULT_LONG_TEXT if long_text == "auto" else long_text, chunk_length,
-                       chunk_stride)
+        check_windowed(policy, chunk_length, chunk_stride)
     chosen, note = choose_runtime(classifier, runtime, model_dir=model_dir,
                                   onnx_path=onnx_path, threads=threads)
     if kind is kinds.COMPOUND and long_text == "auto":
@@ -567,7 +570,7 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         kind.require(capability_of(long_text), where)
     if note is not None and report is not None:
         report(note)
-    if (DEFAULT_LONG_TEXT if long_text == "auto" else long_text) in CHUNK_POOLING:
+    if kind is kinds.NETWORK and policy in CHUNK_POOLING:
         # a long text is many windows in a row: keep glibc's heap from growing with them
         steady_heap()
     if kind is kinds.COMPOUND:

@@ -15,7 +15,7 @@ is read whole in some window, and chatter around it does not dilute it): the mos
 in-scope window (``"chunk_max"``) or the window the out-of-scope score finds most in scope
 (``"chunk_in_scope"``: a window of chatter can be confidently one intent, but the model's
 detector sees it is unlike any question it was trained on), or refused. ``"auto"`` is the
-one chosen on validation rows
+one chosen on validation rows for the classifier's architecture
 (:data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`).
 
 Tokenizing, the long-text policy, bucketing and padding are shared with the compound
@@ -42,10 +42,11 @@ import numpy as np
 
 from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.inference.bucketing import (
-    DEFAULT_LONG_TEXT,
     ONE_WINDOW_POLICIES,
     BucketedPredictor,
     EncodedText,
+    architecture_of,
+    default_long_text,
     long_text_note,
 )
 from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
@@ -68,7 +69,8 @@ class SingleLabelPredictor(BucketedPredictor):
             head used by chunk-and-pool).
         runtime: a :class:`TorchRuntime` or :class:`OnnxRuntime` of the same model.
         long_text: one of :data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`;
-            ``"auto"`` is :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`.
+            ``"auto"`` is the classifier's architecture's
+            (:func:`~headwise.intent.inference.bucketing.default_long_text`).
         chunk_length: the width of the chunked policies' windows: a fraction of the
             maximum length (a float in (0, 1]) or tokens (an int); None:
             :data:`~headwise.intent.inference.bucketing.DEFAULT_CHUNK_LENGTH`
@@ -88,7 +90,8 @@ class SingleLabelPredictor(BucketedPredictor):
     def __init__(self, classifier: Any, runtime: TorchRuntime | OnnxRuntime, *,
                  long_text: str = "auto", chunk_length: float | int | None = None,
                  chunk_stride: int | str | None = None, max_rows: int = 64) -> None:
-        long_text = DEFAULT_LONG_TEXT if long_text == "auto" else long_text
+        if long_text == "auto":
+            long_text = default_long_text(architecture_of(classifier))
         super().__init__(classifier.tokenizer, runtime, max_length=classifier.max_length,
                          long_text=long_text, chunk_length=chunk_length,
                          chunk_stride=chunk_stride, max_rows=max_rows)

@@ -304,6 +304,48 @@ def test_a_sentence_wider_than_a_window_is_cut_by_count(trained):
     assert p.predictions([text])[0][0].intent == "card_lost"
 
 
+def test_auto_is_the_policy_of_the_models_architecture(trained):
+    """``"auto"`` on a single network is its architecture's policy, read from its saved
+    training recipe (``DEFAULT_LONG_TEXT``); a model that records none takes
+    ``"chunk_max"``; a policy given is taken as given. The same through ``load_predictor``,
+    and the answer's note says which pooling decided."""
+    import copy
+
+    from headwise.intent.inference.bucketing import (
+        CHUNK_POOLING,
+        DEFAULT_LONG_TEXT,
+        UNRECORDED_LONG_TEXT,
+        architecture_of,
+        default_long_text,
+    )
+
+    assert set(DEFAULT_LONG_TEXT) == {"transformer", "bilstm", "pretrained"}
+    assert set(DEFAULT_LONG_TEXT.values()) <= {"chunk_max", "chunk_in_scope"}
+    assert UNRECORDED_LONG_TEXT == "chunk_max"
+    assert default_long_text(None) == default_long_text("tfidf") == UNRECORDED_LONG_TEXT
+    text = planted("middle")
+
+    def as_trained(architecture: str | None) -> IntentClassifier:
+        clf = copy.copy(trained)  # the same network, another training record
+        clf.info = {} if architecture is None else \
+            {"recipe": {"architecture": {"type": architecture, "max_length": MAX_LENGTH}}}
+        assert architecture_of(clf) == architecture
+        return clf
+
+    for architecture in (None, *DEFAULT_LONG_TEXT):
+        want = default_long_text(architecture)
+        assert want == (DEFAULT_LONG_TEXT[architecture] if architecture else "chunk_max")
+        clf = as_trained(architecture)
+        for p in (SingleLabelPredictor(clf, TorchRuntime(clf.model)),
+                  load_predictor(clf, runtime="torch")):
+            assert p.long_text == want
+            [answer], [note] = p.predictions([text])
+            assert note["pooling"] == CHUNK_POOLING[want] and note["chunk"] is not None
+            assert answer.intent == "card_lost"  # the request's window, either way
+        given = SingleLabelPredictor(clf, TorchRuntime(clf.model), long_text="head_tail")
+        assert given.long_text == "head_tail"
+
+
 def test_sentence_windows_fall_back_to_counted_windows_without_sentences(trained):
     """A text with no sentence end reads as the counted windows, positions and all."""
     text = planted("end")
