@@ -125,8 +125,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--long-text", type=long_text_choice, default="auto",
                    metavar="POLICY[:N]",
-                   help="past the model's length: auto (a network's architecture's "
-                   "chunk_max or chunk_in_scope), "
+                   help="past the model's length: auto (by architecture), "
                    + ", ".join(LONG_TEXT_POLICIES[1:]) + LONG_TEXT_WINDOW_HELP)
     p.add_argument("--reference-date", type=_iso_date, metavar="YYYY-MM-DD",
                    help="compound models: the day relative dates in slot values (下个月5号, "
