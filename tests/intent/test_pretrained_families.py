@@ -40,10 +40,20 @@ def _recipe(directory, seed=0):
 
 @pytest.fixture(scope="module")
 def trained(xlmr, tmp_path_factory):
+    """The tiny encoder fine-tuned under ``precision: auto`` with the machine's bf16 probe
+    answering "no faster": auto then takes fp32 on every machine (on one with native BF16
+    the timing probe could flip with the load, and a bf16-trained model's margins moved
+    int8's agreement past its bound once in a loaded run)."""
+    from headwise.train import precision
+
     out = tmp_path_factory.mktemp("run")
     notes: list[str] = []
-    result = train_intent_classifier(ROWS * 2, ROWS, _recipe(xlmr), out_dir=out / "m",
-                                     report=notes.append)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(precision, "auto_cpu_precision", lambda: precision.choose_cpu_precision(
+            precision.cpu_flags(), lambda: 0.0))
+        result = train_intent_classifier(ROWS * 2, ROWS, _recipe(xlmr), out_dir=out / "m",
+                                         report=notes.append)
+    assert result.classifier.info["precision"]["precision"] == "fp32"
     return result, out / "m", notes
 
 
