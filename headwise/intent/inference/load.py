@@ -555,7 +555,7 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         return _probability_predictor(classifier, runtime=runtime, long_text=long_text,
                                       chunk_length=chunk_length, chunk_stride=chunk_stride,
                                       threads=threads, where=where)
-    # "auto" as the single network's predictor resolves it (a compound one's: below)
+    # "auto" resolved once for a single network (a compound one's: truncate, below)
     policy = default_long_text(architecture_of(classifier)) if long_text == "auto" \
         else long_text
     if chunk_length is not None or chunk_stride is not None:
@@ -576,6 +576,6 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
     if kind is kinds.COMPOUND:
         return CompoundPredictor(classifier, chosen, long_text=long_text,
                                  max_rows=max(max_rows, 1))
-    return SingleLabelPredictor(classifier, chosen, long_text=long_text,
+    return SingleLabelPredictor(classifier, chosen, long_text=policy,
                                 chunk_length=chunk_length, chunk_stride=chunk_stride,
                                 max_rows=max(max_rows, 1))
