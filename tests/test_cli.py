@@ -83,7 +83,7 @@ def test_constants_repeated_for_a_light_start_stay_equal():
     from headwise.intent.inference.bucketing import CHUNK_POOLING, MIN_CHUNK_LENGTH
 
     assert _common.CHUNKED_POLICIES == ("auto", *CHUNK_POOLING)
-    assert f"({MIN_CHUNK_LENGTH} or more)" in _common.LONG_TEXT_WINDOW_HELP
+    assert f"(>= {MIN_CHUNK_LENGTH})" in _common.LONG_TEXT_WINDOW_HELP
     # every ServeConfig field is a --set setting or has its own option, never both
     fields = [f.name for f in dataclasses.fields(ServeConfig)]
     assert sorted(serve_options.SERVICE_SETTINGS) == sorted(

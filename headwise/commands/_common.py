@@ -23,14 +23,13 @@ RUNTIMES = ("auto", "torch", "onnx")
 #: the long-text policies ``predict --long-text`` takes:
 #: ``headwise.intent.inference.LONG_TEXT_POLICIES``, repeated likewise
 LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "chunk_in_scope",
-                      "reject")
+                      "chunk_span", "reject")
 #: the policies ``--long-text POLICY:N`` gives a window width: the chunked ones
 #: (``headwise.intent.inference.bucketing.CHUNK_POOLING``, repeated likewise) and ``auto``
 #: (a single network's ``chunk_max``)
-CHUNKED_POLICIES = ("auto", "chunk", "chunk_max", "chunk_in_scope")
+CHUNKED_POLICIES = ("auto", "chunk", "chunk_max", "chunk_in_scope", "chunk_span")
 #: ``--long-text``'s help: what ``POLICY:N`` means
-LONG_TEXT_WINDOW_HELP = ("; POLICY:N: chunked windows N tokens wide (8 or more) or N of "
-                         "the maximum length (0.5)")
+LONG_TEXT_WINDOW_HELP = "; POLICY:N: windows N tokens wide (>= 8) or N of the length (0.5)"
 
 
 def runtime_choice(text: str) -> tuple[str, str | None]:

@@ -191,7 +191,8 @@ def record(answer: dict[str, Any], text: str, note: dict[str, Any] | None) -> di
 def long_text_words(note: dict[str, Any]) -> str:
     """How the plain output says what was done with a long text (its ``long_text`` note),
     e.g. ``long text: 180 tokens over 64, 5 chunks, answer from chunk 4`` (windows narrower
-    than the maximum length: ``21 chunks of 16 tokens``)."""
+    than the maximum length: ``21 chunks of 16 tokens``; under ``chunk_span``, ``answer
+    from tokens 41-66 read again (located by chunk 6)``)."""
     head = f"long text: {note['tokens']} tokens over {note['max_length']}"
     if note["policy"] == "truncated":
         return f"{head}, truncated (read the first {note['max_length']})"
@@ -200,6 +201,10 @@ def long_text_words(note: dict[str, Any]) -> str:
     window = note.get("window") or note["max_length"]
     chunks = f"{note['chunks']} chunks" + (f" of {window} tokens"
                                            if window < note["max_length"] else "")
+    if note.get("span"):
+        start, end = note["span"]
+        return f"{head}, {chunks}, answer from tokens {start + 1}-{end} read again " \
+               f"(located by chunk {note['chunk']})"
     if note.get("chunk") is not None:
         return f"{head}, {chunks}, answer from chunk {note['chunk']}"
     return f"{head}, {chunks}, pooled ({note.get('pooling') or 'mean'})"

@@ -11,7 +11,8 @@ is an intent's raw logit (before the temperature, which only divides it).
 
 **Long texts** are explained as the predictor that answered them read them (its long-text
 policy, :func:`explain`): under ``"chunk_max"`` and ``"chunk_in_scope"`` (a single
-network's default is one of them) the window whose answer was kept, under ``"truncate"``
+network's default is one of them) the window whose answer was kept, under ``"chunk_span"``
+the span read again whose answer was kept (else its window), under ``"truncate"``
 the first window, under ``"head_tail"`` the one window of the text's head and tail, with
 every token's character offsets in the whole text and the characters the window covers
 (:attr:`Explanation.window`); so the explained intent is the answered one, and
@@ -387,7 +388,8 @@ def explain(model: Any, text: str, *, answered: tuple[Any, Any] | None = None,
     length is read whole. A longer one is explained as the predictor's long-text policy
     read it (:data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`):
     ``"chunk_max"`` or ``"chunk_in_scope"`` (a single network's ``"auto"`` is its
-    architecture's), the window whose answer was kept;
+    architecture's), the window whose answer was kept; ``"chunk_span"``, the span read
+    again whose answer was kept (else its window);
     ``"truncate"``, the first window; ``"head_tail"``, its one window of the text's head and
     tail. The tokens keep their character offsets in the whole text, and the explanation
     says which characters the input explained covers (:attr:`Explanation.window`). A text
@@ -449,13 +451,17 @@ def explain(model: Any, text: str, *, answered: tuple[Any, Any] | None = None,
             f"the text has {note['tokens']} tokens, over the model's maximum length of "
             f"{note['max_length']}, and the {predictor.long_text!r} long-text policy answered "
             f"it from the {note['pooling']} of its {note['chunks']} windows' pooled vectors: "
-            f"no one window's attribution is what answered. Explain it under auto, chunk_max "
-            f"or chunk_in_scope (which keep one window's answer), head_tail or truncate")
+            f"no one window's attribution is what answered. Explain it under auto, chunk_max, "
+            f"chunk_in_scope or chunk_span (which keep one window's answer), head_tail or "
+            f"truncate")
     index = 0 if chunk is None else int(chunk) - 1
-    explanation = _network_explanation(classifier.model, classifier.tokenizer, text,
-                                       item.chunks[index], predictor.window_tokens(item, index),
-                                       item.tokens, labels, targets, note, steps, max_steps,
-                                       tolerance)
+    if note is not None and note.get("span"):  # chunk_span: the span read again answered
+        ids, positions = predictor.span_window(item, *note["span"])
+    else:
+        ids, positions = item.chunks[index], predictor.window_tokens(item, index)
+    explanation = _network_explanation(classifier.model, classifier.tokenizer, text, ids,
+                                       positions, item.tokens, labels, targets, note, steps,
+                                       max_steps, tolerance)
     return dataclasses.replace(explanation,
                                tfidf_share=float(getattr(classifier, "tfidf_share", 0.0)))
 

@@ -259,16 +259,23 @@ class LongText(BaseModel):
     window: int = Field(description="the width of each window read, in tokens, special "
                                     "tokens included: max_length, or under a chunked policy "
                                     "the chunk_length setting's width")
-    pooling: Literal["mean", "max_confidence", "max_in_scope"] | None = Field(
+    pooling: Literal["mean", "max_confidence", "max_in_scope", "in_scope_span"] | None = Field(
         default=None, description="how chunked windows were combined: 'mean' (their pooled "
         "vectors averaged before the head), 'max_confidence' (each window answered; the "
         "most confident in-scope one decides, out of scope only when every window is) or "
         "'max_in_scope' (each window answered; the one the model's out-of-scope score finds "
-        "most in scope decides, out of scope only when every window is); null unless "
-        "chunked")
+        "most in scope decides, out of scope only when every window is) or 'in_scope_span' "
+        "(narrow windows locate the request; the run of in-scope windows around the most "
+        "confident one is read again as one window, see span); null unless chunked")
     chunk: int | None = Field(
-        default=None, description="under max_confidence or max_in_scope pooling, the window "
-                                  "(from 1) whose answer this is; null otherwise")
+        default=None, description="under max_confidence, max_in_scope or in_scope_span "
+                                  "pooling, the window (from 1) whose answer this is, or "
+                                  "that located the span; null otherwise")
+    span: list[int] | None = Field(
+        default=None, description="under in_scope_span pooling, the [start, end) tokens of the "
+                                  "text (special tokens not counted) read again whose answer "
+                                  "this is; null when none was (the window chunk answered) "
+                                  "or under another pooling")
 
 
 #: a slot's normalised value: a number, a string, or a JSON object of them

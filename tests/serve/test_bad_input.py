@@ -154,8 +154,10 @@ def test_long_text_policies_say_what_they_did(encoder_dir):
         assert info["max_length"] == MAX_LENGTH
         assert (info["chunks"] == 1) == (policy in ("truncate", "head_tail"))
         assert info["pooling"] == {"chunk": "mean", "chunk_max": "max_confidence",
-                                   "chunk_in_scope": "max_in_scope"}.get(policy)
-        assert (info["chunk"] is not None) == (policy in ("chunk_max", "chunk_in_scope"))
+                                   "chunk_in_scope": "max_in_scope",
+                                   "chunk_span": "in_scope_span"}.get(policy)
+        assert (info["chunk"] is not None) == (policy in ("chunk_max", "chunk_in_scope",
+                                                          "chunk_span"))
         # what the library's predictor with the same policy answers (the service may run
         # onnxruntime: float32 within 1e-4)
         [want], [note] = load_predictor(clf, runtime="torch", long_text=policy).predictions(

@@ -31,6 +31,7 @@ from headwise.text.tokenizer import Tokenizer
 
 __all__ = ["CHUNK_POOLING", "DEFAULT_CHUNK_LENGTH", "DEFAULT_LONG_TEXT", "LONG_TEXT_POLICIES",
            "MIN_BUCKET", "MIN_CHUNK_LENGTH", "ONE_WINDOW_POLICIES", "SENTENCE_STRIDE",
+           "SPAN_MARGIN",
            "UNRECORDED_LONG_TEXT", "BucketedPredictor", "EncodedText", "LongTextError",
            "architecture_of", "check_chunk_length", "check_windowed", "default_long_text",
            "length_bucket", "long_text_note", "window_length"]
@@ -44,9 +45,12 @@ __all__ = ["CHUNK_POOLING", "DEFAULT_CHUNK_LENGTH", "DEFAULT_LONG_TEXT", "LONG_T
 #: most confident in-scope window's answer is the text's, out of scope only when every
 #: window is), ``"chunk_in_scope"`` (overlapping windows, each answered; the answer of the
 #: window the model's out-of-scope score finds most in scope is the text's, out of scope
-#: only when every window is), ``"reject"`` (refused)
+#: only when every window is), ``"chunk_span"`` (overlapping windows locate the request:
+#: the run of windows the out-of-scope rule keeps around the ``chunk_max`` window, widened
+#: by :data:`SPAN_MARGIN` tokens, is read again as one window, whose answer is the text's
+#: unless the rule rejects it), ``"reject"`` (refused)
 LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "chunk_in_scope",
-                      "reject")
+                      "chunk_span", "reject")
 
 #: the policy ``"auto"`` gives a single network, per architecture of the model (its
 #: training recipe's ``architecture.type``: :func:`architecture_of`, :func:`default_long_text`).
@@ -67,9 +71,10 @@ UNRECORDED_LONG_TEXT = "chunk_max"
 #: (the windows' pooled vectors averaged before the head), ``"max_confidence"`` (the
 #: answer of the in-scope window of highest top probability), ``"max_in_scope"`` (the
 #: answer of the window of highest out-of-scope score: the saved detector's, else the top
-#: probability)
+#: probability), ``"in_scope_span"`` (the answer of the span of in-scope windows around the
+#: ``"max_confidence"`` window, read again as one window)
 CHUNK_POOLING = {"chunk": "mean", "chunk_max": "max_confidence",
-                 "chunk_in_scope": "max_in_scope"}
+                 "chunk_in_scope": "max_in_scope", "chunk_span": "in_scope_span"}
 #: the chunked policies under which one window's answer is the text's (the ``long_text``
 #: note names it; an explanation explains that window)
 ONE_WINDOW_POLICIES = tuple(p for p, pooling in CHUNK_POOLING.items() if pooling != "mean")
@@ -84,6 +89,12 @@ DEFAULT_CHUNK_LENGTH = 0.25
 #: takes the whole sentences after it that fit its width; a sentence wider than a window is
 #: cut into windows half a window's body apart
 SENTENCE_STRIDE = "sentence"
+
+#: tokens ``"chunk_span"`` adds on each side of the run of in-scope windows it reads again:
+#: a window that holds the request's first or last tokens beside chatter is often rejected,
+#: so the run alone can miss them (chosen on validation rows of the long-message slice,
+#: BENCHMARKS.md "Long messages")
+SPAN_MARGIN = 2
 
 #: the narrowest window (tokens, special tokens included) a chunked policy may read when it
 #: is narrower than the model's maximum length
@@ -208,19 +219,23 @@ def window_length(chunk_length: float | int | None, max_length: int) -> int:
 
 def long_text_note(policy: str | None, tokens: int, max_length: int, chunks: int, *,
                    pooling: str | None = None, chunk: int | None = None,
-                   window: int | None = None) -> dict[str, Any] | None:
+                   window: int | None = None,
+                   span: tuple[int, int] | None = None) -> dict[str, Any] | None:
     """A response's ``long_text`` record: None for a text within the limit (``policy``
     None), else how it was handled (``"truncated"``, ``"head_tail"`` or ``"chunked"``),
     its token count, the limit, the windows read, the width of each window in tokens
     (special tokens included; ``window``, default ``max_length``: narrower only when a
     chunked policy reads shorter windows, see :func:`window_length`), how chunked windows
-    were pooled (a value of :data:`CHUNK_POOLING`, else None) and, when one window answers
-    (:data:`ONE_WINDOW_POLICIES`), that window (from 1, else None)."""
+    were pooled (a value of :data:`CHUNK_POOLING`, else None), when one window answers
+    (:data:`ONE_WINDOW_POLICIES`) that window (from 1, else None) and, under
+    ``"chunk_span"``, the span read again whose answer is the text's: ``[start, end)``
+    among the text's tokens without special tokens (None when none was: the window
+    ``chunk`` answered)."""
     if policy is None:
         return None
     return {"policy": policy, "tokens": tokens, "max_length": max_length, "chunks": chunks,
             "window": max_length if window is None else window, "pooling": pooling,
-            "chunk": chunk}
+            "chunk": chunk, "span": None if span is None else [int(span[0]), int(span[1])]}
 
 
 def length_bucket(n: int) -> int:
@@ -444,6 +459,33 @@ class BucketedPredictor(Predictor):
         start = 0 if item.policy != "chunked" else \
             item.starts[window] if item.starts else window * self.token_stride
         return list(range(start, start + size))
+
+    def text_tokens(self, item: EncodedText) -> list[int]:
+        """The token ids of a chunked text without its special tokens, put back together
+        from its windows (each window's body where :meth:`window_tokens` places it)."""
+        ids: dict[int, int] = {}
+        for w, chunk in enumerate(item.chunks):
+            positions = self.window_tokens(item, w)
+            lead = len(self.lead) if tuple(chunk[:len(self.lead)]) == self.lead else 0
+            for p, t in zip(positions, chunk[lead:lead + len(positions)], strict=True):
+                ids[p] = t
+        return [ids[p] for p in range(len(ids))]
+
+    def span_window(self, item: EncodedText, start: int, end: int
+                    ) -> tuple[tuple[int, ...], list[int]]:
+        """One window of a chunked text's tokens ``[start, end)`` (positions without special
+        tokens, at most the maximum length's body): its token ids with the special and
+        prefix tokens, and the positions of its text tokens (:meth:`window_tokens`'s
+        form), as ``"chunk_span"`` reads and an explanation explains it.
+
+        Raises:
+            ValueError: an empty span, one outside the text or wider than the body.
+        """
+        body = self.text_tokens(item)
+        if not 0 <= start < end <= len(body) or end - start > self.body:
+            raise ValueError(f"span [{start}, {end}) of a text of {len(body)} tokens (at most "
+                             f"{self.body} in one window)")
+        return (*self.lead, *body[start:end], *self.trail), list(range(start, end))
 
     # -- windows -> padded batches -------------------------------------------------------
     def buckets(self, rows: Sequence[Sequence[int]]) -> list[list[int]]:

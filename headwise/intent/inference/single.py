@@ -14,7 +14,10 @@ windows that are each answered, one window deciding (a request anywhere in a lon
 is read whole in some window, and chatter around it does not dilute it): the most confident
 in-scope window (``"chunk_max"``) or the window the out-of-scope score finds most in scope
 (``"chunk_in_scope"``: a window of chatter can be confidently one intent, but the model's
-detector sees it is unlike any question it was trained on), or refused. ``"auto"`` is the
+detector sees it is unlike any question it was trained on), split into narrow windows that
+locate the request, the run of in-scope windows around the most confident one then read
+again as one window (``"chunk_span"``: a narrow window can cut a request in two, and a
+fragment can be confidently the wrong intent), or refused. ``"auto"`` is the
 one chosen on validation rows for the classifier's architecture
 (:data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`).
 
@@ -43,6 +46,7 @@ import numpy as np
 from headwise.intent.decision.temperature import calibrated_probs
 from headwise.intent.inference.bucketing import (
     ONE_WINDOW_POLICIES,
+    SPAN_MARGIN,
     BucketedPredictor,
     EncodedText,
     architecture_of,
@@ -132,20 +136,12 @@ class SingleLabelPredictor(BucketedPredictor):
     def forward(self, items: Sequence[EncodedText]) -> tuple[np.ndarray, np.ndarray]:
         """Uncalibrated logits (n, intents) and pooled vectors (n, d), float64, of encoded
         texts, in one go (:meth:`forward_windows` without the windows)."""
-        logits, pooled, _ = self.forward_windows(items)
+        logits, pooled, _, _ = self.forward_windows(items)
         return logits, pooled
 
-    def forward_windows(self, items: Sequence[EncodedText]
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Uncalibrated logits (n, intents), pooled vectors (n, d), float64, and the
-        window (n,) int64 whose answer each text's is, in one go.
-
-        All windows of all texts are padded into length-bucketed batches. A chunked
-        text's pooled vector is, under ``"chunk"``, the mean of its windows' and its
-        logits the head applied to that mean (window 0); under ``"chunk_max"`` and
-        ``"chunk_in_scope"``, those of the window :meth:`deciding_window` picks.
-        """
-        rows = [c for item in items for c in item.chunks]
+    def _forward_rows(self, rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Logits (rows, intents) and pooled vectors (rows, d), float64, of token rows,
+        padded into length-bucketed batches."""
         logits = np.empty((len(rows), len(self.labels)), dtype=np.float64)
         pooled: np.ndarray | None = None
         for group, ids, mask in self.padded_batches(rows):
@@ -154,27 +150,68 @@ class SingleLabelPredictor(BucketedPredictor):
             if pooled is None:
                 pooled = np.empty((len(rows), pl.shape[1]), dtype=np.float64)
             pooled[group] = pl
+        assert pooled is not None  # every text has a window
+        return logits, pooled
+
+    def forward_windows(self, items: Sequence[EncodedText]
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Uncalibrated logits (n, intents), pooled vectors (n, d), float64, the window
+        (n,) int64 whose answer each text's is and the span (n, 2) int64 read again whose
+        answer it is (``-1`` where none), in one go.
+
+        All windows of all texts are padded into length-bucketed batches. A chunked
+        text's pooled vector is, under ``"chunk"``, the mean of its windows' and its
+        logits the head applied to that mean (window 0); under ``"chunk_max"`` and
+        ``"chunk_in_scope"``, those of the window :meth:`deciding_window` picks; under
+        ``"chunk_span"``, those of its :meth:`in_scope_span` read again as one window (a
+        second pass, one row per text), or of the ``"chunk_max"`` window when the
+        out-of-scope rule rejects that span or there is none.
+        """
+        rows = [c for item in items for c in item.chunks]
+        logits, pooled = self._forward_rows(rows)
         out = np.empty((len(items), len(self.labels)), dtype=np.float64)
         vectors = np.empty((len(items), pooled.shape[1]), dtype=np.float64)
         windows = np.zeros(len(items), dtype=np.int64)
+        spans = np.full((len(items), 2), -1, dtype=np.int64)
+        located: list[tuple[int, tuple[int, int]]] = []
         start = 0
         for j, item in enumerate(items):
             n = len(item.chunks)
             if n == 1:
                 out[j], vectors[j] = logits[start], pooled[start]
             elif self.long_text in ONE_WINDOW_POLICIES:
-                w = self.deciding_window(logits[start:start + n], pooled[start:start + n])
-                out[j], vectors[j], windows[j] = logits[start + w], pooled[start + w], w
+                lg, pl = logits[start:start + n], pooled[start:start + n]
+                w = self.deciding_window(lg, pl)
+                out[j], vectors[j], windows[j] = lg[w], pl[w], w
+                if self.long_text == "chunk_span":
+                    span = self.in_scope_span(item, w, self._window_scores(lg, pl)[2])
+                    if span is not None:
+                        located.append((j, span))
             else:
                 weight, bias = self.head()
                 vectors[j] = pooled[start:start + n].mean(0)
                 out[j] = vectors[j] @ weight.T + bias
             start += n
-        return out, vectors, windows
+        if located:
+            lg, pl = self._forward_rows([self.span_window(items[j], a, b)[0]
+                                         for j, (a, b) in located])
+            kept = self._window_scores(lg, pl)[2]
+            for (j, span), logit, vector, keep in zip(located, lg, pl, kept, strict=True):
+                if keep:
+                    out[j], vectors[j], spans[j] = logit, vector, span
+        return out, vectors, windows, spans
+
+    def _window_scores(self, logits: np.ndarray, pooled: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Calibrated probabilities, the saved out-of-scope rule's scores and whether it
+        keeps each window in scope (:meth:`scores` with no threshold)."""
+        probs = calibrated_probs(logits, self.classifier.temperature)
+        scores = self.scores([], probs, logits, pooled, None)
+        return probs, np.asarray(scores.values), ~np.asarray(scores.rejected)
 
     def deciding_window(self, logits: np.ndarray, pooled: np.ndarray) -> int:
         """The window of a long text whose answer is the text's under ``"chunk_max"`` or
-        ``"chunk_in_scope"``.
+        ``"chunk_in_scope"`` (and the window ``"chunk_span"`` locates the request by).
 
         Each window is scored by the saved out-of-scope rule (:meth:`scores` with no
         threshold: the classifier's detector, else the top probability at the saved
@@ -187,14 +224,15 @@ class SingleLabelPredictor(BucketedPredictor):
           the logits (energy) scores it far from every intent; the window holding the
           request scores nearest. It is out of scope when the rule rejects that window,
           hence only when it rejects every window.
-        * ``"chunk_max"``: among the windows the rule keeps in scope, the one with the
-          highest calibrated top probability; when it rejects every window, the one with
-          the highest score, which the rule then rejects.
+        * ``"chunk_max"`` and ``"chunk_span"``: among the windows the rule keeps in scope,
+          the one with the highest calibrated top probability; when it rejects every
+          window, the one with the highest score, which the rule then rejects.
 
-        Under the top-probability rule (no detector) the two agree: the window of highest
-        top probability, whatever the threshold, so a request's ``threshold`` rejects the
-        text exactly when it rejects every window. Which policy a network answers with by
-        default is chosen on validation rows (BENCHMARKS.md, ``demo:long_text``).
+        Under the top-probability rule (no detector) the first two agree: the window of
+        highest top probability, whatever the threshold, so a request's ``threshold``
+        rejects the text exactly when it rejects every window. Which policy a network
+        answers with by default is chosen on validation rows (BENCHMARKS.md,
+        ``demo:long_text``).
 
         Args:
             logits: (windows, intents) uncalibrated logits of one text's windows.
@@ -203,14 +241,42 @@ class SingleLabelPredictor(BucketedPredictor):
         Returns:
             The window's index (from 0).
         """
-        probs = calibrated_probs(logits, self.classifier.temperature)
-        scores = self.scores([], probs, logits, pooled, None)
-        values = np.asarray(scores.values)
-        kept = ~scores.rejected
-        if self.long_text == "chunk_max" and kept.any():
+        probs, values, kept = self._window_scores(logits, pooled)
+        if self.long_text != "chunk_in_scope" and kept.any():
             top = np.where(kept, probs.max(1), -np.inf)
             return int(top.argmax())
         return int(values.argmax())
+
+    def in_scope_span(self, item: EncodedText, window: int, kept: np.ndarray
+                      ) -> tuple[int, int] | None:
+        """Where ``"chunk_span"`` reads a long text again: the run of consecutive windows
+        around ``window`` that the out-of-scope rule keeps (``kept``, one flag per window),
+        widened by :data:`~headwise.intent.inference.bucketing.SPAN_MARGIN` tokens on each
+        side, as ``(start, end)`` among the text's tokens without special tokens; when
+        wider than one window's body, the body's width centred on ``window``. None when
+        the rule rejects ``window`` itself (then every window: nothing to read again).
+
+        A narrow window cuts a request in two, and a fragment ("加上这个保险" without the
+        "别给我" before it) can be confidently the opposite intent; chatter windows are
+        rejected, so the run of kept windows is where the request is, read whole here.
+        """
+        if not kept[window]:
+            return None
+        lo = hi = window
+        while lo > 0 and kept[lo - 1]:
+            lo -= 1
+        while hi < len(kept) - 1 and kept[hi + 1]:
+            hi += 1
+        placed = [self.window_tokens(item, k) for k in range(lo, hi + 1)]
+        total = len(self.text_tokens(item))
+        a = max(0, min(p[0] for p in placed) - SPAN_MARGIN)
+        b = min(total, max(p[-1] for p in placed) + 1 + SPAN_MARGIN)
+        if b - a > self.body:
+            mine = self.window_tokens(item, window)
+            centre = (mine[0] + mine[-1] + 1) // 2
+            a = max(a, min(centre - self.body // 2, b - self.body))
+            b = a + self.body
+        return a, b
 
     def logits(self, items: Sequence[EncodedText]) -> np.ndarray:
         """Uncalibrated logits (n, intents) float64 of encoded texts (see :meth:`forward`)."""
@@ -219,37 +285,47 @@ class SingleLabelPredictor(BucketedPredictor):
     def run(self, items: Sequence[EncodedText]) -> list[np.ndarray]:
         """The micro-batcher's call: one row per encoded text: its logits (intents,), then
         its pooled vector (d,) when the classifier's out-of-scope detector reads pooled
-        vectors (:attr:`with_features`), then the index of the window whose answer it is
+        vectors (:attr:`with_features`), then under ``"chunk_span"`` the span read again
+        (start, end; ``-1`` where none), then the index of the window whose answer it is
         (:meth:`forward_windows`)."""
-        logits, pooled, windows = self.forward_windows(items)
-        parts = [logits, pooled, windows[:, None]] if self.with_features \
-            else [logits, windows[:, None]]
-        return list(np.hstack(parts))
+        logits, pooled, windows, spans = self.forward_windows(items)
+        parts = [logits, pooled] if self.with_features else [logits]
+        if self.long_text == "chunk_span":
+            parts.append(spans)
+        return list(np.hstack([*parts, windows[:, None]]))
 
-    def split_rows(self, rows: Any) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    def split_rows(self, rows: Any) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None,
+                                             np.ndarray | None]:
         """:meth:`run`'s rows (a list, or stacked) as logits (n, intents), pooled vectors
-        (n, d) or None, and deciding windows (n,) or None. Rows of logits alone (the
-        explain endpoint's) have neither."""
+        (n, d) or None, deciding windows (n,) or None and spans read again (n, 2) or None
+        (``"chunk_span"`` only). Rows of logits alone (the explain endpoint's) have
+        neither."""
         stacked = np.asarray(rows, dtype=np.float64)
         n_labels = len(self.labels)
         logits = stacked[:, :n_labels]
         if stacked.shape[1] == n_labels:
-            return logits, None, None
-        pooled = stacked[:, n_labels:-1] if stacked.shape[1] > n_labels + 1 else None
-        return logits, pooled, stacked[:, -1].astype(np.int64)
+            return logits, None, None, None
+        tail = 3 if self.long_text == "chunk_span" else 1
+        pooled = stacked[:, n_labels:-tail] if stacked.shape[1] > n_labels + tail else None
+        spans = stacked[:, -3:-1].astype(np.int64) if tail == 3 else None
+        return logits, pooled, stacked[:, -1].astype(np.int64), spans
 
     def note(self, item: EncodedText, row: Any = None) -> dict[str, Any] | None:
         """The ``long_text`` note of an encoded text (None within the limit); when one
-        window decides (``"chunk_max"``, ``"chunk_in_scope"``), ``chunk`` is the window
-        (from 1) of ``row`` (its :meth:`run` row) whose answer is the text's."""
+        window decides (``"chunk_max"``, ``"chunk_in_scope"``, ``"chunk_span"``), ``chunk``
+        is the window (from 1) of ``row`` (its :meth:`run` row) whose answer is the text's
+        and, under ``"chunk_span"``, ``span`` the tokens read again whose answer it is."""
         note = super().note(item)
         if note is not None and self.long_text in ONE_WINDOW_POLICIES and row is not None \
                 and item.policy == "chunked":
-            window = self.split_rows(np.asarray(row, dtype=np.float64)[None])[2]
+            _, _, window, spans = self.split_rows(np.asarray(row, dtype=np.float64)[None])
             if window is not None:
+                span = None if spans is None or spans[0, 0] < 0 else \
+                    (int(spans[0, 0]), int(spans[0, 1]))
                 note = long_text_note(item.policy, item.tokens, self.max_length,
                                       len(item.chunks), pooling=note["pooling"],
-                                      chunk=int(window[0]) + 1, window=note["window"])
+                                      chunk=int(window[0]) + 1, window=note["window"],
+                                      span=span)
         return note
 
     # -- logits -> answers ---------------------------------------------------------------
@@ -281,7 +357,7 @@ class SingleLabelPredictor(BucketedPredictor):
                          ) -> tuple[np.ndarray, OutOfScopeScores]:
         """Calibrated probabilities (n, intents) and the deciding out-of-scope scores
         (:meth:`scores`) of texts from :meth:`run`'s rows (:meth:`split_rows`)."""
-        logits, pooled, _ = self.split_rows(rows)
+        logits, pooled, _, _ = self.split_rows(rows)
         probs = calibrated_probs(logits, self.classifier.temperature)
         return probs, self.scores(texts, probs, logits, pooled, threshold)
 

@@ -50,7 +50,7 @@ def test_chunk_max_finds_the_request_wherever_it_sits(trained, position):
     assert start < at + len(request) and at < start + p.window_body
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
                     "chunks": len(item.chunks), "window": p.window,
-                    "pooling": "max_confidence", "chunk": note["chunk"]}
+                    "pooling": "max_confidence", "chunk": note["chunk"], "span": None}
     # its answer is that window's own, read alone
     window = item.chunks[note["chunk"] - 1]
     alone = torch.softmax(torch.from_numpy(p.forward([EncodedText((window,), len(window))])[0]
@@ -194,7 +194,7 @@ def test_chunk_in_scope_answers_from_the_window_the_detector_finds_most_in_scope
     [answer], [note] = p.predictions([text])
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
                     "chunks": len(item.chunks), "window": p.window, "pooling": "max_in_scope",
-                    "chunk": want + 1}
+                    "chunk": want + 1, "span": None}
     assert answer.decision.score == clf.ood.name
     assert answer.decision.value == pytest.approx(scores[want], abs=1e-6)
     assert answer.out_of_scope == bool((scores < clf.ood.threshold).all())
@@ -419,7 +419,7 @@ def test_a_narrow_window_answers_as_that_window_read_alone(trained, position):
     [answer], [note] = p.predictions([text])
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
                     "chunks": len(item.chunks), "window": 8, "pooling": "max_confidence",
-                    "chunk": note["chunk"]}
+                    "chunk": note["chunk"], "span": None}
     window = item.chunks[note["chunk"] - 1]
     alone = EncodedText((window,), len(window))
     [want] = p.answers(["window"], [alone], p.run([alone]), top_k=3)

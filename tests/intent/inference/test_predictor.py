@@ -42,7 +42,7 @@ def test_the_notes_come_from_the_encoding(classifier):
     assert 1 <= notes[1].pop("chunk") <= len(item.chunks)
     assert notes[1] == {"policy": "chunked", "tokens": n, "max_length": MAX_LENGTH,
                         "chunks": len(item.chunks), "window": window_length(None, MAX_LENGTH),
-                        "pooling": "max_confidence"}
+                        "pooling": "max_confidence", "span": None}
     assert [a.to_dict() for a in answers] == [a.to_dict() for a in classifier.predict(
         ["hi", long])]
 
@@ -51,7 +51,8 @@ def test_load_predictor_refuses_an_unknown_runtime_or_policy(classifier):
     with pytest.raises(ValueError, match="runtime must be one of auto, torch, onnx"):
         load_predictor(classifier, runtime="cuda")
     with pytest.raises(ValueError, match="long_text must be one of auto, truncate, head_tail, "
-                                         "chunk, chunk_max, chunk_in_scope, reject"):
+                                         "chunk, chunk_max, chunk_in_scope, chunk_span, "
+                                         "reject"):
         load_predictor(classifier, long_text="cut")
     chosen = load_predictor(classifier, runtime="torch", long_text="chunk")
     assert isinstance(chosen, SingleLabelPredictor) and chosen.runtime.name == "torch"
