@@ -12,9 +12,10 @@ explains each intent it answers), ``truncated``, ``long_text``, ``window`` and
 which the attributions of the network do not explain; 0 otherwise).
 
 The answer is ``headwise predict``'s: the same predictor (runtime auto) and long-text
-policy (``--long-text``, default auto: a single network's architecture's, ``chunk_max``
-or ``chunk_in_scope``). A text over the model's maximum length is explained as that
-policy read it: the window whose answer was kept (``chunk_max``, ``chunk_in_scope``), the
+policy (``--long-text``, default auto: a single network's architecture's). A text over
+the model's maximum length is explained as that policy read it: the span read again
+whose answer was kept (``chunk_span``, else its window), the window whose answer was
+kept (``chunk_max``, ``chunk_in_scope``), the
 first window (``truncate``) or the head and tail
 (``head_tail``); ``window`` gives the characters it covers (``start``, ``end``, and
 ``skipped``: the middle that ``head_tail`` does not read), the tokens' offsets are in the
@@ -50,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "to the deciding tokens, with their roles (negation, number, previous/next ...) from "
         "a head analysis when --report names one. The answer is `headwise predict`'s: a text "
         "over the model's maximum length is explained as --long-text read it (auto, for a "
-        "network chunk_max: the window whose answer was kept), with offsets in the whole "
+        "network chunk_span: the span whose answer was kept), with offsets in the whole "
         "text and the characters of that window. An ensemble is refused: explain a member; "
         "so is a long text under --long-text chunk (answered from the mean of its windows).")
     p.add_argument("model", metavar="MODEL", help="directory saved by `headwise train`")
@@ -61,8 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--long-text", type=long_text_choice, default="auto",
                    metavar="POLICY[:N]",
                    help="past the model's length, as `headwise predict --long-text`: auto "
-                   "(the architecture's chunk_max or chunk_in_scope: explain the window "
-                   "that answered), "
+                   "(the architecture's: explain the window or span that answered), "
                    + ", ".join(LONG_TEXT_POLICIES[1:]) + LONG_TEXT_WINDOW_HELP)
     p.add_argument("--report", metavar="DIR",
                    help="a `headwise inspect` report directory of this model: the heads' "

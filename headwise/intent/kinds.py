@@ -39,7 +39,8 @@ __all__ = ["CAPABILITIES", "COMPOUND", "ENSEMBLE", "NETWORK", "TFIDF", "ModelKin
 CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "onnx": "ONNX export (`headwise export`, the onnx runtime of `headwise serve`)",
     "chunk": "long-text policies that read past the first window (`--set long_text=chunk`, "
-             "`head_tail`, `chunk_max` or `chunk_in_scope`, and their windows' width, "
+             "`head_tail`, `chunk_max`, `chunk_in_scope` or `chunk_span`, and their "
+             "windows' width, "
              "`chunk_length`)",
     "reject": "long-text policy reject (`headwise serve --set long_text=reject`)",
     "explain": "token attribution (`headwise explain`, `/v1/explain`)",

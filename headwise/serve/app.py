@@ -31,7 +31,8 @@ single-label model); the OpenAPI schema shows the request of the kind being serv
 attention fields, a compound model per answered intent, a TF-IDF model by its features'
 weights) and refuses an ensemble (409) with the registry's reason. It explains what
 ``/v1/predict`` answers: a text over the model's maximum length as the service's long-text
-policy read it (under ``chunk_max``, the window whose answer was kept), with the tokens'
+policy read it (under ``chunk_span``, the span read again whose answer was kept; under
+``chunk_max``, the window whose answer was kept), with the tokens'
 offsets in the whole text and ``window``, the characters explained; a text the ``chunk``
 policy answered from the mean of its windows is refused (409 ``unexplained_long_text``).
 
@@ -270,8 +271,9 @@ def create_app(config: ServeConfig, predictor: Predictor | None = None) -> FastA
                           "rollout (null for a BiLSTM or a TF-IDF model). A compound "
                           "(multi-label + slots) classifier explains each intent it "
                           "answers. A text over the model's maximum length is explained as "
-                          "the service's long-text policy read it (chunk_max: the window "
-                          "whose answer was kept; window says which characters). An "
+                          "the service's long-text policy read it (chunk_span: the span, "
+                          "chunk_max: the window whose answer was kept; window says which "
+                          "characters). An "
                           "ensemble is answered with 409 'unsupported_model', a long text "
                           "under the chunk policy (the mean of its windows) with 409 "
                           "'unexplained_long_text'.")

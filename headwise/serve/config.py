@@ -46,14 +46,17 @@ class ServeConfig:
         max_body_bytes: largest request body (larger is refused with 413).
         long_text: what a text over the model's maximum length in tokens gets
             (:data:`~headwise.intent.inference.bucketing.LONG_TEXT_POLICIES`): ``"auto"``
-            (a single network: the most confident window decides, ``"chunk_max"``; other
-            kinds: ``"truncate"``), ``"truncate"``, ``"head_tail"``, ``"chunk"``
-            (windows' pooled vectors averaged), ``"chunk_max"``, ``"chunk_in_scope"`` (the
-            window the out-of-scope score finds most in scope decides), or refused with
-            422 (``"reject"``).
-        chunk_length: the width of the windows of ``"chunk"``, ``"chunk_max"`` and
-            ``"chunk_in_scope"`` (``"auto"`` on a single network is one of these: its
-            architecture's, :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`): an
+            (a single network: its architecture's,
+            :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`; other kinds:
+            ``"truncate"``), ``"truncate"``, ``"head_tail"``, ``"chunk"`` (windows' pooled
+            vectors averaged), ``"chunk_max"`` (the most confident in-scope window
+            decides), ``"chunk_in_scope"`` (the window the out-of-scope score finds most in
+            scope decides), ``"chunk_span"`` (the span of in-scope windows around the most
+            confident one, read again, decides), or refused with 422 (``"reject"``).
+        chunk_length: the width of the windows of ``"chunk"``, ``"chunk_max"``,
+            ``"chunk_in_scope"`` and ``"chunk_span"`` (``"auto"`` on a single network is
+            one of these: its architecture's,
+            :data:`~headwise.intent.inference.bucketing.DEFAULT_LONG_TEXT`): an
             int, that many tokens (special tokens included, at least
             :data:`~headwise.intent.inference.bucketing.MIN_CHUNK_LENGTH`, at most the
             model's maximum length), or a float in (0, 1], that fraction of the model's
@@ -61,10 +64,9 @@ class ServeConfig:
             None: :data:`~headwise.intent.inference.bucketing.DEFAULT_CHUNK_LENGTH`.
             Refused with a policy that does not chunk, and, when the model loads, for a
             width the model cannot take or a kind that does not chunk.
-        chunk_stride: tokens between window starts for ``"chunk"``, ``"chunk_max"`` and
-            ``"chunk_in_scope"`` (default: half the window body), or ``"sentence"``
-            (windows that start at the text's sentences); refused with a policy that does
-            not chunk.
+        chunk_stride: tokens between window starts for the chunked policies (default:
+            half the window body), or ``"sentence"`` (windows that start at the text's
+            sentences); refused with a policy that does not chunk.
         top_k: intents listed per text when the request does not say.
         threads: intra-op threads of the inference runtime (0: the library's default).
         warmup: run a few forward passes before reporting ready.

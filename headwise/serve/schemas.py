@@ -413,7 +413,8 @@ class ExplainResponse(BaseModel):
         default=None,
         description="for a text over the model's maximum length, the characters the "
                     "explained input covers, as the service's long-text policy read it (the "
-                    "prediction's long_text): under chunk_max the window whose answer was "
+                    "prediction's long_text): under chunk_span the span read again whose "
+                    "answer was kept, under chunk_max the window whose answer was "
                     "kept, under truncate the first window, under head_tail the head and "
                     "tail; the tokens' offsets are in the whole text. Null when the whole "
                     "text was read. A text answered from the mean of its windows (chunk) is "

@@ -143,7 +143,7 @@ def test_long_text_policies_say_what_they_did(encoder_dir):
     assert n > MAX_LENGTH
     for policy, expected in (("truncate", "truncated"), ("head_tail", "head_tail"),
                              ("chunk", "chunked"), ("chunk_max", "chunked"),
-                             ("chunk_in_scope", "chunked")):
+                             ("chunk_in_scope", "chunked"), ("chunk_span", "chunked")):
         app = create_app(ServeConfig(model_dir=str(encoder_dir), long_text=policy))
         with TestClient(app) as c:
             wait_ready(c)

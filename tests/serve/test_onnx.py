@@ -174,7 +174,7 @@ def test_int8_graph_holds_int8_weights_and_integer_operators(trained_int8):
     assert OnnxRuntime(int8).quantized and not OnnxRuntime(fp32).quantized
 
 
-@pytest.mark.parametrize("policy", ["chunk", "chunk_max"])
+@pytest.mark.parametrize("policy", ["chunk", "chunk_max", "chunk_span"])
 def test_serving_on_onnxruntime_gives_the_same_answers(encoder_dir, exported, policy):
     cfg = ServeConfig(model_dir=str(encoder_dir), runtime="onnx",
                       onnx_path=str(exported / "model.onnx"), long_text=policy)

@@ -278,7 +278,7 @@ def test_unsupported_paths_are_refused(compound_dir, clf, tmp_path, capsys):
     assert main(["serve", str(neither), "--port", "0"]) == 1
     err = capsys.readouterr().err
     assert "none of intent.json" in err and "compound.json" in err and "tfidf.json" in err
-    for policy in ("head_tail", "chunk", "chunk_max", "chunk_in_scope"):
+    for policy in ("head_tail", "chunk", "chunk_max", "chunk_in_scope", "chunk_span"):
         with pytest.raises(ValueError, match=f"long_text '{policy}' is not supported"):
             CompoundPredictor(clf, TorchRuntime(clf.model), long_text=policy)
 

@@ -19,7 +19,7 @@ def test_the_service_honours_its_policy(chatter_clf, tmp_path):
     model = chatter_clf.save(tmp_path / "model")
     text = planted("end")
     got = {}
-    for policy in ("auto", "truncate", "head_tail", "chunk", "chunk_max"):
+    for policy in ("auto", "truncate", "head_tail", "chunk", "chunk_max", "chunk_span"):
         with TestClient(create_app(ServeConfig(model_dir=str(model), long_text=policy))) as c:
             wait_ready(c)
             body = c.post("/v1/predict", json={"texts": [text, REQUEST]}).json()
@@ -38,6 +38,8 @@ def test_the_service_honours_its_policy(chatter_clf, tmp_path):
     assert got["chunk"]["long_text"]["pooling"] == "mean"
     assert got["chunk"]["long_text"]["chunk"] is None
     assert intent_of(got["head_tail"]) == "card_lost"
+    assert intent_of(got["chunk_span"]) == "card_lost"
+    assert got["chunk_span"]["long_text"]["pooling"] == "in_scope_span"
 
 
 def test_the_service_reads_windows_as_wide_as_its_setting(chatter_clf, tmp_path):

@@ -56,15 +56,17 @@ LONG_TEXT_POLICIES = ("auto", "truncate", "head_tail", "chunk", "chunk_max", "ch
 #: training recipe's ``architecture.type``: :func:`architecture_of`, :func:`default_long_text`).
 #: Each measured entry is the policy chosen, with windows of :data:`DEFAULT_CHUNK_LENGTH`, on
 #: that architecture's own validation rows of the long-message slice (BENCHMARKS.md, "Long
-#: messages"; ``benchmarks/long_text.py``): the from-scratch Transformer takes the window its
-#: out-of-scope score finds most in scope (its training pushed chatter out of scope), the
-#: pretrained encoder the most confident in-scope window. The BiLSTM, not measured there,
-#: takes the from-scratch Transformer's (the other network trained from scratch, with the
-#: same out-of-scope training).
-DEFAULT_LONG_TEXT: dict[str, str] = {"transformer": "chunk_in_scope",
-                                     "bilstm": "chunk_in_scope", "pretrained": "chunk_max"}
+#: messages"; ``benchmarks/long_text.py``): for the from-scratch Transformer and the
+#: pretrained encoder alike, narrow windows locate the request and the span of in-scope
+#: windows around it is read again (``"chunk_span"``: a narrow window alone cuts a request
+#: in two). The BiLSTM, not measured there, takes the from-scratch Transformer's (the other
+#: network trained from scratch, with the same out-of-scope training).
+DEFAULT_LONG_TEXT: dict[str, str] = {"transformer": "chunk_span", "bilstm": "chunk_span",
+                                     "pretrained": "chunk_span"}
 #: the policy ``"auto"`` gives a network that records no training recipe (built in code, not
-#: by ``headwise train``): the one that reads nothing of the model but its answers
+#: by ``headwise train``): the one that reads nothing of the model but its answers and asks
+#: nothing of its out-of-scope rule (``"chunk_span"`` needs a rule that rejects chatter, or
+#: its span grows into the chatter)
 UNRECORDED_LONG_TEXT = "chunk_max"
 
 #: the policies that read several windows of a text, and how each pools them: ``"mean"``

@@ -320,7 +320,7 @@ def test_auto_is_the_policy_of_the_models_architecture(trained):
     )
 
     assert set(DEFAULT_LONG_TEXT) == {"transformer", "bilstm", "pretrained"}
-    assert set(DEFAULT_LONG_TEXT.values()) <= {"chunk_max", "chunk_in_scope"}
+    assert set(DEFAULT_LONG_TEXT.values()) <= {"chunk_max", "chunk_in_scope", "chunk_span"}
     assert UNRECORDED_LONG_TEXT == "chunk_max"
     assert default_long_text(None) == default_long_text("tfidf") == UNRECORDED_LONG_TEXT
     text = planted("middle")
@@ -553,3 +553,139 @@ def test_window_width_is_refused_where_it_cannot_apply(trained):
     assert window_length(1.0, 6) == 6  # the whole maximum length, however short
     with pytest.raises(ValueError, match="under the 8"):
         window_length(0.1, 64)
+
+
+# --- chunk_span: narrow windows locate the request, the span is read again -------------------
+def _kept_by_hand(p: SingleLabelPredictor, item: EncodedText) -> tuple[np.ndarray, np.ndarray]:
+    """Each window read alone: its top probability and whether the saved rule (no
+    detector: the top probability at the saved threshold) keeps it."""
+    tops = []
+    for c in item.chunks:
+        logits = p.forward([EncodedText((c,), len(c))])[0][0]
+        tops.append(float(torch.softmax(torch.from_numpy(logits / p.classifier.temperature),
+                                        -1).max()))
+    tops_ = np.asarray(tops)
+    return tops_, tops_ >= p.classifier.threshold
+
+
+@pytest.mark.parametrize("position", ["start", "middle", "end"])
+def test_chunk_span_reads_again_the_run_of_windows_kept_around_the_most_confident(trained,
+                                                                                 position):
+    """chunk_span with 8-token windows: the span is the run of consecutive kept windows
+    around the most confident kept one, widened by SPAN_MARGIN tokens each side and cut to
+    the text and to one window's body (computed by hand from each window read alone); the
+    answer is that span's tokens read alone when the rule keeps it, else chunk_max's; the
+    request planted anywhere is answered."""
+    from headwise.intent.inference.bucketing import SPAN_MARGIN
+
+    text = planted(position)
+    p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_span",
+                             chunk_length=8)
+    [item] = p.encode([text])
+    tops, kept = _kept_by_hand(p, item)
+    assert kept.any() and not kept.all()
+    w = int(np.where(kept, tops, -np.inf).argmax())
+    lo, hi = w, w
+    while lo > 0 and kept[lo - 1]:
+        lo -= 1
+    while hi < len(kept) - 1 and kept[hi + 1]:
+        hi += 1
+    body = trained.tokenizer([text], max_length=None)["input_ids"][0].tolist()[1:-1]
+    stride = p.token_stride
+    a = max(0, lo * stride - SPAN_MARGIN)
+    b = min(len(body), min(hi * stride + p.window_body, len(body)) + SPAN_MARGIN)
+    if b - a > p.body:
+        centre = (w * stride + min(w * stride + p.window_body, len(body))) // 2
+        a = max(a, min(centre - p.body // 2, b - p.body))
+        b = a + p.body
+    ids = (trained.tokenizer.cls_token_id, *body[a:b], trained.tokenizer.sep_token_id)
+    assert p.span_window(item, a, b) == (ids, list(range(a, b)))
+    span_alone = EncodedText((ids,), len(ids))
+    [want] = p.answers(["span"], [span_alone], p.run([span_alone]), top_k=3)
+    [answer], [note] = p.predictions([text])
+    if want.out_of_scope:  # the span rejected: chunk_max's window answers
+        assert note["span"] is None
+        assert answer.confidence == pytest.approx(tops[w], abs=1e-6)
+    else:
+        assert note["span"] == [a, b]
+        assert [k for k, _ in answer.top_k] == [k for k, _ in want.top_k]
+        assert answer.confidence == pytest.approx(want.confidence, abs=1e-6)
+    assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
+                    "chunks": len(item.chunks), "window": 8, "pooling": "in_scope_span",
+                    "chunk": w + 1, "span": note["span"]}
+    assert answer.intent == "card_lost" and not answer.out_of_scope
+
+
+def test_chunk_span_is_out_of_scope_when_every_window_is(trained):
+    """When the saved rule rejects every window there is no span to read again: the answer
+    and its note are chunk_max's (the most in-scope window, rejected). A request's
+    threshold still decides on the span the saved rule located."""
+    import copy
+
+    strict = copy.deepcopy(trained)
+    strict.threshold = 1.0  # the saved rule rejects every window
+    text = planted("middle")
+    span = SingleLabelPredictor(strict, TorchRuntime(strict.model), long_text="chunk_span",
+                                chunk_length=8)
+    most = SingleLabelPredictor(strict, TorchRuntime(strict.model), long_text="chunk_max",
+                                chunk_length=8)
+    [item] = span.encode([text])
+    assert not _kept_by_hand(span, item)[1].any()
+    [a], [note] = span.predictions([text])
+    [b], [note_b] = most.predictions([text])
+    assert a.out_of_scope and b.out_of_scope
+    assert (a.intent, a.confidence) == (b.intent, b.confidence)
+    assert note["span"] is None and note["chunk"] == note_b["chunk"]
+    # the saved rule (0.6) finds the request: a request threshold of 0.999 rejects the span
+    loose = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_span",
+                                 chunk_length=8)
+    [c], [note_c] = loose.predictions([text], threshold=0.999)
+    [d], [note_d] = loose.predictions([text])
+    assert note_c == note_d and note_d["span"] is not None
+    assert c.confidence == pytest.approx(d.confidence) and c.out_of_scope != d.out_of_scope
+
+
+@pytest.mark.parametrize("stride", [None, "sentence"])
+def test_a_chunked_texts_tokens_are_put_back_together_from_its_windows(trained, stride):
+    """text_tokens gives back the whole text's tokens without special tokens, from windows
+    cut by count or at sentences; span_window refuses a span outside the text or wider
+    than one window's body."""
+    text = planted("middle").replace(" thanks", ". thanks")
+    p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_span",
+                             chunk_length=8, chunk_stride=stride)
+    [item] = p.encode([text])
+    body = trained.tokenizer([text], max_length=None)["input_ids"][0].tolist()[1:-1]
+    assert p.text_tokens(item) == body
+    for bad in ((0, 0), (-1, 3), (len(body) - 2, len(body) + 1), (0, p.body + 1)):
+        with pytest.raises(ValueError, match="span"):
+            p.span_window(item, *bad)
+
+
+def test_explain_under_chunk_span_explains_the_span_that_answered(trained):
+    """An explanation of a text chunk_span answered from its span covers exactly that
+    span's characters, and explains the answered intent."""
+    from headwise.inspect import explain
+
+    text = planted("middle")
+    p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_span",
+                             chunk_length=8)
+    [item] = p.encode([text])
+    [row] = p.run([item])
+    note = p.note(item, row)
+    assert note["span"] is not None
+    a, b = note["span"]
+    e = explain(p, text, answered=(item, row))
+    offsets = trained.tokenizer.offsets(text)
+    assert e.window == (offsets[a][0], offsets[b - 1][1])
+    [answer] = p.answers([text], [item], [row], top_k=1)
+    assert e.attributions[0].intent == answer.intent == "card_lost"
+
+
+def test_predict_says_which_span_answered():
+    from headwise.commands.predict import long_text_words
+
+    note = {"policy": "chunked", "tokens": 180, "max_length": 64, "chunks": 21, "window": 16,
+            "pooling": "in_scope_span", "chunk": 6, "span": [40, 66]}
+    assert long_text_words(note) == ("long text: 180 tokens over 64, 21 chunks of 16 tokens, "
+                                      "answer from tokens 41-66 read again (located by chunk 6)")
+    assert long_text_words({**note, "span": None}).endswith("answer from chunk 6")
