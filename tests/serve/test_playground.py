@@ -347,6 +347,36 @@ def test_browser_colours_follow_the_attribution(browser, served):
     page.close()
 
 
+@pytest.fixture(scope="module")
+def served_span(encoder_dir, keys_file, browser):
+    """The service under the chunk_span long-text policy."""
+    proc, url, lines = start_serve([str(encoder_dir), "--runtime", "torch", "--api-key-file",
+                                    str(keys_file), "--set", "max_text_chars=60", "--set",
+                                    "long_text=chunk_span"])
+    yield url
+    _stop(proc)
+    assert "Traceback" not in "".join(lines) and KEY not in "".join(lines), "".join(lines)
+
+
+def test_browser_says_which_span_of_a_long_message_was_explained(browser, served_span):
+    """Under chunk_span the page names the tokens read again and the window that located
+    them, and the characters the explanation covers are the span's."""
+    page, _ = _open(browser, served_span, f"#key={KEY}")
+    text = "good morning sorry about the delay i lost my card"
+    _explain_all(page, [text])
+    explained = _api(served_span, "/v1/explain", text)
+    note, window = explained["prediction"]["long_text"], explained["window"]
+    assert note["pooling"] == "in_scope_span" and note["chunk"] and note["span"]
+    line = page.locator(".explanation .window")
+    assert line.inner_text() == (
+        f"long message: explained tokens {note['span'][0] + 1}–{note['span'][1]} read again "
+        f"(located by window {note['chunk']} of {note['chunks']}), whose answer was kept, "
+        f"characters {window['start']}–{window['end']} of {len(text)}")
+    words = [t for t in explained["tokens"] if not t["special"]]
+    assert (window["start"], window["end"]) == (words[0]["start"], words[-1]["end"])
+    page.close()
+
+
 def test_browser_says_which_window_of_a_long_message_was_explained(browser, served):
     """A message over the model's 12 tokens: the service answers it from its most confident
     window (chunk_max), and the page says which characters the explanation covers."""

@@ -274,7 +274,9 @@
     box.appendChild(line);
     if (ex.window) {  // a long message: the window whose answer was kept is what is explained
       var w = ex.window, lt = ex.prediction && ex.prediction.long_text;
-      var which = lt && lt.chunk ? "window " + lt.chunk + " of " + lt.chunks + ", whose answer was kept"
+      var which = lt && lt.span ? "tokens " + (lt.span[0] + 1) + "–" + lt.span[1] + " read again (located by window " +
+          lt.chunk + " of " + lt.chunks + "), whose answer was kept"
+        : lt && lt.chunk ? "window " + lt.chunk + " of " + lt.chunks + ", whose answer was kept"
         : (lt && lt.policy === "head_tail" ? "its head and tail" : "the first window");
       box.appendChild(el("p", { "class": "note small window", "data-start": String(w.start), "data-end": String(w.end),
         text: "long message: explained " + which + ", characters " + w.start + "–" + w.end +
