@@ -78,7 +78,8 @@ UNRECORDED_LONG_TEXT = "chunk_max"
 CHUNK_POOLING = {"chunk": "mean", "chunk_max": "max_confidence",
                  "chunk_in_scope": "max_in_scope", "chunk_span": "in_scope_span"}
 #: the chunked policies under which one window's answer is the text's (the ``long_text``
-#: note names it; an explanation explains that window)
+#: note names it; an explanation explains that window, or under ``"chunk_span"`` the span
+#: it located and read again)
 ONE_WINDOW_POLICIES = tuple(p for p, pooling in CHUNK_POOLING.items() if pooling != "mean")
 
 #: the width of a chunked policy's windows when none is given: a fraction of the model's
