@@ -181,10 +181,11 @@ class SingleLabelPredictor(BucketedPredictor):
                 out[j], vectors[j] = logits[start], pooled[start]
             elif self.long_text in ONE_WINDOW_POLICIES:
                 lg, pl = logits[start:start + n], pooled[start:start + n]
-                w = self.deciding_window(lg, pl)
+                probs, values, kept = self._window_scores(lg, pl)
+                w = self._decide(probs, values, kept)
                 out[j], vectors[j], windows[j] = lg[w], pl[w], w
                 if self.long_text == "chunk_span":
-                    span = self.in_scope_span(item, w, self._window_scores(lg, pl)[2])
+                    span = self.in_scope_span(item, w, kept)
                     if span is not None:
                         located.append((j, span))
             else:
@@ -241,7 +242,10 @@ class SingleLabelPredictor(BucketedPredictor):
         Returns:
             The window's index (from 0).
         """
-        probs, values, kept = self._window_scores(logits, pooled)
+        return self._decide(*self._window_scores(logits, pooled))
+
+    def _decide(self, probs: np.ndarray, values: np.ndarray, kept: np.ndarray) -> int:
+        """:meth:`deciding_window` from the windows' :meth:`_window_scores`."""
         if self.long_text != "chunk_in_scope" and kept.any():
             top = np.where(kept, probs.max(1), -np.inf)
             return int(top.argmax())
