@@ -12,7 +12,9 @@ model's maximum length, counted by its own tokenizer. Every configuration of
 :data:`CONFIGS` answers both slices with the model's saved out-of-scope rule (a rejected
 question counts as wrong): ``truncate`` and ``head_tail`` once, and each chunked policy
 (``chunk``: mean pooling, ``chunk_max``: the most confident in-scope window,
-``chunk_in_scope``: the window the model's out-of-scope score finds most in scope) with
+``chunk_in_scope``: the window the model's out-of-scope score finds most in scope,
+``chunk_span``: the run of in-scope windows around the most confident one read again as
+one window) with
 windows of each width of :data:`WINDOW_FRACTIONS` of the maximum length (the library's
 ``chunk_length``, stride half a window's body), named ``POLICY@FRACTION``
 (``chunk_max@0.5``). A short window holds the request with less chatter around it.

@@ -454,11 +454,7 @@ def explain(model: Any, text: str, *, answered: tuple[Any, Any] | None = None,
             f"no one window's attribution is what answered. Explain it under auto, chunk_max, "
             f"chunk_in_scope or chunk_span (which keep one window's answer), head_tail or "
             f"truncate")
-    index = 0 if chunk is None else int(chunk) - 1
-    if note is not None and note.get("span"):  # chunk_span: the span read again answered
-        ids, positions = predictor.span_window(item, *note["span"])
-    else:
-        ids, positions = item.chunks[index], predictor.window_tokens(item, index)
+    ids, positions = predictor.answered_window(item, note)
     explanation = _network_explanation(classifier.model, classifier.tokenizer, text, ids,
                                        positions, item.tokens, labels, targets, note, steps,
                                        max_steps, tolerance)

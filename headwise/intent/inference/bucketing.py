@@ -490,6 +490,18 @@ class BucketedPredictor(Predictor):
                              f"{self.body} in one window)")
         return (*self.lead, *body[start:end], *self.trail), list(range(start, end))
 
+    def answered_window(self, item: EncodedText, note: dict[str, Any] | None
+                        ) -> tuple[tuple[int, ...], list[int]]:
+        """What answered an encoded text, as one window: its token ids (special tokens
+        included) and the positions of its text tokens (:meth:`window_tokens`'s form),
+        read from the text's ``long_text`` note (:meth:`note`): the span read again
+        (``span``, :meth:`span_window`), else the window that answered (``chunk``), else
+        the first (a text read whole, truncated, or its head and tail)."""
+        if note is not None and note.get("span"):
+            return self.span_window(item, *note["span"])
+        index = 0 if note is None or note.get("chunk") is None else int(note["chunk"]) - 1
+        return item.chunks[index], self.window_tokens(item, index)
+
     # -- windows -> padded batches -------------------------------------------------------
     def buckets(self, rows: Sequence[Sequence[int]]) -> list[list[int]]:
         """Row indices grouped into forward passes: by length bucket, at most

@@ -272,7 +272,7 @@ class SingleLabelPredictor(BucketedPredictor):
         while hi < len(kept) - 1 and kept[hi + 1]:
             hi += 1
         placed = [self.window_tokens(item, k) for k in range(lo, hi + 1)]
-        total = len(self.text_tokens(item))
+        total = self.window_tokens(item, len(kept) - 1)[-1] + 1  # the last window ends it
         a = max(0, min(p[0] for p in placed) - SPAN_MARGIN)
         b = min(total, max(p[-1] for p in placed) + 1 + SPAN_MARGIN)
         if b - a > self.body:

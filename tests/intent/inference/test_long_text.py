@@ -689,3 +689,23 @@ def test_predict_says_which_span_answered():
     assert long_text_words(note) == ("long text: 180 tokens over 64, 21 chunks of 16 tokens, "
                                       "answer from tokens 41-66 read again (located by chunk 6)")
     assert long_text_words({**note, "span": None}).endswith("answer from chunk 6")
+
+
+def test_the_answered_window_is_the_span_the_window_or_the_first(trained):
+    """answered_window reads the note: chunk_span's span (its tokens alone between the
+    special tokens), else the window that answered, else the first window."""
+    text = planted("middle")
+    p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_span",
+                             chunk_length=8)
+    [item] = p.encode([text])
+    [row] = p.run([item])
+    note = p.note(item, row)
+    a, b = note["span"]
+    body = trained.tokenizer([text], max_length=None)["input_ids"][0].tolist()[1:-1]
+    tok = trained.tokenizer
+    assert p.answered_window(item, note) == ((tok.cls_token_id, *body[a:b], tok.sep_token_id),
+                                             list(range(a, b)))
+    window = {**note, "span": None}
+    assert p.answered_window(item, window) == (item.chunks[note["chunk"] - 1],
+                                               p.window_tokens(item, note["chunk"] - 1))
+    assert p.answered_window(item, None) == (item.chunks[0], p.window_tokens(item, 0))
