@@ -661,17 +661,23 @@ def test_a_chunked_texts_tokens_are_put_back_together_from_its_windows(trained, 
             p.span_window(item, *bad)
 
 
-def test_explain_under_chunk_span_explains_the_span_that_answered(trained):
-    """An explanation of a text chunk_span answered from its span covers exactly that
-    span's characters, and explains the answered intent."""
-    from headwise.inspect import explain
-
+def _answered_by_span(trained: IntentClassifier) -> tuple[str, Any, Any, Any, dict]:
+    """A request in the middle of chatter answered under chunk_span with 8-token windows:
+    the text, the predictor, its encoding, its run row and its long_text note."""
     text = planted("middle")
     p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_span",
                              chunk_length=8)
     [item] = p.encode([text])
     [row] = p.run([item])
-    note = p.note(item, row)
+    return text, p, item, row, p.note(item, row)
+
+
+def test_explain_under_chunk_span_explains_the_span_that_answered(trained):
+    """An explanation of a text chunk_span answered from its span covers exactly that
+    span's characters, and explains the answered intent."""
+    from headwise.inspect import explain
+
+    text, p, item, row, note = _answered_by_span(trained)
     assert note["span"] is not None
     a, b = note["span"]
     e = explain(p, text, answered=(item, row))
@@ -694,12 +700,7 @@ def test_predict_says_which_span_answered():
 def test_the_answered_window_is_the_span_the_window_or_the_first(trained):
     """answered_window reads the note: chunk_span's span (its tokens alone between the
     special tokens), else the window that answered, else the first window."""
-    text = planted("middle")
-    p = SingleLabelPredictor(trained, TorchRuntime(trained.model), long_text="chunk_span",
-                             chunk_length=8)
-    [item] = p.encode([text])
-    [row] = p.run([item])
-    note = p.note(item, row)
+    text, p, item, row, note = _answered_by_span(trained)
     a, b = note["span"]
     body = trained.tokenizer([text], max_length=None)["input_ids"][0].tolist()[1:-1]
     tok = trained.tokenizer
