@@ -319,3 +319,23 @@ def test_the_readme_quotes_its_table_from_the_section() -> None:
     # the committed README holds the block, rendered from the records
     committed = (ROOT / "README.md").read_text(encoding="utf-8")
     assert render.quote_readme(committed, render.bodies()) == committed
+
+
+def test_cpu_finetune_keeps_a_cpu_with_and_without_bf16_apart_and_judges_auto() -> None:
+    """The same CPU name with and without native BF16 are two machines of the fine-tuning
+    section (a run on one must not replace the other's records); ``auto`` passes where it
+    kept fp32 or took a faster bf16, and fails where it took a bf16 that is slower."""
+    import _verdicts as V
+    import cpu_finetune as C
+
+    zen4 = {"cpu": "AMD EPYC", "cpu_flags": ["avx2", "avx512f", "avx512_bf16"]}
+    zen3 = {"cpu": "AMD EPYC", "cpu_flags": ["avx2"]}
+    assert C.machine_words(zen4) == "AMD EPYC (avx512_bf16)"
+    assert C.machine_words(zen3) == "AMD EPYC (no BF16 instructions)"
+    assert C.machine_of({"provenance": None}) == "not recorded"
+    slower, faster = V.Interval(0.06, 0.05, 0.07), V.Interval(1.5, 1.3, 1.7)
+    assert C._auto_verdict("fp32", slower) == "PASS"
+    assert C._auto_verdict("bf16", slower) == "FAIL"
+    assert C._auto_verdict("bf16", faster) == "PASS"
+    assert C._auto_verdict("bf16", V.Interval(1.0, 0.9, 1.1)) == "within noise"
+    assert C._auto({"auto": "fp32 (auto: fp32, the CPU has no native BF16)"}) == "fp32"
