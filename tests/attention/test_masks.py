@@ -149,3 +149,43 @@ def test_bad_arguments_are_named():
         M.from_tensor(torch.zeros(2, 2))
     with pytest.raises(TypeError, match="AttentionPattern or a boolean tensor"):
         M.causal() & 3
+
+
+@pytest.mark.parametrize("pattern,shape", [
+    (M.key_padding([3, 0, 5]), (3, 1, 1, 6)),
+    (M.key_padding(torch.tensor([[True, False] * 3, [False] * 6])), (2, 1, 1, 6)),
+    (M.causal(), (1, 1, 4, 6)),
+    (M.causal() & M.key_padding([2, 6]), (2, 1, 4, 6)),
+    (M.sliding_window(2) | M.global_tokens([1]), (1, 1, 4, 6)),
+])
+def test_to_broadcast_is_the_dense_mask_before_broadcasting(pattern, shape):
+    """The compact rendering keeps only the dimensions the pattern depends on and
+    broadcasts to exactly the dense mask (SDPA is given this form)."""
+    small = pattern.to_broadcast(4, 6)
+    assert small.dtype == torch.bool and tuple(small.shape) == shape
+    dense = pattern.to_dense(4, 6)
+    assert torch.equal(small.expand_as(dense), dense)
+
+
+def test_sdpa_is_given_a_key_padding_pattern_as_one_row_of_keys(monkeypatch):
+    """The SDPA backend hands a key-padding pattern to PyTorch as (batch, 1, 1, k_len), as a
+    hand-written call would (not q_len x k_len per row), with the same output as the
+    dense mask gives."""
+    import torch.nn.functional as F
+
+    from headwise.attention import attend
+
+    q, k, v = (torch.randn(2, 4, 9, 8, dtype=torch.float64) for _ in range(3))
+    pattern = M.key_padding([5, 9])
+    seen = []
+    real = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("attn_mask"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    out = attend(q, k, v, pattern, backend="sdpa")
+    assert tuple(seen[0].shape) == (2, 1, 1, 9)
+    ref = real(q, k, v, attn_mask=pattern.to_dense(9, 9).contiguous())
+    torch.testing.assert_close(out, ref)

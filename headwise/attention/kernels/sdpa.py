@@ -15,8 +15,9 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPatt
 
     A causal pattern that is aligned the way SDPA's ``is_causal`` is (top-left, or any
     alignment when ``q_len == k_len``) takes the ``is_causal`` fast path with no mask
-    tensor; any other pattern is rendered densely. Grouped-query heads use SDPA's
-    ``enable_gqa``. A bias is folded into a float mask (-inf where forbidden).
+    tensor; any other pattern is rendered as the smallest mask that broadcasts
+    (:meth:`~headwise.attention.masks.AttentionPattern.to_broadcast`). Grouped-query heads
+    use SDPA's ``enable_gqa``. A bias is folded into a float mask (-inf where forbidden).
 
     Returns:
         (batch, heads, q_len, d_v) in q's dtype. Fully masked rows are zeros.
@@ -28,7 +29,9 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPatt
         if bias is None and (align == "top_left" or (align is not None and lq == lk)):
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True,
                                                   scale=scale, enable_gqa=gqa)
-        mask = mask.to_dense(lq, lk, device=q.device)
+        # the smallest broadcastable mask: SDPA makes an additive mask of its shape, so a
+        # key-padding pattern costs (batch, 1, 1, k_len) values, not q_len x k_len per row
+        mask = mask.to_broadcast(lq, lk, device=q.device)
     attn_mask = mask
     if bias is not None:
         attn_mask = bias.to(q.dtype)

@@ -4,7 +4,8 @@ Convention everywhere: ``True`` = may attend. A pattern is an immutable object w
 rule, :meth:`AttentionPattern.allowed`, written with broadcasting integer index tensors
 ``(b, h, q_idx, kv_idx)``. That single rule renders three ways:
 
-* :meth:`AttentionPattern.to_dense`: a boolean tensor ``(batch | 1, 1, q_len, k_len)``;
+* :meth:`AttentionPattern.to_dense`: a boolean tensor ``(batch | 1, 1, q_len, k_len)``
+  (:meth:`AttentionPattern.to_broadcast`: the same before broadcasting, for SDPA);
 * :meth:`AttentionPattern.to_block_mask`: a FlexAttention ``BlockMask`` (cached);
 * :meth:`AttentionPattern.block_layout`: which (query block, key block) tiles hold any
   allowed pair and which are entirely allowed, used by the tiled kernel to skip work.

@@ -83,14 +83,35 @@ class AttentionPattern(ABC):
         """
         k_len = q_len if k_len is None else k_len
         rows = self.batch_size or 1
+        out = self.to_broadcast(q_len, k_len, device=device).expand(rows, 1, q_len, k_len)
+        if batch_size is not None and self.batch_size is None and batch_size != 1:
+            out = out.expand(batch_size, 1, q_len, k_len)
+        return out
+
+    def to_broadcast(self, q_len: int, k_len: int | None = None, *,
+                     device: torch.device | str | None = None) -> Tensor:
+        """Render as the smallest boolean mask that broadcasts to :meth:`to_dense`'s.
+
+        A dimension the pattern does not depend on stays 1: a key-padding pattern is
+        ``(batch, 1, 1, k_len)``, a causal one ``(1, 1, q_len, k_len)``. Kernels that
+        broadcast a mask themselves (SDPA turns a boolean mask into an additive one of the
+        mask's own shape) then never build ``q_len x k_len`` values per batch row.
+
+        Args:
+            q_len: number of queries.
+            k_len: number of keys (defaults to ``q_len``).
+            device: where to build the mask.
+
+        Returns:
+            Boolean tensor, True = may attend, of 4 dimensions.
+        """
+        k_len = q_len if k_len is None else k_len
+        rows = self.batch_size or 1
         b = torch.arange(rows, device=device).view(rows, 1, 1, 1)
         h = torch.zeros(1, 1, 1, 1, dtype=torch.long, device=device)
         q = torch.arange(q_len, device=device).view(1, 1, q_len, 1)
         k = torch.arange(k_len, device=device).view(1, 1, 1, k_len)
-        out = self.allowed(b, h, q, k, q_len, k_len).expand(rows, 1, q_len, k_len)
-        if batch_size is not None and self.batch_size is None and batch_size != 1:
-            out = out.expand(batch_size, 1, q_len, k_len)
-        return out
+        return self.allowed(b, h, q, k, q_len, k_len)
 
     def tile(self, q0: int, q1: int, k0: int, k1: int, q_len: int, k_len: int,
              device: torch.device | str | None = None) -> Tensor:
