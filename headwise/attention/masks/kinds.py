@@ -65,12 +65,24 @@ class KeyPadding(AttentionPattern):
     def allowed(self, b, h, q_idx, kv_idx, q_len, k_len):
         return self.bind(q_len, k_len, kv_idx.device)(b, h, q_idx, kv_idx)
 
+    def to_broadcast(self, q_len, k_len=None, *, device=None):
+        """``(batch, 1, 1, k_len)`` straight from the keep-mask or the lengths (the encoder's
+        every call: no index grids)."""
+        k_len = q_len if k_len is None else k_len
+        if self.keep is not None:
+            return self._keep_on(k_len, device)[:, None, None, :]
+        keys = torch.arange(k_len, device=device)
+        return (keys < self.lengths.to(device)[:, None])[:, None, None, :]
+
+    def _keep_on(self, k_len: int, device) -> Tensor:
+        """The keep-mask on ``device``, checked against the attention's key count."""
+        if self.keep.shape[1] != k_len:
+            raise ValueError(f"keep-mask has {self.keep.shape[1]} keys, attention has {k_len}")
+        return self.keep.to(device)
+
     def bind(self, q_len, k_len, device=None):
         if self.keep is not None:
-            if self.keep.shape[1] != k_len:
-                raise ValueError(f"keep-mask has {self.keep.shape[1]} keys, attention has "
-                                 f"{k_len}")
-            keep = self.keep.to(device)
+            keep = self._keep_on(k_len, device)
 
             def mask_mod(b, h, q_idx, kv_idx):
                 return keep[b, kv_idx]
