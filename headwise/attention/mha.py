@@ -25,8 +25,8 @@ from torch import Tensor, nn
 
 from headwise.attention.cache import KVCache
 from headwise.attention.capture import active_capture
-from headwise.attention.kernels import BACKENDS, attend
-from headwise.attention.masks import AttentionPattern, as_pattern
+from headwise.attention.kernels import BACKENDS, SPARSE_MIN_LEN, attend, sdpa_attention
+from headwise.attention.masks import AttentionPattern, KeyPadding, as_pattern
 from headwise.attention.positions import RotaryEmbedding
 
 FUSIONS = ("concat", "glu")
@@ -227,7 +227,10 @@ class MultiHeadAttention(nn.Module):
         and backend "auto"/"sdpa", the dispatcher picks SDPA anyway (see
         :func:`~headwise.attention.kernels.select_backend`); calling it here
         skips the per-call validation and dispatch, which is measurable at short lengths.
-        The shapes were built by this layer, so there is nothing to validate.
+        The shapes were built by this layer, so there is nothing to validate. The same for
+        an encoder's key-padding pattern of this batch, where "auto" would pick SDPA (below
+        the sparse kernels' length) or the backend is "sdpa": it goes to SDPA as one row of
+        keys per batch row (:func:`~headwise.attention.kernels.sdpa_attention`).
         """
         if bias is not None or self.backend not in ("auto", "sdpa"):
             return None
@@ -235,6 +238,12 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             if not isinstance(mask, AttentionPattern):
                 return None
+            if isinstance(mask, KeyPadding):
+                longest = max(q.shape[2], k.shape[2])
+                if mask.batch_size != q.shape[0] or (self.backend == "auto"
+                                                     and longest >= SPARSE_MIN_LEN):
+                    return None
+                return sdpa_attention(q, k, v, mask, None, q.shape[-1] ** -0.5, dropout_p)
             align = mask.causal_alignment()
             if align is None or (align != "top_left" and q.shape[2] != k.shape[2]):
                 return None

@@ -67,9 +67,12 @@ def test_nothing_recorded_outside_and_fused_path_untouched(monkeypatch):
     assert len(cap) == 0 and calls == ["direct-sdpa", "direct-sdpa"]
     model(x, M.causal())
     assert calls[2:] == ["direct-sdpa", "direct-sdpa"]
-    model(x, M.key_padding([3]))  # a padding pattern goes through the dispatcher
-    # (the sdpa backend then calls SDPA itself, which the spy also sees)
-    assert calls[4:] == ["auto", "direct-sdpa", "auto", "direct-sdpa"]
+    model(x, M.key_padding([3]))  # the encoder's padding pattern: straight onto SDPA too
+    assert calls[4:] == ["direct-sdpa", "direct-sdpa"]
+    # at the sparse kernels' length the dispatcher decides (here: the sdpa backend, which
+    # calls SDPA itself, as the spy also sees)
+    model(torch.randn(1, 1024, 16), M.key_padding([1000]))
+    assert calls[6:] == ["auto", "direct-sdpa", "auto", "direct-sdpa"]
     del calls[:]
     with capture_attention(modules=[model.layers[1]]) as cap:
         model(x)

@@ -191,3 +191,24 @@ def test_gates_survive_state_dict_round_trip_and_give_gradients():
     plain.head_gate.requires_grad_(True)
     plain(x).pow(2).sum().backward()
     assert plain.head_gate.grad is not None and plain.head_gate.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("backend", ["auto", "sdpa"])
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_key_padding_short_path_matches_the_math_backend(backend, kv_heads):
+    """An encoder's key-padding pattern goes to SDPA without the dispatcher (lengths or a
+    keep-mask, grouped heads, a batch row with no key at all): the float64 math backend's
+    output, zeros from attention in the row with no key."""
+    torch.manual_seed(3)
+    mha = MultiHeadAttention(32, 4, num_kv_heads=kv_heads, backend=backend).double().eval()
+    x = torch.randn(3, 9, 32, dtype=torch.float64)
+    keep = torch.arange(9)[None] < torch.tensor([9, 4, 0])[:, None]
+    for mask in (M.key_padding(torch.tensor([9, 4, 0])), M.key_padding(keep)):
+        got = mha(x, mask=mask)
+        mha.backend = "math"
+        expect = mha(x, mask=mask)
+        mha.backend = backend
+        torch.testing.assert_close(got, expect)
+        torch.testing.assert_close(got[2], mha.out_proj.bias.expand(9, 32))
+    with pytest.raises(ValueError, match="keep-mask has 9 keys"):
+        mha(x[:, :8], mask=M.key_padding(keep))
