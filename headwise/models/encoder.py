@@ -187,9 +187,10 @@ class TransformerEncoder(nn.Module):
             keep = attention_mask.bool()
             if bool(keep.all()):
                 keep = None
-        if self.pattern is not None:
-            return self.pattern if keep is None else self.pattern & M.key_padding(keep)
-        return None if keep is None else keep[:, None, None, :]
+        if keep is None:
+            return self.pattern
+        padding = M.key_padding(keep)  # one row of keys per batch row, straight onto SDPA
+        return padding if self.pattern is None else self.pattern & padding
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None) -> Tensor:
