@@ -32,7 +32,9 @@ Three parts, each one record per run (``--threads``) in ``results/cpu_finetune_r
   bf16 autocast, and the weights cast to bf16, in interleaved rounds; p50 per round and
   the bf16 / fp32 ratio's interval.
 
-Records of another CPU model are kept beside the earlier machine's, not instead of them.
+Records of another machine (another CPU model, or the same one with other BF16 flags) are
+kept beside the earlier machine's, not instead of them. On a CPU without native BF16 the bf16
+configurations run ``--emulated-bf16-steps`` timed steps a round (torch emulates bf16 there).
 The choice of ``precision="auto"`` on this machine (flags, probe) is recorded with each run.
 transformers' ``Trainer`` needs ``accelerate``; without it that configuration is recorded as
 not measured, with the reason.
