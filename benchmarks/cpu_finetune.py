@@ -292,7 +292,9 @@ def throughput(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
                 models[key] = setup.headwise_model(trimmed=variant == "trimmed")
     runs: dict[str, list[list[float]]] = {name: [] for name, *_ in CONFIGS}
     configs = list(CONFIGS)
-    native = native_bf16()
+    from headwise.train.precision import native_bf16_flags
+
+    native = bool(native_bf16_flags())
     steps = {name: args.steps if precision == "fp32" or native else args.emulated_bf16_steps
              for name, _, precision, _ in CONFIGS}
     for r in range(args.rounds):
@@ -321,14 +323,6 @@ def throughput(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
             "mean_tokens": statistics.fmean(tokens), "batch": args.batch, "steps": args.steps,
             "native_bf16": native, "steps_by_config": steps,
             "rounds": args.rounds, "max_length": args.max_length}
-
-
-def native_bf16() -> bool:
-    """Whether this CPU has native BF16 instructions (a flag of
-    ``headwise.train.precision.BF16_CPU_FLAGS``); without them torch emulates bf16."""
-    from headwise.train.precision import BF16_CPU_FLAGS, cpu_flags
-
-    return bool(set(BF16_CPU_FLAGS) & cpu_flags())
 
 
 def matmul_rate(dtype_name: str, n: int = 1024, repeats: int = 5) -> float:

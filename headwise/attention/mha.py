@@ -25,8 +25,8 @@ from torch import Tensor, nn
 
 from headwise.attention.cache import KVCache
 from headwise.attention.capture import active_capture
-from headwise.attention.kernels import BACKENDS, SPARSE_MIN_LEN, attend, sdpa_attention
-from headwise.attention.masks import AttentionPattern, KeyPadding, as_pattern
+from headwise.attention.kernels import BACKENDS, attend, sdpa_attention, select_backend
+from headwise.attention.masks import AttentionPattern, as_pattern
 from headwise.attention.positions import RotaryEmbedding
 
 FUSIONS = ("concat", "glu")
@@ -221,35 +221,27 @@ class MultiHeadAttention(nn.Module):
 
     def _direct_sdpa(self, q: Tensor, k: Tensor, v: Tensor, mask, bias: Tensor | None,
                      dropout_p: float) -> Tensor | None:
-        """The common case straight on ``F.scaled_dot_product_attention``, or None.
+        """The common case straight on SDPA, or None.
 
-        With no mask (or a causal pattern SDPA's ``is_causal`` expresses exactly), no bias
-        and backend "auto"/"sdpa", the dispatcher picks SDPA anyway (see
-        :func:`~headwise.attention.kernels.select_backend`); calling it here
-        skips the per-call validation and dispatch, which is measurable at short lengths.
-        The shapes were built by this layer, so there is nothing to validate. The same for
-        an encoder's key-padding pattern of this batch, where "auto" would pick SDPA (below
-        the sparse kernels' length) or the backend is "sdpa": it goes to SDPA as one row of
-        keys per batch row (:func:`~headwise.attention.kernels.sdpa_attention`).
+        With no mask, or a pattern for this batch for which the dispatcher picks SDPA (see
+        :func:`~headwise.attention.kernels.select_backend`: a causal one, an encoder's key
+        padding, any pattern below the sparse kernels' length), no bias and backend
+        "auto"/"sdpa", this calls SDPA (:func:`~headwise.attention.kernels.sdpa_attention`:
+        ``is_causal`` where it expresses the pattern, else the smallest mask that
+        broadcasts) without :func:`~headwise.attention.kernels.attend`'s per-call
+        validation, which is measurable at short lengths: the shapes were built by this
+        layer, so there is nothing to validate.
         """
         if bias is not None or self.backend not in ("auto", "sdpa"):
             return None
-        is_causal = False
-        if mask is not None:
-            if not isinstance(mask, AttentionPattern):
-                return None
-            if isinstance(mask, KeyPadding):
-                longest = max(q.shape[2], k.shape[2])
-                if mask.batch_size != q.shape[0] or (self.backend == "auto"
-                                                     and longest >= SPARSE_MIN_LEN):
-                    return None
-                return sdpa_attention(q, k, v, mask, None, q.shape[-1] ** -0.5, dropout_p)
-            align = mask.causal_alignment()
-            if align is None or (align != "top_left" and q.shape[2] != k.shape[2]):
-                return None
-            is_causal = True
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal,
-                                              enable_gqa=q.shape[1] != k.shape[1])
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p,
+                                                  enable_gqa=q.shape[1] != k.shape[1])
+        if not isinstance(mask, AttentionPattern) or mask.batch_size not in (None, q.shape[0]):
+            return None
+        if self.backend == "auto" and select_backend(q, k, mask, dropout_p=dropout_p) != "sdpa":
+            return None
+        return sdpa_attention(q, k, v, mask, None, q.shape[-1] ** -0.5, dropout_p)
 
     @staticmethod
     def _merge_cache_mask(mask, cache_mask: Tensor | None, cache: KVCache):

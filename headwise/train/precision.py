@@ -28,7 +28,7 @@ from torch import Tensor
 
 __all__ = ["BF16_CPU_FLAGS", "MIN_BF16_SPEEDUP", "MixedPrecision", "PrecisionChoice",
            "auto_cpu_precision", "bf16_probe_speedup", "choose_cpu_precision", "cpu_flags",
-           "resolve_precision"]
+           "native_bf16_flags", "resolve_precision"]
 
 #: CPU flags (``/proc/cpuinfo``) of native BF16 arithmetic: AVX-512 BF16 and AMX
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -112,11 +112,18 @@ def bf16_probe_speedup(tokens: int = 128, dim: int = 256, hidden: int = 1024,
     return min(fp32) / max(min(bf16), 1e-9)
 
 
+def native_bf16_flags(flags: Iterable[str] | None = None) -> list[str]:
+    """The native BF16 flags (:data:`BF16_CPU_FLAGS`) among ``flags`` (default: this CPU's,
+    :func:`cpu_flags`); empty where torch emulates bf16."""
+    have = set(cpu_flags() if flags is None else flags)
+    return [f for f in BF16_CPU_FLAGS if f in have]
+
+
 def choose_cpu_precision(flags: Iterable[str], probe: Callable[[], float]) -> PrecisionChoice:
     """``auto`` on the CPU: bf16 when ``flags`` name native BF16 (:data:`BF16_CPU_FLAGS`)
     and ``probe()`` (bf16's speed-up, as :func:`bf16_probe_speedup`) reaches
     :data:`MIN_BF16_SPEEDUP`; fp32 otherwise. ``probe`` is not called without the flags."""
-    native = [f for f in BF16_CPU_FLAGS if f in set(flags)]
+    native = native_bf16_flags(flags)
     if not native:
         return PrecisionChoice("fp32", "auto: fp32, the CPU has no native BF16 (no "
                                f"{' or '.join(BF16_CPU_FLAGS)} flag), where bf16 is emulated "

@@ -69,10 +69,12 @@ def test_nothing_recorded_outside_and_fused_path_untouched(monkeypatch):
     assert calls[2:] == ["direct-sdpa", "direct-sdpa"]
     model(x, M.key_padding([3]))  # the encoder's padding pattern: straight onto SDPA too
     assert calls[4:] == ["direct-sdpa", "direct-sdpa"]
-    # at the sparse kernels' length the dispatcher decides (here: the sdpa backend, which
-    # calls SDPA itself, as the spy also sees)
-    model(torch.randn(1, 1024, 16), M.key_padding([1000]))
-    assert calls[6:] == ["auto", "direct-sdpa", "auto", "direct-sdpa"]
+    long = torch.randn(1, 1024, 16)
+    model(long, M.key_padding([1000]))  # long, but dense: the dispatcher would pick SDPA
+    assert calls[6:] == ["direct-sdpa", "direct-sdpa"]
+    # a pattern the dispatcher gives a sparse kernel goes through it (no SDPA call)
+    model(long, M.sliding_window(16))
+    assert calls[8:] == ["auto", "auto"]
     del calls[:]
     with capture_attention(modules=[model.layers[1]]) as cap:
         model(x)
@@ -81,7 +83,8 @@ def test_nothing_recorded_outside_and_fused_path_untouched(monkeypatch):
 
 def test_direct_sdpa_path_equals_dispatcher():
     torch.manual_seed(0)
-    for num_kv, mask in [(4, None), (2, M.causal()), (1, M.causal("bottom_right"))]:
+    for num_kv, mask in [(4, None), (2, M.causal()), (1, M.causal("bottom_right")),
+                         (2, M.sliding_window(3) & M.key_padding([7, 4]))]:
         layer = MultiHeadAttention(16, 4, num_kv_heads=num_kv).eval()
         x = torch.randn(2, 7, 16)
         ref = MultiHeadAttention(16, 4, num_kv_heads=num_kv, backend="math").eval()

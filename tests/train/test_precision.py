@@ -25,6 +25,7 @@ from headwise.train.precision import (
     bf16_probe_speedup,
     choose_cpu_precision,
     cpu_flags,
+    native_bf16_flags,
     resolve_precision,
 )
 
@@ -40,6 +41,13 @@ def test_no_native_bf16_is_fp32_without_probing(flags):
     choice = choose_cpu_precision(flags, _never)
     assert choice.precision == "fp32"
     assert "no native BF16" in choice.reason and "avx512_bf16" in choice.reason
+
+
+def test_native_bf16_flags_names_the_bf16_instructions_among_the_flags():
+    assert native_bf16_flags({"avx2", "fma"}) == []
+    assert native_bf16_flags(["amx_bf16", "avx512f", "avx512_bf16"]) == ["avx512_bf16",
+                                                                          "amx_bf16"]
+    assert native_bf16_flags() == native_bf16_flags(cpu_flags())  # default: this CPU
 
 
 @pytest.mark.parametrize("flag", ["avx512_bf16", "amx_bf16"])
