@@ -14,6 +14,7 @@ from headwise.intent import IntentClassifier, IntentRecipe, train_intent_classif
 transformers = pytest.importorskip("transformers")
 from answers import confidence_of, intent_of  # noqa: E402
 from hf_checkpoints import chinese_bert, xlmr_unigram  # noqa: E402
+from threads import one_thread  # noqa: E402
 
 ROWS = [("我的信用卡被冻结了", "freeze"), ("卡被冻结了怎么解冻", "freeze"),
         ("my card is frozen", "freeze"), ("我的card被冻结了", "freeze"),
@@ -43,12 +44,14 @@ def trained(xlmr, tmp_path_factory):
     """The tiny encoder fine-tuned under ``precision: auto`` with the machine's bf16 probe
     answering "no faster": auto then takes fp32 on every machine (on one with native BF16
     the timing probe could flip with the load, and a bf16-trained model's margins moved
-    int8's agreement past its bound once in a loaded run)."""
+    int8's agreement past its bound once in a loaded run), on one intra-op thread: the
+    same model whatever the worker's thread count (in a full parallel run the model once
+    came out with int8 probabilities 0.057 from fp32; alone, within the bound)."""
     from headwise.train import precision
 
     out = tmp_path_factory.mktemp("run")
     notes: list[str] = []
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, one_thread():
         mp.setattr(precision, "auto_cpu_precision", lambda: precision.choose_cpu_precision(
             precision.cpu_flags(), lambda: 0.0))
         result = train_intent_classifier(ROWS * 2, ROWS, _recipe(xlmr), out_dir=out / "m",
