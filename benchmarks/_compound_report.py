@@ -368,8 +368,87 @@ def targets_table(runs: list[dict[str, Any]]) -> str:
         m, low, high = _median_interval(times)
         verdict = judge(Interval(-m, -high, -low), -P50_TARGET_MS)
         rows.append([f"single-query p50 on onnxruntime <= {P50_TARGET_MS:.0f} ms",
-                     LABEL[chosen["e5"]], f"{m:.2f} [{low:.2f}, {high:.2f}] ms", verdict])
+                     LABEL[chosen["e5"]] + " (float32 export)",
+                     f"{m:.2f} [{low:.2f}, {high:.2f}] ms", verdict])
+    int8 = int8_runs(e5)
+    if int8:
+        from _verdicts import paired_difference
+
+        m, low, high = _median_interval([t for r in int8 for t in r["latencies_ms"]])
+        d = paired_difference(rule_outcomes(int8, rule), rule_outcomes(e5, rule))
+        rows.append([f"single-query p50 on onnxruntime <= {P50_TARGET_MS:.0f} ms",
+                     f"{LABEL[chosen['e5']]}, served from its int8 export (exact match "
+                     f"{_share(rule_outcomes(int8, rule)).pct(1)}, int8 - float32 "
+                     f"{d.points(1)} points)", f"{m:.2f} [{low:.2f}, {high:.2f}] ms",
+                     judge(Interval(-m, -high, -low), -P50_TARGET_MS)])
     return H.markdown_table(["target", "model", "measured [95 %]", "verdict"], rows)
+
+
+def int8_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same runs as their int8 export answered (``int8`` in a record,
+    ``benchmarks/compound.py``'s ``int8_run``): each run's per-question outcome, the test
+    outcomes of its threshold rules (the float32 model's thresholds, never re-tuned) and
+    its single-query times replaced by the int8 file's; empty unless every run has one."""
+    if not runs or not all(r.get("int8") for r in runs):
+        return []
+    out = []
+    for r in runs:
+        q = r["int8"]
+        rules = {k: {**v, "test_right": q["threshold_rules"][k]["test_right"]}
+                 for k, v in (r.get("threshold_rules") or {}).items()
+                 if k in q.get("threshold_rules", {})}
+        out.append({**r, "per_question": q["per_question"], "threshold_rules": rules or None,
+                    "latencies_ms": q["latencies_ms"], "p50_ms": q["p50_ms"],
+                    "p50_runtime": "onnx int8"})
+    return out
+
+
+def _p50_cell(runs: list[dict[str, Any]]) -> str:
+    m, low, high = _median_interval([t for r in runs for t in r.get("latencies_ms", [])])
+    return f"{m:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def int8_table(runs: list[dict[str, Any]]) -> str:
+    """Each family's chosen Transformer configuration served from its float32 and its int8
+    export (the same trained weights): exact match under the rule chosen on validation
+    (each with its interval, and int8 - float32 paired over the test questions), slot span
+    F1, end-to-end values, the single-query p50 and the share of the probe batches'
+    intent sets and BIO tags the int8 file decides as PyTorch does."""
+    from _verdicts import paired_difference
+
+    detailed, rows = _detailed(runs), []
+    for family, config in chosen_configs(runs).items():
+        fp32 = detailed[config]
+        int8 = int8_runs(fp32)
+        if not int8:
+            continue
+        rule = chosen_rule(fp32)
+        a, b = rule_outcomes(fp32, rule), rule_outcomes(int8, rule)
+        everything = list(range(len(fp32[0]["per_question"])))
+        spans = [_ci(_intervals(x, everything).get("span_f1")) for x in (fp32, int8)]
+        values = [f"{name} " + _ci(value_intervals(int8, name)) for name in VALUE_SLOTS
+                  if value_intervals(int8, name) is not None]
+        probe = [r["int8"]["probe"] for r in fp32]
+        valid = [100 * statistics.fmean(x) for x in
+                 ([r["valid"]["exact_match"] for r in fp32],
+                  [r["int8"]["valid_exact_match"] for r in fp32])]
+        rows.append([family, LABEL[config], str(len(fp32)), RULE_NAMES[rule],
+                     f"{valid[0]:.1f} / {valid[1]:.1f}",
+                     _share(a).pct(1), _share(b).pct(1), paired_difference(b, a).points(1),
+                     f"{spans[0]} / {spans[1]}", "; ".join(values) or "-",
+                     f"{_p50_cell(fp32)} / {_p50_cell(int8)}",
+                     f"{100 * min(x['intent_sets_equal'] for x in probe):.0f} % / "
+                     f"{100 * min(x['tags_equal'] for x in probe):.0f} %",
+                     f"{statistics.fmean(r['int8']['size_mb'] for r in fp32):.0f}"])
+    if not rows:
+        return "(no run of a chosen configuration has an int8 export measured yet)"
+    return H.markdown_table(
+        ["family", "configuration", "seeds", "threshold rule", "valid exact match %, "
+         "float32 / int8 (saved thresholds)", "test exact match % [95 %], float32",
+         "int8 [95 %]", "int8 - float32 (points) [95 %]", "slot span F1 % [95 %], float32 / int8",
+         "int8 values end to end % [95 %]", "single-query p50 ms [95 %], float32 / int8",
+         "probe batches decided as PyTorch (worst seed): intent sets / BIO tags",
+         "int8 file MB"], rows)
 
 
 #: the TF-IDF floor of the NLU++ low-data target, and the family judged against it
@@ -674,6 +753,15 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path, draw: bo
         "End-to-end value accuracy per slot type (span exact and normalised value right):",
         "",
         compound_value_table(good),
+        "",
+        "The same trained models served from their int8 export (`headwise export --int8`: "
+        "dynamic quantisation, weights int8 per channel; runtime auto serves the file as "
+        "it would the float32 one). Its thresholds are the float32 model's, never tuned "
+        "again; the difference is paired over the test questions, each side averaged over "
+        "its seeds. Probe batches: the random padded batches every export is checked on "
+        "(`check_onnx`), the share whose decisions equal PyTorch's:",
+        "",
+        int8_table(good),
     ]
     if failed:
         parts += ["", "Runs that did not finish: " + "; ".join(failed)]

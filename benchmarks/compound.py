@@ -20,7 +20,10 @@ Settings (NLU++ banking, ``../shared/data/nlupp_banking``, read in place):
   taken back, numbers in the second request held out like templates). Its runs also record
   the single-query p50 latency: of a Transformer joint model on onnxruntime (its checked
   export, the path runtime auto serves; PyTorch's p50 is recorded beside it), of the BiLSTM
-  on PyTorch (it has no export).
+  on PyTorch (it has no export). A Transformer joint model is also served from its int8
+  export (``headwise export --int8``), the same trained weights: its answers, its
+  validation exact match and its p50 are recorded beside the float32 ones (``int8``,
+  :func:`int8_run`).
 
 Every run records each test question's outcome (its predicted intents and, for a joint
 model, its predicted slot spans and whether each gold value came out right), so the section
@@ -346,13 +349,14 @@ def latency(clf: Any, texts: list[str], model_dir: Path, threads: int) -> dict[s
             "p50_runtime": "onnx"}
 
 
-def per_question(clf: Any, test: list, reference: Any) -> list[dict[str, Any]]:
-    """Each test question's outcome: predicted intents, predicted slot spans (name, start,
-    end), and for each gold slot with a value (in :func:`questions_of`' order) whether
-    the predicted span is exact and its normalised value right (``values``: 0/1)."""
+def per_question(preds: list, test: list) -> list[dict[str, Any]]:
+    """Each test question's outcome from a model's answers to them (``preds``, the
+    :class:`~headwise.intent.prediction.Prediction` of each): predicted intents, predicted
+    slot spans (name, start, end), and for each gold slot with a value (in
+    :func:`questions_of`' order) whether the predicted span is exact and its normalised
+    value right (``values``: 0/1)."""
     from headwise.intent.evaluation import _same
 
-    preds = clf.predict([e.text for e in test], top_k=1, reference_date=reference)
     out = []
     for e, p in zip(test, preds, strict=True):
         found = {(s.name, s.start, s.end): s.value for s in p.slots}
@@ -368,6 +372,10 @@ def per_question(clf: Any, test: list, reference: Any) -> list[dict[str, Any]]:
 #: the threshold rules every network run is scored under (issue 34, fixed before their first
 #: run): each is tuned on the run's validation rows (``task.threshold_metric``)
 RULES = ("micro_f1", "exact_match")
+
+
+def _right_string(right: Any) -> str:
+    return "".join("1" if x else "0" for x in right)
 
 
 def threshold_rules(clf: Any, valid: list, test: list, seed: int) -> dict[str, Any]:
@@ -399,8 +407,61 @@ def threshold_rules(clf: Any, valid: list, test: list, seed: int) -> dict[str, A
         test_right = (decide(t_probs, th) == t_gold).all(1)
         out[rule] = {"valid_crossfit": float(right.mean()), "thresholds": th.to_dict(),
                      "test_exact_match": float(test_right.mean()),
-                     "test_right": "".join("1" if x else "0" for x in test_right)}
+                     "test_right": _right_string(test_right)}
     return out
+
+
+def int8_run(clf: Any, fp32_onnx: Path, valid: list, test: list, rules: dict[str, Any] | None,
+             gold: dict[str, Any], threads: int) -> dict[str, Any]:
+    """The same trained model served from its int8 export (``headwise export --int8``:
+    :func:`headwise.onnx.export.quantize_int8` of the checked float32 export
+    ``fp32_onnx``), as runtime auto would serve that file: its answers to the test
+    questions at the saved thresholds (encoded as the run's own, :func:`encode_answers`),
+    each test question's exact-match outcome under each threshold rule at the float32
+    model's thresholds (``rules``, from :func:`threshold_rules`: what an int8 file of a
+    model trained with that rule answers; the int8 file is never re-tuned), its
+    validation exact match at the saved thresholds, the probe batches' agreement with
+    PyTorch (:func:`~headwise.intent.inference.load.compare_joint`) and its single-query
+    times."""
+    import statistics
+
+    import numpy as np
+
+    from headwise.demo.values import REFERENCE_DATE
+    from headwise.intent.compound.thresholds import Thresholds, decide
+    from headwise.intent.inference import CompoundPredictor
+    from headwise.intent.inference.load import compare_joint
+    from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
+    from headwise.intent.training.compound import compound_targets
+    from headwise.onnx.export import probe_batches, quantize_int8
+
+    path = quantize_int8(fp32_onnx, fp32_onnx.with_name("model.int8.onnx"))
+    runtime = OnnxRuntime(path, threads=threads)
+    predictor = CompoundPredictor(clf, runtime)
+    texts = [e.text for e in test]
+    found, _ = predictor.predictions(texts, top_k=1, reference_date=REFERENCE_DATE)
+    rec: dict[str, Any] = {"answers": encode_answers(per_question(found, test), gold),
+                           "size_mb": path.stat().st_size / 1e6}
+    v_found, _ = predictor.predictions([e.text for e in valid], top_k=1)
+    v_gold = compound_targets(valid, clf.intents)
+    v_pred = np.zeros_like(v_gold)
+    for i, p in enumerate(v_found):
+        for name, _ in p.intents:
+            v_pred[i, clf.intents.index(name)] = 1
+    rec["valid_exact_match"] = float((v_pred == v_gold).all(1).mean())
+    if rules:
+        probs = predictor.probabilities(texts, predictor.run(predictor.encode_truncated(texts)))
+        t_gold = compound_targets(test, clf.intents)
+        rec["threshold_rules"] = {
+            rule: {"test_right": _right_string(
+                (decide(probs, Thresholds.from_dict(r["thresholds"])) == t_gold).all(1))}
+            for rule, r in rules.items()}
+    tok = clf.tokenizer
+    rec["probe"] = compare_joint(clf, TorchRuntime(clf.model), runtime,
+                                 probe_batches(tok.vocab_size, clf.max_length,
+                                               pad_id=tok.pad_token_id))
+    times = _times_ms(lambda text: predictor.predictions([text], top_k=1), texts)
+    return {**rec, "p50_ms": statistics.median(times), "latencies_ms": times}
 
 
 def questions_of(test: list, slices: list[list[str]] | None, known: set[str]
@@ -594,10 +655,14 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                                   for nb in clf.model.encoder.number_bias]
         if valid and len(valid) >= 4:  # two halves of at least two rows
             rec["threshold_rules"] = threshold_rules(clf, valid, test, spec["seed"])
-        rec["answers"] = encode_answers(per_question(clf, test, REFERENCE_DATE), gold)
+        preds = clf.predict([e.text for e in test], top_k=1, reference_date=REFERENCE_DATE)
+        rec["answers"] = encode_answers(per_question(preds, test), gold)
         rec["questions"] = questions
         if detailed:
             rec.update(latency(clf, [e.text for e in test], out, spec["threads"]))
+            if rec["p50_runtime"] == "onnx":
+                rec["int8"] = int8_run(clf, out / "model.onnx", valid, test,
+                                       rec.get("threshold_rules"), gold, spec["threads"])
         return rec
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -620,6 +685,9 @@ def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
                              f"{r['questions']}, which {questions_path(path)} lacks")
         qs = sets[r["questions"]]
         r["per_question"] = _joined(qs, decode_answers(r.pop("answers"), qs))
+        if "int8" in r:
+            r["int8"]["per_question"] = _joined(qs, decode_answers(r["int8"].pop("answers"),
+                                                                   qs))
         if qs.get("slices") is not None:
             r["slices"] = qs["slices"]
     return runs

@@ -303,3 +303,79 @@ def test_a_run_is_scored_under_both_threshold_rules():
     assert out["micro_f1"]["test_right"].count("1") == 30
     assert out["exact_match"]["thresholds"]["metric"] == "exact_match"
     assert out["exact_match"]["thresholds"]["additional"] is not None
+
+
+def _int8_of(run: dict, wrong: set[int], times: list[float]) -> dict:
+    """``run`` with an int8 copy whose answers are the float32 ones except ``wrong`` (their
+    predicted intents emptied), as :func:`compound.done_runs` gives it."""
+    answers = [dict(q, pred=[] if i in wrong and q["gold"] else q["pred"])
+               for i, q in enumerate(run["per_question"])]
+    return {**run, "int8": {"per_question": answers, "latencies_ms": times,
+                            "p50_ms": float(np.median(times)), "valid_exact_match": 0.5,
+                            "probe": {"intent_sets_equal": 0.95, "tags_equal": 1.0},
+                            "size_mb": 120.0}}
+
+
+def test_the_int8_export_is_reported_beside_float32_and_judged_on_its_p50():
+    """Every e5 question right in float32; the int8 copy misses the questions in ``wrong``:
+    its exact match, the paired difference and its p50 target read the int8 answers and
+    times, the float32 row stays as it was."""
+    e5 = []
+    for s in range(2):
+        r = {**_run(s, "e5"), "latencies_ms": [12.0 + 0.01 * i for i in range(100)]}
+        for q in r["per_question"]:
+            q["pred"] = q["gold"]
+            q["values"] = [[n, 1] for n, _ in q["values"]]
+        e5.append(r)
+    answered = [i for i, q in enumerate(e5[0]["per_question"]) if q["gold"]]
+    wrong = set(answered[:6])
+    runs = [_int8_of(r, wrong, [6.0 + 0.01 * i for i in range(100)]) for r in e5]
+    lines = [ln for ln in R.targets_table(runs).splitlines()
+             if ln.startswith("| single-query p50")]
+    assert len(lines) == 2
+    assert "(float32 export)" in lines[0] and "| FAIL |" in lines[0]
+    assert "int8 export" in lines[1] and "| PASS |" in lines[1] and "6.50" in lines[1]
+    share = np.mean([np.mean([set(q["gold"]) == set(q["pred"])
+                              for q in r["int8"]["per_question"]]) for r in runs])
+    assert share < 1
+    assert f"exact match {100 * share:.1f} [" in lines[1]
+    assert f"int8 - float32 {100 * (share - 1):+.1f} [" in lines[1]
+    int8 = R.int8_runs(runs)
+    assert [r["p50_runtime"] for r in int8] == ["onnx int8"] * 2
+    assert all(r["per_question"] is q["int8"]["per_question"] for r, q in
+               zip(int8, runs, strict=True))
+    table = R.int8_table(runs)
+    assert "| e5 |" in table and f"{100 * share:.1f} [" in table and "95 % / 100 %" in table
+    assert R.int8_runs(e5) == [] and R.int8_table(e5).startswith("(no run")
+
+
+def test_int8_run_serves_the_trained_model_from_its_int8_export(trained_compound_dir,
+                                                               compound_corpus, tmp_path):
+    """The benchmark's int8 pass on a tiny trained compound model: answers encoded against
+    the test set like the run's own, close to float32's; the validation exact match is the
+    share of whole intent sets right (here validation = test); each rule's outcomes at the
+    float32 thresholds; the probe's agreement; one time per question."""
+    from headwise.intent.compound.classifier import CompoundClassifier
+    from headwise.intent.inference.load import export_checked_onnx
+
+    clf = CompoundClassifier.load(trained_compound_dir)
+    rows = compound_corpus
+    gold = C.questions_of(rows, None, {i for e in rows for i in e.intents})
+    export_checked_onnx(clf, tmp_path / "model.onnx", model_dir=trained_compound_dir)
+    rules = C.threshold_rules(clf, rows, rows, seed=0)
+    rec = C.int8_run(clf, tmp_path / "model.onnx", rows, rows, rules, gold, threads=1)
+    assert (tmp_path / "model.int8.onnx").is_file() and rec["size_mb"] > 0
+    answers = C.decode_answers(rec["answers"], gold)
+    fp32 = C.per_question(clf.predict([e.text for e in rows], top_k=1), rows)
+    same = np.mean([a["pred"] == b["pred"] and a["pred_spans"] == b["pred_spans"]
+                    for a, b in zip(answers, fp32, strict=True)])
+    assert same >= 0.9
+    right = [sorted(a["pred"]) == g for a, g in zip(answers, gold["gold"], strict=True)]
+    assert rec["valid_exact_match"] == pytest.approx(np.mean(right))
+    for rule in C.RULES:
+        got = rec["threshold_rules"][rule]["test_right"]
+        assert len(got) == len(rows) and set(got) <= {"0", "1"}
+        agree = np.mean([a == b for a, b in zip(got, rules[rule]["test_right"], strict=True)])
+        assert agree >= 0.9, rule
+    assert 0.9 <= rec["probe"]["intent_sets_equal"] <= 1.0
+    assert len(rec["latencies_ms"]) == len(rows) and rec["p50_ms"] > 0
