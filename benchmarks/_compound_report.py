@@ -187,9 +187,8 @@ def _intervals(runs: list[dict[str, Any]], rows: list[int],
 
     if not rows:
         return {}
-    if minus is not None and ([q["gold"] for q in minus[0]["per_question"]]
-                              != [q["gold"] for q in runs[0]["per_question"]]):
-        raise ValueError("a paired difference needs both sides on the same test questions")
+    if minus is not None:
+        _same_questions(runs, minus)
     c = _counts(runs, rows)
     rng = np.random.default_rng(0)
     w = rng.multinomial(len(rows), np.full(len(rows), 1 / len(rows)), size=RESAMPLES)
@@ -351,6 +350,7 @@ def targets_table(runs: list[dict[str, Any]]) -> str:
                  em.pct(1), judge(em, EXACT_TARGET)])
     if "bilstm" in chosen:
         lstm = detailed[chosen["bilstm"]]
+        _same_questions(e5, lstm)
         lstm_rule = chosen_rule(lstm)
         d = paired_difference(rule_outcomes(e5, rule), rule_outcomes(lstm, lstm_rule))
         rows.append([f"exact match >= BiLSTM + {100 * BILSTM_MARGIN:.0f} points",
@@ -637,12 +637,85 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def test_sets(runs: list[dict[str, Any]]) -> list[str]:
+    """The test sets (their ``questions`` ids) the demo-compound runs answered, the newest
+    run's first: the corpus generator has changed between runs, and a run is compared only
+    with runs on its own test questions."""
+    out: list[str] = []
+    for r in sorted((r for r in runs if r["setting"] == DETAILED and r.get("questions")),
+                    key=lambda r: r["date"], reverse=True):
+        if r["questions"] not in out:
+            out.append(r["questions"])
+    return out
+
+
+def on_test_set(runs: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """The runs of the other settings, and the demo-compound runs on test set ``key``."""
+    return [r for r in runs if r["setting"] != DETAILED or r.get("questions") == key]
+
+
+def _same_questions(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
+    """Refuse to pair runs that answered different test questions.
+
+    Raises:
+        ValueError: their gold intents differ, question by question.
+    """
+    if [q["gold"] for q in a[0]["per_question"]] != [q["gold"] for q in b[0]["per_question"]]:
+        raise ValueError("a paired difference needs both sides on the same test questions")
+
+
+def comparison_part(runs: list[dict[str, Any]]) -> list[str]:
+    """The seed's comparison on one test set: every configuration, the threshold rules,
+    issue 34's targets, slices, values and the int8 export."""
+    return [
+        comparison_table(runs),
+        "",
+        "Threshold rules (issue 34, fixed before their first run): every network run on "
+        "this corpus is also scored with its thresholds chosen for exact match "
+        "(`task.threshold_metric=exact_match`: one threshold for the most probable intent, "
+        "one for the others) beside the micro-F1 threshold it was trained with; the same "
+        "trained model, so the difference is the decision rule's alone. Each rule is judged "
+        "on validation exact match cross-fitted over two halves of the validation rows "
+        "(tuned on one half, scored on the other: the rule that maximises exact match is "
+        "not judged on the rows it maximised); a configuration answers with the "
+        "exact-match rule when that mean is higher (a tie keeps micro-F1, the default), "
+        "and the targets below use the rule chosen so. Test exact match of both rules is "
+        "shown either way.",
+        "",
+        threshold_rule_table(runs),
+        "",
+        "Issue 34's targets, judged on the 95 % interval (PASS when it clears the target, "
+        "FAIL when it lies wholly on the wrong side, within noise otherwise):",
+        "",
+        targets_table(runs),
+        "",
+        "Exact match per slice (each family's chosen configuration):",
+        "",
+        slice_table(runs),
+        "",
+        "End-to-end value accuracy per slot type (span exact and normalised value right):",
+        "",
+        compound_value_table(runs),
+        "",
+        "The same trained models served from their int8 export (`headwise export --int8`: "
+        "dynamic quantisation, weights int8 per channel; runtime auto serves the file as "
+        "it would the float32 one). Its thresholds are the float32 model's, never tuned "
+        "again; the difference is paired over the test questions, each side averaged over "
+        "its seeds. Probe batches: the random padded batches every export is checked on "
+        "(`check_onnx`), the share whose decisions equal PyTorch's:",
+        "",
+        int8_table(runs),
+    ]
+
+
 def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path, draw: bool = True
            ) -> str:
     """The whole section; the plot is redrawn into ``results_dir`` unless ``draw`` is
     False."""
     ok = [r for r in runs if r.get("status") == "ok"]
     good = [r for r in ok if not r.get("quick")] or ok  # smoke runs only when nothing else
+    sets = test_sets(good)
+    current = on_test_set(good, sets[0]) if sets else good
     png = results_dir / "compound_cpu.png"
     if good and draw:
         plot(good, png)
@@ -693,7 +766,7 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path, draw: bo
         "",
         "### Effect of the number-aware heads (paired by seed)",
         "",
-        number_effect(good),
+        number_effect(current),
         "",
         "### Demo corpus: normalised values per slot type",
         "",
@@ -723,46 +796,21 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path, draw: bo
         "every seed). Latency: one question at a time, the median of 100 test questions, "
         "on the runtime named: onnxruntime for a Transformer joint model (its checked "
         "export, as runtime auto serves it), PyTorch for the BiLSTM (no export); rows "
-        "measured before joint models had an export say torch.",
+        "measured before joint models had an export say torch."
+        + (f" The current corpus: test set `{sets[0]}` (`compound_runs.questions.jsonl`); "
+           "runs on an earlier version of the corpus follow in their own subsection."
+           if len(sets) > 1 else ""),
         "",
-        comparison_table(good),
-        "",
-        "Threshold rules (issue 34, fixed before their first run): every network run on "
-        "this corpus is also scored with its thresholds chosen for exact match "
-        "(`task.threshold_metric=exact_match`: one threshold for the most probable intent, "
-        "one for the others) beside the micro-F1 threshold it was trained with; the same "
-        "trained model, so the difference is the decision rule's alone. Each rule is judged "
-        "on validation exact match cross-fitted over two halves of the validation rows "
-        "(tuned on one half, scored on the other: the rule that maximises exact match is "
-        "not judged on the rows it maximised); a configuration answers with the "
-        "exact-match rule when that mean is higher (a tie keeps micro-F1, the default), "
-        "and the targets below use the rule chosen so. Test exact match of both rules is "
-        "shown either way.",
-        "",
-        threshold_rule_table(good),
-        "",
-        "Issue 34's targets, judged on the 95 % interval (PASS when it clears the target, "
-        "FAIL when it lies wholly on the wrong side, within noise otherwise):",
-        "",
-        targets_table(good),
-        "",
-        "Exact match per slice (each family's chosen configuration):",
-        "",
-        slice_table(good),
-        "",
-        "End-to-end value accuracy per slot type (span exact and normalised value right):",
-        "",
-        compound_value_table(good),
-        "",
-        "The same trained models served from their int8 export (`headwise export --int8`: "
-        "dynamic quantisation, weights int8 per channel; runtime auto serves the file as "
-        "it would the float32 one). Its thresholds are the float32 model's, never tuned "
-        "again; the difference is paired over the test questions, each side averaged over "
-        "its seeds. Probe batches: the random padded batches every export is checked on "
-        "(`check_onnx`), the share whose decisions equal PyTorch's:",
-        "",
-        int8_table(good),
+        *comparison_part(current),
     ]
+    for key in sets[1:]:
+        parts += ["", f"### The seed's comparison {H.EARLIER_MARK}corpus: test set {key})", "",
+                  "Runs on the demo corpus as the generator made it before a later change "
+                  "(other test questions: test set `" + key + "` in "
+                  "`compound_runs.questions.jsonl`), kept as they were measured and compared "
+                  "only with each other; a configuration and seed run again on the current "
+                  "corpus is shown above only (the last record of each wins).", "",
+                  *comparison_part(on_test_set(good, key))]
     if failed:
         parts += ["", "Runs that did not finish: " + "; ".join(failed)]
     return "\n".join(parts)

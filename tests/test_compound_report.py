@@ -379,3 +379,38 @@ def test_int8_run_serves_the_trained_model_from_its_int8_export(trained_compound
         assert agree >= 0.9, rule
     assert 0.9 <= rec["probe"]["intent_sets_equal"] <= 1.0
     assert len(rec["latencies_ms"]) == len(rows) and rec["p50_ms"] > 0
+
+
+def test_runs_on_another_test_set_are_never_compared_with_the_current_ones():
+    """The generator changed between runs: the newest run's test set is the current one;
+    runs on an earlier one get a subsection of their own (left out of the headline's
+    tally), and pairing runs across test sets is refused."""
+    import _harness as H
+
+    def on(base: int, config: str, seed: int, key: str, date: str) -> dict:
+        """A run on the test set of ``_run(base)``, wrong on every (seed + 3)-th question."""
+        run = _run(base, config)
+        for i, q in enumerate(run["per_question"]):
+            if i % (seed + 3) == 0:
+                q["pred"] = [] if q["gold"] else ["a"]
+        return {**run, "seed": seed, "questions": key, "date": date, "command": "c",
+                "train_seconds": 1.0}
+
+    old = [on(0, "bilstm", s, "old", "2026-12-01 10:00 UTC") for s in range(2)]
+    new = [on(1, "bilstm", s, "new", "2026-12-02 10:00 UTC") for s in range(2)]
+    e5 = [on(1, "e5", s, "new", "2026-12-02 11:00 UTC") for s in range(2)]
+    runs = old + new + e5
+    assert R.test_sets(runs) == ["new", "old"]
+    assert R.on_test_set(runs, "old") == old
+    other = {**_run(0), "setting": "nlupp-full"}
+    assert R.on_test_set([other, *old], "new") == [other]
+    with pytest.raises(ValueError, match="same test questions"):
+        R.targets_table(e5 + old)
+    body = R.render(runs, Path("."), Path("."), draw=False)
+    earlier = body.index("### The seed's comparison (an earlier corpus: test set old)")
+    assert "test set `new`" in body[:earlier]
+    current = "\n".join(H.current_lines(body))
+    assert "test set old" not in current and "exact match >= 89 %" in current
+    # the BiLSTM margin is judged against the BiLSTM of the current test set only
+    margin = [ln for ln in current.splitlines() if ln.startswith("| exact match >= BiLSTM")]
+    assert len(margin) == 1
