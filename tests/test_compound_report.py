@@ -415,3 +415,24 @@ def test_runs_on_another_test_set_are_never_compared_with_the_current_ones():
     # the BiLSTM margin is judged against the BiLSTM of the current test set only
     margin = [ln for ln in current.splitlines() if ln.startswith("| exact match >= BiLSTM")]
     assert len(margin) == 1
+
+
+def test_a_records_int8_answers_come_back_whole(tmp_path):
+    """done_runs decodes the int8 file's answers against the run's test set, as the run's
+    own, so the report reads both the same way."""
+    results = tmp_path / "runs.jsonl"
+    gold = {"gold": [["a"], []], "gold_spans": [[["amount", 0, 2]], []],
+            "value_slots": [["amount"], []], "slices": [[], []]}
+    key = C.store_questions(C.questions_path(results), gold)
+    right = [{"pred": ["a"], "pred_spans": [["amount", 0, 2]], "values": [1]},
+             {"pred": [], "pred_spans": [], "values": []}]
+    int8 = [{"pred": ["a"], "pred_spans": [["amount", 0, 3]], "values": [0]}, right[1]]
+    record = {"setting": "demo-compound", "config": "e5", "seed": 0, "questions": key,
+              "answers": C.encode_answers(right, gold),
+              "int8": {"answers": C.encode_answers(int8, gold), "p50_ms": 1.0}}
+    results.write_text(json.dumps(record) + "\n")
+    run = C.done_runs(results)[("demo-compound", "e5", 0)]
+    assert [q["pred_spans"] for q in run["int8"]["per_question"]] == [[["amount", 0, 3]], []]
+    assert run["int8"]["per_question"][0]["values"] == [["amount", 0]]
+    assert run["per_question"][0]["values"] == [["amount", 1]]
+    assert "answers" not in run["int8"] and run["int8"]["p50_ms"] == 1.0
