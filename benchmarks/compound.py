@@ -420,15 +420,14 @@ def int8_run(clf: Any, fp32_onnx: Path, valid: list, test: list, rules: dict[str
     each test question's exact-match outcome under each threshold rule at the float32
     model's thresholds (``rules``, from :func:`threshold_rules`: what an int8 file of a
     model trained with that rule answers; the int8 file is never re-tuned), its
-    validation exact match at the saved thresholds, the probe batches' agreement with
-    PyTorch (:func:`~headwise.intent.inference.load.compare_joint`) and its single-query
-    times."""
+    validation exact match at the saved thresholds (scored as training scores the float32
+    model's, :func:`headwise.intent.training.compound.tune_compound`), the probe batches'
+    agreement with PyTorch (:func:`~headwise.intent.inference.load.compare_joint`) and its
+    single-query times. Each split is run through the file once."""
     import statistics
 
-    import numpy as np
-
     from headwise.demo.values import REFERENCE_DATE
-    from headwise.intent.compound.thresholds import Thresholds, decide
+    from headwise.intent.compound.thresholds import Thresholds, decide, multilabel_metrics
     from headwise.intent.inference import CompoundPredictor
     from headwise.intent.inference.load import compare_joint
     from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
@@ -438,19 +437,22 @@ def int8_run(clf: Any, fp32_onnx: Path, valid: list, test: list, rules: dict[str
     path = quantize_int8(fp32_onnx, fp32_onnx.with_name("model.int8.onnx"))
     runtime = OnnxRuntime(path, threads=threads)
     predictor = CompoundPredictor(clf, runtime)
-    texts = [e.text for e in test]
-    found, _ = predictor.predictions(texts, top_k=1, reference_date=REFERENCE_DATE)
-    rec: dict[str, Any] = {"answers": encode_answers(per_question(found, test), gold),
+
+    def outputs(rows: list) -> tuple[list[str], list, list]:
+        texts = [e.text for e in rows]
+        items = predictor.encode(texts)
+        return texts, items, predictor.run(items)
+
+    texts, items, found = outputs(test)
+    answers = predictor.answers(texts, items, found, top_k=1, reference_date=REFERENCE_DATE)
+    rec: dict[str, Any] = {"answers": encode_answers(per_question(answers, test), gold),
                            "size_mb": path.stat().st_size / 1e6}
-    v_found, _ = predictor.predictions([e.text for e in valid], top_k=1)
-    v_gold = compound_targets(valid, clf.intents)
-    v_pred = np.zeros_like(v_gold)
-    for i, p in enumerate(v_found):
-        for name, _ in p.intents:
-            v_pred[i, clf.intents.index(name)] = 1
-    rec["valid_exact_match"] = float((v_pred == v_gold).all(1).mean())
+    v_texts, _, v_found = outputs(valid)
+    v_pred = decide(predictor.probabilities(v_texts, v_found), clf.thresholds)
+    rec["valid_exact_match"] = multilabel_metrics(
+        v_pred, compound_targets(valid, clf.intents), clf.intents)["exact_match"]
     if rules:
-        probs = predictor.probabilities(texts, predictor.run(predictor.encode_truncated(texts)))
+        probs = predictor.probabilities(texts, found)
         t_gold = compound_targets(test, clf.intents)
         rec["threshold_rules"] = {
             rule: {"test_right": _right_string(
