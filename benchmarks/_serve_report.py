@@ -33,7 +33,7 @@ def _targets(r: dict[str, Any]) -> list[str]:
         ours, hf = lat[name]["p50_ms"], lat[base]["p50_ms"]
         if name in times and base in times:
             iv = V.ratio_interval(times[name], times[base])
-            verdict = V.judge(V.Interval(-iv.mean, -iv.high, -iv.low), -0.5)
+            verdict = V.judge_at_most(iv, 0.5)
             spread = (f"; per-round ratio, geometric mean {iv.mean:.2f} [{iv.low:.2f}, "
                       f"{iv.high:.2f}]")
         else:

@@ -109,12 +109,6 @@ def _mean(values: list[float], rows: int | None = None) -> str:
     return V.score_interval(values, rows).pct(1)
 
 
-def _at_most(iv: V.Interval, limit: float) -> str:
-    """The protocol's verdict on "at most ``limit``": PASS when the whole interval is
-    within it, FAIL when the whole interval is over it."""
-    return V.judge(V.Interval(-iv.mean, -iv.high, -iv.low), -limit)
-
-
 def _slice_scores(runs: list[dict[str, Any]], name: str, sl: str) -> list[float]:
     return [next(x["accuracy"] for x in r["models"][name]["slices"] if x["slice"] == sl)
             for r in runs if name in r["models"]]
@@ -169,7 +163,7 @@ def render(runs: list[dict[str, Any]]) -> str:
                      _mean([m["macro_f1"] for m in ms]),
                      _mean([m["accuracy_with_threshold"] for m in ms], n_in),
                      _mean([m["reject_rate"] for m in ms], n_in),
-                     _at_most(V.score_interval([m["reject_rate"] for m in ms], n_in),
+                     V.judge_at_most(V.score_interval([m["reject_rate"] for m in ms], n_in),
                               MAX_REJECT),
                      _mean([m["oos_recall"] for m in ms if m["oos_recall"] is not None],
                            n_oos),
