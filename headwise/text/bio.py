@@ -21,11 +21,17 @@ overlaps two spans it goes to the first, and a span left with no token of its ow
 So ``tags_to_spans(spans_to_tags(...))`` gives the spans back exactly (values aside) when
 every boundary falls on a token boundary. Spans that truncation cut off lose their tokens
 past ``max_length``.
+
+A tag per token cannot say where inside a token a span ends: a sentencepiece vocabulary
+has ``元的`` and ``的三`` as one token each, so the amount ``四万六千元`` in ``那笔四万六千元的消费``
+decodes as ``四万六千元的``. Given ``fits`` (whether a span's text is a value of its slot),
+:func:`tags_to_spans` cuts a span that does not fit inside its first and last token, the
+only places where the boundary can lie, and keeps the longest cut that fits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -94,7 +100,8 @@ def spans_to_tags(offsets: Sequence[tuple[int, int]], spans: Sequence[SlotSpan],
 
 
 def tags_to_spans(tags: Sequence[int], offsets: Sequence[tuple[int, int]], text: str,
-                  tag_names: Sequence[str]) -> list[SlotSpan]:
+                  tag_names: Sequence[str], *,
+                  fits: Callable[[SlotSpan], bool] | None = None) -> list[SlotSpan]:
     """Decode BIO tag ids back into slot spans.
 
     Positions with an empty span (special tokens, padding) and tags of :data:`IGNORE_INDEX`
@@ -106,10 +113,14 @@ def tags_to_spans(tags: Sequence[int], offsets: Sequence[tuple[int, int]], text:
         offsets: ``(start, end)`` per token, aligned with ``tags``.
         text: the text the offsets index into.
         tag_names: tag id -> name (:func:`bio_tag_names`).
+        fits: whether a span is a value of its slot (None: every span is kept as decoded).
+            A span that does not fit is replaced by the longest span that does among those
+            starting inside its first token and ending inside its last one (of equal
+            length, the one that starts first); with none that fits it stays as decoded.
 
     Returns:
-        The spans in order, each from its first token's start to its last token's end, with
-        ``text`` filled in and ``value`` None.
+        The spans in order, each from its first token's start to its last token's end (or
+        cut inside those two tokens to fit), with ``text`` filled in and ``value`` None.
 
     Raises:
         ValueError: ``tags`` and ``offsets`` of different lengths, a tag id out of range or
@@ -120,10 +131,14 @@ def tags_to_spans(tags: Sequence[int], offsets: Sequence[tuple[int, int]], text:
     spans: list[SlotSpan] = []
     name: str | None = None
     start = end = 0
+    first_end = last_start = 0  # where the span's first token ends, its last one starts
 
     def close() -> None:
         if name is not None:
-            spans.append(SlotSpan(name, start, end, text[start:end]))
+            span = SlotSpan(name, start, end, text[start:end])
+            if fits is not None and not fits(span):
+                span = _cut_to_fit(span, first_end, last_start, text, fits)
+            spans.append(span)
 
     for tag, (s, e) in zip(tags, offsets, strict=True):
         tag = int(tag)
@@ -139,14 +154,28 @@ def tags_to_spans(tags: Sequence[int], offsets: Sequence[tuple[int, int]], text:
             name = None
         elif label[:2] in ("B-", "I-"):
             if label[:2] == "I-" and name == label[2:]:
-                start, end = min(start, s), max(end, e)
+                start, end, last_start = min(start, s), max(end, e), s
                 continue
             close()
-            name, start, end = label[2:], s, e
+            name, start, end, first_end, last_start = label[2:], s, e, e, s
         else:
             raise ValueError(f"tag {label!r} is not O, B-<slot> or I-<slot>")
     close()
     return spans
+
+
+def _cut_to_fit(span: SlotSpan, first_end: int, last_start: int, text: str,
+                fits: Callable[[SlotSpan], bool]) -> SlotSpan:
+    """The longest span of ``span``'s name that fits, starting before ``first_end`` (inside
+    the first token) and ending after ``last_start`` (inside the last one); ``span`` when
+    none does."""
+    cuts = [(a, b) for a in range(span.start, first_end) for b in range(span.end, last_start, -1)
+            if a < b and (a, b) != (span.start, span.end) and text[a:b].strip() == text[a:b]]
+    for a, b in sorted(cuts, key=lambda c: (c[0] - c[1], c[0])):
+        cut = SlotSpan(span.name, a, b, text[a:b])
+        if fits(cut):
+            return cut
+    return span
 
 
 def token_offsets(tokenizer: Tokenizer, texts: Sequence[str] | str, *,

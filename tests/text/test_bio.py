@@ -227,3 +227,90 @@ def test_encode_with_tags(tok):
         assert tags[i, :len(row)].tolist() == spans_to_tags(row, spans[i], INDEX)
     with pytest.raises(ValueError, match="2 texts but 1 span lists"):
         encode_with_tags(tok, texts[:2], spans[:1], INDEX)
+
+
+def _amount_fits(s: SlotSpan) -> bool:
+    """Whether a span's text parses as an amount (the compound classifier's rule)."""
+    from datetime import date
+
+    from headwise.slots import normalize_slot
+    try:
+        normalize_slot(s.name, s.text, reference=date(2026, 1, 1))
+    except ValueError:
+        return False
+    return True
+
+
+def _pieces(text: str, pieces: list[str]) -> list[tuple[int, int]]:
+    """Offsets of ``pieces``, which tile ``text`` in order, framed by [CLS] and [SEP]."""
+    assert "".join(pieces) == text
+    out, at = [(0, 0)], 0
+    for p in pieces:
+        out.append((at, at + len(p)))
+        at += len(p)
+    return out + [(0, 0)]
+
+
+# sentencepiece-style tokens (as multilingual-e5's vocabulary splits them) whose edges a
+# slot boundary falls inside: 元的 ends an amount with the 的 after it, 的三 / 了一 begin one
+STRADDLING = [
+    ("那笔四万六千元的消费", ["那", "笔", "四", "万", "六", "千", "元的", "消费"], "四万六千元"),
+    ("跨行转的三万一千九百元被退回", ["跨行", "转", "的三", "万", "一千", "九", "百", "元", "被", "退回"],
+     "三万一千九百元"),
+    ("我转了一万七千六百元的钱", ["我", "转", "了一", "万", "七", "千", "六", "百", "元的", "钱"],
+     "一万七千六百元"),
+    ("这笔16,700.00元的账单", ["这", "笔", "1", "6,7", "00.00", "元的", "账单"], "16,700.00元"),
+]
+
+
+@pytest.mark.parametrize(("text", "pieces", "amount"), STRADDLING)
+def test_a_span_ending_inside_a_token_is_cut_to_the_value_that_fits(text, pieces, amount):
+    offsets = _pieces(text, pieces)
+    gold = [span(text, "amount", amount)]
+    tags = spans_to_tags(offsets, gold, INDEX)  # the straddling tokens are tagged whole
+    whole = tags_to_spans(tags, offsets, text, NAMES)
+    assert len(whole) == 1 and whole[0].text != amount and not _amount_fits(whole[0])
+    assert tags_to_spans(tags, offsets, text, NAMES, fits=_amount_fits) == gold
+
+
+def test_cutting_keeps_fitting_spans_and_prefers_the_longest_then_the_first():
+    text = "pay 50 now"
+    offsets = [(0, 0), (0, 6), (7, 10), (0, 0)]  # one token "pay 50", one "now"
+    tags = [IGNORE_INDEX, B_AMOUNT, O, IGNORE_INDEX]
+    calls = []
+
+    def fits(wanted):
+        def check(s):
+            calls.append(s.text)
+            return s.text in wanted
+        return check
+
+    # a span that fits is kept as decoded, asked about once
+    assert tags_to_spans(tags, offsets, text, NAMES, fits=fits({"pay 50"})) == [
+        SlotSpan("amount", 0, 6, "pay 50")]
+    assert calls == ["pay 50"]
+    # the longest cut that fits; never one with a space at an edge
+    assert tags_to_spans(tags, offsets, text, NAMES, fits=fits({"50", "y 50", " 50"})) == [
+        SlotSpan("amount", 2, 6, "y 50")]
+    assert " 50" not in calls
+    # of equal length, the one that starts first
+    assert tags_to_spans(tags, offsets, text, NAMES, fits=fits({"ay", "50"})) == [
+        SlotSpan("amount", 1, 3, "ay")]
+    # nothing fits: the span as decoded (the caller decides what to do with it)
+    assert tags_to_spans(tags, offsets, text, NAMES, fits=fits(set())) == [
+        SlotSpan("amount", 0, 6, "pay 50")]
+
+
+def test_a_cut_never_reaches_past_the_edge_tokens():
+    # 元 is its own token, so the amount cannot lose it; only 的三 can be cut
+    text = "转的三万元"
+    offsets = _pieces(text, ["转", "的三", "万", "元"])
+    tags = [IGNORE_INDEX, O, B_AMOUNT, I_AMOUNT, I_AMOUNT, IGNORE_INDEX]
+    seen = []
+
+    def fits(s):
+        seen.append((s.start, s.end))
+        return False
+
+    tags_to_spans(tags, offsets, text, NAMES, fits=fits)
+    assert seen[0] == (1, 5) and set(seen[1:]) == {(2, 5)}

@@ -186,7 +186,7 @@ class CompoundClassifier:
         """
         thresholds = thresholds or self.thresholds
         chosen = self.chosen_intents(probs, thresholds, at_least_one)
-        reference = reference_date or self.reference_date or date.today()
+        reference = self.reference(reference_date)
         limits = self.intent_thresholds(thresholds)
         answers = []
         for text, p, keep, found in zip(texts, probs, chosen, spans, strict=True):
@@ -242,10 +242,27 @@ class CompoundClassifier:
         out = []
         for span in spans:
             resolved = cls.with_value(span, reference)
-            if resolved.value is None and any(span.name in names for names in SCHEMAS.values()):
+            if resolved.value is None and cls.has_schema(span.name):
                 continue
             out.append(resolved)
         return out
+
+    @staticmethod
+    def has_schema(slot: str) -> bool:
+        """Whether a value schema knows ``slot`` (so its spans are values of a kind)."""
+        return any(slot in names for names in SCHEMAS.values())
+
+    @classmethod
+    def fits(cls, span: SlotSpan, reference: date) -> bool:
+        """Whether ``span`` is kept by :meth:`resolve_slots`: its text parses as its slot's
+        kind, or no schema knows its slot. The span decoder cuts a span that does not fit
+        inside its edge tokens (:func:`~headwise.text.bio.tags_to_spans`)."""
+        return cls.with_value(span, reference).value is not None or not cls.has_schema(span.name)
+
+    def reference(self, reference_date: date | None = None) -> date:
+        """The date slot values are normalised against: ``reference_date``, else the saved
+        one, else today's."""
+        return reference_date or self.reference_date or date.today()
 
     # -- persistence -------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:

@@ -145,8 +145,13 @@ class CompoundPredictor(BucketedPredictor):
             return probs
         return (1.0 - share) * probs + share * tfidf.probabilities(list(texts))
 
-    def spans(self, texts: Sequence[str], rows: Sequence[JointRow]) -> list[list[Any]]:
-        """The slot spans (without values) of each text, decoded from its tags.
+    def spans(self, texts: Sequence[str], rows: Sequence[JointRow], *,
+              reference_date: date | None = None) -> list[list[Any]]:
+        """The slot spans (without values) of each text, decoded from its tags; a span whose
+        boundary falls inside a token is cut there to the value of its slot
+        (:meth:`CompoundClassifier.fits <headwise.intent.compound.classifier.
+        CompoundClassifier.fits>`, dates read against ``reference_date`` as the answers'
+        values are).
 
         Raises:
             RuntimeError: tags that do not line up with the text's tokens.
@@ -154,6 +159,11 @@ class CompoundPredictor(BucketedPredictor):
         names = self.classifier.slot_tags
         if not names:
             return [[] for _ in texts]
+        reference = self.classifier.reference(reference_date)
+
+        def fits(span: Any) -> bool:
+            return self.classifier.fits(span, reference)
+
         offsets = token_offsets(self.tokenizer, list(texts), max_length=self.max_length)
         out = []
         for text, row, off in zip(texts, rows, offsets, strict=True):
@@ -162,7 +172,7 @@ class CompoundPredictor(BucketedPredictor):
                 if len(row.tags) != len(off):
                     raise RuntimeError(f"{len(row.tags)} tags for {len(off)} tokens of "
                                        f"{text[:40]!r}")
-                found = tags_to_spans(row.tags.tolist(), off, text, names)
+                found = tags_to_spans(row.tags.tolist(), off, text, names, fits=fits)
             out.append(found)
         return out
 
@@ -186,5 +196,6 @@ class CompoundPredictor(BucketedPredictor):
                                  "not both")
             thresholds = Thresholds(float(threshold))
         return self.classifier.answers(
-            texts, self.probabilities(texts, rows), self.spans(texts, rows), top_k=top_k,
+            texts, self.probabilities(texts, rows),
+            self.spans(texts, rows, reference_date=reference_date), top_k=top_k,
             thresholds=thresholds, at_least_one=at_least_one, reference_date=reference_date)

@@ -225,6 +225,60 @@ def test_unparsed_slots_of_known_kinds_are_dropped_and_unknown_kinds_kept():
     assert [(s.name, s.value) for s in out] == [("date", "2027-01-05"), ("merchant", None)]
 
 
+def _straddling_tokenizer():
+    """A SentencePiece-style Unigram tokenizer whose pieces 元的 and 的三 cross an amount's
+    edges, as multilingual-e5's do, with [CLS]/[SEP] around every text."""
+    import tokenizers
+    from tokenizers import processors
+    from tokenizers.models import Unigram
+
+    from headwise.text.tokenizer import Tokenizer
+
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    pieces = ["元的", "的三", "那", "笔", "四", "万", "六", "千", "元", "的", "三", "消费", "转",
+              "退", "了"]
+    backend = tokenizers.Tokenizer(Unigram([(t, 0.0) for t in special]
+                                           + [(p, -1.0) for p in pieces], unk_id=1))
+    backend.add_special_tokens(special)
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    return Tokenizer(backend, lowercase=False)
+
+
+def test_the_predictor_cuts_amounts_whose_edges_fall_inside_a_token():
+    from headwise.intent.inference import CompoundPredictor, TorchRuntime
+    from headwise.intent.inference.compound import JointRow
+    from headwise.models import ModelConfig
+    from headwise.models.joint import JointIntentSlotModel
+    from headwise.text.bio import bio_tag_names, spans_to_tags, token_offsets
+
+    tok = _straddling_tokenizer()
+    names = bio_tag_names(["amount"])
+    cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=8, num_layers=1, num_heads=2,
+                      d_ff=16, num_labels=2, labels=["a", "b"], max_position=32,
+                      pad_token_id=tok.pad_token_id, dropout=0.0,
+                      model_type="joint_intent_slot", multi_label=True, slot_tags=names)
+    clf = CompoundClassifier(JointIntentSlotModel(cfg).eval(), tok, ["a", "b"], max_length=32)
+    predictor = CompoundPredictor(clf, TorchRuntime(clf.model))
+    texts = ["那笔四万六千元的消费", "转的三万元退了"]
+    amounts = ["四万六千元", "三万元"]
+    offsets = token_offsets(tok, texts)
+    assert [texts[0][a:b] for a, b in offsets[0][1:-1]] == ["那", "笔", "四", "万", "六", "千",
+                                                            "元的", "消费"]
+    assert [texts[1][a:b] for a, b in offsets[1][1:-1]] == ["转", "的三", "万", "元", "退", "了"]
+    gold = [[SlotSpan("amount", t.index(a), t.index(a) + len(a), a)]
+            for t, a in zip(texts, amounts, strict=True)]
+    index = {n: i for i, n in enumerate(names)}
+    # the tagger's output when it learnt the training tags: the straddling pieces tagged whole
+    rows = [JointRow(np.zeros(2), np.array([max(t, 0) for t in spans_to_tags(o, g, index)]))
+            for o, g in zip(offsets, gold, strict=True)]
+    assert predictor.spans(texts, rows) == gold
+    answers = predictor.decide(texts, [None, None], rows, top_k=1, threshold=0.5)
+    assert [[(s.text, s.value) for s in a.slots] for a in answers] == [
+        [("四万六千元", {"amount": 46000.0, "currency": "CNY"})],
+        [("三万元", {"amount": 30000.0, "currency": "CNY"})]]
+
+
 def test_relative_dates_follow_the_reference_date_of_each_call(trained, monkeypatch):
     result, _ = trained
     clf = result.classifier
@@ -232,7 +286,7 @@ def test_relative_dates_follow_the_reference_date_of_each_call(trained, monkeypa
     # the predictor's tagger finds one date span; the value is the classifier's to resolve
     from headwise.intent.inference import CompoundPredictor
 
-    monkeypatch.setattr(CompoundPredictor, "spans", lambda self, texts, rows: [
+    monkeypatch.setattr(CompoundPredictor, "spans", lambda self, texts, rows, **_: [
         [span] for _ in texts])
     by_call = clf.predict("下个月5号还款可以吗", reference_date=date(2026, 12, 1))
     assert by_call[0].slots[0].value == "2027-01-05"
