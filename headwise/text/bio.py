@@ -23,10 +23,11 @@ every boundary falls on a token boundary. Spans that truncation cut off lose the
 past ``max_length``.
 
 A tag per token cannot say where inside a token a span ends: a sentencepiece vocabulary
-has ``元的`` and ``的三`` as one token each, so the amount ``四万六千元`` in ``那笔四万六千元的消费``
-decodes as ``四万六千元的``. Given ``fits`` (whether a span's text is a value of its slot),
-:func:`tags_to_spans` cuts a span that does not fit inside its first and last token, the
-only places where the boundary can lie, and keeps the longest cut that fits.
+has ``元的`` and ``的三`` as one token each, so the amount ``四万六千元`` in
+``那笔四万六千元的消费`` decodes as ``四万六千元的``. Given ``fits`` (whether a span's
+text is a value of its slot), :func:`tags_to_spans` cuts a span that does not fit inside
+its first and last token, the only places where the boundary can lie, and keeps the
+longest cut that fits.
 """
 
 from __future__ import annotations
