@@ -164,7 +164,7 @@ def render(runs: list[dict[str, Any]]) -> str:
                      _mean([m["accuracy_with_threshold"] for m in ms], n_in),
                      _mean([m["reject_rate"] for m in ms], n_in),
                      V.judge_at_most(V.score_interval([m["reject_rate"] for m in ms], n_in),
-                              MAX_REJECT),
+                                     MAX_REJECT),
                      _mean([m["oos_recall"] for m in ms if m["oos_recall"] is not None],
                            n_oos),
                      ", ".join(m.get("ood_detector", "max_prob").replace(" (auto)", "")

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -159,11 +160,7 @@ class CompoundPredictor(BucketedPredictor):
         names = self.classifier.slot_tags
         if not names:
             return [[] for _ in texts]
-        reference = self.classifier.reference(reference_date)
-
-        def fits(span: Any) -> bool:
-            return self.classifier.fits(span, reference)
-
+        fits = partial(self.classifier.fits, reference=self.classifier.reference(reference_date))
         offsets = token_offsets(self.tokenizer, list(texts), max_length=self.max_length)
         out = []
         for text, row, off in zip(texts, rows, offsets, strict=True):
