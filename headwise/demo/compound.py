@@ -1,6 +1,7 @@
 """The compound part of ``headwise demo``: several intents and slots with their values.
 
-:func:`run_compound_demo` trains the compound (multi-label joint intent + slot) models of
+:func:`run_compound_demo` trains (:func:`train_compound_models`) and compares
+(:func:`compare_compound_models`) the compound (multi-label joint intent + slot) models of
 the case study's comparison on the built-in corpus with a share of compound questions
 (``generate_demo_corpus(compound_share=...)``, :class:`~headwise.demo.runner.DemoSettings`'s
 ``compound_share``; the corpus ``data/*.jsonl`` holds, and benchmarks/compound.py's
@@ -20,13 +21,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from headwise.demo.corpus import DemoExample, generate_demo_corpus
 from headwise.demo.runner import DemoSettings
 from headwise.demo.values import REFERENCE_DATE
+from headwise.intent.compound import CompoundClassifier
 from headwise.intent.evaluation import evaluate, format_report
 from headwise.intent.training.defaults import DEFAULT_TRANSFORMER_OVERRIDES
 from headwise.intent.training.pipeline import train_intent_classifier
@@ -105,7 +107,8 @@ def run_compound_demo(out_dir: str | Path, settings: DemoSettings | None = None,
                       pretrained: str | None = None,
                       echo: Callable[[str], Any] = print) -> dict[str, Any]:
     """Train, evaluate and compare the compound models; save each under
-    ``out_dir/compound/<name>/``.
+    ``out_dir/compound/<name>/``: :func:`train_compound_models` for every model, then
+    :func:`compare_compound_models`.
 
     Args:
         out_dir: the demo's output directory.
@@ -115,70 +118,141 @@ def run_compound_demo(out_dir: str | Path, settings: DemoSettings | None = None,
         echo: where progress lines and tables go.
 
     Returns:
-        ``{"settings", "corpus", "models": {name: {"report": evaluate's report,
-        "title", "parameters", "train_seconds", "directory"}}, "table", "examples"}``, also
-        written to ``out_dir/compound/summary.json`` (the table to ``comparison.md``).
+        :func:`compare_compound_models`'s summary.
+    """
+    s = settings or DemoSettings()
+    results = train_compound_models(out_dir, s, pretrained=pretrained, echo=echo)
+    return compare_compound_models(out_dir, s, results, echo=echo)
+
+
+def _corpus(s: DemoSettings) -> tuple[dict[str, list[DemoExample]], dict[str, list[Example]],
+                                      dict[str, dict[str, int]]]:
+    """The corpus with compound questions, its annotated splits and their sizes."""
+    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent,
+                                  compound_share=s.compound_share, oos_train=s.oos_train)
+    splits = {k: annotated(corpus[k]) for k in ("train", "valid", "test")}
+    counts = {k: {"questions": len(v), "compound": sum(len(e.intents) > 1 for e in v)}
+              for k, v in splits.items()}
+    return corpus, splits, counts
+
+
+def train_compound_models(out_dir: str | Path, settings: DemoSettings | None = None, *,
+                          names: Sequence[str] | None = None, pretrained: str | None = None,
+                          echo: Callable[[str], Any] = print) -> dict[str, dict[str, Any]]:
+    """Train and evaluate compound models of :func:`compound_recipes`; save each under
+    ``out_dir/compound/<name>/`` with its evaluation report (``eval/report.json``, as
+    ``headwise eval`` writes it).
+
+    ``headwise demo`` trains some of them in its second process and the others in its
+    first (the two processes' work balanced on two cores); the results of both go to
+    :func:`compare_compound_models`.
+
+    Args:
+        out_dir: the demo's output directory.
+        settings: the sizes (default :class:`DemoSettings`).
+        names: which models, in this order (default: every one of
+            :func:`compound_recipes`; ``"pretrained"`` needs ``pretrained``).
+        pretrained: the pretrained encoder of the ``"pretrained"`` model.
+        echo: where progress lines and reports go.
+
+    Returns:
+        name -> ``{"title", "report": evaluate's report, "parameters", "train_seconds",
+        "directory"}``.
+
+    Raises:
+        ValueError: a name that is not one of the compound models.
     """
     s = settings or DemoSettings()
     out = Path(out_dir) / "compound"
-    corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent,
-                                  compound_share=s.compound_share, oos_train=s.oos_train)
-    train, valid, test = (annotated(corpus[k]) for k in ("train", "valid", "test"))
-    counts = {k: {"questions": len(v), "compound": sum(len(e.intents) > 1 for e in v)}
-              for k, v in (("train", train), ("valid", valid), ("test", test))}
-    echo(f"\n== the compound models (several intents + slots with values) ==\n"
+    recipes = compound_recipes(s, pretrained)
+    names = list(recipes) if names is None else list(names)
+    unknown = [n for n in names if n not in recipes]
+    if unknown:
+        raise ValueError(f"no compound model {unknown} (these: {sorted(recipes)}"
+                         + ("; 'pretrained' needs an encoder" if pretrained is None else "")
+                         + ")")
+    corpus, splits, counts = _corpus(s)
+    echo(f"\n== the compound models (several intents + slots with values): "
+         f"{', '.join(names)} ==\n"
          f"corpus: the demo's questions with every intent and slot, and joined compound "
          f"questions added (compound_share {s.compound_share}; data/*.jsonl): "
          + ", ".join(f"{k} {c['questions']} ({c['compound']} with several intents)"
                      for k, c in counts.items())
          + "; valid and test joins, phrasings and some intent pairs never seen in training")
     results: dict[str, dict[str, Any]] = {}
-    classifiers = {}
-    for name, recipe in compound_recipes(s, pretrained).items():
+    for name in names:
         echo(f"\n== training the compound {name} ({TITLES[name]}) ==")
-        trained = train_intent_classifier(train, valid, recipe, out_dir=out / name)
+        trained = train_intent_classifier(splits["train"], splits["valid"], recipes[name],
+                                          out_dir=out / name)
         clf = trained.classifier
         # the corpus's relative dates (下个月5号) were written against its own "today": the
         # saved model keeps it (as one trained on the corpus's files does), so `headwise
         # eval` on it reproduces these values; a caller's reference date still wins
         clf.reference_date = REFERENCE_DATE
         clf.save(out / name)
-        report = evaluate(clf, test, slices=[e.slices for e in corpus["test"]])
+        report = evaluate(clf, splits["test"], slices=[e.slices for e in corpus["test"]])
         (out / name / "eval").mkdir(parents=True, exist_ok=True)
         (out / name / "eval" / "report.json").write_text(  # as `headwise eval` writes it
             json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n",
             encoding="utf-8")
         echo(format_report(report))
-        classifiers[name] = clf
         results[name] = {"title": TITLES[name], "report": report,
                          "parameters": sum(p.numel() for p in clf.model.parameters()),
                          "train_seconds": trained.train_seconds,
                          "directory": str(out / name)}
+    return results
+
+
+def compare_compound_models(out_dir: str | Path, settings: DemoSettings | None,
+                            results: dict[str, dict[str, Any]], *,
+                            echo: Callable[[str], Any] = print) -> dict[str, Any]:
+    """The comparison of trained compound models (:func:`train_compound_models`'s
+    results, in the order of the table's rows): the table beside the case study's
+    figures, value accuracy per slot type, exact match per slice and a few answers of the
+    Transformer (when it is among them), printed and written to
+    ``out_dir/compound/summary.json`` (the tables to ``comparison.md``).
+
+    Returns:
+        ``{"settings", "corpus", "models": results, "table", "values", "slices",
+        "examples"}``.
+
+    Raises:
+        ValueError: no results.
+    """
+    if not results:
+        raise ValueError("no compound model to compare")
+    s = settings or DemoSettings()
+    out = Path(out_dir) / "compound"
+    _, splits, counts = _corpus(s)
     table = compound_table(results)
     values = value_table(results)
     per_slice = slice_table(results)
-    echo(f"\ncompound questions, held-out test split ({len(test)} questions, "
-         f"{counts['test']['compound']} with several intents):\n{table}\n"
+    echo(f"\ncompound questions, held-out test split ({counts['test']['questions']} "
+         f"questions, {counts['test']['compound']} with several intents):\n{table}\n"
          f"\n{case_study_line()}\n"
          f"\nend-to-end value accuracy per slot type (span exact and normalised value "
          f"right, of the gold slots with a value):\n{values}\n"
          f"\nexact match per slice (compound: several intents; unseen_pair: a pair of "
          f"intents no training question has; dropped_request: a request taken back; "
          f"numbers_in_second: a value in a later request):\n{per_slice}")
-    answers = _examples(classifiers["transformer"], test)
-    echo(f"\nexample answers of the Transformer (dates resolved against the corpus's own "
-         f"today, {REFERENCE_DATE.isoformat()}, which the saved models keep; "
-         f"--reference-date overrides it):")
-    for a in answers:
-        intents = ", ".join(x["intent"] for x in a["intents"]) or "OUT OF SCOPE"
-        echo(f"  {a['text']}  ->  {intents}")
-        for slot in a["slots"]:
-            echo(f"      {slot['name']}: {slot['text']} = "
-                 f"{json.dumps(slot['value'], ensure_ascii=False)}")
+    answers: list[dict[str, Any]] = []
+    if "transformer" in results:
+        clf = CompoundClassifier.load(results["transformer"]["directory"])
+        answers = _examples(clf, splits["test"])
+        echo(f"\nexample answers of the Transformer (dates resolved against the corpus's "
+             f"own today, {REFERENCE_DATE.isoformat()}, which the saved models keep; "
+             f"--reference-date overrides it):")
+        for a in answers:
+            intents = ", ".join(x["intent"] for x in a["intents"]) or "OUT OF SCOPE"
+            echo(f"  {a['text']}  ->  {intents}")
+            for slot in a["slots"]:
+                echo(f"      {slot['name']}: {slot['text']} = "
+                     f"{json.dumps(slot['value'], ensure_ascii=False)}")
     echo(f"compound models, evaluation reports and summary.json are in {out}/ (headwise "
          f"predict {out}/<name> --json answers a question)")
     summary = {"settings": s.__dict__, "corpus": counts, "models": results, "table": table,
                "values": values, "slices": per_slice, "examples": answers}
+    out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False,
                                                  default=str) + "\n", encoding="utf-8")
     (out / "comparison.md").write_text(

@@ -209,6 +209,11 @@ def test_quick_demo_says_it_skips_the_compound_model(quick, monkeypatch, capsys,
                         lambda *a, before_timing, **k: (calls.append("demo"), before_timing()))
     monkeypatch.setattr(command, "_Background", FakeBackground(calls))
     monkeypatch.setattr(command, "pretrained_demo_recipe", lambda s: {})
+    monkeypatch.setattr(command, "train_compound_models",
+                        lambda *a, names, **k: (calls.append(f"here: {names}"),
+                                                {n: f"{n} result" for n in names})[1])
+    monkeypatch.setattr(command, "compare_compound_models",
+                        lambda out, s, results, **k: calls.append(f"compare {list(results)}"))
     argv = ["demo", "--out", str(tmp_path), "--no-report"] + (["--quick"] if quick else [])
     args = build_parser(["demo"]).parse_args(argv)
     assert args.func(args) == 0
@@ -216,13 +221,18 @@ def test_quick_demo_says_it_skips_the_compound_model(quick, monkeypatch, capsys,
     if quick:
         assert calls == ["demo"] and "--quick: the compound models" in out
     else:
-        # the compound part starts first, in its second process; its lines follow
-        assert calls == ["compound", "demo", "stopped"] and "is skipped" not in out
-        assert "the compound table" in out and "in a second process" in out
+        # the second process starts first; once the single-label models are trained it is
+        # told so and the compound BiLSTM trains here; the three models are compared in the
+        # table's order, the second process's lines printed before
+        assert calls == ["compound", "demo", "ready", "here: ['bilstm']",
+                         "compare ['bilstm', 'transformer']", "stopped"]
+        assert "is skipped" not in out
+        assert "the compound transformer's report" in out and "in a second process" in out
 
 
 class FakeBackground:
-    """Stands for the demo's second process: records that it started, answers lines."""
+    """Stands for the demo's second process: records that it started, answers results and
+    lines."""
 
     def __init__(self, calls: list[str]) -> None:
         self.calls = calls
@@ -231,35 +241,45 @@ class FakeBackground:
         self.calls.append("compound")
         return self
 
+    def ready(self) -> None:
+        self.calls.append("ready")
+
     def done(self) -> bool:
         return True
 
-    def result(self) -> list[str]:
-        return ["the compound table"]
+    def result(self) -> dict:
+        return {"results": {"transformer": "transformer result"},
+                "lines": ["the compound transformer's report"], "report": [],
+                "compound_report": []}
 
     def stop(self) -> None:
         self.calls.append("stopped")
 
 
 def test_the_compound_part_runs_in_a_second_process_and_its_errors_come_back(tmp_path):
-    """The real second process (spawned): it trains and saves the compound models, writes
-    its progress to its log, not to the console, and hands back the lines the first
-    process prints; a failure there is raised here with the child's traceback."""
+    """The real second process (spawned): it trains and saves the compound Transformer,
+    writes its progress to its log, not to the console, and hands back its results and the
+    lines the first process prints; with reports, the compound Transformer's head analysis
+    first and the single-label one's only once told the single-label models are saved; a
+    failure there is raised here with the child's traceback."""
     from headwise.commands.demo import _Background
 
     s = DemoSettings(per_intent=4, epochs=1, d_model=32, num_layers=1, latency_queries=3,
                      oos_train=0)
     log = tmp_path / "compound" / "train.log"
-    bg = _Background(str(tmp_path), s, None, 1, log)
-    lines = bg.result()
+    bg = _Background(str(tmp_path), s, None, False, 1, log)
+    answer = bg.result()
     bg.stop()
-    text = "\n".join(lines)
+    assert list(answer["results"]) == ["transformer"]
+    assert answer["results"]["transformer"]["report"]["intents"]["exact_match"] >= 0
+    text = "\n".join(answer["lines"])
     assert "exact match" in text and "== training the compound transformer" in text
-    for name in ("bilstm", "transformer"):
-        assert (tmp_path / "compound" / name / "eval" / "report.json").is_file()
-    assert "== training the compound bilstm" in log.read_text(encoding="utf-8")
-    bad = _Background(str(tmp_path / "bad"), dataclasses.replace(s, per_intent=0), None, 1,
-                      tmp_path / "bad.log")
+    assert answer["report"] == answer["compound_report"] == []
+    assert (tmp_path / "compound" / "transformer" / "eval" / "report.json").is_file()
+    assert not (tmp_path / "compound" / "bilstm").exists()  # the first process trains it
+    assert "== training the compound transformer" in log.read_text(encoding="utf-8")
+    bad = _Background(str(tmp_path / "bad"), dataclasses.replace(s, per_intent=0), None,
+                      False, 1, tmp_path / "bad.log")
     with pytest.raises(RuntimeError, match="compound part of the demo failed") as err:
         bad.result()
     assert "Traceback" in str(err.value)
@@ -275,9 +295,43 @@ def test_a_second_process_killed_without_an_answer_is_an_error_not_a_wait(tmp_pa
 
     s = DemoSettings(per_intent=4, epochs=1, d_model=32, num_layers=1, latency_queries=3,
                      oos_train=0)
-    bg = _Background(str(tmp_path), s, None, 1, tmp_path / "train.log")
+    bg = _Background(str(tmp_path), s, None, False, 1, tmp_path / "train.log")
     bg._process.kill()
     with pytest.raises(RuntimeError, match=f"without an answer \\(killed by signal "
                                            f"{int(signal.SIGKILL)}"):
         bg.result()
     bg.stop()
+
+
+def test_the_second_process_writes_the_single_label_report_only_once_told(tmp_path,
+                                                                          monkeypatch):
+    """compound_part (run here, not spawned): the compound Transformer trained and its head
+    analysis written before it waits; the single-label Transformer's analysis only after
+    the first process says its models are saved; each analysis's lines come back apart."""
+    from headwise.commands import demo as command
+
+    s = DemoSettings(per_intent=4, epochs=1, d_model=32, num_layers=1, latency_queries=3,
+                     oos_train=0)
+    order = []
+
+    def compound_report(out, s, *, echo):
+        assert (out / "compound" / "transformer" / "eval" / "report.json").is_file()
+        order.append("compound report")
+        echo("compound heads")
+
+    def demo_report(out, s, *, echo):
+        order.append("report")
+        echo("single-label heads")
+
+    class Ready:
+        def wait(self):
+            order.append("waited")
+
+    monkeypatch.setattr(command, "write_compound_report", compound_report)
+    monkeypatch.setattr(command, "write_demo_report", demo_report)
+    log = tmp_path / "compound" / "train.log"
+    answer = command.compound_part(str(tmp_path), s, None, True, 1, log, ready=Ready())
+    assert order == ["compound report", "waited", "report"]
+    assert answer["compound_report"] == ["compound heads"]
+    assert answer["report"] == ["single-label heads"]
+    assert list(answer["results"]) == ["transformer"]

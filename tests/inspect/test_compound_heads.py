@@ -330,19 +330,27 @@ def test_the_demo_writes_the_compound_transformers_report(chinese_compound, tmp_
 
 @pytest.mark.parametrize("quick", [True, False])
 def test_the_demo_command_reports_the_compound_transformer(quick, monkeypatch, tmp_path):
+    """--quick writes the Transformer's report in this process; a full run leaves both
+    reports to the second process (told to write them), which prints their lines after the
+    single-label tables."""
     from headwise.cli import build_parser
     from headwise.commands import demo as command
 
     calls = []
+
     class Background:  # the second process, started before the single-label part
-        def __init__(self, *args):
-            calls.append("compound")
+        def __init__(self, out, s, pretrained, report, threads, log):
+            calls.append(f"compound, report {report}")
+
+        def ready(self):
+            calls.append("ready")
 
         def done(self):
             return True
 
         def result(self):
-            return []
+            return {"results": {}, "lines": [], "report": ["transformer report"],
+                    "compound_report": ["compound report"]}
 
         def stop(self):
             return None
@@ -354,11 +362,17 @@ def test_the_demo_command_reports_the_compound_transformer(quick, monkeypatch, t
     monkeypatch.setattr(command, "run_demo", run_demo)
     monkeypatch.setattr(command, "_Background", Background)
     monkeypatch.setattr(command, "pretrained_demo_recipe", lambda s: {})
+    monkeypatch.setattr(command, "train_compound_models", lambda *a, **k: {"bilstm": {}})
+    monkeypatch.setattr(command, "compare_compound_models", lambda *a, **k: None)
+    monkeypatch.setattr(command, "print", calls.append, raising=False)
     monkeypatch.setattr(command, "write_demo_report", lambda *a, **k: calls.append("report"))
     monkeypatch.setattr(command, "write_compound_report",
                         lambda *a, **k: calls.append("compound report"))
     argv = ["demo", "--out", str(tmp_path)] + (["--quick"] if quick else [])
     args = build_parser(["demo"]).parse_args(argv)
     assert args.func(args) == 0
+    calls = [c for c in calls if c.startswith("compound, ") or c in (
+        "demo", "ready", "report", "transformer report", "compound report")]
     assert calls == (["demo", "report"] if quick else
-                     ["compound", "demo", "report", "compound report"])
+                     ["compound, report True", "demo", "ready", "transformer report",
+                      "compound report"])
