@@ -108,12 +108,16 @@ def test_knn_is_the_kth_neighbour_distance_of_normalised_vectors(k):
 
 
 def test_knn_chunks_give_the_same_answer(monkeypatch):
+    """Scoring in chunks of queries gives the scores of one product (to the last bits a
+    BLAS kernel's blocking may change) and the same decisions."""
     import headwise.intent.decision.ood.knn as knn
 
     det = _fitted("knn", k=3)
-    whole = det.score(QUERIES, None)
+    det.threshold = float(np.median(det.score(QUERIES, None)))
+    whole, rejected = det.score(QUERIES, None), det.reject(QUERIES, None)
     monkeypatch.setattr(knn, "CHUNK", 2)
-    np.testing.assert_array_equal(det.score(QUERIES, None), whole)
+    np.testing.assert_allclose(det.score(QUERIES, None), whole, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(det.reject(QUERIES, None), rejected)
 
 
 @pytest.mark.parametrize("name", sorted(DETECTORS))
@@ -205,3 +209,27 @@ def test_bad_input_is_refused():
         _fitted("energy").score(None, Q_LOGITS[:, :3])
     with pytest.raises(ValueError, match="feature rows"):
         KnnDetector().fit(FEATURES, LOGITS[:5], None)
+
+
+def test_detector_products_equal_numpys_for_the_arrays_scoring_passes():
+    """The detectors' matrix products run on PyTorch's threads (ood.base.matmul) and equal
+    numpy's ``@``: mixed float32/float64 promoted as numpy does, transposed and sliced
+    views, read-only arrays (a bank loaded from a file), no rows."""
+    from headwise.intent.decision.ood.base import matmul
+
+    rng = np.random.default_rng(0)
+    a32 = rng.normal(size=(5, 7)).astype(np.float32)
+    b64 = rng.normal(size=(9, 7))
+    got = matmul(a32, b64.T)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, a32 @ b64.T, rtol=1e-12, atol=1e-12)
+    view = rng.normal(size=(12, 7))[::2]
+    frozen = b64.copy()
+    frozen.flags.writeable = False
+    np.testing.assert_allclose(matmul(view, frozen.T), view @ frozen.T, rtol=1e-12)
+    assert frozen.flags.writeable is False  # not changed in place
+    assert matmul(np.zeros((0, 7)), b64.T).shape == (0, 9)
+    a = rng.normal(size=(4, 7)).astype(np.float32)
+    b = rng.normal(size=(7, 3)).astype(np.float32)
+    assert matmul(a, b).dtype == np.float32
+    np.testing.assert_allclose(matmul(a, b), a @ b, rtol=1e-5, atol=1e-6)

@@ -22,6 +22,25 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
+import torch
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` of two float arrays, computed by PyTorch on its intra-op threads.
+
+    A detector scores what the model just computed: when PyTorch ran the model, its
+    threads are still awake, and numpy's own BLAS threads started beside them on a machine
+    of a few cores wait for each other, which made a single query several times slower
+    (the BiLSTM's p50 and p99 in ``headwise demo``'s table: served by PyTorch, with a
+    k-NN out-of-scope score). One pool of threads for both keeps a query's work on the
+    cores it already holds. The result is the product in numpy's precision (both sides
+    promoted as ``@`` would), equal to numpy's to its last bits or so (a BLAS kernel's
+    blocking may change those with the number of rows).
+    """
+    dtype = np.result_type(a, b)
+    a, b = (np.asarray(x, dtype=dtype) for x in (a, b))
+    a, b = (x if x.flags.writeable else x.copy() for x in (a, b))  # torch shares memory
+    return torch.from_numpy(a).matmul(torch.from_numpy(b)).numpy()
 
 
 class OodDetector(ABC):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.decision.ood.base import OodDetector
+from headwise.intent.decision.ood.base import OodDetector, matmul
 
 #: queries per matrix product (bounds the (chunk, bank) similarity block's memory)
 CHUNK = 1024
@@ -75,7 +75,7 @@ class KnnDetector(OodDetector):
         out = np.empty(len(z))
         for start in range(0, len(z), CHUNK):
             q = z[start:start + CHUNK]
-            sq = (q ** 2).sum(1)[:, None] + self._bank_sq[None, :] - 2.0 * q @ self._bank64.T
+            sq = (q ** 2).sum(1)[:, None] + self._bank_sq[None, :] - 2.0 * matmul(q, self._bank64.T)
             kth = np.partition(sq, self.k - 1, axis=1)[:, self.k - 1]
             out[start:start + CHUNK] = np.sqrt(np.maximum(kth, 0.0))
         return out

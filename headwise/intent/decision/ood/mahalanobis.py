@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from headwise.intent.decision.ood.base import OodDetector
+from headwise.intent.decision.ood.base import OodDetector, matmul
 
 COVARIANCES = ("empirical", "ledoit_wolf")
 
@@ -87,8 +87,8 @@ class MahalanobisDetector(OodDetector):
     def distances(self, features: np.ndarray) -> np.ndarray:
         """Squared Mahalanobis distances (n, m) of pooled vectors to every class mean
         (columns: :attr:`classes`)."""
-        fp = features @ self.precision
-        d = (fp * features).sum(1)[:, None] - 2.0 * fp @ self.means.T + self._mean_terms
+        fp = matmul(features, self.precision)
+        d = (fp * features).sum(1)[:, None] - 2.0 * matmul(fp, self.means.T) + self._mean_terms
         return np.maximum(d, 0.0)
 
     def _score(self, features: np.ndarray | None, logits: np.ndarray | None) -> np.ndarray:
