@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -125,9 +126,11 @@ def run_compound_demo(out_dir: str | Path, settings: DemoSettings | None = None,
     return compare_compound_models(out_dir, s, results, echo=echo)
 
 
+@functools.lru_cache(maxsize=1)
 def _corpus(s: DemoSettings) -> tuple[dict[str, list[DemoExample]], dict[str, list[Example]],
                                       dict[str, dict[str, int]]]:
-    """The corpus with compound questions, its annotated splits and their sizes."""
+    """The corpus with compound questions, its annotated splits and their sizes (generated
+    once for training and comparing the same settings; read, never changed)."""
     corpus = generate_demo_corpus(seed=s.seed, per_intent=s.per_intent,
                                   compound_share=s.compound_share, oos_train=s.oos_train)
     splits = {k: annotated(corpus[k]) for k in ("train", "valid", "test")}
