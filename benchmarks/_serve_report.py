@@ -8,6 +8,10 @@ from typing import Any
 import _harness as H
 import _verdicts as V
 
+KNN_PATHS = {"PyTorch": "ours (PyTorch, k-NN detector)", "ONNX": "ours (ONNX, k-NN detector)"}
+"""The single-query paths of ``benchmarks/serve.py`` that answer with a k-NN out-of-scope
+detector, by the path without one they are compared with."""
+
 PARTS = ("single", "sweep", "load", "access")
 """The parts of ``benchmarks/serve.py``, in its order."""
 
@@ -42,6 +46,15 @@ def _targets(r: dict[str, Any]) -> list[str]:
         rows.append(f"| single-query p50 at most half of {base}'s: {name} | {verdict} | "
                     f"ours {ours:.2f} ms, {base} {hf:.2f} ms (p50 ratio {ours / hf:.2f}"
                     f"{spread}) |")
+    for base, name in KNN_PATHS.items():
+        base = f"ours ({base})"
+        if name in times and base in times:
+            iv = V.ratio_interval(times[name], times[base])
+            rows.append(f"| (cost) a k-NN out-of-scope detector on the single-query path: "
+                        f"{name} against {base} | (reported) | p50 {lat[name]['p50_ms']:.2f} "
+                        f"against {lat[base]['p50_ms']:.2f} ms, p99 {lat[name]['p99_ms']:.2f} "
+                        f"against {lat[base]['p99_ms']:.2f} ms; per-round ratio, geometric "
+                        f"mean {iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}] |")
     for runtime in dict.fromkeys(x.get("runtime", "torch") for x in r.get("load", [])):
         rows += _batching_targets(r, runtime)
     sweep = {(x["runtime"], x["batch"]): x for x in r.get("sweep", [])}
@@ -276,6 +289,12 @@ def section(r: dict[str, Any], command: str) -> str:
                   "(`SingleLabelPredictor.predict`); the pipeline: `transformers.pipeline("
                   "'text-classification', top_k=3)` on `AutoModelForSequenceClassification` "
                   "of the same checkpoint.", ""]
+        if set(KNN_PATHS.values()) & set(r["single"]["latency"]):
+            lines += ["\"k-NN detector\": the same predictor with a fitted k-NN out-of-scope "
+                      f"detector (k=10, a bank of {s['knn_bank']} seeded random vectors of the "
+                      "pooled width, the threshold at the median score of the texts) deciding "
+                      "each answer: the model, then the detector's matrix product on "
+                      "PyTorch's threads (`ood.base.matmul`).", ""]
         d = r["single"].get("default_path")
         if d:
             lines += [f"The default path (`headwise serve MODEL`, `predict`) of a directory "

@@ -16,7 +16,9 @@ real accuracy change of a trained classifier.
    the freshly saved directory (no ``headwise export``) before and after runtime ``auto``
    built its export on first use: ``load_predictor(MODEL, runtime="torch")``, what
    ``auto`` chose before, against ``load_predictor(MODEL)`` (the one-off export into a
-   temporary ``HEADWISE_CACHE`` is timed too).
+   temporary ``HEADWISE_CACHE`` is timed too); and our PyTorch and ONNX paths again with a
+   k-NN out-of-scope detector deciding each answer (:func:`knn_classifier`: what a trained
+   classifier whose detector reads pooled vectors costs per query).
 2. ``headwise serve`` in a subprocess, batching on and off; a load generator in another
    process (``_serve_load.py``, loopback only, bounded in requests and seconds) at
    concurrency 1, 8, 32, 64, in three rounds per server (the batching verdicts judge the
@@ -54,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import _harness as H  # noqa: E402
-from _serve_report import ACCESS_KEY, PARTS, access_section, full_section  # noqa: E402
+from _serve_report import ACCESS_KEY, KNN_PATHS, PARTS, access_section, full_section  # noqa: E402
 
 INTENTS = [f"intent_{i}" for i in range(10)]
 SUBJECTS = ["my card", "the transfer", "my account balance", "a new mortgage", "my pin",
@@ -142,6 +144,33 @@ def hf_onnx_query(hf_model: Any, tokenizer: Any, out: Path, threads: int
     return query
 
 
+KNN_BANK = 2000
+"""Rows of the k-NN detector's bank in the single-query comparison (a classifier keeps one
+pooled vector per training row)."""
+
+def knn_classifier(model_dir: Path, texts: list[str]) -> Any:
+    """The benchmark's classifier again, with a fitted k-NN out-of-scope detector
+    (:class:`~headwise.intent.decision.ood.KnnDetector`, k=10) on a bank of ``KNN_BANK``
+    seeded random vectors of the model's pooled width (its cost does not depend on the
+    values, as the head's does not) and a threshold at the median score of ``texts``, so
+    that both answers, in scope and out of scope, are taken. Every query then runs the
+    detector's matrix product beside the model: the serving path of a trained classifier
+    whose detector reads pooled vectors (``ood.base.matmul``)."""
+    from headwise.intent.classifier import IntentClassifier
+    from headwise.intent.decision.ood import KnnDetector
+    from headwise.intent.inference import SingleLabelPredictor, TorchRuntime
+
+    clf = IntentClassifier.load(model_dir)
+    probe = SingleLabelPredictor(clf, TorchRuntime(clf.model))
+    with torch.inference_mode():
+        pooled = probe.forward(probe.encode(texts))[1]
+    bank = np.random.default_rng(0).standard_normal((KNN_BANK, pooled.shape[1]))
+    det = KnnDetector(k=10).fit(bank.astype(np.float32), None, None)
+    det.threshold = float(np.median(det.score(pooled, None)))
+    clf.ood = det
+    return clf
+
+
 def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
                  onnx: dict[str, Path]) -> dict:
     """Interleaved single-text latency of each path, plus int8 agreement."""
@@ -154,6 +183,11 @@ def single_query(model_dir: Path, src: Path, texts: list[str], rounds: int,
     predictors = {"ours (PyTorch)": SingleLabelPredictor(clf, TorchRuntime(clf.model))}
     for name, path in onnx.items():
         predictors[f"ours ({name})"] = SingleLabelPredictor(clf, OnnxRuntime(path))
+    with_knn = knn_classifier(model_dir, texts)
+    predictors[KNN_PATHS["PyTorch"]] = SingleLabelPredictor(with_knn,
+                                                            TorchRuntime(with_knn.model))
+    if "ONNX" in onnx:
+        predictors[KNN_PATHS["ONNX"]] = SingleLabelPredictor(with_knn, OnnxRuntime(onnx["ONNX"]))
     hf_model = AutoModelForSequenceClassification.from_pretrained(src, num_labels=len(INTENTS))
     hf = pipeline("text-classification", model=hf_model.eval(),
                   tokenizer=AutoTokenizer.from_pretrained(src), device=-1, top_k=3)
@@ -490,8 +524,8 @@ def main() -> int:
                      "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                      "provenance": H.collect_provenance(torch.get_num_threads()), "settings": {
         "max_batch_size": args.max_batch_size, "max_wait_ms": args.max_wait_ms,
-        "rounds": rounds, "point_s": point_s, "soak_s": soak_s, "warmup_s": warmup_s,
-        "load_rounds": load_rounds,
+        "rounds": rounds, "knn_bank": KNN_BANK, "point_s": point_s, "soak_s": soak_s,
+        "warmup_s": warmup_s, "load_rounds": load_rounds,
         "access_rounds": access_rounds, "access_point_s": access_point_s}}
     texts = bench_texts()
     needs_onnx = set(parts) & {"single", "sweep", "load"} or args.access_runtime == "onnx"

@@ -163,6 +163,28 @@ def test_the_batching_targets_read_the_load_rounds():
     assert all("not judged" in row for row in one)
 
 
+def test_the_knn_detectors_cost_is_the_interleaved_rounds_ratio():
+    """The k-NN detector's cost on the single-query path: the geometric mean of the per-round
+    ratios (detector / no detector) with a t-interval on their logarithms, reported beside
+    both p50s; absent from a record without the detector's paths."""
+    import _serve_report as R
+
+    base = [0.010, 0.011, 0.012]
+    knn = [0.011, 0.0121, 0.0138]  # ratios 1.1, 1.1, 1.15
+    lat = {name: {"p50_ms": 1000 * v[1], "p99_ms": 1000 * v[2], "mean_ms": 11.0}
+           for name, v in (("ours (PyTorch)", base), (R.KNN_PATHS["PyTorch"], knn))}
+    rows = R._targets({"single": {"latency": lat, "times_s": {
+        "ours (PyTorch)": base, R.KNN_PATHS["PyTorch"]: knn}}})
+    logs = np.log([1.1, 1.1, 1.15])
+    half = 4.302653 * logs.std(ddof=1) / math.sqrt(3)
+    row = next(r for r in rows if "k-NN" in r)
+    assert f"{math.exp(logs.mean()):.2f} [{math.exp(logs.mean() - half):.2f}, " \
+           f"{math.exp(logs.mean() + half):.2f}]" in row
+    assert "p50 12.10 against 11.00 ms" in row and "(reported)" in row
+    assert not any("k-NN" in r for r in R._targets({"single": {"latency": {
+        "ours (PyTorch)": lat["ours (PyTorch)"]}, "times_s": {"ours (PyTorch)": base}}}))
+
+
 def test_batch_predicts_targets_read_the_repeats():
     """Streaming over in-process rate: the geometric mean of the repeats' ratios with its
     interval, judged against 90 %; the memory allowance: the per-repeat room under
