@@ -50,27 +50,12 @@ sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
 import _verdicts as V  # noqa: E402
+from _queries import INTENTS, bench_texts  # noqa: E402
 
 KEY = "batch_predict:cpu"
 RESULTS = HERE / "results" / "batch_predict_cpu.json"
-INTENTS = [f"intent_{i}" for i in range(10)]
-SUBJECTS = ["my card", "the transfer", "my account balance", "a new mortgage", "my pin",
-            "the exchange rate", "a refund", "my savings account", "the app", "a direct debit"]
-VERBS = ["i need help with", "how do i check", "can you cancel", "why is there a problem with",
-         "please tell me about", "i want to change"]
-TAILS = ["", " today", " as soon as possible please", " because it has been three days and "
-         "nobody has answered my emails", " from abroad while i am travelling in france"]
 BATCH = 64
 CHUNK = 1024
-
-
-def bench_texts(n: int, seed: int = 0) -> list[str]:
-    """``n`` deterministic English queries of 4 to ~25 words."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    return [f"{VERBS[rng.integers(len(VERBS))]} {SUBJECTS[rng.integers(len(SUBJECTS))]}"
-            f"{TAILS[rng.integers(len(TAILS))]}" for _ in range(n)]
 
 
 def write_csv(path: Path, texts: list[str], times: int = 1) -> Path:

@@ -45,7 +45,7 @@ RESULTS = HERE / "results" / "ray_serve_cpu.json"
 def tiny_model(out: Path, texts: list[str]) -> Path:
     """A 2-layer, 32-wide Transformer with random weights on 10 intents (``--quick``)."""
     import torch
-    from serve import INTENTS
+    from _queries import INTENTS
 
     from headwise.intent.classifier import IntentClassifier
     from headwise.models import EncoderClassifier, ModelConfig
@@ -74,7 +74,8 @@ def start(model_dir: Path, args: argparse.Namespace, ray: bool) -> tuple[Any, st
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from serve import bench_texts, build_model, load, stop_server
+    from _queries import bench_texts
+    from serve import build_model, load, stop_server
 
     q = args.quick
     rounds, point_s = (2, 1.0) if q else (6, 10.0)

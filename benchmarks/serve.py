@@ -56,22 +56,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import _harness as H  # noqa: E402
+from _queries import INTENTS, bench_texts  # noqa: E402
 from _serve_report import ACCESS_KEY, KNN_PATHS, PARTS, access_section, full_section  # noqa: E402
-
-INTENTS = [f"intent_{i}" for i in range(10)]
-SUBJECTS = ["my card", "the transfer", "my account balance", "a new mortgage", "my pin",
-            "the exchange rate", "a refund", "my savings account", "the app", "a direct debit"]
-VERBS = ["i need help with", "how do i check", "can you cancel", "why is there a problem with",
-         "please tell me about", "i want to change"]
-TAILS = ["", " today", " as soon as possible please", " because it has been three days and "
-         "nobody has answered my emails", " from abroad while i am travelling in france"]
-
-
-def bench_texts() -> list[str]:
-    """Deterministic English queries of 4 to ~25 words."""
-    rng = np.random.default_rng(0)
-    return [f"{VERBS[rng.integers(len(VERBS))]} {SUBJECTS[rng.integers(len(SUBJECTS))]}"
-            f"{TAILS[rng.integers(len(TAILS))]}" for _ in range(200)]
 
 
 def build_model(out: Path, seed: int = 0) -> Path:
