@@ -185,6 +185,36 @@ def test_the_knn_detectors_cost_is_the_interleaved_rounds_ratio():
         "ours (PyTorch)": lat["ours (PyTorch)"]}, "times_s": {"ours (PyTorch)": base}}}))
 
 
+def test_the_sparse_dispatch_verdicts_judge_each_side_of_the_thresholds():
+    """Block-sparse / SDPA per cell from interleaved rounds; where auto takes block-sparse
+    every interval must lie at most at 1, where it takes SDPA at least at 1; the crossover
+    density is where the log of the mean ratio crosses 0, linear between measured cells."""
+    import sparse_dispatch as S
+
+    def cell(density, ratios, pick, mode="fwd"):
+        sdpa = [10.0, 11.0, 12.0]
+        return {"n": 2048, "window": 64, "mode": mode, "density": density, "pick": pick,
+                "rounds_ms": {"blocksparse": [r * t for r, t in zip(ratios, sdpa, strict=True)],
+                              "sdpa": sdpa}}
+
+    cheap = cell(0.1, [0.30, 0.32, 0.31], "blocksparse")
+    mid = cell(0.4, [0.9, 1.1, 1.0], "blocksparse")  # straddles 1
+    dense = cell(0.8, [2.0, 2.1, 1.9], "sdpa")
+    iv = S.ratio(cheap)
+    logs = np.log([0.30, 0.32, 0.31])
+    assert iv.mean == pytest.approx(math.exp(logs.mean()))
+    rows = {r[0]: r for r in S._verdicts([cheap, mid, dense])}
+    sparse = rows["fwd: where auto takes block-sparse, block-sparse / SDPA at most 1"]
+    assert sparse[1] == "within noise" and "density 0.40" in sparse[2]
+    assert rows["fwd: where auto takes SDPA on a pattern, block-sparse / SDPA at least 1"][1] \
+        == "PASS"
+    assert S._verdicts([cheap, cell(0.8, [0.5, 0.55, 0.6], "sdpa")])[1][1] == "FAIL"
+    a, b = math.log(S.ratio(mid).mean), math.log(S.ratio(dense).mean)
+    assert a < 0 < b  # mid's geometric mean is just under 1: the crossing is after it
+    assert S.crossover([dense, cheap, mid]) == pytest.approx(0.4 + 0.4 * (-a) / (b - a))
+    assert S.crossover([cheap]) is None
+
+
 def test_batch_predicts_targets_read_the_repeats():
     """Streaming over in-process rate: the geometric mean of the repeats' ratios with its
     interval, judged against 90 %; the memory allowance: the per-repeat room under
