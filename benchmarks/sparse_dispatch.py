@@ -25,7 +25,7 @@ one lies wholly on the wrong side, "within noise" otherwise.
 
 One record per run in ``benchmarks/results/sparse_dispatch_cpu.jsonl`` (``--results``) with
 its provenance; the section ``sparse_dispatch:cpu`` of ``docs/benchmarks/attention.md``
-shows the latest run.
+shows every run, each judging the thresholds of its commit.
 """
 
 from __future__ import annotations
@@ -133,14 +133,21 @@ def _iv(iv: V.Interval) -> str:
     return f"{iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}]"
 
 
-def _run_lines(run: dict[str, Any]) -> list[str]:
+def _run_lines(run: dict[str, Any], earlier: bool = False) -> list[str]:
+    """One run's lines; ``earlier``: under a heading marking it as an earlier run (its
+    verdicts judged thresholds changed since: not the section's)."""
     cells = run["cells"]
-    lines = [f"**{H.run_machine(run)}**, `{run['command']}` ({run['date']}; "
-             f"{run['provenance']['threads']} torch threads). The dispatcher's thresholds at this commit: "
-             f"`SPARSE_MIN_LEN` {run['min_len']}, `SPARSE_MAX_DENSITY` {run['max_density']}.",
-             "", "### Targets", "",
+    h = "####" if earlier else "###"
+    head = ([f"### Run of commit {(run['provenance'].get('commit') or '?')[:10]} "
+             f"{H.EARLIER_MARK}run: the thresholds it judged were changed after it)", ""]
+            if earlier else [])
+    lines = [*head, f"**{H.run_machine(run)}**, `{run['command']}` ({run['date']}; "
+             f"{run['provenance']['threads']} torch threads). The dispatcher's thresholds at "
+             f"this commit: `SPARSE_MIN_LEN` {run['min_len']}, `SPARSE_MAX_DENSITY` "
+             f"{run['max_density']}.",
+             "", f"{h} Targets", "",
              H.markdown_table(["target", "verdict", "measured"], _verdicts(cells)), "",
-             "### Block-sparse / SDPA by length and density", ""]
+             f"{h} Block-sparse / SDPA by length and density", ""]
     rows = []
     for c in sorted(cells, key=lambda c: (c["n"], c["density"], c["mode"])):
         rows.append([str(c["n"]), str(c["window"]), f"{c['density']:.3f}", c["mode"],
@@ -161,7 +168,7 @@ def _run_lines(run: dict[str, Any]) -> list[str]:
 
 
 def section(runs: list[dict[str, Any]]) -> str:
-    """The ``sparse_dispatch:cpu`` section: the latest run's verdicts and table."""
+    """The ``sparse_dispatch:cpu`` section: every run's verdicts and table, oldest first."""
     return H.per_run_section([
         "## Sparse patterns: when the dispatcher takes the block-sparse kernel (CPU)", "",
         "Batch 1, 8 heads, head dim 64, float32; sliding windows of widths that are "
@@ -170,7 +177,9 @@ def section(runs: list[dict[str, Any]]) -> str:
         "block-sparse time over SDPA time (with the pattern's dense boolean mask), the "
         "geometric mean of the per-round ratios with its 95 % t-interval. \"auto takes\": "
         "`select_backend` at the run's commit. Max abs diff: of the outputs (fwd) or the "
-        "gradients of q, k and v (fwdbwd)."], runs[-1:], _run_lines)
+        "gradients of q, k and v (fwdbwd). Every run is shown, oldest first: a run judges "
+        "the thresholds of its own commit."], runs,
+        lambda r: _run_lines(r, earlier=r is not runs[-1]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -204,7 +204,11 @@ def test_dispatcher_sends_long_sparse_patterns_here():
     assert select_backend(long_q, long_q, M.sliding_window(128), dropout_p=0.1) == "blocksparse"
     assert select_backend(long_q, long_q, M.causal()) == "sdpa"
     assert select_backend(long_q, long_q, M.sliding_window(1500)) == "sdpa"  # not sparse
-    short = torch.randn(1, 2, 512, 8)
+    # from SPARSE_MIN_LEN on; a narrow window at 512 computes 12 of the 16 tiles
+    at_min = torch.randn(1, 2, 512, 8)
+    assert select_backend(at_min, at_min, M.sliding_window(16)) == "blocksparse"
+    assert select_backend(at_min, at_min, M.sliding_window(192)) == "sdpa"  # every tile
+    short = torch.randn(1, 2, 256, 8)
     assert select_backend(short, short, M.sliding_window(16)) == "sdpa"
 
 

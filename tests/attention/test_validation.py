@@ -95,7 +95,7 @@ def test_dispatcher_choices():
     assert select_backend(long_q, long_q, M.sliding_window(128)) == "blocksparse"
     assert select_backend(long_q, long_q, M.causal()) == "sdpa"  # SDPA skips causal tiles
     assert select_backend(long_q, long_q, M.sliding_window(128), dropout_p=0.1) == "blocksparse"
-    short = torch.randn(1, 2, 512, 8)
+    short = torch.randn(1, 2, 256, 8)
     assert select_backend(short, short, M.sliding_window(16)) == "sdpa"
 
 

@@ -46,13 +46,14 @@ from headwise.attention.masks import AttentionPattern
 BACKENDS = ("auto", "math", "sdpa", "tiled", "blocksparse", "flex")
 
 #: a pattern (not merely causal) at least this long is considered for a sparse backend
-SPARSE_MIN_LEN = 1024
+SPARSE_MIN_LEN = 512
 #: ... and taken there when the block-sparse kernel would compute at most this fraction
 #: of the ``DEFAULT_BLOCK``-sized tiles (padding slots and the dense rows of global
 #: tokens included; see :meth:`~headwise.attention.kernels.blocksparse.BlockPlan.density`).
-#: Measured on CPU (2 threads, 8 heads of 64): block-sparse / SDPA time is about 0.3 at
-#: density 0.2, 0.55-0.7 at 0.4 and 0.9-1.2 at 0.62-0.67 (forward / forward+backward).
-SPARSE_MAX_DENSITY = 0.5
+#: Both thresholds were set below the crossovers that BENCHMARKS ``sparse_dispatch:cpu``
+#: measured on the CPU (block-sparse against SDPA with the dense mask, by length and
+#: density); the GPU shares them, unmeasured there.
+SPARSE_MAX_DENSITY = 0.8
 #: the sparse backend per device type, where it is not "blocksparse": FlexAttention on CUDA,
 #: where it is compiled for the GPU and has a backward (not yet measured against
 #: "blocksparse" there). Requests FlexAttention cannot serve (dropout, float64) stay on
@@ -65,8 +66,8 @@ def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None 
                    bias: Tensor | None = None) -> str:
     """The backend ``attend(..., backend="auto")`` runs for this request.
 
-    Rules (thresholds are the module constants above; their comments say what they rest on,
-    ``benchmarks/attention.py`` measures them):
+    Rules (thresholds are the module constants above; ``benchmarks/attention.py`` measures
+    the dense choices, ``benchmarks/sparse_dispatch.py`` the sparse thresholds):
 
     1. per-head weights requested: ``"math"``, the only backend that returns them;
     2. a sparse pattern (not merely causal: SDPA's ``is_causal`` already skips the
