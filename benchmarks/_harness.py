@@ -652,6 +652,7 @@ AREAS = {
 PAGES = {
     "attention:cpu": "attention", "attention:cuda": "attention",
     "long_attention:cpu": "attention", "decode:cpu": "attention",
+    "sparse_dispatch:cpu": "attention",
     "train_throughput:cpu": "training", "pruning:cpu": "training",
     "hardening:hypothesis": "training", "cpu_finetune:cpu": "training",
     "train_estimate:cpu": "training", "cic_train:cpu": "training",

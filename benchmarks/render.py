@@ -83,6 +83,13 @@ def _decode(res: Path, pages: Path) -> str | None:
                                         [data["meta"]])
 
 
+def _sparse_dispatch(res: Path, pages: Path) -> str | None:
+    import sparse_dispatch
+
+    runs = _jsonl(res / "sparse_dispatch_cpu.jsonl")
+    return sparse_dispatch.section(runs) if runs else None
+
+
 def _train(res: Path, pages: Path) -> str | None:
     import _report_train as report
 
@@ -327,6 +334,8 @@ SOURCES: dict[str, Source] = {
                              "python benchmarks/attention.py --device cuda"),
     "long_attention:cpu": Source(_long, _ATTN, "python benchmarks/long_attention.py"),
     "decode:cpu": Source(_decode, (*_ATTN, "headwise/nn"), "python benchmarks/decode.py"),
+    "sparse_dispatch:cpu": Source(_sparse_dispatch, _ATTN,
+                                  "python benchmarks/sparse_dispatch.py"),
     "train_throughput:cpu": Source(_train, ("headwise/nn", "headwise/attention", "headwise/train"),
                                    "python benchmarks/train_throughput.py"),
     "pruning:cpu": Source(_pruning, ("headwise/inspect", "headwise/nn"),

@@ -121,7 +121,8 @@ def _verdicts(cells: list[dict[str, Any]]) -> list[list[str]]:
             if not group:
                 continue
             verdicts = [judge(ratio(c)) for c in group]
-            worst = [f"N={c['n']} density {c['density']:.2f}: {_iv(ratio(c))}"
+            worst = [f"N={c['n']} window {c['window']} (density {c['density']:.2f}): "
+                     f"{_iv(ratio(c))}"
                      for c, vd in zip(group, verdicts, strict=True) if vd != "PASS"]
             rows.append([f"{mode}: {what}", V.combined(verdicts),
                          f"{len(group)} cells; " + ("every interval clears 1" if not worst
@@ -137,11 +138,12 @@ def _run_lines(run: dict[str, Any], earlier: bool = False) -> list[str]:
     """One run's lines; ``earlier``: under a heading marking it as an earlier run (its
     verdicts judged thresholds changed since: not the section's)."""
     cells = run["cells"]
-    h = "####" if earlier else "###"
-    head = ([f"### Run of commit {(run['provenance'].get('commit') or '?')[:10]} "
-             f"{H.EARLIER_MARK}run: the thresholds it judged were changed after it)", ""]
-            if earlier else [])
-    lines = [*head, f"**{H.run_machine(run)}**, `{run['command']}` ({run['date']}; "
+    commit = (run["provenance"].get("commit") or "?")[:10]
+    head = (f"### Run of commit {commit} {H.EARLIER_MARK}run: the thresholds it judged were "
+            f"changed after it)" if earlier
+            else f"### Run of commit {commit} (the latest: the section's verdicts)")
+    h = "####"
+    lines = [head, "", f"**{H.run_machine(run)}**, `{run['command']}` ({run['date']}; "
              f"{run['provenance']['threads']} torch threads). The dispatcher's thresholds at "
              f"this commit: `SPARSE_MIN_LEN` {run['min_len']}, `SPARSE_MAX_DENSITY` "
              f"{run['max_density']}.",

@@ -205,7 +205,7 @@ def test_the_sparse_dispatch_verdicts_judge_each_side_of_the_thresholds():
     assert iv.mean == pytest.approx(math.exp(logs.mean()))
     rows = {r[0]: r for r in S._verdicts([cheap, mid, dense])}
     sparse = rows["fwd: where auto takes block-sparse, block-sparse / SDPA at most 1"]
-    assert sparse[1] == "within noise" and "density 0.40" in sparse[2]
+    assert sparse[1] == "within noise" and "window 64 (density 0.40)" in sparse[2]
     assert rows["fwd: where auto takes SDPA on a pattern, block-sparse / SDPA at least 1"][1] \
         == "PASS"
     assert S._verdicts([cheap, cell(0.8, [0.5, 0.55, 0.6], "sdpa")])[1][1] == "FAIL"
