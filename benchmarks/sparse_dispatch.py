@@ -61,7 +61,7 @@ def measure_cell(n: int, window: int, mode: str, reps: dict[str, Any]) -> dict[s
     import torch
 
     from headwise.attention import attend, masks, select_backend
-    from headwise.attention.kernels import DEFAULT_BLOCK, block_plan
+    from headwise.attention.kernels.blocksparse import DEFAULT_BLOCK, block_plan
 
     g = torch.Generator().manual_seed(n + window)
     q, k, v, grad = (torch.randn(B, HEADS, n, D, generator=g) for _ in range(4))
