@@ -181,7 +181,7 @@ def _latency_verdict(p50: V.Interval | None, ceiling: float) -> str:
 
 def _ms(p50: V.Interval | None) -> str:
     return "from fewer than two runs" if p50 is None else \
-        f"{p50.mean:.2f} [{p50.low:.2f}, {p50.high:.2f}] ms"
+        f"{p50.plain()} ms"
 
 
 def both(a: str, b: str) -> str:

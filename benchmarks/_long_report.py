@@ -87,7 +87,7 @@ def targets(data: dict[str, Any]) -> list[list[str]]:
                     continue
                 checks.append(V.judge_at_most(iv, SLOPE_LIMIT))
                 top = "" if pts[-1][0] == max(st["sizes"]) else f" (to N={pts[-1][0]} only)"
-                ev.append(f"{mode} {name} {iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}]{top}")
+                ev.append(f"{mode} {name} {iv.plain()}{top}")
         verdict = V.combined(checks)
         if verdict != "NOT MEASURED" and len(checks) < 2 * len(st["modes"]):
             verdict += " (incomplete)"

@@ -38,8 +38,7 @@ def _targets(r: dict[str, Any]) -> list[str]:
         if name in times and base in times:
             iv = V.ratio_interval(times[name], times[base])
             verdict = V.judge_at_most(iv, 0.5)
-            spread = (f"; per-round ratio, geometric mean {iv.mean:.2f} [{iv.low:.2f}, "
-                      f"{iv.high:.2f}]")
+            spread = f"; per-round ratio, geometric mean {iv.plain()}"
         else:
             verdict = _verdict(ours <= 0.5 * hf)
             spread = "; no interval: the record predates per-round times"
@@ -54,7 +53,7 @@ def _targets(r: dict[str, Any]) -> list[str]:
                         f"{name} against {base} | (reported) | p50 {lat[name]['p50_ms']:.2f} "
                         f"against {lat[base]['p50_ms']:.2f} ms, p99 {lat[name]['p99_ms']:.2f} "
                         f"against {lat[base]['p99_ms']:.2f} ms; per-round ratio, geometric "
-                        f"mean {iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}] |")
+                        f"mean {iv.plain()} |")
     for runtime in dict.fromkeys(x.get("runtime", "torch") for x in r.get("load", [])):
         rows += _batching_targets(r, runtime)
     sweep = {(x["runtime"], x["batch"]): x for x in r.get("sweep", [])}

@@ -43,6 +43,10 @@ class Interval:
         return (f"{100 * self.mean:.{digits}f} [{100 * self.low:.{digits}f}, "
                 f"{100 * self.high:.{digits}f}]")
 
+    def plain(self, digits: int = 2) -> str:
+        """A ratio or a time as it is: ``"1.03 [1.02, 1.04]"``."""
+        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
     def points(self, digits: int = 2) -> str:
         """A difference in percentage points, signed: ``"+1.20 [-0.30, +2.70]"``."""
         return (f"{100 * self.mean:+.{digits}f} [{100 * self.low:+.{digits}f}, "

@@ -542,14 +542,14 @@ def _targets(record: dict[str, Any]) -> list[str]:
             rows.append([what, "NOT MEASURED", "fewer than two rounds of both"])
             continue
         iv = V.ratio_interval(tps[a], tps[b])
-        rows.append([what, V.judge(iv, target), f"{iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}]"])
+        rows.append([what, V.judge(iv, target), f"{iv.plain()}"])
     a, b = "headwise bf16, trimmed vocabulary", "headwise fp32, trimmed vocabulary"
     if len(tps.get(a) or []) >= 2 and len(tps.get(b) or []) >= 2:
         iv = V.ratio_interval(tps[a], tps[b])
         rows.append(["where bf16 is slower than fp32 (trimmed vocabulary, what `headwise "
                      f"train` runs), `auto` does not pick it (auto: {_auto(record)})",
                      _auto_verdict(_auto(record), iv),
-                     f"{iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}]"])
+                     f"{iv.plain()}"])
     lines = [H.markdown_table(["target", "verdict", "ratio [95 %]"], rows, "lll")]
     if not native:
         lines += ["", f"bf16 / fp32 >= {BF16_TARGET:g} is a target for a CPU with native "
@@ -660,8 +660,7 @@ def render(records: list[dict[str, Any]]) -> str:
         for name in QUERY_CONFIGS[1:]:
             if len(p50.get(name) or []) >= 2:
                 iv = V.ratio_interval(p50[name], p50["fp32"])
-                ratio_rows.append([f"{name} / fp32", f"{iv.mean:.2f} [{iv.low:.2f}, "
-                                   f"{iv.high:.2f}]"])
+                ratio_rows.append([f"{name} / fp32", iv.plain()])
         if ratio_rows:
             lines += ["", H.markdown_table(["p50 ratio (below 1: faster than fp32)",
                                             "geometric mean [95 %]"], ratio_rows, "lr")]

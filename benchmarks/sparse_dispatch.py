@@ -122,16 +122,12 @@ def _verdicts(cells: list[dict[str, Any]]) -> list[list[str]]:
                 continue
             verdicts = [judge(ratio(c)) for c in group]
             worst = [f"N={c['n']} window {c['window']} (density {c['density']:.2f}): "
-                     f"{_iv(ratio(c))}"
+                     f"{ratio(c).plain()}"
                      for c, vd in zip(group, verdicts, strict=True) if vd != "PASS"]
             rows.append([f"{mode}: {what}", V.combined(verdicts),
                          f"{len(group)} cells; " + ("every interval clears 1" if not worst
                                                     else "not clearing: " + "; ".join(worst))])
     return rows
-
-
-def _iv(iv: V.Interval) -> str:
-    return f"{iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}]"
 
 
 def _run_lines(run: dict[str, Any], earlier: bool = False) -> list[str]:
@@ -154,7 +150,7 @@ def _run_lines(run: dict[str, Any], earlier: bool = False) -> list[str]:
     for c in sorted(cells, key=lambda c: (c["n"], c["density"], c["mode"])):
         rows.append([str(c["n"]), str(c["window"]), f"{c['density']:.3f}", c["mode"],
                      c["pick"], f"{c['ms']['blocksparse']:.2f}", f"{c['ms']['sdpa']:.2f}",
-                     _iv(ratio(c)), f"{c['max_abs_diff']:.1e}"])
+                     ratio(c).plain(), f"{c['max_abs_diff']:.1e}"])
     lines.append(H.markdown_table(
         ["N", "window", "density", "mode", "auto takes", "block-sparse ms", "SDPA ms",
          "ratio [95 %]", "max abs diff"], rows))
@@ -208,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 cell = measure_cell(n, max(1, round(n * f)), mode, reps)
                 data["cells"].append(cell)
                 print(f"N={n} window {cell['window']} {mode}: density {cell['density']:.3f}, "
-                      f"ratio {_iv(ratio(cell))}, auto takes {cell['pick']}",
+                      f"ratio {ratio(cell).plain()}, auto takes {cell['pick']}",
                       file=sys.stderr, flush=True)
     H.finish_run(args, data, SECTION, section)
     return 0

@@ -146,7 +146,7 @@ def render(records: list[dict[str, Any]]) -> str:
                             f"{one} (an interval needs two seeds)"])
             continue
         iv = V.ratio_interval([r["train_seconds"] for r in rs], [r["forecast_s"] for r in rs])
-        targets.append([what, _judge(iv), f"{iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}] over "
+        targets.append([what, _judge(iv), f"{iv.plain()} over "
                                           f"{len(rs)} seeds"])
     lines += ["", H.markdown_table(["target (issue 37, item 8)", "verdict",
                                     "measured / forecast, geometric mean [95 %]"],

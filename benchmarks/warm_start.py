@@ -239,7 +239,7 @@ def _verdicts(by: dict[tuple, dict[str, Any]], ds: str, model: str) -> list[list
     mixed = [r["seed"] for r, f in pairs if r.get("precision") != f.get("precision")]
     time_row = [f"{ds} ({model}): training time at most a third of the full retrain's",
                 V.judge_at_most(share, TIME_SHARE),
-                f"warm / full: {share.mean:.2f} [{share.low:.2f}, {share.high:.2f}] "
+                f"warm / full: {share.plain()} "
                 f"(geometric mean of per-seed ratios, {seeds})"]
     if mixed:  # bf16 against fp32 is not like for like
         time_row[1:] = ["not judged", f"seed(s) {mixed}: warm and full trained in other "

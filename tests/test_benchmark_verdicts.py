@@ -42,6 +42,13 @@ def test_interval_of_a_share_stays_in_0_1():
     assert V.score_interval([0.999, 1.0, 1.0], 50).high == 1.0
 
 
+def test_an_interval_prints_as_percent_points_or_as_it_is():
+    iv = V.Interval(1.0344, 1.0251, 1.04)
+    assert iv.plain() == "1.03 [1.03, 1.04]" and iv.plain(1) == "1.0 [1.0, 1.0]"
+    assert V.Interval(-0.012, -0.03, 0.006).points() == "-1.20 [-3.00, +0.60]"
+    assert V.Interval(0.9341, 0.928, 0.9402).pct() == "93.41 [92.80, 94.02]"
+
+
 def test_difference_adds_both_sides():
     a, b = [0.9], [0.85]
     d = V.difference_interval(a, b, 1000)
