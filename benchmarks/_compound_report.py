@@ -530,6 +530,56 @@ def slice_table(runs: list[dict[str, Any]]) -> str:
                                                          for c in chosen)], rows)
 
 
+#: the kinds of a wrong answer (:func:`error_kind`), in the order the report lists them
+ERROR_KINDS = {
+    "none": "in scope, nothing answered",
+    "oos_answered": "out of scope, answered with an intent",
+    "missed": "a request missed (the rest right)",
+    "extra": "an intent added (the requests right)",
+    "wrong": "an intent wrong (mixed up)",
+}
+
+
+def error_kind(gold: list[str], pred: list[str]) -> str | None:
+    """What is wrong with an answer's intent set (a key of :data:`ERROR_KINDS`), or None
+    when it is right: an in-scope question answered with nothing, an out-of-scope one
+    answered with intents, some requests missed and nothing added, an intent added to the
+    whole right set, or any other difference."""
+    g, p = set(gold), set(pred)
+    if g == p:
+        return None
+    if not g:
+        return "oos_answered"
+    if not p:
+        return "none"
+    if p < g:
+        return "missed"
+    if g < p:
+        return "extra"
+    return "wrong"
+
+
+def error_table(runs: list[dict[str, Any]]) -> str:
+    """Where each family's chosen configuration loses exact match: the share of the test
+    questions of each :data:`ERROR_KINDS` (the runs' own answers, micro-F1 thresholds, as
+    the slice table; mean over seeds, percentile bootstrap over the questions)."""
+    detailed = _detailed(runs)
+    chosen = [c for c in detailed if c in set(chosen_configs(runs).values())]
+    if not chosen:
+        return "(no demo-compound runs yet)"
+    kinds = {c: [[error_kind(q["gold"], q["pred"]) for q in r["per_question"]]
+                 for r in detailed[c]] for c in chosen}
+    rows = []
+    for key, name in ERROR_KINDS.items():
+        rows.append([name, *(_share([[k == key for k in seed] for seed in kinds[c]]).pct(1)
+                             for c in chosen)])
+    rows.append(["all wrong answers", *(_share([[k is not None for k in seed]
+                                                for seed in kinds[c]]).pct(1)
+                                        for c in chosen)])
+    return H.markdown_table(["kind of error", *(f"{LABEL[c]}: % of test questions [95 %]"
+                                                for c in chosen)], rows)
+
+
 def value_intervals(runs: list[dict[str, Any]], name: str) -> tuple[float, ...] | None:
     """End-to-end value accuracy of one slot type: (mean over seeds, 2.5 %, 97.5 %),
     bootstrapped over test questions."""
@@ -697,6 +747,12 @@ def comparison_part(runs: list[dict[str, Any]]) -> list[str]:
         "Exact match per slice (each family's chosen configuration):",
         "",
         slice_table(runs),
+        "",
+        "Where exact match is lost (each family's chosen configuration, its own answers "
+        "with micro-F1 thresholds as in the slice table): every wrong intent set is of one "
+        "kind.",
+        "",
+        error_table(runs),
         "",
         "End-to-end value accuracy per slot type (span exact and normalised value right):",
         "",

@@ -88,6 +88,30 @@ def test_slices_and_the_choice_on_validation():
     assert "**yes**" in table and "BiLSTM joint, attention pooling" in table
 
 
+def test_each_wrong_answer_has_one_kind_and_the_table_counts_them():
+    assert R.error_kind(["a"], ["a"]) is None
+    assert R.error_kind(["b", "a"], ["a", "b"]) is None  # a set, not a list
+    assert R.error_kind([], ["a"]) == "oos_answered"
+    assert R.error_kind(["a"], []) == "none"
+    assert R.error_kind(["a", "b"], ["a"]) == "missed"
+    assert R.error_kind(["a"], ["a", "b"]) == "extra"
+    assert R.error_kind(["a"], ["b"]) == "wrong"
+    assert R.error_kind(["a", "b"], ["a", "c"]) == "wrong"
+    runs = [_run(0), _run(1)]
+    table = R.error_table(runs).splitlines()
+    by_kind = {line.split(" | ")[0].strip("| "): line for line in table[2:]}
+    assert set(by_kind) == set(R.ERROR_KINDS.values()) | {"all wrong answers"}
+    for key, name in R.ERROR_KINDS.items():  # mean over seeds of each seed's share
+        share = np.mean([np.mean([R.error_kind(q["gold"], q["pred"]) == key
+                                  for q in r["per_question"]]) for r in runs])
+        assert by_kind[name].split(" | ")[1].startswith(f"{100 * share:.1f} ["), name
+    wrong = np.mean([np.mean([q["gold"] != q["pred"] for q in r["per_question"]])
+                     for r in runs])
+    assert by_kind["all wrong answers"].split(" | ")[1].startswith(f"{100 * wrong:.1f} [")
+    assert 100 * wrong == pytest.approx(100 - 100 * R._intervals(
+        runs, list(range(60)))["exact_match"][0])
+
+
 def test_the_choice_compares_members_on_the_seeds_they_share():
     # e5 looks best on seeds 0-2 only because seeds 1 and 2 are easier; on seed 0, which
     # both members ran, e5-lr1e-4 is better
