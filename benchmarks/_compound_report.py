@@ -14,7 +14,7 @@ ORDER = ("tfidf", "tfidf-c1", "bilstm", "bilstm-attn", "bilstm-joins", "bilstm-j
          "scratch-blend",
          "minilm", "minilm-num", "minilm-fresh", "minilm-lpft-bal", "minilm-blend", "e5",
          "e5-lr1e-4", "e5-8ep", "e5-split", "e5-joins", "e5-joins1", "e5-joins1-8ep",
-         "e5-num", "e5-blend")
+         "e5-joins1-soup3", "e5-joins1-8ep-soup3", "e5-num", "e5-blend")
 LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
          "tfidf-c1": "TF-IDF + one-vs-rest LR, C 1",
          "bilstm": "BiLSTM joint (the seed's baseline)",
@@ -48,6 +48,11 @@ LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
                       "rows (task.compound_joins 1.0)",
          "e5-joins1-8ep": "multilingual-e5-small, joint heads, 8 epochs at 1e-4, joined "
                           "training rows (task.compound_joins 1.0)",
+         "e5-joins1-soup3": "multilingual-e5-small, uniform soup of three 4-epoch runs with "
+                            "joined training rows (1.0), thresholds tuned on validation",
+         "e5-joins1-8ep-soup3": "multilingual-e5-small, uniform soup of three 8-epoch runs "
+                                "with joined training rows (1.0), thresholds tuned on "
+                                "validation",
          "e5-num": "multilingual-e5-small + number-aware heads",
          "e5-blend": "multilingual-e5-small, joint heads (the demo's recipe) + TF-IDF blend "
                      "(share on validation)"}
@@ -63,7 +68,8 @@ FAMILY = {"tfidf": "tfidf", "tfidf-c1": "tfidf", "bilstm": "bilstm", "bilstm-att
           "scratch-blend": "transformer+tfidf", "minilm": "minilm", "minilm-num": "minilm",
           "minilm-fresh": "minilm", "minilm-lpft-bal": "minilm", "minilm-blend": "minilm+tfidf",
           "e5": "e5", "e5-lr1e-4": "e5", "e5-8ep": "e5", "e5-split": "e5", "e5-joins": "e5",
-          "e5-joins1": "e5", "e5-joins1-8ep": "e5",
+          "e5-joins1": "e5", "e5-joins1-8ep": "e5", "e5-joins1-soup3": "e5",
+          "e5-joins1-8ep-soup3": "e5",
           "e5-num": "e5", "e5-blend": "e5+tfidf"}
 #: the setting whose runs record every test question's outcome (intervals, slices, p50),
 #: and the slices of its per-slice table
@@ -216,22 +222,34 @@ def _detailed(runs: list[dict[str, Any]], setting: str = DETAILED
             if (rs := [r for r in _ok(runs, setting, c) if r.get("per_question")])}
 
 
+def is_soup(run: dict[str, Any]) -> bool:
+    """Whether a run is a model soup: its recipe averages the weights of another
+    configuration's runs (``soup_of``)."""
+    return "soup_of" in (run.get("recipe") or {})
+
+
 def chosen_configs(runs: list[dict[str, Any]], setting: str = DETAILED,
                    key: str = "exact_match") -> dict[str, str]:
     """Family -> the configuration of ``setting`` with per-question outcomes that has the
     best mean validation ``key`` (validation rows only; ties go to the first in ORDER),
     compared on the seeds every member of the family was run with (all of a member's
-    seeds when the members share none)."""
+    seeds when the members share none). A soup (its recipe ``soup_of`` another
+    configuration: one run made of several runs' seeds) is scored on all of its runs and
+    does not narrow the others' seeds."""
     detailed = _detailed(runs, setting)
     families: dict[str, list[str]] = {}
     for c in detailed:
         families.setdefault(FAMILY[c], []).append(c)
+    soups = {c for c, rs in detailed.items() if all(is_soup(r) for r in rs)}
     out = {}
     for family, members in families.items():
-        shared = set.intersection(*({r["seed"] for r in detailed[c]} for c in members))
+        single = [c for c in members if c not in soups]
+        shared = set.intersection(*({r["seed"] for r in detailed[c]} for c in single)) \
+            if single else set()
 
         def score(c: str, shared: set[int] = shared) -> float:
-            rs = [r for r in detailed[c] if r["seed"] in shared] or detailed[c]
+            rs = detailed[c] if c in soups else \
+                [r for r in detailed[c] if r["seed"] in shared] or detailed[c]
             return statistics.fmean(r["valid"][key] for r in rs)
 
         out[family] = max(members, key=lambda c: (score(c), -ORDER.index(c)))

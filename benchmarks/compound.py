@@ -57,7 +57,10 @@ demo corpus) with ``e5-lr1e-4``, ``e5-8ep``, ``e5-split`` and ``e5-joins`` (4 ep
 1e-4, 8 epochs at 1e-4, 4 epochs at 1e-4 with ``architecture.pre_split`` ``cjk_digits``:
 each CJK character and digit run a token of its own, and 4 epochs at 1e-4 with joined
 training rows as ``bilstm-joins``; ``e5-joins1``: as many again; ``e5-joins1-8ep``: that
-for 8 epochs) as its family's alternatives, each Transformer
+for 8 epochs; ``e5-joins1-soup3`` and ``e5-joins1-8ep-soup3``: a uniform model soup of three
+runs of either, seeds 0-2, its thresholds tuned again on the validation rows: the members
+run first, kept with ``--keep-models DIR``, which the soup needs) as its family's
+alternatives, each Transformer
 also with number-aware heads (``-num``: heads 0 and 1 of every layer get the learned
 number-key bias).
 ``scratch-blend``, ``minilm-blend`` and ``e5-blend`` are ``scratch``, ``minilm`` and ``e5``
@@ -205,9 +208,17 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "minilm-fresh": H.recipe_with(_MINILM, levers={"linear_probe": False}),
     "minilm-lpft-bal": H.recipe_with(_MINILM, levers={"class_weighting": "balanced"}),
     "e5-blend": H.recipe_with(_E5, levers={"blend": "tfidf"}),
+    # issue 34's next design, fixed before its first run: a uniform model soup (Wortsman et
+    # al. 2022; headwise.intent.soup) of three e5 runs: run s averages the weights of the
+    # member configuration's seeds 3s, 3s+1, 3s+2 (run as runs of their own and kept with
+    # --keep-models) into one model, its thresholds tuned again on the validation rows as
+    # training tunes a member's: 3x the training, one model's latency
+    "e5-joins1-soup3": {"soup_of": "e5-joins1", "soup": 3},
+    "e5-joins1-8ep-soup3": {"soup_of": "e5-joins1-8ep", "soup": 3},
 }
 SEEDS = {"minilm": (0,), "minilm-num": (0,), "minilm-blend": (0,), "minilm-fresh": (0,),
-         "minilm-lpft-bal": (0,)}  # others: --seeds
+         "minilm-lpft-bal": (0,), "e5-joins1-soup3": (0,),
+         "e5-joins1-8ep-soup3": (0,)}  # others: --seeds
 ONLY_ON = {"minilm": ("nlupp-full", "nlupp-low"), "minilm-num": ("nlupp-full", "nlupp-low"),
            "minilm-blend": ("nlupp-full", "nlupp-low"),
            "minilm-fresh": ("nlupp-full", "nlupp-low"),
@@ -224,7 +235,8 @@ ONLY_ON = {"minilm": ("nlupp-full", "nlupp-low"), "minilm-num": ("nlupp-full", "
            "e5-joins1-8ep": ("demo-compound",),
            "scratch-joins": ("demo-compound",), "scratch-80ep": ("demo-compound",),
            "e5-num": ("demo-compound",),
-           "e5-blend": ("demo-compound",)}
+           "e5-blend": ("demo-compound",), "e5-joins1-soup3": ("demo-compound",),
+           "e5-joins1-8ep-soup3": ("demo-compound",)}
 
 
 def load_setting(setting: str, data_dir: Path, quick: bool
@@ -612,9 +624,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         rec["answers"] = encode_answers(rec.pop("per_question"), gold)
         rec["questions"] = questions
         return rec
-    from headwise.demo.values import REFERENCE_DATE
+    if "soup_of" in CONFIGS[spec["config"]]:
+        return soup_run(spec, valid, test, gold, questions)
     from headwise.intent import IntentRecipe, train_intent_classifier
-    from headwise.intent.evaluation import evaluate
     from headwise.models import minilm_path, pretrained_path
 
     fields = H.recipe_with(CONFIGS[spec["config"]], task={"type": "multi_label"},
@@ -633,41 +645,132 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         trained = train_intent_classifier(train, valid, IntentRecipe.from_dict(fields),
                                           out_dir=out)
         clf = trained.classifier
-        report = evaluate(clf, test, reference_date=REFERENCE_DATE)
-        m = report["intents"]
-        rec = {"status": "ok", "micro_f1": m["micro_f1"], "macro_f1": m["macro_f1"],
-               "exact_match": m["exact_match"], "threshold": clf.thresholds.threshold,
-               "valid": trained.valid_metrics, "train_seconds": trained.train_seconds,
-               "epochs": clf.info.get("epochs"), "steps": clf.info.get("steps"),
-               # auto's choice depends on a timing probe (bf16 or fp32 on a BF16 CPU)
-               "precision": (clf.info.get("precision") or {}).get("precision"),
-               "parameters": sum(p.numel() for p in clf.model.parameters()),
-               "loadavg": os.getloadavg()[0]}
-        if "slots" in report:
-            s = report["slots"]
-            rec.update(span_f1=s["f1"], span_precision=s["precision"], span_recall=s["recall"],
-                       values=report["values"])
-        if clf.info.get("blend") is not None:
-            choice = clf.info["blend"]
-            rec["tfidf_share"] = clf.tfidf_share
-            rec["blend"] = {k: choice[k] for k in ("weight", "best_weight", "p_value", "scores",
-                                                   "tfidf_score", "rows", "tfidf_seconds")}
-        if clf.model.config.number_heads:
-            rec["number_bias"] = [[round(float(w), 4) for w in nb.per_head()]
-                                  for nb in clf.model.encoder.number_bias]
-        if valid and len(valid) >= 4:  # two halves of at least two rows
-            rec["threshold_rules"] = threshold_rules(clf, valid, test, spec["seed"])
-        preds = clf.predict([e.text for e in test], top_k=1, reference_date=REFERENCE_DATE)
-        rec["answers"] = encode_answers(per_question(preds, test), gold)
-        rec["questions"] = questions
-        if detailed:
-            rec.update(latency(clf, [e.text for e in test], out, spec["threads"]))
-            if rec["p50_runtime"] == "onnx":
-                rec["int8"] = int8_run(clf, out / "model.onnx", valid, test,
-                                       rec.get("threshold_rules"), gold, spec["threads"])
-        return rec
+        rec = {"valid": trained.valid_metrics, "train_seconds": trained.train_seconds,
+               "epochs": clf.info.get("epochs"), "steps": clf.info.get("steps")}
+        if spec.get("keep_dir"):
+            rec["model_dir"] = str(keep_model(out, spec))
+        return score_network(clf, rec, valid, test, gold, questions, spec, out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def kept_path(keep_dir: str | Path, setting: str, config: str, seed: int) -> Path:
+    """Where ``--keep-models`` keeps the trained model of (setting, config, seed)."""
+    return Path(keep_dir) / f"{setting}-{config}-{seed}"
+
+
+def keep_model(model_dir: Path, spec: dict[str, Any]) -> Path:
+    """Copy a run's saved model (as training wrote it, before any export) to
+    :func:`kept_path`, replacing an older copy; its path."""
+    keep = kept_path(spec["keep_dir"], spec["setting"], spec["config"], spec["seed"])
+    shutil.rmtree(keep, ignore_errors=True)
+    shutil.copytree(model_dir, keep)
+    return keep
+
+
+def soup_members(done: dict[tuple[str, str, int], dict[str, Any]], setting: str,
+                 config: str, seed: int) -> list[dict[str, Any]]:
+    """The kept members of soup run (setting, config, seed): seeds ``soup * seed`` to
+    ``soup * seed + soup - 1`` of the configuration ``soup_of``, each ``{"seed",
+    "model_dir", "train_seconds"}``.
+
+    Raises:
+        ValueError: a member's run failed, was quick, ran another recipe or was not kept.
+    """
+    cfg, members = CONFIGS[config], []
+    for j in range(cfg["soup"]):
+        s = cfg["soup"] * seed + j
+        rec = done.get((setting, cfg["soup_of"], s), {})
+        if rec.get("status") != "ok" or rec.get("quick") \
+                or rec.get("recipe") != CONFIGS[cfg["soup_of"]] \
+                or not rec.get("model_dir") or not Path(rec["model_dir"]).is_dir():
+            raise ValueError(f"the soup {config} seed {seed} needs the kept model of "
+                             f"{cfg['soup_of']} seed {s} ({setting}, its current recipe, not "
+                             f"--quick): run it with --keep-models DIR")
+        members.append({"seed": s, "model_dir": rec["model_dir"],
+                        "train_seconds": rec["train_seconds"]})
+    return members
+
+
+def expand_soups(todo: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+    """The plan with each soup run's member runs put before it (once each)."""
+    out: list[tuple[str, str, int]] = []
+    for st, c, s in todo:
+        cfg = CONFIGS[c]
+        if "soup_of" in cfg:
+            out += [(st, cfg["soup_of"], cfg["soup"] * s + j) for j in range(cfg["soup"])]
+        out.append((st, c, s))
+    return list(dict.fromkeys(out))
+
+
+def soup_run(spec: dict[str, Any], valid: list, test: list, gold: dict[str, Any],
+             questions: str) -> dict[str, Any]:
+    """A uniform soup of ``spec["members"]`` (kept compound classifiers), its thresholds
+    tuned again on the validation rows for the members' metric (per intent when theirs
+    are), scored as a trained network is (:func:`score_network`)."""
+    from headwise.intent.compound.classifier import CompoundClassifier
+    from headwise.intent.soup import uniform_soup
+    from headwise.intent.training.compound import tune_compound
+
+    if not valid:
+        raise ValueError("a soup's thresholds are tuned on validation rows; this setting "
+                         "has none")
+    members = [CompoundClassifier.load(m["model_dir"]) for m in spec["members"]]
+    soup = uniform_soup(members)
+    soup.thresholds, valid_metrics = tune_compound(
+        soup, valid, soup.thresholds.per_intent is not None, soup.thresholds.metric)
+    rec = {"valid": valid_metrics,
+           "train_seconds": sum(m["train_seconds"] for m in spec["members"]),
+           "members": [{"seed": m["seed"], "model_dir": m["model_dir"]}
+                       for m in spec["members"]]}
+    out = Path(tempfile.mkdtemp(prefix="headwise-compound-soup-"))
+    try:
+        soup.save(out)
+        return score_network(soup, rec, valid, test, gold, questions, spec, out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def score_network(clf: Any, rec: dict[str, Any], valid: list | None, test: list,
+                  gold: dict[str, Any], questions: str, spec: dict[str, Any],
+                  out: Path) -> dict[str, Any]:
+    """A network's record: ``rec`` (what its making recorded) with its test scores, the
+    threshold rules, its answers and, on the detailed setting, the single-query latency
+    and the int8 export (written into ``out``, the model's saved directory)."""
+    from headwise.demo.values import REFERENCE_DATE
+    from headwise.intent.evaluation import evaluate
+
+    report = evaluate(clf, test, reference_date=REFERENCE_DATE)
+    m = report["intents"]
+    rec = {"status": "ok", "micro_f1": m["micro_f1"], "macro_f1": m["macro_f1"],
+           "exact_match": m["exact_match"], "threshold": clf.thresholds.threshold, **rec,
+           # auto's choice depends on a timing probe (bf16 or fp32 on a BF16 CPU)
+           "precision": (clf.info.get("precision") or {}).get("precision"),
+           "parameters": sum(p.numel() for p in clf.model.parameters()),
+           "loadavg": os.getloadavg()[0]}
+    if "slots" in report:
+        s = report["slots"]
+        rec.update(span_f1=s["f1"], span_precision=s["precision"], span_recall=s["recall"],
+                   values=report["values"])
+    if clf.info.get("blend") is not None:
+        choice = clf.info["blend"]
+        rec["tfidf_share"] = clf.tfidf_share
+        rec["blend"] = {k: choice[k] for k in ("weight", "best_weight", "p_value", "scores",
+                                               "tfidf_score", "rows", "tfidf_seconds")}
+    if clf.model.config.number_heads:
+        rec["number_bias"] = [[round(float(w), 4) for w in nb.per_head().detach()]
+                              for nb in clf.model.encoder.number_bias]
+    if valid and len(valid) >= 4:  # two halves of at least two rows
+        rec["threshold_rules"] = threshold_rules(clf, valid, test, spec["seed"])
+    preds = clf.predict([e.text for e in test], top_k=1, reference_date=REFERENCE_DATE)
+    rec["answers"] = encode_answers(per_question(preds, test), gold)
+    rec["questions"] = questions
+    if spec["setting"] == DETAILED:
+        rec.update(latency(clf, [e.text for e in test], out, spec["threads"]))
+        if rec["p50_runtime"] == "onnx":
+            rec["int8"] = int8_run(clf, out / "model.onnx", valid, test,
+                                   rec.get("threshold_rules"), gold, spec["threads"])
+    return rec
 
 
 def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -708,6 +811,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=3600.0,
                       unit="run")
     p.add_argument("--quick", action="store_true", help="a quarter of the data, 2 epochs")
+    p.add_argument("--keep-models", type=Path, default=None,
+                   help="copy each trained network here (a soup's members must be kept)")
     return p.parse_args(argv)
 
 
@@ -732,14 +837,21 @@ def main(argv: list[str] | None = None) -> int:
     H.divert_smoke_runs(args, RESULTS)
     if not args.render:
         done = {} if args.rerun else done_runs(args.results)
-        todo = [k for k in plan(args) if k not in done]
+        todo = [k for k in expand_soups(plan(args)) if k not in done]
         print(f"{len(todo)} runs to do", file=sys.stderr)
         args.results.parent.mkdir(parents=True, exist_ok=True)
         for i, (st, c, s) in enumerate(todo, 1):
             print(f"[{i}/{len(todo)}] {st} {c} seed {s} ...", file=sys.stderr, flush=True)
             spec = {"setting": st, "config": c, "seed": s, "data_dir": str(args.data_dir),
                     "quick": args.quick, "threads": args.threads,
-                    "questions": str(questions_path(args.results))}
+                    "questions": str(questions_path(args.results)),
+                    "keep_dir": str(args.keep_models) if args.keep_models else None}
+            if "soup_of" in CONFIGS[c]:
+                try:
+                    spec["members"] = soup_members(done_runs(args.results), st, c, s)
+                except ValueError as e:
+                    print(f"    skipped: {e}", file=sys.stderr, flush=True)
+                    continue
             rec = H.record_run(Path(__file__), spec, args.results, args.timeout, setting=st,
                                config=c, seed=s, quick=args.quick, recipe=CONFIGS[c])
             print(f"    {rec['status']}: micro-F1 {rec.get('micro_f1')}, span F1 "

@@ -406,6 +406,66 @@ def test_int8_run_serves_the_trained_model_from_its_int8_export(trained_compound
     assert len(rec["latencies_ms"]) == len(rows) and rec["p50_ms"] > 0
 
 
+def test_a_soup_of_one_model_twice_answers_as_that_model(trained_compound_dir,
+                                                          compound_corpus):
+    """The benchmark's soup run: a uniform soup of two copies of one trained model is that
+    model, and its thresholds, tuned again on the validation rows as training tuned the
+    member's (here on the same rows), are the member's: the same answers and scores."""
+    from headwise.demo.values import REFERENCE_DATE
+    from headwise.intent.compound.classifier import CompoundClassifier
+    from headwise.intent.evaluation import evaluate
+
+    rows = compound_corpus
+    gold = C.questions_of(rows, None, {i for e in rows for i in e.intents})
+    member = {"model_dir": str(trained_compound_dir), "train_seconds": 2.0}
+    spec = {"setting": "demo", "seed": 0, "threads": 1,
+            "members": [{**member, "seed": 0}, {**member, "seed": 1}]}
+    rec = C.soup_run(spec, rows, rows, gold, "q")
+    clf = CompoundClassifier.load(trained_compound_dir)
+    assert rec["threshold"] == pytest.approx(clf.thresholds.threshold)
+    ref = evaluate(clf, rows, reference_date=REFERENCE_DATE)["intents"]
+    assert rec["exact_match"] == pytest.approx(ref["exact_match"])
+    assert rec["micro_f1"] == pytest.approx(ref["micro_f1"])
+    assert rec["valid"]["exact_match"] == pytest.approx(ref["exact_match"])
+    assert rec["train_seconds"] == 4.0 and [m["seed"] for m in rec["members"]] == [0, 1]
+    mine = C.per_question(clf.predict([e.text for e in rows], top_k=1,
+                                      reference_date=REFERENCE_DATE), rows)
+    assert rec["answers"] == C.encode_answers(mine, gold)
+
+
+def test_a_soup_runs_after_its_kept_members_and_refuses_without_them(tmp_path):
+    plan = C.expand_soups([("demo-compound", "e5-joins1-soup3", 0),
+                           ("demo-compound", "e5-joins1", 1)])
+    assert plan == [("demo-compound", "e5-joins1", 0), ("demo-compound", "e5-joins1", 1),
+                    ("demo-compound", "e5-joins1", 2), ("demo-compound", "e5-joins1-soup3", 0)]
+    kept = {}
+    for s in range(3):
+        (tmp_path / str(s)).mkdir()
+        kept[("demo-compound", "e5-joins1", s)] = {
+            "status": "ok", "recipe": C.CONFIGS["e5-joins1"], "model_dir": str(tmp_path / str(s)),
+            "train_seconds": 10.0 + s}
+    members = C.soup_members(kept, "demo-compound", "e5-joins1-soup3", 0)
+    assert [m["seed"] for m in members] == [0, 1, 2]
+    for broken in ({"model_dir": None}, {"quick": True},
+                   {"recipe": C.CONFIGS["e5-joins1-8ep"]}, {"status": "failed"}):
+        bad = {**kept, ("demo-compound", "e5-joins1", 1):
+               {**kept[("demo-compound", "e5-joins1", 1)], **broken}}
+        with pytest.raises(ValueError, match="seed 1 .*--keep-models"):
+            C.soup_members(bad, "demo-compound", "e5-joins1-soup3", 0)
+
+
+def test_a_soup_is_chosen_on_its_own_validation_without_narrowing_the_seeds():
+    # e5 on seeds 0-2 (mean 0.7) against e5-joins1 on seeds 0-2 (mean 0.6 though seed 0
+    # alone is 0.9); the soup (one run, seed 0) must not make the others compare on seed 0
+    runs = [_run(0, "e5", valid=0.7), _run(1, "e5", valid=0.7), _run(2, "e5", valid=0.7),
+            _run(0, "e5-joins1", valid=0.9), _run(1, "e5-joins1", valid=0.45),
+            _run(2, "e5-joins1", valid=0.45),
+            {**_run(0, "e5-joins1-soup3", valid=0.65), "recipe": C.CONFIGS["e5-joins1-soup3"]}]
+    assert R.chosen_configs(runs)["e5"] == "e5"
+    runs[-1]["valid"] = {"exact_match": 0.75}
+    assert R.chosen_configs(runs)["e5"] == "e5-joins1-soup3"
+
+
 def test_runs_on_another_test_set_are_never_compared_with_the_current_ones():
     """The generator changed between runs: the newest run's test set is the current one;
     runs on an earlier one get a subsection of their own (left out of the headline's
