@@ -1059,3 +1059,17 @@ def plot_panels(path: Path, panels: Sequence[Sequence[dict[str, Any]]], title: s
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def expand_soups(plan: list[tuple[str, str, int]], configs: dict[str, dict[str, Any]]
+                 ) -> list[tuple[str, str, int]]:
+    """A plan of ``(data, config, seed)`` runs with each soup run's members put before it
+    (once each): a configuration ``{"soup_of": C, "soup": k}``'s run ``s`` averages runs
+    ``k * s`` to ``k * s + k - 1`` of ``C``."""
+    out: list[tuple[str, str, int]] = []
+    for d, c, s in plan:
+        cfg = configs[c]
+        if "soup_of" in cfg:
+            out += [(d, cfg["soup_of"], cfg["soup"] * s + j) for j in range(cfg["soup"])]
+        out.append((d, c, s))
+    return list(dict.fromkeys(out))

@@ -692,17 +692,6 @@ def soup_members(done: dict[tuple[str, str, int], dict[str, Any]], setting: str,
     return members
 
 
-def expand_soups(todo: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
-    """The plan with each soup run's member runs put before it (once each)."""
-    out: list[tuple[str, str, int]] = []
-    for st, c, s in todo:
-        cfg = CONFIGS[c]
-        if "soup_of" in cfg:
-            out += [(st, cfg["soup_of"], cfg["soup"] * s + j) for j in range(cfg["soup"])]
-        out.append((st, c, s))
-    return list(dict.fromkeys(out))
-
-
 def soup_run(spec: dict[str, Any], valid: list, test: list, gold: dict[str, Any],
              questions: str) -> dict[str, Any]:
     """A uniform soup of ``spec["members"]`` (kept compound classifiers), its thresholds
@@ -837,7 +826,7 @@ def main(argv: list[str] | None = None) -> int:
     H.divert_smoke_runs(args, RESULTS)
     if not args.render:
         done = {} if args.rerun else done_runs(args.results)
-        todo = [k for k in expand_soups(plan(args)) if k not in done]
+        todo = [k for k in H.expand_soups(plan(args), CONFIGS) if k not in done]
         print(f"{len(todo)} runs to do", file=sys.stderr)
         args.results.parent.mkdir(parents=True, exist_ok=True)
         for i, (st, c, s) in enumerate(todo, 1):

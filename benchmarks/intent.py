@@ -547,18 +547,6 @@ def combine_members(done: dict[tuple[str, str, int], dict[str, Any]], d: str, c:
     return members
 
 
-def expand_soups(plan: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
-    """Put the member runs of every soup run in the plan before it (once each)."""
-    out: list[tuple[str, str, int]] = []
-    for d, c, s in plan:
-        cfg = CONFIGS[c]
-        if "soup_of" in cfg:
-            k = cfg["soup"]
-            out += [(d, cfg["soup_of"], k * s + j) for j in range(k)]
-        out.append((d, c, s))
-    return list(dict.fromkeys(out))
-
-
 def soup_members(done: dict[tuple[str, str, int], dict[str, Any]], d: str, c: str,
                  s: int) -> list[dict[str, Any]]:
     """The kept member classifiers of soup run (d, c, s); ValueError when one is missing."""
@@ -639,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
         done = {} if args.rerun else done_runs(args.results)
         plan = [(d, c, int(s)) for s in args.seeds.split(",") for c in args.configs.split(",")
                 for d in args.datasets.split(",") if d in ONLY_ON.get(c, (d,))]
-        plan = expand_soups(plan)
+        plan = H.expand_soups(plan, CONFIGS)
         todo = [k for k in plan if k not in done]
         print(f"{len(plan)} runs planned, {len(plan) - len(todo)} already measured",
               file=sys.stderr)

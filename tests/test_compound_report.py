@@ -20,6 +20,7 @@ from headwise.text.dataset import Example, SlotSpan
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import _compound_report as R  # noqa: E402
+import _harness as H  # noqa: E402
 import compound as C  # noqa: E402
 
 INTENTS = ["a", "b", "c", "d"]
@@ -434,8 +435,8 @@ def test_a_soup_of_one_model_twice_answers_as_that_model(trained_compound_dir,
 
 
 def test_a_soup_runs_after_its_kept_members_and_refuses_without_them(tmp_path):
-    plan = C.expand_soups([("demo-compound", "e5-joins1-soup3", 0),
-                           ("demo-compound", "e5-joins1", 1)])
+    plan = H.expand_soups([("demo-compound", "e5-joins1-soup3", 0),
+                           ("demo-compound", "e5-joins1", 1)], C.CONFIGS)
     assert plan == [("demo-compound", "e5-joins1", 0), ("demo-compound", "e5-joins1", 1),
                     ("demo-compound", "e5-joins1", 2), ("demo-compound", "e5-joins1-soup3", 0)]
     kept = {}
