@@ -1073,3 +1073,27 @@ def expand_soups(plan: list[tuple[str, str, int]], configs: dict[str, dict[str, 
             out += [(d, cfg["soup_of"], cfg["soup"] * s + j) for j in range(cfg["soup"])]
         out.append((d, c, s))
     return list(dict.fromkeys(out))
+
+
+def soup_members(done: dict[tuple[str, str, int], dict[str, Any]], data: str, config: str,
+                 seed: int, configs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The kept members of soup run (data, config, seed) (:func:`expand_soups`' runs), each
+    ``{"seed", "model_dir", "train_seconds"}``.
+
+    Raises:
+        ValueError: a member's run failed, was quick, ran another recipe than the
+            configuration's current one, or was not kept.
+    """
+    cfg, members = configs[config], []
+    for j in range(cfg["soup"]):
+        s = cfg["soup"] * seed + j
+        rec = done.get((data, cfg["soup_of"], s), {})
+        if rec.get("status") != "ok" or rec.get("quick") \
+                or rec.get("recipe") != configs[cfg["soup_of"]] \
+                or not rec.get("model_dir") or not Path(rec["model_dir"]).is_dir():
+            raise ValueError(f"the soup {config} seed {seed} needs the kept model of "
+                             f"{cfg['soup_of']} seed {s} ({data}, its current recipe, not "
+                             f"--quick): run it with --keep-models DIR")
+        members.append({"seed": s, "model_dir": rec["model_dir"],
+                        "train_seconds": rec["train_seconds"]})
+    return members

@@ -668,30 +668,6 @@ def keep_model(model_dir: Path, spec: dict[str, Any]) -> Path:
     return keep
 
 
-def soup_members(done: dict[tuple[str, str, int], dict[str, Any]], setting: str,
-                 config: str, seed: int) -> list[dict[str, Any]]:
-    """The kept members of soup run (setting, config, seed): seeds ``soup * seed`` to
-    ``soup * seed + soup - 1`` of the configuration ``soup_of``, each ``{"seed",
-    "model_dir", "train_seconds"}``.
-
-    Raises:
-        ValueError: a member's run failed, was quick, ran another recipe or was not kept.
-    """
-    cfg, members = CONFIGS[config], []
-    for j in range(cfg["soup"]):
-        s = cfg["soup"] * seed + j
-        rec = done.get((setting, cfg["soup_of"], s), {})
-        if rec.get("status") != "ok" or rec.get("quick") \
-                or rec.get("recipe") != CONFIGS[cfg["soup_of"]] \
-                or not rec.get("model_dir") or not Path(rec["model_dir"]).is_dir():
-            raise ValueError(f"the soup {config} seed {seed} needs the kept model of "
-                             f"{cfg['soup_of']} seed {s} ({setting}, its current recipe, not "
-                             f"--quick): run it with --keep-models DIR")
-        members.append({"seed": s, "model_dir": rec["model_dir"],
-                        "train_seconds": rec["train_seconds"]})
-    return members
-
-
 def soup_run(spec: dict[str, Any], valid: list, test: list, gold: dict[str, Any],
              questions: str) -> dict[str, Any]:
     """A uniform soup of ``spec["members"]`` (kept compound classifiers), its thresholds
@@ -837,7 +813,8 @@ def main(argv: list[str] | None = None) -> int:
                     "keep_dir": str(args.keep_models) if args.keep_models else None}
             if "soup_of" in CONFIGS[c]:
                 try:
-                    spec["members"] = soup_members(done_runs(args.results), st, c, s)
+                    spec["members"] = H.soup_members(done_runs(args.results), st, c, s,
+                                                      CONFIGS)
                 except ValueError as e:
                     print(f"    skipped: {e}", file=sys.stderr, flush=True)
                     continue

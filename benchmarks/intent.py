@@ -547,22 +547,6 @@ def combine_members(done: dict[tuple[str, str, int], dict[str, Any]], d: str, c:
     return members
 
 
-def soup_members(done: dict[tuple[str, str, int], dict[str, Any]], d: str, c: str,
-                 s: int) -> list[dict[str, Any]]:
-    """The kept member classifiers of soup run (d, c, s); ValueError when one is missing."""
-    cfg, members = CONFIGS[c], []
-    for j in range(cfg["soup"]):
-        seed = cfg["soup"] * s + j
-        rec = done.get((d, cfg["soup_of"], seed), {})
-        if rec.get("status") != "ok" or not rec.get("model_dir") \
-                or not Path(rec["model_dir"]).is_dir():
-            raise ValueError(f"the soup {c} seed {s} needs the kept model of {cfg['soup_of']} "
-                             f"seed {seed}: run with --keep-models")
-        members.append({"seed": seed, "model_dir": rec["model_dir"],
-                        "train_seconds": rec["train_seconds"]})
-    return members
-
-
 def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     """Records already measured (the last one per key wins)."""
     return H.done_runs(path, ("dataset", "config", "seed"))
@@ -640,7 +624,8 @@ def main(argv: list[str] | None = None) -> int:
             start, prov = time.time(), H.collect_provenance(args.threads)
             try:
                 if "soup_of" in CONFIGS[c]:
-                    spec["soup_members"] = soup_members(done_runs(args.results), d, c, s)
+                    spec["soup_members"] = H.soup_members(done_runs(args.results), d, c, s,
+                                                           CONFIGS)
                 if "combine" in CONFIGS[c]:
                     spec["combine_members"] = combine_members(done_runs(args.results), d, c, s)
                 rec = H.run_worker(Path(__file__), spec, args.timeout)

@@ -445,14 +445,14 @@ def test_a_soup_runs_after_its_kept_members_and_refuses_without_them(tmp_path):
         kept[("demo-compound", "e5-joins1", s)] = {
             "status": "ok", "recipe": C.CONFIGS["e5-joins1"], "model_dir": str(tmp_path / str(s)),
             "train_seconds": 10.0 + s}
-    members = C.soup_members(kept, "demo-compound", "e5-joins1-soup3", 0)
+    members = H.soup_members(kept, "demo-compound", "e5-joins1-soup3", 0, C.CONFIGS)
     assert [m["seed"] for m in members] == [0, 1, 2]
     for broken in ({"model_dir": None}, {"quick": True},
                    {"recipe": C.CONFIGS["e5-joins1-8ep"]}, {"status": "failed"}):
         bad = {**kept, ("demo-compound", "e5-joins1", 1):
                {**kept[("demo-compound", "e5-joins1", 1)], **broken}}
         with pytest.raises(ValueError, match="seed 1 .*--keep-models"):
-            C.soup_members(bad, "demo-compound", "e5-joins1-soup3", 0)
+            H.soup_members(bad, "demo-compound", "e5-joins1-soup3", 0, C.CONFIGS)
 
 
 def test_a_soup_is_chosen_on_its_own_validation_without_narrowing_the_seeds():
