@@ -18,17 +18,32 @@ import _harness as H  # noqa: E402
 import render  # noqa: E402
 
 
-def test_committed_pages_equal_their_render(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One render of every section from the committed records (BENCHMARKS.md, the pages,
+    the README with its quotes), shared by the tests that read it: a render reads every
+    record file, and the tests below need it once, not once each. Read-only."""
+    out = tmp_path_factory.mktemp("rendered")
+    render.render(out / "BENCHMARKS.md")
+    return out
+
+
+def _copy_of(rendered: Path, tmp_path: Path) -> Path:
+    """A writable copy of the shared render, for a test that writes into it."""
+    import shutil
+
+    return Path(shutil.copytree(rendered, tmp_path / "rendered"))
+
+
+def test_committed_pages_equal_their_render(rendered: Path) -> None:
+    assert render.differing(rendered, ROOT) == [], (
+        "BENCHMARKS.md, README.md or a page under docs/benchmarks/ differs from what its "
+        "records render: run `python benchmarks/render.py` (or re-run the benchmark)")
+
+
+def test_render_is_deterministic(rendered: Path, tmp_path: Path) -> None:
     render.render(tmp_path / "BENCHMARKS.md")
-    assert render.differing(tmp_path, ROOT) == [], (
-        "BENCHMARKS.md or a page under docs/benchmarks/ differs from what its records "
-        "render: run `python benchmarks/render.py` (or re-run the benchmark)")
-
-
-def test_render_is_deterministic(tmp_path: Path) -> None:
-    render.render(tmp_path / "a" / "BENCHMARKS.md")
-    render.render(tmp_path / "b" / "BENCHMARKS.md")
-    assert render.differing(tmp_path / "a", tmp_path / "b") == []
+    assert render.differing(rendered, tmp_path) == []
 
 
 def test_every_section_has_a_page_and_a_source() -> None:
@@ -41,11 +56,12 @@ def test_every_section_has_a_page_and_a_source() -> None:
         assert "*Measured on: " in body
 
 
-def test_every_section_renders_from_its_records() -> None:
-    """No section is hand-written text: each renders from stored records, and a section
-    without any stops the rendering, naming the command that writes one."""
-    for key, source in render.SOURCES.items():
-        assert source.render(render.RESULTS, ROOT / H.PAGES_DIR) is not None, key
+def test_every_section_renders_from_its_records(rendered: Path) -> None:
+    """No section is hand-written text: each renders from stored records (the shared
+    render wrote every one: a section without a record stops the rendering), and a
+    section without any stops the rendering, naming the command that writes one."""
+    pages = H.read_pages(rendered / "BENCHMARKS.md")
+    assert list(pages) == list(H.PAGES) and all(body.strip() for body in pages.values())
     empty = ROOT / "benchmarks" / "no-such-results"
     with pytest.raises(SystemExit, match="attention:cpu: no record; run `python benchmarks/"):
         render.bodies(empty)
@@ -162,13 +178,13 @@ def test_merge_refused_unless_same_commit_and_machine(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("script", ["oos", "demo_ood", "demo_heldout", "demo_transformer",
                                     "distill"])
-def test_a_script_writes_its_section_as_the_render_does(tmp_path: Path, script: str) -> None:
+def test_a_script_writes_its_section_as_the_render_does(rendered: Path, tmp_path: Path,
+                                                       script: str) -> None:
     """What ``SCRIPT.py --render --md`` writes (the path of a real run's end) is what
     ``benchmarks/render.py`` renders: the pages and the summary stay the same."""
     import importlib
 
-    md = tmp_path / "BENCHMARKS.md"
-    render.render(md)
+    md = _copy_of(rendered, tmp_path) / "BENCHMARKS.md"
     before = {p: p.read_text() for p in [md, *(tmp_path / "docs").rglob("*.md")]}
     importlib.import_module(script).main(["--render", "--md", str(md)])
     assert {p: p.read_text() for p in before} == before
@@ -291,7 +307,7 @@ def test_a_headline_tallies_the_current_verdicts_not_an_earlier_grids():
     assert "old" not in "\n".join(H.current_lines(body))
 
 
-def test_the_readme_quotes_its_table_from_the_section() -> None:
+def test_the_readme_quotes_its_table_from_the_section(rendered: Path) -> None:
     """The README's demo table is the demo:heldout section's, cut to the README's columns:
     rendered, never typed, so it cannot go stale."""
     body = ("## The demo\n\n*Measured on: x* - y.\n\nCommand: `c` (seeds [0, 1, 2]).\n\n"
@@ -316,9 +332,11 @@ def test_the_readme_quotes_its_table_from_the_section() -> None:
     assert "| m1 | 1 | 1 | 1 | 1 | 1 | 1 |" in out
     with pytest.raises(SystemExit, match="no <!-- quote demo:heldout:begin -->"):
         render.quote_readme("no markers", sections)
-    # the committed README holds the block, rendered from the records
+    # the committed README holds the block, rendered from the records (render.render writes
+    # the committed README with its quotes rendered again)
     committed = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert render.quote_readme(committed, render.bodies()) == committed
+    assert "<!-- quote demo:heldout:begin -->" in committed
+    assert (rendered / "README.md").read_text(encoding="utf-8") == committed
 
 
 def test_cpu_finetune_keeps_a_cpu_with_and_without_bf16_apart_and_judges_auto() -> None:
