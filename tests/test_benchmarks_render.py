@@ -185,7 +185,9 @@ def test_a_script_writes_its_section_as_the_render_does(rendered: Path, tmp_path
     import importlib
 
     md = _copy_of(rendered, tmp_path) / "BENCHMARKS.md"
-    before = {p: p.read_text() for p in [md, *(tmp_path / "docs").rglob("*.md")]}
+    pages = sorted((md.parent / "docs").rglob("*.md"))
+    assert len(pages) == len(set(H.PAGES.values()))  # every page, not the summary alone
+    before = {p: p.read_text() for p in [md, *pages]}
     importlib.import_module(script).main(["--render", "--md", str(md)])
     assert {p: p.read_text() for p in before} == before
 
