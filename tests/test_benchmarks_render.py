@@ -359,3 +359,25 @@ def test_cpu_finetune_keeps_a_cpu_with_and_without_bf16_apart_and_judges_auto() 
     assert C._auto_verdict("bf16", faster) == "PASS"
     assert C._auto_verdict("bf16", V.Interval(1.0, 0.9, 1.1)) == "within noise"
     assert C._auto({"auto": "fp32 (auto: fp32, the CPU has no native BF16)"}) == "fp32"
+
+
+def test_cpu_finetune_judges_bf16_over_fp32_untrimmed_and_trimmed_on_a_bf16_cpu_only() -> None:
+    """Both bf16 / fp32 targets (the untrimmed model, like for like with transformers, and
+    the trimmed one `headwise train` fine-tunes) are judged from their own per-round ratios
+    on a CPU with native BF16, and left out (the note says why) on one without."""
+    import cpu_finetune as C
+
+    rounds = {"headwise fp32": [40.0, 42.0, 41.0], "transformers fp32": [40.0, 41.0, 42.0],
+              "headwise bf16": [56.0, 59.0, 57.0], "transformers bf16": [60.0, 61.0, 59.0],
+              "headwise fp32, trimmed vocabulary": [60.0, 62.0, 61.0],
+              "headwise bf16, trimmed vocabulary": [110.0, 115.0, 112.0]}
+    rows = [ln for ln in C._targets({"texts_per_s": rounds, "auto": "bf16 (probe)"})
+            [0].splitlines() if ln.startswith("| headwise bf16 / fp32")]
+    assert len(rows) == 2
+    untrimmed, trimmed = rows
+    assert "trimmed" not in untrimmed and "| FAIL |" in untrimmed  # 1.39 [1.36, 1.42]
+    assert "what `headwise train` runs" in trimmed and "| PASS |" in trimmed  # 1.84
+    emulated = "\n".join(C._targets({"texts_per_s": rounds, "native_bf16": False,
+                                     "auto": "fp32"}))
+    assert "| headwise bf16 / fp32" not in emulated
+    assert "left open on this machine" in emulated
