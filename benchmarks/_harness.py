@@ -655,6 +655,7 @@ PAGES = {
     "sparse_dispatch:cpu": "attention",
     "train_throughput:cpu": "training", "pruning:cpu": "training",
     "hardening:hypothesis": "training", "cpu_finetune:cpu": "training",
+    "bf16_accuracy:cpu": "training",
     "train_estimate:cpu": "training", "cic_train:cpu": "training",
     "intent:cpu": "intent", "intent:pretrained-footprint": "intent",
     "e5_fidelity:cpu": "intent", "demo:heldout": "intent", "demo:transformer": "intent",

@@ -162,6 +162,12 @@ def _demo_time(res: Path, pages: Path) -> str | None:
     return demo_time.section(runs) if runs else None
 
 
+def _bf16_accuracy(res: Path, pages: Path) -> str | None:
+    import bf16_accuracy
+
+    return bf16_accuracy.section(res / "bf16_accuracy_runs.jsonl")
+
+
 def _cic_train(res: Path, pages: Path) -> str | None:
     import cic_train_time
 
@@ -367,6 +373,9 @@ SOURCES: dict[str, Source] = {
                                                  "headwise/attention",
                                                  "headwise/intent/training"),
                                "python benchmarks/cpu_finetune.py"),
+    "bf16_accuracy:cpu": Source(_bf16_accuracy, ("headwise/train", "headwise/intent/training",
+                                                 "headwise/models"),
+                                "python benchmarks/bf16_accuracy.py --seeds 0,1,2"),
     "cic_train:cpu": Source(_cic_train, ("headwise/intent", "headwise/train", "headwise/models",
                                          "headwise/commands/train.py"),
                             "python benchmarks/cic_train_time.py --seeds 0,1,2"),

@@ -646,3 +646,43 @@ def test_the_dispatchers_target_judges_each_side_by_side_rows_interval():
     assert "no interval" in text and v == "FAIL"  # the older rule, said so
     data["records"][1]["vs"]["sdpa"]["median"] = 1.05
     assert R._dispatch_target(R.dispatch_rows(data))[1] == "NOT JUDGED"
+
+
+def test_bf16_accuracy_is_judged_against_the_margin_of_fp32s_interval():
+    """bf16 - fp32 per seed (a t-interval over seeds; hand-computed) against the margin
+    fp32's own interval (seeds and test rows) spans below its mean: a close bf16 passes, a
+    lower one fails; CIC accuracy is a paired bootstrap over its shared test rows, and the
+    training times give the per-seed fp32 / bf16 ratio."""
+    import bf16_accuracy as B
+
+    def rec(ds: str, precision: str, seed: int, acc: float, secs: float,
+            correct: str = "") -> dict:
+        return {"status": "ok", "dataset": ds, "precision": precision, "seed": seed,
+                "accuracy": acc, "macro_f1": acc - 0.05, "test_rows": 500,
+                "test_correct": correct, "valid": {"accuracy": acc}, "train_seconds": secs,
+                "epochs": 3}
+
+    fp32 = [0.90, 0.92, 0.91]
+    close, low = [0.905, 0.915, 0.91], [0.80, 0.81, 0.80]
+    runs = [rec("demo", "fp32", s, a, 100.0) for s, a in enumerate(fp32)]
+    runs += [rec("demo", "bf16", s, a, 60.0) for s, a in enumerate(close)]
+    # fp32's interval: seeds 4.302653 * 0.01 / sqrt(3), rows 1.96 * sqrt(0.91 * 0.09 / 500)
+    margin = math.sqrt((4.302653 * 0.01 / math.sqrt(3)) ** 2
+                       + (1.959964 * math.sqrt(0.91 * 0.09 / 500)) ** 2)
+    # the differences +0.5, -0.5, 0 points: s = 0.005, half 4.302653 * 0.005 / sqrt(3)
+    half = 4.302653 * 0.005 / math.sqrt(3)
+    text = B.render(runs)
+    assert (f"| demo: bf16 accuracy within fp32's 95 % interval | PASS | "
+            f"+0.00 [{-100 * half:+.2f}, {100 * half:+.2f}] | -{100 * margin:.2f} |") in text
+    assert "| demo | 3 | 1.67 [1.67, 1.67] |" in text  # 100 s / 60 s every seed
+    worse = [r for r in runs if r["precision"] == "fp32"]
+    worse += [rec("demo", "bf16", s, a, 60.0) for s, a in enumerate(low)]
+    assert "| demo: bf16 accuracy within fp32's 95 % interval | FAIL |" in B.render(worse)
+    # CIC: 10 shared rows, fp32 right on 9, bf16 on the same 9 in every seed: difference 0
+    cic = [rec("cic", p, s, 0.9, 100.0, "1111111110") for p in ("fp32", "bf16")
+           for s in range(3)]
+    diff = B.difference(B._pairs(cic, "cic"), "accuracy", "cic")
+    assert (diff.mean, diff.low, diff.high) == (0.0, 0.0, 0.0)
+    assert B.verdict(V.score_interval([0.9] * 3, 10), diff) == "PASS"
+    assert B.difference(B._pairs(runs[:1] + runs[3:4], "demo"), "accuracy", "demo") is None
+    assert "Not measured yet" in B.render([])
