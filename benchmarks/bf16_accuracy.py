@@ -30,12 +30,18 @@ on the machine.
 
     python benchmarks/bf16_accuracy.py --seeds 0,1,2
     python benchmarks/bf16_accuracy.py --datasets demo --seeds 0 --quick
+
+``--keep-models DIR`` keeps each run's model as ``DIR/<data>-<precision>-<seed>`` and the CIC
+run of the precision ``auto`` takes on this machine also as
+``DIR/dataclue_cic-e5-small-lpft-prior-<seed>``, the name ``benchmarks/intent.py
+--keep-models`` gives it (the same recipe and splits): what ``benchmarks/blend.py`` reads.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import statistics
 import sys
 import tempfile
@@ -109,6 +115,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         report = evaluate(clf, texts, labels)
         in_scope = [(t, y) for t, y in zip(texts, labels, strict=True) if not is_oos_label(y)]
         answers = clf.predict([t for t, _ in in_scope], top_k=1)
+        kept = _keep(Path(tmp) / "model", spec)
     chosen = (clf.info.get("precision") or {}).get("precision")
     if chosen != spec["precision"]:
         raise RuntimeError(f"asked for {spec['precision']}, the run took {chosen}")
@@ -118,7 +125,28 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                                     for a, (_, y) in zip(answers, in_scope, strict=True)),
             "valid": result.valid_metrics, "train_seconds": result.train_seconds,
             "epochs": clf.info.get("epochs"), "steps": clf.info.get("steps"),
-            "precision_choice": clf.info.get("precision")}
+            "precision_choice": clf.info.get("precision"), "model_dirs": kept}
+
+
+def _keep(model: Path, spec: dict[str, Any]) -> list[str]:
+    """Copy a run's saved model into ``spec["keep_dir"]`` (none: nothing kept): as
+    ``<data>-<precision>-<seed>``, and a CIC run of ``auto``'s precision on this machine
+    also under ``benchmarks/intent.py``'s name of its configuration's kept model."""
+    if not spec.get("keep_dir"):
+        return []
+    from headwise.train.precision import auto_cpu_precision
+
+    names = [f"{spec['dataset']}-{spec['precision']}-{spec['seed']}"]
+    if spec["dataset"] == "cic" and not spec["quick"] \
+            and auto_cpu_precision().precision == spec["precision"]:
+        names.append(f"dataclue_cic-{CIC_CONFIG}-{spec['seed']}")
+    out = []
+    for name in names:
+        dest = Path(spec["keep_dir"]) / name
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(model, dest)
+        out.append(str(dest))
+    return out
 
 
 # --- the section ---------------------------------------------------------------------------
@@ -229,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: a tenth of CIC, the demo's small corpus, one epoch "
                         "(never written into the records)")
+    p.add_argument("--keep-models", type=Path, default=None, metavar="DIR",
+                   help="keep every run's model under DIR (the module's note)")
     p.add_argument("--allow-emulated", action="store_true",
                    help="run bf16 on a CPU without native BF16 too (emulated: many times "
                         "slower)")
@@ -255,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     spec = {"dataset": ds, "precision": precision, "seed": seed,
                             "threads": args.threads, "data_dir": str(args.data_dir),
-                            "quick": args.quick}
+                            "quick": args.quick,
+                            "keep_dir": str(args.keep_models) if args.keep_models else None}
                     rec = H.record_run(Path(__file__), spec, args.results, args.timeout,
                                        dataset=ds, precision=precision, seed=seed,
                                        threads=args.threads, quick=args.quick)
