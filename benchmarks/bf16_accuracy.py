@@ -208,17 +208,19 @@ def render(runs: list[dict[str, Any]]) -> str:
                          ivs[p]["macro_f1"].pct(),
                          f"{100 * statistics.fmean(valid):.2f}" if None not in valid else "-",
                          f"{statistics.fmean(r['train_seconds'] for r in side) / 60:.1f}",
-                         str(side[0].get("epochs") or "-")])
+                         f"{side[0]['epochs']:g}" if side[0].get("epochs") else "-"])
         for m, name in (("accuracy", "accuracy"), ("macro_f1", "macro-F1")):
             diff = difference(pairs, m, ds)
             targets.append([f"{ds}: bf16 {name} within fp32's 95 % interval",
                             verdict(ivs["fp32"][m], diff),
                             "-" if diff is None else diff.points(),
                             f"-{100 * (ivs['fp32'][m].mean - ivs['fp32'][m].low):.2f}"])
-        if len(pairs) >= 2:
-            iv = V.ratio_interval([f["train_seconds"] for f, _ in pairs],
-                                  [b["train_seconds"] for _, b in pairs])
-            times.append([ds, str(len(pairs)), iv.plain()])
+        flips = ", ".join(str(sum(x != y for x, y in zip(f["test_correct"], b["test_correct"],
+                                                         strict=True))) for f, b in pairs)
+        iv = V.ratio_interval([f["train_seconds"] for f, _ in pairs],
+                              [b["train_seconds"] for _, b in pairs]) if len(pairs) >= 2 \
+            else None
+        times.append([ds, str(len(pairs)), flips, "-" if iv is None else iv.plain()])
     if not rows:
         lines += ["", "Not measured yet: run `python benchmarks/bf16_accuracy.py --seeds "
                   "0,1,2` alone on a CPU with native BF16."]
@@ -233,11 +235,12 @@ def render(runs: list[dict[str, Any]]) -> str:
               "above the margin, FAIL when it is wholly below.", "",
               H.markdown_table(["target", "verdict", "bf16 - fp32 [95 %]", "margin"],
                                targets, "llrr")]
-    if times:
-        lines += ["", "Training time of a whole run (the Trainer's, calibration excluded), "
-                  "per seed fp32 / bf16 (geometric mean [95 %]; above 1: bf16 faster):", "",
-                  H.markdown_table(["data", "seeds", "fp32 / bf16 training time"], times,
-                                   "lrr")]
+    lines += ["", "Per data set, the paired runs: the test rows one precision answers right "
+              "and the other wrong, per seed (the top intent, closed set), and the training "
+              "time of a whole run (the Trainer's, calibration excluded), fp32 / bf16 per seed "
+              "(geometric mean [95 %]; above 1: bf16 faster).", "",
+              H.markdown_table(["data", "seeds", "rows right in one precision only",
+                                "fp32 / bf16 training time"], times, "lrrr")]
     lines += ["", "`python benchmarks/bf16_accuracy.py --seeds 0,1,2`"]
     return "\n".join(lines)
 

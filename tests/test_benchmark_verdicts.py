@@ -674,7 +674,7 @@ def test_bf16_accuracy_is_judged_against_the_margin_of_fp32s_interval():
     text = B.render(runs)
     assert (f"| demo: bf16 accuracy within fp32's 95 % interval | PASS | "
             f"+0.00 [{-100 * half:+.2f}, {100 * half:+.2f}] | -{100 * margin:.2f} |") in text
-    assert "| demo | 3 | 1.67 [1.67, 1.67] |" in text  # 100 s / 60 s every seed
+    assert "| demo | 3 | 0, 0, 0 | 1.67 [1.67, 1.67] |" in text  # 100 s / 60 s every seed
     worse = [r for r in runs if r["precision"] == "fp32"]
     worse += [rec("demo", "bf16", s, a, 60.0) for s, a in enumerate(low)]
     assert "| demo: bf16 accuracy within fp32's 95 % interval | FAIL |" in B.render(worse)
@@ -684,5 +684,7 @@ def test_bf16_accuracy_is_judged_against_the_margin_of_fp32s_interval():
     diff = B.difference(B._pairs(cic, "cic"), "accuracy", "cic")
     assert (diff.mean, diff.low, diff.high) == (0.0, 0.0, 0.0)
     assert B.verdict(V.score_interval([0.9] * 3, 10), diff) == "PASS"
+    cic[3]["test_correct"] = "1111111101"  # seed 0's bf16: two rows answered differently
+    assert "| cic | 3 | 2, 0, 0 | 1.00 [1.00, 1.00] |" in B.render(cic)
     assert B.difference(B._pairs(runs[:1] + runs[3:4], "demo"), "accuracy", "demo") is None
     assert "Not measured yet" in B.render([])
