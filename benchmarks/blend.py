@@ -98,11 +98,14 @@ def cic_splits(data_dir: Path, seed: int) -> tuple[tuple[list[str], list[str]],
 
 
 def demo_splits(demo: Path) -> tuple[tuple[list[str], list[str]], tuple[list[str], list[str]]]:
+    """The validation and test rows of a ``headwise demo`` directory that its single-label
+    models were trained and scored with: ``data/*.csv`` (``data/*.jsonl`` is the compound
+    models' corpus, with joined several-intent questions added)."""
     from headwise.text.readers import read_examples
 
     out = []
     for part in ("valid", "test"):
-        d = read_examples(demo / "data" / f"{part}.jsonl")
+        d = read_examples(demo / "data" / f"{part}.csv")
         out.append((list(d.texts), [str(y) for y in d.labels]))
     return out[0], out[1]
 
