@@ -688,3 +688,24 @@ def test_bf16_accuracy_is_judged_against_the_margin_of_fp32s_interval():
     assert "| cic | 3 | 2, 0, 0 | 1.00 [1.00, 1.00] |" in B.render(cic)
     assert B.difference(B._pairs(runs[:1] + runs[3:4], "demo"), "accuracy", "demo") is None
     assert "Not measured yet" in B.render([])
+
+
+def test_blend_reads_the_demos_single_label_splits(tmp_path: Path) -> None:
+    """blend.py scores a demo directory's networks on the rows they were trained and
+    scored with, ``data/*.csv``, never the compound corpus ``data/*.jsonl`` beside it (its
+    joined several-intent questions made the rebuilt validation rows differ)."""
+    import blend as B
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for part, rows in (("valid", [("我要挂失", "report_card_loss")]),
+                       ("test", [("怎么提前还款", "early_repayment"), ("hello", "oos")])):
+        (data / f"{part}.csv").write_text(
+            "text,label\n" + "".join(f"{t},{y}\n" for t, y in rows), encoding="utf-8")
+        (data / f"{part}.jsonl").write_text(json.dumps(
+            {"text": "我要挂失，还想提前还款", "intents": ["report_card_loss",
+                                                   "early_repayment"]}) + "\n",
+            encoding="utf-8")
+    valid, test = B.demo_splits(tmp_path)
+    assert valid == (["我要挂失"], ["report_card_loss"])
+    assert test == (["怎么提前还款", "hello"], ["early_repayment", "oos"])
