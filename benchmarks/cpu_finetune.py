@@ -364,28 +364,41 @@ def useful_flops(model: Any, batch: dict[str, Any]) -> float:
 
 
 def profile(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
-    """One headwise step per precision, by operator, and its useful GFLOP/s."""
-    import torch
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
+    """One headwise step per precision, by operator, and its useful GFLOP/s: the untrimmed
+    model (``precisions``) and the one trimmed to the data as ``headwise train`` fine-tunes
+    it (``precisions_trimmed``), on the same batch."""
     from headwise.text.batching import pad_collate
-    from headwise.train import build_optimizer
-    from headwise.train.batches import loss_of
-    from headwise.train.precision import MixedPrecision
 
     rows = round_rows(setup, args.batch, 0, seed=0, random_batches=False)
     batch = pad_collate(rows[:args.batch], pad_id=setup.pad_id)
     out: dict[str, Any] = {"status": "ok", "batch": args.batch,
                            "padded_length": int(batch["input_ids"].shape[1]),
                            "real_tokens": int(batch["attention_mask"].sum()),
-                           "matmul_gflops": {p: matmul_rate(p) for p in ("fp32", "bf16")},
-                           "precisions": {}}
-    model = setup.headwise_model()
+                           "matmul_gflops": {p: matmul_rate(p) for p in ("fp32", "bf16")}}
+    for vocab, key in (("untrimmed", "precisions"), ("trimmed", "precisions_trimmed")):
+        model = setup.headwise_model(trimmed=vocab == "trimmed")
+        flops = useful_flops(model, batch)  # the embedding's rows do no useful FLOPs
+        out[key] = _profile_model(model, batch, args.profile_steps, flops, vocab)
+    out["useful_flops"] = flops
+    return out
+
+
+def _profile_model(model: Any, batch: dict[str, Any], repeats: int, flops: float,
+                   vocab: str) -> dict[str, Any]:
+    """One model's step per precision: the median of ``repeats`` timed steps, then one under
+    ``torch.profiler``, by operator group; ``flops``: the step's useful FLOPs."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from headwise.train import build_optimizer
+    from headwise.train.batches import loss_of
+    from headwise.train.precision import MixedPrecision
+
     optimizer = build_optimizer(model, lr=LR, weight_decay=WEIGHT_DECAY, betas=(0.9, 0.999),
                                 eps=1e-8)
     params = [p for g in optimizer.param_groups for p in g["params"]]
-    flops = useful_flops(model, batch)
+    out: dict[str, Any] = {}
     for precision in ("fp32", "bf16"):
         amp = MixedPrecision(precision, torch.device("cpu"))
 
@@ -399,7 +412,7 @@ def profile(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
 
         step()
         step()
-        times = [H.timed(step, lambda: None) for _ in range(args.profile_steps)]
+        times = [H.timed(step, lambda: None) for _ in range(repeats)]
         with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
             step()
         ops = [{"name": e.key, "self_ms": e.self_cpu_time_total / 1e3, "calls": e.count}
@@ -416,12 +429,11 @@ def profile(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
         groups["other"] = max(groups.get("other", 0.0) - embed_grad, 0.0)
         groups["embedding gradient"] = embed_grad
         step_s = statistics.median(times)
-        out["precisions"][precision] = {
-            "step_seconds": step_s, "useful_gflops": flops / step_s / 1e9,
-            "profiled_ms": total, "groups_ms": groups, "top": ops[:15]}
-        print(f"profile {precision}: {1e3 * step_s:.0f} ms a step, "
+        out[precision] = {"step_seconds": step_s, "step_seconds_all": times,
+                          "useful_gflops": flops / step_s / 1e9, "profiled_ms": total,
+                          "groups_ms": groups, "top": ops[:15]}
+        print(f"profile {vocab} {precision}: {1e3 * step_s:.0f} ms a step, "
               f"{flops / step_s / 1e9:.1f} useful GFLOP/s", file=sys.stderr, flush=True)
-    out["useful_flops"] = flops
     return out
 
 
@@ -633,17 +645,21 @@ def render(records: list[dict[str, Any]]) -> str:
                   f"{r['padded_length']} tokens, {r['real_tokens']} real; {r['threads']} "
                   f"threads). A 1024^3 matmul ran at {mm['fp32']:.0f} GFLOP/s in fp32 and "
                   f"{mm['bf16']:.0f} in bf16 in the same run.", ""]
-        groups = sorted({g for p in r["precisions"].values() for g in p["groups_ms"]})
+        # records before the trimmed model's profile hold the untrimmed one only
+        by_vocab = {"untrimmed": r["precisions"], "trimmed": r.get("precisions_trimmed") or {}}
+        groups = sorted({g for ps in by_vocab.values() for p in ps.values()
+                         for g in p["groups_ms"]})
         rows = []
-        for precision, p in r["precisions"].items():
-            rows.append([precision, f"{1e3 * p['step_seconds']:.0f}",
-                         f"{p['useful_gflops']:.1f}",
-                         f"{p['useful_gflops'] / mm['fp32']:.2f}",
-                         *(f"{100 * p['groups_ms'].get(g, 0.0) / p['profiled_ms']:.0f}"
-                           for g in groups)])
+        for vocab, ps in by_vocab.items():
+            for precision, p in ps.items():
+                rows.append([vocab, precision, f"{1e3 * p['step_seconds']:.0f}",
+                             f"{p['useful_gflops']:.1f}",
+                             f"{p['useful_gflops'] / mm['fp32']:.2f}",
+                             *(f"{100 * p['groups_ms'].get(g, 0.0) / p['profiled_ms']:.0f}"
+                               for g in groups)])
         lines.append(H.markdown_table(
-            ["precision", "step ms", "useful GFLOP/s", "of the fp32 matmul rate",
-             *(f"{g} %" for g in groups)], rows, "l" + "r" * (3 + len(groups))))
+            ["vocabulary", "precision", "step ms", "useful GFLOP/s", "of the fp32 matmul rate",
+             *(f"{g} %" for g in groups)], rows, "ll" + "r" * (3 + len(groups))))
         top = r["precisions"].get("fp32", {}).get("top", [])[:8]
         if top:
             lines += ["", "fp32's largest operators (self CPU ms): " + ", ".join(
