@@ -660,10 +660,11 @@ def render(records: list[dict[str, Any]]) -> str:
         lines.append(H.markdown_table(
             ["vocabulary", "precision", "step ms", "useful GFLOP/s", "of the fp32 matmul rate",
              *(f"{g} %" for g in groups)], rows, "ll" + "r" * (3 + len(groups))))
-        top = r["precisions"].get("fp32", {}).get("top", [])[:8]
-        if top:
-            lines += ["", "fp32's largest operators (self CPU ms): " + ", ".join(
-                f"`{o['name']}` {o['self_ms']:.0f}" for o in top) + "."]
+        for vocab, precision in (("untrimmed", "fp32"), ("trimmed", "bf16")):
+            top = by_vocab[vocab].get(precision, {}).get("top", [])[:8]
+            if top:
+                lines += ["", f"{vocab} {precision}'s largest operators (self CPU ms): "
+                          + ", ".join(f"`{o['name']}` {o['self_ms']:.0f}" for o in top) + "."]
         lines.append("")
     for r in by_part.get("query", []):
         import _verdicts as V
