@@ -88,7 +88,6 @@ def _splits(spec: dict[str, Any]) -> tuple[Any, Any, list[str], list[str], Any]:
 
     root, ds = Path(spec["data_dir"]), intent.DATASETS["dataclue_cic"]
     train, test = intent.load_split(root, ds, "train"), intent.load_split(root, ds, "test")
-    train.examples.extend(intent.load_split(root, ds, "extra_train").examples)
     if spec["quick"]:
         train.examples[:] = train.examples[::10]
         test.examples[:] = test.examples[::10]

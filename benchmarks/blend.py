@@ -89,7 +89,6 @@ def cic_splits(data_dir: Path, seed: int) -> tuple[tuple[list[str], list[str]],
 
     ds = DATASETS["dataclue_cic"]
     train = load_split(data_dir, ds, "train")
-    train.examples.extend(load_split(data_dir, ds, "extra_train").examples)
     texts, labels = in_scope(list(train.texts), list(train.labels), "training")
     _, v_texts, _, v_labels = validation_split(texts, labels, IntentRecipe().valid_fraction,
                                                seed)

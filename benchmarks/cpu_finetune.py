@@ -377,9 +377,10 @@ def profile(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
                            "matmul_gflops": {p: matmul_rate(p) for p in ("fp32", "bf16")}}
     for vocab, key in (("untrimmed", "precisions"), ("trimmed", "precisions_trimmed")):
         model = setup.headwise_model(trimmed=vocab == "trimmed")
-        flops = useful_flops(model, batch)  # the embedding's rows do no useful FLOPs
-        out[key] = _profile_model(model, batch, args.profile_steps, flops, vocab)
-    out["useful_flops"] = flops
+        # the embedding's rows do no useful FLOPs: the same count for both vocabularies
+        out.setdefault("useful_flops", useful_flops(model, batch))
+        out[key] = _profile_model(model, batch, args.profile_steps, out["useful_flops"],
+                                  vocab)
     return out
 
 

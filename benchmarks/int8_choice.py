@@ -137,7 +137,6 @@ def main(argv: list[str] | None = None) -> int:
     clf = IntentClassifier.load(args.model_dir)
     ds = DATASETS["dataclue_cic"]
     train = load_split(args.data_dir, ds, "train")
-    train.examples.extend(load_split(args.data_dir, ds, "extra_train").examples)
     _, texts, _, labels = validation_split(list(train.texts), list(train.labels), 0.1,
                                            args.seed)
     index = {n: i for i, n in enumerate(clf.labels)}

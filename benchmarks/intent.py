@@ -281,10 +281,18 @@ ONLY_ON = {"minilm": ("banking77",), "minilm-8ep": ("banking77",),
 
 
 def load_split(root: Path, spec: dict[str, Any], part: str) -> Any:
+    """One split of a data set of :data:`DATASETS` (None where it has none); ``"train"`` is
+    every training row, its ``extra_train`` file's included (CIC: train + dev)."""
     from headwise.text.readers import read_examples
 
     rel = spec[part]
-    return None if rel is None else read_examples(root / rel, format=spec["format"])
+    if rel is None:
+        return None
+    out = read_examples(root / rel, format=spec["format"])
+    if part == "train" and spec.get("extra_train"):
+        out.examples.extend(read_examples(root / spec["extra_train"],
+                                          format=spec["format"]).examples)
+    return out
 
 
 def recipe_for(config: str, seed: int, quick: bool) -> Any:
@@ -344,8 +352,6 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(spec["threads"])
     root, ds = Path(spec["data_dir"]), DATASETS[spec["dataset"]]
     train, valid, test = (load_split(root, ds, p) for p in ("train", "valid", "test"))
-    if ds.get("extra_train"):
-        train.examples.extend(load_split(root, ds, "extra_train").examples)
     if spec["quick"]:
         train.examples[:] = train.examples[::10]
         test.examples[:] = test.examples[::10]

@@ -116,8 +116,6 @@ def _corpus(name: str, seed: int, root: Path, quick: bool) -> tuple[Any, Any, An
 
     spec = I.DATASETS[name]
     train, test = I.load_split(root, spec, "train"), I.load_split(root, spec, "test")
-    if spec.get("extra_train"):
-        train.examples.extend(I.load_split(root, spec, "extra_train").examples)
     rows = [(e.text, e.label) for e in train.examples]
     test_rows = [(e.text, e.label) for e in test.examples]
     if quick:

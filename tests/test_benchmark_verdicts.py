@@ -709,3 +709,22 @@ def test_blend_reads_the_demos_single_label_splits(tmp_path: Path) -> None:
     valid, test = B.demo_splits(tmp_path)
     assert valid == (["我要挂失"], ["report_card_loss"])
     assert test == (["怎么提前还款", "hello"], ["early_repayment", "oos"])
+
+
+def test_intent_load_split_train_holds_every_training_file(tmp_path: Path) -> None:
+    """A data set's "train" split is its training file and its ``extra_train`` file
+    together (CIC: train + dev), read by every benchmark through ``intent.load_split``; the
+    other splits are their own file, and a split a data set lacks is None."""
+    import intent as I
+
+    for name, rows in (("a", [("挂失", "loss")]), ("b", [("还款", "repay")]),
+                       ("c", [("余额", "balance")])):
+        (tmp_path / f"{name}.csv").write_text(
+            "text,label\n" + "".join(f"{t},{y}\n" for t, y in rows), encoding="utf-8")
+    spec = {"format": "csv", "train": "a.csv", "extra_train": "b.csv", "valid": None,
+            "test": "c.csv"}
+    assert list(I.load_split(tmp_path, spec, "train").texts) == ["挂失", "还款"]
+    assert list(I.load_split(tmp_path, spec, "test").texts) == ["余额"]
+    assert I.load_split(tmp_path, spec, "valid") is None
+    alone = {**spec, "extra_train": None}
+    assert list(I.load_split(tmp_path, alone, "train").labels) == ["loss"]
