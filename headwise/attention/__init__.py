@@ -1,4 +1,5 @@
-"""The attention core: masks, positions, biases, kernels, multi-head attention, cache, capture.
+"""The attention core: masks, positions, biases, kernels, multi-head attention, cache, capture,
+and the dropout its kernels and the models above share.
 
 Pure tensor code on PyTorch; nothing here reads files or text.
 """
@@ -7,6 +8,7 @@ from headwise.attention import masks
 from headwise.attention.bias import ALiBi, T5RelativePositionBias, alibi_slopes
 from headwise.attention.cache import KVCache
 from headwise.attention.capture import AttentionCapture, capture_attention
+from headwise.attention.dropout import dropout
 from headwise.attention.kernels import BACKENDS, attend, select_backend
 from headwise.attention.linear import linear_attention
 from headwise.attention.lsh import lsh_attention
@@ -36,6 +38,7 @@ __all__ = [
     "apply_rotary",
     "attend",
     "capture_attention",
+    "dropout",
     "linear_attention",
     "lsh_attention",
     "masks",

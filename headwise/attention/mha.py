@@ -25,7 +25,13 @@ from torch import Tensor, nn
 
 from headwise.attention.cache import KVCache
 from headwise.attention.capture import active_capture
-from headwise.attention.kernels import BACKENDS, attend, sdpa_attention, select_backend
+from headwise.attention.kernels import (
+    BACKENDS,
+    attend,
+    math_attention,
+    sdpa_attention,
+    select_backend,
+)
 from headwise.attention.masks import AttentionPattern, as_pattern
 from headwise.attention.positions import RotaryEmbedding
 
@@ -205,7 +211,7 @@ class MultiHeadAttention(nn.Module):
                                   return_weights=True, bias=bias)
         else:
             weights = None
-            out = self._direct_sdpa(q, k, v, mask, bias, p)
+            out = self._direct(q, k, v, mask, bias, p)
             if out is None:
                 out = attend(q, k, v, mask, backend=self.backend, dropout_p=p, bias=bias)
         if not self._gates_are_ones or self.head_gate.requires_grad:
@@ -219,29 +225,38 @@ class MultiHeadAttention(nn.Module):
             cap.record(self, weights, gate)
         return F.linear(out.reshape(bsz, seq, h * d), self.out_proj.weight, self.out_proj.bias)
 
-    def _direct_sdpa(self, q: Tensor, k: Tensor, v: Tensor, mask, bias: Tensor | None,
-                     dropout_p: float) -> Tensor | None:
-        """The common case straight on SDPA, or None.
+    def _direct(self, q: Tensor, k: Tensor, v: Tensor, mask, bias: Tensor | None,
+                dropout_p: float) -> Tensor | None:
+        """The common case straight on its kernel, or None.
 
-        With no mask, or a pattern for this batch for which the dispatcher picks SDPA (see
-        :func:`~headwise.attention.kernels.select_backend`: a causal one, an encoder's key
-        padding, any pattern below the sparse kernels' length), no bias and backend
-        "auto"/"sdpa", this calls SDPA (:func:`~headwise.attention.kernels.sdpa_attention`:
-        ``is_causal`` where it expresses the pattern, else the smallest mask that
-        broadcasts) without :func:`~headwise.attention.kernels.attend`'s per-call
-        validation, which is measurable at short lengths: the shapes were built by this
-        layer, so there is nothing to validate.
+        With no mask, or a pattern for this batch, no bias and backend "auto"/"sdpa", this
+        calls the kernel the dispatcher picks (:func:`~headwise.attention.kernels.select_backend`)
+        when it is SDPA (:func:`~headwise.attention.kernels.sdpa_attention`: ``is_causal``
+        where it expresses the pattern, else the smallest mask that broadcasts) or, for
+        backend "auto", the math kernel (attention dropout on the CPU, with the smallest
+        mask that broadcasts), without :func:`~headwise.attention.kernels.attend`'s
+        per-call validation, which is measurable at short lengths: the shapes were built by
+        this layer, so there is nothing to validate.
         """
         if bias is not None or self.backend not in ("auto", "sdpa"):
+            return None
+        if mask is not None and (not isinstance(mask, AttentionPattern)
+                                 or mask.batch_size not in (None, q.shape[0])):
+            return None
+        choice = self.backend
+        if choice == "auto":
+            choice = select_backend(q, k, mask, dropout_p=dropout_p)
+        scale = q.shape[-1] ** -0.5
+        if choice == "math":
+            dense = None if mask is None else mask.to_broadcast(q.shape[2], k.shape[2],
+                                                                 device=q.device)
+            return math_attention(q, k, v, dense, None, scale, dropout_p)[0]
+        if choice != "sdpa":
             return None
         if mask is None:
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p,
                                                   enable_gqa=q.shape[1] != k.shape[1])
-        if not isinstance(mask, AttentionPattern) or mask.batch_size not in (None, q.shape[0]):
-            return None
-        if self.backend == "auto" and select_backend(q, k, mask, dropout_p=dropout_p) != "sdpa":
-            return None
-        return sdpa_attention(q, k, v, mask, None, q.shape[-1] ** -0.5, dropout_p)
+        return sdpa_attention(q, k, v, mask, None, scale, dropout_p)
 
     @staticmethod
     def _merge_cache_mask(mask, cache_mask: Tensor | None, cache: KVCache):

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from headwise.models.heap import steady_heap
+from headwise.nn import Dropout
 
 CHUNK_POOLINGS = ("mean", "max", "attention")
 
@@ -251,7 +252,7 @@ class HierarchicalEncoder(nn.Module):
             self.classifier: nn.Module | None = None
         else:
             self.classifier = nn.Linear(d_model, _check_int("num_labels", num_labels, 1))
-            self.dropout = nn.Dropout(getattr(config, "dropout", 0.0))
+            self.dropout = Dropout(getattr(config, "dropout", 0.0))
 
     def _texts(self, input_ids: Tensor | Sequence[Tensor] | Sequence[Sequence[int]]
                ) -> list[Tensor]:

@@ -16,6 +16,7 @@ from headwise.models.hub import PretrainedMixin
 from headwise.models.registry import register_model
 from headwise.nn import (
     DepthwiseConvolution,
+    Dropout,
     EncoderLayer,
     TransformerEmbeddings,
     build_norm,
@@ -249,7 +250,7 @@ class EncoderClassifier(PretrainedMixin, nn.Module):
             raise ValueError(f"pooling must be one of {POOLINGS}, got {config.pooling!r}")
         self.config = config
         self.encoder = TransformerEncoder(config)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.classifier = nn.Linear(config.d_model, config.num_labels)
         nn.init.normal_(self.classifier.weight, std=0.02)
         nn.init.zeros_(self.classifier.bias)

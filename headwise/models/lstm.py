@@ -42,6 +42,7 @@ from torch.utils.checkpoint import checkpoint
 from headwise.models.config import ModelConfig
 from headwise.models.hub import PretrainedMixin
 from headwise.models.registry import register_model
+from headwise.nn import Dropout
 
 POOLINGS = ("max", "attention", "last")
 
@@ -96,7 +97,7 @@ class BiLSTMClassifier(PretrainedMixin, nn.Module):
             nn.LSTM(embed_dim if i == 0 else width, hidden_size, batch_first=True,
                     bidirectional=True)
             for i in range(num_layers))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         if pooling == "attention":
             self.pool_proj: nn.Linear | None = nn.Linear(width, width)  # W, b
             self.pool_score: nn.Linear | None = nn.Linear(width, 1, bias=False)  # v

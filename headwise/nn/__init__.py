@@ -3,6 +3,7 @@ embeddings and a depthwise convolution."""
 
 from headwise.nn.block import DecoderLayer, EncoderLayer, maybe_checkpoint
 from headwise.nn.depthwise_conv import DepthwiseConvolution
+from headwise.nn.dropout import Dropout
 from headwise.nn.embedding import TransformerEmbeddings
 from headwise.nn.feedforward import FeedForward, GLUFeedForward, build_feedforward
 from headwise.nn.norm import LayerNorm, RMSNorm, build_norm
@@ -10,6 +11,7 @@ from headwise.nn.norm import LayerNorm, RMSNorm, build_norm
 __all__ = [
     "DecoderLayer",
     "DepthwiseConvolution",
+    "Dropout",
     "EncoderLayer",
     "FeedForward",
     "GLUFeedForward",

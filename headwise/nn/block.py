@@ -15,6 +15,7 @@ from torch.utils.checkpoint import checkpoint
 
 from headwise.attention import KVCache, MultiHeadAttention, RotaryEmbedding
 from headwise.attention.masks import AttentionPattern
+from headwise.nn.dropout import Dropout
 from headwise.nn.feedforward import build_feedforward
 from headwise.nn.norm import build_norm
 
@@ -63,7 +64,7 @@ class EncoderLayer(nn.Module):
         self.ffn = build_feedforward(activation, d_model, d_ff, activation_dropout, bias)
         self.norm1 = build_norm(norm, d_model, norm_eps)
         self.norm2 = build_norm(norm, d_model, norm_eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Mask = None, *, bias: Tensor | None = None,
                 positions: Tensor | None = None) -> Tensor:
@@ -101,7 +102,7 @@ class DecoderLayer(nn.Module):
         self.norm1 = build_norm(norm, d_model, norm_eps)
         self.norm2 = build_norm(norm, d_model, norm_eps)
         self.norm3 = build_norm(norm, d_model, norm_eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, memory: Tensor, self_mask: Mask = None,
                 memory_mask: Mask = None, *, self_cache: KVCache | None = None,

@@ -12,6 +12,7 @@ from headwise.attention import (
     SinusoidalPositionalEncoding,
     positions_from_padding,
 )
+from headwise.nn.dropout import Dropout
 from headwise.nn.norm import build_norm
 
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
@@ -81,7 +82,7 @@ class TransformerEmbeddings(nn.Module):
         if self.token_type_embeddings is not None:
             nn.init.normal_(self.token_type_embeddings.weight, std=0.02)
         self.norm = build_norm(norm, d_model, norm_eps) if norm else None
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.scale = math.sqrt(d_model) if scale else 1.0
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from headwise.nn.dropout import Dropout
+
 ACTIVATIONS = {
     "relu": F.relu,
     "gelu": F.gelu,  # exact (erf) GELU, as in BERT
@@ -34,7 +36,7 @@ class FeedForward(nn.Module):
         self.activation = activation
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply the FFN to (..., d_model)."""
@@ -56,7 +58,7 @@ class GLUFeedForward(nn.Module):
         self.variant = variant
         self.w13 = nn.Linear(d_model, 2 * d_ff, bias=bias)
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply the gated FFN to (..., d_model)."""

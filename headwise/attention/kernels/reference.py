@@ -3,7 +3,32 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
+
+from headwise.attention.dropout import dropout
+
+#: float32 lanes of one vector register, by ATen's CPU capability: torch's CPU softmax over
+#: a last dimension shorter than this takes a scalar path, about ten times slower per element
+#: (BENCHMARKS ``cpu_finetune:cpu``, the attention part)
+_LANES = {"AVX512": 16, "AVX2": 8}
+#: below this many keys the scalar path is cheaper than padding a row to a register
+_MIN_PADDED = 4
+
+
+def _softmax(scores: Tensor) -> Tensor:
+    """``torch.softmax`` over the last dim; on the CPU, a row shorter than one vector
+    register is padded to one with -inf first (the same values, no scalar path)."""
+    n = scores.shape[-1]
+    # not while tracing (torch.export, ONNX): the padding's width would be baked into a graph
+    # that serves every length
+    if (scores.device.type == "cpu" and n >= _MIN_PADDED and not torch.compiler.is_compiling()
+            and not torch.jit.is_tracing()):
+        lanes = _LANES.get(torch.backends.cpu.get_cpu_capability(), 0)
+        if n < lanes:
+            padded = F.pad(scores, (0, lanes - n), value=float("-inf"))
+            return torch.softmax(padded, dim=-1)[..., :n]
+    return torch.softmax(scores, dim=-1)
 
 
 def softmax_rows(scores: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -17,9 +42,9 @@ def softmax_rows(scores: Tensor, mask: Tensor | None = None) -> Tensor:
         mask: boolean, broadcastable to ``scores``, True = may attend; or None.
     """
     if mask is None:
-        return torch.softmax(scores, dim=-1)
+        return _softmax(scores)
     row_ok = mask.any(-1, keepdim=True)
-    w = torch.softmax(scores.masked_fill(~(mask | ~row_ok), float("-inf")), dim=-1)
+    w = _softmax(scores.masked_fill(~(mask | ~row_ok), float("-inf")))
     return w.masked_fill(~row_ok, 0.0)
 
 
@@ -36,7 +61,8 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: T
         q: (batch, heads, q_len, d).
         k, v: (batch, kv_heads, k_len, d / d_v); query head ``h`` uses kv head
             ``h // (heads // kv_heads)``.
-        mask: boolean (batch | 1, heads | 1, q_len, k_len), True = may attend, or None.
+        mask: boolean, broadcastable to (batch, heads, q_len, k_len), True = may attend,
+            or None.
         bias: additive float scores broadcastable like ``mask``, or None.
         scale: multiplier of the dot products.
         dropout_p: dropout on the attention weights.
@@ -60,6 +86,6 @@ def _math(q, k, v, mask, bias, scale, dropout_p):
     if bias is not None:
         scores = scores + bias.to(ct)
     weights = softmax_rows(scores, mask)
-    w = torch.nn.functional.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    w = dropout(weights, dropout_p)
     out = torch.matmul(w.reshape(b, hk, g, lq, lk).to(v.dtype), v.unsqueeze(2))
     return out.reshape(b, h, lq, v.shape[-1]), weights
