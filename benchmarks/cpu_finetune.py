@@ -689,6 +689,35 @@ def _targets(record: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: useful GFLOP/s of an fp32 step at least this share of the fp32 matmul rate (issue 38)
+PROFILE_TARGET = 0.5
+
+
+def _profile_targets(record: dict[str, Any]) -> list[str]:
+    """The profile's target table: an fp32 step's useful GFLOP/s over the fp32 matmul rate of
+    the same run, for the untrimmed model and the trimmed one ``headwise train`` fine-tunes;
+    the mean over the timed repeats of the step with its 95 % t-interval (the matmul rate,
+    the fastest of its repeats, taken as measured), judged against :data:`PROFILE_TARGET`.
+    Records before the repeats were kept have no interval to judge by: none."""
+    import _verdicts as V
+
+    rate = record["matmul_gflops"]["fp32"]
+    rows = []
+    for key, label in (("precisions", "untrimmed vocabulary"),
+                       ("precisions_trimmed", "trimmed vocabulary (what `headwise train` "
+                                              "runs)")):
+        times = ((record.get(key) or {}).get("fp32") or {}).get("step_seconds_all") or []
+        iv = V.mean_interval([record["useful_flops"] / t / 1e9 / rate for t in times])
+        if iv is not None:
+            rows.append([f"fp32 step's useful GFLOP/s >= {PROFILE_TARGET:g} x the fp32 "
+                         f"matmul rate, {label}", V.judge(iv, PROFILE_TARGET),
+                         f"{iv.plain()} ({len(times)} timed steps)"])
+    if not rows:
+        return []
+    return [H.markdown_table(["target", "verdict", "share of the matmul rate [95 %]"], rows,
+                             "lll")]
+
+
 def _emulated(record: dict[str, Any]) -> str:
     """What a throughput record ran of bf16 where the CPU has no native BF16 ("" else)."""
     if record.get("native_bf16", True):
@@ -773,6 +802,7 @@ def render(records: list[dict[str, Any]]) -> str:
         lines.append(H.markdown_table(
             ["vocabulary", "precision", "step ms", "useful GFLOP/s", "of the fp32 matmul rate",
              *(f"{g} %" for g in groups)], rows, "ll" + "r" * (3 + len(groups))))
+        lines += ["", *_profile_targets(r)]
         for vocab, precision in (("untrimmed", "fp32"), ("trimmed", "bf16")):
             top = by_vocab[vocab].get(precision, {}).get("top", [])[:8]
             if top:

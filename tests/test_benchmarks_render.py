@@ -404,3 +404,20 @@ def test_cpu_finetune_dropout_part_renders_each_side_and_their_ratio() -> None:
     assert cells[:5] == ["hidden-state dropout", "fp32", "15", "1.200", "0.400"]
     assert cells[5].startswith("0.36 [")  # the geometric mean of 1/3, 4/11, 5/13
     assert "fewer than two rounds" in text
+
+
+def test_cpu_finetune_profile_judges_useful_gflops_against_half_the_matmul_rate() -> None:
+    """An fp32 step's useful GFLOP/s over the run's fp32 matmul rate, per vocabulary, judged
+    on the interval over its timed repeats; a record without the repeats gets no row."""
+    import cpu_finetune as C
+
+    record = {"matmul_gflops": {"fp32": 200.0}, "useful_flops": 60e9,
+              "precisions": {"fp32": {"step_seconds_all": [0.70, 0.71, 0.69]}},
+              "precisions_trimmed": {"fp32": {"step_seconds_all": [0.50, 0.51, 0.50]}}}
+    table = "\n".join(C._profile_targets(record))
+    untrimmed = next(ln for ln in table.splitlines() if "untrimmed vocabulary" in ln)
+    trimmed = next(ln for ln in table.splitlines() if "what `headwise train` runs" in ln)
+    assert "| FAIL |" in untrimmed and "0.43 [" in untrimmed  # 60 / 0.7 / 200
+    assert "| PASS |" in trimmed and "0.60 [" in trimmed
+    assert C._profile_targets({"matmul_gflops": {"fp32": 200.0}, "useful_flops": 1.0,
+                               "precisions": {"fp32": {"step_seconds": 0.7}}}) == []

@@ -182,6 +182,7 @@ def test_math_attention_with_dropout_under_bf16_autocast():
     torch.testing.assert_close(w.sum(-1), torch.ones(2, 4, 11))
 
 
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
 def test_softmax_padding_is_not_traced_into_a_graph():
     # a graph traced on a short row serves every length (the ONNX export traces the model)
     traced = torch.jit.trace(lambda s: softmax_rows(s), torch.randn(2, 6))
