@@ -418,7 +418,12 @@ def _profile_model(model: Any, batch: dict[str, Any], repeats: int, flops: float
 
         step()
         step()
-        times = [H.timed(step, lambda: None) for _ in range(repeats)]
+        # the fp32 matmul rate right before each timed step: the share of it a step reaches
+        # is paired per repeat, so the machine's load moves both sides together
+        times, rates = [], []
+        for _ in range(repeats):
+            rates.append(matmul_rate("fp32", repeats=3))
+            times.append(H.timed(step, lambda: None))
         with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
             step()
         ops = [{"name": e.key, "self_ms": e.self_cpu_time_total / 1e3, "calls": e.count}
@@ -436,6 +441,7 @@ def _profile_model(model: Any, batch: dict[str, Any], repeats: int, flops: float
         groups["embedding gradient"] = embed_grad
         step_s = statistics.median(times)
         out[precision] = {"step_seconds": step_s, "step_seconds_all": times,
+                          "matmul_fp32_gflops_each": rates,
                           "useful_gflops": flops / step_s / 1e9, "profiled_ms": total,
                           "groups_ms": groups, "top": ops[:15]}
         print(f"profile {vocab} {precision}: {1e3 * step_s:.0f} ms a step, "
@@ -689,6 +695,12 @@ def _targets(record: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _fp32_rate(step: dict[str, Any], matmul: dict[str, float]) -> float:
+    """The fp32 matmul rate a profiled step is set against: the median of the rates measured
+    right before its timed repeats, or (older records) the run's one rate."""
+    return statistics.median(step.get("matmul_fp32_gflops_each") or [matmul["fp32"]])
+
+
 #: useful GFLOP/s of an fp32 step at least this share of the fp32 matmul rate (issue 38)
 PROFILE_TARGET = 0.5
 
@@ -696,22 +708,29 @@ PROFILE_TARGET = 0.5
 def _profile_targets(record: dict[str, Any]) -> list[str]:
     """The profile's target table: an fp32 step's useful GFLOP/s over the fp32 matmul rate of
     the same run, for the untrimmed model and the trimmed one ``headwise train`` fine-tunes;
-    the mean over the timed repeats of the step with its 95 % t-interval (the matmul rate,
-    the fastest of its repeats, taken as measured), judged against :data:`PROFILE_TARGET`.
-    Records before the repeats were kept have no interval to judge by: none."""
+    the mean over the timed repeats of the step with its 95 % t-interval, each repeat
+    against the matmul rate measured right before it (records before those rates were kept:
+    the run's one rate), judged against :data:`PROFILE_TARGET`. Records before the repeats
+    were kept have no interval to judge by: none."""
     import _verdicts as V
 
-    rate = record["matmul_gflops"]["fp32"]
     rows = []
     for key, label in (("precisions", "untrimmed vocabulary"),
                        ("precisions_trimmed", "trimmed vocabulary (what `headwise train` "
                                               "runs)")):
-        times = ((record.get(key) or {}).get("fp32") or {}).get("step_seconds_all") or []
-        iv = V.mean_interval([record["useful_flops"] / t / 1e9 / rate for t in times])
+        step = (record.get(key) or {}).get("fp32") or {}
+        times = step.get("step_seconds_all") or []
+        rates = step.get("matmul_fp32_gflops_each") or [record["matmul_gflops"]["fp32"]] * len(
+            times)
+        iv = V.mean_interval([record["useful_flops"] / t / 1e9 / rate
+                              for t, rate in zip(times, rates, strict=True)])
         if iv is not None:
+            paired = "each against the matmul rate right before it" \
+                if step.get("matmul_fp32_gflops_each") else "against the run's matmul rate"
             rows.append([f"fp32 step's useful GFLOP/s >= {PROFILE_TARGET:g} x the fp32 "
                          f"matmul rate, {label}", V.judge(iv, PROFILE_TARGET),
-                         f"{iv.plain()} ({len(times)} timed steps)"])
+                         f"{iv.plain()} ({len(times)} timed steps, {paired}; matmul "
+                         f"{statistics.median(rates):.0f} GFLOP/s)"])
     if not rows:
         return []
     return [H.markdown_table(["target", "verdict", "share of the matmul rate [95 %]"], rows,
@@ -786,7 +805,10 @@ def render(records: list[dict[str, Any]]) -> str:
                   f"batch {r['batch']} x "
                   f"{r['padded_length']} tokens, {r['real_tokens']} real; {r['threads']} "
                   f"threads). A 1024^3 matmul ran at {mm['fp32']:.0f} GFLOP/s in fp32 and "
-                  f"{mm['bf16']:.0f} in bf16 in the same run.", ""]
+                  f"{mm['bf16']:.0f} in bf16 in the same run"
+                  + ("; each timed step is set against the fp32 rate measured right before "
+                     "it (the table: their median)" if "matmul_fp32_gflops_each"
+                     in (r["precisions"].get("fp32") or {}) else "") + ".", ""]
         # records before the trimmed model's profile hold the untrimmed one only
         by_vocab = {"untrimmed": r["precisions"], "trimmed": r.get("precisions_trimmed") or {}}
         groups = sorted({g for ps in by_vocab.values() for p in ps.values()
@@ -796,7 +818,7 @@ def render(records: list[dict[str, Any]]) -> str:
             for precision, p in ps.items():
                 rows.append([vocab, precision, f"{1e3 * p['step_seconds']:.0f}",
                              f"{p['useful_gflops']:.1f}",
-                             f"{p['useful_gflops'] / mm['fp32']:.2f}",
+                             f"{p['useful_gflops'] / _fp32_rate(p, mm):.2f}",
                              *(f"{100 * p['groups_ms'].get(g, 0.0) / p['profiled_ms']:.0f}"
                                for g in groups)])
         lines.append(H.markdown_table(

@@ -421,3 +421,8 @@ def test_cpu_finetune_profile_judges_useful_gflops_against_half_the_matmul_rate(
     assert "| PASS |" in trimmed and "0.60 [" in trimmed
     assert C._profile_targets({"matmul_gflops": {"fp32": 200.0}, "useful_flops": 1.0,
                                "precisions": {"fp32": {"step_seconds": 0.7}}}) == []
+    paired = {"matmul_gflops": {"fp32": 200.0}, "useful_flops": 60e9,
+              "precisions": {"fp32": {"step_seconds_all": [0.5, 0.5],
+                                      "matmul_fp32_gflops_each": [100.0, 300.0]}}}
+    row = C._profile_targets(paired)[0].splitlines()[-1]
+    assert "0.80 [" in row and "right before it" in row  # (1.2 + 0.4) / 2: per repeat
