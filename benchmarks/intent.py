@@ -242,6 +242,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "decision": {"prior_correction": "auto"},
         "task": {"select_on": "macro_f1"},
     },
+    # the same e5 recipe blended with a TF-IDF model fitted on its training rows, the share
+    # chosen on validation (`levers.blend="tfidf"`, BENCHMARKS `blend`): the strongest CIC
+    # model, benchmarks/distill.py's teacher
+    "e5-small-lpft-prior-blend": {
+        "architecture": {"type": "pretrained", "name": "multilingual-e5-small", "max_length": 64},
+        "train": {"epochs": 3},
+        "levers": {"linear_probe": True, "blend": "tfidf"},
+        "decision": {"prior_correction": "auto"},
+        "task": {"select_on": "macro_f1"},
+    },
     # the TF-IDF model (C and tau by 5-fold CV) and fine-tuned e5-small averaged (one
     # validation split for both, seed s): a linear model on n-grams and a pretrained
     # network make different mistakes on the noisy labels; 2 models' latency
@@ -268,6 +278,7 @@ ONLY_ON = {"minilm": ("banking77",), "minilm-8ep": ("banking77",),
            "minilm-lpft-2e5-full-soup3": ("banking77",),
            "bilstm-balanced": ("dataclue_cic",),
            "tfidf-lr-prior": ("dataclue_cic",),
+           "e5-small-lpft-prior-blend": ("dataclue_cic",),
            "bilstm-prior": ("dataclue_cic",),
            "transformer-concat-ln-rope-distill": ("dataclue_cic",),
            "transformer-concat-ln-rope-distill-ens3": ("dataclue_cic",),

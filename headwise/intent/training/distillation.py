@@ -96,7 +96,7 @@ from headwise.models.registry import build_model
 from headwise.text.dataset import Dataset, Example
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_TEMPERATURE", "STUDENTS", "distill", "parse_student",
-           "truncated_student"]
+           "teacher_network", "truncated_student"]
 
 #: the students :func:`distill` trains (``"truncate:K"``: the teacher's first K layers)
 STUDENTS = ("transformer", "bilstm", "truncate:K")
@@ -123,17 +123,36 @@ def parse_student(spec: str) -> tuple[str, int | None]:
     raise ValueError(f"student must be transformer, bilstm or truncate:K, got {spec!r}")
 
 
+def teacher_network(teacher: Any) -> Any:
+    """The Transformer-encoder network a ``truncate:K`` student is cut from: the teacher
+    itself, or the one such member of an ensemble teacher (a network blended with TF-IDF,
+    ``levers.blend="tfidf"``, whose probabilities stay the soft targets).
+
+    Raises:
+        ValueError: an ensemble with no such member, or with several.
+    """
+    members = getattr(teacher, "members", None)
+    if members is None:
+        return teacher
+    networks = [m for m in members if isinstance(getattr(m, "model", None), EncoderClassifier)]
+    if len(networks) != 1:
+        raise ValueError(f"student truncate:K of an ensemble teacher needs exactly one "
+                         f"Transformer-encoder member to cut; this one has {len(networks)}")
+    return networks[0]
+
+
 def truncated_student(teacher: IntentClassifier, layers: int) -> nn.Module:
     """A copy of the teacher's network that keeps its embeddings, its first ``layers``
     encoder layers (their number and negation biases too), its final norm (pre-norm
     stacks), pooling and head: the hidden states of the copy are the teacher's after
-    ``layers`` layers, and its vocabulary (trimmed or not) is the teacher's.
+    ``layers`` layers, and its vocabulary (trimmed or not) is the teacher's. An ensemble
+    teacher's network is its Transformer-encoder member (:func:`teacher_network`).
 
     Raises:
-        ValueError: a teacher that is not a Transformer-encoder network, or ``layers``
-            outside ``1..`` the teacher's layers.
+        ValueError: a teacher that is not (or holds no single) Transformer-encoder network,
+            or ``layers`` outside ``1..`` the teacher's layers.
     """
-    model = getattr(teacher, "model", None)
+    model = getattr(teacher_network(teacher), "model", None)
     if not isinstance(model, EncoderClassifier) or not isinstance(model.config, ModelConfig):
         what = type(model).__name__ if model is not None else type(teacher).__name__
         raise ValueError(f"student truncate:K needs a Transformer-encoder teacher; this one "
@@ -341,7 +360,7 @@ def distill(teacher: str | Path | ProbabilityClassifier, train: Any, valid: Any 
                        extra=[(t, None) for t in pool] + aug, temperature=temperature,
                        alpha=alpha, info=info)
     if init is not None:  # rebuilt on resume too: the truncation is deterministic
-        save_pretrained(init.float().cpu(), clf.tokenizer, init_dir)
+        save_pretrained(init.float().cpu(), teacher_network(clf).tokenizer, init_dir)
     result = train_intent_classifier(list(zip(texts, labels, strict=True)), valid, recipe,
                                      out_dir=out_dir, resume=resume,
                                      keep_checkpoints=keep_checkpoints, report=report,

@@ -302,6 +302,19 @@ def test_truncated_student_keeps_the_teachers_first_layers(tmp_path):
                                teacher.model.classifier.weight.double())
     with pytest.raises(ValueError, match=r"K must be in 1\.\.2"):
         D.truncated_student(teacher, 3)
+    # a blended teacher (the network and TF-IDF, levers.blend="tfidf") is cut at its network
+    from headwise.intent.ensemble import EnsembleClassifier
+    from headwise.intent.training.tfidf_selection import fit_tfidf
+
+    texts, ys = zip(*ROWS, strict=True)
+    tfidf = fit_tfidf(list(texts), list(ys), c=10.0)
+    assert tfidf.labels == labels
+    blended = EnsembleClassifier([teacher, tfidf], weights=[0.6, 0.4])
+    cut, plain = D.truncated_student(blended, 1).state_dict(), D.truncated_student(
+        teacher, 1).state_dict()
+    assert cut.keys() == plain.keys() and all(torch.equal(cut[k], plain[k]) for k in cut)
+    with pytest.raises(ValueError, match="exactly one Transformer-encoder member"):
+        D.truncated_student(EnsembleClassifier([tfidf, tfidf]), 1)
     for spec in ("truncate:0", "truncate:x", "truncate"):
         with pytest.raises(ValueError, match="truncate"):
             D.parse_student(spec)
