@@ -438,8 +438,9 @@ def load_runs(path: Path) -> dict[tuple, dict[str, Any]]:
     return runs
 
 
-ROW = ("dataset", "student", "data")
-"""A row of the section: its seeds' records share one commit and machine (H.unmixed)."""
+ROW = ("dataset", "teacher_sha256", "student", "data")
+"""A row of the section (one teacher's student on one data variant): its seeds' records
+share one commit and machine (H.unmixed); another teacher's rows are other rows."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

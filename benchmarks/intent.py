@@ -490,7 +490,10 @@ def stage_seconds(info: dict[str, Any]) -> float:
 
 
 def parameter_count(clf: Any) -> int:
-    """Trainable numbers of a network, or the weights and biases of a TF-IDF model."""
+    """Trainable numbers of a network, the weights and biases of a TF-IDF model, or the sum
+    over an ensemble's members (a network blended with TF-IDF, ``levers.blend="tfidf"``)."""
+    if hasattr(clf, "members"):
+        return sum(parameter_count(m) for m in clf.members)
     if hasattr(clf, "model"):
         return sum(p.numel() for p in clf.model.parameters())
     return int(clf.coef.size + clf.intercept.size)

@@ -728,3 +728,20 @@ def test_intent_load_split_train_holds_every_training_file(tmp_path: Path) -> No
     assert I.load_split(tmp_path, spec, "valid") is None
     alone = {**spec, "extra_train": None}
     assert list(I.load_split(tmp_path, alone, "train").labels) == ["loss"]
+
+
+def test_intent_parameter_count_sums_a_blends_members() -> None:
+    """intent.py counts a TF-IDF model's weights and biases, and an ensemble (a network
+    blended with TF-IDF by levers.blend) as the sum of its members."""
+    import intent
+
+    from headwise.intent.ensemble import EnsembleClassifier
+    from headwise.intent.training.tfidf_selection import fit_tfidf
+
+    texts = ["lost my card", "card stolen", "send money", "transfer funds", "my balance",
+             "how much left"]
+    labels = ["card", "card", "transfer", "transfer", "balance", "balance"]
+    tfidf = fit_tfidf(texts, labels, c=10.0)
+    one = intent.parameter_count(tfidf)
+    assert one == tfidf.coef.size + tfidf.intercept.size > 0
+    assert intent.parameter_count(EnsembleClassifier([tfidf, tfidf])) == 2 * one
