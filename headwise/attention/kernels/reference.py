@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -16,6 +18,13 @@ _LANES = {"AVX512": 16, "AVX2": 8}
 _MIN_PADDED = 4
 
 
+@functools.cache
+def _cpu_lanes() -> int:
+    """The float32 lanes of this CPU's vector register for ATen's kernels (0: unknown), read
+    once: the capability does not change while the process runs."""
+    return _LANES.get(torch.backends.cpu.get_cpu_capability(), 0)
+
+
 def _softmax(scores: Tensor) -> Tensor:
     """``torch.softmax`` over the last dim; on the CPU, a row shorter than one vector
     register is padded to one with -inf first (the same values, no scalar path)."""
@@ -24,7 +33,7 @@ def _softmax(scores: Tensor) -> Tensor:
     # that serves every length
     if (scores.device.type == "cpu" and n >= _MIN_PADDED and not torch.compiler.is_compiling()
             and not torch.jit.is_tracing()):
-        lanes = _LANES.get(torch.backends.cpu.get_cpu_capability(), 0)
+        lanes = _cpu_lanes()
         if n < lanes:
             padded = F.pad(scores, (0, lanes - n), value=float("-inf"))
             return torch.softmax(padded, dim=-1)[..., :n]
