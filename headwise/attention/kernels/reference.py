@@ -11,7 +11,7 @@ from torch import Tensor
 from headwise.attention.dropout import dropout
 
 #: float32 lanes of one vector register, by ATen's CPU capability: torch's CPU softmax over
-#: a last dimension shorter than this takes a scalar path, about ten times slower per element
+#: a last dimension shorter than this takes a scalar path, much slower per element
 #: (BENCHMARKS ``cpu_finetune:cpu``, the attention part)
 _LANES = {"AVX512": 16, "AVX2": 8}
 #: below this many keys the scalar path is cheaper than padding a row to a register
