@@ -12,7 +12,7 @@ from headwise.attention.dropout import dropout
 
 #: float32 lanes of one vector register, by ATen's CPU capability: torch's CPU softmax over
 #: a last dimension shorter than this takes a scalar path, much slower per element
-#: (BENCHMARKS ``cpu_finetune:cpu``, the attention part)
+#: (BENCHMARKS ``cpu_finetune:cpu``, the dropout part)
 _LANES = {"AVX512": 16, "AVX2": 8}
 #: below this many keys the scalar path is cheaper than padding a row to a register
 _MIN_PADDED = 4
