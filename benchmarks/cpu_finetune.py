@@ -607,7 +607,7 @@ def attention_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(0)
     ms: dict[str, dict[str, list[float]]] = {}
     reps_of: dict[str, int] = {}
-    auto: dict[str, str] = {}
+    dispatched: dict[str, str] = {}
     for b, heads, hd in ATTENTION_SHAPES:
         for precision in dtypes:
             dt = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -634,7 +634,7 @@ def attention_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
                 reps = int(min(40, max(5, 0.1 / max(min(first), 1e-6))))
                 key = f"{b}x{heads}x{hd} | {precision} | {length}"
                 reps_of[key] = reps
-                auto[key] = select_backend(q, k, mask)
+                dispatched[key] = select_backend(q, k, mask)
                 ms[key] = {"sdpa": [], "math": []}
                 for r in range(args.rounds):
                     order = (0, 1) if r % 2 == 0 else (1, 0)
@@ -644,7 +644,8 @@ def attention_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
                 print(f"attention part {key}: sdpa {statistics.median(ms[key]['sdpa']):.3f} "
                       f"ms, math {statistics.median(ms[key]['math']):.3f} ms",
                       file=sys.stderr, flush=True)
-    return {"status": "ok", "ms": ms, "reps": reps_of, "auto": auto, "precisions": dtypes,
+    return {"status": "ok", "ms": ms, "reps": reps_of, "dispatched": dispatched,
+            "precisions": dtypes,
             "rounds": args.rounds, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
@@ -978,12 +979,13 @@ def _attention_lines(record: dict[str, Any]) -> list[str]:
     rows = []
     for key, sides in record["ms"].items():
         shape, precision, length = key.split(" | ")
-        took = record["auto"][key]
+        # the first record (5910bfc) predates the field
+        took = record.get("dispatched", {}).get(key, "not recorded")
         if len(sides["sdpa"]) >= 2:
             iv = V.ratio_interval(sides["math"], sides["sdpa"])
             faster = "math" if iv.high < 1 else "sdpa" if iv.low > 1 else None
             ratio = iv.plain()
-            verdict = ("within noise" if faster is None
+            verdict = ("within noise" if faster is None else "-" if took == "not recorded"
                        else "the faster one" if faster == took else "the slower one")
         else:
             ratio, verdict = "fewer than two rounds", "-"
