@@ -233,10 +233,11 @@ class MultiHeadAttention(nn.Module):
         calls the kernel the dispatcher picks (:func:`~headwise.attention.kernels.select_backend`)
         when it is SDPA (:func:`~headwise.attention.kernels.sdpa_attention`: ``is_causal``
         where it expresses the pattern, else the smallest mask that broadcasts) or, for
-        backend "auto", the math kernel (attention dropout on the CPU, with the smallest
-        mask that broadcasts), without :func:`~headwise.attention.kernels.attend`'s
-        per-call validation, which is measurable at short lengths: the shapes were built by
-        this layer, so there is nothing to validate.
+        backend "auto", the math kernel (attention dropout or gradients over short keys on
+        the CPU, with the smallest mask that broadcasts), without
+        :func:`~headwise.attention.kernels.attend`'s per-call validation, which is
+        measurable at short lengths: the shapes were built by this layer, so there is
+        nothing to validate.
         """
         if bias is not None or self.backend not in ("auto", "sdpa"):
             return None

@@ -60,25 +60,28 @@ def test_nothing_recorded_outside_and_fused_path_untouched(monkeypatch):
 
     monkeypatch.setattr(mha_module, "attend", spy_attend)
     monkeypatch.setattr(mha_module.F, "scaled_dot_product_attention", spy_sdpa)
-    x = torch.randn(1, 4, 16)
-    with capture_attention() as cap:
-        pass
-    model(x)  # no mask: straight onto SDPA, no dispatcher
-    assert len(cap) == 0 and calls == ["direct-sdpa", "direct-sdpa"]
-    model(x, M.causal())
-    assert calls[2:] == ["direct-sdpa", "direct-sdpa"]
-    model(x, M.key_padding([3]))  # the encoder's padding pattern: straight onto SDPA too
-    assert calls[4:] == ["direct-sdpa", "direct-sdpa"]
-    long = torch.randn(1, 1024, 16)
-    model(long, M.key_padding([1000]))  # long, but dense: the dispatcher would pick SDPA
-    assert calls[6:] == ["direct-sdpa", "direct-sdpa"]
-    # a pattern the dispatcher gives a sparse kernel goes through it (no SDPA call)
-    model(long, M.sliding_window(16))
-    assert calls[8:] == ["auto", "auto"]
-    del calls[:]
-    with capture_attention(modules=[model.layers[1]]) as cap:
-        model(x)
-    assert calls == ["direct-sdpa", "math"] and list(cap) == [model.layers[1]]
+    # inference, as served (with gradients on, short keys take the math kernel on the CPU:
+    # the dispatcher's rule for gradients)
+    with torch.no_grad():
+        x = torch.randn(1, 4, 16)
+        with capture_attention() as cap:
+            pass
+        model(x)  # no mask: straight onto SDPA, no dispatcher
+        assert len(cap) == 0 and calls == ["direct-sdpa", "direct-sdpa"]
+        model(x, M.causal())
+        assert calls[2:] == ["direct-sdpa", "direct-sdpa"]
+        model(x, M.key_padding([3]))  # the encoder's padding pattern: straight onto SDPA too
+        assert calls[4:] == ["direct-sdpa", "direct-sdpa"]
+        long = torch.randn(1, 1024, 16)
+        model(long, M.key_padding([1000]))  # long, but dense: the dispatcher would pick SDPA
+        assert calls[6:] == ["direct-sdpa", "direct-sdpa"]
+        # a pattern the dispatcher gives a sparse kernel goes through it (no SDPA call)
+        model(long, M.sliding_window(16))
+        assert calls[8:] == ["auto", "auto"]
+        del calls[:]
+        with capture_attention(modules=[model.layers[1]]) as cap:
+            model(x)
+        assert calls == ["direct-sdpa", "math"] and list(cap) == [model.layers[1]]
 
 
 def test_direct_sdpa_path_equals_dispatcher():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor
 
 from headwise.attention.kernels.blocksparse import (
@@ -59,6 +60,13 @@ SPARSE_MAX_DENSITY = 0.8
 #: "blocksparse" there). Requests FlexAttention cannot serve (dropout, float64) stay on
 #: "blocksparse".
 SPARSE_BACKEND = {"cuda": "flex"}
+#: with gradients on the CPU and no more keys than this (by the dtype of q), the math kernel
+#: (batched matmuls, a float32 softmax whose weights the backward reuses) is faster forward
+#: and backward than PyTorch's fused CPU kernel, which loops over (batch, head) blocks and
+#: recomputes the weights in its backward; set at or below the crossover BENCHMARKS
+#: ``cpu_finetune:cpu`` measures (its attention part, by shape, dtype and length). A dtype
+#: not listed stays on SDPA.
+CPU_GRAD_MATH_MAX_KEYS = {torch.float32: 48, torch.bfloat16: 128}
 
 
 def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None = None, *,
@@ -67,7 +75,8 @@ def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None 
     """The backend ``attend(..., backend="auto")`` runs for this request.
 
     Rules (thresholds are the module constants above; ``benchmarks/attention.py`` measures
-    the dense choices, ``benchmarks/sparse_dispatch.py`` the sparse thresholds):
+    the dense choices at long lengths, ``benchmarks/cpu_finetune.py`` the CPU's short ones
+    with dropout and gradients, ``benchmarks/sparse_dispatch.py`` the sparse thresholds):
 
     1. per-head weights requested: ``"math"``, the only backend that returns them;
     2. a sparse pattern (not merely causal: SDPA's ``is_causal`` already skips the
@@ -82,7 +91,13 @@ def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None 
        drawn in bulk (:func:`headwise.attention.dropout`), faster forward and
        backward at the lengths intent training runs (BENCHMARKS ``cpu_finetune:cpu``, the
        dropout part);
-    4. otherwise ``"sdpa"``: PyTorch's fused kernels are the fastest dense path on CPU and
+    4. gradients on the CPU (``torch.is_grad_enabled()`` and q or k requiring them; not while
+       tracing or compiling, whose graphs serve inference) with at most
+       :data:`CPU_GRAD_MATH_MAX_KEYS` keys for q's dtype: ``"math"``, faster forward and
+       backward there than PyTorch's fused CPU kernel (BENCHMARKS ``cpu_finetune:cpu``,
+       the attention part): fine-tuning without attention dropout, and explanations,
+       which take gradients in eval mode;
+    5. otherwise ``"sdpa"``: PyTorch's fused kernels are the fastest dense path on CPU and
        GPU, handle dropout (on the GPU), grouped heads, biases and fully masked rows, and
        keep memory O(n) when no dense mask is needed.
 
@@ -105,9 +120,18 @@ def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None 
                                  or not flex_available(q.device)):
             choice = "blocksparse"
         return choice
-    if dropout_p > 0 and q.device.type == "cpu":
+    if q.device.type == "cpu" and (dropout_p > 0 or _cpu_grad_wants_math(q, k)):
         return "math"
     return "sdpa"
+
+
+def _cpu_grad_wants_math(q: Tensor, k: Tensor) -> bool:
+    """Rule 4 of :func:`select_backend` (the caller checked the device)."""
+    if torch.jit.is_tracing() or torch.compiler.is_compiling() or not torch.is_grad_enabled():
+        return False
+    limit = CPU_GRAD_MATH_MAX_KEYS.get(q.dtype)
+    return (limit is not None and (q.requires_grad or k.requires_grad)
+            and k.shape[2] <= limit)
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPattern | None = None, *,
