@@ -584,9 +584,11 @@ def dropout_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
 #: the attention part's key lengths (padded batch lengths of intent training and of an
 #: explanation's batch of interpolated inputs) and its (batch, heads, head dim) shapes: a
 #: fine-tuned multilingual-e5-small or MiniLM batch (12 heads of 32), a from-scratch
-#: headwise encoder batch (8 heads of 16) and a small batch of the e5 heads
+#: headwise encoder batch (8 heads of 16), a small batch of the e5 heads, and the batches
+#: integrated gradients evaluate on a from-scratch encoder (the nodes of one or two path
+#: segments: 4 or 8 points of one text)
 ATTENTION_LENGTHS = (8, 15, 24, 32, 48, 64, 96, 128)
-ATTENTION_SHAPES = ((32, 12, 32), (32, 8, 16), (8, 12, 32))
+ATTENTION_SHAPES = ((32, 12, 32), (32, 8, 16), (8, 12, 32), (8, 8, 16), (4, 8, 16))
 
 
 def attention_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
