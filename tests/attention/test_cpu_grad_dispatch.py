@@ -5,9 +5,9 @@ the gradients of q, k, v) is the float64 reference's and SDPA's."""
 import pytest
 import torch
 
-from headwise.attention import MultiHeadAttention, attend, select_backend
+from headwise.attention import MultiHeadAttention, attend, kernels, select_backend
 from headwise.attention import masks as M
-from headwise.attention.kernels import CPU_GRAD_MATH_MAX_KEYS
+from headwise.attention.kernels import CPU_GRAD_MATH_MAX_KEYS, CPU_GRAD_MATH_MIN_SCORES
 
 
 def _qkv(b=3, h=4, hk=4, lq=7, lk=7, d=8, dtype=torch.float32, grad=True, seed=0):
@@ -29,19 +29,39 @@ def _reference(q, k, v, keep):
     return w @ v
 
 
+@pytest.fixture
+def any_size(monkeypatch):
+    """The rule without its minimum size, so that small inputs exercise the math kernel."""
+    monkeypatch.setattr(kernels, "CPU_GRAD_MATH_MIN_SCORES",
+                        dict.fromkeys(CPU_GRAD_MATH_MIN_SCORES, 0))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gradients_over_short_keys_take_the_math_kernel(dtype):
-    limit = CPU_GRAD_MATH_MAX_KEYS[dtype]
-    for lk in (1, 15, limit):
-        q, k, _ = _qkv(lk=lk, dtype=dtype)
+    limit, least = CPU_GRAD_MATH_MAX_KEYS[dtype], CPU_GRAD_MATH_MIN_SCORES[dtype]
+    for lk in (15, limit):
+        b = -(-least // (4 * lk * lk))  # just enough rows of 4 heads for the minimum
+        q, k, _ = _qkv(b=b, lq=lk, lk=lk, d=4, dtype=dtype)
         assert select_backend(q, k) == "math"
-        assert select_backend(q, k, M.key_padding([lk, 1, lk])) == "math"
+        assert select_backend(q, k, M.key_padding([lk, 1] + [lk] * (b - 2))) == "math"
         assert select_backend(q, k, M.causal()) == "math"
-    q, k, _ = _qkv(lk=limit + 1, dtype=dtype)
+        small, small_k, _ = _qkv(b=b - 1, lq=lk, lk=lk, d=4, dtype=dtype)
+        if (b - 1) * 4 * lk * lk < least:  # fewer scores than the minimum: SDPA
+            assert select_backend(small, small_k) == "sdpa"
+    q, k, _ = _qkv(b=64, lq=limit + 1, lk=limit + 1, d=4, dtype=dtype)
+    assert select_backend(q, k) == "sdpa"  # more keys than the limit
+
+
+def test_a_fine_tuning_batch_and_an_explanation_of_one_short_text():
+    # a batch of 32 texts of 15 tokens on 12 heads: the math kernel
+    q, k, _ = _qkv(b=32, h=12, hk=12, lq=15, lk=15, d=4)
+    assert select_backend(q, k) == "math"
+    # integrated gradients' 4 points of one 15-token text on 8 heads: SDPA
+    q, k, _ = _qkv(b=4, h=8, hk=8, lq=15, lk=15, d=4)
     assert select_backend(q, k) == "sdpa"
 
 
-def test_the_rule_needs_gradients_and_the_cpu_dtypes_it_was_measured_on():
+def test_the_rule_needs_gradients_and_the_cpu_dtypes_it_was_measured_on(any_size):
     q, k, _ = _qkv(lk=8)
     with torch.no_grad():
         assert select_backend(q, k) == "sdpa"
@@ -57,7 +77,7 @@ def test_the_rule_needs_gradients_and_the_cpu_dtypes_it_was_measured_on():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit.trace itself
-def test_not_while_tracing():
+def test_not_while_tracing(any_size):
     q, k, _ = _qkv(lk=8)
     seen = []
 
@@ -71,7 +91,7 @@ def test_not_while_tracing():
 
 @pytest.mark.parametrize("lengths", [[7, 7, 7], [7, 3, 1], [7, 0, 5]])
 @pytest.mark.parametrize("hk", [4, 2, 1])
-def test_auto_matches_the_float64_reference_and_sdpa_with_gradients(lengths, hk):
+def test_auto_matches_the_float64_reference_and_sdpa_with_gradients(lengths, hk, any_size):
     q, k, v = _qkv(hk=hk)
     mask = M.key_padding(lengths)
     keep = mask.to_dense(7, 7)
@@ -91,7 +111,7 @@ def test_auto_matches_the_float64_reference_and_sdpa_with_gradients(lengths, hk)
         assert grads["auto"][2][1].abs().max() == 0
 
 
-def test_bfloat16_gradients_stay_close_to_the_float64_reference():
+def test_bfloat16_gradients_stay_close_to_the_float64_reference(any_size):
     q, k, v = _qkv(lk=24, lq=24, dtype=torch.bfloat16)
     assert select_backend(q, k) == "math"
     out = attend(q, k, v)
@@ -105,7 +125,7 @@ def test_bfloat16_gradients_stay_close_to_the_float64_reference():
         torch.testing.assert_close(got.float(), want.float(), atol=5e-2, rtol=5e-2)
 
 
-def test_non_contiguous_odd_and_empty_inputs():
+def test_non_contiguous_odd_and_empty_inputs(any_size):
     g = torch.Generator().manual_seed(2)
     # (batch, len, heads, d) storage transposed to (batch, heads, len, d), as a layer makes it
     base = torch.randn(2, 13, 3, 8, generator=g)
@@ -127,7 +147,7 @@ def test_non_contiguous_odd_and_empty_inputs():
     assert q0.grad.shape == q0.shape
 
 
-def test_multi_head_attention_trains_the_same_on_either_kernel(monkeypatch):
+def test_multi_head_attention_trains_the_same_on_either_kernel(monkeypatch, any_size):
     import headwise.attention.mha as mha
 
     calls = []

@@ -63,10 +63,14 @@ SPARSE_BACKEND = {"cuda": "flex"}
 #: with gradients on the CPU and no more keys than this (by the dtype of q), the math kernel
 #: (batched matmuls, a float32 softmax whose weights the backward reuses) is faster forward
 #: and backward than PyTorch's fused CPU kernel, which loops over (batch, head) blocks and
-#: recomputes the weights in its backward; set at or below the crossover BENCHMARKS
-#: ``cpu_finetune:cpu`` measures (its attention part, by shape, dtype and length). A dtype
-#: not listed stays on SDPA.
+#: recomputes the weights in its backward ...
 CPU_GRAD_MATH_MAX_KEYS = {torch.float32: 48, torch.bfloat16: 128}
+#: ... once the call has at least this many scores (batch x heads x queries x keys): below
+#: it the math kernel's dozen small operations cost more than the fused kernel's one (an
+#: explanation's few interpolated points of one short text, for one). Both set at or inside
+#: the crossovers BENCHMARKS ``cpu_finetune:cpu`` measures (its attention part, by shape,
+#: dtype and length). A dtype not listed stays on SDPA.
+CPU_GRAD_MATH_MIN_SCORES = {torch.float32: 40_000, torch.bfloat16: 16_000}
 
 
 def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None = None, *,
@@ -93,10 +97,11 @@ def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None 
        dropout part);
     4. gradients on the CPU (``torch.is_grad_enabled()`` and q or k requiring them; not while
        tracing or compiling, whose graphs serve inference) with at most
-       :data:`CPU_GRAD_MATH_MAX_KEYS` keys for q's dtype: ``"math"``, faster forward and
-       backward there than PyTorch's fused CPU kernel (BENCHMARKS ``cpu_finetune:cpu``,
-       the attention part): fine-tuning without attention dropout, and explanations,
-       which take gradients in eval mode;
+       :data:`CPU_GRAD_MATH_MAX_KEYS` keys and at least :data:`CPU_GRAD_MATH_MIN_SCORES`
+       scores for q's dtype: ``"math"``, faster forward and backward there than PyTorch's
+       fused CPU kernel (BENCHMARKS ``cpu_finetune:cpu``, the attention part): fine-tuning
+       without attention dropout, and explanations of longer texts or larger models, which
+       take gradients in eval mode;
     5. otherwise ``"sdpa"``: PyTorch's fused kernels are the fastest dense path on CPU and
        GPU, handle dropout (on the GPU), grouped heads, biases and fully masked rows, and
        keep memory O(n) when no dense mask is needed.
@@ -130,8 +135,10 @@ def _cpu_grad_wants_math(q: Tensor, k: Tensor) -> bool:
     if torch.jit.is_tracing() or torch.compiler.is_compiling() or not torch.is_grad_enabled():
         return False
     limit = CPU_GRAD_MATH_MAX_KEYS.get(q.dtype)
-    return (limit is not None and (q.requires_grad or k.requires_grad)
-            and k.shape[2] <= limit)
+    if limit is None or not (q.requires_grad or k.requires_grad) or k.shape[2] > limit:
+        return False
+    b, h, lq = q.shape[:3]
+    return b * h * lq * k.shape[2] >= CPU_GRAD_MATH_MIN_SCORES[q.dtype]
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | AttentionPattern | None = None, *,
