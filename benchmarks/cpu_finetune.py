@@ -485,6 +485,25 @@ DROPOUT_OPS = (("hidden-state dropout", "F.dropout", "headwise dropout"),
                 "math kernel's softmax_rows"))
 
 
+def _attention_inputs(shape: tuple[int, int, int, int], dtype: Any, gen: Any) -> tuple:
+    """Self-attention inputs of ``shape`` (batch, heads, length, head dim) in ``dtype``:
+    ``(q, k, v, output gradient, key-padding pattern, its smallest broadcastable mask)``; q,
+    k and v require gradients; the keys of each text are padded from a random length in
+    [length / 2, length] (the first text's full)."""
+    import torch
+
+    from headwise.attention.masks import key_padding
+
+    b, _, length, _ = shape
+    q, k, v = (torch.randn(*shape, generator=gen).to(dtype).requires_grad_()
+               for _ in range(3))
+    g = torch.randn(*shape, generator=gen).to(dtype)
+    lens = torch.randint(max(1, length // 2), length + 1, (b,), generator=gen)
+    lens[0] = length
+    mask = key_padding(lens.tolist())
+    return q, k, v, g, mask, mask.to_broadcast(length, length)
+
+
 def dropout_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
     """The costs the dropout path removed, forward and backward at the step's shapes: torch's
     hidden-state dropout against :func:`headwise.attention.dropout.dropout` on a (batch, L,
@@ -504,7 +523,6 @@ def dropout_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
     from headwise.attention.dropout import dropout
     from headwise.attention.kernels import math_attention, sdpa_attention
     from headwise.attention.kernels.reference import softmax_rows
-    from headwise.attention.masks import key_padding
     from headwise.text.batching import LengthBucketSampler
     from headwise.train.precision import native_bf16_flags
 
@@ -526,13 +544,7 @@ def dropout_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
             return (lambda: F.dropout(x, p_hidden, True).backward(g),
                     lambda: dropout(x, p_hidden).backward(g))
         if op == DROPOUT_OPS[1][0]:
-            q, k, v = (torch.randn(b, heads, length, hd, generator=gen).to(dt)
-                       .requires_grad_() for _ in range(3))
-            g = torch.randn(b, heads, length, hd, generator=gen).to(dt)
-            lens = torch.randint(max(1, length // 2), length + 1, (b,), generator=gen)
-            lens[0] = length
-            mask = key_padding(lens.tolist())
-            small = mask.to_broadcast(length, length)
+            q, k, v, g, mask, small = _attention_inputs((b, heads, length, hd), dt, gen)
 
             def torch_side() -> None:
                 with amp:
@@ -602,7 +614,6 @@ def attention_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from headwise.attention.kernels import math_attention, sdpa_attention, select_backend
-    from headwise.attention.masks import key_padding
     from headwise.train.precision import native_bf16_flags
 
     dtypes = ["fp32", "bf16"] if native_bf16_flags() else ["fp32"]
@@ -614,13 +625,7 @@ def attention_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
         for precision in dtypes:
             dt = torch.bfloat16 if precision == "bf16" else torch.float32
             for length in ATTENTION_LENGTHS:
-                q, k, v = (torch.randn(b, heads, length, hd, generator=gen).to(dt)
-                           .requires_grad_() for _ in range(3))
-                g = torch.randn(b, heads, length, hd, generator=gen).to(dt)
-                lens = torch.randint(max(1, length // 2), length + 1, (b,), generator=gen)
-                lens[0] = length
-                mask = key_padding(lens.tolist())
-                small = mask.to_broadcast(length, length)
+                q, k, v, g, mask, small = _attention_inputs((b, heads, length, hd), dt, gen)
                 scale = hd ** -0.5
 
                 def sdpa_side(q=q, k=k, v=v, g=g, mask=mask, scale=scale) -> None:

@@ -406,6 +406,54 @@ def test_cpu_finetune_dropout_part_renders_each_side_and_their_ratio() -> None:
     assert "fewer than two rounds" in text
 
 
+def test_cpu_finetune_attention_part_judges_the_dispatchers_choice() -> None:
+    """The attention part's table: per case both sides' medians, the ratio math / SDPA, the
+    backend the dispatcher took and whether the measurement backs it (the faster one only
+    when the interval clears 1 on its side); a record from before the field was kept says
+    'not recorded' and judges nothing."""
+    import cpu_finetune as C
+
+    faster, slower, tied = [1.0, 1.1, 0.9], [2.0, 2.2, 1.8], [1.0, 1.3, 0.8]
+    record = {"ms": {"32x12x32 | fp32 | 15": {"sdpa": slower, "math": faster},
+                     "32x12x32 | fp32 | 128": {"sdpa": faster, "math": slower},
+                     "4x8x16 | fp32 | 8": {"sdpa": faster, "math": slower},
+                     "8x8x16 | bf16 | 64": {"sdpa": [1.0, 1.0, 1.0], "math": tied}},
+              "dispatched": {"32x12x32 | fp32 | 15": "math", "32x12x32 | fp32 | 128": "sdpa",
+                             "4x8x16 | fp32 | 8": "math", "8x8x16 | bf16 | 64": "math"},
+              "threads": 2, "cpu_capability": "AVX512", "rounds": 3,
+              "provenance": {"cpu": "AMD EPYC", "cpu_flags": ["avx512_bf16"]}}
+
+    def verdicts(rec: dict) -> list[list[str]]:
+        lines = "\n".join(C._attention_lines(rec)).splitlines()
+        rows = [ln for ln in lines if ln.startswith("| ") and "x" in ln.split("|")[1]]
+        return [[c.strip() for c in r.strip("|").split("|")] for r in rows]
+
+    got = verdicts(record)
+    assert [r[6:] for r in got] == [["math", "the faster one"], ["sdpa", "the faster one"],
+                                   ["math", "the slower one"], ["math", "within noise"]]
+    assert got[0][3:5] == ["2.000", "1.000"] and got[0][5].startswith("0.50 [")
+    old = {k: v for k, v in record.items() if k != "dispatched"}
+    assert [r[6:] for r in verdicts(old)][:3] == [["not recorded", "-"]] * 3
+
+
+def test_cpu_finetune_attention_inputs() -> None:
+    """The self-attention inputs both timed parts use: q, k, v requiring gradients, the
+    output gradient, and a key-padding pattern whose first text is full length and whose
+    others keep at least half the keys, with its smallest broadcastable mask."""
+    import cpu_finetune as C
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v, g, pattern, small = C._attention_inputs((5, 3, 9, 4), torch.bfloat16, gen)
+    assert all(t.shape == (5, 3, 9, 4) and t.requires_grad and t.dtype == torch.bfloat16
+               for t in (q, k, v))
+    assert g.shape == q.shape and not g.requires_grad
+    assert small.shape == (5, 1, 1, 9) and small.dtype == torch.bool
+    kept = small.sum(-1).flatten().tolist()
+    assert kept[0] == 9 and all(4 <= n <= 9 for n in kept)
+    assert torch.equal(pattern.to_broadcast(9, 9), small)
+
+
 def test_cpu_finetune_profile_judges_useful_gflops_against_half_the_matmul_rate() -> None:
     """An fp32 step's useful GFLOP/s over the run's fp32 matmul rate, per vocabulary, judged
     on the interval over its timed repeats; a record without the repeats gets no row."""
