@@ -154,6 +154,8 @@ def compare(fns: dict[str, Callable[[], Any]], sync: Callable[[], None], **reps:
     """Warm ``fns`` up, then time them in rounds, the one to go first rotating each round,
     so that drift on a shared machine hits them alike and per-round ratios are robust.
     Rounds: at least ``min_repeats``, at most ``max_repeats``, until each took ``target_s``.
+    A round times one call of each, or with ``calls=N`` the median of N calls in a row
+    (sub-millisecond operations, whose single calls are mostly timer and scheduler noise).
 
     Returns:
         Each one's summary (ms) under its name, the per-round ratios of the first to each
@@ -168,7 +170,8 @@ def compare(fns: dict[str, Callable[[], Any]], sync: Callable[[], None], **reps:
             or sum(map(sum, times.values())) < reps.get("target_s", 2.0) * len(names)):
         i = len(times[names[0]]) % len(names)
         for k in names[i:] + names[:i]:
-            times[k].append(timed(fns[k], sync))
+            times[k].append(statistics.median(timed(fns[k], sync)
+                                              for _ in range(reps.get("calls", 1))))
     out: dict[str, Any] = {k: summarize(t, 1e3) for k, t in times.items()}
     out.update({f"{names[0]}/{k}": summarize([a / b for a, b in zip(times[names[0]], times[k],
                                                                       strict=True)])

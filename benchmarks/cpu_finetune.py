@@ -570,16 +570,10 @@ def dropout_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
                 continue  # the kernel's scores are float32 in both precisions
             for length in DROPOUT_LENGTHS:
                 key = f"{op} | {precision} | {length}"
-                sides = case(op, length, precision)
-                for fn in sides:
-                    fn()
-                ms[key] = {"torch": [], "headwise": []}
-                for r in range(args.rounds):
-                    order = (0, 1) if r % 2 == 0 else (1, 0)
-                    for i in order:
-                        times = [H.timed(sides[i], lambda: None) for _ in range(reps)]
-                        ms[key][("torch", "headwise")[i]].append(
-                            1e3 * statistics.median(times))
+                torch_side, headwise_side = case(op, length, precision)
+                ms[key] = H.compare({"torch": torch_side, "headwise": headwise_side},
+                                    lambda: None, min_repeats=args.rounds,
+                                    max_repeats=args.rounds, calls=reps)["rounds_ms"]
                 print(f"dropout part {key}: torch {statistics.median(ms[key]['torch']):.3f} "
                       f"ms, headwise {statistics.median(ms[key]['headwise']):.3f} ms",
                       file=sys.stderr, flush=True)
@@ -636,18 +630,15 @@ def attention_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
                     torch.autograd.grad(math_attention(q, k, v, small, None, scale, 0.0)[0],
                                         (q, k, v), g)
 
-                sides = (sdpa_side, math_side)
-                first = [H.timed(fn, lambda: None) for fn in sides for _ in range(2)]
+                first = [H.timed(fn, lambda: None) for fn in (sdpa_side, math_side)
+                         for _ in range(2)]
                 reps = int(min(40, max(5, 0.1 / max(min(first), 1e-6))))
                 key = f"{b}x{heads}x{hd} | {precision} | {length}"
                 reps_of[key] = reps
                 dispatched[key] = select_backend(q, k, mask)
-                ms[key] = {"sdpa": [], "math": []}
-                for r in range(args.rounds):
-                    order = (0, 1) if r % 2 == 0 else (1, 0)
-                    for i in order:
-                        times = [H.timed(sides[i], lambda: None) for _ in range(reps)]
-                        ms[key][("sdpa", "math")[i]].append(1e3 * statistics.median(times))
+                ms[key] = H.compare({"sdpa": sdpa_side, "math": math_side}, lambda: None,
+                                    min_repeats=args.rounds, max_repeats=args.rounds,
+                                    calls=reps)["rounds_ms"]
                 print(f"attention part {key}: sdpa {statistics.median(ms[key]['sdpa']):.3f} "
                       f"ms, math {statistics.median(ms[key]['math']):.3f} ms",
                       file=sys.stderr, flush=True)

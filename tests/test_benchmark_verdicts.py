@@ -745,3 +745,27 @@ def test_intent_parameter_count_sums_a_blends_members() -> None:
     one = intent.parameter_count(tfidf)
     assert one == tfidf.coef.size + tfidf.intercept.size > 0
     assert intent.parameter_count(EnsembleClassifier([tfidf, tfidf])) == 2 * one
+
+
+def test_compare_rotates_the_order_and_takes_the_median_of_calls_per_round() -> None:
+    """H.compare: the one to go first rotates each round, and with calls=N each round's time
+    is the median of N calls in a row (a slow outlier among them does not move it)."""
+    import time
+
+    order: list[str] = []
+
+    def fn(name: str):
+        def call() -> None:
+            order.append(name)
+            # the warm-up makes 6 calls of a fast function; the 8th call of "a" is the
+            # second of its first timed round
+            if name == "a" and order.count("a") == 8:
+                time.sleep(0.05)
+        return call
+
+    res = H.compare({"a": fn("a"), "b": fn("b")}, lambda: None, min_repeats=2, max_repeats=2,
+                    calls=3)
+    assert order[:12] == ["a"] * 6 + ["b"] * 6  # the warm-up
+    assert order[12:] == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
+    assert len(res["rounds_ms"]["a"]) == len(res["rounds_ms"]["b"]) == 2
+    assert max(res["rounds_ms"]["a"]) < 10  # the 50 ms call is not a round's median
