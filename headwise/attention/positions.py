@@ -19,6 +19,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from headwise.attention.tracing import building_graph
+
 __all__ = [
     "LearnedPositionalEmbedding",
     "RotaryEmbedding",
@@ -207,8 +209,8 @@ class LearnedPositionalEmbedding(nn.Module):
         if position_ids.shape[-1] != x.shape[1] or position_ids.dim() not in (1, 2):
             raise ValueError(f"position_ids of shape {tuple(position_ids.shape)} do not fit x "
                              f"of shape {tuple(x.shape)}")
-        if not torch.jit.is_tracing() and not torch.compiler.is_compiling() \
-                and position_ids.numel() and int(position_ids.max()) >= self.max_len:
+        if not building_graph() and position_ids.numel() \
+                and int(position_ids.max()) >= self.max_len:
             raise ValueError(f"position {int(position_ids.max())} is past the "
                              f"LearnedPositionalEmbedding's max_len={self.max_len}")
         return x + self.embedding(position_ids).to(device=x.device, dtype=x.dtype)

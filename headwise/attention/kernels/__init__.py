@@ -43,6 +43,7 @@ from headwise.attention.kernels.validate import (
     check_qkv,
 )
 from headwise.attention.masks import AttentionPattern
+from headwise.attention.tracing import building_graph
 
 BACKENDS = ("auto", "math", "sdpa", "tiled", "blocksparse", "flex")
 
@@ -132,7 +133,7 @@ def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None 
 
 def _cpu_grad_wants_math(q: Tensor, k: Tensor) -> bool:
     """Rule 4 of :func:`select_backend` (the caller checked the device)."""
-    if torch.jit.is_tracing() or torch.compiler.is_compiling() or not torch.is_grad_enabled():
+    if building_graph() or not torch.is_grad_enabled():
         return False
     limit = CPU_GRAD_MATH_MAX_KEYS.get(q.dtype)
     if limit is None or not (q.requires_grad or k.requires_grad) or k.shape[2] > limit:

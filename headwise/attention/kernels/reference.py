@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from headwise.attention.dropout import dropout
+from headwise.attention.tracing import building_graph
 
 #: float32 lanes of one vector register, by ATen's CPU capability: torch's CPU softmax over
 #: a last dimension shorter than this takes a scalar path, much slower per element
@@ -31,8 +32,7 @@ def _softmax(scores: Tensor) -> Tensor:
     n = scores.shape[-1]
     # not while tracing (torch.export, ONNX): the padding's width would be baked into a graph
     # that serves every length
-    if (scores.device.type == "cpu" and n >= _MIN_PADDED and not torch.compiler.is_compiling()
-            and not torch.jit.is_tracing()):
+    if scores.device.type == "cpu" and n >= _MIN_PADDED and not building_graph():
         lanes = _cpu_lanes()
         if n < lanes:
             padded = F.pad(scores, (0, lanes - n), value=float("-inf"))
