@@ -1079,6 +1079,21 @@ def expand_soups(plan: list[tuple[str, str, int]], configs: dict[str, dict[str, 
     return list(dict.fromkeys(out))
 
 
+def runs_to_measure(named: list[tuple[str, str, int]],
+                    done: dict[tuple[str, str, int], dict[str, Any]], rerun: bool,
+                    here: dict[str, Any], configs: dict[str, dict[str, Any]]
+                    ) -> list[tuple[str, str, int]]:
+    """The runs of ``named`` (``(data, config, seed)``; each soup's members put first,
+    :func:`expand_soups`) to measure: those without a record in ``done``; with ``rerun``
+    (``--rerun``), every named run and each soup member whose record is of another commit or
+    machine than ``here`` (a provenance, :func:`fingerprint`)."""
+    if rerun:
+        same = fingerprint(here)
+        done = {k: r for k, r in done.items()
+                if k not in named and fingerprint(r.get("provenance")) == same}
+    return [k for k in expand_soups(named, configs) if k not in done]
+
+
 def soup_members(done: dict[tuple[str, str, int], dict[str, Any]], data: str, config: str,
                  seed: int, configs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The kept members of soup run (data, config, seed) (:func:`expand_soups`' runs), each

@@ -94,6 +94,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any
             "stages_unrecorded": any("stage_seconds" not in r for r in rs),
             "parameters": rs[0].get("parameters"),
             "loadavg": max(x.get("loadavg", 0.0) for x in lat),
+            # measured before records kept provenance (no commit or machine)
+            "unrecorded": not any(r.get("provenance") for r in rs),
         }
     return out
 
@@ -103,9 +105,11 @@ MIN_SEEDS = 3
 
 
 def _judged(summary: dict[tuple[str, str], dict[str, Any]]) -> set[tuple[str, str]]:
-    """The (dataset, config) keys measured with MIN_SEEDS seeds or more: the candidates a
-    target verdict may pick (the baselines it compares against are taken from all runs)."""
-    return {k for k, v in summary.items() if v["accuracy"]["n"] >= MIN_SEEDS}
+    """The (dataset, config) keys measured with MIN_SEEDS seeds or more, with provenance: the
+    candidates a target verdict may pick (the baselines it compares against are taken from
+    all runs)."""
+    return {k for k, v in summary.items()
+            if v["accuracy"]["n"] >= MIN_SEEDS and not v["unrecorded"]}
 
 
 #: test rows of each data set (the binomial term of the intervals, benchmarks/_verdicts.py)
@@ -210,8 +214,8 @@ def targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
                      "single-query CPU p50 under 10 ms", verdict,
                      f"{_name(minilm)} ({_how_chosen(summary, 'banking77', minilm, 'accuracy')}"
                      f"): test {acc.pct()} % ({m['accuracy']['n']} seeds), p50 "
-                     f"{_ms(p50)} ({how}); not candidates (fewer than {MIN_SEEDS} seeds or no "
-                     f"validation rows): {', '.join(left_out) or 'none'}"])
+                     f"{_ms(p50)} ({how}); not candidates (fewer than {MIN_SEEDS} seeds, no "
+                     f"validation rows or no provenance): {', '.join(left_out) or 'none'}"])
     else:
         rows.append(["MiniLM-L6 import >= 93.5 % on BANKING77, p50 < 10 ms", "NOT MEASURED", "-"])
     for ds in ("banking77", "dataclue_cic"):
@@ -302,7 +306,8 @@ def e5_targets(summary: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]
     what = "dataclue_cic: fine-tuned multilingual-e5-small macro-F1 >= the floor + 3"
     if best is None or not floor:
         rows.append([what, "NOT JUDGED" if cic else "NOT MEASURED",
-                     f"{', '.join(cic)}: fewer than {MIN_SEEDS} seeds or no validation score"
+                     f"{', '.join(cic)}: fewer than {MIN_SEEDS} seeds, no validation score or no "
+                     f"provenance"
                      if cic else "-"])
     else:
         d = _diff(summary, "dataclue_cic", best, "tfidf", "macro_f1")
@@ -531,6 +536,11 @@ def render(runs: list[dict[str, Any]], results_dir: Path, md_dir: Path, draw: bo
                                     "test accuracy % [95 %]", "test macro-F1 % [95 %]",
                                     "p50 ms", "p99 ms", "ONNX p50 ms", "texts/s (batch 32)",
                                     "parameters", "train s"], rows), ""]
+        unrecorded = sorted(c for d, c in summary if d == ds and summary[(d, c)]["unrecorded"])
+        if unrecorded:
+            lines += [f"Measured before records kept provenance (no commit or machine "
+                      f"recorded; no verdict rests on them): "
+                      f"{', '.join(f'`{c}`' for c in unrecorded)}.", ""]
         distilled = sorted(c for d, c in summary if d == ds and c.endswith("-distill")
                            and summary[(d, c)]["stages_unrecorded"])
         if distilled:

@@ -59,7 +59,8 @@ each CJK character and digit run a token of its own, and 4 epochs at 1e-4 with j
 training rows as ``bilstm-joins``; ``e5-joins1``: as many again; ``e5-joins1-8ep``: that
 for 8 epochs; ``e5-joins1-soup3`` and ``e5-joins1-8ep-soup3``: a uniform model soup of three
 runs of either, seeds 0-2, its thresholds tuned again on the validation rows: the members
-run first, kept with ``--keep-models DIR``, which the soup needs) as its family's
+run first, kept with ``--keep-models DIR``, which the soup needs; ``--rerun`` measures
+them again only where their records are of another commit or machine) as its family's
 alternatives, each Transformer
 also with number-aware heads (``-num``: heads 0 and 1 of every layer get the learned
 number-key bias).
@@ -801,8 +802,8 @@ def main(argv: list[str] | None = None) -> int:
 
     H.divert_smoke_runs(args, RESULTS)
     if not args.render:
-        done = {} if args.rerun else done_runs(args.results)
-        todo = [k for k in H.expand_soups(plan(args), CONFIGS) if k not in done]
+        todo = H.runs_to_measure(plan(args), done_runs(args.results), args.rerun,
+                                 H.collect_provenance(args.threads), CONFIGS)
         print(f"{len(todo)} runs to do", file=sys.stderr)
         args.results.parent.mkdir(parents=True, exist_ok=True)
         for i, (st, c, s) in enumerate(todo, 1):

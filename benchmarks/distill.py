@@ -304,12 +304,18 @@ def render(runs: list[dict[str, Any]]) -> str:
             own = [r for r in subset if r.get("teacher_sha256") == sha]
             title = dataset if len(teachers) == 1 else \
                 f"{dataset}, teacher `{Path(own[0]['teacher']).name}`"
-            parts += ["", render_dataset(dataset, own, title)]
+            # an earlier teacher measured before records kept provenance (its model gone)
+            # shows its rows but judges nothing: a later teacher of the dataset is judged
+            superseded = sha != teachers[-1] and not any(r.get("provenance") for r in own)
+            parts += ["", render_dataset(dataset, own, title, judge=not superseded)]
     return "\n".join(parts)
 
 
-def render_dataset(dataset: str, runs: list[dict[str, Any]], title: str | None = None) -> str:
-    """One dataset's subsection (``title``: its heading, default the dataset's name)."""
+def render_dataset(dataset: str, runs: list[dict[str, Any]], title: str | None = None,
+                   judge: bool = True) -> str:
+    """One dataset's subsection (``title``: its heading, default the dataset's name);
+    ``judge=False`` (an earlier teacher whose records predate provenance) leaves out the
+    target's verdict and the distilled-against-alone comparison and says why."""
     title = title or dataset
     teacher, rows = summarise(runs)
     if teacher is None:
@@ -355,6 +361,11 @@ def render_dataset(dataset: str, runs: list[dict[str, Any]], title: str | None =
          "macro-F1 % [95 %] (of teacher)", "serving p50 / teacher's [95 %]",
          "p50 ms PyTorch", "p50 ms ONNX", "texts/s b32 (x teacher)", "parameters",
          "unlabelled", "train s"], table))
+    if not judge:
+        lines += ["", "No verdict: these records predate provenance (no commit or machine "
+                  "recorded) and their teacher's directory is gone; the target is judged on this "
+                  "dataset's later teacher below, with each student's control."]
+        return "\n".join(lines)
     judged = [r for r in rows if r["data"] == "all"]
     checks = {r["student"]: _target_checks(r, t) for r in judged}
     per_student = {name: V.combined([v for v, _ in c]) if c else "NOT MEASURED"

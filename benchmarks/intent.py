@@ -6,6 +6,8 @@ held-out test split, and has its single-query latency (p50/p99) and batch-32 thr
 measured on CPU. Results are appended to a JSON-lines file as each run finishes, so an
 interrupted benchmark resumes where it stopped (runs already there are skipped) and
 ``--render`` rebuilds the BENCHMARKS.md section from whatever has been measured.
+``--rerun`` measures the named runs again; a soup's members are measured again only when
+their records are of another commit or machine.
 
 Splits: BANKING77 trains on train.csv minus a stratified 10 % validation split (seeded)
 and tests on test.csv; DataCLUE CIC trains on train.json + dev.json (both noisy by design)
@@ -628,11 +630,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.latency_only:
         relatency(args)
     elif not args.render:
-        done = {} if args.rerun else done_runs(args.results)
-        plan = [(d, c, int(s)) for s in args.seeds.split(",") for c in args.configs.split(",")
-                for d in args.datasets.split(",") if d in ONLY_ON.get(c, (d,))]
-        plan = H.expand_soups(plan, CONFIGS)
-        todo = [k for k in plan if k not in done]
+        named = [(d, c, int(s)) for s in args.seeds.split(",") for c in args.configs.split(",")
+                 for d in args.datasets.split(",") if d in ONLY_ON.get(c, (d,))]
+        plan = H.expand_soups(named, CONFIGS)
+        todo = H.runs_to_measure(named, done_runs(args.results), args.rerun,
+                                 H.collect_provenance(args.threads), CONFIGS)
         print(f"{len(plan)} runs planned, {len(plan) - len(todo)} already measured",
               file=sys.stderr)
         args.results.parent.mkdir(parents=True, exist_ok=True)

@@ -348,7 +348,25 @@ def _cic_run(config: str, seed: int, macro_f1: float, accuracy: float, valid: fl
             "accuracy": accuracy, "macro_f1": macro_f1,
             "valid": {"accuracy": valid, "macro_f1": valid},
             "latency": {"p50_ms": 5.0, "p99_ms": 9.0, "throughput_per_s": 100.0},
-            "train_seconds": 1.0}
+            "train_seconds": 1.0,
+            "provenance": {"commit": "a" * 40, "dirty": False, "cpu": "AMD EPYC"}}
+
+
+def test_a_configuration_whose_records_predate_provenance_is_never_chosen():
+    """Rows measured before records kept a commit and machine are shown, listed as such,
+    and never chosen for a verdict, however high their validation score."""
+    import _intent_report as R
+
+    runs = [_cic_run("e5-small-lpft-prior", s, 0.70, 0.80, 0.80) for s in range(3)]
+    old = [_cic_run("e5-small-lpft-old", s, 0.90, 0.90, 0.99) for s in range(3)]
+    for r in old:
+        del r["provenance"]
+    summary = R.summarise(runs + old)
+    best, left_out = R.chosen(summary, "dataclue_cic",
+                              ["e5-small-lpft-prior", "e5-small-lpft-old"], "macro_f1")
+    assert best == "e5-small-lpft-prior" and left_out == ["e5-small-lpft-old"]
+    assert summary[("dataclue_cic", "e5-small-lpft-old")]["unrecorded"]
+    assert not summary[("dataclue_cic", "e5-small-lpft-prior")]["unrecorded"]
 
 
 def test_a_doctor_cleaned_configuration_is_never_chosen_and_has_its_own_targets():

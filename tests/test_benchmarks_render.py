@@ -474,3 +474,119 @@ def test_cpu_finetune_profile_judges_useful_gflops_against_half_the_matmul_rate(
                                       "matmul_fp32_gflops_each": [100.0, 300.0]}}}
     row = C._profile_targets(paired)[0].splitlines()[-1]
     assert "0.80 [" in row and "right before it" in row  # (1.2 + 0.4) / 2: per repeat
+
+
+def test_distillation_judges_no_earlier_teacher_whose_records_predate_provenance() -> None:
+    """Of two teachers of one dataset, the earlier one measured before records kept
+    provenance shows its rows without a verdict; the later one is judged (target and the
+    distilled-against-alone control)."""
+    import distill
+
+    def rec(sha: str, student: str, data: str, seed: int, f1: float, prov: bool) -> dict:
+        r = {"status": "ok", "dataset": "demo", "teacher": f"/models/{sha}",
+             "teacher_sha256": sha, "student": student, "data": data, "seed": seed,
+             "accuracy": f1, "macro_f1": f1, "parameters": 1e6, "unlabelled": 0,
+             "labelled": 100, "train_seconds": 10.0, "date": "2026-12-01 10:00 UTC",
+             "command": "python benchmarks/distill.py",
+             "latency": {"p50_ms": 10.0 if student == "teacher" else 1.0 + seed / 10,
+                         "throughput_per_s": 100.0}}
+        if prov:
+            r["provenance"] = {"commit": "a" * 40, "cpu": "AMD EPYC", "threads": 2}
+            r["teacher_latency"] = {"p50_ms": 10.0 + seed / 10, "throughput_per_s": 100.0}
+        return r
+
+    runs = []
+    for sha, prov in (("old", False), ("new", True)):
+        runs.append(rec(sha, "teacher", "all", 0, 0.90, prov))
+        for seed in range(3):
+            runs.append(rec(sha, "bilstm", "all", seed, 0.89 + seed / 1000, prov))
+            runs.append(rec(sha, "bilstm", "alone", seed, 0.85 + seed / 1000, prov))
+    text = distill.render(runs)
+    old = text[text.index("### demo, teacher `old`"):text.index("### demo, teacher `new`")]
+    new = text[text.index("### demo, teacher `new`"):]
+    assert "No verdict: these records predate provenance" in old
+    assert "| target |" not in old and "distilled - alone" not in old
+    assert "| bilstm |" not in old and "`bilstm` | all | 0,1,2" in old  # its rows stay
+    assert "No verdict" not in new and "| target |" in new
+    assert "BETTER" in new  # 0.89 against 0.85 on every seed
+
+
+def test_cpu_finetune_explain_part_runs_both_sides_of_the_rule(monkeypatch) -> None:
+    """The explain part on a tiny from-scratch classifier (the rule's size threshold off):
+    the side with the rule sends gradient attention to the math kernel, the other only to
+    SDPA, both explain the same texts to the same attributions, and the shipped thresholds
+    are back in place afterwards; its line judges the per-round ratio."""
+    import argparse
+    import functools
+    import types
+
+    import cpu_finetune as C
+    import torch
+
+    import headwise.attention.kernels as kernels
+    import headwise.attention.mha as mha
+    import headwise.inspect.attribution as attribution
+    from headwise.demo.corpus import generate_demo_corpus
+    from headwise.intent.training.builders import build_intent_model
+    from headwise.intent.training.recipe import IntentRecipe
+    from headwise.text.char_level import train_char_tokenizer
+
+    examples = generate_demo_corpus(seed=0, per_intent=3, oos=2)["train"]
+    tok = train_char_tokenizer([e.text for e in examples])
+    labels = sorted({e.label for e in examples if e.label != "oos"})
+    recipe = IntentRecipe.from_dict({"architecture": {
+        "d_model": 16, "num_layers": 1, "num_heads": 2, "d_ff": 32, "dropout": 0.0,
+        "attention_dropout": 0.0, "max_length": 48}})
+    torch.manual_seed(0)
+    model = build_intent_model(recipe, tok, labels)
+    setup = types.SimpleNamespace(headwise_model=lambda: model.train(), tokenizer=tok,
+                                  intents=labels, texts=[e.text for e in examples])
+    monkeypatch.setattr(kernels, "CPU_GRAD_MATH_MIN_SCORES",
+                        {torch.float32: 0, torch.bfloat16: 0})
+    shipped = kernels.CPU_GRAD_MATH_MAX_KEYS
+    seen: dict[bool, set] = {True: set(), False: set()}
+    real = mha.select_backend
+
+    def counting(q, k, *args, **kwargs):
+        choice = real(q, k, *args, **kwargs)
+        if q.requires_grad and torch.is_grad_enabled():
+            seen[bool(kernels.CPU_GRAD_MATH_MAX_KEYS)].add(choice)
+        return choice
+
+    monkeypatch.setattr(mha, "select_backend", counting)
+    # an untrained network turns sharply along the path: few evaluations keep this quick
+    monkeypatch.setattr(attribution, "explain", functools.partial(attribution.explain,
+                                                                  max_steps=16))
+    args = argparse.Namespace(explain_texts=3, rounds=2, max_length=48)
+    rec = C.explain_costs(setup, args)
+    assert seen[True] == {"math"} and seen[False] == {"sdpa"}
+    assert kernels.CPU_GRAD_MATH_MAX_KEYS is shipped
+    assert rec["texts"] == 3 and len(rec["ms"]["rule"]) == len(rec["ms"]["sdpa"]) == 2
+    assert rec["max_attribution_difference"] < 1e-4
+    assert all(n > 0 for n in rec["gradient_evaluations"])
+    rec.update(ms={"rule": [60.0, 66.0, 54.0], "sdpa": [100.0, 110.0, 90.0]},
+               dataset="demo", threads=2, rounds=3,
+               provenance={"cpu": "AMD EPYC", "cpu_flags": ["avx512_bf16"]})
+    text = "\n".join(C._explain_lines(rec))
+    assert "| 60 | 100 | 0.60 [" in text and "faster with the rule" in text
+    rec["ms"] = {"rule": [100.0, 130.0, 80.0], "sdpa": [100.0, 100.0, 100.0]}
+    assert "within noise" in "\n".join(C._explain_lines(rec))
+
+
+def test_rerun_of_a_soup_keeps_members_measured_at_this_commit() -> None:
+    """--rerun of a soup (intent.py, compound.py) measures the soup again, and its members
+    only where their records are of another commit or machine; without --rerun only what
+    has no record."""
+    import intent
+
+    here = {"commit": "b" * 40, "dirty": False, "cpu": "AMD EPYC", "cpu_flags": ["avx2"]}
+    old = {**here, "commit": "a" * 40}
+    d, member, soup = "banking77", "minilm-lpft-2e5", "minilm-lpft-2e5-soup3"
+    done = {(d, member, 0): {"provenance": here}, (d, member, 1): {"provenance": old},
+            (d, member, 2): {}, (d, soup, 0): {"provenance": here}}
+    named = [(d, soup, 0)]
+    assert H.runs_to_measure(named, done, True, here, intent.CONFIGS) == [
+        (d, member, 1), (d, member, 2), (d, soup, 0)]
+    assert H.runs_to_measure(named, done, False, here, intent.CONFIGS) == []
+    assert H.runs_to_measure([(d, member, 0)], done, True, here,
+                              intent.CONFIGS) == [(d, member, 0)]
