@@ -658,11 +658,16 @@ def explain_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
     weights), the rule on (the dispatcher as shipped) against off
     (``CPU_GRAD_MATH_MAX_KEYS`` emptied: SDPA for every call). Rounds interleave the two
     sides; a side's time in a round is one pass over the texts. Also each text's tokens and
-    gradient evaluations, and the largest difference between the two sides' attributions
-    (the same integral by two kernels)."""
+    gradient evaluations, the largest difference between the two sides' attributions (the
+    same integral by two kernels), and in one more, untimed pass a side the backends the
+    dispatcher took for its attention calls with gradients (how many the rule changes)."""
+    from collections import Counter
+
     import numpy as np
+    import torch
 
     import headwise.attention.kernels as kernels
+    import headwise.attention.mha as mha
     from headwise.inspect.attribution import explain
     from headwise.intent.classifier import IntentClassifier
 
@@ -685,6 +690,18 @@ def explain_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
 
     ms = H.compare({"rule": side("rule"), "sdpa": side("sdpa")}, lambda: None,
                    min_repeats=args.rounds, max_repeats=args.rounds)["rounds_ms"]
+    select, taken = mha.select_backend, {"rule": Counter(), "sdpa": Counter()}
+    for name in taken:
+        def counting(q: Any, k: Any, *rest: Any, name: str = name, **kw: Any) -> str:
+            choice = select(q, k, *rest, **kw)
+            if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+                taken[name][choice] += 1
+            return choice
+        mha.select_backend = counting
+        try:
+            side(name)()
+        finally:
+            mha.select_backend = select
     diff = max(float(np.abs(a.scores - b.scores).max())
                for x, y in zip(last["rule"], last["sdpa"], strict=True)
                for a, b in zip(x.attributions, y.attributions, strict=True))
@@ -695,6 +712,9 @@ def explain_costs(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
             "gradient_evaluations": [sum(a.steps for a in e.attributions)
                                      for e in last["rule"]],
             "max_keys": {str(k).replace("torch.", ""): v for k, v in shipped.items()},
+            "min_scores": {str(k).replace("torch.", ""): v
+                           for k, v in kernels.CPU_GRAD_MATH_MIN_SCORES.items()},
+            "backends_with_gradients": {n: dict(c) for n, c in taken.items()},
             "max_attribution_difference": diff}
 
 
@@ -1069,6 +1089,12 @@ def _explain_lines(record: dict[str, Any]) -> list[str]:
         ratio, verdict = "fewer than two rounds", "-"
     tokens, evals = record["tokens"], record["gradient_evaluations"]
     keys = ", ".join(f"{v} in {k}" for k, v in record["max_keys"].items())
+    taken = record.get("backends_with_gradients", {}).get("rule")
+    calls = ("" if taken is None else
+             f" With the rule, {taken.get('math', 0)} of {sum(taken.values())} attention calls "
+             "with gradients took the math kernel (the rest are under its minimum size, "
+             + ", ".join(f"{v:,} scores in {k}" for k, v in record["min_scores"].items())
+             + ").")
     return [f"On {machine_of(record)}: explanations end to end, `headwise.inspect.explain` "
             f"(integrated gradients in eval mode) of {record['texts']} texts of "
             f"{record['dataset']} on a multilingual-e5-small classifier, with the "
@@ -1078,7 +1104,7 @@ def _explain_lines(record: dict[str, Any]) -> list[str]:
             f"pass over the texts. Texts of {min(tokens)} to {max(tokens)} tokens (median "
             f"{statistics.median(tokens):g}), {statistics.median(evals):g} gradient "
             "evaluations a text (median); the two sides' attributions differ by at most "
-            f"{record['max_attribution_difference']:.1e}.", "",
+            f"{record['max_attribution_difference']:.1e}.{calls}", "",
             H.markdown_table(["pass ms, with the rule", "pass ms, SDPA only",
                               "with / without [95 %]", "verdict"],
                              [[f"{statistics.median(rule):.0f}",

@@ -543,24 +543,16 @@ def test_cpu_finetune_explain_part_runs_both_sides_of_the_rule(monkeypatch) -> N
                                   intents=labels, texts=[e.text for e in examples])
     monkeypatch.setattr(kernels, "CPU_GRAD_MATH_MIN_SCORES",
                         {torch.float32: 0, torch.bfloat16: 0})
-    shipped = kernels.CPU_GRAD_MATH_MAX_KEYS
-    seen: dict[bool, set] = {True: set(), False: set()}
-    real = mha.select_backend
-
-    def counting(q, k, *args, **kwargs):
-        choice = real(q, k, *args, **kwargs)
-        if q.requires_grad and torch.is_grad_enabled():
-            seen[bool(kernels.CPU_GRAD_MATH_MAX_KEYS)].add(choice)
-        return choice
-
-    monkeypatch.setattr(mha, "select_backend", counting)
+    shipped, select = kernels.CPU_GRAD_MATH_MAX_KEYS, mha.select_backend
     # an untrained network turns sharply along the path: few evaluations keep this quick
     monkeypatch.setattr(attribution, "explain", functools.partial(attribution.explain,
                                                                   max_steps=16))
     args = argparse.Namespace(explain_texts=3, rounds=2, max_length=48)
     rec = C.explain_costs(setup, args)
-    assert seen[True] == {"math"} and seen[False] == {"sdpa"}
-    assert kernels.CPU_GRAD_MATH_MAX_KEYS is shipped
+    taken = rec["backends_with_gradients"]
+    assert set(taken["rule"]) == {"math"} and set(taken["sdpa"]) == {"sdpa"}
+    assert taken["rule"]["math"] == taken["sdpa"]["sdpa"] > 0  # the same calls
+    assert kernels.CPU_GRAD_MATH_MAX_KEYS is shipped and mha.select_backend is select
     assert rec["texts"] == 3 and len(rec["ms"]["rule"]) == len(rec["ms"]["sdpa"]) == 2
     assert rec["max_attribution_difference"] < 1e-4
     assert all(n > 0 for n in rec["gradient_evaluations"])
@@ -569,6 +561,8 @@ def test_cpu_finetune_explain_part_runs_both_sides_of_the_rule(monkeypatch) -> N
                provenance={"cpu": "AMD EPYC", "cpu_flags": ["avx512_bf16"]})
     text = "\n".join(C._explain_lines(rec))
     assert "| 60 | 100 | 0.60 [" in text and "faster with the rule" in text
+    n = taken["rule"]["math"]
+    assert f"With the rule, {n} of {n} attention calls with gradients took the math" in text
     rec["ms"] = {"rule": [100.0, 130.0, 80.0], "sdpa": [100.0, 100.0, 100.0]}
     assert "within noise" in "\n".join(C._explain_lines(rec))
 
