@@ -1092,9 +1092,9 @@ def _explain_lines(record: dict[str, Any]) -> list[str]:
     taken = record.get("backends_with_gradients", {}).get("rule")
     calls = ("" if taken is None else
              f" With the rule, {taken.get('math', 0)} of {sum(taken.values())} attention calls "
-             "with gradients took the math kernel (the rest are under its minimum size, "
+             "with gradients took the math kernel (the others are under its minimum size, "
              + ", ".join(f"{v:,} scores in {k}" for k, v in record["min_scores"].items())
-             + ").")
+             + ", or over its keys).")
     return [f"On {machine_of(record)}: explanations end to end, `headwise.inspect.explain` "
             f"(integrated gradients in eval mode) of {record['texts']} texts of "
             f"{record['dataset']} on a multilingual-e5-small classifier, with the "
