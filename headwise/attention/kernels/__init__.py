@@ -101,8 +101,9 @@ def select_backend(q: Tensor, k: Tensor, mask: Tensor | AttentionPattern | None 
        :data:`CPU_GRAD_MATH_MAX_KEYS` keys and at least :data:`CPU_GRAD_MATH_MIN_SCORES`
        scores for q's dtype: ``"math"``, faster forward and backward there than PyTorch's
        fused CPU kernel (BENCHMARKS ``cpu_finetune:cpu``, the attention part): fine-tuning
-       without attention dropout, and explanations of longer texts or larger models, which
-       take gradients in eval mode;
+       without attention dropout, and explanations (gradients in eval mode) of long texts
+       only: an intent-length text's explanation stays under the minimum size (the explain
+       part);
     5. otherwise ``"sdpa"``: PyTorch's fused kernels are the fastest dense path on CPU and
        GPU, handle dropout (on the GPU), grouped heads, biases and fully masked rows, and
        keep memory O(n) when no dense mask is needed.
