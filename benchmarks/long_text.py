@@ -18,10 +18,11 @@ one window) with
 windows of each width of :data:`WINDOW_FRACTIONS` of the maximum length (the library's
 ``chunk_length``, stride half a window's body), named ``POLICY@FRACTION``
 (``chunk_max@0.5``). A short window holds the request with less chatter around it.
-``chunk_max`` and ``chunk_in_scope`` are also measured at each width with windows that
-follow the text's sentences (``chunk_stride="sentence"``: a window starts at every
-sentence and takes the whole sentences after it that fit), named
-``chunk_max@0.5/sentence``: a window then never cuts a request in two. The short
+``chunk_max``, ``chunk_in_scope`` and ``chunk_span`` are also measured at each width with
+windows that follow the text's sentences (``chunk_stride="sentence"``: a window starts at
+every sentence and takes the whole sentences after it that fit), named
+``chunk_max@0.5/sentence``: a window then never cuts a request in two, and the span
+``chunk_span`` reads again starts and ends at a sentence's edge, give or take its margin. The short
 questions themselves are scored the same way.
 
 Each model's configuration is CHOSEN on its own validation slices (the best accuracy
@@ -72,9 +73,9 @@ CHUNKED = ("chunk", "chunk_max", "chunk_in_scope", "chunk_span")
 #: ``chunk_length``; 1.0: the whole maximum length)
 WINDOW_FRACTIONS = (1.0, 0.5, 0.25)
 #: the policies also measured with windows that follow the text's sentences (the library's
-#: ``chunk_stride="sentence"``): those whose answer is one window's (mean pooling is far
-#: behind at every width)
-SENTENCE_POLICIES = ("chunk_max", "chunk_in_scope")
+#: ``chunk_stride="sentence"``): those whose answer is one window's or one span's (mean
+#: pooling is far behind at every width)
+SENTENCE_POLICIES = ("chunk_max", "chunk_in_scope", "chunk_span")
 #: the windows' stride when they follow sentences
 SENTENCE = "sentence"
 
