@@ -30,7 +30,8 @@ pooled over its seeds, among the configurations measured on every one of them: t
 library keeps each architecture's default policy apart, ``DEFAULT_LONG_TEXT``), then
 reported on the test slices, per position and length bucket, with 95 % Wilson intervals;
 the verdict says whether the library's default for each architecture (its
-``DEFAULT_LONG_TEXT`` with windows of ``DEFAULT_CHUNK_LENGTH``) is that choice, and the
+``DEFAULT_LONG_TEXT`` with windows of ``DEFAULT_CHUNK_LENGTH``, their stride its
+``DEFAULT_CHUNK_STRIDE``) is that choice, and the
 target is e5 within 3 points of its accuracy on the short test questions. Records
 written before the windows were measured name a chunked policy without a width: they read
 as its fraction 1.0, the whole maximum length. Records are appended to a JSON-lines file
@@ -288,10 +289,17 @@ def chosen_configs(summary: dict[str, Any]) -> dict[str, str | None]:
 
 def library_default(model: str) -> str:
     """The configuration the library's ``auto`` gives a model of this architecture: its
-    ``DEFAULT_LONG_TEXT`` policy with windows of ``DEFAULT_CHUNK_LENGTH``."""
-    from headwise.intent.inference.bucketing import DEFAULT_CHUNK_LENGTH, default_long_text
+    ``DEFAULT_LONG_TEXT`` policy with windows of ``DEFAULT_CHUNK_LENGTH``, their stride its
+    ``DEFAULT_CHUNK_STRIDE``."""
+    from headwise.intent.inference.bucketing import (
+        DEFAULT_CHUNK_LENGTH,
+        default_chunk_stride,
+        default_long_text,
+    )
 
-    return config_name(default_long_text(model), DEFAULT_CHUNK_LENGTH)
+    stride = default_chunk_stride(model)
+    return config_name(default_long_text(model), DEFAULT_CHUNK_LENGTH,
+                       SENTENCE if stride == SENTENCE else None)
 
 
 def _where(bits: str, cells: list[str], index: int, value: str) -> str:
@@ -335,8 +343,9 @@ def render(runs: list[dict[str, Any]]) -> str:
         "saved out-of-scope rule). A configuration is a long-text policy and, for the "
         f"chunked ones, the width of its windows as a fraction of the maximum length "
         f"({fractions}: `chunk_length`, stride half a window's body), named "
-        "`POLICY@FRACTION`, and for the policies that answer from one window, windows that "
-        "start at every sentence of the text and take the whole sentences after it that fit "
+        "`POLICY@FRACTION`, and for the policies that answer from one window or one span, "
+        "windows that start at every sentence of the text and take the whole sentences "
+        "after it that fit "
         "(`chunk_stride=\"sentence\"`; a sentence wider than a window is cut by count), "
         "named `POLICY@FRACTION/sentence`; records measured before the widths name a "
         "chunked policy alone, read as its fraction 1. Each model's configuration is chosen "
@@ -357,7 +366,8 @@ def render(runs: list[dict[str, Any]]) -> str:
     for name in sorted(summary):
         default = library_default(name)
         rows.append([f"{name}: the library's default (`auto`: `DEFAULT_LONG_TEXT[{name!r}]` "
-                     f"with windows of `DEFAULT_CHUNK_LENGTH`) is the configuration chosen "
+                     f"with windows of `DEFAULT_CHUNK_LENGTH`, their stride "
+                     f"`DEFAULT_CHUNK_STRIDE[{name!r}]`) is the configuration chosen "
                      f"on its validation", H.verdict([chosen[name] == default], 1),
                      f"chosen {chosen[name]}; default {default}"])
     target = chosen.get(TARGET_MODEL)

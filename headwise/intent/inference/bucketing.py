@@ -29,12 +29,12 @@ from headwise.models.chunked import chunk_spans
 from headwise.text.sentences import sentence_spans
 from headwise.text.tokenizer import Tokenizer
 
-__all__ = ["CHUNK_POOLING", "DEFAULT_CHUNK_LENGTH", "DEFAULT_LONG_TEXT", "LONG_TEXT_POLICIES",
-           "MIN_BUCKET", "MIN_CHUNK_LENGTH", "ONE_WINDOW_POLICIES", "SENTENCE_STRIDE",
-           "SPAN_MARGIN",
-           "UNRECORDED_LONG_TEXT", "BucketedPredictor", "EncodedText", "LongTextError",
-           "architecture_of", "check_chunk_length", "check_windowed", "default_long_text",
-           "length_bucket", "long_text_note", "window_length"]
+__all__ = ["CHUNK_POOLING", "DEFAULT_CHUNK_LENGTH", "DEFAULT_CHUNK_STRIDE", "DEFAULT_LONG_TEXT",
+           "LONG_TEXT_POLICIES", "MIN_BUCKET", "MIN_CHUNK_LENGTH", "ONE_WINDOW_POLICIES",
+           "SENTENCE_STRIDE", "SPAN_MARGIN", "UNRECORDED_LONG_TEXT", "BucketedPredictor",
+           "EncodedText", "LongTextError", "architecture_of", "check_chunk_length",
+           "check_windowed", "default_chunk_stride", "default_long_text", "length_bucket",
+           "long_text_note", "window_length"]
 
 #: what a predictor does with a text over the model's maximum length: ``"auto"`` (a single
 #: network: its architecture's :data:`DEFAULT_LONG_TEXT`; a compound model, a TF-IDF model
@@ -93,6 +93,20 @@ DEFAULT_CHUNK_LENGTH = 0.25
 #: cut into windows half a window's body apart
 SENTENCE_STRIDE = "sentence"
 
+#: the stride ``"auto"`` gives the windows of a single network's
+#: :data:`DEFAULT_LONG_TEXT` policy, per architecture (:func:`default_chunk_stride`; a
+#: policy named explicitly, or a model that records no training recipe: windows half a
+#: body apart). Chosen with the policy and the width on each architecture's own validation
+#: rows of the long-message slice (BENCHMARKS.md, "Long messages";
+#: ``benchmarks/long_text.py``): for the from-scratch Transformer, windows that follow the
+#: text's sentences (the run of in-scope windows ``"chunk_span"`` reads again then starts
+#: and ends at a sentence's edge instead of inside the chatter beside the request); for
+#: the pretrained encoder, counted windows half a body apart (None), which its validation
+#: rows preferred there by a small margin. The BiLSTM, not measured there, takes the
+#: from-scratch Transformer's, as for the policy.
+DEFAULT_CHUNK_STRIDE: dict[str, int | str | None] = {
+    "transformer": SENTENCE_STRIDE, "bilstm": SENTENCE_STRIDE, "pretrained": None}
+
 #: tokens ``"chunk_span"`` adds on each side of the run of in-scope windows it reads again:
 #: a window that holds the request's first or last tokens beside chatter is often rejected,
 #: so the run alone can miss them (chosen on validation rows of the long-message slice,
@@ -121,6 +135,13 @@ def default_long_text(architecture: str | None) -> str:
     """The policy ``"auto"`` gives a single network of ``architecture``
     (:data:`DEFAULT_LONG_TEXT`; None, or one with no entry: :data:`UNRECORDED_LONG_TEXT`)."""
     return DEFAULT_LONG_TEXT.get(architecture or "", UNRECORDED_LONG_TEXT)
+
+
+def default_chunk_stride(architecture: str | None) -> int | str | None:
+    """The windows' stride ``"auto"`` gives a single network of ``architecture`` with its
+    :func:`default_long_text` policy (:data:`DEFAULT_CHUNK_STRIDE`; None, or one with no
+    entry: None, windows half a body apart)."""
+    return DEFAULT_CHUNK_STRIDE.get(architecture or "")
 
 
 class LongTextError(ValueError):

@@ -46,6 +46,7 @@ from headwise.intent.inference.bucketing import (
     architecture_of,
     check_chunk_length,
     check_windowed,
+    default_chunk_stride,
     default_long_text,
 )
 from headwise.intent.inference.compound import CompoundPredictor
@@ -508,7 +509,10 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
             registry's reason, :mod:`headwise.intent.kinds`).
         chunk_stride: tokens between window starts for the chunked policies, or
             :data:`~headwise.intent.inference.bucketing.SENTENCE_STRIDE` (windows that
-            start at the text's sentences); refused like ``chunk_length``.
+            start at the text's sentences); refused like ``chunk_length``. None: a single
+            network's ``"auto"`` takes its architecture's
+            (:data:`~headwise.intent.inference.bucketing.DEFAULT_CHUNK_STRIDE`), a policy
+            named explicitly windows half a body apart.
         max_rows: most rows in one forward pass.
         report: receives :func:`choose_runtime`'s one-line note: why ``runtime="auto"``
             fell back to PyTorch, or that the cached ONNX export was built now (None:
@@ -562,6 +566,8 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         # refused before a runtime is chosen (an export built)
         kind.require("chunk", where)  # a compound model reads the first window only
         check_windowed(policy, chunk_length, chunk_stride)
+    if long_text == "auto" and chunk_stride is None:
+        chunk_stride = default_chunk_stride(architecture_of(classifier))
     chosen, note = choose_runtime(classifier, runtime, model_dir=model_dir,
                                   onnx_path=onnx_path, threads=threads)
     if kind is kinds.COMPOUND and long_text == "auto":

@@ -50,6 +50,7 @@ from headwise.intent.inference.bucketing import (
     BucketedPredictor,
     EncodedText,
     architecture_of,
+    default_chunk_stride,
     default_long_text,
     long_text_note,
 )
@@ -79,9 +80,11 @@ class SingleLabelPredictor(BucketedPredictor):
             maximum length (a float in (0, 1]) or tokens (an int); None:
             :data:`~headwise.intent.inference.bucketing.DEFAULT_CHUNK_LENGTH`
             (:func:`~headwise.intent.inference.bucketing.window_length`).
-        chunk_stride: tokens between window starts (default half a window's body), or
+        chunk_stride: tokens between window starts, or
             :data:`~headwise.intent.inference.bucketing.SENTENCE_STRIDE`: windows that
-            start at the text's sentences.
+            start at the text's sentences; None: under ``"auto"`` the architecture's
+            (:func:`~headwise.intent.inference.bucketing.default_chunk_stride`), else half
+            a window's body.
         max_rows: most rows in one forward pass (a gathered batch is split beyond it).
 
     Raises:
@@ -95,7 +98,10 @@ class SingleLabelPredictor(BucketedPredictor):
                  long_text: str = "auto", chunk_length: float | int | None = None,
                  chunk_stride: int | str | None = None, max_rows: int = 64) -> None:
         if long_text == "auto":
-            long_text = default_long_text(architecture_of(classifier))
+            architecture = architecture_of(classifier)
+            long_text = default_long_text(architecture)
+            if chunk_stride is None:
+                chunk_stride = default_chunk_stride(architecture)
         super().__init__(classifier.tokenizer, runtime, max_length=classifier.max_length,
                          long_text=long_text, chunk_length=chunk_length,
                          chunk_stride=chunk_stride, max_rows=max_rows)

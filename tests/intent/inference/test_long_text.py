@@ -306,16 +306,20 @@ def test_a_sentence_wider_than_a_window_is_cut_by_count(trained):
 
 def test_auto_is_the_policy_of_the_models_architecture(trained):
     """``"auto"`` on a single network is its architecture's policy, read from its saved
-    training recipe (``DEFAULT_LONG_TEXT``); a model that records none takes
-    ``"chunk_max"``; a policy given is taken as given. The same through ``load_predictor``,
-    and the answer's note says which pooling decided."""
+    training recipe (``DEFAULT_LONG_TEXT``), with its windows' stride
+    (``DEFAULT_CHUNK_STRIDE``); a model that records none takes ``"chunk_max"`` with
+    windows half a body apart; a policy given is taken as given, its windows half a body
+    apart unless a stride is given, and a stride given with ``"auto"`` is kept. The same
+    through ``load_predictor``, and the answer's note says which pooling decided."""
     import copy
 
     from headwise.intent.inference.bucketing import (
         CHUNK_POOLING,
+        DEFAULT_CHUNK_STRIDE,
         DEFAULT_LONG_TEXT,
         UNRECORDED_LONG_TEXT,
         architecture_of,
+        default_chunk_stride,
         default_long_text,
     )
 
@@ -323,6 +327,8 @@ def test_auto_is_the_policy_of_the_models_architecture(trained):
     assert set(DEFAULT_LONG_TEXT.values()) <= {"chunk_max", "chunk_in_scope", "chunk_span"}
     assert UNRECORDED_LONG_TEXT == "chunk_max"
     assert default_long_text(None) == default_long_text("tfidf") == UNRECORDED_LONG_TEXT
+    assert set(DEFAULT_CHUNK_STRIDE) == set(DEFAULT_LONG_TEXT)
+    assert default_chunk_stride(None) is None and default_chunk_stride("tfidf") is None
     text = planted("middle")
 
     def as_trained(architecture: str | None) -> IntentClassifier:
@@ -339,11 +345,19 @@ def test_auto_is_the_policy_of_the_models_architecture(trained):
         for p in (SingleLabelPredictor(clf, TorchRuntime(clf.model)),
                   load_predictor(clf, runtime="torch")):
             assert p.long_text == want
+            stride = default_chunk_stride(architecture)
+            assert p.chunk_stride == (max(1, p.window_body // 2) if stride is None else stride)
             [answer], [note] = p.predictions([text])
             assert note["pooling"] == CHUNK_POOLING[want] and note["chunk"] is not None
             assert answer.intent == "card_lost"  # the request's window, either way
         given = SingleLabelPredictor(clf, TorchRuntime(clf.model), long_text="head_tail")
         assert given.long_text == "head_tail"
+        for p in (SingleLabelPredictor(clf, TorchRuntime(clf.model), long_text=want),
+                  load_predictor(clf, runtime="torch", long_text=want)):
+            assert p.chunk_stride == max(1, p.window_body // 2)  # named: counted windows
+        for p in (SingleLabelPredictor(clf, TorchRuntime(clf.model), chunk_stride=2),
+                  load_predictor(clf, runtime="torch", chunk_stride=2)):
+            assert p.long_text == want and p.chunk_stride == 2  # a stride given is kept
 
 
 def test_sentence_windows_fall_back_to_counted_windows_without_sentences(trained):
