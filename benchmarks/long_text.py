@@ -299,7 +299,7 @@ def library_default(model: str) -> str:
 
     stride = default_chunk_stride(model)
     return config_name(default_long_text(model), DEFAULT_CHUNK_LENGTH,
-                       SENTENCE if stride == SENTENCE else None)
+                       None if stride is None else str(stride))
 
 
 def _where(bits: str, cells: list[str], index: int, value: str) -> str:

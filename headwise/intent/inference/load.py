@@ -46,7 +46,6 @@ from headwise.intent.inference.bucketing import (
     architecture_of,
     check_chunk_length,
     check_windowed,
-    default_chunk_stride,
     default_long_text,
 )
 from headwise.intent.inference.compound import CompoundPredictor
@@ -566,8 +565,6 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
         # refused before a runtime is chosen (an export built)
         kind.require("chunk", where)  # a compound model reads the first window only
         check_windowed(policy, chunk_length, chunk_stride)
-    if long_text == "auto" and chunk_stride is None:
-        chunk_stride = default_chunk_stride(architecture_of(classifier))
     chosen, note = choose_runtime(classifier, runtime, model_dir=model_dir,
                                   onnx_path=onnx_path, threads=threads)
     if kind is kinds.COMPOUND and long_text == "auto":
@@ -582,6 +579,7 @@ def load_predictor(model: str | Path | Any, *, model_dir: str | Path | None = No
     if kind is kinds.COMPOUND:
         return CompoundPredictor(classifier, chosen, long_text=long_text,
                                  max_rows=max(max_rows, 1))
-    return SingleLabelPredictor(classifier, chosen, long_text=policy,
+    # "auto" again: the predictor resolves the architecture's policy with its stride
+    return SingleLabelPredictor(classifier, chosen, long_text=long_text,
                                 chunk_length=chunk_length, chunk_stride=chunk_stride,
                                 max_rows=max(max_rows, 1))
