@@ -51,7 +51,8 @@ BLOCK_SIZE = 1024
 #: Rows per block of the causal scan, rounded down to whole chunks (at least one). Smaller
 #: than BLOCK_SIZE because a causal row carries more temporaries (chunk scores, the chunk
 #: states and their prefix sums besides its features); on the 2-core CPU here, 256 rows
-#: ran about 20% faster than 1024 at N = 16384 with the default chunk of 64.
+#: ran faster than 1024 at N = 16384 with the default chunk of 64 (a timing probe, not a
+#: benchmark record).
 CAUSAL_BLOCK_SIZE = 256
 
 

@@ -2,8 +2,8 @@
 
 A linear model on character n-grams and a network make different mistakes: on DataCLUE
 CIC (noisy labels) the equal-weight mean of fine-tuned multilingual-e5-small and TF-IDF
-scored about 9 macro-F1 points above e5 alone, while on the demo's held-out phrasing
-TF-IDF is far weaker than the network and the mean lost to it. So the share is not fixed:
+scored well above e5 alone, while on the demo's held-out phrasing TF-IDF is far weaker
+than the network and the mean lost to it (BENCHMARKS ``blend``). So the share is not fixed:
 the recipe's ``levers.blend="tfidf"`` fits a TF-IDF model on the network's training rows and
 chooses, on the in-scope validation rows, the TF-IDF share ``w`` of
 
