@@ -321,23 +321,30 @@ def test_the_readme_quotes_its_table_from_the_section(rendered: Path) -> None:
         "| m2 | 4 | 2.0 |")
     with pytest.raises(ValueError, match="no table"):
         render.quote_table(body, ("model", "z"))
-    key, columns = render.README_QUOTES["demo:heldout"]
+    # only the rows whose cell in the keep column is the value
+    assert render.quote_table(body, ("model", "a %"), keep=("b", "y")) == (
+        "| model | a % |\n| --- | ---: |\n| m2 | 2.0 |")
+    only = {"demo:heldout": render.README_QUOTES["demo:heldout"]}
+    key, columns = only["demo:heldout"].section, only["demo:heldout"].columns
     readme = ("intro\n<!-- quote demo:heldout:begin -->\nold text\n"
               "<!-- quote demo:heldout:end -->\nrest\n")
     sections = {key: body.replace("| model | a % | b | c % |", "| " + " | ".join(columns) + " |")
                 .replace("| --- | ---: | ---: | ---: |", "| --- |" + " ---: |" * 6)
                 .replace("| m1 | 1.0 [0.5, 1.5] | x | 3 |", "| m1 |" + " 1 |" * 6)
                 .replace("| m2 | 2.0 | y | 4 |", "| m2 |" + " 2 |" * 6)}
-    out = render.quote_readme(readme, sections)
+    out = render.quote_readme(readme, sections, only)
     assert "old text" not in out and out.startswith("intro\n") and out.endswith("\nrest\n")
     assert "Over three seeds it scores" in out and "(docs/benchmarks/intent.md#the-demo)" in out
     assert "| m1 | 1 | 1 | 1 | 1 | 1 | 1 |" in out
     with pytest.raises(SystemExit, match="no <!-- quote demo:heldout:begin -->"):
-        render.quote_readme("no markers", sections)
-    # the committed README holds the block, rendered from the records (render.render writes
-    # the committed README with its quotes rendered again)
+        render.quote_readme("no markers", sections, only)
+    with pytest.raises(SystemExit, match="no <!-- quote compound:comparison:begin -->"):
+        render.quote_readme(readme, {**sections, "compound:cpu": body})
+    # the committed README holds every block, rendered from the records (render.render
+    # writes the committed README with its quotes rendered again)
     committed = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "<!-- quote demo:heldout:begin -->" in committed
+    for name in render.README_QUOTES:
+        assert f"<!-- quote {name}:begin -->" in committed
     assert (rendered / "README.md").read_text(encoding="utf-8") == committed
 
 

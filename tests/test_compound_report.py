@@ -185,6 +185,47 @@ def test_the_threshold_rule_is_chosen_on_cross_fitted_validation():
     assert "exact-match" not in R.targets_table(tie).splitlines()[2]
 
 
+def test_the_ranking_ceiling_answers_each_question_its_number_of_requests():
+    """With each question's gold count known, the answer is the model's k most probable
+    intents (worked out by hand): one request right, two right, out of scope right (k = 0),
+    the top intent wrong, the second wrong, and an intent the model does not know left out
+    of the count."""
+    probs = np.array([[0.9, 0.45, 0.1], [0.8, 0.6, 0.1], [0.3, 0.2, 0.1], [0.4, 0.1, 0.05],
+                      [0.7, 0.5, 0.2], [0.9, 0.1, 0.1]])
+    gold = [("a",), ("a", "b"), (), ("b",), ("a", "c"), ("a", "z")]
+    rows = [Example(f"q{i}", g, (), i + 1) for i, g in enumerate(gold)]
+
+    class Model:
+        intents = ["a", "b", "c"]
+
+        def analyse(self, texts):
+            return np.stack([probs[int(t[1:])] for t in texts]), None
+
+    out = C.ranking_ceiling(Model(), rows[:3], rows)
+    assert out == {"valid_exact_match": 1.0, "test_exact_match": pytest.approx(4 / 6),
+                   "test_right": "111001"}
+
+
+def test_the_ranking_table_splits_the_loss_between_ranking_and_rule():
+    """Every configuration with its ranking's ceiling (the chosen ones marked): a ceiling of every
+    question right loses nothing to the ranking, and all that its own answers lose to the
+    rule (paired over the same questions); runs without it are left out."""
+    e5 = [_run(s, "e5") for s in range(3)]
+    assert R.ranking_table(e5).startswith("(no run has recorded")
+    assert R.ranking_part(e5) == []  # no paragraph for test sets measured before it
+    n = len(e5[0]["per_question"])
+    ranked = [{**r, "ranking": {"valid_exact_match": 0.9, "test_right": "1" * n}} for r in e5]
+    own = np.mean([np.mean([set(q["gold"]) == set(q["pred"]) for q in r["per_question"]])
+                   for r in e5])
+    row = next(line for line in R.ranking_table(ranked).splitlines()
+               if line.startswith("| e5 "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert "What the ranking allows" in R.ranking_part(ranked)[0]
+    assert cells[2:6] == ["**yes**", "3", "micro-F1 thresholds", "90.0"]
+    assert cells[6].startswith(f"{100 * own:.1f} [") and cells[7] == "100.0 [100.0, 100.0]"
+    assert cells[8] == "0.0 [0.0, 0.0]" and cells[9].startswith(f"{100 * (1 - own):+.1f} [")
+
+
 # -- NLU++: intervals on the setting tables and the low-data floor verdict ------------------
 # four kinds of test question, ten of each: micro-F1 is the same on the forty as on the four
 GOLD = [["a"], ["a", "b"], ["b"], []]

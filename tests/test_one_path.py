@@ -13,7 +13,12 @@ import pytest
 from tiny_corpus import INTENTS, write_annotated, write_csv
 
 from headwise.cli import main
-from headwise.intent.inference.bucketing import DEFAULT_LONG_TEXT, architecture_of, window_length
+from headwise.intent.inference.bucketing import (
+    DEFAULT_CHUNK_STRIDE,
+    DEFAULT_LONG_TEXT,
+    architecture_of,
+    window_length,
+)
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.kinds import load_classifier
 
@@ -181,6 +186,8 @@ def test_eval_scores_the_answers_predict_gives(kind, request, tmp_path, capsys, 
     assert report["long_text"] == {"policy": {"single": DEFAULT_LONG_TEXT["transformer"],
                                               "compound": "truncate"}[kind],
                                    "window": {"single": window_length(None, model.max_length),
+                                              "compound": None}[kind],
+                                   "stride": {"single": DEFAULT_CHUNK_STRIDE["transformer"],
                                               "compound": None}[kind], "rows": 1}
     answers = model.predict([t for t, _ in rows])
     if kind == "single":

@@ -134,7 +134,7 @@ def _record(intent: str | None, confidence: float = 0.9, *, long_text=None,
 
 def test_the_checks_assert_what_a_user_would_check(tmp_path):
     note = {"policy": "chunked", "tokens": 229, "max_length": 64, "chunks": 4, "window": 64,
-            "pooling": "max_confidence", "chunk": 2, "span": None}
+            "stride": 31, "pooling": "max_confidence", "chunk": 2, "span": None}
     want = W.LONG_REQUEST[1]
     assert W.check_long_message(_record(want, long_text=note), tmp_path) == ""
     assert "not the request" in W.check_long_message(_record("bill_query", long_text=note),

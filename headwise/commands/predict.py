@@ -191,8 +191,11 @@ def record(answer: dict[str, Any], text: str, note: dict[str, Any] | None) -> di
 def long_text_words(note: dict[str, Any]) -> str:
     """How the plain output says what was done with a long text (its ``long_text`` note),
     e.g. ``long text: 180 tokens over 64, 5 chunks, answer from chunk 4`` (windows narrower
-    than the maximum length: ``21 chunks of 16 tokens``; under ``chunk_span``, ``answer
-    from tokens 41-66 read again (located by chunk 6)``)."""
+    than the maximum length: ``21 chunks of 16 tokens``; windows that follow the text's
+    sentences: ``9 chunks of 16 tokens by sentence``; under ``chunk_span``, ``answer from
+    tokens 41-66 read again (located by chunk 6)``)."""
+    from headwise.intent.inference.bucketing import SENTENCE_STRIDE
+
     head = f"long text: {note['tokens']} tokens over {note['max_length']}"
     if note["policy"] == "truncated":
         return f"{head}, truncated (read the first {note['max_length']})"
@@ -200,7 +203,8 @@ def long_text_words(note: dict[str, Any]) -> str:
         return f"{head}, read its head and tail"
     window = note.get("window") or note["max_length"]
     chunks = f"{note['chunks']} chunks" + (f" of {window} tokens"
-                                           if window < note["max_length"] else "")
+                                           if window < note["max_length"] else "") + \
+        (f" by {SENTENCE_STRIDE}" if note.get("stride") == SENTENCE_STRIDE else "")
     if note.get("span"):
         start, end = note["span"]
         return f"{head}, {chunks}, answer from tokens {start + 1}-{end} read again " \

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from headwise.intent.compound.thresholds import multilabel_metrics, span_f1
-from headwise.intent.inference.bucketing import CHUNK_POOLING
+from headwise.intent.inference.bucketing import CHUNK_POOLING, SENTENCE_STRIDE
 from headwise.intent.inference.predictor import Predictor
 from headwise.intent.prediction import Prediction
 from headwise.slots import normalize_slot
@@ -298,9 +298,11 @@ def _answer(predictor: Predictor, texts: list[str], **options: Any
     length)."""
     answers, notes = predictor.predictions(texts, top_k=1, **options)
     policy = getattr(predictor, "long_text", "truncate")
-    window = getattr(predictor, "window", None) if policy in CHUNK_POOLING else None
+    chunked = policy in CHUNK_POOLING
+    window = getattr(predictor, "window", None) if chunked else None
+    stride = getattr(predictor, "chunk_stride", None) if chunked else None
     return answers, {"runtime": predictor.runtime.name,
-                     "long_text": {"policy": policy, "window": window,
+                     "long_text": {"policy": policy, "window": window, "stride": stride,
                                    "rows": sum(n is not None for n in notes)}}
 
 
@@ -482,6 +484,8 @@ def format_report(report: dict[str, Any], *, per_intent: bool = True) -> str:
     if long.get("rows"):
         rows = "1 row" if long["rows"] == 1 else f"{long['rows']} rows"
         windows = f" in windows of {long['window']} tokens" if long.get("window") else ""
+        if long.get("stride") == SENTENCE_STRIDE:
+            windows += " that follow the text's sentences"
         lines.append(f"{rows} over the model's maximum length, read by the {long['policy']} "
                      f"policy{windows} as predict and serve read them")
     return "\n".join(lines)

@@ -259,6 +259,11 @@ class LongText(BaseModel):
     window: int = Field(description="the width of each window read, in tokens, special "
                                     "tokens included: max_length, or under a chunked policy "
                                     "the chunk_length setting's width")
+    stride: int | Literal["sentence"] | None = Field(
+        default=None, description="where chunked windows start: the tokens between window "
+                                  "starts, or 'sentence' (a window starts at every sentence "
+                                  "of the text and takes the whole sentences after it that "
+                                  "fit); null unless chunked")
     pooling: Literal["mean", "max_confidence", "max_in_scope", "in_scope_span"] | None = Field(
         default=None, description="how chunked windows were combined: 'mean' (their pooled "
         "vectors averaged before the head), 'max_confidence' (each window answered; the "

@@ -33,6 +33,8 @@ ROWS = [("i lost my card", "card_lost"), ("my card was stolen", "card_lost"),
         ("open a new account", "open_account")]
 TEXTS = [t for t, _ in ROWS]
 LABELS = [y for _, y in ROWS]
+#: the default windows' stride: half a window's body ([CLS] and [SEP] aside)
+HALF_BODY = (window_length(None, MAX_LENGTH) - 2) // 2
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +89,7 @@ def test_single_label_report_matches_the_hand_computed_scores(trained, tmp_path)
     for e in report["errors"]:
         assert e["confidence"] == pytest.approx(conf[TEXTS.index(e["text"])], abs=1e-6)
     assert report["long_text"] == {"policy": "chunk_max", "window": window_length(None, MAX_LENGTH),
-                                   "rows": 0}
+                                   "stride": HALF_BODY, "rows": 0}
     assert report["runtime"] == "torch"
     assert (tmp_path / "confusion.png").is_file()
     # per slice: "all", then the named ones; the unseen intent's row counts in "all" only
@@ -139,7 +141,7 @@ def test_a_long_text_is_scored_as_predict_answers_it(trained):
     assert min(trained.tokenizer.lengths(texts)) > MAX_LENGTH
     auto = evaluate(trained, texts, labels, slices=one_each)
     assert auto["long_text"] == {"policy": "chunk_max", "window": window_length(None, MAX_LENGTH),
-                                 "rows": len(texts)}
+                                 "stride": HALF_BODY, "rows": len(texts)}
     want = windowed_by_hand(trained, texts)
     assert per_row(auto) == [(top == 0, rejected) for top, rejected in want]
     answers = trained.predict(texts)  # the library's answers agree
@@ -149,7 +151,7 @@ def test_a_long_text_is_scored_as_predict_answers_it(trained):
     # cut to the first window (eval's reading before): scored on the first window alone
     cut = evaluate(trained, texts, labels, long_text="truncate", slices=one_each)
     probs = by_hand(trained, texts)
-    assert cut["long_text"] == {"policy": "truncate", "window": None,
+    assert cut["long_text"] == {"policy": "truncate", "window": None, "stride": None,
                                 "rows": len(texts)}
     assert per_row(cut) == [(p.argmax() == 0, p.max() < trained.threshold) for p in probs]
     # a predictor given whole: its runtime and policy
@@ -170,7 +172,8 @@ def test_eval_reads_long_texts_in_windows_as_narrow_as_asked(trained, tmp_path, 
     labels = ["card_lost"] * len(texts)
     one_each = [(f"row{i}",) for i in range(len(texts))]
     narrow = evaluate(trained, texts, labels, chunk_length=8, slices=one_each)
-    assert narrow["long_text"] == {"policy": "chunk_max", "window": 8, "rows": len(texts)}
+    assert narrow["long_text"] == {"policy": "chunk_max", "window": 8, "stride": 3,
+                                   "rows": len(texts)}
     want = windowed_by_hand(trained, texts, chunk_length=8)
     assert per_row(narrow) == [(top == 0, rejected) for top, rejected in want]
     assert "read by the chunk_max policy in windows of 8 tokens" in format_report(narrow)
@@ -261,7 +264,7 @@ def test_the_eval_command_reads_long_texts_as_predict_does(trained, tmp_path, ca
     report = json.loads(capsys.readouterr().out)
     library = evaluate(trained, texts, labels)
     assert report["long_text"] == {"policy": "chunk_max", "window": window_length(None, MAX_LENGTH),
-                                   "rows": 1}
+                                   "stride": HALF_BODY, "rows": 1}
     for key in ("accuracy", "in_scope_accuracy_with_threshold", "oos_recall", "errors"):
         assert report[key] == library[key], key
     assert main(["eval", str(model), "--data", str(data), "--long-text", "truncate",
@@ -270,6 +273,7 @@ def test_the_eval_command_reads_long_texts_as_predict_does(trained, tmp_path, ca
     assert "1 row over the model's maximum length, read by the truncate policy" in out
     saved = json.loads((tmp_path / "cut" / "report.json").read_text(encoding="utf-8"))
     cut = evaluate(trained, texts, labels, long_text="truncate")
-    assert saved["long_text"] == {"policy": "truncate", "window": None, "rows": 1}
+    assert saved["long_text"] == {"policy": "truncate", "window": None, "stride": None,
+                                  "rows": 1}
     for key in ("accuracy", "in_scope_accuracy_with_threshold", "oos_recall", "errors"):
         assert saved[key] == cut[key], key

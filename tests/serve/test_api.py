@@ -40,7 +40,8 @@ def test_predict_many_equals_classifier_predict(client, clf):
         if note is not None:
             assert note == {"policy": "chunked", "tokens": n, "max_length": MAX_LENGTH,
                             "chunks": len(item.chunks), "window": window_length(None, MAX_LENGTH),
-                            "pooling": "max_confidence", "chunk": note["chunk"], "span": None}
+                            "stride": predictor.chunk_stride, "pooling": "max_confidence",
+                            "chunk": note["chunk"], "span": None}
             assert 1 <= note["chunk"] <= len(item.chunks)
         assert got["long_text"] == note
 

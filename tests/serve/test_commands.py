@@ -300,7 +300,7 @@ def test_long_text_notes_of_an_ensemble_name_the_network_that_cut_most(encoder_d
     assert 8 < n <= a.max_length
     _, notes = ProbabilityPredictor(EnsembleClassifier([a, b])).predictions(["hi", text])
     assert notes == [None, {"policy": "truncated", "tokens": n, "max_length": 8, "chunks": 1,
-                            "window": 8, "pooling": None, "chunk": None,
+                            "window": 8, "stride": None, "pooling": None, "chunk": None,
                                 "span": None}]
     assert a.predictor().predictions(["hi", text])[1] == [None, None]
 

@@ -83,7 +83,8 @@ def test_predict_end_to_end_equals_the_classifier(cclient, clf):
     assert got[2]["out_of_scope"] and got[2]["intents"] == [] and got[2]["slots"] == []
     assert got[-1]["long_text"] == {"policy": "truncated", "max_length": 24, "chunks": 1,
                                     "tokens": got[-1]["long_text"]["tokens"],
-                                    "window": 24, "pooling": None, "chunk": None,
+                                    "window": 24, "stride": None, "pooling": None,
+                                    "chunk": None,
                                 "span": None}
     assert got[-1]["long_text"]["tokens"] > 24 and got[0]["long_text"] is None
     one = cclient.post("/v1/predict", json={"texts": TEXTS[0], "top_k": 1}).json()

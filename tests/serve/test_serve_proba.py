@@ -137,8 +137,8 @@ def test_an_ensemble_reports_the_texts_its_network_truncates(ensemble_dir):
     cut, short = body["predictions"]
     assert cut["long_text"] == {"policy": "truncated", "tokens": tokens,
                                 "max_length": net.max_length, "chunks": 1,
-                                "window": net.max_length, "pooling": None, "chunk": None,
-                                "span": None}
+                                "window": net.max_length, "stride": None, "pooling": None,
+                                "chunk": None, "span": None}
     assert short["long_text"] is None
     assert intent_of(cut) == expected[0].intent
     assert confidence_of(cut) == pytest.approx(expected[0].confidence, abs=1e-9)

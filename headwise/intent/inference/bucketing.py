@@ -243,13 +243,15 @@ def window_length(chunk_length: float | int | None, max_length: int) -> int:
 
 def long_text_note(policy: str | None, tokens: int, max_length: int, chunks: int, *,
                    pooling: str | None = None, chunk: int | None = None,
-                   window: int | None = None,
+                   window: int | None = None, stride: int | str | None = None,
                    span: tuple[int, int] | None = None) -> dict[str, Any] | None:
     """A response's ``long_text`` record: None for a text within the limit (``policy``
     None), else how it was handled (``"truncated"``, ``"head_tail"`` or ``"chunked"``),
     its token count, the limit, the windows read, the width of each window in tokens
     (special tokens included; ``window``, default ``max_length``: narrower only when a
-    chunked policy reads shorter windows, see :func:`window_length`), how chunked windows
+    chunked policy reads shorter windows, see :func:`window_length`), where chunked windows
+    start (``stride``: tokens between window starts, or :data:`SENTENCE_STRIDE` when they
+    follow the text's sentences; else None), how chunked windows
     were pooled (a value of :data:`CHUNK_POOLING`, else None), when one window answers
     (:data:`ONE_WINDOW_POLICIES`) that window (from 1, else None) and, under
     ``"chunk_span"``, the span read again whose answer is the text's: ``[start, end)``
@@ -258,7 +260,8 @@ def long_text_note(policy: str | None, tokens: int, max_length: int, chunks: int
     if policy is None:
         return None
     return {"policy": policy, "tokens": tokens, "max_length": max_length, "chunks": chunks,
-            "window": max_length if window is None else window, "pooling": pooling,
+            "window": max_length if window is None else window, "stride": stride,
+            "pooling": pooling,
             "chunk": chunk, "span": None if span is None else [int(span[0]), int(span[1])]}
 
 
@@ -563,7 +566,8 @@ class BucketedPredictor(Predictor):
         chunked = item.policy == "chunked"
         return long_text_note(item.policy, item.tokens, self.max_length, len(item.chunks),
                               pooling=CHUNK_POOLING.get(self.long_text) if chunked else None,
-                              window=self.window if chunked else None)
+                              window=self.window if chunked else None,
+                              stride=self.chunk_stride if chunked else None)
 
     def warm_up(self, texts: Sequence[str]) -> None:
         """Run texts (truncated, whatever the policy) through the runtime once, so the

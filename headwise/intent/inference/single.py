@@ -335,7 +335,7 @@ class SingleLabelPredictor(BucketedPredictor):
                 note = long_text_note(item.policy, item.tokens, self.max_length,
                                       len(item.chunks), pooling=note["pooling"],
                                       chunk=int(window[0]) + 1, window=note["window"],
-                                      span=span)
+                                      stride=note["stride"], span=span)
         return note
 
     # -- logits -> answers ---------------------------------------------------------------

@@ -108,7 +108,8 @@ def test_evaluation_matches_sklearn(trained):
     assert report["values"]["amount_of_money"]["normaliser"] == 1.0
     assert 0.0 <= report["slots"]["f1"] <= 1.0
     assert report["scored_as"] == "multi_label" and report["runtime"] == "torch"
-    assert report["long_text"] == {"policy": "truncate", "window": None, "rows": 0}
+    assert report["long_text"] == {"policy": "truncate", "window": None, "stride": None,
+                                   "rows": 0}
     # a compound model refuses the policies that read past the first window, naming why
     with pytest.raises(ValueError, match="chunk"):
         evaluate(clf, data, long_text="chunk_max")

@@ -49,7 +49,7 @@ def test_chunk_max_finds_the_request_wherever_it_sits(trained, position):
     start = (note["chunk"] - 1) * p.chunk_stride
     assert start < at + len(request) and at < start + p.window_body
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
-                    "chunks": len(item.chunks), "window": p.window,
+                    "chunks": len(item.chunks), "window": p.window, "stride": p.chunk_stride,
                     "pooling": "max_confidence", "chunk": note["chunk"], "span": None}
     # its answer is that window's own, read alone
     window = item.chunks[note["chunk"] - 1]
@@ -193,8 +193,8 @@ def test_chunk_in_scope_answers_from_the_window_the_detector_finds_most_in_scope
     want = int(scores.argmax())
     [answer], [note] = p.predictions([text])
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
-                    "chunks": len(item.chunks), "window": p.window, "pooling": "max_in_scope",
-                    "chunk": want + 1, "span": None}
+                    "chunks": len(item.chunks), "window": p.window, "stride": p.chunk_stride,
+                    "pooling": "max_in_scope", "chunk": want + 1, "span": None}
     assert answer.decision.score == clf.ood.name
     assert answer.decision.value == pytest.approx(scores[want], abs=1e-6)
     assert answer.out_of_scope == bool((scores < clf.ood.threshold).all())
@@ -281,6 +281,7 @@ def test_sentence_windows_start_at_sentences_and_end_at_one(trained, chunk_lengt
     # the request's sentence, read alone, is the window chunk_max keeps
     [answer], [note] = p.predictions([SENTENCES])
     assert answer.intent == "card_lost" and note["chunks"] == len(spans)
+    assert note["stride"] == "sentence" and note["window"] == p.window
     assert tok.decode(item.chunks[note["chunk"] - 1]).replace(" ", "").startswith("ilostmycard")
 
 
@@ -432,8 +433,8 @@ def test_a_narrow_window_answers_as_that_window_read_alone(trained, position):
     assert len(item.chunks) > len(wide.chunks) and {len(c) for c in item.chunks[:-1]} == {8}
     [answer], [note] = p.predictions([text])
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
-                    "chunks": len(item.chunks), "window": 8, "pooling": "max_confidence",
-                    "chunk": note["chunk"], "span": None}
+                    "chunks": len(item.chunks), "window": 8, "stride": p.chunk_stride,
+                    "pooling": "max_confidence", "chunk": note["chunk"], "span": None}
     window = item.chunks[note["chunk"] - 1]
     alone = EncodedText((window,), len(window))
     [want] = p.answers(["window"], [alone], p.run([alone]), top_k=3)
@@ -625,8 +626,8 @@ def test_chunk_span_reads_again_the_run_of_windows_kept_around_the_most_confiden
         assert [k for k, _ in answer.top_k] == [k for k, _ in want.top_k]
         assert answer.confidence == pytest.approx(want.confidence, abs=1e-6)
     assert note == {"policy": "chunked", "tokens": item.tokens, "max_length": MAX_LENGTH,
-                    "chunks": len(item.chunks), "window": 8, "pooling": "in_scope_span",
-                    "chunk": w + 1, "span": note["span"]}
+                    "chunks": len(item.chunks), "window": 8, "stride": p.chunk_stride,
+                    "pooling": "in_scope_span", "chunk": w + 1, "span": note["span"]}
     assert answer.intent == "card_lost" and not answer.out_of_scope
 
 
@@ -705,10 +706,14 @@ def test_predict_says_which_span_answered():
     from headwise.commands.predict import long_text_words
 
     note = {"policy": "chunked", "tokens": 180, "max_length": 64, "chunks": 21, "window": 16,
-            "pooling": "in_scope_span", "chunk": 6, "span": [40, 66]}
+            "stride": 7, "pooling": "in_scope_span", "chunk": 6, "span": [40, 66]}
     assert long_text_words(note) == ("long text: 180 tokens over 64, 21 chunks of 16 tokens, "
                                       "answer from tokens 41-66 read again (located by chunk 6)")
     assert long_text_words({**note, "span": None}).endswith("answer from chunk 6")
+    # windows that follow the text's sentences say so; counted ones say nothing more
+    assert long_text_words({**note, "stride": "sentence", "chunks": 9}) == (
+        "long text: 180 tokens over 64, 9 chunks of 16 tokens by sentence, answer from tokens "
+        "41-66 read again (located by chunk 6)")
 
 
 def test_the_answered_window_is_the_span_the_window_or_the_first(trained):

@@ -42,7 +42,8 @@ def test_the_notes_come_from_the_encoding(classifier):
     assert 1 <= notes[1].pop("chunk") <= len(item.chunks)
     assert notes[1] == {"policy": "chunked", "tokens": n, "max_length": MAX_LENGTH,
                         "chunks": len(item.chunks), "window": window_length(None, MAX_LENGTH),
-                        "pooling": "max_confidence", "span": None}
+                        "stride": predictor.chunk_stride, "pooling": "max_confidence",
+                        "span": None}
     assert [a.to_dict() for a in answers] == [a.to_dict() for a in classifier.predict(
         ["hi", long])]
 
