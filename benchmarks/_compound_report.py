@@ -363,6 +363,40 @@ def threshold_rule_table(runs: list[dict[str, Any]]) -> str:
          "[95 %]"], rows)
 
 
+def ranking_table(runs: list[dict[str, Any]]) -> str:
+    """For every configuration whose runs recorded it (each family's chosen one marked):
+    exact match under the rule it answers with (:func:`chosen_rule`) and with each
+    question's number of requests
+    known (the ranking's ceiling, ``benchmarks/compound.py``'s ``ranking_ceiling``), both on
+    validation (mean over seeds) and test (paired bootstrap over questions), and the test
+    points lost to the ranking (100 - ceiling) and to the decision rule (ceiling - rule)."""
+    from _verdicts import paired_difference
+
+    detailed, rows = _detailed(runs), []
+    chosen = set(chosen_configs(runs).values())
+    for config, rs in detailed.items():
+        if not all(r.get("ranking") for r in rs):
+            continue
+        rule = chosen_rule(rs)
+        known = [[c == "1" for c in r["ranking"]["test_right"]] for r in rs]
+        ceiling = _share(known)
+        rows.append([FAMILY[config], LABEL[config], "**yes**" if config in chosen else "",
+                     str(len(rs)), RULE_NAMES[rule],
+                     f"{100 * statistics.fmean(r['ranking']['valid_exact_match'] for r in rs):.1f}",
+                     _share(rule_outcomes(rs, rule)).pct(1), ceiling.pct(1),
+                     f"{100 * (1 - ceiling.mean):.1f} [{100 * (1 - ceiling.high):.1f}, "
+                     f"{100 * (1 - ceiling.low):.1f}]",
+                     paired_difference(known, rule_outcomes(rs, rule)).points(1)])
+    if not rows:
+        return "(no run has recorded its ranking's ceiling yet)"
+    return H.markdown_table(
+        ["family", "configuration", "chosen on validation", "seeds", "rule",
+         "valid exact match %, number of "
+         "requests known", "test exact match %, the rule [95 %]", "number of requests known "
+         "[95 %]", "points lost to the ranking [95 %]", "points lost to the rule [95 %]"],
+        rows)
+
+
 def targets_table(runs: list[dict[str, Any]]) -> str:
     """Issue 34's targets judged on their 95 % intervals, for the pretrained (e5) family's
     configuration chosen on validation: exact match, its margin over the chosen BiLSTM
@@ -753,6 +787,24 @@ def _same_questions(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
         raise ValueError("a paired difference needs both sides on the same test questions")
 
 
+def ranking_part(runs: list[dict[str, Any]]) -> list[str]:
+    """The ranking's ceiling, its paragraph and :func:`ranking_table`, when a run of these
+    questions recorded it (none before the benchmark kept it: nothing)."""
+    if not any(r.get("ranking") for r in runs):
+        return []
+    return [
+        "What the ranking allows: exact match if each question's number of requests were "
+        "known (the model's k most probable intents, k the number of gold intents; an "
+        "out-of-scope question, k = 0, is right). No threshold rule over the same "
+        "probabilities can pass it, so the points it loses are the ranking's (an intent "
+        "confused or missing) and the gap down to the rule chosen is the decision's (how "
+        "many intents to answer). Every configuration whose runs recorded it:",
+        "",
+        ranking_table(runs),
+        "",
+    ]
+
+
 def comparison_part(runs: list[dict[str, Any]]) -> list[str]:
     """The seed's comparison on one test set: every configuration, the threshold rules,
     issue 34's targets, slices, values and the int8 export."""
@@ -773,6 +825,7 @@ def comparison_part(runs: list[dict[str, Any]]) -> list[str]:
         "",
         threshold_rule_table(runs),
         "",
+        *ranking_part(runs),
         "Issue 34's targets, judged on the 95 % interval (PASS when it clears the target, "
         "FAIL when it lies wholly on the wrong side, within noise otherwise):",
         "",

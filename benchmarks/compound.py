@@ -424,6 +424,33 @@ def threshold_rules(clf: Any, valid: list, test: list, seed: int) -> dict[str, A
     return out
 
 
+def ranking_ceiling(clf: Any, valid: list, test: list) -> dict[str, Any]:
+    """Exact match if each question's number of requests were known: the model's ``k`` most
+    probable intents against the gold set, ``k`` the number of gold intents the model knows
+    (0 for an out-of-scope question, which is then right); on the validation rows (the
+    share) and on the test rows (each question's outcome, a "0"/"1" string as
+    :func:`threshold_rules` writes it). No decision rule over the same probabilities can
+    pass it: what it loses is the ranking's (an intent confused or missing), the gap from
+    it down to a rule's exact match is the rule's (how many intents to answer)."""
+    import numpy as np
+
+    from headwise.intent.training.compound import compound_targets
+
+    def right(rows: list) -> Any:
+        probs, _ = clf.analyse([e.text for e in rows])
+        gold = compound_targets(rows, clf.intents).astype(bool)
+        order = np.argsort(-probs, axis=1, kind="stable")
+        pred = np.zeros_like(gold)
+        for i, k in enumerate(gold.sum(1)):
+            pred[i, order[i, :k]] = True
+        return (pred == gold).all(1)
+
+    test_right = right(test)
+    return {"valid_exact_match": float(right(valid).mean()),
+            "test_exact_match": float(test_right.mean()),
+            "test_right": _right_string(test_right)}
+
+
 def int8_run(clf: Any, fp32_onnx: Path, valid: list, test: list, rules: dict[str, Any] | None,
              gold: dict[str, Any], threads: int) -> dict[str, Any]:
     """The same trained model served from its int8 export (``headwise export --int8``:
@@ -701,7 +728,8 @@ def score_network(clf: Any, rec: dict[str, Any], valid: list | None, test: list,
                   gold: dict[str, Any], questions: str, spec: dict[str, Any],
                   out: Path) -> dict[str, Any]:
     """A network's record: ``rec`` (what its making recorded) with its test scores, the
-    threshold rules, its answers and, on the detailed setting, the single-query latency
+    threshold rules and the ranking's ceiling (:func:`ranking_ceiling`), its answers and,
+    on the detailed setting, the single-query latency
     and the int8 export (written into ``out``, the model's saved directory)."""
     from headwise.demo.values import REFERENCE_DATE
     from headwise.intent.evaluation import evaluate
@@ -728,6 +756,7 @@ def score_network(clf: Any, rec: dict[str, Any], valid: list | None, test: list,
                               for nb in clf.model.encoder.number_bias]
     if valid and len(valid) >= 4:  # two halves of at least two rows
         rec["threshold_rules"] = threshold_rules(clf, valid, test, spec["seed"])
+        rec["ranking"] = ranking_ceiling(clf, valid, test)
     preds = clf.predict([e.text for e in test], top_k=1, reference_date=REFERENCE_DATE)
     rec["answers"] = encode_answers(per_question(preds, test), gold)
     rec["questions"] = questions
