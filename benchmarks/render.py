@@ -421,12 +421,34 @@ SOURCES: dict[str, Source] = {
 """Section name -> its :class:`Source`; the same names as :data:`_harness.PAGES`."""
 
 
-#: README block name -> (the section it quotes, the columns of the section's first table
-#: that has them all, in the README's order)
-README_QUOTES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "demo:heldout": ("demo:heldout", ("model", "accuracy %", "macro-F1 %",
-                                      "accuracy with threshold %", "in-scope rejected %",
-                                      "out-of-scope recall %", "train s")),
+@dataclass(frozen=True)
+class Quote:
+    """A README block rendered from a section: the first Markdown table of ``section`` that
+    has every one of ``columns``, cut to them in that order, after ``lead`` (a format
+    string of ``seeds``, the section's seeds in words, ``key``, ``title`` and ``link``);
+    ``keep`` ``(column, value)``: only the rows whose cell in that column is ``value``."""
+
+    section: str
+    columns: tuple[str, ...]
+    lead: str
+    keep: tuple[str, str] | None = None
+
+
+#: README block name -> its :class:`Quote`
+README_QUOTES: dict[str, Quote] = {
+    "demo:heldout": Quote(
+        "demo:heldout", ("model", "accuracy %", "macro-F1 %", "accuracy with threshold %",
+                         "in-scope rejected %", "out-of-scope recall %", "train s"),
+        "Over {seeds} it scores (mean [95 % interval]; quoted from BENCHMARKS `{key}` by "
+        "`benchmarks/render.py`,\n[{title}]({link}),\nwhich also has the slice table):"),
+    "compound:comparison": Quote(
+        "compound:cpu", ("family", "configuration", "exact match % [95 %]",
+                         "intent micro-F1 %", "slot span F1 %"),
+        "On the corpus with compound questions, each family's configuration chosen on its "
+        "validation rows (exact match: the whole intent set right, the case study's "
+        "accuracy;\nquoted from BENCHMARKS `{key}`, [{title}]({link}), with every "
+        "configuration run and the targets):",
+        keep=("chosen on validation", "**yes**")),
 }
 
 
@@ -434,9 +456,11 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def quote_table(body: str, columns: tuple[str, ...]) -> str:
-    """The first Markdown table of ``body`` whose header has every one of ``columns``, cut
-    to those columns in that order.
+def quote_table(body: str, columns: tuple[str, ...],
+                keep: tuple[str, str] | None = None) -> str:
+    """The first Markdown table of ``body`` whose header has every one of ``columns`` (and
+    ``keep``'s column), cut to those columns in that order; with ``keep`` ``(column,
+    value)``, only its rows whose cell in that column is ``value``.
 
     Raises:
         ValueError: no table of ``body`` has them all.
@@ -447,7 +471,7 @@ def quote_table(body: str, columns: tuple[str, ...]) -> str:
                 not lines[i + 1].startswith("| ---"):
             continue
         header = _cells(line)
-        if not set(columns) <= set(header):
+        if not set(columns) | ({keep[0]} if keep else set()) <= set(header):
             continue
         idx = [header.index(c) for c in columns]
         rows = []
@@ -455,7 +479,8 @@ def quote_table(body: str, columns: tuple[str, ...]) -> str:
             if not row.startswith("|"):
                 break
             cells = _cells(row)
-            rows.append("| " + " | ".join(cells[j] for j in idx) + " |")
+            if keep is None or cells[header.index(keep[0])] == keep[1]:
+                rows.append("| " + " | ".join(cells[j] for j in idx) + " |")
         align = ["---"] + ["---:"] * (len(columns) - 1)
         return "\n".join(["| " + " | ".join(columns) + " |", "| " + " | ".join(align) + " |",
                           *rows])
@@ -469,24 +494,25 @@ def _seeds_of(body: str) -> str:
             5: "five seeds"}.get(n, f"{n} seeds")
 
 
-def quote_readme(text: str, sections: dict[str, str]) -> str:
-    """``text`` (the README) with every :data:`README_QUOTES` block rendered from
-    ``sections`` (section name -> body): a sentence naming the section and the number of
-    seeds, and the table.
+def quote_readme(text: str, sections: dict[str, str],
+                 quotes: dict[str, Quote] | None = None) -> str:
+    """``text`` (the README) with every block of ``quotes`` (default
+    :data:`README_QUOTES`) rendered from ``sections`` (section name -> body): its sentence
+    (naming the section) and the table.
 
     Raises:
         SystemExit: a quote's markers are missing from ``text``.
     """
-    for name, (key, columns) in README_QUOTES.items():
+    for name, quote in (README_QUOTES if quotes is None else quotes).items():
         begin, end = f"<!-- quote {name}:begin -->", f"<!-- quote {name}:end -->"
         if begin not in text or end not in text:
             raise SystemExit(f"README.md: no {begin} ... {end} block")
+        key = quote.section
         body = sections[key]
         title = body.split("\n")[0].lstrip("# ").strip()
         link = f"docs/benchmarks/{H.PAGES[key]}.md#{H.anchor(title)}"
-        block = (f"Over {_seeds_of(body)} it scores (mean [95 % interval]; quoted from "
-                 f"BENCHMARKS `{key}` by `benchmarks/render.py`,\n[{title}]({link}),\n"
-                 f"which also has the slice table):\n\n{quote_table(body, columns)}")
+        block = (quote.lead.format(seeds=_seeds_of(body), key=key, title=title, link=link) +
+                 f"\n\n{quote_table(body, quote.columns, quote.keep)}")
         head, _, rest = text.partition(begin)
         _, _, tail = rest.partition(end)
         text = f"{head}{begin}\n{block}\n{end}{tail}"
