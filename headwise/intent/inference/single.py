@@ -52,7 +52,6 @@ from headwise.intent.inference.bucketing import (
     architecture_of,
     default_chunk_stride,
     default_long_text,
-    long_text_note,
 )
 from headwise.intent.inference.runtime import OnnxRuntime, TorchRuntime
 from headwise.intent.prediction import (
@@ -331,11 +330,8 @@ class SingleLabelPredictor(BucketedPredictor):
             _, _, window, spans = self.split_rows(np.asarray(row, dtype=np.float64)[None])
             if window is not None:
                 span = None if spans is None or spans[0, 0] < 0 else \
-                    (int(spans[0, 0]), int(spans[0, 1]))
-                note = long_text_note(item.policy, item.tokens, self.max_length,
-                                      len(item.chunks), pooling=note["pooling"],
-                                      chunk=int(window[0]) + 1, window=note["window"],
-                                      stride=note["stride"], span=span)
+                    [int(spans[0, 0]), int(spans[0, 1])]
+                note = {**note, "chunk": int(window[0]) + 1, "span": span}
         return note
 
     # -- logits -> answers ---------------------------------------------------------------
