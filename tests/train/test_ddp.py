@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -25,20 +26,33 @@ def _env() -> dict[str, str]:
     return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
 
+def _launch_two(out: Path, pipes: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         str(SCRIPT), str(out), *ARGS], timeout=300, **pipes)
+
+
 @pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
                     reason="torch.distributed with the gloo backend is unavailable")
 def test_two_processes_match_one_process(tmp_path: Path):
-    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    single = tmp_path / "single"
     pipes = dict(env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     one = subprocess.Popen([sys.executable, str(SCRIPT), str(single), *ARGS], **pipes)
-    two = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         str(SCRIPT), str(ddp), *ARGS], **pipes)
+    ddp = tmp_path / "ddp"
+    two = _launch_two(ddp, pipes)
+    if two.returncode != 0:
+        # Once in about fifty CI runs a rank has died in gloo's C++ transport ("terminate
+        # called without an active exception", SIGABRT) on a loaded 2-core machine; it did
+        # not reproduce in 65 local launches, idle or loaded. Launch once more into a fresh
+        # directory, and say so: a second failure fails the test.
+        warnings.warn(f"torchrun failed once (exit {two.returncode}); launched again:\n"
+                      f"{two.stderr[-2000:]}", stacklevel=1)
+        ddp = tmp_path / "ddp-again"
+        two = _launch_two(ddp, pipes)
     _, one_err = one.communicate(timeout=300)
-    two_out, two_err = two.communicate(timeout=300)
     assert one.returncode == 0, one_err
-    assert two.returncode == 0, two_err[-4000:]
-    assert "world_size=2 rank=0" in two_out and "world_size=2 rank=1" in two_out
+    assert two.returncode == 0, f"{two.stdout[-2000:]}\n{two.stderr[-4000:]}"
+    assert "world_size=2 rank=0" in two.stdout and "world_size=2 rank=1" in two.stdout
 
     a = load_file(find_latest_checkpoint(single) / MODEL_FILE)
     b = load_file(find_latest_checkpoint(ddp) / MODEL_FILE)
