@@ -15,7 +15,8 @@ ORDER = ("tfidf", "tfidf-c1", "bilstm", "bilstm-attn", "bilstm-joins", "bilstm-j
          "scratch-blend",
          "minilm", "minilm-num", "minilm-fresh", "minilm-lpft-bal", "minilm-blend", "e5",
          "e5-lr1e-4", "e5-8ep", "e5-split", "e5-joins", "e5-joins1", "e5-joins1-8ep",
-         "e5-joins1-max", "e5-joins1-soup3", "e5-joins1-8ep-soup3", "e5-num", "e5-blend")
+         "e5-joins1-max", "e5-joins1-oos", "e5-joins1-soup3", "e5-joins1-8ep-soup3", "e5-num",
+         "e5-blend")
 LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
          "tfidf-c1": "TF-IDF + one-vs-rest LR, C 1",
          "bilstm": "BiLSTM joint (the seed's baseline)",
@@ -51,6 +52,8 @@ LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
                           "training rows (task.compound_joins 1.0)",
          "e5-joins1-max": "multilingual-e5-small, joint heads, 4 epochs at 1e-4, joined "
                           "training rows (1.0), max pooling",
+         "e5-joins1-oos": "multilingual-e5-small, joint heads, 4 epochs at 1e-4, joined "
+                          "training rows (1.0), the demo's 150 off-topic training rows",
          "e5-joins1-soup3": "multilingual-e5-small, uniform soup of three 4-epoch runs with "
                             "joined training rows (1.0), thresholds tuned on validation",
          "e5-joins1-8ep-soup3": "multilingual-e5-small, uniform soup of three 8-epoch runs "
@@ -71,7 +74,7 @@ FAMILY = {"tfidf": "tfidf", "tfidf-c1": "tfidf", "bilstm": "bilstm", "bilstm-att
           "scratch-blend": "transformer+tfidf", "minilm": "minilm", "minilm-num": "minilm",
           "minilm-fresh": "minilm", "minilm-lpft-bal": "minilm", "minilm-blend": "minilm+tfidf",
           "e5": "e5", "e5-lr1e-4": "e5", "e5-8ep": "e5", "e5-split": "e5", "e5-joins": "e5",
-          "e5-joins1": "e5", "e5-joins1-8ep": "e5", "e5-joins1-max": "e5",
+          "e5-joins1": "e5", "e5-joins1-8ep": "e5", "e5-joins1-max": "e5", "e5-joins1-oos": "e5",
           "e5-joins1-soup3": "e5",
           "e5-joins1-8ep-soup3": "e5",
           "e5-num": "e5", "e5-blend": "e5+tfidf"}

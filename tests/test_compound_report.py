@@ -562,3 +562,22 @@ def test_a_records_int8_answers_come_back_whole(tmp_path):
     assert run["int8"]["per_question"][0]["values"] == [["amount", 0]]
     assert run["per_question"][0]["values"] == [["amount", 1]]
     assert "answers" not in run["int8"] and run["int8"]["p50_ms"] == 1.0
+
+
+def test_off_topic_training_rows_are_the_demos_and_leave_valid_and_test_alone():
+    from headwise.demo.runner import DemoSettings
+
+    assert C.DEMO_OOS_TRAIN == DemoSettings().oos_train
+    plain = C.load_setting("demo-compound", Path("."), quick=True)
+    oos = C.load_setting("demo-compound", Path("."), quick=True, oos_train=30)
+    assert [e.text for e in oos[1]] == [e.text for e in plain[1]]
+    assert [e.text for e in oos[2]] == [e.text for e in plain[2]]
+    assert oos[3] == plain[3]
+    extra = [e for e in oos[0] if not e.intents]
+    assert len(oos[0]) == len(plain[0]) + 30 and len(extra) == 30
+    assert not any(not e.intents for e in plain[0])
+    with pytest.raises(ValueError, match="demo corpus"):
+        C.load_setting("nlupp-full", Path("."), quick=True, oos_train=30)
+    # the configuration's key is not a recipe field: the worker takes it out
+    assert C.CONFIGS["e5-joins1-oos"][C.OOS_TRAIN] == C.DEMO_OOS_TRAIN
+    assert R.FAMILY["e5-joins1-oos"] == "e5" and "e5-joins1-oos" in R.LABEL
