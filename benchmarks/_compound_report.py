@@ -10,8 +10,9 @@ from typing import Any
 import _harness as H
 
 ORDER = ("tfidf", "tfidf-c1", "bilstm", "bilstm-attn", "bilstm-joins", "bilstm-joins1",
-         "scratch", "scratch-num",
-         "scratch-joins", "scratch-joins1", "scratch-joins1-neg", "scratch-80ep",
+         "bilstm-joins-oos", "scratch", "scratch-num",
+         "scratch-joins", "scratch-joins1", "scratch-joins1-neg", "scratch-joins1-neg-oos",
+         "scratch-80ep",
          "scratch-blend",
          "minilm", "minilm-num", "minilm-fresh", "minilm-lpft-bal", "minilm-blend", "e5",
          "e5-lr1e-4", "e5-8ep", "e5-split", "e5-joins", "e5-joins1", "e5-joins1-8ep",
@@ -23,6 +24,8 @@ LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
          "bilstm-attn": "BiLSTM joint, attention pooling",
          "bilstm-joins": "BiLSTM joint, joined training rows (task.compound_joins 0.5)",
          "bilstm-joins1": "BiLSTM joint, joined training rows (task.compound_joins 1.0)",
+         "bilstm-joins-oos": "BiLSTM joint, joined training rows (0.5), the demo's 150 "
+                             "off-topic training rows",
          "scratch": "from-scratch joint Transformer",
          "scratch-num": "from-scratch + number-aware heads",
          "scratch-joins": "from-scratch joint Transformer, joined training rows "
@@ -31,6 +34,9 @@ LABEL = {"tfidf": "TF-IDF + one-vs-rest LR (floor)",
                            "(task.compound_joins 1.0)",
          "scratch-joins1-neg": "from-scratch joint Transformer, joined training rows (1.0), "
                                "clause-scoped negation-aware heads 2 and 3 (bias start 4)",
+         "scratch-joins1-neg-oos": "from-scratch joint Transformer, joined training rows "
+                                   "(1.0), clause-scoped negation-aware heads, the demo's "
+                                   "150 off-topic training rows",
          "scratch-80ep": "from-scratch joint Transformer, 80 epochs (patience 10)",
          "scratch-blend": "from-scratch joint Transformer + TF-IDF blend (share on validation)",
          "minilm": "MiniLM-L6 import, joint heads (LP-FT)",
@@ -67,10 +73,10 @@ METRICS = ("micro_f1", "macro_f1", "exact_match", "span_f1")
 #: validation rows; a network blended with TF-IDF (``levers.blend="tfidf"``) is a family of
 #: its own, so the section lists it beside the network alone and the TF-IDF floor
 FAMILY = {"tfidf": "tfidf", "tfidf-c1": "tfidf", "bilstm": "bilstm", "bilstm-attn": "bilstm",
-          "bilstm-joins": "bilstm", "bilstm-joins1": "bilstm",
+          "bilstm-joins": "bilstm", "bilstm-joins1": "bilstm", "bilstm-joins-oos": "bilstm",
           "scratch": "transformer", "scratch-num": "transformer", "scratch-joins": "transformer",
           "scratch-80ep": "transformer", "scratch-joins1": "transformer",
-          "scratch-joins1-neg": "transformer",
+          "scratch-joins1-neg": "transformer", "scratch-joins1-neg-oos": "transformer",
           "scratch-blend": "transformer+tfidf", "minilm": "minilm", "minilm-num": "minilm",
           "minilm-fresh": "minilm", "minilm-lpft-bal": "minilm", "minilm-blend": "minilm+tfidf",
           "e5": "e5", "e5-lr1e-4": "e5", "e5-8ep": "e5", "e5-split": "e5", "e5-joins": "e5",

@@ -167,6 +167,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "bilstm-attn": H.recipe_with(_BILSTM, architecture={"lstm_pooling": "attention"}),
     "bilstm-joins": H.recipe_with(_BILSTM, task={"compound_joins": 0.5}),
     "bilstm-joins1": H.recipe_with(_BILSTM, task={"compound_joins": 1.0}),
+    "bilstm-joins-oos": {**H.recipe_with(_BILSTM, task={"compound_joins": 0.5}),
+                         OOS_TRAIN: DEMO_OOS_TRAIN},
     "scratch": _SCRATCH,
     "scratch-num": H.recipe_with(
         _SCRATCH, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
@@ -203,7 +205,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # none, so a compound model there never saw a question without intents and its
     # validation errors hold off-topic questions answered with an intent near 0.9
     "e5-joins1-oos": {**H.recipe_with(_E5, train={"lr": 1e-4}, task={"compound_joins": 1.0}),
-                      "oos_train": DEMO_OOS_TRAIN},
+                      OOS_TRAIN: DEMO_OOS_TRAIN},
     "e5-num": H.recipe_with(
         _E5, architecture={"model_overrides": {"number_heads": NUMBER_HEADS}}
     ),
@@ -217,6 +219,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
         _SCRATCH, task={"compound_joins": 1.0},
         architecture={"model_overrides": {"negation_heads": [2, 3], "negation_scope": "clause",
                                           "negation_bias_init": 4.0}}),
+    # the other families' choices on the same corpus (the demo's off-topic training rows),
+    # fixed with e5-joins1-oos: a comparison with the BiLSTM is of models of one corpus
+    "scratch-joins1-neg-oos": {
+        **H.recipe_with(_SCRATCH, task={"compound_joins": 1.0}, architecture={
+            "model_overrides": {"negation_heads": [2, 3], "negation_scope": "clause",
+                                "negation_bias_init": 4.0}}),
+        OOS_TRAIN: DEMO_OOS_TRAIN},
     # the 40-epoch cap ends some from-scratch runs while validation still improves
     "scratch-80ep": H.recipe_with(_SCRATCH, train={"epochs": 80, "patience": 10}),
     "scratch-blend": H.recipe_with(_SCRATCH, levers={"blend": "tfidf"}),
@@ -247,7 +256,8 @@ ONLY_ON = {"minilm": ("nlupp-full", "nlupp-low"), "minilm-num": ("nlupp-full", "
            "bilstm": ("nlupp-full", "nlupp-low", "demo-compound"),
            "bilstm-attn": ("demo-compound",), "bilstm-joins": ("demo-compound",),
            "bilstm-joins1": ("demo-compound",), "scratch-joins1": ("demo-compound",),
-           "scratch-joins1-neg": ("demo-compound",),
+           "scratch-joins1-neg": ("demo-compound",), "bilstm-joins-oos": ("demo-compound",),
+           "scratch-joins1-neg-oos": ("demo-compound",),
            "e5": ("demo-compound",), "e5-lr1e-4": ("demo-compound",),
            "e5-8ep": ("demo-compound",), "e5-split": ("demo-compound",),
            "e5-joins": ("demo-compound",), "e5-joins1": ("demo-compound",),
@@ -415,28 +425,36 @@ def _right_string(right: Any) -> str:
     return "".join("1" if x else "0" for x in right)
 
 
-def threshold_rules(clf: Any, valid: list, test: list, seed: int) -> dict[str, Any]:
-    """One trained compound model under each of :data:`RULES`: the validation exact match
-    cross-fitted (the validation rows split in two halves with ``seed``; each half scored
-    at the thresholds tuned on the other), the thresholds tuned on all validation rows,
-    and each test question's exact-match outcome at them (a "0"/"1" string in test
-    order, the gold intents those the model knows, as :func:`questions_of` counts them).
+def split_probabilities(clf: Any, valid: list, test: list) -> dict[str, tuple[Any, Any]]:
+    """Each split's intent probabilities (one pass of the model over its rows) and gold
+    targets (the intents the model knows, as :func:`questions_of` counts them):
+    ``{"valid": (probs, gold), "test": (probs, gold)}``, what :func:`threshold_rules` and
+    :func:`ranking_ceiling` read."""
+    from headwise.intent.training.compound import compound_targets
+
+    return {name: (clf.analyse([e.text for e in rows])[0],
+                   compound_targets(rows, clf.intents).astype(bool))
+            for name, rows in (("valid", valid), ("test", test))}
+
+
+def threshold_rules(split: dict[str, tuple[Any, Any]], seed: int) -> dict[str, Any]:
+    """One trained compound model under each of :data:`RULES` (``split``: its
+    :func:`split_probabilities`): the validation exact match cross-fitted (the validation
+    rows split in two halves with ``seed``; each half scored at the thresholds tuned on
+    the other), the thresholds tuned on all validation rows, and each test question's
+    exact-match outcome at them (a "0"/"1" string in test order).
     The rule's choice reads the cross-fitted score only: tuned and scored on the same rows,
     the exact-match rule would be judged by what it maximised."""
     import numpy as np
 
     from headwise.intent.compound.thresholds import decide, tune_thresholds
-    from headwise.intent.training.compound import compound_targets
 
-    v_probs, _ = clf.analyse([e.text for e in valid])
-    t_probs, _ = clf.analyse([e.text for e in test])
-    v_gold = compound_targets(valid, clf.intents)
-    t_gold = compound_targets(test, clf.intents)
-    order = np.random.default_rng(seed).permutation(len(valid))
+    (v_probs, v_gold), (t_probs, t_gold) = split["valid"], split["test"]
+    order = np.random.default_rng(seed).permutation(len(v_probs))
     halves = (order[: len(order) // 2], order[len(order) // 2:])
     out: dict[str, Any] = {}
     for rule in RULES:
-        right = np.zeros(len(valid), dtype=bool)
+        right = np.zeros(len(v_probs), dtype=bool)
         for a, b in (halves, halves[::-1]):
             th = tune_thresholds(v_probs[a], v_gold[a], metric=rule)
             right[b] = (decide(v_probs[b], th) == v_gold[b]).all(1)
@@ -448,29 +466,26 @@ def threshold_rules(clf: Any, valid: list, test: list, seed: int) -> dict[str, A
     return out
 
 
-def ranking_ceiling(clf: Any, valid: list, test: list) -> dict[str, Any]:
-    """Exact match if each question's number of requests were known: the model's ``k`` most
-    probable intents against the gold set, ``k`` the number of gold intents the model knows
-    (0 for an out-of-scope question, which is then right); on the validation rows (the
-    share) and on the test rows (each question's outcome, a "0"/"1" string as
-    :func:`threshold_rules` writes it). No decision rule over the same probabilities can
-    pass it: what it loses is the ranking's (an intent confused or missing), the gap from
-    it down to a rule's exact match is the rule's (how many intents to answer)."""
+def ranking_ceiling(split: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    """Exact match if each question's number of requests were known (``split``: the
+    model's :func:`split_probabilities`): the model's ``k`` most probable intents against
+    the gold set, ``k`` the number of gold intents the model knows (0 for an out-of-scope
+    question, which is then right); on the validation rows (the share) and on the test
+    rows (each question's outcome, a "0"/"1" string as :func:`threshold_rules` writes it).
+    No decision rule over the same probabilities can pass it: what it loses is the
+    ranking's (an intent confused or missing), the gap from it down to a rule's exact
+    match is the rule's (how many intents to answer)."""
     import numpy as np
 
-    from headwise.intent.training.compound import compound_targets
-
-    def right(rows: list) -> Any:
-        probs, _ = clf.analyse([e.text for e in rows])
-        gold = compound_targets(rows, clf.intents).astype(bool)
+    def right(probs: Any, gold: Any) -> Any:
         order = np.argsort(-probs, axis=1, kind="stable")
         pred = np.zeros_like(gold)
         for i, k in enumerate(gold.sum(1)):
             pred[i, order[i, :k]] = True
         return (pred == gold).all(1)
 
-    test_right = right(test)
-    return {"valid_exact_match": float(right(valid).mean()),
+    test_right = right(*split["test"])
+    return {"valid_exact_match": float(right(*split["valid"]).mean()),
             "test_exact_match": float(test_right.mean()),
             "test_right": _right_string(test_right)}
 
@@ -780,8 +795,9 @@ def score_network(clf: Any, rec: dict[str, Any], valid: list | None, test: list,
         rec["number_bias"] = [[round(float(w), 4) for w in nb.per_head().detach()]
                               for nb in clf.model.encoder.number_bias]
     if valid and len(valid) >= 4:  # two halves of at least two rows
-        rec["threshold_rules"] = threshold_rules(clf, valid, test, spec["seed"])
-        rec["ranking"] = ranking_ceiling(clf, valid, test)
+        split = split_probabilities(clf, valid, test)
+        rec["threshold_rules"] = threshold_rules(split, spec["seed"])
+        rec["ranking"] = ranking_ceiling(split)
     preds = clf.predict([e.text for e in test], top_k=1, reference_date=REFERENCE_DATE)
     rec["answers"] = encode_answers(per_question(preds, test), gold)
     rec["questions"] = questions

@@ -201,7 +201,7 @@ def test_the_ranking_ceiling_answers_each_question_its_number_of_requests():
         def analyse(self, texts):
             return np.stack([probs[int(t[1:])] for t in texts]), None
 
-    out = C.ranking_ceiling(Model(), rows[:3], rows)
+    out = C.ranking_ceiling(C.split_probabilities(Model(), rows[:3], rows))
     assert out == {"valid_exact_match": 1.0, "test_exact_match": pytest.approx(4 / 6),
                    "test_right": "111001"}
 
@@ -362,7 +362,7 @@ def test_a_run_is_scored_under_both_threshold_rules():
         def analyse(self, texts):
             return np.stack([probs[int(t[1:]) % 4] for t in texts]), None
 
-    out = C.threshold_rules(Model(), rows, rows, seed=0)
+    out = C.threshold_rules(C.split_probabilities(Model(), rows, rows), seed=0)
     assert out["exact_match"]["test_exact_match"] == 1.0
     assert out["exact_match"]["valid_crossfit"] == 1.0
     assert out["micro_f1"]["test_exact_match"] == pytest.approx(0.75)
@@ -429,7 +429,7 @@ def test_int8_run_serves_the_trained_model_from_its_int8_export(trained_compound
     rows = compound_corpus
     gold = C.questions_of(rows, None, {i for e in rows for i in e.intents})
     export_checked_onnx(clf, tmp_path / "model.onnx", model_dir=trained_compound_dir)
-    rules = C.threshold_rules(clf, rows, rows, seed=0)
+    rules = C.threshold_rules(C.split_probabilities(clf, rows, rows), seed=0)
     rec = C.int8_run(clf, tmp_path / "model.onnx", rows, rows, rules, gold, threads=1)
     assert (tmp_path / "model.int8.onnx").is_file() and rec["size_mb"] > 0
     answers = C.decode_answers(rec["answers"], gold)
