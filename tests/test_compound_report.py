@@ -581,3 +581,15 @@ def test_off_topic_training_rows_are_the_demos_and_leave_valid_and_test_alone():
     # the configuration's key is not a recipe field: the worker takes it out
     assert C.CONFIGS["e5-joins1-oos"][C.OOS_TRAIN] == C.DEMO_OOS_TRAIN
     assert R.FAMILY["e5-joins1-oos"] == "e5" and "e5-joins1-oos" in R.LABEL
+
+
+def test_a_member_run_on_fewer_seeds_never_narrows_the_others_comparison():
+    # e5 and e5-8ep ran seeds 0-2 (e5-8ep better over them, e5 better on seed 0 alone);
+    # e5-split was stopped after seed 0, worse there than e5-8ep: the choice stays e5-8ep
+    runs = [_run(0, "e5", valid=0.80), _run(1, "e5", valid=0.70), _run(2, "e5", valid=0.70),
+            _run(0, "e5-8ep", valid=0.78), _run(1, "e5-8ep", valid=0.80),
+            _run(2, "e5-8ep", valid=0.80), _run(0, "e5-split", valid=0.70)]
+    assert R.chosen_configs(runs)["e5"] == "e5-8ep"
+    # stopped after seed 0 but better than the choice on it: it takes the choice
+    runs[-1] = _run(0, "e5-split", valid=0.79)
+    assert R.chosen_configs(runs)["e5"] == "e5-split"
