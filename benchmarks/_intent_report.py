@@ -43,6 +43,9 @@ def _name(config: str) -> str:
         return f"{config} (C and a prior correction chosen by 5-fold cross-validation)"
     if config == "ens-tfidf-e5":
         return f"{config} (an ensemble of the TF-IDF model and fine-tuned multilingual-e5-small)"
+    if config == "ens-tfidf2":
+        return (f"{config} (an ensemble of the two TF-IDF models: C 10, and C with a prior "
+                f"correction chosen by 5-fold cross-validation)")
     if config.startswith("ens-"):
         return f"{config} (an ensemble of a TF-IDF, a BiLSTM and a Transformer model)"
     if "-soup" in config:
