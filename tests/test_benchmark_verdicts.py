@@ -787,3 +787,34 @@ def test_compare_rotates_the_order_and_takes_the_median_of_calls_per_round() -> 
     assert order[12:] == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
     assert len(res["rounds_ms"]["a"]) == len(res["rounds_ms"]["b"]) == 2
     assert max(res["rounds_ms"]["a"]) < 10  # the 50 ms call is not a round's median
+
+
+def test_each_ensemble_is_judged_against_the_ensemble_of_the_baseline():
+    """An ensemble is set against the ensemble of TF-IDF models (not one model), each on
+    its own row (ensembles record no validation score, so none is chosen); one with fewer
+    than three seeds is not judged; without the baseline ensemble nothing is."""
+    import _intent_report as R
+
+    def ens(config, f1s):
+        runs = [_cic_run(config, s, f, 0.8, 0.0) for s, f in enumerate(f1s)]
+        for r in runs:
+            r["valid"] = None
+        return runs
+
+    base = ens(R.BASELINE_ENSEMBLE, [0.75, 0.76, 0.77])
+    strong = ens("ens-tfidf-e5", [0.80, 0.81, 0.82])
+    close = ens("transformer-concat-ln-rope-distill-ens3", [0.75, 0.77, 0.76])
+    short = ens("ens-tfidf-bilstm-transformer", [0.9, 0.9])
+    rows = {r[0]: r for r in R.ensemble_targets(R.summarise(base + strong + close + short))}
+    assert len(rows) == 3
+    by = {c: next(v for k, v in rows.items() if f"{c} (" in k)
+          for c in ("ens-tfidf-e5", "transformer-concat-ln-rope-distill-ens3",
+                    "ens-tfidf-bilstm-transformer")}
+    want = V.difference_interval([0.80, 0.81, 0.82], [0.75, 0.76, 0.77], 2000)
+    assert by["ens-tfidf-e5"][1] == V.judge(want, 0.0, strictly=True)
+    assert want.points() in by["ens-tfidf-e5"][2]
+    assert by["transformer-concat-ln-rope-distill-ens3"][1] == "within noise"
+    assert by["ens-tfidf-bilstm-transformer"][1] == "NOT JUDGED"
+    alone = R.ensemble_targets(R.summarise(strong))
+    assert len(alone) == 1 and alone[0][1] == "NOT MEASURED"
+    assert R.ensemble_targets(R.summarise(base)) == []
