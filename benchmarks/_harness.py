@@ -793,9 +793,9 @@ def summary(bodies: dict[str, str]) -> str:
            "shows every configuration run, and a target's row names the one chosen on "
            "validation. A verdict is PASS only when its 95 % interval clears the target, FAIL "
            "when the interval lies wholly on the wrong side, and \"within noise\" otherwise "
-           "(`benchmarks/_verdicts.py`). One model is compared with one model, a runtime with "
-           "a runtime. A section re-stated under the protocol says so where it lists its "
-           "targets; the others predate it.", ""]
+           "(`benchmarks/_verdicts.py`). One model is compared with one model, an ensemble "
+           "with an ensemble of the baseline, a runtime with a runtime. A section re-stated "
+           "under the protocol says so where it lists its targets; the others predate it.", ""]
     for area, title in AREAS.items():
         keys = [k for k, a in PAGES.items() if a == area and k in bodies]
         if not keys:
