@@ -95,7 +95,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
-from _compound_report import DETAILED, FAMILY  # noqa: E402
+from _compound_report import DETAILED, FAMILY, OOS_BASES  # noqa: E402
 
 RESULTS = HERE / "results" / "compound_runs.jsonl"
 SETTINGS = {"nlupp-full": {"train": list(range(9)), "test": [9]},
@@ -234,8 +234,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
 # so a compound model there never saw a question without intents, and its validation errors
 # hold off-topic questions answered with an intent near 0.9. With it, the other families'
 # choices on the same corpus: a comparison with the BiLSTM is of models of one corpus
-CONFIGS.update({f"{c}-oos": {**CONFIGS[c], OOS_TRAIN: DEMO_OOS_TRAIN}
-                for c in ("e5-joins1", "bilstm-joins", "scratch-joins1-neg")})
+CONFIGS.update({f"{c}-oos": {**CONFIGS[c], OOS_TRAIN: DEMO_OOS_TRAIN} for c in OOS_BASES})
 SEEDS = {"minilm": (0,), "minilm-num": (0,), "minilm-blend": (0,), "minilm-fresh": (0,),
          "minilm-lpft-bal": (0,), "e5-joins1-soup3": (0,),
          "e5-joins1-8ep-soup3": (0,)}  # others: --seeds
