@@ -28,7 +28,10 @@ Settings (NLU++ banking, ``../shared/data/nlupp_banking``, read in place):
 Every run records each test question's outcome (its predicted intents and, for a joint
 model, its predicted slot spans and whether each gold value came out right), so the section
 gives 95 % intervals (a percentile bootstrap over test questions, the seeds' scores averaged
-in each resample), paired differences and, on ``demo-compound``, scores per slice. What a
+in each resample), paired differences and, on ``demo-compound``, scores per slice. A
+``demo-compound`` run also answers the questions written by hand (:data:`WRITTEN`,
+``benchmarks/data/compound_written.jsonl``: not the generator's, never read for a choice)
+under each threshold rule (``written``). What a
 test set's questions are (gold intents, gold spans, the slots whose values are checked, the
 corpus's slice tags) is the same for every run on it: it is stored once, in
 ``compound_runs.questions.jsonl`` beside the results file, under the hash of its content,
@@ -95,7 +98,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
-from _compound_report import DETAILED, FAMILY, OOS_BASES  # noqa: E402
+from _compound_report import DETAILED, FAMILY, OOS_BASES, WRITTEN_SLICES  # noqa: E402
 
 RESULTS = HERE / "results" / "compound_runs.jsonl"
 SETTINGS = {"nlupp-full": {"train": list(range(9)), "test": [9]},
@@ -103,6 +106,12 @@ SETTINGS = {"nlupp-full": {"train": list(range(9)), "test": [9]},
             "demo": {"compound_share": 0.0},
             "demo-compound": {"compound_share": 0.25}}
 NUMBER_HEADS = [0, 1]
+#: questions written by hand, not by the generator (issue 34: outside checks ask the demo's
+#: compound models questions people wrote), one JSON object a line: ``text``, ``intents``
+#: (the demo's intent names; none: out of scope) and ``slice`` (one of
+#: ``_compound_report.WRITTEN_SLICES``). Never read for a choice: every demo-compound run
+#: answers them beside its test set
+WRITTEN = HERE / "data" / "compound_written.jsonl"
 #: a configuration's key (not a recipe field) for its demo corpus's off-topic training rows
 OOS_TRAIN = "oos_train"
 #: how many `headwise demo` generates (DemoSettings.oos_train)
@@ -288,6 +297,50 @@ def load_setting(setting: str, data_dir: Path, quick: bool, oos_train: int = 0
     return train, None, test, None
 
 
+def read_written(path: Path = WRITTEN) -> dict[str, Any]:
+    """The questions written by hand (:data:`WRITTEN`) as a record's question set:
+    ``{"kind": "written", "texts", "gold", "slices"}`` (gold intents sorted, one slice
+    each).
+
+    Raises:
+        ValueError: a line is not such an object, or its slice does not fit its intents
+            (``compound`` has two or more, ``single`` and ``dropped`` one, ``out_of_scope``
+            none).
+    """
+    out: dict[str, Any] = {"kind": "written", "texts": [], "gold": [], "slices": []}
+    wants = {"compound": lambda n: n >= 2, "dropped": lambda n: n == 1,
+             "single": lambda n: n == 1, "out_of_scope": lambda n: n == 0}
+    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        text, intents, name = row.get("text"), row.get("intents"), row.get("slice")
+        if not isinstance(text, str) or not text.strip() or not isinstance(intents, list) \
+                or not all(isinstance(i, str) for i in intents) or name not in wants:
+            raise ValueError(f"{path}:{no}: expected text, intents (a list of names) and a "
+                             f"slice among {WRITTEN_SLICES}")
+        if not wants[name](len(set(intents))):
+            raise ValueError(f"{path}:{no}: a {name} question with {len(set(intents))} "
+                             "intents")
+        out["texts"].append(text)
+        out["gold"].append(sorted(set(intents)))
+        out["slices"].append(name)
+    return out
+
+
+def written_answers(probs: Any, names: list[str], thresholds: dict[str, Any]
+                    ) -> dict[str, list[list[str]]]:
+    """A model's answers to the written questions: its intent probabilities for them
+    (``probs``, columns ``names``) decided under each rule's thresholds (``thresholds``:
+    rule -> :meth:`~headwise.intent.compound.thresholds.Thresholds.to_dict`), each
+    question's intents sorted."""
+    from headwise.intent.compound.thresholds import Thresholds, decide
+
+    return {rule: [sorted(names[j] for j in row.nonzero()[0])
+                   for row in decide(probs, Thresholds.from_dict(th))]
+            for rule, th in thresholds.items()}
+
+
 def split_valid(train: list, seed: int, fraction: float = 0.1) -> tuple[list, list]:
     """The seeded validation split the recipe makes itself (same rule, for the floor)."""
     order = list(range(len(train)))
@@ -298,10 +351,12 @@ def split_valid(train: list, seed: int, fraction: float = 0.1) -> tuple[list, li
 
 
 def run_tfidf(train: list, valid: list | None, test: list, seed: int, c: float,
-              timed: bool) -> dict[str, Any]:
+              timed: bool, written: list[str] | None = None) -> dict[str, Any]:
     """One-vs-rest logistic regression on TF-IDF; global threshold tuned on validation (the
     setting's, else the seeded 10 % of training the recipe would hold out). Each test
-    question's predicted intents (``per_question``); ``timed``: the single-query p50 too."""
+    question's predicted intents (``per_question``); ``timed``: the single-query p50 too;
+    ``written``: its answers to these texts too (``written_answers``, :func:`written_answers`
+    under its one rule, micro-F1)."""
     import numpy as np
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
@@ -323,8 +378,11 @@ def run_tfidf(train: list, valid: list | None, test: list, seed: int, c: float,
     model.fit([e.text for e in fit], y_fit[:, keep].astype(int))
 
     def probs(rows: list) -> np.ndarray:
-        p = np.zeros((len(rows), len(names)))
-        p[:, keep] = model.predict_proba([e.text for e in rows])
+        return probs_of([e.text for e in rows])
+
+    def probs_of(texts: list[str]) -> np.ndarray:
+        p = np.zeros((len(texts), len(names)))
+        p[:, keep] = model.predict_proba(texts)
         return p
 
     valid_probs = probs(valid)
@@ -338,6 +396,9 @@ def run_tfidf(train: list, valid: list | None, test: list, seed: int, c: float,
            "valid": {k: v[k] for k in ("micro_f1", "macro_f1", "exact_match")},
            "train_seconds": fit_s}
     rec["per_question"] = [{"pred": [names[j] for j in np.flatnonzero(row)]} for row in chosen]
+    if written is not None:
+        rec["written_answers"] = written_answers(probs_of(written), names,
+                                                 {"micro_f1": thresholds.to_dict()})
     if timed:
         rec["p50_ms"] = _p50_ms(lambda text: model.predict_proba([text]),
                                 [e.text for e in test])
@@ -677,11 +738,22 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     # the test set, stored once beside the results (runs that fail leave it unused)
     gold = questions_of(test, slices, {i for e in train for i in e.intents})
     questions = store_questions(Path(spec["questions"]), gold)
+    if detailed:  # the questions written by hand, stored once as a test set is
+        written = read_written()
+        unknown = sorted({i for g in written["gold"] for i in g}
+                         - {i for e in train for i in e.intents})
+        if unknown:
+            raise ValueError(f"{WRITTEN} names intents training does not have: {unknown}")
+        spec = {**spec, "written": (store_questions(Path(spec["questions"]), written),
+                                    written)}
     if FAMILY[spec["config"]] == "tfidf":
         rec = run_tfidf(train, valid, test, spec["seed"], CONFIGS[spec["config"]]["c"],
-                        detailed)
+                        detailed, spec["written"][1]["texts"] if detailed else None)
         rec["answers"] = encode_answers(rec.pop("per_question"), gold)
         rec["questions"] = questions
+        if detailed:
+            rec["written"] = {"questions": spec["written"][0],
+                              "answers": rec.pop("written_answers")}
         return rec
     if "soup_of" in CONFIGS[spec["config"]]:
         return soup_run(spec, valid, test, gold, questions)
@@ -789,6 +861,11 @@ def score_network(clf: Any, rec: dict[str, Any], valid: list | None, test: list,
         split = split_probabilities(clf, valid, test)
         rec["threshold_rules"] = threshold_rules(split, spec["seed"])
         rec["ranking"] = ranking_ceiling(split)
+        if spec.get("written"):
+            key, written = spec["written"]
+            rec["written"] = {"questions": key, "answers": written_answers(
+                clf.analyse(written["texts"])[0], list(clf.intents),
+                {k: v["thresholds"] for k, v in rec["threshold_rules"].items()})}
     preds = clf.predict([e.text for e in test], top_k=1, reference_date=REFERENCE_DATE)
     rec["answers"] = encode_answers(per_question(preds, test), gold)
     rec["questions"] = questions
@@ -822,6 +899,13 @@ def done_runs(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
                                                                    qs))
         if qs.get("slices") is not None:
             r["slices"] = qs["slices"]
+        if "written" in r:  # the questions written by hand, with their gold and slices
+            w = r["written"]
+            if w["questions"] not in sets:
+                raise ValueError(f"{r['setting']} {r['config']} seed {r['seed']} names "
+                                 f"written questions {w['questions']}, which "
+                                 f"{questions_path(path)} lacks")
+            w.update({k: sets[w["questions"]][k] for k in ("texts", "gold", "slices")})
     return runs
 
 

@@ -593,3 +593,91 @@ def test_a_member_run_on_fewer_seeds_never_narrows_the_others_comparison():
     # stopped after seed 0 but better than the choice on it: it takes the choice
     runs[-1] = _run(0, "e5-split", valid=0.79)
     assert R.chosen_configs(runs)["e5"] == "e5-split"
+
+
+def test_the_written_questions_are_the_demos_intents_each_in_a_slice_that_fits(tmp_path):
+    """The committed file reads (every slice fits its intents, every intent is the demo's),
+    and a line whose slice contradicts its intents, or that lacks a text, is refused with
+    its line number."""
+    from headwise.demo.corpus import generate_demo_corpus
+
+    written = C.read_written()
+    demo = {i for e in generate_demo_corpus(seed=0, per_intent=5)["train"] for i in e.intents}
+    assert set(written["slices"]) == set(R.WRITTEN_SLICES)
+    assert {i for g in written["gold"] for i in g} <= demo
+    assert len(written["texts"]) == len(set(written["texts"])) >= 80
+    bad = tmp_path / "w.jsonl"
+    bad.write_text('{"text": "q", "intents": ["a"], "slice": "single"}\n\n'
+                   '{"text": "r", "intents": ["a"], "slice": "compound"}\n')
+    with pytest.raises(ValueError, match=r"w.jsonl:3: a compound question with 1 intents"):
+        C.read_written(bad)
+    bad.write_text('{"intents": [], "slice": "out_of_scope"}\n')
+    with pytest.raises(ValueError, match=r"w.jsonl:1: expected text"):
+        C.read_written(bad)
+
+
+def test_written_answers_decide_each_rules_thresholds():
+    """The same probabilities under one global threshold and under the exact-match pair
+    (0.8 for the most probable intent, 0.3 for the others): hand-checked sets."""
+    probs = np.array([[0.9, 0.4, 0.1], [0.5, 0.2, 0.1], [0.85, 0.2, 0.6]])
+    out = C.written_answers(probs, ["a", "b", "c"], {
+        "micro_f1": {"threshold": 0.45, "per_intent": None, "additional": None,
+                     "metric": "micro_f1"},
+        "exact_match": {"threshold": 0.8, "per_intent": None, "additional": 0.3,
+                        "metric": "exact_match"}})
+    assert out == {"micro_f1": [["a"], ["a"], ["a", "c"]],
+                   "exact_match": [["a", "b"], [], ["a", "c"]]}
+
+
+def _written_run(run: dict, key: str, gold: list, answers: dict, slices: list,
+                 valid_em: float = 0.6) -> dict:
+    run = _with_rules(run, 0.5, valid_em, [True] * len(run["per_question"]))
+    return {**run, "written": {"questions": key, "answers": answers, "gold": gold,
+                               "slices": slices, "texts": [f"t{i}" for i in range(len(gold))]}}
+
+
+def test_the_written_table_scores_each_configuration_under_its_rule_per_slice():
+    """Two e5 runs whose exact-match rule is chosen on validation: the written score is
+    theirs under that rule (3 of 4 right in each), per slice, and the losses list the
+    question both seeds miss with its answer; a configuration without written answers is
+    left out."""
+    gold = [["a", "b"], ["a"], [], ["c"]]
+    slices = ["compound", "dropped", "out_of_scope", "single"]
+    em = [["a", "b"], ["a", "b"], [], ["c"]]  # the dropped request answered: wrong
+    micro = [["a"], ["a"], [], ["c"]]
+    runs = [_written_run(_run(s, "e5-joins1"), "w1", gold,
+                         {"micro_f1": micro, "exact_match": em}, slices) for s in (0, 1)]
+    runs.append(_run(0, "bilstm"))
+    table = R.written_table(runs)
+    row = next(line for line in table.splitlines() if R.LABEL["e5-joins1"] in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[4] == "exact-match thresholds"
+    assert cells[5].startswith("75.0 [")
+    assert cells[6:10] == ["100.0 [100.0, 100.0]", "0.0 [0.0, 0.0]", "100.0 [100.0, 100.0]",
+                           "100.0 [100.0, 100.0]"]
+    assert R.LABEL["bilstm"] not in table
+    losses = R.written_losses(runs)
+    assert "(1 of 4)" in losses and "| t1 | a | a, b | 2 of 2 |" in losses
+    assert R.written_part([_run(0, "bilstm")]) == []
+
+
+def test_a_records_written_answers_come_back_with_their_questions(tmp_path):
+    """done_runs gives a run's written answers their texts, gold and slices from the
+    questions file; a record naming a set the file lacks is refused."""
+    results = tmp_path / "runs.jsonl"
+    gold = {"gold": [["a"]], "gold_spans": [[]], "value_slots": [[]], "slices": [[]]}
+    key = C.store_questions(C.questions_path(results), gold)
+    written = {"kind": "written", "texts": ["q1", "q2"], "gold": [["a"], []],
+               "slices": ["single", "out_of_scope"]}
+    wkey = C.store_questions(C.questions_path(results), written)
+    rec = {"setting": "demo-compound", "config": "tfidf", "seed": 0, "questions": key,
+           "answers": C.encode_answers([{"pred": ["a"]}], gold),
+           "written": {"questions": wkey, "answers": {"micro_f1": [["a"], ["a"]]}}}
+    results.write_text(json.dumps(rec) + "\n")
+    run = C.done_runs(results)[("demo-compound", "tfidf", 0)]
+    assert run["written"]["texts"] == ["q1", "q2"] and run["written"]["gold"] == [["a"], []]
+    assert R.written_outcomes([run], "micro_f1") == [[True, False]]
+    rec["written"]["questions"] = "0" * 16
+    results.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(ValueError, match="written questions 0+, which"):
+        C.done_runs(results)
