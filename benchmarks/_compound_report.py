@@ -430,11 +430,16 @@ WRITTEN_SLICES = ("compound", "dropped", "single", "out_of_scope")
 
 
 def _written(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The demo-compound configurations whose runs all answered one version of the
-    questions written by hand (``written``), in ORDER."""
-    return {c: rs for c, rs in _detailed(runs).items()
-            if all(r.get("written") for r in rs)
-            and len({r["written"]["questions"] for r in rs}) == 1}
+    """The demo-compound configurations whose runs all answered the questions written by
+    hand (``written``) in the version the newest such run answered (an edit of the file is
+    a new version: configurations are compared on the same questions only), in ORDER."""
+    detailed = _detailed(runs)
+    answered = [r for rs in detailed.values() for r in rs if r.get("written")]
+    if not answered:
+        return {}
+    current = max(answered, key=lambda r: r.get("date", ""))["written"]["questions"]
+    return {c: rs for c, rs in detailed.items()
+            if all((r.get("written") or {}).get("questions") == current for r in rs)}
 
 
 def written_outcomes(runs: list[dict[str, Any]], rule: str) -> list[list[bool]]:

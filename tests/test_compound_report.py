@@ -681,3 +681,25 @@ def test_a_records_written_answers_come_back_with_their_questions(tmp_path):
     results.write_text(json.dumps(rec) + "\n")
     with pytest.raises(ValueError, match="written questions 0+, which"):
         C.done_runs(results)
+
+
+def test_the_written_table_compares_configurations_on_one_version_of_the_questions():
+    """After the file is edited, runs on its earlier version are left out of the table (a
+    configuration with one seed on each version too): only the newest version's runs are
+    compared, and the counts in the header are theirs."""
+    old_gold, new_gold = [["a"], []], [["a"], [], ["c"]]
+    answers_old = {"micro_f1": [["a"], []], "exact_match": [["a"], []]}
+    answers_new = {"micro_f1": [["a"], [], ["c"]], "exact_match": [["a"], [], ["c"]]}
+    old = [{**_written_run(_run(s, "bilstm-joins"), "v1", old_gold, answers_old,
+                           ["single", "out_of_scope"]), "date": "2026-12-01"} for s in (0, 1)]
+    new = [{**_written_run(_run(s, "e5-joins1"), "v2", new_gold, answers_new,
+                           ["single", "out_of_scope", "single"]), "date": "2026-12-02"}
+           for s in (0, 1)]
+    mixed = [{**_written_run(_run(0, "scratch-joins1"), "v1", old_gold, answers_old,
+                             ["single", "out_of_scope"]), "date": "2026-12-01"},
+             {**_written_run(_run(1, "scratch-joins1"), "v2", new_gold, answers_new,
+                             ["single", "out_of_scope", "single"]), "date": "2026-12-02"}]
+    table = R.written_table(old + new + mixed)
+    assert R.LABEL["e5-joins1"] in table
+    assert R.LABEL["bilstm-joins"] not in table and R.LABEL["scratch-joins1"] not in table
+    assert "(3) |" in table and "single (2)" in table
