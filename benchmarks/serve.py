@@ -86,10 +86,12 @@ def hf_onnx_query(hf_model: Any, tokenizer: Any, out: Path, threads: int
                   ) -> Callable[[str], list[tuple[int, float]]]:
     """The transformers model itself exported to ONNX (``torch.onnx.export``, dynamic batch
     and length, as headwise exports) and run by onnxruntime with the session options
-    headwise's :class:`~headwise.intent.inference.OnnxRuntime` uses (the same threads, all
-    graph optimisations, no spinning): the like-for-like baseline of our ONNX path. One
-    query: tokenize, run, softmax, top 3."""
+    headwise's :class:`~headwise.intent.inference.OnnxRuntime` uses
+    (:func:`headwise.onnx.session_options`, the same threads): the like-for-like baseline of
+    our ONNX path. One query: tokenize, run, softmax, top 3."""
     import onnxruntime as ort
+
+    from headwise.onnx import session_options
 
     class _Logits(torch.nn.Module):
         def __init__(self, m: Any) -> None:
@@ -110,12 +112,8 @@ def hf_onnx_query(hf_model: Any, tokenizer: Any, out: Path, threads: int
                                 dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}),
                                 dynamo=True, verbose=False)
     program.save(str(out))
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    session = ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(out), session_options(threads),
+                                   providers=["CPUExecutionProvider"])
 
     def query(text: str) -> list[tuple[int, float]]:
         enc = tokenizer(text, truncation=True, max_length=128, return_tensors="np")

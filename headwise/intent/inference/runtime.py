@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from headwise.onnx.export import META_QUANTIZED
+from headwise.onnx import META_QUANTIZED, session_options
 
 __all__ = ["OnnxRuntime", "TorchRuntime", "pooled_vectors"]
 
@@ -134,14 +134,8 @@ class OnnxRuntime:
         if not path.is_file():
             raise FileNotFoundError(f"no ONNX file at {path}; write one with `headwise "
                                     f"export MODEL --onnx {path}`")
-        options = ort.SessionOptions()
-        if threads > 0:
-            options.intra_op_num_threads = threads
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # no busy-waiting between runs: the idle pool would otherwise keep the cores hot
-        # and starve the event loop, the tokenizer and any other process on the machine
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        # spinning inside a run, none between runs (headwise.onnx.session)
+        options = session_options(threads)
         try:
             self.session = ort.InferenceSession(str(path), options,
                                                 providers=["CPUExecutionProvider"])
