@@ -73,11 +73,13 @@ from headwise.demo.families import SPLITS, Template, assign_families, catalogue,
 from headwise.demo.joins import (
     CONFLICTING_PAIRS,
     RELATED_PAIRS,
+    TAKE_BACKS,
     TOPICS,
     Clause,
     Join,
     Message,
     assign_compound_families,
+    can_take_back,
     clause_catalogue,
     fits,
     join_catalogue,
@@ -386,11 +388,13 @@ class _Compounds:
                                             if (p in related) == rel)
                       for unseen in (False, True) for rel in (False, True)}
         conflicting = {unordered(*p) for p in CONFLICTING_PAIRS}
+        #: the intents a request of which can be taken back (by topic, or object and verb)
+        self.takeable = sorted(set(TOPICS) | set(TAKE_BACKS))
         self.partners = {x: sorted({b for a, b in related if a == x} |
                                    {a for a, b in related if b == x})
-                         for x in TOPICS}
+                         for x in self.takeable}
         self.keepable = {x: [i for i in DEMO_INTENTS if i != x
-                             and unordered(i, x) not in conflicting] for x in TOPICS}
+                             and unordered(i, x) not in conflicting] for x in self.takeable}
 
     def intents(self) -> list[str]:
         """Two or three intents, in the order of the message."""
@@ -424,13 +428,17 @@ class _Compounds:
 
     def dropped(self) -> DemoExample | None:
         rng = self.rng
-        dropped = rng.choice(sorted(TOPICS))
-        keep = rng.choice(self.partners[dropped] if self.partners[dropped]
-                          and rng.random() < RELATED_SHARE else self.keepable[dropped])
+        dropped = rng.choice(self.takeable)
+        drops = [j for j in self.drops if can_take_back(j, dropped)]
+        if not drops:  # this split's drop families cannot name that request
+            return None
+        partners = [i for i in self.partners[dropped] if i in self.keepable[dropped]]
+        keep = rng.choice(partners if partners and rng.random() < RELATED_SHARE
+                          else self.keepable[dropped])
         for _ in range(20):
-            join, kept = rng.choice(self.drops), rng.choice(self.clauses[keep])
+            join, kept = rng.choice(drops), rng.choice(self.clauses[keep])
             if fits(join, {"2": kept}):
-                out = render_dropped(join, rng.choice(TOPICS[dropped]), kept, rng)
+                out = render_dropped(join, dropped, kept, rng)
                 return self._example(out, join, (keep,), ("dropped_request", "negation_scope"))
         return None
 

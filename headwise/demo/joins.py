@@ -14,6 +14,8 @@ The pieces, all data:
 * :data:`TOPICS`: what a customer says when taking an intent's request back (注销卡, 提额);
   only intents whose negation is no intent of its own (not 保险, 分期, 自动还款, 挂失, whose
   negations are refuse_insurance, cancel_instalment, cancel_autopay, unfreeze_card);
+  :data:`TAKE_BACKS`: the request's object and verb, for the drop families that negate the
+  verb after the object (保险不加了, 分期不办了: those intents too, their own verb negated);
 * :data:`RELATED_PAIRS`: intents that belong together in one message (loss and reissue, fee
   and waiver, early repayment and its penalty, a failed transfer and a refund ...);
   :data:`CONFLICTING_PAIRS` never share a message.
@@ -26,7 +28,8 @@ which intents, in which split (``generate_demo_corpus(compound_share=...)``).
 
 Join notation: ``[1]``, ``[2]``, ``[3]`` is a part written as a whole clause (a request gets a
 helper, 帮我/我想 ...), ``[2R]`` a request's bare verb phrase (the join writes the helper),
-``[1Q]`` a question; ``[X]`` the topic taken back. A part followed by more text gets its own
+``[1Q]`` a question; ``[X]`` the topic taken back, or ``[O]`` and ``[V]`` its object and verb
+("[O]不[V]了": 保险不加了). A part followed by more text gets its own
 punctuation (a question ``？``, a request ``，``) unless the text goes on with punctuation.
 """
 
@@ -39,9 +42,9 @@ from dataclasses import dataclass, field
 from headwise.demo.render import Utterance, render
 
 __all__ = ["CLAUSES", "CONFLICTING_PAIRS", "DROP_FAMILIES", "FEE_INTENTS", "JOIN_FAMILIES",
-           "RELATED_PAIRS", "TOPICS", "Clause", "Join", "Message", "assign_compound_families",
-           "clause_catalogue", "fits", "join_catalogue", "render_compound", "render_dropped",
-           "unordered"]
+           "RELATED_PAIRS", "TAKE_BACKS", "TOPICS", "Clause", "Join", "Message",
+           "assign_compound_families", "can_take_back", "clause_catalogue", "fits",
+           "join_catalogue", "render_compound", "render_dropped", "unordered"]
 
 #: intent -> families of clauses; a clause ending in ？ is a question, any other a request
 #: (a verb phrase)
@@ -209,6 +212,30 @@ TOPICS: dict[str, tuple[str, ...]] = {
     "refund_query": ("查退款",),
 }
 
+#: intent -> what a customer takes back by its object and verb, for the drop families that
+#: put the object first and negate the verb ("保险不加了", "新卡不用补了", "不用挂失卡了"; issue
+#: 34's own example, 保险不加了，帮我提额就行, is one intent). Unlike :data:`TOPICS` this holds
+#: intents whose plain negation is an intent of its own (not adding insurance is no
+#: refuse_insurance when another request follows), since the verb it negates is the intent's
+#: own: the kept request is never the conflicting intent (:data:`CONFLICTING_PAIRS`)
+TAKE_BACKS: dict[str, tuple[tuple[str, str], ...]] = {
+    "add_insurance": (("保险", "加"), ("盗刷险", "买")),
+    "refuse_insurance": (("保险", "退"),),
+    "apply_instalment": (("分期", "办"), ("账单分期", "办")),
+    "cancel_instalment": (("分期", "取消"),),
+    "enable_autopay": (("自动还款", "开"), ("自动扣款", "设置")),
+    "cancel_autopay": (("自动还款", "关"),),
+    "report_card_loss": (("卡", "挂失"),),
+    "cancel_card": (("卡", "注销"), ("这张卡", "注销")),
+    "reissue_card": (("新卡", "补"), ("卡", "补办")),
+    "raise_transfer_limit": (("转账限额", "调"), ("限额", "提")),
+    "change_repayment_date": (("还款日", "改"),),
+    "credit_limit_increase": (("额度", "提"), ("信用额度", "调")),
+    "early_repayment": (("贷款", "提前还"), ("房贷", "提前还")),
+    "deferred_repayment": (("还款", "延期"),),
+    "fee_waiver": (("年费", "免"),),
+}
+
 #: intents that belong together in one message (unordered)
 RELATED_PAIRS: tuple[tuple[str, str], ...] = (
     ("report_card_loss", "reissue_card"),
@@ -275,11 +302,16 @@ DROP_FAMILIES: tuple[tuple[str, ...], ...] = (
     ("[X]的事(先|)不(用|)管了，[2]", "[X](先|)不弄了，(帮我|)[2R]就好"),
     ("(先|)别[X]了，(帮我|)[2R]", "(先|)别[X]，[2]"),
     ("(我|)没说要[X]，(我|)(是想|只想)[2R]", "没想[X]，[2]"),
+    ("[O](就|)不[V]了，(帮我|)[2R]就行", "[O](先|)不[V]了，[2]", "不用[V][O]了，[2]"),
+    ("[O](就|)不用[V]了，[2]", "[O]不[V]了，(我|)(只|就)想[2R]",
+     "(那|)[O]先不[V]了，(帮我|)[2R]吧"),
 )
 
 _HELPERS = ("帮我", "帮我", "我想", "我要", "麻烦帮我")
 _LATER_HELPERS = _HELPERS + ("我还想",)
-_PART = re.compile(r"\[(\d|X)([RQ]?)\]")
+_PART = re.compile(r"\[(\d|X|O|V)([RQ]?)\]")
+#: the parts that name the request taken back: its topic, or its object and verb
+_TAKEN_BACK = frozenset("XOV")
 _QUESTION_END = ("？", "？", "？", "?")
 _REQUEST_END = ("", "", "。", "！")
 _PUNCT = "，,。？?！!：、"
@@ -300,13 +332,16 @@ class Clause:
 @dataclass(frozen=True)
 class Join:
     """One join (or drop) template: ``id`` ``join.<k>:<n>`` (``drop.<k>:<n>``), its family,
-    its template, the number of parts and whether its first part must be a cost question."""
+    its template, the number of parts, whether its first part must be a cost question, and
+    how a drop template names the request taken back (``{"X"}``: a topic of :data:`TOPICS`;
+    ``{"O", "V"}``: an object and verb of :data:`TAKE_BACKS`; empty for a join)."""
 
     id: str
     family: str
     template: str
     parts: int
     fee_only: bool = False
+    takes_back: frozenset[str] = frozenset()
 
 
 def clause_catalogue() -> list[Clause]:
@@ -329,8 +364,10 @@ def join_catalogue() -> list[Join]:
             for n, text in enumerate(family):
                 fee_only = text.endswith(" " + _FEE_ONLY)
                 template = text.removesuffix(" " + _FEE_ONLY)
-                parts = len({m.group(1) for m in _PART.finditer(template)} - {"X"})
-                out.append(Join(f"{kind}.{k}:{n}", f"{kind}.{k}", template, parts, fee_only))
+                names = {m.group(1) for m in _PART.finditer(template)}
+                out.append(Join(f"{kind}.{k}:{n}", f"{kind}.{k}", template,
+                                len(names - _TAKEN_BACK), fee_only,
+                                frozenset(names & _TAKEN_BACK)))
     return out
 
 
@@ -377,8 +414,8 @@ def _literal(text: str, rng: random.Random) -> Utterance:
 
 
 def _write(join: str, parts: dict[str, Clause | str], rng: random.Random) -> Message:
-    """Write a join template with its parts (part number, or ``X``, -> a clause, or the text
-    of the topic taken back)."""
+    """Write a join template with its parts (part number -> a clause; ``X``, ``O``, ``V`` ->
+    the text of the topic taken back, its object, its verb)."""
     out = Utterance()
     later: set[int] = set()
     pieces = _PART.split(join)  # text, number, kind, text, number, kind, ..., text
@@ -390,7 +427,7 @@ def _write(join: str, parts: dict[str, Clause | str], rng: random.Random) -> Mes
             break
         number, wanted = pieces[i + 1], pieces[i + 2]
         source = parts[number]
-        if isinstance(source, str):  # a topic taken back
+        if isinstance(source, str):  # the request taken back: topic, object or verb
             _append(out, Utterance(source))
             continue
         clauses.append(source.id)
@@ -415,7 +452,7 @@ def _write(join: str, parts: dict[str, Clause | str], rng: random.Random) -> Mes
 def fits(join: Join, clauses: dict[str, Clause]) -> bool:
     """Whether ``clauses`` (part number -> clause) fit the join's parts and their kinds."""
     kinds = {m.group(1): m.group(2) for m in _PART.finditer(join.template)}
-    if set(clauses) != set(kinds) - {"X"}:
+    if set(clauses) != set(kinds) - _TAKEN_BACK:
         return False
     for number, clause in clauses.items():
         kind = kinds[number]
@@ -431,9 +468,29 @@ def render_compound(join: Join, clauses: list[Clause], rng: random.Random) -> Me
     return _write(join.template, {str(k): c for k, c in enumerate(clauses, 1)}, rng)
 
 
-def render_dropped(join: Join, topic: str, kept: Clause, rng: random.Random) -> Message:
-    """One message taking ``topic`` back and keeping the request of ``kept``."""
-    return _write(join.template, {"X": topic, "2": kept}, rng)
+def can_take_back(join: Join, intent: str) -> bool:
+    """Whether the drop template ``join`` can name ``intent``'s request: by a topic
+    (:data:`TOPICS`) or by an object and verb (:data:`TAKE_BACKS`), as it needs."""
+    if join.takes_back == {"X"}:
+        return intent in TOPICS
+    return join.takes_back == {"O", "V"} and intent in TAKE_BACKS
+
+
+def render_dropped(join: Join, intent: str, kept: Clause, rng: random.Random) -> Message:
+    """One message taking ``intent``'s request back and keeping the request of ``kept``.
+
+    Raises:
+        ValueError: a template that cannot name ``intent``'s request
+            (:func:`can_take_back`).
+    """
+    if not can_take_back(join, intent):
+        raise ValueError(f"{join.id} cannot take back {intent}: it names the request by "
+                         f"{'a topic' if 'X' in join.takes_back else 'object and verb'}, "
+                         f"which {intent} has none of")
+    if join.takes_back == {"X"}:
+        return _write(join.template, {"X": rng.choice(TOPICS[intent]), "2": kept}, rng)
+    obj, verb = rng.choice(TAKE_BACKS[intent])
+    return _write(join.template, {"O": obj, "V": verb, "2": kept}, rng)
 
 
 def unordered(a: str, b: str) -> tuple[str, str]:

@@ -239,6 +239,7 @@ def test_clauses_joins_and_pairs_are_sound_data():
         CONFLICTING_PAIRS,
         DROP_FAMILIES,
         JOIN_FAMILIES,
+        TAKE_BACKS,
         TOPICS,
         clause_catalogue,
         join_catalogue,
@@ -262,6 +263,50 @@ def test_clauses_joins_and_pairs_are_sound_data():
         assert intent in DEMO_INTENTS and intent not in conflicting, intent
         assert all(not re.search("[不没别未无拒{}()0-9]", t) for t in topics), topics
         assert all(re.search(KEYWORDS[intent], t) for t in topics), topics
+    for intent, pairs in TAKE_BACKS.items():  # the request's own object and verb
+        assert intent in DEMO_INTENTS, intent
+        for obj, verb in pairs:
+            assert not re.search("[不没别未无拒{}()0-9]", obj + verb), (obj, verb)
+            assert re.search(KEYWORDS[intent], verb + obj), (intent, obj, verb)
+    drops = [j for j in joins if j.family.startswith("drop.")]
+    assert {j.takes_back for j in drops} == {frozenset("X"), frozenset("OV")}
+    for k in range(len(DROP_FAMILIES)):  # a family names what it takes back one way
+        assert len({j.takes_back for j in drops if j.family == f"drop.{k}"}) == 1, k
     for a, b in RELATED_PAIRS:
         assert a in DEMO_INTENTS and b in DEMO_INTENTS and a != b
         assert {a, b} not in [set(p) for p in CONFLICTING_PAIRS]
+
+
+def test_a_request_taken_back_by_its_object_and_verb():
+    """Issue 34's example is a message the generator writes, labelled with the request kept;
+    a template refuses an intent it cannot name."""
+    import random
+
+    from headwise.demo.joins import (
+        TAKE_BACKS,
+        TOPICS,
+        can_take_back,
+        clause_catalogue,
+        join_catalogue,
+        render_dropped,
+    )
+
+    joins = {j.id: j for j in join_catalogue()}
+    by_verb = [j for j in joins.values() if j.takes_back == {"O", "V"}]
+    by_topic = [j for j in joins.values() if j.takes_back == {"X"}]
+    assert by_verb and by_topic
+    keep = next(c for c in clause_catalogue()
+                if c.intent == "credit_limit_increase" and c.template == "提额")
+    template = next(j for j in by_verb if j.template.startswith("[O](就|)不[V]了"))
+    texts = {render_dropped(template, "add_insurance", keep, random.Random(seed))
+             .utterance.text for seed in range(200)}
+    assert "保险不加了，帮我提额就行" in texts
+    message = render_dropped(template, "add_insurance", keep, random.Random(0))
+    assert message.clauses == (keep.id,)  # only the request kept is a clause of it
+    # insurance is taken back only by its own verb: no topic, so no [X] template
+    assert "add_insurance" in TAKE_BACKS and "add_insurance" not in TOPICS
+    assert not can_take_back(by_topic[0], "add_insurance")
+    with pytest.raises(ValueError, match="cannot take back add_insurance"):
+        render_dropped(by_topic[0], "add_insurance", keep, random.Random(0))
+    assert not can_take_back(by_verb[0], "bill_query")  # neither a topic nor a verb pair
+    assert can_take_back(by_topic[0], "bill_query") == ("bill_query" in TOPICS)
