@@ -37,6 +37,9 @@ corpus's slice tags) is the same for every run on it: it is stored once, in
 ``compound_runs.questions.jsonl`` beside the results file, under the hash of its content,
 and a record names it (``questions``). A record keeps only its answers that differ from
 the right one (:func:`encode_answers`); :func:`done_runs` gives every run its whole outcome.
+A demo run counts as measured only on the test set the generator writes now
+(:func:`of_current_test_sets`): after a corpus change the runs asked for are measured again
+without ``--rerun``.
 
 Configurations, in families (``FAMILY``); on ``demo-compound`` the section marks the member
 of each family with the best validation exact match (validation rows only; every
@@ -628,11 +631,38 @@ def _read_questions(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def questions_key(questions: dict[str, Any]) -> str:
+    """A test set's id (:func:`questions_of`): the first 16 hex digits of the SHA-256 of its
+    canonical JSON."""
+    text = json.dumps(questions, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def current_test_sets(settings: list[str], data_dir: Path, quick: bool) -> dict[str, str]:
+    """The id of each generated (demo) setting's test set as the generator writes it now
+    (:func:`questions_key`); NLU++ settings, read from files, are left out."""
+    out = {}
+    for setting in sorted(set(settings)):
+        if setting.startswith("demo"):
+            train, _, test, slices = load_setting(setting, data_dir, quick)
+            out[setting] = questions_key(
+                questions_of(test, slices, {i for e in train for i in e.intents}))
+    return out
+
+
+def of_current_test_sets(done: dict[tuple[str, str, int], dict[str, Any]],
+                         current: dict[str, str]) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """The records of ``done`` that count as measured: of a setting without a generated
+    test set, or of its current one (``current``, :func:`current_test_sets`). A record of
+    an earlier corpus (the generator changed since) is measured again."""
+    return {k: r for k, r in done.items()
+            if k[0] not in current or r.get("questions") == current[k[0]]}
+
+
 def store_questions(path: Path, questions: dict[str, Any]) -> str:
     """Append a test set (:func:`questions_of`) to ``path`` unless it is there already;
-    its id (the first 16 hex digits of the SHA-256 of its canonical JSON) back."""
-    text = json.dumps(questions, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    its id (:func:`questions_key`) back."""
+    key = questions_key(questions)
     if key not in _read_questions(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as f:
@@ -947,9 +977,15 @@ def main(argv: list[str] | None = None) -> int:
 
     H.divert_smoke_runs(args, RESULTS)
     if not args.render:
-        todo = H.runs_to_measure(plan(args), done_runs(args.results), args.rerun,
+        named, done = plan(args), done_runs(args.results)
+        sets = current_test_sets([st for st, _, _ in named], args.data_dir, args.quick)
+        current = of_current_test_sets(done, sets)
+        earlier = sum(1 for k in named if k in done and k not in current)
+        todo = H.runs_to_measure(named, current, args.rerun,
                                  H.collect_provenance(args.threads), CONFIGS)
-        print(f"{len(todo)} runs to do", file=sys.stderr)
+        print(f"{len(todo)} runs to do" + (f" ({earlier} measured on an earlier corpus: "
+                                             f"again on the current one)" if earlier else ""),
+              file=sys.stderr)
         args.results.parent.mkdir(parents=True, exist_ok=True)
         for i, (st, c, s) in enumerate(todo, 1):
             print(f"[{i}/{len(todo)}] {st} {c} seed {s} ...", file=sys.stderr, flush=True)
@@ -959,8 +995,9 @@ def main(argv: list[str] | None = None) -> int:
                     "keep_dir": str(args.keep_models) if args.keep_models else None}
             if "soup_of" in CONFIGS[c]:
                 try:
-                    spec["members"] = H.soup_members(done_runs(args.results), st, c, s,
-                                                      CONFIGS)
+                    spec["members"] = H.soup_members(
+                        of_current_test_sets(done_runs(args.results), sets), st, c, s,
+                        CONFIGS)
                 except ValueError as e:
                     print(f"    skipped: {e}", file=sys.stderr, flush=True)
                     continue

@@ -703,3 +703,23 @@ def test_the_written_table_compares_configurations_on_one_version_of_the_questio
     assert R.LABEL["e5-joins1"] in table
     assert R.LABEL["bilstm-joins"] not in table and R.LABEL["scratch-joins1"] not in table
     assert "(3) |" in table and "single (2)" in table
+
+
+def test_runs_on_an_earlier_corpus_are_measured_again(tmp_path):
+    """A demo setting's test set id is the one its worker stores (the generator as it is
+    now); a record of another id (an earlier corpus) or of none does not count as measured,
+    an NLU++ record (read from files) does."""
+    train, _, test, slices = C.load_setting("demo-compound", tmp_path, quick=True)
+    stored = C.store_questions(tmp_path / "q.jsonl", C.questions_of(
+        test, slices, {i for e in train for i in e.intents}))
+    sets = C.current_test_sets(["demo-compound", "nlupp-low", "demo-compound"], tmp_path,
+                               quick=True)
+    assert sets == {"demo-compound": stored}
+    done = {("demo-compound", "tfidf", 0): {"questions": stored},
+            ("demo-compound", "tfidf", 1): {"questions": "0123456789abcdef"},
+            ("demo-compound", "tfidf", 2): {},
+            ("nlupp-low", "tfidf", 0): {"questions": "fedcba9876543210"}}
+    current = C.of_current_test_sets(done, sets)
+    assert sorted(current) == [("demo-compound", "tfidf", 0), ("nlupp-low", "tfidf", 0)]
+    named = [("demo-compound", "tfidf", s) for s in range(3)] + [("nlupp-low", "tfidf", 0)]
+    assert H.runs_to_measure(named, current, False, {}, C.CONFIGS) == named[1:3]
