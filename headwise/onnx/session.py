@@ -15,16 +15,18 @@ One place for them, so the inference runtime and the benchmarks' like-for-like b
 
 from __future__ import annotations
 
+from numbers import Integral
+from types import MappingProxyType
 from typing import Any
 
 __all__ = ["SPIN_CONFIG", "session_options"]
 
 #: the session config entries of the spinning policy, as onnxruntime names them
-SPIN_CONFIG: dict[str, str] = {
+SPIN_CONFIG: MappingProxyType[str, str] = MappingProxyType({
     "session.intra_op.allow_spinning": "1",
     "session.inter_op.allow_spinning": "1",
     "session.force_spinning_stop": "1",
-}
+})
 
 
 def session_options(threads: int = 0) -> Any:
@@ -41,12 +43,12 @@ def session_options(threads: int = 0) -> Any:
     """
     import onnxruntime as ort
 
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+    if isinstance(threads, bool) or not isinstance(threads, Integral) or threads < 0:
         raise ValueError(f"threads must be a non-negative int (0: onnxruntime's default), "
                          f"got {threads!r}")
     options = ort.SessionOptions()
     if threads > 0:
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = int(threads)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     for key, value in SPIN_CONFIG.items():
         options.add_session_config_entry(key, value)
