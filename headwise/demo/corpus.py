@@ -395,6 +395,9 @@ class _Compounds:
                          for x in self.takeable}
         self.keepable = {x: [i for i in DEMO_INTENTS if i != x
                              and unordered(i, x) not in conflicting] for x in self.takeable}
+        #: the split's drop templates that can name each intent's request
+        self.drops_of = {x: [j for j in self.drops if can_take_back(j, x)]
+                         for x in self.takeable}
 
     def intents(self) -> list[str]:
         """Two or three intents, in the order of the message."""
@@ -429,7 +432,7 @@ class _Compounds:
     def dropped(self) -> DemoExample | None:
         rng = self.rng
         dropped = rng.choice(self.takeable)
-        drops = [j for j in self.drops if can_take_back(j, dropped)]
+        drops = self.drops_of[dropped]
         if not drops:  # this split's drop families cannot name that request
             return None
         partners = [i for i in self.partners[dropped] if i in self.keepable[dropped]]
